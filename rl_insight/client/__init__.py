@@ -1,0 +1,1 @@
+"""Training-side client: stdlib only, imported by `import rl_insight`."""

@@ -1,0 +1,311 @@
+"""The public training API (drop-in for upstream RL-Insight 0.3.0 as verl calls it).
+
+Every function is a silent no-op until `init()` succeeds with a server URL. After that nothing
+raises into the training loop: internal errors are counted (`client_error` drops) and logged at a
+limited rate. The one exception is upstream's `ValueError` for mismatched `labels` in
+`update_prometheus_config`, which verl relies on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import warnings
+from time import time_ns
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .config import ClientConfig, load_config, resolve_token, resolve_url
+from .exporter import LOG_ERROR, LOG_WARNING, Exporter
+from .lanes import NOOP_BLOCK, LaneTable, NoopBlock, StateBlock
+from .ratelog import ratelog
+
+# Process-local state. `_rt` is the enabled exporter, or None while disabled: the hot path checks
+# only this one global.
+_rt: Exporter | None = None
+_reg_only: Exporter | None = None  # exporter used by update_prometheus_config before init()
+_lanes = LaneTable()
+_init_lock = threading.Lock()
+_pid_lane = str(os.getpid())
+_atexit_registered = False
+
+
+def _internal_error(where: str, exc: BaseException) -> None:
+    rt = _rt
+    if rt is not None:
+        rt.drop("client_error")
+    ratelog.log(LOG_ERROR, "internal:" + where, "[rl-insight] internal error in %s (ignored): %r", where, exc)
+
+
+# ---------------------------------------------------------------------------- lifecycle
+def init(project: str | None = None, experiment_name: str | None = None, config: Any = None) -> None:
+    """Enable monitoring for this process. Without a server URL this leaves everything a no-op."""
+    global _rt, _reg_only, _atexit_registered
+    with _init_lock:
+        if _rt is not None:
+            warnings.warn("[rl-insight] init() called more than once; ignoring re-initialization.", RuntimeWarning, stacklevel=2)
+            return
+        try:
+            cfg = load_config(config)
+        except Exception as exc:  # a malformed config must not crash training
+            _internal_error("init", exc)
+            return
+        if not cfg.enabled:
+            ratelog.log(LOG_WARNING, "no-url", "[rl-insight] no server URL (set RL_INSIGHT_SERVER_URL or config['server']['url']); monitoring is off")
+            return
+        labels = {}
+        if project is not None:
+            labels["project"] = str(project)
+        if experiment_name is not None:
+            labels["experiment_name"] = str(experiment_name)
+        try:
+            exp = Exporter(cfg, labels)
+        except Exception as exc:
+            _internal_error("init", exc)
+            return
+        if _reg_only is not None:  # hand over registrations made before init, keep one thread
+            with _reg_only._reg_lock:
+                pending, _reg_only._registrations = _reg_only._registrations, []
+            for payload in pending:
+                exp.register_targets(payload)
+            _reg_only.shutdown(0)
+            _reg_only = None
+        _rt = exp
+        if not _atexit_registered:
+            atexit.register(_at_exit)
+            _atexit_registered = True
+
+
+def finish(timeout: float | None = None) -> None:
+    """Flush what is queued (bounded by `timeout`, default the exit timeout) and disable monitoring."""
+    global _rt
+    with _init_lock:
+        rt, _rt = _rt, None
+        _lanes.reset()
+    if rt is not None:
+        try:
+            rt.shutdown(rt.cfg.exit_timeout_s if timeout is None else timeout)
+        except Exception as exc:
+            _internal_error("finish", exc)
+
+
+def flush(timeout: float | None = 5.0) -> bool:
+    """Block until everything queued so far is delivered, or `timeout` seconds pass. Never raises."""
+    ok = True
+    for exp in (_rt, _reg_only):
+        if exp is not None:
+            try:
+                ok = exp.flush(timeout) and ok
+            except Exception as exc:
+                _internal_error("flush", exc)
+                ok = False
+    return ok
+
+
+def is_enabled() -> bool:
+    return _rt is not None
+
+
+def stats() -> dict[str, Any]:
+    """Delivery counters of this process (sent, retries, drops by reason, queue depth)."""
+    rt = _rt
+    if rt is None:
+        return {"enabled": False}
+    with rt._drop_lock:
+        drops = dict(rt.drops)
+    return {"enabled": True, "sent": rt.sent_items, "batches": rt.sent_batches, "retries": rt.retries,
+            "dropped": drops, "queue_depth": len(rt.queue), "step": rt.step}
+
+
+def _at_exit() -> None:
+    rt = _rt
+    if rt is not None:
+        try:
+            rt.shutdown(rt.cfg.exit_timeout_s)
+        except Exception:
+            pass
+    if _reg_only is not None:
+        try:
+            _reg_only.shutdown(_reg_only.cfg.exit_timeout_s)
+        except Exception:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    """Ray, DataLoader and vLLM fork: the child gets a fresh queue, thread and cumulative state."""
+    global _rt, _reg_only, _lanes, _init_lock, _pid_lane
+    _init_lock = threading.Lock()
+    _lanes = LaneTable()
+    _pid_lane = str(os.getpid())
+    _reg_only = None  # the parent's pending registrations stay with the parent
+    parent = _rt
+    _rt = None
+    if parent is not None:
+        try:
+            _rt = Exporter(parent.cfg, parent.base_labels)
+        except Exception:
+            _rt = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---------------------------------------------------------------------------- metrics
+def metric_gauge(name: str, value: float, documentation: str = "", **labels: Any) -> None:
+    rt = _rt
+    if rt is None:
+        return
+    try:
+        rt.gauge(name, value, documentation, labels)
+    except Exception as exc:
+        _internal_error("metric_gauge", exc)
+
+
+def metric_count(name: str, amount: float = 1.0, documentation: str = "", **labels: Any) -> None:
+    rt = _rt
+    if rt is None:
+        return
+    try:
+        rt.count(name, amount, documentation, labels)
+    except Exception as exc:
+        _internal_error("metric_count", exc)
+
+
+def metric_histogram(name: str, value: float, documentation: str = "", **labels: Any) -> None:
+    rt = _rt
+    if rt is None:
+        return
+    try:
+        rt.observe(name, value, documentation, labels)
+    except Exception as exc:
+        _internal_error("metric_histogram", exc)
+
+
+# ---------------------------------------------------------------------------- traces
+def trace_state(state_name: str, *, state_lane_id: Any = None, **labels: Any) -> StateBlock | NoopBlock:
+    """Context manager (sync or async) marking `state_name` busy on a lane; see lanes.py."""
+    rt = _rt
+    if rt is None:
+        return NOOP_BLOCK
+    lane = _pid_lane if state_lane_id is None else str(state_lane_id)
+    return StateBlock(rt, _lanes, str(state_name), lane, labels)
+
+
+def trace_span(*, name: str, start_time_ns: int, end_time_ns: int, attributes: Mapping[str, Any] | None = None) -> None:
+    """Report a finished span as is (the server validates it)."""
+    rt = _rt
+    if rt is None:
+        return
+    try:
+        attrs = dict(attributes) if attributes else {}
+        lane = attrs.get("state_lane_id")
+        sid = rt.new_span_id()
+        rt.span(sid, rt.new_trace_id(sid), None, name, None if lane is None else str(lane),
+                start_time_ns, end_time_ns, attrs, "span")
+    except Exception as exc:
+        _internal_error("trace_span", exc)
+
+
+def _emit_op(span_name: str, start_ns: int, static_labels: dict, extra_labels: Callable | None, args: tuple) -> None:
+    rt = _rt
+    if rt is None:
+        return
+    try:
+        attrs = dict(static_labels)
+        if extra_labels is not None and args:
+            try:
+                attrs.update(extra_labels(args[0]))
+            except Exception as exc:
+                warnings.warn(f"[rl-insight] trace_op extra_labels callback failed: {exc!r}", RuntimeWarning, stacklevel=3)
+        attrs["monitor.trace_segment"] = "duration"
+        sid = rt.new_span_id()
+        rt.span(sid, rt.new_trace_id(sid), None, span_name, None, start_ns, time_ns(), attrs, "op")
+    except Exception as exc:
+        _internal_error("trace_op", exc)
+
+
+def trace_op(name: Any = None, *, extra_labels: Callable[[Any], Mapping[str, Any]] | None = None, **static_labels: Any) -> Callable:
+    """Decorator: one duration span per call of a sync or async function (also when it raises)."""
+
+    def decorate(func: Callable) -> Callable:
+        import functools
+        import inspect
+
+        span_name = name if isinstance(name, str) and name else func.__qualname__
+
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if _rt is None:
+                    return await func(*args, **kwargs)
+                start = time_ns()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    _emit_op(span_name, start, static_labels, extra_labels, args)
+
+            return async_wrapper
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _rt is None:
+                return func(*args, **kwargs)
+            start = time_ns()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _emit_op(span_name, start, static_labels, extra_labels, args)
+
+        return wrapper
+
+    if callable(name) and not isinstance(name, str):  # bare @trace_op
+        func, name = name, None
+        return decorate(func)
+    return decorate
+
+
+# ---------------------------------------------------------------------------- scrape targets
+def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], job_name: str | None = None,
+                             labels: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Register `host:port` scrape targets with the server; returns at once, retries in the background."""
+    global _reg_only
+    addresses = list(server_addresses or [])
+    if labels is not None and len(labels) != len(addresses):
+        raise ValueError(f"labels length must match server_addresses length: {len(labels)} != {len(addresses)}")
+    try:
+        if not addresses:
+            ratelog.log(LOG_WARNING, "no-addresses", "[rl-insight] No server addresses available to register")
+            return
+        targets = []
+        for i, addr in enumerate(addresses):
+            entry: dict[str, Any] = {"target": str(addr)}
+            if labels is not None and labels[i]:
+                entry["labels"] = {str(k): str(v) for k, v in dict(labels[i]).items()}
+            targets.append(entry)
+        payload: dict[str, Any] = {"job_name": job_name or "trainer_metrics", "targets": targets}
+        exp = _rt
+        if exp is not None:
+            payload.update(exp.base_labels)  # top-level project / experiment_name
+        else:
+            with _init_lock:
+                exp = _reg_only
+                if exp is None:
+                    url = resolve_url(None)
+                    if not url:
+                        ratelog.log(LOG_ERROR, "reg-no-url", "[rl-insight] cannot register targets: RL_INSIGHT_SERVER_URL is not set")
+                        return
+                    exp = _reg_only = Exporter(ClientConfig(url=url, token=resolve_token(None)), {})
+                    _register_atexit()
+        exp.register_targets(payload)
+    except Exception as exc:
+        _internal_error("update_prometheus_config", exc)
+
+
+def _register_atexit() -> None:
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(_at_exit)
+        _atexit_registered = True

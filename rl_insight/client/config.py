@@ -1,0 +1,122 @@
+"""Client configuration, resolved once at `init()` from the environment and the init config."""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and dataclasses cost ~8 ms of import time that training processes would pay
+    from typing import Any, Mapping
+
+DEFAULT_STEP_METRIC = "training/global_step"
+# Prometheus client library defaults, so histograms look familiar when no buckets are configured.
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)
+
+
+class ClientConfig:
+    """Everything the exporter needs; read-only after construction so the thread reads it lock-free.
+
+    A plain slotted class rather than a frozen dataclass: `dataclasses` imports `inspect`, which
+    would add milliseconds to every training process's start-up.
+    """
+
+    __slots__ = ("url", "token", "step_metric", "queue_size", "batch_size", "flush_interval_s",
+                 "request_timeout_s", "exit_timeout_s", "max_series", "histogram_buckets")
+
+    def __init__(
+        self,
+        url: str = "",
+        token: str = "",
+        step_metric: str = DEFAULT_STEP_METRIC,
+        queue_size: int = 100_000,  # items; the oldest is dropped (and counted) past this
+        batch_size: int = 5_000,  # items per HTTP request
+        flush_interval_s: float = 1.0,
+        request_timeout_s: float = 5.0,
+        exit_timeout_s: float = 5.0,  # how long atexit may wait for the last flush
+        max_series: int = 10_000,  # distinct series per kind per process
+        histogram_buckets: Mapping[str, tuple[float, ...]] | None = None,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.step_metric = step_metric
+        self.queue_size = queue_size
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self.request_timeout_s = request_timeout_s
+        self.exit_timeout_s = exit_timeout_s
+        self.max_series = max_series
+        self.histogram_buckets = dict(histogram_buckets or {})
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+    def buckets_for(self, name: str) -> tuple[float, ...]:
+        return self.histogram_buckets.get(name, DEFAULT_BUCKETS)
+
+
+def _get(cfg: Any, *path: str) -> Any:
+    """Read a nested key from a dict or dict-like (OmegaConf DictConfig) without importing it."""
+    node = cfg
+    for key in path:
+        if node is None:
+            return None
+        try:
+            node = node.get(key) if hasattr(node, "get") else None
+        except Exception:  # DictConfig in struct mode raises on unknown keys
+            return None
+    return node
+
+
+def _num(value: Any, default: float, kind: type = float) -> Any:
+    try:
+        return kind(value) if value not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
+
+
+def resolve_url(config: Any = None) -> str:
+    """`RL_INSIGHT_SERVER_URL` wins over `config["server"]["url"]` (upstream's precedence)."""
+    env = os.environ.get("RL_INSIGHT_SERVER_URL", "").strip()
+    if env:
+        return env.rstrip("/")
+    url = _get(config, "server", "url")
+    return str(url).strip().rstrip("/") if url else ""
+
+
+def resolve_token(config: Any = None) -> str:
+    env = os.environ.get("RL_INSIGHT_TOKEN", "").strip()
+    if env:
+        return env
+    tok = _get(config, "server", "token")
+    return str(tok).strip() if tok else ""
+
+
+def load_config(config: Any = None) -> ClientConfig:
+    """Build the client config from `init(config=...)` plus environment overrides."""
+    buckets_cfg = _get(config, "histogram_buckets") or {}
+    buckets: dict[str, tuple[float, ...]] = {}
+    if hasattr(buckets_cfg, "items"):
+        for name, bounds in buckets_cfg.items():
+            try:
+                clean = tuple(sorted({float(b) for b in bounds}))
+            except (TypeError, ValueError):
+                continue
+            if clean:
+                buckets[str(name)] = clean
+    client = _get(config, "client") or {}
+    env = os.environ
+    return ClientConfig(
+        url=resolve_url(config),
+        token=resolve_token(config),
+        step_metric=str(env.get("RL_INSIGHT_STEP_METRIC") or _get(config, "step_metric") or DEFAULT_STEP_METRIC),
+        queue_size=max(100, _num(env.get("RL_INSIGHT_QUEUE_SIZE") or _get(client, "queue_size"), 100_000, int)),
+        batch_size=max(1, _num(_get(client, "batch_size"), 5_000, int)),
+        flush_interval_s=max(0.05, _num(env.get("RL_INSIGHT_FLUSH_INTERVAL") or _get(client, "flush_interval_s"), 1.0)),
+        request_timeout_s=max(0.1, _num(_get(client, "request_timeout_s"), 5.0)),
+        exit_timeout_s=max(0.0, _num(env.get("RL_INSIGHT_EXIT_TIMEOUT") or _get(client, "exit_timeout_s"), 5.0)),
+        max_series=max(10, _num(_get(client, "max_series"), 10_000, int)),
+        histogram_buckets=buckets,
+    )

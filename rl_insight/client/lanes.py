@@ -1,0 +1,135 @@
+"""`trace_state` lanes: one top-level state per lane, same-name overlaps merged, nesting kept.
+
+Semantics (upstream's, plus two fixes):
+
+* A lane (default: the process id) holds at most one top-level state. The first entrant opens it
+  and a *start event* is sent at once, so the server knows about a state that has not ended yet.
+* Entrants with the same name while it is open join it (hundreds of concurrent `vllm_generate`
+  coroutines on `replica_3` become one busy interval); the last one out closes it.
+* Entrants with a different name are not dropped (upstream drops them): each becomes a child span
+  of the lane's state, e.g. `actor_update` inside `train_batch` on `rank_0`.
+
+The table lock is held only for dict updates, never across the `with` body, so it is safe for
+threads and for coroutines that `await` inside the block.
+"""
+
+from __future__ import annotations
+
+import threading
+from time import time_ns
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+from .exporter import Exporter
+
+_TOP, _MERGED, _CHILD = 0, 1, 2
+
+
+class LaneTable:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lanes: dict[str, _Lane] = {}
+
+    def reset(self) -> None:
+        """Forget open lanes; blocks still open exit without emitting (identity check below)."""
+        with self.lock:
+            self.lanes = {}
+
+
+class _Lane:
+    __slots__ = ("name", "count", "start_ns", "span_id", "trace_id", "attrs")
+
+    def __init__(self, name: str, start_ns: int, span_id: int, trace_id: int, attrs: dict) -> None:
+        self.name = name
+        self.count = 1
+        self.start_ns = start_ns
+        self.span_id = span_id
+        self.trace_id = trace_id
+        self.attrs = attrs
+
+
+def _state_attrs(name: str, lane_id: str, labels: dict) -> dict[str, Any]:
+    # Forced keys last: callers cannot override them (upstream behaviour).
+    attrs = dict(labels)
+    attrs["monitor.trace_segment"] = "state_interval"
+    attrs["state_name"] = name
+    attrs["state_lane_id"] = lane_id
+    return attrs
+
+
+class StateBlock:
+    """The context manager returned by `trace_state` when monitoring is enabled."""
+
+    __slots__ = ("_exp", "_table", "_name", "_lane_id", "_labels", "_lane", "_role", "_start")
+
+    def __init__(self, exp: Exporter, table: LaneTable, name: str, lane_id: str, labels: dict) -> None:
+        self._exp = exp
+        self._table = table
+        self._name = name
+        self._lane_id = lane_id
+        self._labels = labels
+
+    def __enter__(self) -> None:
+        now = time_ns()
+        table, name, lane_id = self._table, self._name, self._lane_id
+        with table.lock:
+            lane = table.lanes.get(lane_id)
+            if lane is None:
+                sid = self._exp.new_span_id()
+                lane = _Lane(name, now, sid, self._exp.new_trace_id(sid), _state_attrs(name, lane_id, self._labels))
+                table.lanes[lane_id] = lane
+                role = _TOP
+            elif lane.name == name:
+                lane.count += 1
+                role = _MERGED
+            else:
+                role = _CHILD
+        self._lane, self._role, self._start = lane, role, now
+        if role == _TOP:
+            self._exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
+
+    def __exit__(self, *exc: object) -> bool:
+        now = time_ns()
+        lane, exp = self._lane, self._exp
+        if self._role == _CHILD:
+            attrs = _state_attrs(self._name, self._lane_id, self._labels)
+            exp.span(exp.new_span_id(), lane.trace_id, lane.span_id, self._name, self._lane_id,
+                     self._start, now, attrs, "state_child")
+            return False
+        table = self._table
+        with table.lock:
+            lane.count -= 1
+            emit = lane.count == 0 and table.lanes.get(self._lane_id) is lane
+            if emit:
+                del table.lanes[self._lane_id]
+        if emit:
+            exp.span(lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs, "state")
+        return False
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> bool:
+        return self.__exit__(*exc)
+
+
+class NoopBlock:
+    """Returned when monitoring is disabled: costs one attribute lookup."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> bool:
+        return False
+
+
+NOOP_BLOCK = NoopBlock()

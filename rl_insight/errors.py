@@ -1,0 +1,77 @@
+"""One exception tree for the server, services and CLI.
+
+Each error says what was expected, what was found, where, and the next step. HTTP status codes
+are mapped in one place (`server/errors.py`) and CLI exit codes in one place (`cli/main.py`).
+"""
+
+from __future__ import annotations
+
+
+class RLInsightError(Exception):
+    """Base class. `http_status` and `exit_code` are the defaults for the two mappings."""
+
+    http_status = 500
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class InvalidInputError(RLInsightError):
+    """A request or file that does not have the expected shape."""
+
+    http_status = 422
+    exit_code = 2
+
+
+class MalformedBodyError(InvalidInputError):
+    """Body that cannot even be decoded (bad gzip, not JSON)."""
+
+    http_status = 400
+
+
+class PayloadTooLargeError(InvalidInputError):
+    http_status = 413
+
+
+class UnauthorizedError(RLInsightError):
+    http_status = 401
+    exit_code = 2
+
+
+class NotFoundError(RLInsightError):
+    http_status = 404
+    exit_code = 2
+
+
+class ConfigError(RLInsightError):
+    """Invalid configuration (server config file, prometheus.yml rendering)."""
+
+    exit_code = 2
+
+
+class BinaryNotFoundError(RLInsightError):
+    """A service binary is missing or too old."""
+
+    exit_code = 2
+
+
+class PortInUseError(RLInsightError):
+    exit_code = 3
+
+
+class ServiceError(RLInsightError):
+    """A supervised service failed to start, become ready, or stop."""
+
+    exit_code = 1
+
+
+class StoreError(RLInsightError):
+    """Persistent state (targets file, state file) that cannot be read or written."""
+
+    exit_code = 1

@@ -1,0 +1,1 @@
+"""Ingest server: FastAPI app factory, ingest, /metrics exposition, target registry."""

@@ -1,0 +1,41 @@
+"""`python -m rl_insight.server --config FILE`: run the ingest server in the foreground.
+
+This is the command the supervisor spawns (its command line identifies our process in pid
+checks). It binds the socket itself so that a busy port is a clear error, not a uvicorn traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import RLInsightError
+from .config import ServerConfig
+from .net import bind_socket
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl_insight.server")
+    parser.add_argument("--config", required=True, help="server config JSON written by `rl-insight server start`")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = ServerConfig.from_file(args.config)
+        sock = bind_socket(config.host, config.port)
+        import uvicorn
+
+        from .app import create_app
+
+        app = create_app(config)
+        server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5))
+        server.run(sockets=[sock])
+    except RLInsightError as exc:
+        print(f"rl-insight server: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Server configuration: one frozen dataclass, written as JSON by `server start` for the child."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from ..errors import ConfigError
+
+DEFAULT_PORT = 18080
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    token: str = ""  # bearer token required for state-changing routes when set
+    data_dir: str = "~/.rl-insight/data"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    series_ttl_s: float = 3600.0  # series not updated for this long leave /metrics
+    max_series_per_metric: int = 10_000
+    max_targets: int = 10_000
+    # Where the other services run, for /api/v1/services (None = not managed by us).
+    prometheus_url: str | None = None
+    tempo_otlp_port: int | None = None
+    grafana_url: str | None = None
+
+    @property
+    def targets_file(self) -> Path:
+        return Path(self.data_dir).expanduser() / "targets" / "rl-insight-targets.json"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ServerConfig":
+        p = Path(path)
+        try:
+            raw = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"server config {p} does not exist", hint="run `rl-insight server start` to create it") from None
+        except ValueError as exc:
+            raise ConfigError(f"server config {p} is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"server config {p} must hold a JSON object, found {type(raw).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"server config {p} has unknown keys {unknown}; expected some of {sorted(known)}")
+        return cls(**raw)
