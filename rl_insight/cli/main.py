@@ -1,0 +1,55 @@
+"""`rl-insight` command line. The only layer that prints or exits; errors map to exit codes here.
+
+Exit codes: 0 ok; 1 runtime failure (a service failed, store not writable); 2 invalid input or
+missing binary; 3 busy port; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from .._version import __version__
+from ..errors import RLInsightError
+from .server import server_app
+
+app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(server_app, name="server")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rl-insight v{__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")) -> None:
+    """rl-insight: live observability for RL post-training jobs."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    command = typer.main.get_command(app)
+    try:
+        rc = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="rl-insight", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        typer.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except RLInsightError as exc:
+        typer.secho(f"Error: {exc.message}", err=True, fg="red")
+        if exc.hint:
+            typer.echo(f"  next step: {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

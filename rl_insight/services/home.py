@@ -1,0 +1,68 @@
+"""The rl-insight home directory (`~/.rl-insight` or `RL_INSIGHT_HOME`) and its layout."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | Path | None = None) -> "Home":
+        raw = explicit or os.environ.get("RL_INSIGHT_HOME") or "~/.rl-insight"
+        return cls(Path(raw).expanduser().resolve())
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "stack.json"
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / "runtime"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def install_dir(self) -> Path:
+        return self.root / "services"
+
+    @property
+    def token_file(self) -> Path:
+        return self.root / "token"
+
+    def ensure(self) -> None:
+        for d in (self.root, self.run_dir, self.runtime_dir, self.data_dir, self.logs_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def read_token(self) -> str:
+        try:
+            return self.token_file.read_text().strip()
+        except FileNotFoundError:
+            return ""
+
+    def ensure_token(self) -> str:
+        """Reuse the stored token, or create one readable only by this user (mode 0600)."""
+        token = self.read_token()
+        if token:
+            return token
+        token = secrets.token_urlsafe(24)
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return token

@@ -1,0 +1,294 @@
+"""Run the stack: the ingest server and Prometheus, each in its own process group.
+
+Explicit process states (`starting`, `running`, `backoff`, `fatal`, `stopped`); "running" means
+the readiness endpoint answered (`/healthz`, `/-/ready`), not that a pid exists. A child that
+dies is restarted with exponential backoff; one that dies 5 times within a minute stops the
+stack. The state file (`<home>/run/stack.json`) is written atomically and read by
+`server status` / `server stop`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import httpx
+
+from .._version import __version__
+from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
+from ..server.config import ServerConfig
+from ..server.net import detect_ip, free_port, port_is_free
+from . import process
+from .binaries import find_binary
+from .home import Home
+from .prometheus import PrometheusSettings, command, render_config
+
+State = Literal["stopped", "starting", "running", "backoff", "fatal"]
+RESTART_WINDOW_S = 60.0
+MAX_RESTARTS_IN_WINDOW = 5
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    home: Home
+    host: str = "0.0.0.0"
+    port: int = 18080
+    token: str = ""
+    log_dir: Path | None = None
+    prometheus: bool = True
+    prometheus_bin: str | None = None
+    prometheus_host: str = "127.0.0.1"  # its lifecycle and admin surface must not face the network
+    prometheus_port: int = 9090
+    scrape_interval: str = "10s"
+    retention: str = "30d"
+    auto_port: bool = False
+    ready_timeout_s: float = 60.0
+
+    @property
+    def logs(self) -> Path:
+        return self.log_dir or self.home.logs_dir
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    ready_url: str
+    url: str
+    port: int
+    log: Path
+    version: str
+    proc: Any = None
+    state: State = "stopped"
+    restarts: deque = field(default_factory=lambda: deque(maxlen=MAX_RESTARTS_IN_WINDOW))
+
+    @property
+    def marker(self) -> str:
+        return " ".join(self.argv)
+
+
+@dataclass(frozen=True)
+class Missing:
+    name: str
+    reason: str
+    hint: str | None
+
+
+def probe_host(bind_host: str) -> str:
+    """Where local probes reach a server bound to `bind_host`."""
+    if bind_host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if bind_host == "::":
+        return "[::1]"
+    return f"[{bind_host}]" if ":" in bind_host else bind_host
+
+
+class Supervisor:
+    def __init__(self, settings: StackSettings, report: Callable[[str], None] = lambda _: None) -> None:
+        self.s = settings
+        self.report = report
+        self.services: list[Service] = []
+        self.missing: list[Missing] = []
+        self.ingest_port = settings.port
+        self.prometheus_port = settings.prometheus_port
+        self._stopping = threading.Event()
+
+    # ------------------------------------------------------------------ planning
+    def _pick_port(self, host: str, port: int, what: str) -> int:
+        if port_is_free(host, port):
+            return port
+        if not self.s.auto_port:
+            raise PortInUseError(f"port {port} ({what}) on {host} is already in use",
+                                 hint="stop what uses it, choose another port, or pass --auto-port")
+        chosen = free_port(host if host not in ("0.0.0.0", "::") else "127.0.0.1")
+        self.report(f"port {port} ({what}) is busy; using {chosen} instead (--auto-port)")
+        return chosen
+
+    def plan(self) -> None:
+        """Resolve ports and binaries and render configs; raises before anything is spawned."""
+        s, home = self.s, self.s.home
+        home.ensure()
+        self.ingest_port = self._pick_port(s.host, s.port, "ingest server")
+        binary = None
+        if s.prometheus:
+            try:
+                binary = find_binary("prometheus", home.install_dir, s.prometheus_bin)
+            except BinaryNotFoundError as exc:
+                if s.prometheus_bin:  # asked for explicitly: that is an error, not a degraded start
+                    raise
+                self.missing.append(Missing("prometheus", exc.message, exc.hint))
+            if binary is not None:
+                self.prometheus_port = self._pick_port(s.prometheus_host, s.prometheus_port, "Prometheus")
+
+        prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if binary else None
+        server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
+                                  prometheus_url=prom_url)
+        cfg_path = home.runtime_dir / "server.json"
+        _atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
+        ingest_probe = f"http://{probe_host(s.host)}:{self.ingest_port}"
+        self.services.append(Service(
+            name="ingest", argv=[sys.executable, "-m", "rl_insight.server", "--config", str(cfg_path)],
+            ready_url=ingest_probe + "/healthz", url=ingest_probe, port=self.ingest_port,
+            log=s.logs / "rl-insight-server.log", version=__version__))
+
+        if binary is not None:
+            prom = PrometheusSettings(
+                host=s.prometheus_host, port=self.prometheus_port, data_dir=home.data_dir / "prometheus",
+                config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
+                ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
+                retention=s.retention)
+            prom.data_dir.mkdir(parents=True, exist_ok=True)
+            server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(prom.config_file, render_config(prom))
+            self.services.append(Service(
+                name="prometheus", argv=command(binary.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]
+                url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]
+                version=binary.version_str))
+
+    # ------------------------------------------------------------------ lifecycle
+    def _spawn(self, svc: Service) -> None:
+        svc.state = "starting"
+        svc.proc = process.spawn(svc.argv, svc.log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if not process.wait_ready(svc.ready_url, self.s.ready_timeout_s, svc.proc):
+            code = svc.proc.poll()
+            why = f"exited with code {code}" if code is not None else f"not ready after {self.s.ready_timeout_s:.0f}s"
+            raise ServiceError(f"{svc.name} {why} ({svc.ready_url}); last log lines of {svc.log}:\n{_tail(svc.log)}")
+        svc.state = "running"
+
+    def start(self) -> None:
+        """Spawn every planned service and wait for each to be ready; all or nothing."""
+        try:
+            for svc in self.services:
+                self.report(f"starting {svc.name} …")
+                self._spawn(svc)
+        except BaseException:
+            self.stop()
+            raise
+        self.write_state(ready=True)
+
+    def watch(self) -> int:
+        """Supervise until `request_stop()`; returns the exit code for the CLI."""
+        while not self._stopping.wait(0.5):
+            for svc in self.services:
+                if svc.proc is None or svc.proc.poll() is None:
+                    continue
+                code = svc.proc.returncode
+                now = time.monotonic()
+                svc.restarts.append(now)
+                if len(svc.restarts) == MAX_RESTARTS_IN_WINDOW and now - svc.restarts[0] < RESTART_WINDOW_S:
+                    svc.state = "fatal"
+                    self.report(f"{svc.name} exited with code {code} {MAX_RESTARTS_IN_WINDOW} times within "
+                                f"{RESTART_WINDOW_S:.0f}s; stopping the stack. See {svc.log}")
+                    self.stop()
+                    return 1
+                delay = min(30.0, 2 ** (len(svc.restarts) - 1))
+                svc.state = "backoff"
+                self.report(f"{svc.name} exited with code {code}; restarting in {delay:.0f}s")
+                if self._stopping.wait(delay):
+                    break
+                try:
+                    self._spawn(svc)
+                    self.write_state(ready=True)
+                    self.report(f"{svc.name} restarted (pid {svc.proc.pid})")
+                except ServiceError as exc:
+                    self.report(str(exc))
+        self.stop()
+        return 0
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    def stop(self) -> None:
+        for svc in reversed(self.services):
+            if svc.proc is not None and svc.proc.poll() is None:
+                result = process.terminate(svc.proc.pid, svc.marker)
+                svc.proc.wait(timeout=5) if svc.proc.poll() is None else None
+                self.report(f"{svc.name}: {result}")
+            svc.state = "stopped"
+        try:
+            self.s.home.state_file.unlink()
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ state file
+    def write_state(self, ready: bool) -> None:
+        ip = detect_ip()
+        public_host = ip if self.s.host in ("0.0.0.0", "::") and ip else probe_host(self.s.host)
+        state = {
+            "version": __version__,
+            "supervisor": {"pid": os.getpid(), "marker": process.cmdline(os.getpid()) or ""},
+            "ready": ready,
+            "started_at": time.time(),
+            "home": str(self.s.home.root),
+            "ingest_url": f"http://{probe_host(self.s.host)}:{self.ingest_port}",
+            "public_url": f"http://{public_host}:{self.ingest_port}",
+            "token_required": bool(self.s.token),
+            "services": [
+                {"name": svc.name, "pid": svc.proc.pid if svc.proc else None, "marker": svc.marker, "url": svc.url,
+                 "ready_url": svc.ready_url, "port": svc.port, "log": str(svc.log), "version": svc.version,
+                 "state": svc.state}
+                for svc in self.services
+            ],
+            "missing": [m.__dict__ for m in self.missing],
+        }
+        _atomic_write(self.s.home.state_file, json.dumps(state, indent=2))
+
+
+def read_state(home: Home) -> dict[str, Any] | None:
+    try:
+        return json.loads(home.state_file.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return None  # a torn or foreign file counts as no state; stop/status report it as not running
+
+
+def supervisor_alive(state: dict[str, Any]) -> bool:
+    sup = state.get("supervisor") or {}
+    return process.is_ours(sup.get("pid"), sup.get("marker") or "\0never")
+
+
+def service_status(svc: dict[str, Any]) -> dict[str, Any]:
+    """Live view of one recorded service: pid ours and alive, readiness answered."""
+    alive = process.is_ours(svc.get("pid"), svc.get("marker") or "\0never")
+    ready = False
+    if alive:
+        try:
+            ready = httpx.get(svc["ready_url"], timeout=2.0, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            ready = False
+    return {**svc, "alive": alive, "ready": ready}
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        data = path.read_bytes()[-8192:].decode(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(data[-lines:])
+
+
+def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
