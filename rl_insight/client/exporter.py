@@ -86,7 +86,7 @@ class Exporter:
 
         # Owned by the sender thread.
         self._latest_gauges: dict[tuple, tuple] = {}
-        self._pending: tuple[dict, list] | None = None  # (payload, flush markers) awaiting retry
+        self._pending: tuple[dict, list, int] | None = None  # (payload, flush markers, user items) awaiting retry
         self._server_boot: str | None = None
         self._resend_all = False
         self._failures = 0
@@ -240,16 +240,15 @@ class Exporter:
     def _cycle(self, transport: Any) -> None:
         self._send_registrations(transport)
         if self._pending is not None:
-            payload, markers = self._pending
-            if not self._deliver(transport, payload, markers):
+            if not self._deliver(transport, *self._pending):
                 return
             self._pending = None
         while True:
             payload, markers, n_items = self._build_batch()
             if n_items == 0 and not markers:
                 return
-            if n_items and not self._deliver(transport, payload, markers):
-                self._pending = (payload, markers)
+            if n_items and not self._deliver(transport, payload, markers, n_items):
+                self._pending = (payload, markers, n_items)
                 return
             if not n_items:
                 for m in markers:
@@ -257,8 +256,8 @@ class Exporter:
             if not self.queue:
                 return
 
-    def _deliver(self, transport: Any, payload: dict, markers: list) -> bool:
-        """Send one batch. True when it is settled (delivered or refused for good)."""
+    def _deliver(self, transport: Any, payload: dict, markers: list, n: int) -> bool:
+        """Send one batch of `n` user items (plus self-metrics). True when settled (delivered or refused for good)."""
         from .transport import TransportError
 
         try:
@@ -267,7 +266,6 @@ class Exporter:
             return self._retry_later(f"server unreachable ({exc})")
         if resp.status == 429 or resp.status >= 500:
             return self._retry_later(f"server answered HTTP {resp.status}")
-        n = len(payload["samples"]) + len(payload["span_starts"]) + len(payload["spans"])
         self._failures = 0
         if resp.status in (401, 403):
             self.drop("unauthorized", n)
@@ -405,7 +403,9 @@ class Exporter:
             self._resend_all = False
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
                 samples.append([series_index("g", name, lkey, labels, doc), ts, step, v])
-        self._add_self_metrics(series_index, samples)
+        n_user = len(samples) + len(span_starts) + len(spans)
+        if n_user:
+            self._add_self_metrics(series_index, samples)
 
         payload = {
             "v": 1,
@@ -415,11 +415,11 @@ class Exporter:
             "span_starts": span_starts,
             "spans": spans,
         }
-        return payload, markers, len(samples) + len(span_starts) + len(spans)
+        return payload, markers, n_user
 
     def _add_self_metrics(self, series_index: Any, samples: list) -> None:
         now = time.time()
-        if now < self._next_self_metrics or (not samples and not self.drops):
+        if now < self._next_self_metrics:
             return
         self._next_self_metrics = now + _SELF_METRICS_EVERY_S
         labels = {"pid": str(self.pid), "host": self.host}

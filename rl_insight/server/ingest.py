@@ -104,7 +104,9 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink) -> IngestResul
         raise InvalidInputError("ingest body needs 'client': {'id': <non-empty string>}: the id makes cumulative counters idempotent")
     sections = {}
     for sec in ("series", "samples", "span_starts", "spans"):
-        val = batch.get(sec) or []
+        val = batch.get(sec)
+        if val is None:
+            val = []
         if not isinstance(val, list):
             raise InvalidInputError(f"'{sec}' must be a list, found {type(val).__name__}")
         sections[sec] = val

@@ -1,0 +1,153 @@
+"""Shared fixtures: a real ingest server on a free loopback port, a capturing HTTP peer, Prometheus."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import rl_insight
+from rl_insight.server.app import create_app
+from rl_insight.server.config import ServerConfig
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {last!r}")
+
+
+@dataclass
+class RunningServer:
+    url: str
+    config: ServerConfig
+    app: Any
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> RunningServer:
+    cfg = ServerConfig(host="127.0.0.1", port=port or free_port(), data_dir=str(tmp_path / "data"), **overrides)
+    app = create_app(cfg)
+    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{cfg.port}"
+    wait_until(lambda: server.started, what="uvicorn start")
+    return RunningServer(url, cfg, app, server, thread)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def token_server(tmp_path: Path) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path, token="s3cret-token")
+    yield srv
+    srv.stop()
+
+
+@dataclass
+class CaptureServer:
+    """A real HTTP peer that records every decoded request body (for wire-format assertions)."""
+
+    url: str
+    httpd: ThreadingHTTPServer
+    requests: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
+    status: int = 200
+    boot_id: str = "boot-1"
+
+    def batches(self) -> list[dict[str, Any]]:
+        return [body for path, _, body in self.requests if path == "/api/v1/ingest"]
+
+
+@pytest.fixture
+def capture() -> Iterator[CaptureServer]:
+    holder: dict[str, CaptureServer] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            cap = holder["cap"]
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.headers.get("Content-Encoding") == "gzip":
+                raw = gzip.decompress(raw)
+            body = json.loads(raw)
+            cap.requests.append((self.path, dict(self.headers), body))
+            n = sum(len(body.get(k, [])) for k in ("samples", "span_starts", "spans"))
+            out = json.dumps({"accepted": n, "rejected": 0, "errors": [], "boot_id": cap.boot_id}).encode()
+            self.send_response(cap.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    cap = holder["cap"] = CaptureServer(f"http://127.0.0.1:{httpd.server_address[1]}", httpd)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield cap
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _client_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with monitoring off and fast flushing, and ends with it off again."""
+    for var in ("RL_INSIGHT_SERVER_URL", "RL_INSIGHT_TOKEN", "RL_INSIGHT_STEP_METRIC", "RL_INSIGHT_QUEUE_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RL_INSIGHT_FLUSH_INTERVAL", "0.05")
+    rl_insight.finish(timeout=0)
+    yield
+    rl_insight.finish(timeout=0.5)
+
+
+def prometheus_binary() -> str:
+    """The real Prometheus; CI installs Debian's package, so a missing binary fails there."""
+    path = shutil.which("prometheus") or ("/usr/bin/prometheus" if os.path.exists("/usr/bin/prometheus") else None)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus binary missing in CI; .ci/run must install Debian's prometheus package")
+        pytest.skip("prometheus not installed (apt-get install prometheus)")
+    return path
+
+
+def prom_query(prom_url: str, query: str) -> list[dict[str, Any]]:
+    try:
+        r = httpx.get(prom_url + "/api/v1/query", params={"query": query}, timeout=5, trust_env=False)
+        return r.json()["data"]["result"] if r.status_code == 200 else []
+    except httpx.HTTPError:
+        return []
