@@ -1,0 +1,176 @@
+"""CLI and supervisor behaviour that needs no Prometheus: busy ports, missing binaries, stale pids, targets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rl_insight.errors import BinaryNotFoundError
+from rl_insight.services import binaries
+from rl_insight.services.home import Home
+from rl_insight.services.prometheus import PrometheusSettings, render_config
+from rl_insight.services.supervisor import StackSettings, Supervisor
+from tests.conftest import free_port
+from tests.integration.conftest import cli
+
+
+def test_busy_port_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = cli(tmp_path, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", timeout=60)
+    assert r.returncode == 3
+    assert f"port {port}" in r.stderr and "--auto-port" in r.stderr
+    assert not (tmp_path / "run" / "stack.json").exists()
+
+
+def test_auto_port_picks_a_free_port(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=busy, prometheus=False, auto_port=True))
+        sup.plan()
+    assert sup.ingest_port != busy
+    assert sup.services[0].url.endswith(f":{sup.ingest_port}")
+
+
+def test_missing_prometheus_degrades_to_ingest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binaries, "_SYSTEM_PATHS", {"prometheus": []})
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: None)
+    sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=free_port()))
+    sup.plan()
+    assert [s.name for s in sup.services] == ["ingest"]
+    assert sup.missing[0].name == "prometheus" and "apt-get install prometheus" in (sup.missing[0].hint or "")
+    server_cfg = json.loads((tmp_path / "runtime" / "server.json").read_text())
+    assert server_cfg["prometheus_url"] is None
+
+
+def test_explicit_prometheus_bin_that_is_missing_is_an_error(tmp_path: Path) -> None:
+    r = cli(tmp_path, "server", "start", "--host", "127.0.0.1", "--port", str(free_port()),
+            "--prometheus-bin", str(tmp_path / "nope"), timeout=60)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_too_old_prometheus_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "prometheus"
+    fake.write_text("#!/bin/sh\necho 'prometheus, version 2.20.1 (branch: HEAD)'\n")
+    fake.chmod(0o755)
+    with pytest.raises(BinaryNotFoundError, match="older than the minimum 2.30.0"):
+        binaries.find_binary("prometheus", tmp_path / "services", fake)
+
+
+def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
+    port = free_port()
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"export RL_INSIGHT_SERVER_URL=http://127.0.0.1:{port}" in r.stdout
+        st = cli(tmp_path, "server", "status", "--json")
+        assert st.returncode == 0
+        status = json.loads(st.stdout)
+        assert status["running"] and [s["name"] for s in status["services"]] == ["ingest"]
+        again = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+        assert again.returncode == 0 and "already running" in again.stdout
+    finally:
+        stop = cli(tmp_path, "server", "stop")
+    assert stop.returncode == 0 and "stopped" in stop.stdout
+    assert cli(tmp_path, "server", "status").returncode == 1
+
+
+def test_network_bind_generates_a_private_token(tmp_path: Path) -> None:
+    port = free_port()
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "0.0.0.0", "--port", str(port), "--no-prometheus")
+    try:
+        assert r.returncode == 0, r.stderr
+        token = (tmp_path / "token").read_text().strip()
+        assert len(token) >= 20 and (tmp_path / "token").stat().st_mode & 0o777 == 0o600
+        assert f"export RL_INSIGHT_TOKEN={token}" in r.stdout
+        import httpx
+
+        assert httpx.post(f"http://127.0.0.1:{port}/api/v1/prometheus/targets", json={"targets": ["a:1"]}).status_code == 401
+        # the CLI finds the token in the home by itself
+        f = tmp_path / "t.yaml"
+        f.write_text("jobs:\n  - job_name: node-exporter\n    targets: ['10.0.0.1:9100']\n    labels: {node: n1}\n")
+        add = cli(tmp_path, "server", "targets", "add", str(f))
+        assert add.returncode == 0, add.stderr
+        assert "Added 1 target(s) to job 'node-exporter'." in add.stdout
+    finally:
+        cli(tmp_path, "server", "stop")
+
+
+def test_stale_pid_file_never_touches_other_processes(tmp_path: Path) -> None:
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        state = {"supervisor": {"pid": victim.pid, "marker": "rl_insight server start --home elsewhere"},
+                 "services": [{"name": "ingest", "pid": victim.pid, "marker": "-m rl_insight.server --config x",
+                               "ready_url": "http://127.0.0.1:1/healthz", "url": "", "port": 1, "version": "0", "log": ""}]}
+        (tmp_path / "run").mkdir(parents=True)
+        (tmp_path / "run" / "stack.json").write_text(json.dumps(state))
+        st = cli(tmp_path, "server", "status")
+        assert st.returncode == 1 and "stale" in st.stdout
+        stop = cli(tmp_path, "server", "stop")
+        assert stop.returncode == 0
+        assert victim.poll() is None  # the unrelated process with the recorded pid is still alive
+        assert not (tmp_path / "run" / "stack.json").exists()
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_targets_cli_without_server_writes_file_sd(tmp_path: Path) -> None:
+    f = tmp_path / "targets.yaml"
+    f.write_text(yaml.safe_dump({"jobs": [
+        {"job_name": "node-exporter", "targets": ["10.0.0.1:9100", {"target": "10.0.0.2:9100", "labels": {"node": "n2"}}],
+         "labels": {"node": "n1"}},
+        {"job_name": "npu-exporter", "targets": ["10.0.0.1:8082"]},
+    ]}))
+    r = cli(tmp_path, "server", "targets", "add", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "Added 2 target(s) to job 'node-exporter'." in r.stdout
+    listed = json.loads(cli(tmp_path, "server", "targets", "list", "--json").stdout)
+    assert {(t["job"], t["target"], t["labels"].get("node")) for t in listed} == {
+        ("node-exporter", "10.0.0.1:9100", "n1"), ("node-exporter", "10.0.0.2:9100", "n2"), ("npu-exporter", "10.0.0.1:8082", None)}
+    r = cli(tmp_path, "server", "targets", "remove", "--job", "npu-exporter")
+    assert r.returncode == 0 and "Removed 1 target(s)." in r.stdout
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("jobs: []", "non-empty top-level 'jobs:'"),
+    ("jobs:\n  - job_name: ''\n    targets: ['a:1']", "needs a non-empty job_name"),
+    ("jobs:\n  - job_name: x\n    targets: ['a:1', 'http://b:2']", "jobs[0] (x): target 'http://b:2'"),
+    ("jobs: [unclosed", "not valid YAML"),
+])
+def test_targets_add_rejects_bad_files_before_writing(tmp_path: Path, content: str, needle: str) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    r = cli(tmp_path, "server", "targets", "add", str(f))
+    assert r.returncode == 2 and needle in r.stderr
+    assert not (tmp_path / "data" / "targets" / "rl-insight-targets.json").exists()
+
+
+def test_rendered_prometheus_config_passes_promtool(tmp_path: Path) -> None:
+    settings = PrometheusSettings(host="127.0.0.1", port=9090, data_dir=tmp_path / "tsdb", config_file=tmp_path / "p.yml",
+                                  targets_file=tmp_path / "targets.json", ingest_target="127.0.0.1:18080",
+                                  scrape_interval="15s")
+    text = render_config(settings)
+    parsed = yaml.safe_load(text)
+    jobs = {j["job_name"]: j for j in parsed["scrape_configs"]}
+    assert jobs["rl_insight_server"]["static_configs"][0]["targets"] == ["127.0.0.1:18080"]
+    assert jobs["rl_insight_targets"]["relabel_configs"][0] == {"source_labels": ["__rl_insight_job"], "target_label": "job"}
+    assert parsed["global"]["scrape_timeout"] == "10s"  # never longer than the interval, capped at 10s
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed")
+    (tmp_path / "targets.json").write_text("[]")
+    settings.config_file.write_text(text)
+    out = subprocess.run([promtool, "check", "config", str(settings.config_file)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
