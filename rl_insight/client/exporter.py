@@ -369,13 +369,16 @@ class Exporter:
                     self.drop("invalid_value")
                     ratelog.log(LOG_WARNING, "gauge-value", "[rl-insight] metric_gauge(%r) got non-numeric value %.80r; dropped", name, value)
                     continue
-                lkey = _labels_key(labels)
+                lkey = _labels_key(labels) if labels else ()
                 gkey = (name, lkey)
                 if gkey not in latest and len(latest) >= max_series:
                     self.drop("series_limit")
                     continue
                 latest[gkey] = (v, ts, step, doc, labels)
-                samples.append([series_index("g", name, lkey, labels, doc), ts, step, v])
+                idx = index.get(("g", name, lkey, None))
+                if idx is None:
+                    idx = series_index("g", name, lkey, labels, doc)
+                samples.append([idx, ts, step, v])
             elif tag == _SPAN:
                 spans.append(self._span_json(item))
             elif tag == _SPAN_START:

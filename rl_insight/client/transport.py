@@ -45,7 +45,11 @@ class HttpTransport:
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
+            conn = cls(self._host, self._port, timeout=self._timeout)
+            conn.connect()
+            # Small request/response pairs on a keep-alive connection: Nagle + delayed ACK would add 40 ms.
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._conn = conn
         return self._conn
 
     def close(self) -> None:
@@ -63,8 +67,8 @@ class HttpTransport:
             headers["Content-Encoding"] = "gzip"
         # One retry on a stale keep-alive connection; real failures surface as TransportError.
         for attempt in (0, 1):
-            conn = self._connection()
             try:
+                conn = self._connection()
                 conn.request("POST", self._prefix + path, body=body, headers=headers)
                 resp = conn.getresponse()
                 raw = resp.read()

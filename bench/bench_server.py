@@ -1,0 +1,82 @@
+"""Ingest server throughput: pre-built gzip batches posted over keep-alive connections by sender threads.
+
+    python bench/bench_server.py [--seconds 10]
+
+Reports samples/s and spans/s accepted by one `python -m rl_insight.server` process. Senders run in
+this process (2 threads); on a 2-core machine they compete with the server for CPU, so the numbers
+are a lower bound of what the server does on a host of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import IngestServer, machine  # noqa: E402
+
+
+def metric_batch(n: int, client: str) -> bytes:
+    series = [{"k": "g", "n": f"actor/metric_{i}", "l": {"project": "p", "experiment_name": "e"}} for i in range(50)]
+    series += [{"k": "c", "n": "tokens", "l": {"replica": str(i)}} for i in range(10)]
+    now = time.time()
+    samples = [[i % 60, now, i // 60, float(i)] for i in range(n)]
+    body = {"v": 1, "client": {"id": client, "pid": 1, "host": "h"}, "series": series, "samples": samples}
+    return gzip.compress(json.dumps(body).encode(), 1)
+
+
+def span_batch(n: int, client: str) -> bytes:
+    t = time.time_ns()
+    spans = [{"id": f"{i:016x}", "trace_id": f"{i:032x}", "parent_id": None, "name": "vllm_generate",
+              "lane": f"replica_{i % 8}", "kind": "state", "start_ns": t + i, "end_ns": t + i + 1000,
+              "attributes": {"process_id": "1", "project": "p", "experiment_name": "e", "state_name": "vllm_generate",
+                             "state_lane_id": f"replica_{i % 8}", "monitor.trace_segment": "state_interval"}}
+             for i in range(n)]
+    return gzip.compress(json.dumps({"v": 1, "client": {"id": client}, "spans": spans}).encode(), 1)
+
+
+def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> float:
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def worker(k: int) -> None:
+        with httpx.Client(timeout=30, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}) as c:
+            while time.monotonic() < stop:
+                r = c.post(url + "/api/v1/ingest", content=body)
+                assert r.status_code == 200 and r.json()["rejected"] == 0, r.text[:300]
+                done[k] += per_batch
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(done) / (time.monotonic() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    print(f"machine: {machine()}")
+    server = IngestServer()
+    try:
+        rate = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
+        print(f"  metric samples: {rate:,.0f}/s (batches of 5,000, {args.threads} sender threads)")
+        rate = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
+        print(f"  finished spans: {rate:,.0f}/s (batches of 2,000, {args.threads} sender threads)")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
