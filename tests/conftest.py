@@ -120,6 +120,7 @@ def capture() -> Iterator[CaptureServer]:
     cap = holder["cap"] = CaptureServer(f"http://127.0.0.1:{httpd.server_address[1]}", httpd)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield cap
+    rl_insight.finish(timeout=2)  # deliver to this peer before it goes away
     httpd.shutdown()
     httpd.server_close()
 

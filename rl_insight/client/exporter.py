@@ -244,13 +244,14 @@ class Exporter:
                 return
             self._pending = None
         while True:
-            payload, markers, n_items = self._build_batch()
-            if n_items == 0 and not markers:
+            payload, markers, n_user = self._build_batch()
+            has_items = bool(payload["samples"] or payload["span_starts"] or payload["spans"])
+            if not has_items and not markers:
                 return
-            if n_items and not self._deliver(transport, payload, markers, n_items):
-                self._pending = (payload, markers, n_items)
+            if has_items and not self._deliver(transport, payload, markers, n_user):
+                self._pending = (payload, markers, n_user)
                 return
-            if not n_items:
+            if not has_items:
                 for m in markers:
                     m.set()
             if not self.queue:
@@ -407,8 +408,8 @@ class Exporter:
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
                 samples.append([series_index("g", name, lkey, labels, doc), ts, step, v])
         n_user = len(samples) + len(span_starts) + len(spans)
-        if n_user:
-            self._add_self_metrics(series_index, samples)
+        if n_user or markers:  # a flush also reports the latest delivery counters
+            self._add_self_metrics(series_index, samples, force=bool(markers))
 
         payload = {
             "v": 1,
@@ -420,9 +421,9 @@ class Exporter:
         }
         return payload, markers, n_user
 
-    def _add_self_metrics(self, series_index: Any, samples: list) -> None:
+    def _add_self_metrics(self, series_index: Any, samples: list, force: bool = False) -> None:
         now = time.time()
-        if now < self._next_self_metrics:
+        if now < self._next_self_metrics and not force:
             return
         self._next_self_metrics = now + _SELF_METRICS_EVERY_S
         labels = {"pid": str(self.pid), "host": self.host}

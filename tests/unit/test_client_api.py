@@ -151,6 +151,21 @@ def test_negative_counter_increment_is_dropped_and_counted(capture, monkeypatch)
     assert rl_insight.stats()["dropped"] == {"invalid_value": 2}
 
 
+def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    rl_insight.init(project="p")
+    rl_insight.metric_gauge("ok", 1.0)
+    rl_insight.metric_gauge("bad", "NaN-ish text")
+    assert rl_insight.flush(5)
+    rl_insight.metric_gauge("ok", 2.0)
+    assert rl_insight.flush(5)  # a flush reports the latest delivery counters
+    text = metrics_text(server)
+    labels = f'host="{__import__("socket").gethostname()}",pid="{os.getpid()}",project="p"'
+    assert sample_value(text, f'rl_insight_client_events_dropped_total{{{labels},reason="invalid_value"}}') == 1.0
+    assert sample_value(text, f"rl_insight_client_events_sent_total{{{labels}}}") >= 1.0
+    assert sample_value(text, f"rl_insight_client_queue_depth{{{labels}}}") == 0.0
+
+
 def test_server_restart_resends_totals(capture, monkeypatch) -> None:
     """A new boot id in the response makes the client resend every series' latest value."""
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", capture.url)
