@@ -21,7 +21,6 @@ class InvalidNameError(ValueError):
     """A metric or label name that cannot be turned into a valid Prometheus name."""
 
 
-@lru_cache(maxsize=65536)
 def sanitize_metric_name(name: str) -> str:
     """Map any non-empty string onto `[a-zA-Z_:][a-zA-Z0-9_:]*`.
 
@@ -29,16 +28,25 @@ def sanitize_metric_name(name: str) -> str:
     alphabet become `_`; a leading digit gets a `_` prefix.
     """
     if not isinstance(name, str) or not name.strip():
-        raise InvalidNameError(f"metric name must be a non-empty string, got {name!r}")
+        raise InvalidNameError(f"metric name must be a non-empty string, got {name!r:.100}")
+    return _sanitize_metric(name)
+
+
+@lru_cache(maxsize=65536)
+def _sanitize_metric(name: str) -> str:
     out = "".join(c if c in _METRIC_REST else "_" for c in name.strip())
     return out if out[0] in _METRIC_FIRST else "_" + out
 
 
-@lru_cache(maxsize=65536)
 def sanitize_label_name(name: str) -> str:
     """Map a label name onto `[a-zA-Z_][a-zA-Z0-9_]*`; names starting with `__` stay reserved."""
     if not isinstance(name, str) or not name.strip():
-        raise InvalidNameError(f"label name must be a non-empty string, got {name!r}")
+        raise InvalidNameError(f"label name must be a non-empty string, got {name!r:.100}")
+    return _sanitize_label(name)
+
+
+@lru_cache(maxsize=65536)
+def _sanitize_label(name: str) -> str:
     out = "".join(c if c in _LABEL_REST else "_" for c in name.strip())
     out = out if out[0] in _LABEL_FIRST else "_" + out
     if out.startswith("__"):

@@ -101,12 +101,12 @@ class MetricStore:
         """Validate one series definition of a batch and find (or create) its family and series."""
         if not isinstance(entry, dict):
             raise ItemError("invalid_series", f"series entry must be an object, found {type(entry).__name__}")
-        kind = KINDS.get(entry.get("k"))  # type: ignore[arg-type]
+        k, ns = entry.get("k"), entry.get("ns")
+        kind = KINDS.get(k) if isinstance(k, str) else None
         if kind is None:
-            raise ItemError("invalid_series", f"series kind must be one of {sorted(KINDS)}, found {entry.get('k')!r}")
-        ns = entry.get("ns")
-        if ns not in NAMESPACES:
-            raise ItemError("invalid_series", f"unknown namespace {ns!r}")
+            raise ItemError("invalid_series", f"series kind must be one of {sorted(KINDS)}, found {k!r:.50}")
+        if not (ns is None or isinstance(ns, str)) or ns not in NAMESPACES:
+            raise ItemError("invalid_series", f"unknown namespace {ns!r:.50}")
         try:
             base = sanitize_metric_name(entry.get("n"))  # type: ignore[arg-type]
         except InvalidNameError as exc:
