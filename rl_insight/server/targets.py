@@ -15,7 +15,6 @@ import ipaddress
 import json
 import os
 import re
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import InvalidInputError, StoreError
+from ..fsutil import atomic_write
 from ..names import is_valid_label_name
 
 JOB_LABEL = "__rl_insight_job"
@@ -178,22 +178,9 @@ class TargetRegistry:
 
     def _write(self) -> None:
         groups = [t.to_group() for _, t in sorted(self._targets.items())]
-        data = json.dumps(groups, indent=1, sort_keys=True).encode()
+        data = json.dumps(groups, indent=1, sort_keys=True)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json.partial", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, self.path)  # atomic: Prometheus sees the old or the new file, never half
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
+            atomic_write(self.path, data)  # Prometheus sees the old or the new file, never half of one
         except OSError as exc:
             raise StoreError(f"could not write targets file {self.path}: {exc}", hint="check free disk space and permissions") from None
 

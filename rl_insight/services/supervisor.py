@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -24,6 +23,7 @@ import httpx
 
 from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
+from ..fsutil import atomic_write
 from ..server.config import ServerConfig
 from ..server.net import detect_ip, free_port, port_is_free
 from . import process
@@ -132,7 +132,7 @@ class Supervisor:
         server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
                                   prometheus_url=prom_url)
         cfg_path = home.runtime_dir / "server.json"
-        _atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
+        atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
         ingest_probe = f"http://{probe_host(s.host)}:{self.ingest_port}"
         self.services.append(Service(
             name="ingest", argv=[sys.executable, "-m", "rl_insight.server", "--config", str(cfg_path)],
@@ -147,7 +147,7 @@ class Supervisor:
                 retention=s.retention)
             prom.data_dir.mkdir(parents=True, exist_ok=True)
             server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(prom.config_file, render_config(prom))
+            atomic_write(prom.config_file, render_config(prom))
             self.services.append(Service(
                 name="prometheus", argv=command(binary.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]
                 url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]
@@ -239,7 +239,7 @@ class Supervisor:
             ],
             "missing": [m.__dict__ for m in self.missing],
         }
-        _atomic_write(self.s.home.state_file, json.dumps(state, indent=2))
+        atomic_write(self.s.home.state_file, json.dumps(state, indent=2))
 
 
 def read_state(home: Home) -> dict[str, Any] | None:
@@ -274,21 +274,3 @@ def _tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(data[-lines:])
-
-
-def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
