@@ -133,10 +133,13 @@ class Exporter:
         q.append((_GAUGE, name, value, labels, doc, time.time(), self.step))
 
     def count(self, name: str, amount: Any, doc: str, labels: dict) -> None:
-        amount = float(amount)
+        try:
+            amount = float(amount)
+        except (TypeError, ValueError, OverflowError):
+            amount = -1.0  # reported below as an invalid value
         if not amount >= 0.0:  # also catches NaN
             self.drop("invalid_value")
-            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) got %r; counters only go up, sample dropped", name, amount)
+            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) needs a number >= 0; sample dropped", name)
             return
         key = (name, _labels_key(labels))
         now, step = time.time(), self.step
@@ -153,7 +156,10 @@ class Exporter:
             self._dirty_counters.add(key)
 
     def observe(self, name: str, value: Any, doc: str, labels: dict) -> None:
-        value = float(value)
+        try:
+            value = float(value)
+        except (TypeError, ValueError, OverflowError):
+            value = float("nan")
         if value != value:
             self.drop("invalid_value")
             return

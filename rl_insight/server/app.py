@@ -120,7 +120,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         return {"status": "ok", "version": __version__, "boot_id": boot_id}
 
     @app.get("/api/v1/services")
-    async def services() -> dict[str, Any]:
+    async def services(request: Request) -> dict[str, Any]:
         prom_state = await prometheus.state()
         prom_port = None
         if prometheus.url and prom_state == "running":
@@ -131,7 +131,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             "prometheus_port": prom_port,
             "grafana_port": None,
             "services": {
-                "ingest": {"url": f"http://{config.host}:{config.port}", "state": "running", "version": __version__},
+                "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
                 "prometheus": {"url": prometheus.url, "state": prom_state},
                 "tempo": {"url": None, "state": "not_configured"},
                 "grafana": {"url": config.grafana_url, "state": "not_configured"},

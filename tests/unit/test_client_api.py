@@ -145,10 +145,12 @@ def test_negative_counter_increment_is_dropped_and_counted(capture, monkeypatch)
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", capture.url)
     rl_insight.init()
     rl_insight.metric_count("c", -1)
+    rl_insight.metric_count("c", "lots")
+    rl_insight.metric_histogram("h", None)
     rl_insight.metric_gauge("g", "not a number")
     rl_insight.metric_gauge("g", 1.0, **{"weird": object()})  # label value stringified, not an error
     assert rl_insight.flush(5)
-    assert rl_insight.stats()["dropped"] == {"invalid_value": 2}
+    assert rl_insight.stats()["dropped"] == {"invalid_value": 4}
 
 
 def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:

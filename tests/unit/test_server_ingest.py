@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from rl_insight._version import __version__ as rl_insight_version
 from rl_insight.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from rl_insight.server.metric_store import MetricStore
 from tests.conftest import start_server
@@ -188,4 +189,4 @@ def test_services_endpoint_has_upstream_fields(server) -> None:
     assert body["status"] == "ok"
     assert {"otlp_port", "prometheus_port", "grafana_port"} <= set(body)
     assert body["prometheus_port"] is None  # not configured in this test server
-    assert body["services"]["ingest"]["state"] == "running"
+    assert body["services"]["ingest"] == {"url": server.url, "state": "running", "version": rl_insight_version}
