@@ -128,7 +128,8 @@ def capture() -> Iterator[CaptureServer]:
 @pytest.fixture(autouse=True)
 def _client_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test starts with monitoring off and fast flushing, and ends with it off again."""
-    for var in ("RL_INSIGHT_SERVER_URL", "RL_INSIGHT_TOKEN", "RL_INSIGHT_STEP_METRIC", "RL_INSIGHT_QUEUE_SIZE"):
+    for var in ("RL_INSIGHT_SERVER_URL", "RL_INSIGHT_TOKEN", "RL_INSIGHT_STEP_METRIC", "RL_INSIGHT_QUEUE_SIZE",
+                "RL_INSIGHT_PROJECT", "RL_INSIGHT_EXPERIMENT_NAME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("RL_INSIGHT_FLUSH_INTERVAL", "0.05")
     rl_insight.finish(timeout=0)

@@ -55,6 +55,11 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
         if not cfg.enabled:
             ratelog.log(LOG_WARNING, "no-url", "[rl-insight] no server URL (set RL_INSIGHT_SERVER_URL or config['server']['url']); monitoring is off")
             return
+        # Workers call bare init() (verl's lazy path); RL_INSIGHT_PROJECT / RL_INSIGHT_EXPERIMENT_NAME
+        # in the Ray runtime env give their spans and metrics the run's identity too.
+        project = project if project is not None else (os.environ.get("RL_INSIGHT_PROJECT") or None)
+        if experiment_name is None:
+            experiment_name = os.environ.get("RL_INSIGHT_EXPERIMENT_NAME") or None
         labels = {}
         if project is not None:
             labels["project"] = str(project)

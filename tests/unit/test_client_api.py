@@ -69,6 +69,18 @@ def test_second_init_warns_and_changes_nothing_then_reinit_after_finish(server, 
     assert 'rl_insight_monitor_g{experiment_name="e3",project="p3"} 2.0' in metrics_text(server)
 
 
+def test_bare_init_takes_identity_from_environment(server, monkeypatch) -> None:
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    monkeypatch.setenv("RL_INSIGHT_PROJECT", "envproj")
+    monkeypatch.setenv("RL_INSIGHT_EXPERIMENT_NAME", "envexp")
+    rl_insight.init()
+    with rl_insight.trace_state("actor_update", state_lane_id="rank_1"):
+        pass
+    assert rl_insight.flush(5)
+    attrs = spans_of(server, name="actor_update")[0]["attributes"]
+    assert (attrs["project"], attrs["experiment_name"]) == ("envproj", "envexp")
+
+
 def test_config_url_and_token_from_init_config(token_server) -> None:
     rl_insight.init(config={"server": {"url": token_server.url, "token": "s3cret-token"}})
     rl_insight.metric_gauge("from_config", 3.0)
