@@ -13,11 +13,13 @@ import typer
 
 from .._version import __version__
 from ..errors import RLInsightError
+from .demo import demo
 from .server import server_app
 
 app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(server_app, name="server")
+app.command("demo")(demo)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,74 @@
+"""`rl-insight demo`: a simulated verl job you can watch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import ServiceError
+from ..services.home import Home
+from ..services.supervisor import read_state, supervisor_alive
+
+
+def _stack_url(home: Home) -> tuple[str, str, dict]:
+    """The running stack of this home, or start one in the background (embedded default)."""
+    state = read_state(home)
+    if not (state and supervisor_alive(state)):
+        typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server stop`).")
+        r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "start", "--detach", "--home", str(home.root),
+                            "--host", "127.0.0.1", "--auto-port"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ServiceError(f"could not start the server:\n{r.stdout}{r.stderr}")
+        state = read_state(home) or {}
+    token = home.read_token() if state.get("token_required") else ""
+    return state["ingest_url"], token, state
+
+
+def demo(
+    mode: str = typer.Option("sync", help="sync: generate then train; async: generation of step+1 overlaps training of step."),
+    steps: int = typer.Option(0, help="Steps to run; 0 runs until Ctrl+C."),
+    replicas: int = typer.Option(4, min=1, max=64, help="Rollout replicas (lanes replica_0..)."),
+    ranks: int = typer.Option(4, min=1, max=64, help="Trainer ranks (lanes rank_0..)."),
+    engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm or sglang."),
+    step_seconds: float = typer.Option(4.0, min=0.5, help="Approximate wall time of one step."),
+    server_url: Optional[str] = typer.Option(None, "--server-url", envvar="RL_INSIGHT_SERVER_URL",
+                                             help="Send to this server instead of the local stack."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN"),
+    project: str = typer.Option("rl-insight-demo"),
+    experiment_name: Optional[str] = typer.Option(None, help="Default: demo-<mode>-<time>."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="RL_INSIGHT_HOME"),
+) -> int:
+    """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
+    from ..demo.run import Demo, DemoConfig
+
+    if mode not in ("sync", "async"):
+        raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
+    if engine not in ("vllm", "sglang"):
+        raise typer.BadParameter("engine must be vllm or sglang", param_hint="--engine")
+    h = Home.resolve(home)
+    state: dict = {}
+    if server_url:
+        url, tok = server_url.rstrip("/"), token or ""
+    else:
+        url, tok, state = _stack_url(h)
+    experiment = experiment_name or f"demo-{mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    typer.echo(f"Sending to {url} as project={project} experiment_name={experiment}")
+    typer.echo(f"  trainer metrics:  {url}/metrics")
+    typer.echo(f"  open RL states:   {url}/api/v1/spans/open")
+    for svc in state.get("services", []):
+        if svc["name"] == "prometheus":
+            typer.echo(f"  Prometheus:       {svc['url']}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
+    typer.echo("Ctrl+C stops the demo." if steps <= 0 else f"Running {steps} steps.")
+    os.environ.pop("RL_INSIGHT_TOKEN", None)
+    cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]
+                     engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds)  # type: ignore[arg-type]
+    runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
+    rc = runner.run()
+    typer.echo(f"Demo finished after {runner.steps_done} steps.")
+    return rc

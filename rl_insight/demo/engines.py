@@ -1,0 +1,169 @@
+"""Stand-in rollout engines with the real metric names, types and labels of vLLM (V1) and SGLang."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .endpoint import MetricsEndpoint
+
+_LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+_TOKENS = (16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+_ITL = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0)
+
+
+@dataclass
+class Request:
+    prompt_tokens: int
+    generation_tokens: int
+    ttft_s: float
+    itl_s: float
+    e2e_s: float
+    queue_s: float
+    prefill_s: float
+    decode_s: float
+    cached_tokens: int
+    finished_reason: str  # stop | length | abort
+
+
+class VllmStandIn:
+    """vLLM V1 `PrometheusStatLogger` names; labels `model_name`, `engine`. Emits the deprecated names too,
+    as vLLM did during their deprecation window."""
+
+    engine = "vllm"
+    state_name = "vllm_generate"
+
+    def __init__(self, model: str = "Qwen2.5-7B-Instruct", engine_index: int = 0) -> None:
+        r = self.registry = CollectorRegistry()
+        lab = ["model_name", "engine"]
+        self._l = (model, str(engine_index))
+        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
+        c = lambda n, d, extra=(): Counter(n, d, lab + list(extra), registry=r)  # noqa: E731
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731
+        self.running = g("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = g("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.kv = g("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.kv_old = g("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (deprecated name).")
+        self.prefix_queries = c("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.").labels(*self._l)
+        self.prefix_hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.").labels(*self._l)
+        self.preemptions = c("vllm:num_preemptions", "Cumulative number of preemptions.").labels(*self._l)
+        self.prompt_tokens = c("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(*self._l)
+        self.generation_tokens = c("vllm:generation_tokens", "Number of generation tokens processed.").labels(*self._l)
+        self.success = c("vllm:request_success", "Count of successfully processed requests.", ["finished_reason"])
+        self.spec_drafts = c("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.").labels(*self._l)
+        self.spec_draft_tokens = c("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.").labels(*self._l)
+        self.spec_accepted = c("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.").labels(*self._l)
+        self.h_prompt = h("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS)
+        self.h_gen = h("vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS)
+        self.h_max_gen = h("vllm:request_max_num_generation_tokens", "Max generation tokens in sequence group.", _TOKENS)
+        self.h_iter = h("vllm:iteration_tokens_total", "Tokens per engine step.", _TOKENS)
+        self.h_ttft = h("vllm:time_to_first_token_seconds", "Time to first token in seconds.", _LATENCY)
+        self.h_itl = h("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", _ITL)
+        self.h_tpot_old = h("vllm:time_per_output_token_seconds", "Time per output token (deprecated name).", _ITL)
+        self.h_req_tpot = h("vllm:request_time_per_output_token_seconds", "Per-request time per output token.", _ITL)
+        self.h_e2e = h("vllm:e2e_request_latency_seconds", "End to end request latency in seconds.", _LATENCY)
+        self.h_queue = h("vllm:request_queue_time_seconds", "Time spent in WAITING phase.", _LATENCY)
+        self.h_infer = h("vllm:request_inference_time_seconds", "Time spent in RUNNING phase.", _LATENCY)
+        self.h_prefill = h("vllm:request_prefill_time_seconds", "Time spent in PREFILL phase.", _LATENCY)
+        self.h_decode = h("vllm:request_decode_time_seconds", "Time spent in DECODE phase.", _LATENCY)
+        info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", ["block_size", "gpu_memory_utilization"],
+                     registry=r)
+        info.labels("16", "0.9").set(1)
+        self.endpoint = MetricsEndpoint(r)
+        self.address = self.endpoint.address
+
+    def set_load(self, running: int, waiting: int, kv_usage: float) -> None:
+        self.running.set(running)
+        self.waiting.set(waiting)
+        self.kv.set(kv_usage)
+        self.kv_old.set(kv_usage)
+
+    def record(self, req: Request, rng_preempt: bool) -> None:
+        self.prompt_tokens.inc(req.prompt_tokens)
+        self.generation_tokens.inc(req.generation_tokens)
+        self.prefix_queries.inc(req.prompt_tokens)
+        self.prefix_hits.inc(req.cached_tokens)
+        self.success.labels(*self._l, req.finished_reason).inc()
+        if rng_preempt:
+            self.preemptions.inc()
+        drafts = max(1, req.generation_tokens // 4)
+        self.spec_drafts.inc(drafts)
+        self.spec_draft_tokens.inc(drafts * 3)
+        self.spec_accepted.inc(int(drafts * 3 * 0.7))
+        self.h_prompt.observe(req.prompt_tokens)
+        self.h_gen.observe(req.generation_tokens)
+        self.h_max_gen.observe(req.generation_tokens)
+        self.h_iter.observe(req.prompt_tokens + req.generation_tokens)
+        self.h_ttft.observe(req.ttft_s)
+        self.h_itl.observe(req.itl_s)
+        self.h_tpot_old.observe(req.itl_s)
+        self.h_req_tpot.observe(req.itl_s)
+        self.h_e2e.observe(req.e2e_s)
+        self.h_queue.observe(req.queue_s)
+        self.h_infer.observe(req.prefill_s + req.decode_s)
+        self.h_prefill.observe(req.prefill_s)
+        self.h_decode.observe(req.decode_s)
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+class SglangStandIn:
+    """SGLang scheduler/tokenizer collector names (`--enable-metrics`); label `model_name` (+ `tp_rank`)."""
+
+    engine = "sglang"
+    state_name = "sglang_generate"
+
+    def __init__(self, model: str = "Qwen2.5-7B-Instruct", engine_index: int = 0) -> None:
+        r = self.registry = CollectorRegistry()
+        lab = ["model_name", "tp_rank"]
+        self._l = (model, "0")
+        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
+        c = lambda n, d: Counter(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731
+        self.running = g("sglang:num_running_reqs", "The number of running requests.")
+        self.queue = g("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.used_tokens = g("sglang:num_used_tokens", "The number of used tokens.")
+        self.token_usage = g("sglang:token_usage", "The token usage.")
+        self.max_tokens = g("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.")
+        self.gen_throughput = g("sglang:gen_throughput", "The generation throughput (token/s).")
+        self.cache_hit_rate = g("sglang:cache_hit_rate", "The prefix cache hit rate.")
+        self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative decoding.")
+        self.prompt_tokens = c("sglang:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = c("sglang:generation_tokens", "Number of generation tokens processed.")
+        self.cached_tokens = c("sglang:cached_tokens", "Number of cached prompt tokens.")
+        self.num_requests = c("sglang:num_requests", "Number of requests processed.")
+        self.aborted = c("sglang:num_aborted_requests", "Number of requests aborted.")
+        self.h_ttft = h("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _LATENCY)
+        self.h_itl = h("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL)
+        self.h_e2e = h("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", _LATENCY)
+        self.max_tokens.set(262_144)
+        self.endpoint = MetricsEndpoint(r)
+        self.address = self.endpoint.address
+
+    def set_load(self, running: int, waiting: int, kv_usage: float) -> None:
+        self.running.set(running)
+        self.queue.set(waiting)
+        self.token_usage.set(kv_usage)
+        self.used_tokens.set(int(kv_usage * 262_144))
+        self.gen_throughput.set(running * 45.0)
+
+    def record(self, req: Request, rng_preempt: bool) -> None:
+        self.prompt_tokens.inc(req.prompt_tokens)
+        self.generation_tokens.inc(req.generation_tokens)
+        self.cached_tokens.inc(req.cached_tokens)
+        self.num_requests.inc()
+        if req.finished_reason == "abort":
+            self.aborted.inc()
+        self.cache_hit_rate.set(req.cached_tokens / max(1, req.prompt_tokens))
+        self.spec_accept_length.set(2.1)
+        self.h_ttft.observe(req.ttft_s)
+        self.h_itl.observe(req.itl_s)
+        self.h_e2e.observe(req.e2e_s)
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+ENGINES = {"vllm": VllmStandIn, "sglang": SglangStandIn}

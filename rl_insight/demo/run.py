@@ -1,0 +1,200 @@
+"""The demo driver: orchestrates the workers per step (sync or separate-async schedule) and logs
+verl's trainer metrics, exactly as verl's RLInsightLogger does."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import rl_insight
+
+from ..server.net import free_port
+from .trainer_metrics import TrainerMetricModel
+from .transfer_queue import TransferQueueStandIn
+from .workers import rollout_worker, trainer_worker
+
+Mode = Literal["sync", "async"]
+Engine = Literal["vllm", "sglang"]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    server_url: str
+    token: str = ""
+    project: str = "rl-insight-demo"
+    experiment_name: str = "demo"
+    mode: Mode = "sync"
+    engine: Engine = "vllm"
+    steps: int = 0  # 0 = until stopped
+    replicas: int = 4
+    ranks: int = 4
+    step_seconds: float = 4.0
+    requests_per_replica: int = 16
+    max_concurrency: int = 8
+    seed: int = 0
+
+    def plan(self, rng: random.Random) -> dict[str, float]:
+        """Phase budgets (seconds) for one step; generation is the biggest, as in real RL jobs."""
+        s = self.step_seconds
+        return {"gen": 0.40 * s, "old_log_prob": 0.10 * s, "ref": 0.10 * s, "update_actor": 0.25 * s,
+                "update_weights": 0.05 * s, "adv": 0.02 * s * rng.uniform(0.8, 1.2)}
+
+
+class Demo:
+    def __init__(self, cfg: DemoConfig, report: Callable[[str], None] = print) -> None:
+        self.cfg = cfg
+        self.report = report
+        self.rng = random.Random(cfg.seed)
+        self._stopping = False
+        self._procs: list[mp.Process] = []
+        self._node_exporter: subprocess.Popen | None = None
+        self.steps_done = 0
+
+    # ------------------------------------------------------------------ setup
+    def _env(self) -> None:
+        os.environ["RL_INSIGHT_SERVER_URL"] = self.cfg.server_url
+        if self.cfg.token:
+            os.environ["RL_INSIGHT_TOKEN"] = self.cfg.token
+        # verl's workers call bare init(); the run identity reaches them through the environment.
+        os.environ["RL_INSIGHT_PROJECT"] = self.cfg.project
+        os.environ["RL_INSIGHT_EXPERIMENT_NAME"] = self.cfg.experiment_name
+
+    def _start_workers(self) -> None:
+        ctx = mp.get_context("spawn")
+        c = self.cfg
+        self.rollout, rollout_child = ctx.Pipe()
+        self.trainer, trainer_child = ctx.Pipe()
+        self._procs = [
+            ctx.Process(target=rollout_worker, name="demo-rollout",
+                        args=(rollout_child, c.engine, c.replicas, c.requests_per_replica, c.max_concurrency, c.seed)),
+            ctx.Process(target=trainer_worker, name="demo-trainer", args=(trainer_child, c.ranks)),
+        ]
+        for p in self._procs:
+            p.start()
+        for conn, what in ((self.rollout, "rollout"), (self.trainer, "trainer")):
+            if not conn.poll(60):
+                raise RuntimeError(f"demo {what} worker did not start within 60 s")
+            conn.recv()
+
+    def _start_node_exporter(self) -> None:
+        binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+        if not binary:
+            self.report("node exporter not installed (apt-get install prometheus-node-exporter); skipping host metrics")
+            return
+        port = free_port()
+        self._node_exporter = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        rl_insight.update_prometheus_config([f"127.0.0.1:{port}"], "node-exporter", [{"node": "demo-node-0"}])
+
+    # ------------------------------------------------------------------ steps
+    def _recv(self, conn, kind: str) -> tuple:  # noqa: ANN001
+        """The next message of `kind`; others are kept (at most one of each kind is outstanding)."""
+        if kind in self._stash:
+            return self._stash.pop(kind)
+        while True:
+            msg = conn.recv()
+            if msg[0] == kind:
+                return msg
+            self._stash[msg[0]] = msg
+
+    def _tail(self, step: int) -> int:
+        # Now and then one replica is the long tail (2.5x slower), as with skewed response lengths.
+        return self.rng.randrange(self.cfg.replicas) if step % 4 == 0 else -1
+
+    def _step(self, step: int, plan: dict[str, float]) -> tuple[dict, dict, float]:
+        more = self.cfg.steps <= 0 or step < self.cfg.steps
+        if self.cfg.mode == "sync":
+            self.rollout.send(("generate", step, plan["gen"], self._tail(step)))
+            gen = self._recv(self.rollout, "generated")[2]
+            self.trainer.send(("train", step, plan))
+            return gen, self._recv(self.trainer, "trained")[2], 0.0
+        # separate async (one step off-policy): batch step+1 generates while batch step trains
+        if step == 1:
+            self.rollout.send(("generate", step, plan["gen"], self._tail(step)))
+        gen = self._recv(self.rollout, "generated")[2]
+        if more:
+            self.rollout.send(("generate", step + 1, plan["gen"], self._tail(step + 1)))
+        self.trainer.send(("train", step, plan))
+        return gen, self._recv(self.trainer, "trained")[2], 1.0
+
+    def run(self) -> int:
+        self._env()
+        self._stash: dict[str, tuple] = {}
+        rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name)
+        tq = TransferQueueStandIn()
+        rl_insight.update_prometheus_config([tq.address], "transfer_queue", None)  # verl's TQ registration
+        model = TrainerMetricModel(seed=self.cfg.seed)
+        try:
+            self._start_workers()
+            self._start_node_exporter()
+            self.report(f"demo running: mode={self.cfg.mode} engine={self.cfg.engine} replicas={self.cfg.replicas} "
+                        f"ranks={self.cfg.ranks} project={self.cfg.project} experiment={self.cfg.experiment_name}")
+            step = 0
+            while not self._stopping and (self.cfg.steps <= 0 or step < self.cfg.steps):
+                step += 1
+                plan = self.cfg.plan(self.rng)
+                t0 = time.monotonic()
+                gen, trained, staleness = self._step(step, plan)
+                time.sleep(plan["adv"])
+                # weight sync waits for in-flight generation (async) before the rollout worker takes it
+                self.rollout.send(("update_weights", plan["update_weights"]))
+                weights = self._recv(self.rollout, "weights_updated")[1]
+                timings = {"gen": gen["gen"], **trained, "update_weights": weights, "adv": plan["adv"]}
+                if step % 10 == 0:
+                    timings["testing"] = 0.1 * self.cfg.step_seconds
+                timings["step"] = time.monotonic() - t0
+                for key, value in model.step_metrics(step, timings, staleness).items():
+                    rl_insight.metric_gauge(key.replace("/", "_"), float(value))  # verl: "/" -> "_"
+                tq.step(step, batch=256)
+                self.steps_done = step
+                self.report(f"step {step}: {timings['step']:.2f}s (gen {gen['gen']:.2f}s, slowest replica "
+                            f"{max(gen['per_replica']):.2f}s)")
+        except KeyboardInterrupt:
+            self.report("stopping the demo …")
+        finally:
+            self._shutdown(tq)
+        return 0
+
+    def request_stop(self) -> None:
+        self._stopping = True
+
+    def _shutdown(self, tq: TransferQueueStandIn) -> None:
+        # A second Ctrl+C must not abandon the workers half-stopped; shutdown is bounded (joins time out).
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for conn in (getattr(self, "rollout", None), getattr(self, "trainer", None)):
+            try:
+                if conn is not None:
+                    conn.send(("stop",))
+            except (OSError, BrokenPipeError):
+                pass
+        for p in self._procs:
+            p.join(15)
+            if p.is_alive():
+                p.terminate()
+                p.join(5)
+        if self._node_exporter is not None:
+            self._node_exporter.terminate()
+            self._node_exporter.wait(5)
+        tq.close()
+        rl_insight.finish()
+        self._unregister_targets()
+
+    def _unregister_targets(self) -> None:
+        """The stand-in endpoints are gone: remove this run's targets so they do not linger as `down`."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.cfg.token}"} if self.cfg.token else {}
+        try:
+            httpx.delete(self.cfg.server_url + "/api/v1/targets", headers=headers, timeout=5, trust_env=False,
+                         params={"project": self.cfg.project, "experiment_name": self.cfg.experiment_name})
+        except httpx.HTTPError as exc:
+            self.report(f"could not remove the demo's scrape targets: {exc}")

@@ -1,0 +1,129 @@
+"""verl's trainer metric keys (as verl's trainer logs them) with plausible, evolving values.
+
+The key list follows upstream's verl dashboard (upstream-monitor.md §8.2). Values follow a GRPO-like
+run on GSM8K: reward and accuracy rise and saturate, entropy and KL drift, response length grows,
+and the training/rollout probability gap stays in verl's normal range (< 0.005).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+FAMILY_STATS = ("max", "mean", "min")
+
+# key -> (value at start, value after many steps, relative noise)
+_TRAJECTORIES: dict[str, tuple[float, float, float]] = {
+    "actor/entropy": (1.10, 0.45, 0.03),
+    "actor/entropy_loss": (1.10, 0.45, 0.03),
+    "actor/grad_norm": (0.60, 0.25, 0.15),
+    "actor/kl_coef": (0.001, 0.001, 0.0),
+    "actor/kl_loss": (0.0005, 0.012, 0.10),
+    "actor/loss": (0.02, -0.01, 0.30),
+    "actor/lr": (1e-6, 1e-6, 0.0),
+    "actor/perf/cpu_memory_used_gb": (48.0, 52.0, 0.02),
+    "actor/perf/max_memory_allocated_gb": (52.0, 58.0, 0.01),
+    "actor/perf/max_memory_reserved_gb": (61.0, 66.0, 0.01),
+    "actor/pg_clipfrac": (0.002, 0.006, 0.20),
+    "actor/pg_clipfrac_lower": (0.0, 0.0004, 0.30),
+    "actor/pg_loss": (0.015, -0.008, 0.40),
+    "actor/ppo_kl": (0.0001, 0.0006, 0.30),
+    "perf/mfu/actor": (0.32, 0.36, 0.03),
+    "perf/total_num_tokens": (420_000, 610_000, 0.03),
+    "rollout_corr/chi2_seq": (0.004, 0.003, 0.2),
+    "rollout_corr/chi2_token": (0.0009, 0.0007, 0.2),
+    "rollout_corr/k3_kl": (0.0004, 0.0003, 0.2),
+    "rollout_corr/kl": (0.0005, 0.0004, 0.2),
+    "rollout_corr/log_ppl_abs_diff": (0.003, 0.0025, 0.2),
+    "rollout_corr/log_ppl_diff": (0.0004, 0.0002, 0.4),
+    "rollout_corr/log_ppl_diff_max": (0.02, 0.015, 0.2),
+    "rollout_corr/log_ppl_diff_min": (-0.02, -0.015, 0.2),
+    "rollout_corr/ppl_ratio": (1.0004, 1.0002, 0.0002),
+    "rollout_corr/rollout_log_ppl": (0.35, 0.22, 0.05),
+    "rollout_corr/rollout_ppl": (1.42, 1.25, 0.02),
+    "rollout_corr/training_log_ppl": (0.35, 0.22, 0.05),
+    "rollout_corr/training_ppl": (1.42, 1.25, 0.02),
+    "training/num_turns/mean": (1.0, 1.0, 0.0),
+    "training/rollout_actor_probs_pearson_corr": (0.996, 0.997, 0.001),
+    "training/rollout_probs_diff_mean": (0.0021, 0.0017, 0.10),
+    "training/rollout_probs_diff_max": (0.42, 0.35, 0.15),
+    "training/rollout_probs_diff_std": (0.011, 0.009, 0.10),
+    "training/rollout_probs_diff_valid": (1.0, 1.0, 0.0),
+}
+
+
+def _approach(start: float, end: float, step: int, tau: float = 25.0) -> float:
+    return end + (start - end) * math.exp(-step / tau)
+
+
+class TrainerMetricModel:
+    """Produces one step's metrics dict (verl keys, "/" separated) from measured phase timings."""
+
+    def __init__(self, seed: int = 0, batch_size: int = 256, steps_per_epoch: int = 29) -> None:
+        self.rng = random.Random(seed)
+        self.batch_size = batch_size
+        self.steps_per_epoch = steps_per_epoch
+
+    def _noisy(self, value: float, rel: float) -> float:
+        return value * (1 + self.rng.gauss(0, rel)) if rel else value
+
+    def _stats(self, out: dict[str, float], prefix: str, mean: float, spread: float, lo: float | None = None) -> None:
+        out[f"{prefix}/mean"] = mean
+        out[f"{prefix}/max"] = mean + spread
+        out[f"{prefix}/min"] = mean - spread if lo is None else max(lo, mean - spread)
+
+    def step_metrics(self, step: int, timings: dict[str, float], staleness: float) -> dict[str, float]:
+        rng = self.rng
+        out: dict[str, float] = {k: self._noisy(_approach(a, b, step), n) for k, (a, b, n) in _TRAJECTORIES.items()}
+        out["training/global_step"] = step
+        out["training/epoch"] = (step - 1) // self.steps_per_epoch
+        reward = max(0.0, min(1.0, _approach(0.18, 0.86, step, 20) + rng.gauss(0, 0.02)))
+        self._stats(out, "critic/score", reward, 1 - reward, lo=0.0)
+        out["critic/score/max"] = 1.0
+        out["critic/score/min"] = 0.0
+        self._stats(out, "critic/rewards", reward, 1 - reward, lo=0.0)
+        out["critic/rewards/max"], out["critic/rewards/min"] = 1.0, 0.0
+        self._stats(out, "critic/advantages", 0.0, 1.8 + rng.gauss(0, 0.05))
+        self._stats(out, "critic/returns", 0.0, 1.8 + rng.gauss(0, 0.05))
+        resp = _approach(190, 340, step, 30) * (1 + rng.gauss(0, 0.02))
+        self._stats(out, "response_length", resp, resp * 1.6, lo=12)
+        out["response_length/max"] = min(1024, resp * 2.6)
+        out["response_length/clip_ratio"] = max(0.0, (resp - 250) / 8000)
+        self._stats(out, "response_length_non_aborted", resp, resp * 1.6, lo=12)
+        out["response_length_non_aborted/max"] = out["response_length/max"]
+        out["response_length_non_aborted/clip_ratio"] = out["response_length/clip_ratio"]
+        out["response/aborted_ratio"] = 0.0
+        prompt = 105 + rng.gauss(0, 2)
+        self._stats(out, "prompt_length", prompt, 60, lo=30)
+        out["prompt_length/clip_ratio"] = 0.0
+        seq = (prompt + resp) * self.batch_size * 5 / 8
+        for k, v in (("mean", seq), ("max", seq * 1.04), ("min", seq * 0.96), ("balanced_max", seq * 1.003),
+                     ("balanced_min", seq * 0.997)):
+            out[f"global_seqlen/{k}"] = v
+        out["global_seqlen/minmax_diff"] = seq * 0.08
+        out["training/num_turns/max"] = out["training/num_turns/min"] = 1.0
+        self._stats(out, "training/off_policy_trajectory_spans", 1.0 + staleness, staleness, lo=1.0)
+        out["training/off_policy_trajectory_staleness/mean"] = staleness
+        out["training/off_policy_trajectory_staleness/max"] = staleness
+        self._stats(out, "training/off_policy_trajectory_staleness_worst", staleness, 0.0, lo=0.0)
+
+        # timings: measured phases of this demo step, scaled to a realistic magnitude (demo seconds -> s)
+        for phase in ("gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv", "testing"):
+            out[f"timing_s/{phase}"] = timings.get(phase, 0.0)
+        out["timing_s/step"] = timings.get("step", sum(timings.values()))
+        tokens = out["perf/total_num_tokens"]
+        for phase, key in (("gen", "gen"), ("ref", "ref"), ("update_actor", "update_actor"), ("adv", "adv")):
+            out[f"timing_per_token_ms/{key}"] = 1000 * out[f"timing_s/{phase}"] / tokens
+        out["perf/time_per_step"] = out["timing_s/step"]
+        out["perf/throughput"] = tokens / max(out["timing_s/step"], 1e-6) / 8
+        acc = max(0.0, min(1.0, _approach(0.22, 0.88, step, 20) + rng.gauss(0, 0.01)))
+        out["val-core/openai/gsm8k/acc/mean@1"] = acc
+        out["val-aux/openai/gsm8k/reward/mean@1"] = acc
+        for k in FAMILY_STATS:
+            out[f"val-aux/num_turns/{k}"] = 1.0
+        return out
+
+
+def verl_keys() -> list[str]:
+    """Every key `step_metrics` produces (used by tests and the metric catalog)."""
+    return sorted(TrainerMetricModel().step_metrics(1, {}, 0.0))

@@ -1,0 +1,194 @@
+"""Demo worker processes: a rollout worker (replicas + stand-in engines) and a trainer worker (ranks).
+
+Both are `multiprocessing` spawn targets talking to the driver over a Pipe. They use the training
+API exactly as verl's workers do: bare `init()` (identity from RL_INSIGHT_PROJECT /
+RL_INSIGHT_EXPERIMENT_NAME), `trace_state` per lane, `update_prometheus_config` with `replica` labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import rl_insight
+
+from .engines import ENGINES, Request
+from .hardware import DcgmStandIn, NpuStandIn
+
+ENGINE_TIME_SCALE = 8.0  # engine latencies are reported as if a demo second were 8 s of real generation
+
+
+def _quiet_sigint() -> None:
+    # Ctrl+C reaches the whole process group; the driver stops the workers in order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ---------------------------------------------------------------------------- rollout
+class _Replica:
+    def __init__(self, index: int, engine_cls: Any, max_concurrency: int, rng: random.Random) -> None:
+        self.index = index
+        self.engine = engine_cls(engine_index=0)
+        self.lane = f"replica_{index}"
+        self.sem = asyncio.Semaphore(max_concurrency)
+        self.running = 0
+        self.waiting = 0
+        self.rng = rng
+
+    def _load(self) -> None:
+        self.engine.set_load(self.running, self.waiting, min(0.99, 0.08 + 0.11 * self.running + 0.02 * self.waiting))
+
+    async def request(self, base_s: float, tail: float) -> None:
+        rng = self.rng
+        queued = time.monotonic()
+        self.waiting += 1
+        self._load()
+        async with self.sem:
+            self.waiting -= 1
+            self.running += 1
+            self._load()
+            started = time.monotonic()
+            with rl_insight.trace_state(self.engine.state_name, state_lane_id=self.lane):
+                await asyncio.sleep(base_s * tail * rng.uniform(0.35, 1.0))
+            self.running -= 1
+            self._load()
+        run_s = (time.monotonic() - started) * ENGINE_TIME_SCALE
+        queue_s = (started - queued) * ENGINE_TIME_SCALE
+        gen_tokens = int(min(1024, rng.lognormvariate(5.5, 0.5)))
+        prompt = int(rng.gauss(105, 25)) + 40
+        ttft = min(run_s * 0.2, rng.uniform(0.04, 0.25) * (1 + self.running))
+        reason = "length" if gen_tokens >= 1024 else ("abort" if rng.random() < 0.005 else "stop")
+        self.engine.record(Request(prompt_tokens=prompt, generation_tokens=gen_tokens, ttft_s=ttft,
+                                   itl_s=max(0.005, (run_s - ttft) / max(gen_tokens, 1)), e2e_s=run_s + queue_s,
+                                   queue_s=queue_s, prefill_s=ttft, decode_s=max(0.0, run_s - ttft),
+                                   cached_tokens=int(prompt * rng.uniform(0.3, 0.6)), finished_reason=reason),
+                           rng_preempt=rng.random() < 0.01)
+
+
+async def _generate(replicas: list[_Replica], requests: int, budget_s: float, tail_replica: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    per_replica: list[float] = []
+
+    async def run(rep: _Replica) -> None:
+        start = time.monotonic()
+        # two waves of `max_concurrency` requests fill the budget
+        tail = 2.5 if rep.index == tail_replica else 1.0
+        await asyncio.gather(*(rep.request(budget_s / 2, tail) for _ in range(requests)))
+        per_replica.append(time.monotonic() - start)
+
+    await asyncio.gather(*(run(r) for r in replicas))
+    return {"gen": time.monotonic() - t0, "per_replica": per_replica}
+
+
+def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, max_concurrency: int, seed: int) -> None:
+    _quiet_sigint()
+    rl_insight.init()
+    rng = random.Random(seed)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    reps = [_Replica(i, ENGINES[engine], max_concurrency, rng) for i in range(replicas)]
+    addresses = [r.engine.address for r in reps]
+    # verl's LLMServerManager: job = rollout name, labels [{"replica": rank}]
+    rl_insight.update_prometheus_config(addresses, engine, [{"replica": r.index} for r in reps])
+    conn.send(("ready", addresses))
+    try:
+        while True:
+            msg = conn.recv()
+            if msg[0] == "generate":
+                _, step, budget_s, tail_replica = msg
+                result = loop.run_until_complete(_generate(reps, requests, budget_s, tail_replica))
+                conn.send(("generated", step, result))
+            elif msg[0] == "update_weights":
+                t0 = time.monotonic()
+                blocks = [rl_insight.trace_state("update_weights", state_lane_id=r.lane) for r in reps]
+                for b in blocks:
+                    b.__enter__()
+                time.sleep(msg[1])
+                for b in blocks:
+                    b.__exit__(None, None, None)
+                conn.send(("weights_updated", time.monotonic() - t0))
+            else:
+                break
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        for r in reps:
+            r.engine.close()
+        rl_insight.finish()
+
+
+# ---------------------------------------------------------------------------- trainer
+class _Busy:
+    """Fraction of wall time the 'GPUs' computed, for the hardware stand-ins."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.lock = threading.Lock()
+
+
+def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None) -> float:
+    t0 = time.monotonic()
+
+    def rank_work(r: int) -> None:
+        jitter = random.uniform(0.9, 1.1) * (1.15 if r == ranks - 1 else 1.0)  # the last rank is a little slower
+        with rl_insight.trace_state(name, state_lane_id=f"rank_{r}"):
+            if nested:
+                time.sleep(seconds * 0.05)
+                with rl_insight.trace_state(nested, state_lane_id=f"rank_{r}"):
+                    time.sleep(seconds * 0.9 * jitter)
+                time.sleep(seconds * 0.05)
+            else:
+                time.sleep(seconds * jitter)
+
+    with busy.lock:
+        busy.active += 1
+    threads = [threading.Thread(target=rank_work, args=(r,)) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with busy.lock:
+        busy.active -= 1
+    return time.monotonic() - t0
+
+
+def trainer_worker(conn: Connection, ranks: int) -> None:
+    _quiet_sigint()
+    rl_insight.init()
+    dcgm, npu = DcgmStandIn(gpus=ranks), NpuStandIn(chips=ranks)
+    rl_insight.update_prometheus_config([dcgm.address], "dcgm-exporter", [{"node": "demo-node-0"}])
+    rl_insight.update_prometheus_config([npu.address], "npu-exporter", [{"node": "demo-node-0"}])
+    busy = _Busy()
+    stop = threading.Event()
+
+    def hardware_loop() -> None:
+        while not stop.wait(1.0):
+            b = 0.95 if busy.active else 0.05
+            dcgm.tick(b, 1.0)
+            npu.tick(b)
+
+    threading.Thread(target=hardware_loop, name="demo-hardware", daemon=True).start()
+    conn.send(("ready", [dcgm.address, npu.address]))
+    try:
+        while True:
+            msg = conn.recv()
+            if msg[0] != "train":
+                break
+            _, step, plan = msg
+            took = {
+                "old_log_prob": _phase("actor_compute_log_prob", ranks, plan["old_log_prob"], busy),
+                "ref": _phase("ref_compute_log_prob", ranks, plan["ref"], busy),
+                "update_actor": _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update"),
+            }
+            conn.send(("trained", step, took))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        stop.set()
+        dcgm.close()
+        npu.close()
+        rl_insight.finish()
