@@ -21,6 +21,7 @@ class PrometheusSettings:
     config_file: Path
     targets_file: Path
     ingest_target: str  # host:port Prometheus uses to scrape the ingest server
+    rules_dir: Path | None = None  # where the rule files are installed; None: no rules
     scrape_interval: str = "10s"
     retention: str = "30d"
 
@@ -38,6 +39,7 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
         "scrape_timeout": json.dumps(interval if _seconds(interval) <= 10 else "10s"),
         "ingest_target": json.dumps(s.ingest_target),
         "targets_file": json.dumps(str(s.targets_file)),
+        "rules_glob": json.dumps(str(s.rules_dir / "*.yml")) if s.rules_dir else "",
     }
     try:
         text = string.Template(src.read_text()).substitute(values)
@@ -48,6 +50,19 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
     if "rl_insight_server" not in jobs:
         raise ConfigError(f"Prometheus template {src} must keep the scrape job 'rl_insight_server'")
     return text
+
+
+def install_rules(dest: Path) -> list[Path]:
+    """Copy the shipped rule files into `dest` (replacing what an earlier start put there)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*.yml"):
+        old.unlink()
+    installed = []
+    for src in sorted(data_path("provisioning/rules").glob("*.yml")):
+        target = dest / src.name
+        target.write_text(src.read_text())
+        installed.append(target)
+    return installed
 
 
 def _seconds(duration: str) -> float:

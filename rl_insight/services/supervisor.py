@@ -29,7 +29,7 @@ from ..server.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
 from .home import Home
-from .prometheus import PrometheusSettings, command, render_config
+from .prometheus import PrometheusSettings, command, install_rules, render_config
 
 State = Literal["stopped", "starting", "running", "backoff", "fatal"]
 RESTART_WINDOW_S = 60.0
@@ -144,7 +144,8 @@ class Supervisor:
                 host=s.prometheus_host, port=self.prometheus_port, data_dir=home.data_dir / "prometheus",
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
                 ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
-                retention=s.retention)
+                retention=s.retention, rules_dir=home.runtime_dir / "rules")
+            install_rules(prom.rules_dir)  # type: ignore[arg-type]
             prom.data_dir.mkdir(parents=True, exist_ok=True)
             server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(prom.config_file, render_config(prom))

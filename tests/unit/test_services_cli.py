@@ -160,13 +160,17 @@ def test_targets_add_rejects_bad_files_before_writing(tmp_path: Path, content: s
 def test_rendered_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     settings = PrometheusSettings(host="127.0.0.1", port=9090, data_dir=tmp_path / "tsdb", config_file=tmp_path / "p.yml",
                                   targets_file=tmp_path / "targets.json", ingest_target="127.0.0.1:18080",
-                                  scrape_interval="15s")
+                                  scrape_interval="15s", rules_dir=tmp_path / "rules")
+    from rl_insight.services.prometheus import install_rules
+
+    assert {p.name for p in install_rules(tmp_path / "rules")} == {"rl_insight_alerts.yml", "rl_insight_recording.yml"}
     text = render_config(settings)
     parsed = yaml.safe_load(text)
     jobs = {j["job_name"]: j for j in parsed["scrape_configs"]}
     assert jobs["rl_insight_server"]["static_configs"][0]["targets"] == ["127.0.0.1:18080"]
     assert jobs["rl_insight_targets"]["relabel_configs"][0] == {"source_labels": ["__rl_insight_job"], "target_label": "job"}
     assert parsed["global"]["scrape_timeout"] == "10s"  # never longer than the interval, capped at 10s
+    assert parsed["rule_files"] == [str(tmp_path / "rules" / "*.yml")]
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not installed")

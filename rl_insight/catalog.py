@@ -1,0 +1,66 @@
+"""Metric names of the exporters rl-insight's dashboards and rules read (ecosystem.md §2).
+
+A test checks that every metric name a dashboard or rule references is either produced by
+rl-insight itself (client, server, recording rules, the demo's trainer keys) or listed here, so a
+renamed metric cannot silently blank a panel. docs/dashboards.md lists the same catalog.
+"""
+
+from __future__ import annotations
+
+EXPORTERS: dict[str, list[str]] = {
+    "vLLM (V1, `vllm:` prefix; newer prometheus-client escapes it to `vllm_`)": [
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_hits_total", "vllm:num_preemptions_total", "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total", "vllm:request_success_total", "vllm:request_prompt_tokens_bucket",
+        "vllm:request_generation_tokens_bucket", "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket",
+        "vllm:request_time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:request_queue_time_seconds_bucket", "vllm:request_prefill_time_seconds_bucket",
+        "vllm:request_decode_time_seconds_bucket", "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+    ],
+    "SGLang (`--enable-metrics`)": [
+        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:gen_throughput",
+        "sglang:cache_hit_rate", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+        "sglang:num_aborted_requests_total", "sglang:time_to_first_token_seconds_bucket",
+        "sglang:inter_token_latency_seconds_bucket", "sglang:e2e_request_latency_seconds_bucket",
+    ],
+    "TransferQueue controller (`_total` gauges marked *)": [
+        "tq_controller_uptime_seconds", "tq_controller_memory_rss_bytes", "tq_partitions_total*",
+        "tq_partition_samples_total*", "tq_partition_production_progress", "tq_partition_consumption_progress",
+        "tq_global_index_allocated_total*", "tq_global_index_reusable_total*", "tq_controller_request_total",
+        "tq_controller_request_errors_total", "tq_controller_request_samples_total",
+        "tq_controller_request_duration_seconds_bucket", "tq_storage_capacity_total*", "tq_storage_active_keys_total*",
+        "tq_storage_utilization_ratio", "tq_storage_memory_rss_bytes", "tq_storage_request_latency_p99",
+    ],
+    "node_exporter": [
+        "node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes", "node_load1",
+        "node_network_receive_bytes_total", "node_network_transmit_bytes_total", "node_disk_read_bytes_total",
+        "node_disk_written_bytes_total", "node_filesystem_avail_bytes",
+    ],
+    "NVIDIA dcgm-exporter": [
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS",
+    ],
+    "Ascend npu-exporter (MindCluster)": [
+        "npu_chip_info_utilization", "npu_chip_info_hbm_used_memory", "npu_chip_info_hbm_utilization",
+        "npu_chip_info_power", "npu_chip_info_temperature", "npu_chip_info_health_status",
+        "npu_chip_info_bandwidth_rx", "npu_chip_info_bandwidth_tx",
+    ],
+    "Prometheus": ["up", "ALERTS"],
+}
+
+# `_total` names that are gauges: never rate() / increase() them.
+GAUGES_NAMED_TOTAL = sorted(n.rstrip("*") for names in EXPORTERS.values() for n in names if n.endswith("*"))
+
+
+def exporter_metric_names() -> set[str]:
+    """Every cataloged name, in both spellings of colon names (`vllm:x` and `vllm_x`)."""
+    out: set[str] = set()
+    for names in EXPORTERS.values():
+        for n in names:
+            n = n.rstrip("*")
+            out.add(n)
+            out.add(n.replace(":", "_"))
+    return out

@@ -1,0 +1,587 @@
+"""Generate the Grafana dashboards in `dashboards/` (classic dashboard JSON).
+
+    python tools/build_dashboards.py          # rewrite dashboards/*.json
+    python tools/build_dashboards.py --check  # exit 1 if the committed files differ
+
+The JSON files are the product (Grafana provisions them); this script keeps 150 panels consistent:
+every PromQL query is scoped by `project` and `experiment_name`, the datasources are variables,
+uids are stable and readable, and nothing from Grafana 13's v2 schema appears. A test runs
+`--check`, so the files and the generator cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "dashboards"
+SCHEMA_VERSION = 39  # classic JSON model understood by Grafana 10.x to 13.x
+PROM = {"type": "prometheus", "uid": "${datasource}"}
+TEMPO = {"type": "tempo", "uid": "${tempo_datasource}"}
+S = 'project=~"$project", experiment_name=~"$experiment_name"'  # every PromQL selector carries this scope
+M = "rl_insight_monitor_"
+
+# verl trainer metric families, in the order verl's docs list them (upstream-monitor.md §8.2).
+TRAINER_FAMILIES: dict[str, list[str]] = {
+    "actor": ["actor_pg_loss", "actor_loss", "actor_entropy", "actor_entropy_loss", "actor_grad_norm", "actor_kl_loss",
+              "actor_kl_coef", "actor_ppo_kl", "actor_pg_clipfrac", "actor_pg_clipfrac_lower", "actor_lr",
+              "actor_perf_max_memory_allocated_gb", "actor_perf_max_memory_reserved_gb", "actor_perf_cpu_memory_used_gb"],
+    "critic": [f"critic_{k}_{s}" for k in ("score", "rewards", "advantages", "returns") for s in ("mean", "max", "min")],
+    "perf": ["perf_throughput", "perf_time_per_step", "perf_mfu_actor", "perf_total_num_tokens"],
+    "timing": [f"timing_s_{k}" for k in ("step", "gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv", "testing")]
+    + [f"timing_per_token_ms_{k}" for k in ("gen", "ref", "update_actor", "adv")],
+    "response_length": ["response_length_mean", "response_length_max", "response_length_min", "response_length_clip_ratio",
+                        "response_length_non_aborted_mean", "response_length_non_aborted_max",
+                        "response_length_non_aborted_min", "response_length_non_aborted_clip_ratio", "response_aborted_ratio"],
+    "prompt_length": ["prompt_length_mean", "prompt_length_max", "prompt_length_min", "prompt_length_clip_ratio"],
+    "global_seqlen": ["global_seqlen_mean", "global_seqlen_max", "global_seqlen_min", "global_seqlen_balanced_max",
+                      "global_seqlen_balanced_min", "global_seqlen_minmax_diff"],
+    "rollout_corr": [f"rollout_corr_{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff",
+                                                    "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min",
+                                                    "rollout_ppl", "training_ppl", "rollout_log_ppl", "training_log_ppl")],
+    "training": ["training_global_step", "training_epoch", "training_rollout_probs_diff_mean", "training_rollout_probs_diff_max",
+                 "training_rollout_probs_diff_std", "training_rollout_probs_diff_valid",
+                 "training_rollout_actor_probs_pearson_corr", "training_num_turns_mean", "training_num_turns_max",
+                 "training_num_turns_min", "training_off_policy_trajectory_staleness_mean",
+                 "training_off_policy_trajectory_staleness_max", "training_off_policy_trajectory_staleness_worst_mean",
+                 "training_off_policy_trajectory_staleness_worst_max", "training_off_policy_trajectory_staleness_worst_min",
+                 "training_off_policy_trajectory_spans_mean", "training_off_policy_trajectory_spans_max",
+                 "training_off_policy_trajectory_spans_min"],
+    "val": ["val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1", "val_aux_num_turns_mean",
+            "val_aux_num_turns_max", "val_aux_num_turns_min"],
+}
+
+
+# ----------------------------------------------------------------------------- building blocks
+class Board:
+    """Collects panels and lays them out on Grafana's 24-column grid."""
+
+    def __init__(self) -> None:
+        self.panels: list[dict[str, Any]] = []
+        self._x = 0
+        self._y = 0
+        self._row_h = 0
+
+    def row(self, title: str) -> None:
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "collapsed": False, "panels": [],
+                            "gridPos": {"x": 0, "y": self._y, "w": 24, "h": 1}})
+        self._y += 1
+
+    def _newline(self) -> None:
+        if self._x:
+            self._y += self._row_h
+            self._x, self._row_h = 0, 0
+
+    def add(self, panel: dict[str, Any], w: int = 8, h: int = 8) -> None:
+        if self._x + w > 24:
+            self._newline()
+        panel["gridPos"] = {"x": self._x, "y": self._y, "w": w, "h": h}
+        self.panels.append(panel)
+        self._x += w
+        self._row_h = max(self._row_h, h)
+
+    def finish(self) -> list[dict[str, Any]]:
+        for i, p in enumerate(self.panels, start=1):
+            p["id"] = i
+        return self.panels
+
+
+def prom(expr: str, legend: str = "", ref: str = "A", fmt: str = "time_series", instant: bool = False) -> dict[str, Any]:
+    t: dict[str, Any] = {"datasource": PROM, "expr": expr, "legendFormat": legend, "refId": ref, "format": fmt}
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    return t
+
+
+def timeseries(title: str, targets: list[dict], unit: str = "short", description: str = "", stack: bool = False,
+               thresholds: list[tuple[float | None, str]] | None = None) -> dict[str, Any]:
+    for i, t in enumerate(targets):
+        t["refId"] = chr(ord("A") + i)
+    defaults: dict[str, Any] = {"unit": unit, "custom": {"lineWidth": 1, "fillOpacity": 20 if stack else 0,
+                                                         "stacking": {"mode": "normal" if stack else "none"},
+                                                         "showPoints": "never"}}
+    if thresholds:
+        defaults["thresholds"] = {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in thresholds]}
+        defaults["custom"]["thresholdsStyle"] = {"mode": "line+area"}
+    return {"type": "timeseries", "title": title, "description": description, "datasource": PROM, "targets": targets,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}}
+
+
+def stat(title: str, expr: str, unit: str = "short", description: str = "", legend: str = "",
+         thresholds: list[tuple[float | None, str]] | None = None) -> dict[str, Any]:
+    steps = thresholds or [(None, "green")]
+    return {"type": "stat", "title": title, "description": description, "datasource": PROM,
+            "targets": [prom(expr, legend, instant=False)],
+            "fieldConfig": {"defaults": {"unit": unit, "thresholds": {"mode": "absolute",
+                                                                       "steps": [{"value": v, "color": c} for v, c in steps]}},
+                            "overrides": []},
+            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "colorMode": "value", "graphMode": "area", "textMode": "auto"}}
+
+
+def table(title: str, expr: str, description: str = "") -> dict[str, Any]:
+    return {"type": "table", "title": title, "description": description, "datasource": PROM,
+            "targets": [prom(expr, fmt="table", instant=True)],
+            "transformations": [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
+            "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True}}
+
+
+def heatmap(title: str, expr: str, unit: str = "short") -> dict[str, Any]:
+    return {"type": "heatmap", "title": title, "datasource": PROM, "targets": [prom(expr, "{{le}}", fmt="heatmap")],
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": {"calculate": False, "yAxis": {"unit": unit}, "cellGap": 1,
+                        "color": {"mode": "scheme", "scheme": "Oranges"}}}
+
+
+def traceql_state_timeline(title: str = "RL state timeline") -> dict[str, Any]:
+    """Tempo spans as a state timeline: one row per lane (`state_lane_id`), lanes sorted by prefix then number."""
+    query = ('{span.state_lane_id != "" && span.project =~ "${project:regex}" && '
+             'span.experiment_name =~ "${experiment_name:regex}"}')
+    return {
+        "type": "state-timeline", "title": title, "datasource": TEMPO,
+        "description": "One row per lane (rank_N, replica_N, …); colour = state. Open states appear when they end in Tempo; "
+                       "the built-in UI shows them while they run.",
+        "targets": [{"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans",
+                     "limit": 10000, "spss": 10000}],
+        "transformations": [
+            {"id": "calculateField", "options": {"mode": "binary", "alias": "End time",
+                                                 "binary": {"left": "Start time", "operator": "+", "right": "Duration"}}},
+            {"id": "extractFields", "options": {"source": "state_lane_id", "format": "regexp",
+                                                "regExp": "^(?<state_lane_prefix>.+?)(?:[_-](?<state_lane_num>\\d+))?$"}},
+            {"id": "convertFieldType", "options": {"conversions": [
+                {"targetField": "state_lane_num", "destinationType": "number"},
+                {"targetField": "End time", "destinationType": "time"}]}},
+            {"id": "sortBy", "options": {"sort": [{"field": "state_lane_prefix"}, {"field": "state_lane_num"}]}},
+            {"id": "organize", "options": {"excludeByName": {"Duration": True, "Span ID": True, "Trace Service": True,
+                                                             "Trace Name": True}}},
+            {"id": "partitionByValues", "options": {"fields": ["state_lane_id"], "keepFields": False}},
+        ],
+        "fieldConfig": {"defaults": {"custom": {"fillOpacity": 80, "lineWidth": 0}}, "overrides": []},
+        "options": {"mergeValues": True, "showValue": "never", "rowHeight": 0.8, "alignValue": "left",
+                    "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}, "perPage": 64},
+    }
+
+
+def spans_table() -> dict[str, Any]:
+    query = ('{span.state_lane_id != "" && span.project =~ "${project:regex}" && '
+             'span.experiment_name =~ "${experiment_name:regex}"} | select(span.state_lane_id, span.state_name, span.process_id)')
+    return {"type": "table", "title": "Recent states", "datasource": TEMPO,
+            "targets": [{"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans",
+                         "limit": 200, "spss": 200}],
+            "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True}}
+
+
+# ----------------------------------------------------------------------------- variables
+def _query_var(name: str, label: str, query: str, hide: int = 0, multi: bool = True) -> dict[str, Any]:
+    return {"type": "query", "name": name, "label": label, "datasource": PROM, "definition": query,
+            "query": {"query": query, "refId": f"{name}-query", "qryType": 1}, "refresh": 2, "sort": 1,
+            "multi": multi, "includeAll": True, "allValue": ".*", "hide": hide,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": []}
+
+
+def variables(extra: list[dict[str, Any]] | None = None, tempo: bool = False) -> dict[str, Any]:
+    lst: list[dict[str, Any]] = [
+        {"type": "datasource", "name": "datasource", "label": "Prometheus", "query": "prometheus", "hide": 0,
+         "current": {"text": "Prometheus", "value": "prometheus"}, "options": [], "refresh": 1},
+    ]
+    if tempo:
+        lst.append({"type": "datasource", "name": "tempo_datasource", "label": "Tempo", "query": "tempo", "hide": 0,
+                    "current": {"text": "Tempo", "value": "tempo"}, "options": [], "refresh": 1})
+    lst.append(_query_var("project", "Project", f"label_values({M}training_global_step, project)"))
+    lst.append(_query_var("experiment_name", "Experiment",
+                          f'label_values({M}training_global_step{{project=~"$project"}}, experiment_name)'))
+    return {"list": lst + (extra or [])}
+
+
+def dashboard(uid: str, title: str, board: Board, templating: dict[str, Any], description: str,
+              time_from: str = "now-30m") -> dict[str, Any]:
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["rl-insight"], "editable": True,
+        "schemaVersion": SCHEMA_VERSION, "version": 1, "timezone": "browser", "graphTooltip": 1,
+        "refresh": "10s", "time": {"from": time_from, "to": "now"},
+        "timepicker": {"refresh_intervals": ["5s", "10s", "30s", "1m", "5m", "15m", "1h"]},
+        "templating": templating, "annotations": {"list": []}, "links": [
+            {"type": "dashboards", "tags": ["rl-insight"], "asDropdown": True, "title": "RL-Insight", "includeVars": True,
+             "keepTime": True}],
+        "panels": board.finish(),
+    }
+
+
+# ----------------------------------------------------------------------------- sections
+def trainer_section(b: Board) -> None:
+    for family, names in TRAINER_FAMILIES.items():
+        b.row(f"training · {family}")
+        for name in names:
+            b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
+
+
+def vllm_section(b: Board) -> None:
+    sel = S + ', replica=~"$replica"'
+    n = lambda name: f'__name__=~"vllm[:_]{name}"'  # noqa: E731  (vllm: as served, vllm_ as newer clients escape it)
+
+    def q(pct: float, metric: str) -> str:
+        return (f"histogram_quantile({pct}, sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}"
+                f"[$__rate_interval])))")
+
+    b.row("vLLM engine")
+    b.add(timeseries("Token throughput", [
+        prom(f"sum by (replica) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation r{{replica}}"),
+        prom(f"sum by (replica) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt r{{replica}}")],
+        unit="tps", description="Prefill and generation tokens per second per replica."))
+    b.add(timeseries("Time to first token", [prom(q(0.5, "time_to_first_token_seconds"), "p50 r{{replica}}"),
+                                             prom(q(0.99, "time_to_first_token_seconds"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("Inter-token latency (ITL / TPOT)", [
+        prom(q(0.5, "(inter_token_latency_seconds|time_per_output_token_seconds)"), "p50 r{{replica}}"),
+        prom(q(0.99, "(inter_token_latency_seconds|time_per_output_token_seconds)"), "p99 r{{replica}}")], unit="s",
+        description="vLLM >= 0.11 `inter_token_latency_seconds`; older `time_per_output_token_seconds`."))
+    b.add(timeseries("End-to-end request latency", [prom(q(0.5, "e2e_request_latency_seconds"), "p50 r{{replica}}"),
+                                                    prom(q(0.99, "e2e_request_latency_seconds"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("Scheduler state", [
+        prom(f"sum by (replica) ({{{n('num_requests_running')}, {sel}}})", "running r{{replica}}"),
+        prom(f"sum by (replica) ({{{n('num_requests_waiting')}, {sel}}})", "waiting r{{replica}}")]))
+    b.add(timeseries("KV cache usage", [
+        prom(f"max by (replica) ({{{n('(kv_cache_usage_perc|gpu_cache_usage_perc)')}, {sel}}})", "r{{replica}}")],
+        unit="percentunit", thresholds=[(None, "green"), (0.9, "orange"), (0.95, "red")],
+        description="`kv_cache_usage_perc` (current) or `gpu_cache_usage_perc` (deprecated)."))
+    b.add(timeseries("Prefix cache hit rate", [prom(
+        f"sum by (replica) (rate({{{n('(prefix_cache_hits_total|gpu_prefix_cache_hits_total)')}, {sel}}}[$__rate_interval]))"
+        f" / sum by (replica) (rate({{{n('(prefix_cache_queries_total|gpu_prefix_cache_queries_total)')}, {sel}}}"
+        f"[$__rate_interval]))", "r{{replica}}")], unit="percentunit"))
+    b.add(timeseries("Finish reasons", [prom(
+        f"sum by (finished_reason) (rate({{{n('request_success_total')}, {sel}}}[$__rate_interval]))", "{{finished_reason}}")],
+        unit="reqps", stack=True))
+    b.add(timeseries("Preemptions", [prom(
+        f"sum by (replica) (increase({{{n('num_preemptions_total')}, {sel}}}[$__rate_interval]))", "r{{replica}}")]))
+    b.add(timeseries("Spec decode acceptance", [prom(
+        f"sum(rate({{{n('spec_decode_num_accepted_tokens_total')}, {sel}}}[$__rate_interval])) / "
+        f"sum(rate({{{n('spec_decode_num_draft_tokens_total')}, {sel}}}[$__rate_interval]))", "acceptance rate")],
+        unit="percentunit"))
+    b.add(timeseries("Queue time", [prom(q(0.9, "request_queue_time_seconds"), "p90 r{{replica}}")], unit="s"))
+    b.add(timeseries("Prefill vs decode time", [prom(q(0.5, "request_prefill_time_seconds"), "prefill p50 r{{replica}}"),
+                                                prom(q(0.5, "request_decode_time_seconds"), "decode p50 r{{replica}}")], unit="s"))
+    b.add(heatmap("Generation length", f"sum by (le) (increase({{{n('request_generation_tokens_bucket')}, {sel}}}"
+                                       f"[$__rate_interval]))"), w=12)
+    b.add(heatmap("Prompt length", f"sum by (le) (increase({{{n('request_prompt_tokens_bucket')}, {sel}}}[$__rate_interval]))"),
+          w=12)
+
+
+def sglang_section(b: Board) -> None:
+    sel = S + ', replica=~"$replica"'
+    n = lambda name: f'__name__=~"sglang[:_]{name}"'  # noqa: E731
+
+    def q(pct: float, metric: str) -> str:
+        return (f"histogram_quantile({pct}, sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}"
+                f"[$__rate_interval])))")
+
+    b.row("SGLang engine")
+    b.add(timeseries("Generation throughput", [prom(f"sum by (replica) ({{{n('gen_throughput')}, {sel}}})", "r{{replica}}")],
+                     unit="tps"))
+    b.add(timeseries("Token throughput (counters)", [
+        prom(f"sum by (replica) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation r{{replica}}"),
+        prom(f"sum by (replica) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt r{{replica}}")],
+        unit="tps"))
+    b.add(timeseries("Time to first token", [prom(q(0.5, "time_to_first_token_seconds"), "p50 r{{replica}}"),
+                                             prom(q(0.99, "time_to_first_token_seconds"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("Inter-token latency", [prom(q(0.5, "inter_token_latency_seconds"), "p50 r{{replica}}"),
+                                             prom(q(0.99, "inter_token_latency_seconds"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("End-to-end request latency", [prom(q(0.5, "e2e_request_latency_seconds"), "p50 r{{replica}}"),
+                                                    prom(q(0.99, "e2e_request_latency_seconds"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("Running and queued requests", [
+        prom(f"sum by (replica) ({{{n('num_running_reqs')}, {sel}}})", "running r{{replica}}"),
+        prom(f"sum by (replica) ({{{n('num_queue_reqs')}, {sel}}})", "queued r{{replica}}")]))
+    b.add(timeseries("KV cache (token) usage", [prom(f"max by (replica) ({{{n('token_usage')}, {sel}}})", "r{{replica}}")],
+                     unit="percentunit", thresholds=[(None, "green"), (0.9, "orange"), (0.95, "red")]))
+    b.add(timeseries("Prefix cache hit rate", [prom(f"avg by (replica) ({{{n('cache_hit_rate')}, {sel}}})", "r{{replica}}")],
+                     unit="percentunit"))
+    b.add(timeseries("Aborted requests", [prom(
+        f"sum by (replica) (increase({{{n('num_aborted_requests_total')}, {sel}}}[$__rate_interval]))", "r{{replica}}")]))
+
+
+def transfer_queue_section(b: Board) -> None:
+    # tq_*_total names below that are gauges (partitions, storage capacity/keys, global index) are never rate()d.
+    b.row("TransferQueue")
+    b.add(timeseries("Controller requests by op", [prom(
+        f"sum by (op_type) (rate(tq_controller_request_total{{{S}}}[$__rate_interval]))", "{{op_type}}")], unit="reqps"))
+    b.add(timeseries("Controller request latency p99", [prom(
+        f"histogram_quantile(0.99, sum by (le, op_type) (rate(tq_controller_request_duration_seconds_bucket{{{S}}}"
+        f"[$__rate_interval])))", "{{op_type}}")], unit="s"))
+    b.add(timeseries("Produced vs cleared samples", [
+        prom(f'sum(rate(tq_controller_request_samples_total{{op_type="NOTIFY_DATA_UPDATE", {S}}}[$__rate_interval]))',
+             "produced"),
+        prom(f'sum(rate(tq_controller_request_samples_total{{op_type="CLEAR_META", {S}}}[$__rate_interval]))', "cleared")],
+        description="Diverging lines mean samples are produced and never cleared: a TransferQueue leak."))
+    b.add(timeseries("Request errors", [prom(
+        f"sum by (op_type) (rate(tq_controller_request_errors_total{{{S}}}[$__rate_interval]))", "{{op_type}}")], unit="reqps"))
+    b.add(timeseries("Partitions and samples (gauges)", [prom(f"tq_partitions_total{{{S}}}", "partitions"),
+                                                         prom(f"sum(tq_partition_samples_total{{{S}}})", "samples")]))
+    b.add(timeseries("Partition progress", [
+        prom(f"tq_partition_production_progress{{{S}}}", "produce {{partition_id}}/{{task_name}}"),
+        prom(f"tq_partition_consumption_progress{{{S}}}", "consume {{partition_id}}/{{task_name}}")], unit="percentunit"))
+    b.add(timeseries("Storage utilization", [prom(f"tq_storage_utilization_ratio{{{S}}}", "unit {{storage_unit_id}}")],
+                     unit="percentunit"))
+    b.add(timeseries("Storage keys vs capacity (gauges)", [
+        prom(f"sum(tq_storage_active_keys_total{{{S}}})", "active keys"),
+        prom(f"sum(tq_storage_capacity_total{{{S}}})", "capacity")]))
+    b.add(timeseries("Storage latency p99", [prom(f"tq_storage_request_latency_p99{{{S}}}", "{{storage_unit_id}} {{op_type}}")],
+                     unit="s"))
+    b.add(timeseries("Memory (RSS)", [prom(f"tq_controller_memory_rss_bytes{{{S}}}", "controller"),
+                                      prom(f"tq_storage_memory_rss_bytes{{{S}}}", "storage {{storage_unit_id}}")], unit="bytes"))
+    b.add(timeseries("Global index (gauges)", [prom(f"tq_global_index_allocated_total{{{S}}}", "allocated"),
+                                               prom(f"tq_global_index_reusable_total{{{S}}}", "reusable")]))
+    b.add(stat("Controller uptime", f"tq_controller_uptime_seconds{{{S}}}", unit="s"))
+
+
+def hardware_section(b: Board) -> None:
+    b.row("Hosts (node_exporter)")
+    b.add(timeseries("CPU utilization", [prom(
+        f'100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{{mode="idle", {S}}}[$__rate_interval])))', "{{instance}}")],
+        unit="percent"))
+    b.add(timeseries("Memory used", [prom(
+        f"node_memory_MemTotal_bytes{{{S}}} - node_memory_MemAvailable_bytes{{{S}}}", "{{instance}}")], unit="bytes"))
+    b.add(timeseries("Load (1m)", [prom(f"node_load1{{{S}}}", "{{instance}}")]))
+    b.add(timeseries("Network", [
+        prom(f'sum by (instance) (rate(node_network_receive_bytes_total{{device!="lo", {S}}}[$__rate_interval]))', "rx {{instance}}"),
+        prom(f'sum by (instance) (rate(node_network_transmit_bytes_total{{device!="lo", {S}}}[$__rate_interval]))',
+             "tx {{instance}}")], unit="Bps"))
+    b.add(timeseries("Disk I/O", [
+        prom(f"sum by (instance) (rate(node_disk_read_bytes_total{{{S}}}[$__rate_interval]))", "read {{instance}}"),
+        prom(f"sum by (instance) (rate(node_disk_written_bytes_total{{{S}}}[$__rate_interval]))", "write {{instance}}")],
+        unit="Bps"))
+    b.add(timeseries("Filesystem free", [prom(
+        f'node_filesystem_avail_bytes{{fstype!~"tmpfs|ramfs|squashfs", {S}}}', "{{instance}} {{mountpoint}}")], unit="bytes"))
+    b.row("NVIDIA GPUs (dcgm-exporter)")
+    g = "{{instance}} gpu{{gpu}}"
+    b.add(timeseries("GPU utilization", [prom(f"DCGM_FI_DEV_GPU_UTIL{{{S}}}", g)], unit="percent"))
+    b.add(timeseries("Tensor core active", [prom(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{S}}}", g)], unit="percentunit"))
+    b.add(timeseries("Framebuffer used", [prom(f"DCGM_FI_DEV_FB_USED{{{S}}}", g)], unit="decmbytes"))
+    b.add(timeseries("Power", [prom(f"DCGM_FI_DEV_POWER_USAGE{{{S}}}", g)], unit="watt"))
+    b.add(timeseries("Temperature", [prom(f"DCGM_FI_DEV_GPU_TEMP{{{S}}}", g)], unit="celsius"))
+    b.add(timeseries("XID errors (last code)", [prom(f"max by (instance, gpu) (DCGM_FI_DEV_XID_ERRORS{{{S}}})", g)],
+                     thresholds=[(None, "green"), (1, "red")]))
+    b.row("Ascend NPUs (npu-exporter)")
+    c = "{{instance}} npu{{id}}"
+    b.add(timeseries("AI core utilization", [prom(f"npu_chip_info_utilization{{{S}}}", c)], unit="percent"))
+    b.add(timeseries("HBM used", [prom(f"npu_chip_info_hbm_used_memory{{{S}}}", c)], unit="decmbytes"))
+    b.add(timeseries("HBM utilization", [prom(f"npu_chip_info_hbm_utilization{{{S}}}", c)], unit="percent"))
+    b.add(timeseries("Power", [prom(f"npu_chip_info_power{{{S}}}", c)], unit="watt"))
+    b.add(timeseries("Temperature", [prom(f"npu_chip_info_temperature{{{S}}}", c)], unit="celsius"))
+    b.add(timeseries("Health (1 = healthy)", [prom(f"npu_chip_info_health_status{{{S}}}", c)],
+                     thresholds=[(None, "red"), (1, "green")]))
+    b.add(timeseries("Interface bandwidth", [prom(f"npu_chip_info_bandwidth_rx{{{S}}}", "rx " + c),
+                                             prom(f"npu_chip_info_bandwidth_tx{{{S}}}", "tx " + c)], unit="MBs"))
+
+
+def replica_var(engine: str) -> dict[str, Any]:
+    metric = "vllm[:_]num_requests_running" if engine == "vllm" else "sglang[:_]num_running_reqs"
+    return _query_var("replica", "Replica",
+                      f'label_values({{__name__=~"{metric}", project=~"$project", experiment_name=~"$experiment_name"}}, replica)')
+
+
+# ----------------------------------------------------------------------------- dashboards
+def overview() -> dict[str, Any]:
+    b = Board()
+    b.row("Is the run healthy?")
+    b.add(stat("Global step", f"max({M}training_global_step{{{S}}})"), w=4, h=5)
+    b.add(stat("Steps per hour", f"3600 * max(deriv({M}training_global_step{{{S}}}[10m]))", unit="short",
+               description="Slope of training_global_step over 10 minutes."), w=4, h=5)
+    b.add(stat("Time per step", f"max({M}timing_s_step{{{S}}})", unit="s"), w=4, h=5)
+    b.add(stat("Targets up", f"sum(up{{{S}}})", thresholds=[(None, "green")]), w=4, h=5)
+    b.add(stat("Targets down", f"sum(1 - up{{{S}}})", thresholds=[(None, "green"), (1, "red")]), w=4, h=5)
+    b.add(stat("Alerts firing", f'count(ALERTS{{alertstate="firing", {S}}})', thresholds=[(None, "green"), (1, "red")],
+               description="Empty (no value) when nothing fires."), w=4, h=5)
+    b.row("Where does the step time go?")
+    b.add(timeseries("Step time breakdown", [prom(
+        f'{{__name__=~"{M}timing_s_(gen|old_log_prob|ref|update_actor|update_weights|adv|testing)", {S}}}',
+        "{{__name__}}")], unit="s", stack=True, description="verl's timing_s/* per step, stacked."), w=12)
+    b.add(timeseries("Step time and throughput", [prom(f"{M}timing_s_step{{{S}}}", "step s"),
+                                                  prom(f"{M}perf_throughput{{{S}}}", "tokens/s/GPU")]), w=12)
+    b.row("Learning")
+    b.add(timeseries("Reward", [prom(f"{M}critic_score_mean{{{S}}}", "score {{experiment_name}}"),
+                                prom(f"{M}val_core_openai_gsm8k_acc_mean_1{{{S}}}", "val acc {{experiment_name}}")]))
+    b.add(timeseries("Rollout/training probability gap", [prom(f"{M}training_rollout_probs_diff_mean{{{S}}}", "probs_diff_mean")],
+                     thresholds=[(None, "green"), (0.005, "orange"), (0.01, "red")],
+                     description="verl FAQ: normal below 0.005, abnormal when it stays above 0.01 "
+                                 "(precision mismatch between training and inference)."))
+    b.add(timeseries("Pearson corr and grad norm", [prom(f"{M}training_rollout_actor_probs_pearson_corr{{{S}}}", "pearson corr"),
+                                                    prom(f"{M}actor_grad_norm{{{S}}}", "grad norm")],
+                     description="A steadily rising grad norm is the usual symptom of a precision mismatch."))
+    b.row("Rollout")
+    b.add(timeseries("Generation tokens/s (all engines)", [prom(
+        f'sum(rate({{__name__=~"(vllm|sglang)[:_]generation_tokens_total", {S}}}[$__rate_interval]))', "tokens/s")],
+        unit="tps"))
+    b.add(timeseries("Rollout long tail: slowest / median replica", [prom(
+        f"rl_insight:rollout_long_tail_ratio{{{S}}}", "{{experiment_name}}")],
+        thresholds=[(None, "green"), (2, "orange"), (3, "red")],
+        description="p90 end-to-end latency of the slowest replica divided by the median replica's (recording rule)."))
+    b.add(timeseries("p90 e2e latency by replica", [prom(
+        f"rl_insight:rollout_e2e_latency_seconds:p90{{{S}}}", "replica {{replica}}")], unit="s"))
+    b.row("Targets")
+    b.add(table("Scrape targets", f"up{{{S}}}", description="1 = up, 0 = down, by job and instance."), w=24, h=8)
+    return dashboard("rl-insight-overview", "rl_insight_overview", b, variables(),
+                     "Is the run healthy: step rate, step-time breakdown, reward, throughput, rollout long tail, targets, alerts.")
+
+
+def verl_trainer(engine: str) -> dict[str, Any]:
+    b = Board()
+    b.row("RL state timeline")
+    b.add(traceql_state_timeline(), w=24, h=12)
+    trainer_section(b)
+    (vllm_section if engine == "vllm" else sglang_section)(b)
+    transfer_queue_section(b)
+    hardware_section(b)
+    title = f"verl_trainer_v1_with_{engine}_engine"
+    return dashboard(f"verl-trainer-{engine}", title, b, variables([replica_var(engine)], tempo=True),
+                     f"verl trainer metrics, RL state timeline, {engine} engines, TransferQueue and hardware for one run.")
+
+
+def rl_state_timeline() -> dict[str, Any]:
+    b = Board()
+    b.add(traceql_state_timeline(), w=24, h=18)
+    b.add(spans_table(), w=24, h=10)
+    return dashboard("rl-state-timeline", "rl_state_timeline", b, variables(tempo=True),
+                     "Which rank and replica was in which RL state (Tempo spans), one row per lane.", time_from="now-15m")
+
+
+def transfer_queue() -> dict[str, Any]:
+    b = Board()
+    transfer_queue_section(b)
+    return dashboard("rl-insight-transfer-queue", "transfer_queue", b, variables(), "TransferQueue controller and storage units.")
+
+
+def hardware() -> dict[str, Any]:
+    b = Board()
+    hardware_section(b)
+    return dashboard("rl-insight-hardware", "hardware", b, variables(),
+                     "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter) and Ascend NPUs (npu-exporter).")
+
+
+def build_all() -> dict[str, dict[str, Any]]:
+    return {
+        "rl_insight_overview.json": overview(),
+        "verl_trainer_v1_with_vllm_engine.json": verl_trainer("vllm"),
+        "verl_trainer_v1_with_sglang_engine.json": verl_trainer("sglang"),
+        "rl_state_timeline.json": rl_state_timeline(),
+        "transfer_queue.json": transfer_queue(),
+        "hardware.json": hardware(),
+    }
+
+
+def render(d: dict[str, Any]) -> str:
+    return json.dumps(d, indent=2, sort_keys=False) + "\n"
+
+
+ANSWERS = {
+    "rl_insight_overview": "Is the run healthy? Step number, steps per hour and time per step; where the step time goes "
+                           "(verl's `timing_s/*` stacked); reward and validation accuracy; the training/inference "
+                           "probability gap with verl's thresholds next to the Pearson correlation and grad norm; "
+                           "generation throughput; the rollout long tail (slowest vs median replica); scrape targets "
+                           "up/down and alerts firing.",
+    "verl_trainer_v1_with_vllm_engine": "Everything about one verl run with vLLM rollout: the RL state timeline (Tempo), "
+                                        "every trainer metric grouped as in verl's key list, the vLLM engines "
+                                        "(per `replica`), TransferQueue and hardware.",
+    "verl_trainer_v1_with_sglang_engine": "The same for SGLang rollout.",
+    "rl_state_timeline": "Which rank and replica was in which RL state: one row per lane (`rank_N`, `replica_N`), "
+                         "lanes sorted by prefix then number, colour = state, plus a table of recent states.",
+    "transfer_queue": "Is TransferQueue keeping up, and is it leaking? Request rate and latency by op, produced vs "
+                      "cleared samples, partitions, storage units.",
+    "hardware": "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter, keyed on `instance` and `gpu`) and Ascend NPUs "
+                "(npu-exporter, keyed on `instance` and `id`).",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_docs(boards: dict[str, dict[str, Any]]) -> str:
+    from rl_insight.catalog import EXPORTERS  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    lines = [
+        "# Dashboards, rules and metric catalog",
+        "",
+        "<!-- Generated by tools/build_dashboards.py from the dashboards and rules themselves; do not edit by hand. -->",
+        "",
+        "Grafana dashboards are classic JSON in `dashboards/` (provisionable on Grafana 10 to 13), tagged `rl-insight`,",
+        "with stable uids. Every dashboard has the variables `datasource` (Prometheus), `project` and `experiment_name`",
+        "(cascading; All = `.*`, which also matches series without the label, such as a node exporter registered",
+        "without a run identity), and every PromQL selector is scoped by them; TraceQL queries constrain",
+        "`span.project` and `span.experiment_name`. Engine metric names are matched as `vllm[:_]…` / `sglang[:_]…`:",
+        "engines define `vllm:` names, and newer prometheus-client versions escape them to `vllm_` when Prometheus",
+        "negotiates OpenMetrics. `$__rate_interval` is used for every rate.",
+        "",
+    ]
+    for name, d in boards.items():
+        lines += [f"## {d['title']} (`uid: {d['uid']}`)", "", ANSWERS.get(d["title"], d["description"]), "",
+                  "| row | panel | query |", "|---|---|---|"]
+        row = ""
+        trainer_rows: dict[str, list[str]] = {}
+        for p in d["panels"]:
+            if p["type"] == "row":
+                row = p["title"]
+                continue
+            queries = [t.get("expr") or t.get("query") for t in p.get("targets", [])]
+            if row.startswith("training · "):
+                trainer_rows.setdefault(row, []).append(p["title"])
+                continue
+            lines.append(f"| {_cell(row)} | {_cell(p['title'])} | {'<br>'.join('`' + _cell(q) + '`' for q in queries)} |")
+        for r, titles in trainer_rows.items():
+            lines.append(f"| {_cell(r)} | one panel per metric: {', '.join(titles)} | "
+                         "`rl_insight_monitor_<metric>{project=~\"$project\", experiment_name=~\"$experiment_name\"}` |")
+        lines.append("")
+    lines += ["## Prometheus rules (`provisioning/rules/`)", "",
+              "Loaded by the `prometheus.yml` that `rl-insight server start` renders (copied to `<home>/runtime/rules/`).",
+              "`promtool check rules` and the `promtool test rules` cases in `tests/promtool/` run in the test suite.", "",
+              "| rule | kind | expression | for | meaning |", "|---|---|---|---|---|"]
+    for f in sorted((ROOT / "provisioning" / "rules").glob("*.yml")):
+        for g in yaml.safe_load(f.read_text())["groups"]:
+            for r in g["rules"]:
+                kind = "alert" if "alert" in r else "recording"
+                meaning = r.get("annotations", {}).get("summary", "") if kind == "alert" else ""
+                lines.append(f"| {r.get('alert') or r.get('record')} | {kind} | `{_cell(' '.join(r['expr'].split()))}` | "
+                             f"{r.get('for', '')} | {_cell(meaning)} |")
+    lines += ["", "## Metric catalog", "",
+              "Exporter metrics the dashboards and rules read (`rl_insight/catalog.py`; a test fails when a dashboard",
+              "references a name that is neither here nor produced by rl-insight). `*` marks TransferQueue metrics whose",
+              "name ends in `_total` but which are gauges: they are never `rate()`d.", ""]
+    for exporter, names in EXPORTERS.items():
+        lines.append(f"- **{exporter}**: " + ", ".join(f"`{n}`" for n in names))
+    lines += ["", "rl-insight's own series: trainer scalars `rl_insight_monitor_<name>` (the verl keys above, sanitized),",
+              "client self-metrics `rl_insight_client_*`, server self-metrics `rl_insight_server_*`, recording rules",
+              "`rl_insight:*`.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true", help="fail if dashboards/ differs from the generator")
+    args = ap.parse_args()
+    stale = []
+    boards = build_all()
+    outputs = {OUT / name: render(d) for name, d in boards.items()}
+    outputs[ROOT / "docs" / "dashboards.md"] = render_docs(boards)
+    for path, text in outputs.items():
+        name = path.name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"dashboards out of date: {', '.join(stale)}; run python tools/build_dashboards.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
