@@ -227,9 +227,17 @@ def vllm_section(b: Board) -> None:
     sel = S + ', replica=~"$replica"'
     n = lambda name: f'__name__=~"vllm[:_]{name}"'  # noqa: E731  (vllm: as served, vllm_ as newer clients escape it)
 
-    def q(pct: float, metric: str) -> str:
-        return (f"histogram_quantile({pct}, sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}"
-                f"[$__rate_interval])))")
+    def q(pct: float, metric: str, fallback: str | None = None) -> str:
+        # rate() drops __name__, so a current and a deprecated name must be rated separately and joined
+        # with `or` (the current name wins where both exist); one selector over both would be an error.
+        buckets = f"sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}[$__rate_interval]))"
+        if fallback:
+            buckets += f" or sum by (le, replica) (rate({{{n(fallback + '_bucket')}, {sel}}}[$__rate_interval]))"
+        return f"histogram_quantile({pct}, {buckets})"
+
+    def rate_either(current: str, deprecated: str) -> str:
+        return (f"sum by (replica) (rate({{{n(current)}, {sel}}}[$__rate_interval])) or "
+                f"sum by (replica) (rate({{{n(deprecated)}, {sel}}}[$__rate_interval]))")
 
     b.row("vLLM engine")
     b.add(timeseries("Token throughput", [
@@ -239,8 +247,8 @@ def vllm_section(b: Board) -> None:
     b.add(timeseries("Time to first token", [prom(q(0.5, "time_to_first_token_seconds"), "p50 r{{replica}}"),
                                              prom(q(0.99, "time_to_first_token_seconds"), "p99 r{{replica}}")], unit="s"))
     b.add(timeseries("Inter-token latency (ITL / TPOT)", [
-        prom(q(0.5, "(inter_token_latency_seconds|time_per_output_token_seconds)"), "p50 r{{replica}}"),
-        prom(q(0.99, "(inter_token_latency_seconds|time_per_output_token_seconds)"), "p99 r{{replica}}")], unit="s",
+        prom(q(0.5, "inter_token_latency_seconds", "time_per_output_token_seconds"), "p50 r{{replica}}"),
+        prom(q(0.99, "inter_token_latency_seconds", "time_per_output_token_seconds"), "p99 r{{replica}}")], unit="s",
         description="vLLM >= 0.11 `inter_token_latency_seconds`; older `time_per_output_token_seconds`."))
     b.add(timeseries("End-to-end request latency", [prom(q(0.5, "e2e_request_latency_seconds"), "p50 r{{replica}}"),
                                                     prom(q(0.99, "e2e_request_latency_seconds"), "p99 r{{replica}}")], unit="s"))
@@ -252,9 +260,9 @@ def vllm_section(b: Board) -> None:
         unit="percentunit", thresholds=[(None, "green"), (0.9, "orange"), (0.95, "red")],
         description="`kv_cache_usage_perc` (current) or `gpu_cache_usage_perc` (deprecated)."))
     b.add(timeseries("Prefix cache hit rate", [prom(
-        f"sum by (replica) (rate({{{n('(prefix_cache_hits_total|gpu_prefix_cache_hits_total)')}, {sel}}}[$__rate_interval]))"
-        f" / sum by (replica) (rate({{{n('(prefix_cache_queries_total|gpu_prefix_cache_queries_total)')}, {sel}}}"
-        f"[$__rate_interval]))", "r{{replica}}")], unit="percentunit"))
+        f"({rate_either('prefix_cache_hits_total', 'gpu_prefix_cache_hits_total')}) / "
+        f"({rate_either('prefix_cache_queries_total', 'gpu_prefix_cache_queries_total')})", "r{{replica}}")],
+        unit="percentunit", description="`prefix_cache_*` (current) or `gpu_prefix_cache_*` (deprecated)."))
     b.add(timeseries("Finish reasons", [prom(
         f"sum by (finished_reason) (rate({{{n('request_success_total')}, {sel}}}[$__rate_interval]))", "{{finished_reason}}")],
         unit="reqps", stack=True))

@@ -141,7 +141,8 @@ def test_transfer_queue_total_gauges_are_never_rated() -> None:
 def test_engine_panels_accept_current_and_deprecated_vllm_names() -> None:
     exprs = " ".join(promql_targets(load(ROOT / "dashboards" / "verl_trainer_v1_with_vllm_engine.json")))
     assert "kv_cache_usage_perc|gpu_cache_usage_perc" in exprs
-    assert "inter_token_latency_seconds|time_per_output_token_seconds" in exprs
+    assert "inter_token_latency_seconds_bucket" in exprs and "time_per_output_token_seconds_bucket" in exprs
+    assert "gpu_prefix_cache_hits_total" in exprs
     assert 'vllm[:_]' in exprs  # served as vllm: or escaped to vllm_ by newer prometheus-client
 
 
@@ -174,6 +175,18 @@ def test_catalog_is_documented() -> None:
 def test_dashboards_match_their_generator() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "build_dashboards.py"), "--check"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_rate_never_spans_several_metric_names() -> None:
+    """rate() drops __name__: a regex over two names (current + deprecated) would make duplicate series."""
+    exprs = [e for p in DASHBOARDS for e in promql_targets(load(p))] + [e for _, e in rule_exprs()]
+    for expr in exprs:
+        for rx in re.findall(r'(?:rate|increase)\(\{__name__=~"([^"]+)"', expr):
+            stripped = rx.replace("[:_]", "")
+            if "|" in stripped:
+                prefix = re.match(r"\(?([a-z|]+)\)?", stripped)
+                # alternatives of the *engine* prefix are fine: vLLM and SGLang are different targets
+                assert prefix and "|" not in stripped[prefix.end():], f"rate over several names: {rx} in {expr}"
 
 
 def test_reference_extraction_finds_names() -> None:
