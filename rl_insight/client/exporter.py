@@ -100,6 +100,8 @@ class Exporter:
 
         self._wake = threading.Event()
         self._stopping = False
+        self._final = False
+        self._final_sent = False
         self._thread = threading.Thread(target=self._run, name="rl-insight-exporter", daemon=True)
         self._thread.start()
 
@@ -214,6 +216,7 @@ class Exporter:
         return done.wait(timeout)
 
     def shutdown(self, timeout: float) -> bool:
+        self._final = True  # batches from now on tell the server this process is done (run "finished")
         ok = self.flush(timeout)
         self._stopping = True
         self._wake.set()
@@ -257,6 +260,14 @@ class Exporter:
             if has_items and not self._deliver(transport, payload, markers, n_user):
                 self._pending = (payload, markers, n_user)
                 return
+            if not has_items and markers and self._final and not self._final_sent:
+                # nothing left to send, but the server must still learn that this process finished
+                if not self._deliver(transport, payload, markers, 0):
+                    self._pending = (payload, markers, 0)
+                    return
+                markers = []
+            if self._final and "final" in payload:
+                self._final_sent = True
             if not has_items:
                 for m in markers:
                     m.set()
@@ -425,6 +436,8 @@ class Exporter:
             "span_starts": span_starts,
             "spans": spans,
         }
+        if self._final:
+            payload["final"] = True
         return payload, markers, n_user
 
     def _add_self_metrics(self, series_index: Any, samples: list, force: bool = False) -> None:

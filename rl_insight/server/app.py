@@ -5,7 +5,8 @@ from __future__ import annotations
 import hmac
 import time
 import uuid
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 import httpx
 from fastapi import Depends, FastAPI, Query, Request
@@ -18,8 +19,15 @@ from ..errors import PayloadTooLargeError, RLInsightError, UnauthorizedError
 from .config import ServerConfig
 from .ingest import decode_body, ingest_batch
 from .metric_store import MetricStore, StoreCollector
+from .insight_service import InsightService
+from .routes_runs import build_router
+from .runstore import RunStoreReader, RunStoreWriter
 from .spans import MemorySpanSink
 from .targets import TargetRegistry, parse_registration
+from .ui import mount_ui
+
+
+SESSION_COOKIE = "rl_insight_session"
 
 
 class ServerMetrics:
@@ -47,6 +55,18 @@ class ServiceProbe:
         self._path = ready_path
         self._cached: tuple[float, str] = (0.0, "unknown")
 
+    async def target_health(self) -> dict[tuple[str, str], str]:
+        """{(job, instance): "up"|"down"|"unknown"} from Prometheus' target API; empty when it does not answer."""
+        if self.url is None:
+            return {}
+        try:
+            async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+                r = await client.get(self.url + "/api/v1/targets", params={"state": "active"})
+            active = r.json()["data"]["activeTargets"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            return {}
+        return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active}
+
     async def state(self) -> str:
         if self.url is None:
             return "not_configured"
@@ -63,10 +83,52 @@ class ServiceProbe:
         return state
 
 
+class RunStoreHealthCollector:
+    """Run store health on /metrics."""
+
+    def __init__(self, writer: RunStoreWriter) -> None:
+        self._w = writer
+
+    def collect(self) -> Any:
+        from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+
+        st = self._w.stats
+        written = CounterMetricFamily("rl_insight_server_store_items_written", "Items written to the run store", labels=["kind"])
+        written.add_metric(["samples"], st.samples)
+        written.add_metric(["spans"], st.spans)
+        dropped = CounterMetricFamily("rl_insight_server_store_items_dropped", "Items the run store could not take",
+                                      labels=["reason"])
+        for reason, n in st.by_reason.items():
+            dropped.add_metric([reason], n)
+        queue = GaugeMetricFamily("rl_insight_server_store_queue_items", "Items waiting for the run store writer")
+        queue.add_metric([], st.queue_items)
+        degraded = GaugeMetricFamily("rl_insight_server_store_degraded", "1 while run store writes fail (e.g. disk full)")
+        degraded.add_metric([], 1 if st.degraded_since else 0)
+        return [written, dropped, queue, degraded]
+
+
 def create_app(config: ServerConfig) -> FastAPI:
     disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
-    app = FastAPI(title="RL-Insight server", version=__version__,
-                  description="Ingest and discovery API of rl-insight. State-changing routes need the bearer token when one is configured.")
+    writer = RunStoreWriter(config.store_file, retention_days=config.retention_days,
+                            max_bytes=config.store_max_bytes) if config.store_enabled else None
+    reader = RunStoreReader(config.store_file) if writer is not None else None
+    insight = (InsightService(reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
+                              step_metric=config.step_metric, version_metric=config.version_metric)
+               if reader is not None else None)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if insight is not None:
+            insight.start()
+        yield
+        if insight is not None:
+            insight.stop()
+        if writer is not None:
+            writer.close()
+
+    app = FastAPI(title="RL-Insight server", version=__version__, lifespan=lifespan,
+                  description="Ingest, discovery and run-store API of rl-insight. State-changing routes need the bearer "
+                              "token when one is configured; so do the run-store reads and the UI.")
     registry = CollectorRegistry(auto_describe=False)
     store = MetricStore(config.series_ttl_s, config.max_series_per_metric)
     registry.register(StoreCollector(store))
@@ -76,6 +138,11 @@ def create_app(config: ServerConfig) -> FastAPI:
     prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
     boot_id = uuid.uuid4().hex
     app.state.store, app.state.spans, app.state.targets, app.state.config = store, spans, targets, config
+    app.state.writer, app.state.reader, app.state.insight = writer, reader, insight
+    if writer is not None:
+        registry.register(RunStoreHealthCollector(writer))
+    if insight is not None:
+        registry.register(insight)
 
     @app.exception_handler(RLInsightError)
     async def _rl_error(request: Request, exc: RLInsightError) -> JSONResponse:
@@ -92,14 +159,48 @@ def create_app(config: ServerConfig) -> FastAPI:
         metrics.requests.labels(getattr(route, "path", "unmatched"), request.method, str(response.status_code)).inc()
         return response
 
+    def token_ok(supplied: str) -> bool:
+        return hmac.compare_digest(supplied.strip().encode(), config.token.encode())
+
     def require_token(request: Request) -> None:
         if not config.token:
             return
         header = request.headers.get("authorization", "")
         scheme, _, supplied = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(supplied.strip().encode(), config.token.encode()):
+        if scheme.lower() != "bearer" or not token_ok(supplied):
             raise UnauthorizedError("missing or wrong bearer token",
                                     hint="set RL_INSIGHT_TOKEN (training) or --token (CLI) to the server's token")
+
+    def require_read(request: Request) -> None:
+        """Run data and the UI: the bearer token or the UI's session cookie, when a token is configured."""
+        if not config.token:
+            return
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        if cookie and token_ok(cookie):
+            return
+        require_token(request)
+
+    @app.post("/api/v1/login")
+    async def login(request: Request) -> JSONResponse:
+        """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        supplied = body.get("token") if isinstance(body, dict) else None
+        if config.token and (not isinstance(supplied, str) or not token_ok(supplied)):
+            raise UnauthorizedError("wrong token", hint="use the token printed by `rl-insight server start` (<home>/token)")
+        resp = JSONResponse({"status": "ok"})
+        if config.token:
+            resp.set_cookie(SESSION_COOKIE, config.token, httponly=True, samesite="strict", max_age=30 * 86400)
+        return resp
+
+    @app.get("/api/v1/session")
+    async def session(request: Request) -> dict[str, Any]:
+        authed = not config.token or token_ok(request.cookies.get(SESSION_COOKIE, "")) or \
+            token_ok(request.headers.get("authorization", "").partition(" ")[2])
+        return {"auth_required": bool(config.token), "authenticated": authed,
+                "prometheus_url": prometheus.url, "grafana_url": config.grafana_url, "version": __version__}
 
     async def read_body(request: Request) -> bytes:
         limit = config.max_body_bytes
@@ -117,7 +218,12 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__, "boot_id": boot_id}
+        body: dict[str, Any] = {"status": "ok", "version": __version__, "boot_id": boot_id}
+        if writer is not None:
+            st = writer.stats
+            body["store"] = {"path": str(writer.path), "degraded": st.degraded_since is not None, "last_error": st.last_error,
+                             "dropped": st.dropped}
+        return body
 
     @app.get("/api/v1/services")
     async def services(request: Request) -> dict[str, Any]:
@@ -144,7 +250,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         started = time.perf_counter()
         raw = await read_body(request)
         batch = decode_body(raw, request.headers.get("content-encoding"), config.max_body_bytes)
-        result = ingest_batch(batch, store, spans)
+        result = ingest_batch(batch, store, spans, writer)
         for section, n in result.accepted_by_section.items():
             metrics.accepted.labels(section).inc(n)
         for reason, n in result.reasons.items():
@@ -182,6 +288,22 @@ def create_app(config: ServerConfig) -> FastAPI:
         removed = targets.remove(target=target, job=job, project=project, experiment_name=experiment_name)
         return {"status": "ok", "removed": removed}
 
+    @app.get("/api/v1/runs/{run_id}/targets", dependencies=[Depends(require_read)])
+    async def run_targets(run_id: int) -> dict[str, Any]:
+        """The run's registered targets (labels project/experiment_name) with health from Prometheus when it runs."""
+        if reader is None:
+            raise RLInsightError("the run store is disabled on this server")
+        from .runstore import queries as q
+
+        run = q.get_run(reader.conn(), run_id)
+        mine = [t.to_api() for t in targets.list()
+                if t.to_api()["labels"].get("project") == run["project"]
+                and t.to_api()["labels"].get("experiment_name") == run["experiment_name"]]
+        health = await prometheus.target_health()
+        for t in mine:
+            t["health"] = health.get((t["job"], t["target"]), "unknown" if health else None)
+        return {"run_id": run_id, "targets": mine}
+
     @app.get("/api/v1/spans/open")
     async def open_spans() -> dict[str, Any]:
         """RL states that have started and not ended (a stuck rollout shows up here)."""
@@ -193,4 +315,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         items = spans.recent(limit)
         return {"spans": items, "count": len(items)}
 
+    if reader is not None:
+        app.include_router(build_router(reader, live_window_s=config.live_window_s, step_metric=config.step_metric,
+                                        version_metric=config.version_metric, require_read=require_read))
+    mount_ui(app, require_read)
     return app

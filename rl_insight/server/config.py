@@ -22,10 +22,23 @@ class ServerConfig:
     series_ttl_s: float = 3600.0  # series not updated for this long leave /metrics
     max_series_per_metric: int = 10_000
     max_targets: int = 10_000
+    # Run store (SQLite under data_dir): runs not seen for retention_days are deleted, and the
+    # oldest runs go first when the file holds more than store_max_bytes.
+    store_enabled: bool = True
+    retention_days: float = 30.0
+    store_max_bytes: int = 20 * 2**30
+    live_window_s: float = 60.0  # a run counts as live while data arrived this recently
+    step_metric: str = "training/global_step"
+    version_metric: str = "current_param_version"  # trainer parameter version, for staleness
+    insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     # Where the other services run, for /api/v1/services (None = not managed by us).
     prometheus_url: str | None = None
     tempo_otlp_port: int | None = None
     grafana_url: str | None = None
+
+    @property
+    def store_file(self) -> Path:
+        return Path(self.data_dir).expanduser() / "runstore.sqlite"
 
     @property
     def targets_file(self) -> Path:

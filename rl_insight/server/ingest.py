@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import InvalidInputError, MalformedBodyError, PayloadTooLargeError
 from .metric_store import ItemError, MetricStore, SeriesRef
+from .runstore.writer import NO_IDENTITY, RunStoreWriter, SampleRow
 from .spans import SpanSink
 
 PROTOCOL_VERSION = 1
@@ -91,7 +92,14 @@ def _check_span(item: Any, finished: bool) -> dict[str, Any]:
     }
 
 
-def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink) -> IngestResult:
+def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:
+    """(project, experiment_name, name, labels JSON) under which the run store records a series."""
+    labels = {k: v for k, v in ref.labels.items() if k not in ("project", "experiment_name")}
+    return (ref.labels.get("project", NO_IDENTITY), ref.labels.get("experiment_name", NO_IDENTITY), ref.base_name,
+            json.dumps(labels, sort_keys=True, separators=(",", ":")))
+
+
+def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink, run_store: RunStoreWriter | None = None) -> IngestResult:
     if not isinstance(batch, dict):
         raise InvalidInputError(f"ingest body must be a JSON object, found {type(batch).__name__}")
     version = batch.get("v", PROTOCOL_VERSION)
@@ -112,6 +120,8 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink) -> IngestResul
         sections[sec] = val
 
     result = IngestResult()
+    rows: list[SampleRow] = []
+    identities: dict[int, tuple[str, str, str, str]] = {}
     refs: list[SeriesRef | ItemError] = []
     for entry in sections["series"]:
         try:
@@ -133,12 +143,27 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink) -> IngestResul
                 raise ItemError("invalid_sample", f"timestamp must be a finite number of seconds, found {ts!r}")
             if step is not None and not _number(step):
                 raise ItemError("invalid_sample", f"step must be a number or null, found {step!r}")
-            store.apply(ref, client_id, float(ts), value)
+            exposed = store.apply(ref, client_id, float(ts), value)
+            if run_store is not None and ref.namespace is None:  # client self-metrics stay on /metrics only
+                ident = identities.get(idx)
+                if ident is None:
+                    ident = identities[idx] = _store_identity(ref)
+                project, experiment, name, labels = ident
+                kind = ref.family.kind
+                if kind == "histogram":
+                    total, count = exposed  # type: ignore[misc]
+                    rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, step, ts, count))
+                    rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, step, ts, total))
+                else:
+                    rows.append(SampleRow(project, experiment, name, kind, labels, step, ts, exposed))  # type: ignore[arg-type]
             result.accepted += 1
             result.accepted_by_section["samples"] += 1
         except ItemError as err:
             result.reject("samples", i, err)
 
+    if run_store is not None:
+        run_store.put_samples(rows, final=bool(batch.get("final")))
+    accepted_spans: dict[str, list[dict[str, Any]]] = {"span_starts": [], "spans": []}
     for sec, finished in (("span_starts", False), ("spans", True)):
         good: list[dict[str, Any]] = []
         for i, item in enumerate(sections[sec]):
@@ -150,4 +175,7 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink) -> IngestResul
             (spans.add_spans if finished else spans.add_starts)(good)
             result.accepted += len(good)
             result.accepted_by_section[sec] += len(good)
+            accepted_spans[sec] = good
+    if run_store is not None:
+        run_store.put_spans(accepted_spans["span_starts"], accepted_spans["spans"])
     return result

@@ -58,6 +58,8 @@ class SeriesRef:
     family: _Family
     key: tuple
     labels: dict[str, str]
+    base_name: str = ""  # sanitized name without the namespace prefix (what the run store records)
+    namespace: str | None = None
 
 
 def _clean_labels(raw: object) -> dict[str, str]:
@@ -138,10 +140,11 @@ class MetricStore:
                 raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got {list(bounds)}")
             if key not in fam.series and len(fam.series) >= self._cap:
                 raise ItemError("series_cap", f"metric {name!r} already has {self._cap} series (max_series_per_metric); new series refused")
-        return SeriesRef(fam, key, labels)
+        return SeriesRef(fam, key, labels, base, ns)
 
-    def apply(self, ref: SeriesRef, client_id: str, ts: float, value: object) -> None:
-        """Apply one sample. Raises ItemError for a value that does not fit the series kind."""
+    def apply(self, ref: SeriesRef, client_id: str, ts: float, value: object) -> float | tuple[float, float]:
+        """Apply one sample; return the series' exposed value (gauge value, counter total across
+        clients, histogram (sum, count) across clients). Raises ItemError for a value that does not fit."""
         fam = ref.family
         now = time.monotonic()
         if fam.kind == "gauge":
@@ -152,6 +155,7 @@ class MetricStore:
                 s.touched = now
                 if ts >= s.ts:  # a late or resent older sample never overwrites a newer one
                     s.value, s.ts = float(value), ts
+                return float(value)  # type: ignore[arg-type]
         elif fam.kind == "counter":
             if not _is_number(value) or not (value >= 0) or math.isinf(value):
                 raise ItemError("invalid_value", f"counter value must be a finite cumulative number >= 0, found {value!r}")
@@ -160,6 +164,7 @@ class MetricStore:
                 s.touched = now
                 prev = s.per_client.get(client_id, 0.0)
                 s.per_client[client_id] = max(prev, float(value))  # type: ignore[arg-type]
+                return float(sum(s.per_client.values()))  # type: ignore[arg-type]
         else:
             total, count, cumulative = self._check_histogram(fam, value)
             with self._lock:
@@ -168,6 +173,8 @@ class MetricStore:
                 prev = s.per_client.get(client_id)
                 if prev is None or count >= prev[1]:  # type: ignore[index]
                     s.per_client[client_id] = (total, count, cumulative)
+                parts = s.per_client.values()
+                return (sum(p[0] for p in parts), float(sum(p[1] for p in parts)))  # type: ignore[index]
 
     @staticmethod
     def _check_histogram(fam: _Family, value: object) -> tuple[float, int, tuple[int, ...]]:

@@ -1,0 +1,112 @@
+"""Insight metrics for live runs, recomputed in the background and exposed on /metrics.
+
+Every `interval_s` the service reads the last `window_s` of spans (and the step and version
+metrics) of each live run from the run store and keeps the summary; the collector only copies it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Iterable
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from .. import insights
+from ..names import sanitize_metric_name
+from .runstore import RunStoreReader
+from .runstore import queries as q
+
+log = logging.getLogger("rl_insight.server.insights")
+
+
+def metric_samples(conn: Any, run_id: int, metric: str) -> list[tuple[float, float]]:
+    """(unix ts, value) of every series of the run whose sanitized name equals `metric`'s."""
+    want = sanitize_metric_name(metric)
+    rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+                        "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, want)).fetchall()
+    return [(r[0], r[1]) for r in rows if r[1] is not None]
+
+
+def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str) -> dict[str, Any]:
+    now = time.time_ns()
+    spans = q.spans_in(conn, run_id, from_ns, to_ns)
+    return insights.summarize(spans, from_ns, to_ns, now, metric_samples(conn, run_id, step_metric),
+                              metric_samples(conn, run_id, version_metric))
+
+
+class InsightService:
+    def __init__(self, reader: RunStoreReader, *, window_s: float, live_window_s: float, step_metric: str,
+                 version_metric: str, interval_s: float = 15.0) -> None:
+        self._reader = reader
+        self._window_s = window_s
+        self._live_window_s = live_window_s
+        self._step_metric = step_metric
+        self._version_metric = version_metric
+        self._interval = interval_s
+        self._lock = threading.Lock()
+        self._latest: dict[tuple[str, str], dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rl-insight-insights", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.refresh()
+            except Exception as exc:  # a bad run must not stop the others' insights
+                log.warning("insight refresh failed: %s", exc)
+
+    def refresh(self) -> None:
+        conn = self._reader.conn()
+        now = time.time_ns()
+        latest = {}
+        for run in q.list_runs(conn, self._live_window_s):
+            if run["status"] != "live":
+                continue
+            s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric)
+            latest[(run["project"], run["experiment_name"])] = s
+        with self._lock:
+            self._latest = latest
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            latest = dict(self._latest)
+        p = "rl_insight_insight_"
+        run_l = ["project", "experiment_name"]
+        util = GaugeMetricFamily(p + "lane_utilization", "Fraction of the window a lane spent in a state", labels=run_l + ["lane"])
+        bubble = GaugeMetricFamily(p + "lane_bubble_ratio", "Fraction of the window a lane was idle", labels=run_l + ["lane"])
+        busy = GaugeMetricFamily(p + "state_busy_seconds", "Seconds each lane spent in each state during the window",
+                                 labels=run_l + ["lane", "state"])
+        overlap = GaugeMetricFamily(p + "rollout_training_overlap_ratio", "|generation ∩ training| / |generation ∪ training|",
+                                    labels=run_l)
+        tail = GaugeMetricFamily(p + "rollout_long_tail_ratio", "Slowest / median rollout lane generation time, last step",
+                                 labels=run_l + ["slowest_lane"])
+        step = GaugeMetricFamily(p + "step_state_seconds", "Wall time per state in the last complete step", labels=run_l + ["state"])
+        stalled = GaugeMetricFamily(p + "stalled_lanes", "Lanes whose open state lasts far longer than usual", labels=run_l)
+        stale = GaugeMetricFamily(p + "staleness", "Trainer parameter version minus rollout version", labels=run_l + ["stat"])
+        for (project, exp), s in latest.items():
+            for lane, v in s["lanes"].items():
+                util.add_metric([project, exp, lane], v["utilization"])
+                bubble.add_metric([project, exp, lane], v["bubble_ratio"])
+            for lane, per_state in s["busy"].items():
+                for state, sec in per_state.items():
+                    busy.add_metric([project, exp, lane, state], sec)
+            overlap.add_metric([project, exp], s["overlap"]["overlap_ratio"])
+            if s["long_tail"]:
+                last = s["long_tail"][-1]
+                tail.add_metric([project, exp, last["slowest_lane"]], last["ratio"])
+            if s["steps"]:
+                for state, sec in s["steps"][-1]["states"].items():
+                    step.add_metric([project, exp, state], sec)
+            stalled.add_metric([project, exp], len(s["stalled"]))
+            if s["staleness"]:
+                stale.add_metric([project, exp, "mean"], s["staleness"]["mean"])
+                stale.add_metric([project, exp, "max"], s["staleness"]["max"])
+        return [util, bubble, busy, overlap, tail, step, stalled, stale]

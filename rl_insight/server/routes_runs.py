@@ -1,0 +1,116 @@
+"""`/api/v1/runs…`: the run store's query API (runs, series, spans, insights, exports)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ..errors import InvalidInputError
+from .insight_service import run_insights
+from .runstore import RunStoreReader
+from .runstore import queries as q
+
+
+def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: str, version_metric: str,
+                 require_read: Any) -> APIRouter:
+    r = APIRouter(prefix="/api/v1", dependencies=[Depends(require_read)], tags=["runs"])
+
+    @r.get("/runs")
+    def runs(project: str | None = None) -> dict[str, Any]:
+        items = q.list_runs(reader.conn(), live_window_s, project)
+        return {"runs": items, "count": len(items)}
+
+    @r.get("/runs/{run_id}")
+    def run(run_id: int) -> dict[str, Any]:
+        return q.get_run(reader.conn(), run_id, live_window_s)
+
+    @r.get("/runs/{run_id}/metrics")
+    def metrics(run_id: int) -> dict[str, Any]:
+        items = q.metric_names(reader.conn(), run_id)
+        return {"run_id": run_id, "metrics": items, "count": len(items)}
+
+    @r.get("/runs/{run_id}/series")
+    def series(run_id: int, name: str, x: Literal["step", "time"] = "step",
+               points: int = Query(1000, description="about this many points per series (2..20000)"),
+               agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = Query(None, alias="from"),
+               x_to: float | None = Query(None, alias="to")) -> dict[str, Any]:
+        """A metric of a run by step or by time, downsampled server-side."""
+        return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
+
+    @r.get("/series")
+    def compare(name: str, runs: str = Query(..., description="comma-separated run ids"), x: Literal["step", "time"] = "step",
+                points: int = 1000, agg: Literal["minmax", "lttb", "none"] = "minmax") -> dict[str, Any]:
+        """The same metric of several runs side by side."""
+        try:
+            ids = [int(v) for v in runs.split(",") if v.strip()]
+        except ValueError:
+            raise InvalidInputError(f"runs must be comma-separated integers, got {runs!r}") from None
+        return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
+
+    @r.get("/runs/{run_id}/lanes")
+    def lanes(run_id: int) -> dict[str, Any]:
+        items = q.lanes(reader.conn(), run_id)
+        return {"run_id": run_id, "lanes": items}
+
+    @r.get("/runs/{run_id}/spans")
+    def spans(run_id: int, from_ns: int | None = None, to_ns: int | None = None, resolution_ns: int = 0,
+              lanes: str | None = Query(None, description="comma-separated lane names (default: all)"),
+              limit: int = Query(200_000, ge=1, le=1_000_000)) -> JSONResponse:
+        """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
+        conn = reader.conn()
+        if from_ns is None or to_ns is None:
+            bounds = conn.execute("SELECT min(start_ns), max(coalesce(end_ns, start_ns)) FROM spans WHERE run_id = ?",
+                                  (run_id,)).fetchone()
+            now = time.time_ns()
+            from_ns = from_ns if from_ns is not None else (bounds[0] or now - 60 * 10**9)
+            to_ns = to_ns if to_ns is not None else max(bounds[1] or now, now if _has_open(conn, run_id) else 0) + 1
+        lane_list = [x for x in (lanes or "").split(",") if x] or None
+        body = q.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
+                              lane_names=lane_list, limit=limit)
+        return JSONResponse(body)
+
+    @r.get("/runs/{run_id}/spans/{span_id}")
+    def span(run_id: int, span_id: str) -> dict[str, Any]:
+        return q.span_detail(reader.conn(), run_id, span_id)
+
+    @r.get("/runs/{run_id}/insights")
+    def run_insight(run_id: int, from_ns: int | None = None, to_ns: int | None = None,
+                    window_s: float = Query(300.0, gt=0, le=30 * 86400)) -> dict[str, Any]:
+        """Utilization, bubbles, step breakdown, overlap, long tail, stalled lanes, staleness (docs/insights.md)."""
+        conn = reader.conn()
+        run = q.get_run(conn, run_id, live_window_s)
+        to = to_ns if to_ns is not None else time.time_ns()
+        frm = from_ns if from_ns is not None else to - int(window_s * 1e9)
+        if to <= frm:
+            raise InvalidInputError(f"empty window: to_ns ({to}) must be greater than from_ns ({frm})")
+        if from_ns is None and to_ns is None:
+            if run["status"] != "live":  # a finished run: the window ends where its data ends
+                to = int(run["last_seen"] * 1e9) + 1
+                frm = to - int(window_s * 1e9)
+            frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
+        return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric)}
+
+    @r.get("/runs/{run_id}/export.csv")
+    def export_csv(run_id: int, names: str | None = None) -> StreamingResponse:
+        conn = reader.conn()
+        q.get_run(conn, run_id)  # 404 before streaming starts
+        wanted = [n for n in (names or "").split(",") if n] or None
+        return StreamingResponse(q.csv_export(conn, run_id, wanted), media_type="text/csv",
+                                 headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
+
+    @r.get("/runs/{run_id}/trace.json")
+    def export_trace(run_id: int) -> JSONResponse:
+        """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing)."""
+        body = q.chrome_trace(reader.conn(), run_id)
+        return JSONResponse(json.loads(json.dumps(body, default=str)),
+                            headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
+
+    return r
+
+
+def _has_open(conn: Any, run_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone() is not None

@@ -1,0 +1,291 @@
+"""Read side of the run store: runs, metric series (downsampled), spans (merged below a resolution), exports.
+
+Every function takes a read connection; heavy lifting (bucketing, merging) happens inside SQLite so
+a 100k-point series or a million spans never become Python objects one by one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sqlite3
+import time
+from typing import Any, Iterator, Literal
+
+from ...errors import InvalidInputError, NotFoundError
+
+XAxis = Literal["step", "time"]
+_LANE = re.compile(r"^(.+?)(?:[_-](\d+))?$")
+MAX_POINTS = 20_000
+
+
+def lane_sort_key(lane: str) -> tuple[str, int, str]:
+    """`replica_2` < `replica_10`: prefix, then number, then the raw name."""
+    m = _LANE.match(lane or "")
+    if not m:
+        return (lane, -1, lane)
+    return (m.group(1), int(m.group(2)) if m.group(2) else -1, lane)
+
+
+def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> str:
+    last_seen, finished_at = row[4], row[6]
+    if finished_at is not None and finished_at >= last_seen - 1e-6:
+        return "finished"
+    return "live" if now - last_seen <= live_window_s else "idle"
+
+
+def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
+    return {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
+            "last_step": row[5], "status": run_status(row, now, live_window_s)}
+
+
+def list_runs(conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None) -> list[dict[str, Any]]:
+    sql = "SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at FROM runs"
+    args: tuple = ()
+    if project is not None:
+        sql += " WHERE project = ?"
+        args = (project,)
+    now = time.time()
+    return [_run_dict(r, now, live_window_s) for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
+
+
+def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0) -> dict[str, Any]:
+    row = conn.execute("SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at FROM runs "
+                       "WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
+    return _run_dict(row, time.time(), live_window_s)
+
+
+def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+    get_run(conn, run_id)
+    rows = conn.execute(
+        "SELECT s.name, s.kind, s.labels, (SELECT count(*) FROM samples WHERE series_id = s.id), "
+        "(SELECT max(step) FROM samples WHERE series_id = s.id) FROM series s WHERE s.run_id = ? ORDER BY s.name",
+        (run_id,)).fetchall()
+    return [{"name": r[0], "kind": r[1], "labels": json.loads(r[2]), "samples": r[3], "last_step": r[4]} for r in rows]
+
+
+def _check_points(points: int) -> None:
+    if not 2 <= points <= MAX_POINTS:
+        raise InvalidInputError(f"points must be between 2 and {MAX_POINTS}, got {points}")
+
+
+def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step", points: int = 1000,
+           agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = None,
+           x_to: float | None = None) -> dict[str, Any]:
+    """All label-sets of metric `name` in a run, each downsampled to about `points` points."""
+    _check_points(points)
+    if x_from is not None and x_to is not None and x_to <= x_from:
+        raise InvalidInputError(f"empty window: to ({x_to}) must be greater than from ({x_from})")
+    get_run(conn, run_id)
+    found = conn.execute("SELECT id, labels, kind FROM series WHERE run_id = ? AND name = ?", (run_id, name)).fetchall()
+    if not found:
+        raise NotFoundError(f"run {run_id} has no metric {name!r}", hint=f"GET /api/v1/runs/{run_id}/metrics lists them")
+    col = "step" if x == "step" else "ts"
+    out = []
+    for sid, labels, kind in found:
+        where = f"series_id = ? AND {col} IS NOT NULL"
+        args: list[Any] = [sid]
+        if x_from is not None:
+            where += f" AND {col} >= ?"
+            args.append(x_from)
+        if x_to is not None:
+            where += f" AND {col} <= ?"
+            args.append(x_to)
+        total = conn.execute(f"SELECT count(*), min({col}), max({col}) FROM samples WHERE {where}", args).fetchone()
+        n, lo, hi = total
+        if n == 0:
+            pts: list[list[float]] = []
+        elif agg == "none" or n <= points:
+            pts = [list(r) for r in conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args)]
+        elif agg == "lttb":
+            raw = conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args).fetchall()
+            pts = lttb(raw, points)
+        else:
+            pts = _minmax(conn, col, where, args, lo, hi, points)
+        out.append({"labels": json.loads(labels), "kind": kind, "points": pts, "total": n})
+    return {"run_id": run_id, "name": name, "x": x, "agg": agg, "series": out}
+
+
+def _minmax(conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int) -> list[list[float]]:
+    """Per bucket, the minimum and maximum point (SQLite returns the row of MIN()/MAX() for bare columns)."""
+    buckets = max(1, points // 2)
+    width = (hi - lo) / buckets or 1.0
+    b = f"min(CAST(({col} - ?) / ? AS INTEGER), {buckets - 1})"
+    rows = conn.execute(f"SELECT {b} AS b, {col}, min(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
+    rows += conn.execute(f"SELECT {b} AS b, {col}, max(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
+    seen: set[tuple[float, float]] = set()
+    pts = []
+    for _, xv, yv in sorted(rows, key=lambda r: (r[1], r[2] if r[2] is not None else 0)):
+        if (xv, yv) not in seen:
+            seen.add((xv, yv))
+            pts.append([xv, yv])
+    return pts
+
+
+def lttb(data: list[tuple[float, float]], threshold: int) -> list[list[float]]:
+    """Largest-Triangle-Three-Buckets (Steinarsson 2013): keeps the visual shape with `threshold` points."""
+    n = len(data)
+    if threshold >= n or threshold < 3:
+        return [list(p) for p in data]
+    out = [list(data[0])]
+    every = (n - 2) / (threshold - 2)
+    a = 0
+    for i in range(threshold - 2):
+        start, end = int((i + 1) * every) + 1, min(int((i + 2) * every) + 1, n)
+        avg_x = avg_y = 0.0
+        for x, y in data[start:end]:
+            avg_x += x
+            avg_y += y or 0.0
+        cnt = max(1, end - start)
+        avg_x, avg_y = avg_x / cnt, avg_y / cnt
+        r_start, r_end = int(i * every) + 1, int((i + 1) * every) + 1
+        ax, ay = data[a]
+        ay = ay or 0.0
+        best, best_area = r_start, -1.0
+        for j in range(r_start, r_end):
+            x, y = data[j]
+            area = abs((ax - avg_x) * ((y or 0.0) - ay) - (ax - x) * (avg_y - ay))
+            if area > best_area:
+                best, best_area = j, area
+        out.append(list(data[best]))
+        a = best
+    out.append(list(data[-1]))
+    return out
+
+
+def compare(conn: sqlite3.Connection, run_ids: list[int], name: str, **kw: Any) -> list[dict[str, Any]]:
+    if not run_ids or len(run_ids) > 20:
+        raise InvalidInputError(f"give 1 to 20 run ids to compare, got {len(run_ids)}")
+    return [series(conn, r, name, **kw) for r in run_ids]
+
+
+# ----------------------------------------------------------------------------- spans
+def lanes(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+    get_run(conn, run_id)
+    rows = conn.execute("SELECT lane, count(*), min(start_ns), max(coalesce(end_ns, start_ns)), "
+                        "sum(end_ns IS NULL) FROM spans WHERE run_id = ? GROUP BY lane", (run_id,)).fetchall()
+    out = [{"lane": r[0], "spans": r[1], "first_ns": r[2], "last_ns": r[3], "open": r[4]} for r in rows]
+    return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
+
+
+_MERGE_SQL = """
+WITH s AS (
+    SELECT lane, CASE WHEN kind = 'state' THEN 0 ELSE 1 END AS depth, name, id, start_ns,
+           coalesce(end_ns, :now) AS e, end_ns IS NULL AS open
+    FROM spans
+    WHERE run_id = :run AND start_ns < :to AND coalesce(end_ns, :now) > :from {lane_filter}
+), m AS (
+    SELECT *, CASE WHEN e - start_ns >= :res
+                   OR lag(name) OVER w IS NOT name
+                   OR lag(e - start_ns) OVER w >= :res
+                   OR start_ns - lag(e) OVER w > :res THEN 1 ELSE 0 END AS brk
+    FROM s WINDOW w AS (PARTITION BY lane, depth ORDER BY start_ns)
+), g AS (
+    SELECT *, sum(brk) OVER (PARTITION BY lane, depth ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS grp FROM m
+)
+SELECT lane, depth, name, min(start_ns), max(e), count(*), min(id), max(open) FROM g GROUP BY lane, depth, grp
+"""
+
+
+def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
+                 lane_names: list[str] | None = None, limit: int = 200_000) -> dict[str, Any]:
+    """Spans overlapping [from_ns, to_ns). Consecutive same-name spans on a lane that are shorter than
+    `resolution_ns` and less than `resolution_ns` apart are merged into one entry with a count; open
+    states end at `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns, count, span_id, open]."""
+    if to_ns <= from_ns:
+        raise InvalidInputError(f"empty window: to_ns ({to_ns}) must be greater than from_ns ({from_ns})")
+    if resolution_ns < 0:
+        raise InvalidInputError("resolution_ns must be >= 0")
+    get_run(conn, run_id)
+    params: dict[str, Any] = {"run": run_id, "from": from_ns, "to": to_ns, "res": resolution_ns, "now": time.time_ns()}
+    lane_filter = ""
+    if lane_names:
+        keys = [f":l{i}" for i in range(len(lane_names))]
+        lane_filter = f"AND lane IN ({', '.join(keys)})"
+        params.update({k[1:]: v for k, v in zip(keys, lane_names)})
+    rows = conn.execute(_MERGE_SQL.format(lane_filter=lane_filter), params).fetchall()
+    truncated = len(rows) > limit
+    rows = rows[:limit]
+    lane_list = sorted({r[0] for r in rows}, key=lane_sort_key)
+    index = {lane: i for i, lane in enumerate(lane_list)}
+    out = [[index[r[0]], r[1], r[2], r[3], r[4], r[5], r[6] if r[5] == 1 else None, bool(r[7])]
+           for r in sorted(rows, key=lambda r: (index[r[0]], r[1], r[3]))]
+    return {"run_id": run_id, "from_ns": from_ns, "to_ns": to_ns, "resolution_ns": resolution_ns, "lanes": lane_list,
+            "columns": ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"], "spans": out,
+            "truncated": truncated}
+
+
+def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str, Any]:
+    r = conn.execute("SELECT id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes FROM spans "
+                     "WHERE run_id = ? AND id = ?", (run_id, span_id)).fetchone()
+    if r is None:
+        raise NotFoundError(f"run {run_id} has no span {span_id!r}")
+    return {"id": r[0], "trace_id": r[1], "parent_id": r[2], "name": r[3], "lane": r[4], "kind": r[5], "start_ns": r[6],
+            "end_ns": r[7], "open": r[7] is None, "attributes": json.loads(r[8])}
+
+
+def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, to_ns: int | None = None) -> list[dict[str, Any]]:
+    """Raw spans (for insights and exports)."""
+    sql = "SELECT id, parent_id, name, lane, kind, start_ns, end_ns, attributes FROM spans WHERE run_id = ?"
+    args: list[Any] = [run_id]
+    if to_ns is not None:
+        sql += " AND start_ns < ?"
+        args.append(to_ns)
+    if from_ns is not None:
+        sql += " AND (end_ns IS NULL OR end_ns > ?)"
+        args.append(from_ns)
+    return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
+             "attributes": json.loads(r[7])} for r in conn.execute(sql + " ORDER BY start_ns", args)]
+
+
+# ----------------------------------------------------------------------------- exports
+def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = None) -> Iterator[str]:
+    """One row per sample: name, labels, step, unix time, value."""
+    get_run(conn, run_id)
+    sql = ("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+           "WHERE s.run_id = ?")
+    args: list[Any] = [run_id]
+    if names:
+        sql += f" AND s.name IN ({','.join('?' * len(names))})"
+        args += names
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["name", "labels", "step", "timestamp", "value"])
+    yield buf.getvalue()
+    cur = conn.execute(sql + " ORDER BY s.name, p.ts", args)
+    while True:
+        chunk = cur.fetchmany(5000)
+        if not chunk:
+            return
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerows(chunk)
+        yield buf.getvalue()
+
+
+def chrome_trace(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+    """Chrome trace / Perfetto JSON: one thread track per lane (sorted), complete ("X") events in µs, nested
+    states as nested slices; open states end at export time and carry args.open = true."""
+    run = get_run(conn, run_id)
+    now_ns = time.time_ns()
+    spans = spans_in(conn, run_id)
+    lane_list = sorted({s["lane"] for s in spans}, key=lane_sort_key)
+    tid = {lane: i + 1 for i, lane in enumerate(lane_list)}
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+                                     "args": {"name": f"{run['project']}/{run['experiment_name']}"}}]
+    for lane, t in tid.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": t, "args": {"name": lane or "(no lane)"}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": t, "args": {"sort_index": t}})
+    for s in spans:
+        end = s["end_ns"] if s["end_ns"] is not None else now_ns
+        args = dict(s["attributes"])
+        if s["end_ns"] is None:
+            args["open"] = True
+        events.append({"ph": "X", "name": s["name"], "cat": s["kind"], "pid": 1, "tid": tid[s["lane"]],
+                       "ts": s["start_ns"] / 1000, "dur": max(0.0, (end - s["start_ns"]) / 1000), "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"project": run["project"], "experiment_name": run["experiment_name"], "exporter": "rl-insight"}}

@@ -1,0 +1,21 @@
+"""The built-in web UI: static files shipped in the wheel (no CDN), served by the ingest server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def mount_ui(app: FastAPI, require_read: Any) -> None:
+    # The page and its assets hold no run data; the API calls they make are authenticated.
+    app.mount("/ui", StaticFiles(directory=STATIC), name="ui")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,331 @@
+/* rl-insight built-in UI: runs list, run page (insights, RL state timeline, metric charts, targets).
+   Plain JavaScript, no build step, no network access beyond this server. */
+"use strict";
+
+const $ = (sel, el = document) => el.querySelector(sel);
+const h = (tag, attrs = {}, ...kids) => {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined) el.setAttribute(k, v);
+  }
+  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+};
+const fmtNum = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "–" :
+  (Math.abs(v) >= 1e4 || (Math.abs(v) > 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : (+v.toFixed(4)).toString();
+const fmtDur = (s) => s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : s < 120 ? `${s.toFixed(2)} s`
+  : `${(s / 60).toFixed(1)} min`;
+const ago = (ts) => { const s = Date.now() / 1000 - ts; return s < 90 ? `${s.toFixed(0)} s ago` : s < 5400 ? `${(s / 60).toFixed(0)} min ago`
+  : `${(s / 3600).toFixed(1)} h ago`; };
+
+class ApiError extends Error {}
+async function api(path, opts = {}) {
+  const r = await fetch(path, { credentials: "same-origin", ...opts });
+  if (r.status === 401) { state.session.authenticated = false; render(); throw new ApiError("login required"); }
+  const body = r.headers.get("content-type")?.includes("json") ? await r.json() : await r.text();
+  if (!r.ok) throw new ApiError(body.detail || `HTTP ${r.status}`);
+  return body;
+}
+
+const state = { session: null, timers: [], charts: [], timeline: null };
+window.rlInsight = state;  // for debugging and for the browser tests
+
+function clearTimers() { state.timers.forEach(clearInterval); state.timers = []; state.charts.forEach(c => c.destroy()); state.charts = []; }
+function every(ms, fn) { state.timers.push(setInterval(fn, ms)); }
+
+/* ---------------------------------------------------------------- routing */
+async function render() {
+  clearTimers();
+  const app = $("#app");
+  if (!state.session) state.session = await (await fetch("/api/v1/session", { credentials: "same-origin" })).json();
+  const links = $("#links");
+  links.replaceChildren();
+  if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
+  if (state.session.grafana_url) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
+  if (state.session.auth_required && !state.session.authenticated) return renderLogin(app);
+  const m = location.hash.match(/^#\/run\/(\d+)(?:\?compare=([\d,]+))?/);
+  try {
+    if (m) await renderRun(app, +m[1], (m[2] || "").split(",").filter(Boolean).map(Number));
+    else await renderRuns(app);
+  } catch (e) { if (!(e instanceof ApiError && e.message === "login required")) app.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }
+}
+window.addEventListener("hashchange", render);
+
+function renderLogin(app) {
+  const input = h("input", { type: "password", id: "token", placeholder: "token", autocomplete: "current-password" });
+  const err = h("p", { class: "error" });
+  const form = h("form", { class: "login", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const r = await fetch("/api/v1/login", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: input.value }) });
+    if (r.ok) { state.session = null; render(); } else err.textContent = (await r.json()).detail;
+  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the token printed by `rl-insight server start` (also in <home>/token)."),
+    input, h("button", { type: "submit" }, "Sign in"), err);
+  app.replaceChildren(form);
+}
+
+/* ---------------------------------------------------------------- runs list */
+async function renderRuns(app) {
+  $("#crumbs").textContent = "runs";
+  const selected = new Set();
+  const table = h("table", { class: "grid", id: "runs-table" });
+  const compareBtn = h("button", { id: "compare", disabled: true, onclick: () => {
+    const ids = [...selected]; location.hash = `#/run/${ids[0]}?compare=${ids.slice(1).join(",")}`; } }, "Compare selected");
+  app.replaceChildren(h("h2", {}, "Runs"), h("div", { class: "bar" }, compareBtn), table);
+  const load = async () => {
+    const { runs } = await api("/api/v1/runs");
+    table.replaceChildren(h("tr", {}, h("th", {}, ""), h("th", {}, "project"), h("th", {}, "experiment"), h("th", {}, "status"),
+      h("th", {}, "last step"), h("th", {}, "last seen")));
+    if (!runs.length) table.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet: point RL_INSIGHT_SERVER_URL here, or run `rl-insight demo`.")));
+    for (const r of runs) {
+      const box = h("input", { type: "checkbox", onclick: (ev) => { ev.stopPropagation(); box.checked ? selected.add(r.id) : selected.delete(r.id);
+        compareBtn.disabled = selected.size < 2; } });
+      if (selected.has(r.id)) box.checked = true;
+      table.append(h("tr", { "data-run-id": r.id, onclick: () => { location.hash = `#/run/${r.id}`; } },
+        h("td", {}, box), h("td", {}, r.project || "–"), h("td", {}, r.experiment_name || "–"),
+        h("td", {}, h("span", { class: `badge ${r.status}` }, r.status)), h("td", {}, r.last_step ?? "–"), h("td", { title: new Date(r.last_seen * 1000).toISOString() }, ago(r.last_seen))));
+    }
+  };
+  await load();
+  every(5000, load);
+}
+
+/* ---------------------------------------------------------------- run page */
+async function renderRun(app, runId, compareIds) {
+  const run = await api(`/api/v1/runs/${runId}`);
+  $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"), " / ", `${run.project} / ${run.experiment_name}`);
+  const header = h("div", { class: "bar", id: "run-header" });
+  const insightsEl = h("div", { class: "cards", id: "insights" });
+  const timelineEl = h("div", { id: "timeline" });
+  const chartsEl = h("div", { id: "charts" });
+  const targetsEl = h("div", { id: "targets" });
+  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`), header,
+    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsEl,
+    h("h3", {}, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset")), timelineEl,
+    h("h3", {}, "Metrics"), chartsEl, h("h3", {}, "Scrape targets"), targetsEl);
+
+  const setHeader = (r) => header.replaceChildren(
+    h("span", { class: `badge ${r.status}`, id: "run-status" }, r.status), h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
+    h("span", { class: "muted" }, `last seen ${ago(r.last_seen)}`),
+    h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),
+    h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
+  setHeader(run);
+
+  state.timeline = new Timeline(timelineEl, runId, run.status === "live");
+  await state.timeline.load();
+  const charts = new ChartGrid(chartsEl, runId, compareIds);
+  await charts.load();
+  await renderInsights(insightsEl, runId);
+  renderTargets(targetsEl, runId);
+
+  every(3000, async () => {
+    const r = await api(`/api/v1/runs/${runId}`);
+    setHeader(r);
+    if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+  });
+  every(10000, () => renderInsights(insightsEl, runId));
+  every(15000, () => renderTargets(targetsEl, runId));
+}
+
+async function renderInsights(el, runId) {
+  const s = await api(`/api/v1/runs/${runId}/insights?window_s=300`);
+  const card = (k, v, id, small) => h("div", { class: "card", id }, h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
+  const lanes = Object.entries(s.lanes).sort((a, b) => laneKey(a[0]).localeCompare(laneKey(b[0])));
+  const lastStep = s.steps[s.steps.length - 1];
+  const tail = s.long_tail[s.long_tail.length - 1];
+  el.replaceChildren(
+    card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
+    card("rollout long tail (last step)", tail ? `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}` : "–", "insight-long-tail"),
+    card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
+    card("staleness", s.staleness ? `mean ${s.staleness.mean.toFixed(2)} · max ${s.staleness.max}` : "not reported", "insight-staleness"),
+    card(`last step${lastStep ? " (" + lastStep.step + ")" : ""}`, lastStep ? Object.entries(lastStep.states).map(([k, v]) => `${k} ${fmtDur(v)}`).join(" · ") : "–", "insight-step", true),
+    card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
+}
+
+async function renderTargets(el, runId) {
+  const { targets } = await api(`/api/v1/runs/${runId}/targets`);
+  const t = h("table", { class: "grid" }, h("tr", {}, h("th", {}, "job"), h("th", {}, "target"), h("th", {}, "labels"), h("th", {}, "health")));
+  for (const x of targets) t.append(h("tr", {}, h("td", {}, x.job), h("td", {}, x.target),
+    h("td", {}, Object.entries(x.labels).map(([k, v]) => `${k}=${v}`).join(", ")), h("td", {}, x.health ?? "unknown")));
+  el.replaceChildren(targets.length ? t : h("p", { class: "muted" }, "No targets registered for this run."));
+}
+
+/* ---------------------------------------------------------------- timeline */
+const PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4f46e5", "#059669"];
+const colorOf = (name) => { let x = 0; for (const c of name) x = (x * 31 + c.charCodeAt(0)) >>> 0; return PALETTE[x % PALETTE.length]; };
+function laneKey(lane) { const m = /^(.+?)(?:[_-](\d+))?$/.exec(lane || ""); return m ? `${m[1]}\u0000${(m[2] || "").padStart(8, "0")}` : lane; }
+
+class Timeline {
+  constructor(el, runId, follow) {
+    this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
+    this.canvas = h("canvas"); this.el.append(this.canvas);
+    this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
+    this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
+    this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
+    window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
+    window.addEventListener("mousemove", (e) => this.onMove(e));
+    this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; });
+    this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
+  }
+  width() { return Math.max(300, this.el.clientWidth); }
+  async load() {
+    const w = this.width() - this.gutter;
+    let q = "";
+    if (this.view && !this.follow) q = `&from_ns=${this.view[0]}&to_ns=${this.view[1]}`;
+    else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q = `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
+    const res = this.view ? Math.max(0, Math.floor((this.view[1] - this.view[0]) / w)) : 0;
+    const d = await api(`/api/v1/runs/${this.runId}/spans?resolution_ns=${res}${q}`);
+    if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
+    else if (this.follow) this.view = [d.from_ns, d.to_ns];
+    this.data = d; this.draw();
+  }
+  fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load(), 120); }
+  zoom(px, factor) {
+    const [a, b] = this.view; const x = a + (b - a) * Math.max(0, px - this.gutter) / (this.width() - this.gutter);
+    this.view = [Math.round(x - (x - a) * factor), Math.round(x + (b - x) * factor)]; this.follow = false; this.draw(); this.fetchSoon();
+  }
+  layout() {
+    const rows = []; let prev = null;
+    this.data.lanes.forEach((lane, i) => {
+      const prefix = (/^(.+?)(?:[_-]\d+)?$/.exec(lane) || [null, lane])[1];
+      if (prefix !== prev) { rows.push({ group: prefix }); prev = prefix; }
+      rows.push({ lane, index: i });
+    });
+    return rows;
+  }
+  draw() {
+    const rows = this.layout(); const dpr = window.devicePixelRatio || 1;
+    const W = this.width(), H = this.axisH + rows.length * this.rowH + 4;
+    this.canvas.width = W * dpr; this.canvas.height = H * dpr; this.canvas.style.width = `${W}px`; this.canvas.style.height = `${H}px`;
+    const ctx = this.canvas.getContext("2d"); ctx.scale(dpr, dpr); ctx.clearRect(0, 0, W, H);
+    const [a, b] = this.view; const plotW = W - this.gutter; const xOf = (t) => this.gutter + (t - a) / (b - a) * plotW;
+    this.el.dataset.fromNs = a; this.el.dataset.toNs = b; this.el.dataset.laneCount = this.data.lanes.length; this.el.dataset.spanCount = this.data.spans.length;
+    // axis
+    ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#e5e7eb";
+    const ticks = 8;
+    for (let i = 0; i <= ticks; i++) {
+      const t = a + (b - a) * i / ticks, x = xOf(t);
+      ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
+      ctx.fillText(new Date(t / 1e6).toLocaleTimeString(), Math.min(x + 2, W - 60), 14);
+    }
+    // rows and labels
+    this.el.querySelectorAll(".lane-label").forEach(n => n.remove());
+    this.rowOf = new Map();
+    rows.forEach((r, i) => {
+      const y = this.axisH + i * this.rowH;
+      const label = h("div", { class: r.group !== undefined ? "lane-label lane-group" : "lane-label", style: `top:${y + 2}px` }, r.group ?? r.lane);
+      if (r.lane !== undefined) { label.dataset.lane = r.lane; this.rowOf.set(r.index, y); }
+      this.el.append(label);
+    });
+    // spans
+    this.rects = [];
+    for (const s of this.data.spans) {
+      const [lane, depth, name, start, end, count, id, open] = s;
+      const y0 = this.rowOf.get(lane); if (y0 === undefined) continue;
+      const x0 = Math.max(this.gutter, xOf(start)), x1 = Math.min(W, xOf(end));
+      if (x1 < this.gutter || x0 > W) continue;
+      const y = y0 + (depth ? 9 : 2), hgt = depth ? 7 : 12, w = Math.max(1, x1 - x0);
+      ctx.fillStyle = colorOf(name); ctx.globalAlpha = count > 1 ? 0.6 : 0.9; ctx.fillRect(x0, y, w, hgt); ctx.globalAlpha = 1;
+      if (open) {  // in progress: hatched, with an open right edge
+        ctx.strokeStyle = "#fff"; ctx.save(); ctx.beginPath(); ctx.rect(x0, y, w, hgt); ctx.clip();
+        for (let x = x0 - hgt; x < x0 + w; x += 6) { ctx.beginPath(); ctx.moveTo(x, y + hgt); ctx.lineTo(x + hgt, y); ctx.stroke(); }
+        ctx.restore();
+      }
+      this.rects.push({ x0, x1: x0 + w, y, y1: y + hgt, span: s });
+    }
+  }
+  spanRect(i) { const r = this.rects[i]; if (!r) return null; const b = this.canvas.getBoundingClientRect();
+    return { x: b.left + (r.x0 + r.x1) / 2, y: b.top + (r.y + r.y1) / 2, name: r.span[2] }; }
+  onMove(e) {
+    if (this.drag) {
+      const dx = e.clientX - this.drag.x, span = this.drag.to - this.drag.from, dt = dx / (this.width() - this.gutter) * span;
+      this.view = [this.drag.from - dt, this.drag.to - dt]; this.follow = false; this.draw(); return;
+    }
+    if (e.target !== this.canvas) return;
+    const x = e.offsetX, y = e.offsetY, tip = $("#tooltip");
+    const hit = (this.rects || []).filter(r => x >= r.x0 - 1 && x <= r.x1 + 1 && y >= r.y && y <= r.y1).pop();
+    if (!hit) { tip.hidden = true; return; }
+    const [laneI, , name, start, end, count, id, open] = hit.span;
+    const lines = [`${name}  on ${this.data.lanes[laneI]}`, `${open ? "in progress, " : ""}${fmtDur((end - start) / 1e9)}`,
+      count > 1 ? `${count} merged spans (zoom in to separate)` : ""];
+    tip.textContent = lines.filter(Boolean).join("\n"); tip.hidden = false;
+    tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`;
+    if (id && count === 1) this.detail(id).then(d => { if (!tip.hidden && d) tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
+      Object.entries(d.attributes).map(([k, v]) => `${k}: ${v}`).join("\n"); });
+  }
+  async detail(id) {
+    if (!this.detailCache.has(id)) this.detailCache.set(id, api(`/api/v1/runs/${this.runId}/spans/${id}`).catch(() => null));
+    return this.detailCache.get(id);
+  }
+}
+
+/* ---------------------------------------------------------------- metric charts */
+const FAMILIES = ["critic", "actor", "training", "timing", "perf", "response", "prompt", "rollout", "val", "global"];
+function familyOf(name) { const f = name.split("_")[0]; return FAMILIES.includes(f) ? f : "other"; }
+
+class ChartGrid {
+  constructor(el, runId, compareIds) {
+    this.el = el; this.runId = runId; this.compare = compareIds; this.x = "step"; this.smooth = 0; this.byName = new Map();
+  }
+  async load() {
+    const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
+    const names = [...new Set(metrics.map(m => m.name))].sort();
+    const bar = h("div", { class: "bar" },
+      h("button", { id: "x-step", class: this.x === "step" ? "on" : "", onclick: () => { this.x = "step"; this.rebuild(names); } }, "by step"),
+      h("button", { id: "x-time", class: this.x === "time" ? "on" : "", onclick: () => { this.x = "time"; this.rebuild(names); } }, "by time"),
+      h("label", {}, "smoothing ", h("input", { type: "range", id: "smoothing", min: 0, max: 0.98, step: 0.02, value: this.smooth,
+        oninput: (e) => { this.smooth = +e.target.value; this.refresh(); } })),
+      this.compare.length ? h("span", { class: "muted" }, `comparing with runs ${this.compare.join(", ")}`) : null);
+    this.body = h("div");
+    this.el.replaceChildren(bar, this.body);
+    await this.rebuild(names);
+  }
+  async rebuild(names) {
+    state.charts.forEach(c => c.destroy()); state.charts = []; this.byName.clear();
+    this.el.querySelectorAll("#x-step, #x-time").forEach(b => b.classList.toggle("on", b.id === `x-${this.x}`));
+    const groups = new Map();
+    for (const n of names) { const f = familyOf(n); if (!groups.has(f)) groups.set(f, []); groups.get(f).push(n); }
+    this.body.replaceChildren();
+    for (const f of [...FAMILIES, "other"]) {
+      if (!groups.has(f)) continue;
+      const grid = h("div", { class: "charts" });
+      this.body.append(h("details", { class: "family", open: "" }, h("summary", {}, `${f} (${groups.get(f).length})`), grid));
+      for (const n of groups.get(f)) { const box = h("div", { class: "chart", "data-metric": n }, h("div", { class: "title" }, n)); grid.append(box);
+        this.byName.set(n, { box, plot: null }); }
+    }
+    await this.refresh();
+  }
+  async fetch(name) {
+    const ids = [this.runId, ...this.compare];
+    if (ids.length === 1) return [await api(`/api/v1/runs/${this.runId}/series?name=${encodeURIComponent(name)}&x=${this.x}&points=800`)];
+    return (await api(`/api/v1/series?name=${encodeURIComponent(name)}&runs=${ids.join(",")}&x=${this.x}&points=800`)).runs;
+  }
+  async refresh() {
+    const entries = [...this.byName.entries()];
+    for (let i = 0; i < entries.length; i += 8)  // a few requests at a time
+      await Promise.all(entries.slice(i, i + 8).map(([name, c]) => this.draw(name, c).catch(() => {})));
+  }
+  async draw(name, c) {
+    const runs = await this.fetch(name);
+    const xs = new Set(); const lines = [];
+    for (const r of runs) for (const s of r.series) {
+      const lab = Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(",");
+      lines.push({ label: `run ${r.run_id}${lab ? " " + lab : ""}`, pts: s.points }); s.points.forEach(p => xs.add(p[0]));
+    }
+    const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));
+    const ys = lines.map(l => { const y = new Array(xv.length).fill(null); let ema = null;
+      for (const [x, v] of l.pts) { ema = (ema === null || this.smooth === 0) ? v : this.smooth * ema + (1 - this.smooth) * v; y[idx.get(x)] = ema; } return y; });
+    c.box.dataset.points = xv.length;
+    const data = [xv, ...ys];
+    if (c.plot && c.plot.series.length === lines.length + 1) { c.plot.setData(data); return; }
+    if (c.plot) c.plot.destroy();
+    const opts = { width: Math.max(320, c.box.clientWidth - 12), height: 170, legend: { show: lines.length > 1 },
+      scales: { x: { time: this.x === "time" } }, axes: [{ values: this.x === "time" ? undefined : (u, v) => v.map(fmtNum) }, { values: (u, v) => v.map(fmtNum), size: 60 }],
+      series: [{ label: this.x }, ...lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true }))] };
+    c.plot = new uPlot(opts, data, c.box); state.charts.push(c.plot);
+  }
+}
+
+render();
