@@ -430,7 +430,7 @@ class Exporter:
 
         payload = {
             "v": 1,
-            "client": {"id": self.client_id, "pid": self.pid, "host": self.host},
+            "client": {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels},
             "series": series,
             "samples": samples,
             "span_starts": span_starts,

@@ -162,7 +162,9 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink, run_store: Run
             result.reject("samples", i, err)
 
     if run_store is not None:
-        run_store.put_samples(rows, final=bool(batch.get("final")))
+        run_store.put_samples(rows)
+        if batch.get("final") and isinstance(client.get("project"), str) and isinstance(client.get("experiment_name"), str):
+            run_store.mark_finished(client["project"], client["experiment_name"])
     accepted_spans: dict[str, list[dict[str, Any]]] = {"span_starts": [], "spans": []}
     for sec, finished in (("span_starts", False), ("spans", True)):
         good: list[dict[str, Any]] = []

@@ -112,11 +112,14 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
 
 def _minmax(conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int) -> list[list[float]]:
     """Per bucket, the minimum and maximum point (SQLite returns the row of MIN()/MAX() for bare columns)."""
-    buckets = max(1, points // 2)
+    buckets = max(1, (points - 2) // 2)
     width = (hi - lo) / buckets or 1.0
     b = f"min(CAST(({col} - ?) / ? AS INTEGER), {buckets - 1})"
     rows = conn.execute(f"SELECT {b} AS b, {col}, min(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
     rows += conn.execute(f"SELECT {b} AS b, {col}, max(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
+    # the first and last points too, so the line starts and ends where the data does
+    for order in ("ASC", "DESC"):
+        rows += conn.execute(f"SELECT 0, {col}, value FROM samples WHERE {where} ORDER BY {col} {order} LIMIT 1", args).fetchall()
     seen: set[tuple[float, float]] = set()
     pts = []
     for _, xv, yv in sorted(rows, key=lambda r: (r[1], r[2] if r[2] is not None else 0)):

@@ -91,9 +91,13 @@ class RunStoreWriter:
         if self._queued >= 20_000:
             self._wake.set()
 
-    def put_samples(self, rows: list[SampleRow], final: bool = False) -> None:
-        if rows or final:
-            self._put("samples", (rows, final), max(1, len(rows)))
+    def put_samples(self, rows: list[SampleRow]) -> None:
+        if rows:
+            self._put("samples", rows, len(rows))
+
+    def mark_finished(self, project: str, experiment_name: str) -> None:
+        """A client of this run said it is done (its last batch); later data makes the run live again."""
+        self._put("finished", (project, experiment_name), 1)
 
     def put_spans(self, starts: list[dict[str, Any]], spans: list[dict[str, Any]]) -> None:
         if starts or spans:
@@ -137,9 +141,11 @@ class RunStoreWriter:
                     kind, payload = self._queue.popleft()
                     batch.append((kind, payload))
                     if kind == "samples":
-                        n += max(1, len(payload[0]))
+                        n += len(payload)
                     elif kind == "spans":
                         n += len(payload[0]) + len(payload[1])
+                    elif kind == "finished":
+                        n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
             marks = [p for k, p in batch if k == "mark"]
@@ -158,31 +164,32 @@ class RunStoreWriter:
             sample_rows: list[tuple] = []
             span_starts: list[tuple] = []
             span_ends: list[tuple] = []
-            touched: dict[int, list] = {}  # run id -> [last_seen, max step, final]
+            touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
             for kind, payload in work:
-                if kind == "samples":
-                    rows, final = payload
-                    run_ids = set()
-                    for r in rows:
+                if kind == "finished":
+                    run_id = self._run_id(*payload, now)
+                    touched.setdefault(run_id, [now, None, False, now])[2] = True
+                elif kind == "samples":
+                    for r in payload:
                         run_id = self._run_id(r.project, r.experiment_name, now)
-                        run_ids.add(run_id)
                         sid = self._series_id(run_id, r.name, r.kind, r.labels)
                         sample_rows.append((sid, r.step, r.ts, r.value))
-                        t = touched.setdefault(run_id, [now, None, False])
+                        t = touched.setdefault(run_id, [now, None, False, now])
                         if r.step is not None and (t[1] is None or r.step > t[1]):
                             t[1] = r.step
-                    for run_id in run_ids:
-                        touched[run_id][2] = final
+                        t[3] = min(t[3], r.ts)
                 else:
                     starts, ends = payload
                     for s in starts:
                         run_id = self._run_id(*span_run(s), now)
-                        touched.setdefault(run_id, [now, None, False])
+                        t = touched.setdefault(run_id, [now, None, False, now])
+                        t[3] = min(t[3], s["start_ns"] / 1e9)
                         span_starts.append((run_id, s["id"], s["trace_id"], s["parent_id"], s["name"], s["lane"] or "",
                                             s["kind"], s["start_ns"], json.dumps(s["attributes"], default=str)))
                     for s in ends:
                         run_id = self._run_id(*span_run(s), now)
-                        touched.setdefault(run_id, [now, None, False])
+                        t = touched.setdefault(run_id, [now, None, False, now])
+                        t[3] = min(t[3], s["start_ns"] / 1e9)
                         span_ends.append((run_id, s["id"], s["trace_id"], s["parent_id"], s["name"], s["lane"] or "",
                                           s["kind"], s["start_ns"], s["end_ns"], json.dumps(s["attributes"], default=str)))
             if sample_rows:
@@ -195,9 +202,11 @@ class RunStoreWriter:
                               "attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
                               "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes",
                               span_ends)
-            for run_id, (seen, step, final) in touched.items():
-                c.execute("UPDATE runs SET last_seen = max(last_seen, ?), last_step = max(coalesce(last_step, ?), ?), "
-                          "finished_at = ? WHERE id = ?", (seen, step, step, seen if final else None, run_id))
+            for run_id, (seen, step, final, earliest) in touched.items():
+                # (SQLite's max() is NULL when any argument is: batches without a step keep last_step)
+                c.execute("UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN ? IS NULL THEN last_step "
+                          "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?) "
+                          "WHERE id = ?", (seen, step, step, step, seen if final else None, earliest, run_id))
             c.execute("COMMIT")
             self.stats.samples += len(sample_rows)
             self.stats.spans += len(span_starts) + len(span_ends)

@@ -1,0 +1,161 @@
+"""/api/v1/runs… over real HTTP with the real client: listing, series, spans, insights, exports, auth, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+import rl_insight
+from tests.conftest import start_server, wait_until
+
+
+def emit_run(url: str, steps: int = 5, project: str = "proj", experiment: str = "exp", monkeypatch=None, token: str = "") -> None:
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", url)
+    if token:
+        monkeypatch.setenv("RL_INSIGHT_TOKEN", token)
+    rl_insight.init(project=project, experiment_name=experiment)
+
+    async def generate(r: int) -> None:
+        with rl_insight.trace_state("vllm_generate", state_lane_id=f"replica_{r}"):
+            await asyncio.sleep(0.01 * (1 + r))
+
+    for step in range(1, steps + 1):
+        async def rollout() -> None:
+            await asyncio.gather(*(generate(r) for r in range(3)))
+        asyncio.run(rollout())
+        with rl_insight.trace_state("train_batch", state_lane_id="rank_0"):
+            with rl_insight.trace_state("actor_update", state_lane_id="rank_0"):
+                time.sleep(0.01)
+        rl_insight.metric_gauge("training/global_step", step)
+        rl_insight.metric_gauge("critic/score/mean", step / 10, role="actor")
+        rl_insight.metric_count("tokens", 100)
+    assert rl_insight.flush(10)
+
+
+def wait_for_run(url: str, headers: dict | None = None) -> dict:
+    def ready():
+        runs = httpx.get(url + "/api/v1/runs", headers=headers or {}).json()["runs"]
+        return runs[0] if runs and runs[0]["last_step"] == 5 else None
+    return wait_until(ready, what="run in the store")
+
+
+def test_runs_metrics_series_spans_insights(server, monkeypatch) -> None:
+    emit_run(server.url, monkeypatch=monkeypatch)
+    run = wait_for_run(server.url)
+    assert (run["project"], run["experiment_name"], run["status"]) == ("proj", "exp", "live")
+    rid = run["id"]
+    names = {m["name"] for m in httpx.get(f"{server.url}/api/v1/runs/{rid}/metrics").json()["metrics"]}
+    assert {"training_global_step", "critic_score_mean", "tokens"} <= names  # sanitized, as on /metrics
+    s = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "critic_score_mean"}).json()["series"][0]
+    assert s["labels"] == {"role": "actor"} and [p[0] for p in s["points"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert s["points"][-1][1] == pytest.approx(0.5)
+    tokens = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "tokens", "x": "time"}).json()["series"][0]
+    assert tokens["points"][-1][1] == 500.0  # counters are stored as the server-side total
+
+    sp = httpx.get(f"{server.url}/api/v1/runs/{rid}/spans").json()
+    assert sp["lanes"] == ["rank_0", "replica_0", "replica_1", "replica_2"]
+    assert {row[2] for row in sp["spans"]} == {"vllm_generate", "train_batch", "actor_update"}
+    lanes = httpx.get(f"{server.url}/api/v1/runs/{rid}/lanes").json()["lanes"]
+    assert [x["lane"] for x in lanes] == sp["lanes"]
+
+    ins = httpx.get(f"{server.url}/api/v1/runs/{rid}/insights", params={"window_s": 60}).json()
+    assert set(ins["lanes"]) == set(sp["lanes"])
+    assert ins["overlap"]["overlap_ratio"] == 0.0  # synchronous: generation and training never overlap
+    assert ins["long_tail"] and ins["long_tail"][-1]["slowest_lane"] == "replica_2"
+    assert {st["step"] for st in ins["steps"]} >= {2, 3, 4, 5}
+
+    rl_insight.finish()
+    wait_until(lambda: httpx.get(f"{server.url}/api/v1/runs/{rid}").json()["status"] == "finished", what="finished status")
+
+
+def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
+    emit_run(server.url, experiment="a", monkeypatch=monkeypatch)
+    rl_insight.finish()
+    emit_run(server.url, experiment="b", monkeypatch=monkeypatch)
+    wait_until(lambda: len(httpx.get(server.url + "/api/v1/runs").json()["runs"]) == 2, what="two runs")
+    ids = sorted(r["id"] for r in httpx.get(server.url + "/api/v1/runs").json()["runs"])
+    cmp = httpx.get(server.url + "/api/v1/series", params={"name": "critic_score_mean", "runs": ",".join(map(str, ids))}).json()
+    assert [r["run_id"] for r in cmp["runs"]] == ids
+    csv_text = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/export.csv", params={"names": "critic_score_mean"}).text
+    assert csv_text.splitlines()[0] == "name,labels,step,timestamp,value" and len(csv_text.splitlines()) == 6
+    trace = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/trace.json")
+    assert "attachment" in trace.headers["content-disposition"]
+    events = trace.json()["traceEvents"]
+    assert {e["args"]["name"] for e in events if e["name"] == "thread_name"} == {"rank_0", "replica_0", "replica_1", "replica_2"}
+
+
+@pytest.mark.parametrize("path,params,status,needle", [
+    ("/api/v1/runs/999", {}, 404, "no run with id 999"),
+    ("/api/v1/runs/999/metrics", {}, 404, "no run"),
+    ("/api/v1/runs/1/series", {"name": "nope"}, 404, "no metric"),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "points": 0}, 422, "points must be"),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "points": 10**9}, 422, "points must be"),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "from": 5, "to": 1}, 422, "empty window"),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "x": "sideways"}, 422, None),
+    ("/api/v1/runs/1/spans", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
+    ("/api/v1/runs/1/spans", {"from_ns": 0, "to_ns": 5, "resolution_ns": -1}, 422, "resolution_ns"),
+    ("/api/v1/runs/1/spans/nope", {}, 404, "no span"),
+    ("/api/v1/runs/1/insights", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
+    ("/api/v1/series", {"name": "x", "runs": "1,a"}, 422, "comma-separated integers"),
+    ("/api/v1/series", {"name": "x", "runs": ",".join(str(i) for i in range(30))}, 422, "1 to 20 run ids"),
+])
+def test_bad_parameters_are_4xx_with_a_message(server, monkeypatch, path, params, status, needle) -> None:
+    emit_run(server.url, monkeypatch=monkeypatch)
+    wait_for_run(server.url)
+    r = httpx.get(server.url + path, params=params)
+    assert r.status_code == status, r.text
+    if needle:
+        assert needle in r.json()["detail"]
+
+
+def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, monkeypatch) -> None:
+    url = token_server.url
+    emit_run(url, monkeypatch=monkeypatch, token="s3cret-token")
+    assert httpx.get(url + "/api/v1/runs").status_code == 401
+    assert httpx.get(url + "/api/v1/session").json() == {"auth_required": True, "authenticated": False, "prometheus_url": None,
+                                                         "grafana_url": None, "version": rl_insight.__version__}
+    assert httpx.post(url + "/api/v1/login", json={"token": "wrong"}).status_code == 401
+    with httpx.Client(base_url=url) as c:
+        r = c.post("/api/v1/login", json={"token": "s3cret-token"})
+        assert r.status_code == 200 and "httponly" in r.headers["set-cookie"].lower()
+        assert c.get("/api/v1/session").json()["authenticated"] is True
+        assert c.get("/api/v1/runs").status_code == 200
+    assert httpx.get(url + "/api/v1/runs", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    assert httpx.get(url + "/").status_code == 200  # the page itself holds no data
+
+
+def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
+    emit_run(server.url, monkeypatch=monkeypatch)
+    wait_for_run(server.url)
+    server.app.state.insight.refresh()
+    text = httpx.get(server.url + "/metrics").text
+    assert 'rl_insight_insight_lane_utilization{experiment_name="exp",lane="replica_0",project="proj"}' in text
+    assert 'rl_insight_insight_rollout_training_overlap_ratio{experiment_name="exp",project="proj"} 0.0' in text
+    assert 'rl_insight_insight_rollout_long_tail_ratio{experiment_name="exp",project="proj",slowest_lane="replica_2"}' in text
+    assert "rl_insight_server_store_items_written_total" in text
+
+
+def test_run_metrics_and_spans_survive_a_server_restart(tmp_path, monkeypatch) -> None:
+    srv = start_server(tmp_path)
+    port = srv.config.port
+    try:
+        emit_run(srv.url, monkeypatch=monkeypatch)
+        wait_for_run(srv.url)
+        rl_insight.finish()
+    finally:
+        srv.stop()
+    srv = start_server(tmp_path, port=port)
+    try:
+        run = httpx.get(srv.url + "/api/v1/runs").json()["runs"][0]
+        assert run["experiment_name"] == "exp" and run["last_step"] == 5
+        pts = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/series", params={"name": "training_global_step"}).json()
+        assert [p[1] for p in pts["series"][0]["points"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
+        spans = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/spans").json()["spans"]
+        assert len(spans) >= 5 * 3
+        assert json.loads(httpx.get(srv.url + "/healthz").text)["store"]["degraded"] is False
+    finally:
+        srv.stop()
