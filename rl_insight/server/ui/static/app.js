@@ -114,11 +114,10 @@ async function renderRun(app, runId, compareIds) {
   setHeader(run);
 
   state.timeline = new Timeline(timelineEl, runId, run.status === "live");
-  await state.timeline.load();
+  await Promise.all([state.timeline.load(), renderInsights(insightsEl, runId)]);
+  renderTargets(targetsEl, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds);
   await charts.load();
-  await renderInsights(insightsEl, runId);
-  renderTargets(targetsEl, runId);
 
   every(3000, async () => {
     const r = await api(`/api/v1/runs/${runId}`);

@@ -1,0 +1,171 @@
+"""The built-in UI in real headless Chromium (Debian's package) driven by Playwright, on live demo data.
+
+Screenshots are kept in test-artifacts/ (the CI uploads them when it keeps artifacts).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.e2e
+
+
+def _need_browser() -> None:
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("playwright missing in CI (pip install -e '.[dev]')")
+        pytest.skip("playwright not installed")
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium missing in CI; .ci/run installs Debian's chromium")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+
+
+def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cfg = tmp / "server.json"
+    import json
+
+    cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "data_dir": str(tmp / "data"), "token": token}))
+    proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"])
+    url = f"http://127.0.0.1:{port}"
+    import httpx
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, timeout=30, what="server")
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def live_demo(tmp_path_factory: pytest.TempPathFactory):
+    _need_browser()
+    tmp = tmp_path_factory.mktemp("ui")
+    server, url = _server(tmp)
+    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
+                             "1.2", "--replicas", "3", "--ranks", "2", "--experiment-name", "ui-test"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import httpx
+
+    wait_until(lambda: ((httpx.get(url + "/api/v1/runs").json()["runs"] or [{}])[0].get("last_step") or 0) >= 3,
+               timeout=60, interval=0.5, what="demo steps in the run store")
+    yield url
+    demo.send_signal(signal.SIGINT)
+    try:
+        demo.wait(60)
+    except subprocess.TimeoutExpired:
+        demo.kill()
+    server.terminate()
+    server.wait(10)
+
+
+@pytest.fixture
+def page():
+    _need_browser()
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        yield pg
+        browser.close()
+        assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_runs_list_and_run_page(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    row = page.wait_for_selector("#runs-table tr[data-run-id]")
+    assert "ui-test" in row.inner_text() and "live" in row.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "runs.png"))
+    row.click()
+    page.wait_for_selector("#timeline canvas")
+    page.wait_for_function("document.querySelectorAll('.chart[data-points]').length >= 50", timeout=30_000)
+    assert int(page.eval_on_selector("#timeline", "e => e.dataset.laneCount")) == 5  # rank_0..1, replica_0..2
+    labels = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
+    assert labels == ["rank_0", "rank_1", "replica_0", "replica_1", "replica_2"]
+    points = page.eval_on_selector('.chart[data-metric="critic_score_mean"]', "e => +e.dataset.points")
+    assert points >= 3
+    assert page.inner_text("#insight-overlap").endswith("%")
+    page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
+
+
+def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page) -> None:
+    page.goto(live_demo + "/#/run/1")
+    page.wait_for_function("window.rlInsight.timeline && window.rlInsight.timeline.rects && window.rlInsight.timeline.rects.length > 5")
+    target = page.evaluate("""() => { const t = window.rlInsight.timeline;
+        const i = t.rects.findIndex(r => r.x1 - r.x0 > 4 && r.span[5] === 1); return t.spanRect(i); }""")
+    page.mouse.move(target["x"], target["y"])
+    tip = page.wait_for_selector("#tooltip:not([hidden])")
+    text = tip.inner_text()
+    assert target["name"] in text and ("ms" in text or " s" in text)
+    page.wait_for_function("document.querySelector('#tooltip').innerText.includes('state_lane_id')")  # attributes fetched
+    page.screenshot(path=str(ARTIFACTS / "hover.png"))
+    before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    page.mouse.wheel(0, -400)  # zoom in around the pointer
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs - +document.querySelector('#timeline').dataset.fromNs"
+                           f" < {before[1] - before[0]}")
+    after = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    assert after[1] - after[0] < before[1] - before[0] and after[0] >= before[0] - 1
+
+
+def test_live_run_updates_without_reload(live_demo: str, page) -> None:
+    page.goto(live_demo + "/#/run/1")
+    page.wait_for_selector('.chart[data-metric="training_global_step"][data-points]')
+    first = int(page.inner_text("#last-step"))
+    points = page.eval_on_selector('.chart[data-metric="training_global_step"]', "e => +e.dataset.points")
+    page.wait_for_function(f"+document.querySelector('#last-step').innerText > {first}", timeout=30_000)
+    page.wait_for_function(
+        f"+document.querySelector('.chart[data-metric=\"training_global_step\"]').dataset.points > {points}", timeout=30_000)
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # same page, no reload
+
+
+def test_login_required_when_a_token_is_configured(tmp_path: Path, page) -> None:
+    server, url = _server(tmp_path, token="ui-secret")
+    try:
+        page.goto(url + "/")
+        page.wait_for_selector("#token")
+        page.fill("#token", "wrong")
+        page.click("button[type=submit]")
+        page.wait_for_selector(".login .error:has-text('wrong token')")
+        page.fill("#token", "ui-secret")
+        page.click("button[type=submit]")
+        page.wait_for_selector("#runs-table")
+        page.screenshot(path=str(ARTIFACTS / "login.png"))
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_export_links_download_valid_files(live_demo: str, page) -> None:
+    page.goto(live_demo + "/#/run/1")
+    page.wait_for_selector("#export-trace")
+    with page.expect_download() as dl:
+        page.click("#export-trace")
+    import json
+
+    trace = json.loads(Path(dl.value.path()).read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
