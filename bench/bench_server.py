@@ -42,14 +42,18 @@ def span_batch(n: int, client: str) -> bytes:
     return gzip.compress(json.dumps({"v": 1, "client": {"id": client}, "spans": spans}).encode(), 1)
 
 
-def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> float:
+def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> tuple[float, float, float]:
+    """(items/s, p50 and p99 request latency in ms)."""
     done = [0] * threads
+    latencies: list[float] = []
     stop = time.monotonic() + seconds
 
     def worker(k: int) -> None:
         with httpx.Client(timeout=30, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}) as c:
             while time.monotonic() < stop:
+                t0 = time.perf_counter()
                 r = c.post(url + "/api/v1/ingest", content=body)
+                latencies.append(1000 * (time.perf_counter() - t0))
                 assert r.status_code == 200 and r.json()["rejected"] == 0, r.text[:300]
                 done[k] += per_batch
 
@@ -59,7 +63,9 @@ def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> 
         t.start()
     for t in ts:
         t.join()
-    return sum(done) / (time.monotonic() - t0)
+    rate = sum(done) / (time.monotonic() - t0)
+    lat = sorted(latencies)
+    return rate, lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
 
 
 def main() -> None:
@@ -68,14 +74,21 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    server = IngestServer()
-    try:
-        rate = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
-        print(f"  metric samples: {rate:,.0f}/s (batches of 5,000, {args.threads} sender threads)")
-        rate = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
-        print(f"  finished spans: {rate:,.0f}/s (batches of 2,000, {args.threads} sender threads)")
-    finally:
-        server.stop()
+    for store in (False, True):
+        server = IngestServer(store=store)
+        label = "run store on " if store else "run store off"
+        try:
+            rate, p50, p99 = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
+            print(f"  [{label}] metric samples: {rate:,.0f}/s, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
+                  f"(batches of 5,000, {args.threads} sender threads)")
+            rate, p50, p99 = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
+            print(f"  [{label}] finished spans: {rate:,.0f}/s, request p50 {p50:.0f} ms p99 {p99:.0f} ms (batches of 2,000)")
+            if store:
+                stats = httpx.get(server.url + "/metrics").text
+                dropped = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")]
+                print(f"  [{label}] run store drops: {dropped or 'none'}")
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

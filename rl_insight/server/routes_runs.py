@@ -52,8 +52,9 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
         return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
 
     @r.get("/runs/{run_id}/lanes")
-    def lanes(run_id: int) -> dict[str, Any]:
-        items = q.lanes(reader.conn(), run_id)
+    def lanes(run_id: int, counts: bool = False) -> dict[str, Any]:
+        """Lane names sorted by prefix then number; `counts=true` adds span counts (scans every span)."""
+        items = q.lanes(reader.conn(), run_id, counts)
         return {"run_id": run_id, "lanes": items}
 
     @r.get("/runs/{run_id}/spans")
@@ -63,11 +64,13 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
         conn = reader.conn()
         if from_ns is None or to_ns is None:
-            bounds = conn.execute("SELECT min(start_ns), max(coalesce(end_ns, start_ns)) FROM spans WHERE run_id = ?",
-                                  (run_id,)).fetchone()
+            # the run's own bounds (kept up to date by the writer) instead of a scan over every span
+            first, last = q.span_bounds(conn, run_id)
+            run = q.get_run(conn, run_id, live_window_s)
             now = time.time_ns()
-            from_ns = from_ns if from_ns is not None else (bounds[0] or now - 60 * 10**9)
-            to_ns = to_ns if to_ns is not None else max(bounds[1] or now, now if _has_open(conn, run_id) else 0) + 1
+            end = max(int(run["last_seen"] * 1e9), last or 0, now if _has_open(conn, run_id) else 0) + 1
+            from_ns = from_ns if from_ns is not None else min(int(run["first_seen"] * 1e9), first or end - 1)
+            to_ns = to_ns if to_ns is not None else end
         lane_list = [x for x in (lanes or "").split(",") if x] or None
         body = q.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
                               lane_names=lane_list, limit=limit)

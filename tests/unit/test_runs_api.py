@@ -61,6 +61,8 @@ def test_runs_metrics_series_spans_insights(server, monkeypatch) -> None:
     assert {row[2] for row in sp["spans"]} == {"vllm_generate", "train_batch", "actor_update"}
     lanes = httpx.get(f"{server.url}/api/v1/runs/{rid}/lanes").json()["lanes"]
     assert [x["lane"] for x in lanes] == sp["lanes"]
+    counted = httpx.get(f"{server.url}/api/v1/runs/{rid}/lanes", params={"counts": True}).json()["lanes"]
+    assert [x["lane"] for x in counted] == sp["lanes"] and all(x["spans"] >= 5 for x in counted)
 
     ins = httpx.get(f"{server.url}/api/v1/runs/{rid}/insights", params={"window_s": 60}).json()
     assert set(ins["lanes"]) == set(sp["lanes"])

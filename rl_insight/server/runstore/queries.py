@@ -167,59 +167,88 @@ def compare(conn: sqlite3.Connection, run_ids: list[int], name: str, **kw: Any) 
 
 
 # ----------------------------------------------------------------------------- spans
-def lanes(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
-    get_run(conn, run_id)
-    rows = conn.execute("SELECT lane, count(*), min(start_ns), max(coalesce(end_ns, start_ns)), "
-                        "sum(end_ns IS NULL) FROM spans WHERE run_id = ? GROUP BY lane", (run_id,)).fetchall()
-    out = [{"lane": r[0], "spans": r[1], "first_ns": r[2], "last_ns": r[3], "open": r[4]} for r in rows]
-    return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
-
-
-_MERGE_SQL = """
-WITH s AS (
-    SELECT lane, CASE WHEN kind = 'state' THEN 0 ELSE 1 END AS depth, name, id, start_ns,
-           coalesce(end_ns, :now) AS e, end_ns IS NULL AS open
-    FROM spans
-    WHERE run_id = :run AND start_ns < :to AND coalesce(end_ns, :now) > :from {lane_filter}
-), m AS (
-    SELECT *, CASE WHEN e - start_ns >= :res
-                   OR lag(name) OVER w IS NOT name
-                   OR lag(e - start_ns) OVER w >= :res
-                   OR start_ns - lag(e) OVER w > :res THEN 1 ELSE 0 END AS brk
-    FROM s WINDOW w AS (PARTITION BY lane, depth ORDER BY start_ns)
-), g AS (
-    SELECT *, sum(brk) OVER (PARTITION BY lane, depth ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS grp FROM m
+_LANE_NAMES = """
+WITH RECURSIVE l(lane) AS (
+    SELECT min(lane) FROM spans WHERE run_id = :run
+    UNION ALL
+    SELECT (SELECT min(lane) FROM spans WHERE run_id = :run AND lane > l.lane) FROM l WHERE l.lane IS NOT NULL
 )
-SELECT lane, depth, name, min(start_ns), max(e), count(*), min(id), max(open) FROM g GROUP BY lane, depth, grp
+SELECT lane FROM l WHERE lane IS NOT NULL
 """
+
+
+def lanes(conn: sqlite3.Connection, run_id: int, counts: bool = False) -> list[dict[str, Any]]:
+    """A run's lanes, sorted by prefix then number. Names come from a loose scan of the lane index (one
+    seek per lane, not one step per span); per-lane counts, when asked for, scan every span."""
+    get_run(conn, run_id)
+    if counts:
+        rows = conn.execute("SELECT lane, count(*), min(start_ns), max(coalesce(end_ns, start_ns)), "
+                            "sum(end_ns IS NULL) FROM spans WHERE run_id = ? GROUP BY lane", (run_id,)).fetchall()
+        out = [{"lane": r[0], "spans": r[1], "first_ns": r[2], "last_ns": r[3], "open": r[4]} for r in rows]
+    else:
+        out = [{"lane": r[0]} for r in conn.execute(_LANE_NAMES, {"run": run_id})]
+    return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
 
 
 def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
                  lane_names: list[str] | None = None, limit: int = 200_000) -> dict[str, Any]:
-    """Spans overlapping [from_ns, to_ns). Consecutive same-name spans on a lane that are shorter than
-    `resolution_ns` and less than `resolution_ns` apart are merged into one entry with a count; open
-    states end at `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns, count, span_id, open]."""
+    """Spans overlapping [from_ns, to_ns). Consecutive same-name spans on a lane (and depth) that are
+    shorter than `resolution_ns` and less than `resolution_ns` apart are merged into one entry with a
+    count; open states end at `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns,
+    count, span_id (single spans only), open].
+
+    One ordered scan of the (run_id, lane, start_ns) index plus a single merging pass: cheaper than
+    SQL window functions, and proportional to the lanes asked for (the UI asks for the visible ones).
+    """
     if to_ns <= from_ns:
         raise InvalidInputError(f"empty window: to_ns ({to_ns}) must be greater than from_ns ({from_ns})")
     if resolution_ns < 0:
         raise InvalidInputError("resolution_ns must be >= 0")
     get_run(conn, run_id)
-    params: dict[str, Any] = {"run": run_id, "from": from_ns, "to": to_ns, "res": resolution_ns, "now": time.time_ns()}
-    lane_filter = ""
+    now = time.time_ns()
+    sql = ("SELECT lane, kind, name, start_ns, coalesce(end_ns, ?), id, end_ns IS NULL FROM spans "
+           "WHERE run_id = ? AND start_ns < ? AND coalesce(end_ns, ?) > ?")
+    args: list[Any] = [now, run_id, to_ns, now, from_ns]
     if lane_names:
-        keys = [f":l{i}" for i in range(len(lane_names))]
-        lane_filter = f"AND lane IN ({', '.join(keys)})"
-        params.update({k[1:]: v for k, v in zip(keys, lane_names)})
-    rows = conn.execute(_MERGE_SQL.format(lane_filter=lane_filter), params).fetchall()
-    truncated = len(rows) > limit
-    rows = rows[:limit]
-    lane_list = sorted({r[0] for r in rows}, key=lane_sort_key)
+        sql += f" AND lane IN ({','.join('?' * len(lane_names))})"
+        args += lane_names
+    res = resolution_ns
+    open_run: dict[tuple[str, int], list[Any]] = {}  # (lane, depth) -> entry being extended
+    out_rows: list[list[Any]] = []
+    truncated = False
+    for lane, kind, name, start, end, sid, is_open in conn.execute(sql + " ORDER BY lane, start_ns", args):
+        depth = 0 if kind == "state" else 1
+        key = (lane, depth)
+        cur = open_run.get(key)
+        short = end - start < res
+        if cur is not None and short and cur[2] == name and cur[8] and start - cur[4] <= res:
+            cur[4] = max(cur[4], end)
+            cur[5] += 1
+            cur[6] = None
+            cur[7] = cur[7] or bool(is_open)
+            continue
+        if len(out_rows) >= limit:
+            truncated = True
+            break
+        cur = [lane, depth, name, start, end, 1, sid, bool(is_open), short]
+        open_run[key] = cur
+        out_rows.append(cur)
+    lane_list = sorted({r[0] for r in out_rows}, key=lane_sort_key)
     index = {lane: i for i, lane in enumerate(lane_list)}
-    out = [[index[r[0]], r[1], r[2], r[3], r[4], r[5], r[6] if r[5] == 1 else None, bool(r[7])]
-           for r in sorted(rows, key=lambda r: (index[r[0]], r[1], r[3]))]
+    spans = [[index[r[0]], r[1], r[2], r[3], r[4], r[5], r[6], r[7]] for r in out_rows]
+    spans.sort(key=lambda r: (r[0], r[1], r[3]))
     return {"run_id": run_id, "from_ns": from_ns, "to_ns": to_ns, "resolution_ns": resolution_ns, "lanes": lane_list,
-            "columns": ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"], "spans": out,
+            "columns": ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"], "spans": spans,
             "truncated": truncated}
+
+
+def span_bounds(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, int | None]:
+    """(first start, last end) of a run's spans from the start-time index: two short index walks, no full scan
+    (client clocks may differ from the server's, so the run's first/last_seen alone could hide spans)."""
+    first = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
+    last = conn.execute("SELECT max(coalesce(end_ns, start_ns)) FROM (SELECT end_ns, start_ns FROM spans WHERE run_id = ? "
+                        "ORDER BY start_ns DESC LIMIT 1000)", (run_id,)).fetchone()[0]
+    return first, last
 
 
 def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str, Any]:

@@ -114,7 +114,8 @@ async function renderRun(app, runId, compareIds) {
   setHeader(run);
 
   state.timeline = new Timeline(timelineEl, runId, run.status === "live");
-  await Promise.all([state.timeline.load(), renderInsights(insightsEl, runId)]);
+  await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
+  await renderInsights(insightsEl, runId);
   renderTargets(targetsEl, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds);
   await charts.load();
@@ -159,6 +160,9 @@ function laneKey(lane) { const m = /^(.+?)(?:[_-](\d+))?$/.exec(lane || ""); ret
 class Timeline {
   constructor(el, runId, follow) {
     this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
+    this.pageSize = 64; this.page = 0; this.allLanes = null;
+    this.pager = h("div", { class: "bar", id: "lane-pager" });
+    this.el.before(this.pager);
     this.canvas = h("canvas"); this.el.append(this.canvas);
     this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
@@ -169,11 +173,25 @@ class Timeline {
     this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
   }
   width() { return Math.max(300, this.el.clientWidth); }
+  async pageLanes() {
+    // Many lanes (1,000 ranks): show and fetch one page at a time, like Grafana's perPage.
+    if (this.allLanes === null || this.follow) this.allLanes = (await api(`/api/v1/runs/${this.runId}/lanes`)).lanes.map(l => l.lane);
+    const n = this.allLanes.length;
+    if (n <= this.pageSize) { this.pager.replaceChildren(); return null; }
+    const pages = Math.ceil(n / this.pageSize); this.page = Math.min(this.page, pages - 1);
+    const a = this.page * this.pageSize, b = Math.min(n, a + this.pageSize);
+    const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
+    this.pager.replaceChildren(h("button", { id: "lanes-prev", onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
+      h("span", { id: "lanes-page" }, `lanes ${a + 1}–${b} of ${n}`),
+      h("button", { id: "lanes-next", onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"));
+    return this.allLanes.slice(a, b);
+  }
   async load() {
     const w = this.width() - this.gutter;
-    let q = "";
-    if (this.view && !this.follow) q = `&from_ns=${this.view[0]}&to_ns=${this.view[1]}`;
-    else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q = `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
+    const page = await this.pageLanes();
+    let q = page ? `&lanes=${encodeURIComponent(page.join(","))}` : "";
+    if (this.view && !this.follow) q += `&from_ns=${Math.round(this.view[0])}&to_ns=${Math.round(this.view[1])}`;
+    else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q += `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
     const res = this.view ? Math.max(0, Math.floor((this.view[1] - this.view[0]) / w)) : 0;
     const d = await api(`/api/v1/runs/${this.runId}/spans?resolution_ns=${res}${q}`);
     if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
