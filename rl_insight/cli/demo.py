@@ -59,6 +59,7 @@ def demo(
         url, tok, state = _stack_url(h)
     experiment = experiment_name or f"demo-{mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     typer.echo(f"Sending to {url} as project={project} experiment_name={experiment}")
+    typer.echo(f"  web UI:           {url}/")
     typer.echo(f"  trainer metrics:  {url}/metrics")
     typer.echo(f"  open RL states:   {url}/api/v1/spans/open")
     for svc in state.get("services", []):

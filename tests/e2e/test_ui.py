@@ -115,6 +115,7 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
 
 def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page) -> None:
     page.goto(live_demo + "/#/run/1")
+    page.wait_for_selector("#insight-overlap")  # the page has finished its first layout
     page.wait_for_function("window.rlInsight.timeline && window.rlInsight.timeline.rects && window.rlInsight.timeline.rects.length > 5")
     target = page.evaluate("""() => { const t = window.rlInsight.timeline;
         const i = t.rects.findIndex(r => r.x1 - r.x0 > 4 && r.span[5] === 1); return t.spanRect(i); }""")
