@@ -48,6 +48,8 @@ def start(
     no_prometheus: bool = typer.Option(False, "--no-prometheus", help="Run only the ingest server."),
     scrape_interval: str = typer.Option("10s", help="Prometheus scrape interval."),
     retention: str = typer.Option("30d", help="Prometheus TSDB retention time."),
+    store_retention_days: float = typer.Option(30.0, min=0.01, help="Run store: delete runs not seen for this many days."),
+    store_max_gb: float = typer.Option(20.0, min=0.01, help="Run store: delete the oldest runs while the file is larger."),
     auto_port: bool = typer.Option(False, "--auto-port", help="Pick free ports when the configured ones are busy."),
     token: Optional[str] = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN",
                                         help="Bearer token for state-changing routes (default: generated when not on loopback)."),
@@ -76,7 +78,8 @@ def start(
     if detach:
         args = ["server", "start", "--home", str(h.root), "--host", host, "--port", str(port),
                 "--prometheus-host", prometheus_host, "--prometheus-port", str(prometheus_port),
-                "--scrape-interval", scrape_interval, "--retention", retention, "--ready-timeout", str(ready_timeout)]
+                "--scrape-interval", scrape_interval, "--retention", retention, "--ready-timeout", str(ready_timeout),
+                "--store-retention-days", str(store_retention_days), "--store-max-gb", str(store_max_gb)]
         args += ["--log-dir", str(log_dir)] if log_dir else []
         args += ["--prometheus-bin", prometheus_bin] if prometheus_bin else []
         args += ["--no-prometheus"] if no_prometheus else []
@@ -90,7 +93,8 @@ def start(
     settings = StackSettings(home=h, host=host, port=port, token=tok, log_dir=log_dir, prometheus=not no_prometheus,
                              prometheus_bin=prometheus_bin, prometheus_host=prometheus_host, prometheus_port=prometheus_port,
                              scrape_interval=scrape_interval, retention=retention, auto_port=auto_port,
-                             ready_timeout_s=ready_timeout)
+                             ready_timeout_s=ready_timeout, store_retention_days=store_retention_days,
+                             store_max_bytes=int(store_max_gb * 2**30))
     sup = Supervisor(settings, report=lambda msg: typer.echo(f"[rl-insight] {msg}", err=True))
     sup.plan()
     stop_now = lambda *_: sup.request_stop()  # noqa: E731

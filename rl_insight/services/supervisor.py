@@ -51,6 +51,8 @@ class StackSettings:
     retention: str = "30d"
     auto_port: bool = False
     ready_timeout_s: float = 60.0
+    store_retention_days: float = 30.0
+    store_max_bytes: int = 20 * 2**30
 
     @property
     def logs(self) -> Path:
@@ -130,7 +132,8 @@ class Supervisor:
 
         prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if binary else None
         server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
-                                  prometheus_url=prom_url)
+                                  prometheus_url=prom_url, retention_days=s.store_retention_days,
+                                  store_max_bytes=s.store_max_bytes)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
         ingest_probe = f"http://{probe_host(s.host)}:{self.ingest_port}"

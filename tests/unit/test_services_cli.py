@@ -43,6 +43,14 @@ def test_auto_port_picks_a_free_port(tmp_path: Path) -> None:
     assert sup.services[0].url.endswith(f":{sup.ingest_port}")
 
 
+def test_store_retention_settings_reach_the_server_config(tmp_path: Path) -> None:
+    sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=free_port(), prometheus=False,
+                                   store_retention_days=2.5, store_max_bytes=123456789))
+    sup.plan()
+    cfg = json.loads((tmp_path / "runtime" / "server.json").read_text())
+    assert (cfg["retention_days"], cfg["store_max_bytes"]) == (2.5, 123456789)
+
+
 def test_missing_prometheus_degrades_to_ingest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binaries, "_SYSTEM_PATHS", {"prometheus": []})
     monkeypatch.setattr(binaries.shutil, "which", lambda name: None)
