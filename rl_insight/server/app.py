@@ -20,6 +20,7 @@ from .config import ServerConfig
 from .ingest import decode_body, ingest_batch
 from .metric_store import MetricStore, StoreCollector
 from .insight_service import InsightService
+from .otlp import OtlpForwarder, endpoint_from_env
 from .routes_runs import build_router
 from .runstore import RunStoreReader, RunStoreWriter
 from .spans import MemorySpanSink
@@ -28,6 +29,23 @@ from .ui import mount_ui
 
 
 SESSION_COOKIE = "rl_insight_session"
+
+
+class OtlpCollector:
+    """Span forwarding health on /metrics."""
+
+    def __init__(self, forwarder: OtlpForwarder) -> None:
+        self._f = forwarder
+
+    def collect(self) -> Any:
+        from prometheus_client.metrics_core import CounterMetricFamily
+
+        sent = CounterMetricFamily("rl_insight_server_otlp_spans_sent", "Spans accepted by the OTLP receiver (Tempo)")
+        sent.add_metric([], self._f.sent)
+        dropped = CounterMetricFamily("rl_insight_server_otlp_spans_dropped", "Spans not forwarded, by reason", labels=["reason"])
+        for reason, n in self._f.dropped.items():
+            dropped.add_metric([reason], n)
+        return [sent, dropped]
 
 
 class ServerMetrics:
@@ -115,6 +133,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     insight = (InsightService(reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
                               step_metric=config.step_metric, version_metric=config.version_metric)
                if reader is not None else None)
+    forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
+                 if config.otlp_endpoint or endpoint_from_env() else None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +143,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         yield
         if insight is not None:
             insight.stop()
+        if forwarder is not None:
+            forwarder.shutdown()
         if writer is not None:
             writer.close()
 
@@ -136,9 +158,13 @@ def create_app(config: ServerConfig) -> FastAPI:
     spans = MemorySpanSink()
     targets = TargetRegistry(config.targets_file, config.max_targets)
     prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
+    tempo = ServiceProbe(config.tempo_url, "/ready")
+    grafana = ServiceProbe(config.grafana_url, "/api/health")
     boot_id = uuid.uuid4().hex
     app.state.store, app.state.spans, app.state.targets, app.state.config = store, spans, targets, config
-    app.state.writer, app.state.reader, app.state.insight = writer, reader, insight
+    app.state.writer, app.state.reader, app.state.insight, app.state.forwarder = writer, reader, insight, forwarder
+    if forwarder is not None:
+        registry.register(OtlpCollector(forwarder))
     if writer is not None:
         registry.register(RunStoreHealthCollector(writer))
     if insight is not None:
@@ -227,20 +253,20 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.get("/api/v1/services")
     async def services(request: Request) -> dict[str, Any]:
-        prom_state = await prometheus.state()
-        prom_port = None
-        if prometheus.url and prom_state == "running":
-            prom_port = httpx.URL(prometheus.url).port
+        """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and state."""
+        prom_state, tempo_state, grafana_state = await prometheus.state(), await tempo.state(), await grafana.state()
+        otlp = httpx.URL(config.otlp_endpoint) if config.otlp_endpoint else None
         return {
             "status": "ok",
-            "otlp_port": None,  # Tempo is not managed yet: null, as upstream reports a disabled service
-            "prometheus_port": prom_port,
-            "grafana_port": None,
+            "otlp_port": otlp.port if otlp is not None and (tempo_state == "running" or config.tempo_url is None) else None,
+            "prometheus_port": httpx.URL(prometheus.url).port if prometheus.url and prom_state == "running" else None,
+            "grafana_port": httpx.URL(grafana.url).port if grafana.url and grafana_state == "running" else None,
             "services": {
                 "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
                 "prometheus": {"url": prometheus.url, "state": prom_state},
-                "tempo": {"url": None, "state": "not_configured"},
-                "grafana": {"url": config.grafana_url, "state": "not_configured"},
+                "tempo": {"url": tempo.url, "state": tempo_state, "otlp_endpoint": config.otlp_endpoint,
+                          "otlp_protocol": config.otlp_protocol if forwarder else None},
+                "grafana": {"url": grafana.url, "state": grafana_state},
             },
         }
 
@@ -251,6 +277,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         raw = await read_body(request)
         batch = decode_body(raw, request.headers.get("content-encoding"), config.max_body_bytes)
         result = ingest_batch(batch, store, spans, writer)
+        if forwarder is not None and result.finished_spans:
+            forwarder.add(result.finished_spans, result.client_host)
         for section, n in result.accepted_by_section.items():
             metrics.accepted.labels(section).inc(n)
         for reason, n in result.reasons.items():

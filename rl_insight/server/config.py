@@ -33,8 +33,12 @@ class ServerConfig:
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     # Where the other services run, for /api/v1/services (None = not managed by us).
     prometheus_url: str | None = None
-    tempo_otlp_port: int | None = None
+    tempo_url: str | None = None
     grafana_url: str | None = None
+    # Span forwarding over OTLP (None: only when OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set)
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "http/protobuf"  # or "grpc"
+    otlp_queue: int = 50_000
 
     @property
     def store_file(self) -> Path:

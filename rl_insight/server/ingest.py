@@ -27,6 +27,8 @@ class IngestResult:
     errors: list[dict[str, Any]] = field(default_factory=list)
     reasons: Counter = field(default_factory=Counter)
     accepted_by_section: Counter = field(default_factory=Counter)
+    finished_spans: list[dict[str, Any]] = field(default_factory=list)
+    client_host: str = ""
 
     def reject(self, section: str, index: int, err: ItemError) -> None:
         self.rejected += 1
@@ -180,4 +182,6 @@ def ingest_batch(batch: Any, store: MetricStore, spans: SpanSink, run_store: Run
             accepted_spans[sec] = good
     if run_store is not None:
         run_store.put_spans(accepted_spans["span_starts"], accepted_spans["spans"])
+    result.finished_spans = accepted_spans["spans"]
+    result.client_host = str(client.get("host") or "")
     return result

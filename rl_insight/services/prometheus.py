@@ -11,6 +11,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..resources import data_path
+from .render import render_template
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class PrometheusSettings:
     targets_file: Path
     ingest_target: str  # host:port Prometheus uses to scrape the ingest server
     rules_dir: Path | None = None  # where the rule files are installed; None: no rules
+    remote_write_url: str | None = None  # send on to Mimir / Thanos / VictoriaMetrics
     scrape_interval: str = "10s"
     retention: str = "30d"
 
@@ -32,24 +34,30 @@ class PrometheusSettings:
 
 def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
     """Fill the template; the result is checked to be YAML with the expected jobs."""
-    src = template or data_path("provisioning/prometheus.yml")
     interval = s.scrape_interval
-    values = {
-        "scrape_interval": json.dumps(interval),
-        "scrape_timeout": json.dumps(interval if _seconds(interval) <= 10 else "10s"),
-        "ingest_target": json.dumps(s.ingest_target),
-        "targets_file": json.dumps(str(s.targets_file)),
-        "rules_glob": json.dumps(str(s.rules_dir / "*.yml")) if s.rules_dir else "",
+    values: dict[str, object] = {
+        "scrape_interval": interval,
+        "scrape_timeout": interval if _seconds(interval) <= 10 else "10s",
+        "ingest_target": s.ingest_target,
+        "targets_file": str(s.targets_file),
+        "rules_glob": str(s.rules_dir / "*.yml") if s.rules_dir else "",
     }
-    try:
-        text = string.Template(src.read_text()).substitute(values)
-        parsed = yaml.safe_load(text)
-    except (KeyError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"Prometheus template {src} could not be rendered: {exc}") from None
-    jobs = {j.get("job_name") for j in (parsed or {}).get("scrape_configs", [])}
+    if template is None:
+        text = render_template("provisioning/prometheus.yml", values)
+    else:
+        text = string.Template(template.read_text()).substitute({k: json.dumps(v) for k, v in values.items()})
+    parsed = yaml.safe_load(text) or {}
+    if s.rules_dir is not None:
+        parsed["rule_files"] = [str(s.rules_dir / "*.yml")]
+    else:
+        parsed.pop("rule_files", None)
+    if s.remote_write_url:
+        parsed["remote_write"] = [{"url": s.remote_write_url}]
+    jobs = {j.get("job_name") for j in parsed.get("scrape_configs", [])}
     if "rl_insight_server" not in jobs:
-        raise ConfigError(f"Prometheus template {src} must keep the scrape job 'rl_insight_server'")
-    return text
+        raise ConfigError("the Prometheus template must keep the scrape job 'rl_insight_server'")
+    header = "# Rendered by `rl-insight server start`; edit provisioning/prometheus.yml instead.\n"
+    return header + yaml.safe_dump(parsed, sort_keys=False)
 
 
 def install_rules(dest: Path) -> list[Path]:

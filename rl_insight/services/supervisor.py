@@ -29,7 +29,13 @@ from ..server.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
 from .home import Home
+from .grafana import GrafanaSettings, admin_password
+from .grafana import command as grafana_command
+from .grafana import write_config as write_grafana
 from .prometheus import PrometheusSettings, command, install_rules, render_config
+from .tempo import TempoSettings
+from .tempo import command as tempo_command
+from .tempo import render as render_tempo
 
 State = Literal["stopped", "starting", "running", "backoff", "fatal"]
 RESTART_WINDOW_S = 60.0
@@ -53,6 +59,23 @@ class StackSettings:
     ready_timeout_s: float = 60.0
     store_retention_days: float = 30.0
     store_max_bytes: int = 20 * 2**30
+    remote_write_url: str | None = None
+    tempo: bool = True
+    tempo_bin: str | None = None
+    tempo_host: str = "127.0.0.1"  # query API; Grafana and the UI reach it locally
+    tempo_port: int = 3200
+    otlp_host: str = "127.0.0.1"  # OTLP accepts writes without auth: loopback unless asked otherwise
+    otlp_grpc_port: int = 4317
+    otlp_http_port: int = 4318
+    tempo_grpc_port: int = 9095
+    tempo_memberlist_port: int = 7946
+    tempo_retention: str = "720h"
+    otlp_endpoint: str | None = None  # an external collector/Tempo instead of the managed one
+    otlp_protocol: str = "http/protobuf"
+    grafana: bool = True
+    grafana_bin: str | None = None
+    grafana_host: str = "0.0.0.0"  # behind its login (generated admin password)
+    grafana_port: int = 3000
 
     @property
     def logs(self) -> Path:
@@ -68,6 +91,7 @@ class Service:
     port: int
     log: Path
     version: str
+    env: dict[str, str] = field(default_factory=dict)
     proc: Any = None
     state: State = "stopped"
     restarts: deque = field(default_factory=lambda: deque(maxlen=MAX_RESTARTS_IN_WINDOW))
@@ -102,6 +126,7 @@ class Supervisor:
         self.ingest_port = settings.port
         self.prometheus_port = settings.prometheus_port
         self._stopping = threading.Event()
+        self.grafana_password_created = False
 
     # ------------------------------------------------------------------ planning
     def _pick_port(self, host: str, port: int, what: str) -> int:
@@ -114,53 +139,105 @@ class Supervisor:
         self.report(f"port {port} ({what}) is busy; using {chosen} instead (--auto-port)")
         return chosen
 
+    def _find(self, name: str, enabled: bool, explicit: str | None) -> Any:
+        """The service's binary, or None (recorded as missing) when it is optional and not found."""
+        if not enabled:
+            return None
+        try:
+            return find_binary(name, self.s.home.install_dir, explicit)
+        except BinaryNotFoundError as exc:
+            if explicit:  # asked for explicitly: that is an error, not a degraded start
+                raise
+            self.missing.append(Missing(name, exc.message, exc.hint))
+            return None
+
     def plan(self) -> None:
-        """Resolve ports and binaries and render configs; raises before anything is spawned."""
+        """Resolve ports and binaries and render configs; raises before anything is spawned.
+
+        Start order: Prometheus, Tempo, Grafana, then the ingest server (which forwards spans to Tempo)."""
         s, home = self.s, self.s.home
         home.ensure()
         self.ingest_port = self._pick_port(s.host, s.port, "ingest server")
-        binary = None
-        if s.prometheus:
-            try:
-                binary = find_binary("prometheus", home.install_dir, s.prometheus_bin)
-            except BinaryNotFoundError as exc:
-                if s.prometheus_bin:  # asked for explicitly: that is an error, not a degraded start
-                    raise
-                self.missing.append(Missing("prometheus", exc.message, exc.hint))
-            if binary is not None:
-                self.prometheus_port = self._pick_port(s.prometheus_host, s.prometheus_port, "Prometheus")
+        prom_bin = self._find("prometheus", s.prometheus, s.prometheus_bin)
+        tempo_bin = self._find("tempo", s.tempo and not s.otlp_endpoint, s.tempo_bin)
+        grafana_bin = self._find("grafana", s.grafana, s.grafana_bin)
+        if prom_bin:
+            self.prometheus_port = self._pick_port(s.prometheus_host, s.prometheus_port, "Prometheus")
+        ports = {}
+        if tempo_bin:
+            for key, host, port, what in (("http", s.tempo_host, s.tempo_port, "Tempo HTTP"),
+                                          ("otlp_grpc", s.otlp_host, s.otlp_grpc_port, "Tempo OTLP gRPC"),
+                                          ("otlp_http", s.otlp_host, s.otlp_http_port, "Tempo OTLP HTTP"),
+                                          ("grpc", "127.0.0.1", s.tempo_grpc_port, "Tempo internal gRPC"),
+                                          ("memberlist", "127.0.0.1", s.tempo_memberlist_port, "Tempo memberlist")):
+                ports[key] = self._pick_port(host, port, what)
+        if grafana_bin:
+            ports["grafana"] = self._pick_port(s.grafana_host, s.grafana_port, "Grafana")
 
-        prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if binary else None
+        prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if prom_bin else None
+        tempo = None
+        if tempo_bin:
+            tempo = TempoSettings(http_host=s.tempo_host, http_port=ports["http"], otlp_host=s.otlp_host,
+                                  otlp_grpc_port=ports["otlp_grpc"], otlp_http_port=ports["otlp_http"], grpc_port=ports["grpc"],
+                                  memberlist_port=ports["memberlist"], data_dir=home.data_dir / "tempo",
+                                  config_file=home.runtime_dir / "tempo.yaml", retention=s.tempo_retention)
+        otlp_endpoint, otlp_protocol = s.otlp_endpoint, s.otlp_protocol
+        if tempo is not None and not otlp_endpoint:
+            host = probe_host(s.otlp_host)
+            otlp_endpoint = (f"http://{host}:{tempo.otlp_http_port}" if otlp_protocol == "http/protobuf"
+                             else f"http://{host}:{tempo.otlp_grpc_port}")
+        grafana = None
+        if grafana_bin:
+            grafana = GrafanaSettings(http_host=s.grafana_host, http_port=ports["grafana"], data_dir=home.data_dir / "grafana",
+                                      runtime_dir=home.runtime_dir, prometheus_url=prom_url, tempo_url=tempo.url if tempo else None,
+                                      scrape_interval=s.scrape_interval)
+
         server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
-                                  store_max_bytes=s.store_max_bytes)
+                                  store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
+                                  tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
+
+        if prom_bin is not None:
+            prom = PrometheusSettings(
+                host=s.prometheus_host, port=self.prometheus_port, data_dir=home.data_dir / "prometheus",
+                config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
+                ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
+                retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url)
+            install_rules(prom.rules_dir)  # type: ignore[arg-type]
+            prom.data_dir.mkdir(parents=True, exist_ok=True)
+            server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(prom.config_file, render_config(prom))
+            self.services.append(Service(
+                name="prometheus", argv=command(prom_bin.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]
+                url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]
+                version=prom_bin.version_str))
+        if tempo is not None:
+            (tempo.data_dir / "wal").mkdir(parents=True, exist_ok=True)
+            (tempo.data_dir / "traces").mkdir(parents=True, exist_ok=True)
+            atomic_write(tempo.config_file, render_tempo(tempo))
+            self.services.append(Service(
+                name="tempo", argv=tempo_command(tempo_bin.path, tempo), ready_url=tempo.url + "/ready", url=tempo.url,
+                port=tempo.http_port, log=s.logs / "tempo.log", version=tempo_bin.version_str))
+        if grafana is not None:
+            write_grafana(grafana)
+            password, created = admin_password(home.root)
+            self.grafana_password_created = created
+            self.services.append(Service(
+                name="grafana", argv=grafana_command(grafana_bin.path, grafana), ready_url=grafana.url + "/api/health",
+                url=grafana.url, port=grafana.http_port, log=s.logs / "grafana.log", version=grafana_bin.version_str,
+                env={"GF_SECURITY_ADMIN_PASSWORD": password, "GF_SECURITY_ADMIN_USER": "admin"}))
         ingest_probe = f"http://{probe_host(s.host)}:{self.ingest_port}"
         self.services.append(Service(
             name="ingest", argv=[sys.executable, "-m", "rl_insight.server", "--config", str(cfg_path)],
             ready_url=ingest_probe + "/healthz", url=ingest_probe, port=self.ingest_port,
             log=s.logs / "rl-insight-server.log", version=__version__))
 
-        if binary is not None:
-            prom = PrometheusSettings(
-                host=s.prometheus_host, port=self.prometheus_port, data_dir=home.data_dir / "prometheus",
-                config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
-                ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
-                retention=s.retention, rules_dir=home.runtime_dir / "rules")
-            install_rules(prom.rules_dir)  # type: ignore[arg-type]
-            prom.data_dir.mkdir(parents=True, exist_ok=True)
-            server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(prom.config_file, render_config(prom))
-            self.services.append(Service(
-                name="prometheus", argv=command(binary.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]
-                url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]
-                version=binary.version_str))
-
     # ------------------------------------------------------------------ lifecycle
     def _spawn(self, svc: Service) -> None:
         svc.state = "starting"
-        svc.proc = process.spawn(svc.argv, svc.log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        svc.proc = process.spawn(svc.argv, svc.log, env={**os.environ, "PYTHONUNBUFFERED": "1", **svc.env})
         if not process.wait_ready(svc.ready_url, self.s.ready_timeout_s, svc.proc):
             code = svc.proc.poll()
             why = f"exited with code {code}" if code is not None else f"not ready after {self.s.ready_timeout_s:.0f}s"
