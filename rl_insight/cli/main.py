@@ -33,16 +33,22 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """rl-insight: live observability for RL post-training jobs."""
 
 
+# Recent typer versions vendor click: accept both click's and typer's exception classes.
+_EXIT = tuple({click.exceptions.Exit, typer.Exit})
+_ABORT = tuple({click.exceptions.Abort, typer.Abort, KeyboardInterrupt})
+_USAGE = tuple({click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+
+
 def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
         rc = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="rl-insight", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except _EXIT as exc:
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except _ABORT:
         typer.echo("Interrupted.", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
+    except _USAGE as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except RLInsightError as exc:

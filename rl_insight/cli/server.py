@@ -14,7 +14,7 @@ import httpx
 import typer
 import yaml
 
-from ..errors import InvalidInputError, ServiceError, UnauthorizedError
+from ..errors import InvalidInputError, RLInsightError, ServiceError, UnauthorizedError
 from ..server.targets import TargetRegistry, parse_registration
 from ..server.config import ServerConfig
 from ..services import process
@@ -38,6 +38,7 @@ def _echo_table(rows: list[list[str]], header: list[str]) -> None:
 # ---------------------------------------------------------------------------- start
 @server_app.command("start")
 def start(
+    ctx: typer.Context,
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return once ready."),
     host: str = typer.Option("0.0.0.0", help="Ingest server bind address."),
     port: int = typer.Option(18080, help="Ingest server port."),
@@ -50,11 +51,26 @@ def start(
     retention: str = typer.Option("30d", help="Prometheus TSDB retention time."),
     store_retention_days: float = typer.Option(30.0, min=0.01, help="Run store: delete runs not seen for this many days."),
     store_max_gb: float = typer.Option(20.0, min=0.01, help="Run store: delete the oldest runs while the file is larger."),
-    auto_port: bool = typer.Option(False, "--auto-port", help="Pick free ports when the configured ones are busy."),
+    auto_port: bool = typer.Option(False, "--auto-port", help="Pick free ports for every service whose port is busy."),
     token: Optional[str] = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN",
                                         help="Bearer token for state-changing routes (default: generated when not on loopback)."),
     no_token: bool = typer.Option(False, "--no-token", help="Accept writes without a token even on a network address."),
     ready_timeout: float = typer.Option(60.0, help="Seconds to wait for each service to become ready."),
+    remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, VictoriaMetrics)."),
+    no_tempo: bool = typer.Option(False, "--no-tempo", help="Do not run Tempo."),
+    tempo_bin: Optional[str] = typer.Option(None, "--tempo-bin", help="Tempo binary to use."),
+    tempo_host: str = typer.Option("127.0.0.1", help="Tempo HTTP API bind address."),
+    tempo_port: int = typer.Option(3200, help="Tempo HTTP API port."),
+    tempo_retention: str = typer.Option("720h", help="Tempo block retention."),
+    otlp_host: str = typer.Option("127.0.0.1", help="Tempo OTLP receivers' bind address (0.0.0.0 to accept other hosts)."),
+    otlp_grpc_port: int = typer.Option(4317, help="Tempo OTLP gRPC port."),
+    otlp_http_port: int = typer.Option(4318, help="Tempo OTLP HTTP port."),
+    otlp_endpoint: Optional[str] = typer.Option(None, help="Forward spans to this OTLP receiver instead of a managed Tempo."),
+    otlp_protocol: str = typer.Option("http/protobuf", help="http/protobuf or grpc."),
+    no_grafana: bool = typer.Option(False, "--no-grafana", help="Do not run Grafana."),
+    grafana_bin: Optional[str] = typer.Option(None, "--grafana-bin", help="Grafana binary to use (grafana or grafana-server)."),
+    grafana_host: str = typer.Option("0.0.0.0", help="Grafana bind address (behind its login)."),
+    grafana_port: int = typer.Option(3000, help="Grafana port."),
     home: Optional[Path] = HomeOpt,
 ) -> int:
     """Start the ingest server (and Prometheus when available) and supervise them."""
@@ -75,26 +91,24 @@ def start(
     else:
         tok = "" if host in LOOPBACK else h.ensure_token()
 
+    if otlp_protocol not in ("http/protobuf", "grpc"):
+        raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
     if detach:
-        args = ["server", "start", "--home", str(h.root), "--host", host, "--port", str(port),
-                "--prometheus-host", prometheus_host, "--prometheus-port", str(prometheus_port),
-                "--scrape-interval", scrape_interval, "--retention", retention, "--ready-timeout", str(ready_timeout),
-                "--store-retention-days", str(store_retention_days), "--store-max-gb", str(store_max_gb)]
-        args += ["--log-dir", str(log_dir)] if log_dir else []
-        args += ["--prometheus-bin", prometheus_bin] if prometheus_bin else []
-        args += ["--no-prometheus"] if no_prometheus else []
-        args += ["--auto-port"] if auto_port else []
-        args += ["--no-token"] if no_token else []
         env = {k: v for k, v in os.environ.items() if k != "RL_INSIGHT_TOKEN"}
         if tok:
             env["RL_INSIGHT_TOKEN"] = tok  # through the environment: argv is visible to every user in `ps`
-        return _start_detached(h, args, ready_timeout, env, tok)
+        return _start_detached(h, _rerun_args(ctx, h), ready_timeout, env, tok, no_token)
 
     settings = StackSettings(home=h, host=host, port=port, token=tok, log_dir=log_dir, prometheus=not no_prometheus,
                              prometheus_bin=prometheus_bin, prometheus_host=prometheus_host, prometheus_port=prometheus_port,
                              scrape_interval=scrape_interval, retention=retention, auto_port=auto_port,
                              ready_timeout_s=ready_timeout, store_retention_days=store_retention_days,
-                             store_max_bytes=int(store_max_gb * 2**30))
+                             store_max_bytes=int(store_max_gb * 2**30), remote_write_url=remote_write_url,
+                             tempo=not no_tempo, tempo_bin=tempo_bin, tempo_host=tempo_host, tempo_port=tempo_port,
+                             tempo_retention=tempo_retention, otlp_host=otlp_host, otlp_grpc_port=otlp_grpc_port,
+                             otlp_http_port=otlp_http_port, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
+                             grafana=not no_grafana, grafana_bin=grafana_bin, grafana_host=grafana_host,
+                             grafana_port=grafana_port)
     sup = Supervisor(settings, report=lambda msg: typer.echo(f"[rl-insight] {msg}", err=True))
     sup.plan()
     stop_now = lambda *_: sup.request_stop()  # noqa: E731
@@ -106,8 +120,28 @@ def start(
     return sup.watch()
 
 
-def _start_detached(h: Home, args: list[str], ready_timeout: float, env: dict[str, str], tok: str) -> int:
+def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
+    """This `server start` command line without --detach and --token (the token goes through the environment),
+    rebuilt from the parsed options, so it works however the CLI was invoked."""
+    args = ["server", "start", "--home", str(h.root)]
+    for p in ctx.command.params:
+        if p.name in ("detach", "token", "home") or not getattr(p, "opts", None) or p.param_type_name != "option":
+            continue
+        value = ctx.params.get(p.name)
+        if value is None or value == p.default:
+            continue
+        if p.is_flag:
+            if value:
+                args.append(p.opts[0])
+        else:
+            args += [p.opts[0], str(value)]
+    return args
+
+
+def _start_detached(h: Home, args: list[str], ready_timeout: float, env: dict[str, str], tok: str, no_token: bool) -> int:
     """Re-run `server start` without --detach as a background supervisor, then wait until it is ready."""
+    if no_token and "--no-token" not in args:
+        args.append("--no-token")
     log = h.logs_dir / "supervisor.log"
     proc = process.spawn([sys.executable, "-m", "rl_insight", *args], log, env=env)
     deadline = time.monotonic() + ready_timeout * 2 + 10
@@ -138,6 +172,9 @@ def _print_started(h: Home, state: dict[str, Any], token: str) -> None:
         typer.secho(f"{m['name']} is not running: {m['reason']}", fg="yellow")
         if m.get("hint"):
             typer.echo(f"  to get it: {m['hint']}")
+    if state.get("grafana_password_new"):
+        typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
+                   "(generated now; `rl-insight server credentials` shows it again)")
     typer.echo("\nTraining side (verl: also add rl_insight to trainer.logger):")
     typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.get('public_url', '')}")
     if token:
@@ -298,3 +335,172 @@ def targets_remove(target: Optional[str] = typer.Option(None, help="host:port to
     typer.echo(f"Removed {removed} target(s).")
     return 0
 
+
+
+# ---------------------------------------------------------------------------- credentials / logs
+@server_app.command("credentials")
+def credentials(home: Optional[Path] = HomeOpt) -> int:
+    """Show the Grafana admin login and the ingest token of this home."""
+    h = Home.resolve(home)
+    state = read_state(h) or {}
+    grafana = next((s for s in state.get("services", []) if s["name"] == "grafana"), None)
+    pw_file = h.root / "grafana-admin-password"
+    if pw_file.exists():
+        typer.echo(f"Grafana:  {grafana['url'] if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
+    else:
+        typer.echo("Grafana:  no password yet (it is generated the first time `server start` runs Grafana)")
+    token = h.read_token()
+    typer.echo(f"Ingest token (RL_INSIGHT_TOKEN): {token}" if token else "Ingest token: none (the server runs without one)")
+    return 0
+
+
+SERVICES = ("prometheus", "tempo", "grafana", "ingest", "supervisor")
+
+
+@server_app.command("logs")
+def logs(service: Optional[str] = typer.Argument(None, help=f"One of {', '.join(SERVICES)} (default: all)."),
+         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+         lines: int = typer.Option(50, "-n", "--lines", help="Lines to show from the end of each log."),
+         home: Optional[Path] = HomeOpt) -> int:
+    """Print the services' logs (from the running stack's state, else the home's log directory)."""
+    h = Home.resolve(home)
+    if service is not None and service not in SERVICES:
+        raise InvalidInputError(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
+    state = read_state(h) or {}
+    files = {s["name"]: Path(s["log"]) for s in state.get("services", [])}
+    defaults = {"prometheus": "prometheus.log", "tempo": "tempo.log", "grafana": "grafana.log",
+                "ingest": "rl-insight-server.log", "supervisor": "supervisor.log"}
+    for name, fname in defaults.items():
+        files.setdefault(name, h.logs_dir / fname)
+    wanted = [service] if service else [n for n in SERVICES if files[n].exists()]
+    if not wanted or (service and not files[service].exists()):
+        typer.echo(f"No logs in {h.logs_dir} yet.")
+        return 1
+    prefix = len(wanted) > 1
+    positions = {}
+    for name in wanted:
+        text = files[name].read_text(errors="replace").splitlines()
+        for line in text[-lines:]:
+            typer.echo(f"[{name}] {line}" if prefix else line)
+        positions[name] = files[name].stat().st_size
+    while follow:
+        time.sleep(0.5)
+        for name in wanted:
+            size = files[name].stat().st_size if files[name].exists() else 0
+            if size < positions[name]:
+                positions[name] = 0  # rotated
+            if size > positions[name]:
+                with open(files[name], "rb") as f:
+                    f.seek(positions[name])
+                    chunk = f.read().decode(errors="replace")
+                positions[name] = size
+                for line in chunk.splitlines():
+                    typer.echo(f"[{name}] {line}" if prefix else line)
+    return 0
+
+
+# ---------------------------------------------------------------------------- install / bundle
+def _progress_factory():  # noqa: ANN202
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        transient=True)
+
+    def make(label: str):  # noqa: ANN202
+        task = progress.add_task(label, total=None)
+        progress.start()
+
+        def update(done: int, total: int | None) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return update
+
+    return progress, make
+
+
+VersionOpt = lambda name: typer.Option(None, f"--{name}-version", help=f"{name} version (default: the catalog's).")  # noqa: E731
+
+
+@server_app.command("install")
+def install(
+    local_archive: Optional[Path] = typer.Option(None, "--local-archive",
+                                                 help="A directory of release archives, or a bundle file from `server bundle`."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", envvar="RL_INSIGHT_DOWNLOAD_MIRROR",
+                                         help="URL template with {service} {version} {os} {arch} {asset}."),
+    force: bool = typer.Option(False, "--force", help="Reinstall even if the version is installed."),
+    install_dir: Optional[Path] = typer.Option(None, "--install-dir", help="Default <home>/services."),
+    check: bool = typer.Option(False, "--check", help="Only show what is found: service, version, source, status."),
+    allow_unverified: bool = typer.Option(False, "--allow-unverified", help="Accept archives without an available checksum."),
+    platform: Optional[str] = typer.Option(None, help="linux-amd64, linux-arm64, darwin-amd64, darwin-arm64 (default: this host)."),
+    service: list[str] = typer.Option([], "--service", help="Only these services (repeatable)."),
+    prometheus_version: Optional[str] = VersionOpt("prometheus"),
+    tempo_version: Optional[str] = VersionOpt("tempo"),
+    grafana_version: Optional[str] = VersionOpt("grafana"),
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Install Prometheus, Tempo and Grafana, verified, into <home>/services/<service>/<version>/."""
+    from ..services.binaries import find_binary
+    from ..services.catalog import CATALOG, current_platform
+    from ..services.installer import Installer
+
+    h = Home.resolve(home)
+    target = install_dir or h.install_dir
+    names = service or list(CATALOG)
+    for n in names:
+        if n not in CATALOG:
+            raise InvalidInputError(f"unknown service {n!r}; choose from {', '.join(CATALOG)}")
+    if check:
+        rows, ok = [], True
+        for n in names:
+            try:
+                b = find_binary(n, target)
+                rows.append([n, b.version_str, f"{b.source} ({b.path})", "ok"])
+            except RLInsightError as exc:
+                ok = False
+                status = "unsupported" if "unsupported" in exc.message else ("too old" if "older" in exc.message else "missing")
+                rows.append([n, "-", "-", f"{status}: {exc.message.split(': ', 1)[-1][:90]}"])
+        _echo_table(rows, ["SERVICE", "VERSION", "SOURCE", "STATUS"])
+        return 0 if ok else 1
+    progress, make = _progress_factory()
+    inst = Installer(target, platform=platform or current_platform(),
+                     versions={"prometheus": prometheus_version, "tempo": tempo_version, "grafana": grafana_version},  # type: ignore[dict-item]
+                     local_archive=local_archive, mirror=mirror, force=force, allow_unverified=allow_unverified,
+                     report=lambda m: typer.echo(f"[install] {m}", err=True), progress=make)
+    try:
+        results = [inst.install(n) for n in names]
+    finally:
+        progress.stop()
+    _echo_table([[r.service, r.version, r.status, r.sha256[:16] + "…", r.path] for r in results],
+                ["SERVICE", "VERSION", "STATUS", "SHA256", "BINARY"])
+    return 0
+
+
+@server_app.command("bundle")
+def bundle(
+    output: Path = typer.Option(..., "--output", "-o", help="The bundle file to write (a tar)."),
+    platform: list[str] = typer.Option([], "--platform", help="Repeatable; default: this host's platform."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", envvar="RL_INSIGHT_DOWNLOAD_MIRROR"),
+    local_archive: Optional[Path] = typer.Option(None, "--local-archive", help="Take archives from this directory when present."),
+    allow_unverified: bool = typer.Option(False, "--allow-unverified"),
+    prometheus_version: Optional[str] = VersionOpt("prometheus"),
+    tempo_version: Optional[str] = VersionOpt("tempo"),
+    grafana_version: Optional[str] = VersionOpt("grafana"),
+) -> int:
+    """On a machine with internet: download and verify every archive into one file for air-gapped clusters."""
+    from ..services.catalog import current_platform
+    from ..services.installer import make_bundle
+
+    progress, make = _progress_factory()
+    try:
+        manifest = make_bundle(output, platform or [current_platform()],
+                               versions={"prometheus": prometheus_version, "tempo": tempo_version,  # type: ignore[dict-item]
+                                         "grafana": grafana_version},
+                               mirror=mirror, local_archive=local_archive, allow_unverified=allow_unverified,
+                               report=lambda m: typer.echo(f"[bundle] {m}", err=True), progress=make)
+    finally:
+        progress.stop()
+    _echo_table([[a["service"], a["version"], a["platform"], a["sha256"][:16] + "…"] for a in manifest["archives"]],
+                ["SERVICE", "VERSION", "PLATFORM", "SHA256"])
+    typer.echo(f"Wrote {output} ({output.stat().st_size / 2**20:.1f} MiB) and {output.name}.sha256. On the cluster: "
+               f"rl-insight server install --local-archive {output.name}")
+    return 0

@@ -319,6 +319,7 @@ class Supervisor:
                 for svc in self.services
             ],
             "missing": [m.__dict__ for m in self.missing],
+            "grafana_password_new": self.grafana_password_created,
         }
         atomic_write(self.s.home.state_file, json.dumps(state, indent=2))
 
