@@ -65,6 +65,22 @@ def open_log(path: Path):  # noqa: ANN201 - returns a binary file object
     return open(path, "ab", buffering=0)
 
 
+def rotate_if_large(path: Path, limit: int = LOG_ROTATE_BYTES) -> bool:
+    """copytruncate (as logrotate does): the running child keeps its O_APPEND descriptor and writes on
+    at the start of the emptied file; the old content is kept as `<log>.1`."""
+    try:
+        if path.stat().st_size <= limit:
+            return False
+        import shutil
+
+        shutil.copyfile(path, path.with_name(path.name + ".1"))
+        with open(path, "r+b") as f:
+            f.truncate(0)
+        return True
+    except OSError:
+        return False
+
+
 def spawn(argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start a child in a new session (its own process group), stdout+stderr appended to its log."""
     log = open_log(log_path)

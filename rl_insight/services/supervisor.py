@@ -257,7 +257,13 @@ class Supervisor:
 
     def watch(self) -> int:
         """Supervise until `request_stop()`; returns the exit code for the CLI."""
+        last_rotation = time.monotonic()
         while not self._stopping.wait(0.5):
+            if time.monotonic() - last_rotation > 30:
+                last_rotation = time.monotonic()
+                for svc in self.services:
+                    if process.rotate_if_large(svc.log):
+                        self.report(f"rotated {svc.log} (over 50 MiB; previous part in {svc.log.name}.1)")
             for svc in self.services:
                 if svc.proc is None or svc.proc.poll() is None:
                     continue

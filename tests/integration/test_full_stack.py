@@ -93,6 +93,13 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         prom_cfg = yaml.safe_load((home / "runtime" / "prometheus.yml").read_text())
         assert prom_cfg["remote_write"] == [{"url": "http://mimir.example:9009/api/v1/push"}]
         assert prom_cfg["rule_files"] == [str(home / "runtime" / "rules" / "*.yml")]
+        import shutil
+        import subprocess
+
+        if shutil.which("promtool"):
+            out = subprocess.run(["promtool", "check", "config", str(home / "runtime" / "prometheus.yml")],
+                                 capture_output=True, text=True)
+            assert out.returncode == 0, out.stdout + out.stderr
 
         # discovery reports every port, the ingest server forwards to the managed Tempo
         ingest = next(s for s in state["services"] if s["name"] == "ingest")

@@ -129,3 +129,15 @@ def test_receiver_down_never_blocks_ingest_and_drops_are_counted(tmp_path, monke
         assert len(httpx.get(srv.url + "/api/v1/spans/recent", params={"limit": 100}).json()["spans"]) == 60
     finally:
         srv.stop()
+
+
+def test_standard_otel_environment_is_honoured(tmp_path, monkeypatch, http_receiver) -> None:
+    endpoint, got = http_receiver
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint + "/v1/traces")
+    srv = start_server(tmp_path)  # no otlp_endpoint in the config
+    try:
+        emit(srv.url, monkeypatch)
+        assert srv.app.state.forwarder is not None and srv.app.state.forwarder.flush(10)
+        wait_until(lambda: {sp.name for _, sp in got.spans()} >= {"train_batch", "actor_update"}, what="spans via OTEL env")
+    finally:
+        srv.stop()

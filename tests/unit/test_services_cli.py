@@ -76,6 +76,28 @@ def test_too_old_prometheus_is_refused(tmp_path: Path) -> None:
         binaries.find_binary("prometheus", tmp_path / "services", fake)
 
 
+def test_tempo_3_is_reported_unsupported(tmp_path: Path) -> None:
+    from tests.standins import write_standin
+
+    t3 = write_standin(tmp_path / "tempo", "tempo", "3.0.1")
+    with pytest.raises(BinaryNotFoundError, match="unsupported"):
+        binaries.find_binary("tempo", tmp_path / "services", t3)
+    assert binaries.find_binary("tempo", tmp_path / "services", write_standin(tmp_path / "t2" / "tempo", "tempo", "2.9.0")).version == (2, 9, 0)
+
+
+def test_logs_rotate_by_size_without_losing_the_writer(tmp_path: Path) -> None:
+    from rl_insight.services.process import rotate_if_large
+
+    log = tmp_path / "x.log"
+    f = open(log, "ab", buffering=0)  # as a child holds it
+    f.write(b"a" * 2000)
+    assert not rotate_if_large(log, limit=5000)
+    assert rotate_if_large(log, limit=1000)
+    f.write(b"after")
+    f.close()
+    assert (tmp_path / "x.log.1").read_bytes() == b"a" * 2000 and log.read_bytes() == b"after"
+
+
 def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
     port = free_port()
     r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
