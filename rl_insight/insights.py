@@ -8,7 +8,8 @@ Definitions (docs/insights.md states them for users; the offline analysis uses t
   *Utilization* = busy / window length; *bubble ratio* = 1 − utilization.
 * *Phase* of a state: `generation` (names ending in `_generate`, or `generate`, `generate_sequences`,
   `rollout`, `async_rollout`), `weight_sync` (`update_weights`, `sync_weights`, `weight_sync`),
-  otherwise `training` when the lane is a trainer lane (`rank_*`), else `other`.
+  otherwise `training` when the lane is a trainer lane (`rank_*` online, `<role>/rank<r>` offline),
+  else `other`.
 * *Step windows* come from the step metric: step *s* runs from the time step *s−1* was logged to
   the time step *s* was logged (verl logs metrics at the end of a step).
 * *Step breakdown*: per step and state name, the wall time during which at least one lane was in
@@ -44,7 +45,8 @@ def phase(name: str, lane: str) -> str:
         return "generation"
     if name in WEIGHT_SYNC_NAMES:
         return "weight_sync"
-    if (lane or "").startswith("rank"):
+    lane = lane or ""
+    if lane.startswith("rank") or "/rank" in lane:  # online `rank_3`, offline `actor/rank3`
         return "training"
     return "other"
 

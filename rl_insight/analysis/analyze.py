@@ -1,0 +1,154 @@
+"""Analyzers: pure functions from the event table to result tables. Definitions follow
+docs/insights.md (the online insight metrics reuse the same functions in `rl_insight.insights`),
+so offline and online numbers agree."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import insights as ins
+
+NS = 1e9
+
+
+def stages(df: pd.DataFrame) -> pd.DataFrame:
+    """Outermost annotated ranges (verl's stages): depth 0 within the annotation family."""
+    return df[(df["category"] == "annotation") & (df["depth"] == 0)]
+
+
+def as_spans(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{"name": n, "lane": str(lane), "kind": "state", "start_ns": int(s), "end_ns": int(e)}
+            for n, lane, s, e in zip(df["name"], df["lane"], df["start_ns"], df["end_ns"])]
+
+
+def stage_stats(df: pd.DataFrame) -> pd.DataFrame:
+    """Duration statistics per (role, rank, stage), seconds."""
+    st = stages(df)
+    if st.empty:
+        return pd.DataFrame(columns=["role", "rank", "name", "count", "total_s", "mean_s", "p50_s", "p95_s", "max_s"])
+    d = st.assign(dur=(st["end_ns"] - st["start_ns"]) / NS)
+    g = d.groupby(["role", "rank", "name"], observed=True, dropna=False)["dur"]
+    out = pd.DataFrame({"count": g.size(), "total_s": g.sum(), "mean_s": g.mean(), "p50_s": g.median(),
+                        "p95_s": g.quantile(0.95), "max_s": g.max()}).reset_index()
+    return out.sort_values(["role", "rank", "name"]).reset_index(drop=True)
+
+
+def step_windows(df: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(step, start, end) from the events' `step` column; one window for the whole trace without steps."""
+    known = df.dropna(subset=["step"])
+    if not known.empty:
+        g = known.groupby("step")
+        return [(int(s), int(a), int(b)) for s, a, b in zip(g.size().index, g["start_ns"].min(), g["end_ns"].max())]
+    if df.empty:
+        return []
+    return [(0, int(df["start_ns"].min()), int(df["end_ns"].max()))]
+
+
+def step_breakdown(df: pd.DataFrame) -> list[dict[str, Any]]:
+    spans = as_spans(stages(df))
+    return ins.step_breakdown(spans, step_windows(df), now_ns=0)
+
+
+def utilization(df: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Busy / idle (bubble) time per lane over the whole analysed window."""
+    if df.empty:
+        return {}
+    t0, t1 = int(df["start_ns"].min()), int(df["end_ns"].max())
+    return ins.lane_utilization(as_spans(stages(df)), t0, t1, now_ns=t1)
+
+
+def overlap(df: pd.DataFrame) -> dict[str, float]:
+    if df.empty:
+        return {"generation_s": 0.0, "training_s": 0.0, "overlap_s": 0.0, "overlap_ratio": 0.0}
+    t0, t1 = int(df["start_ns"].min()), int(df["end_ns"].max())
+    return ins.overlap(as_spans(stages(df)), t0, t1, now_ns=t1)
+
+
+def long_tail(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return ins.long_tail(as_spans(stages(df)), step_windows(df), now_ns=0)
+
+
+def skew(df: pd.DataFrame, threshold: float = 1.5) -> pd.DataFrame:
+    """Per (role, stage[, step]): each rank's total time; the slowest rank, how much slower than the median,
+    and whether it is a straggler (more than `threshold` × the median)."""
+    st = stages(df).dropna(subset=["rank"])
+    cols = ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "fastest_s", "spread_s", "ratio", "straggler"]
+    if st.empty:
+        return pd.DataFrame(columns=cols)
+    d = st.assign(dur=(st["end_ns"] - st["start_ns"]) / NS, step=st["step"].fillna(-1))
+    per_rank = d.groupby(["role", "name", "step", "rank"], observed=True)["dur"].sum().reset_index()
+    rows = []
+    for (role, name, step), g in per_rank.groupby(["role", "name", "step"], observed=True):
+        if len(g) < 2:
+            continue
+        durs = dict(zip(g["rank"].astype(int), g["dur"]))
+        slowest = max(durs, key=lambda r: (durs[r], r))
+        med = statistics.median(durs.values())
+        ratio = durs[slowest] / med if med else float("inf")
+        rows.append([role, name, None if step == -1 else int(step), len(durs), slowest, durs[slowest], med,
+                     min(durs.values()), durs[slowest] - min(durs.values()), ratio, ratio > threshold])
+    return pd.DataFrame(rows, columns=cols).sort_values("ratio", ascending=False).reset_index(drop=True)
+
+
+def _iv(frame: pd.DataFrame) -> list[tuple[int, int]]:
+    """The union of a frame's [start_ns, end_ns) intervals."""
+    return ins.union(zip(frame["start_ns"].tolist(), frame["end_ns"].tolist()))
+
+
+def communication(df: pd.DataFrame) -> pd.DataFrame:
+    """Per lane and stage: communication time, computation time, and communication not hidden behind
+    computation. Torch: communication ranges/kernels vs compute kernels/ops (needs --detail ops or kernels
+    for the compute side). Ascend: the Overlap Analysis lanes."""
+    cols = ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s", "compute_recorded"]
+    st = stages(df)
+    if st.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for lane, lane_df in df.groupby("lane", observed=True):
+        comm = lane_df[lane_df["category"] == "communication"]
+        compute = lane_df[lane_df["category"].isin(["op", "kernel"])]
+        ov = lane_df[lane_df["category"] == "overlap"]
+        comm_iv, compute_iv = _iv(comm), _iv(compute)
+        ov_not = _iv(ov[ov["name"] == "Communication(Not Overlapped)"])
+        ov_comm = _iv(ov[ov["name"].isin(["Communication", "Communication(Not Overlapped)"])])
+        ov_compute = _iv(ov[ov["name"] == "Computing"])
+        for name, g in stages(lane_df).groupby("name", observed=True):
+            totals = np.zeros(4)
+            for a, b in zip(g["start_ns"].tolist(), g["end_ns"].tolist()):
+                if ov_comm or ov_compute:
+                    c = ins.clip(ov_comm, a, b)
+                    k = ins.clip(ov_compute, a, b)
+                    nov = ins.length(ins.clip(ov_not, a, b))
+                else:
+                    c = ins.clip(comm_iv, a, b)
+                    k = ins.clip(compute_iv, a, b)
+                    nov = ins.length(c) - ins.length(ins.intersect(c, k))
+                totals += [b - a, ins.length(c), ins.length(k), nov]
+            rows.append([str(lane), name, len(g), *(totals / NS), bool(len(compute) or len(ov))])
+    return pd.DataFrame(rows, columns=cols).sort_values(["lane", "stage"]).reset_index(drop=True)
+
+
+def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Every analyzer's result as plain data (JSON-able)."""
+    out: dict[str, Any] = {
+        "events": int(len(df)),
+        "lanes": sorted({str(x) for x in df["lane"].unique()}) if not df.empty else [],
+        "window": {"start_ns": int(df["start_ns"].min()), "end_ns": int(df["end_ns"].max()),
+                   "seconds": (int(df["end_ns"].max()) - int(df["start_ns"].min())) / NS} if not df.empty else None,
+        "stage_stats": stage_stats(df).to_dict(orient="records"),
+        "steps": step_breakdown(df),
+        "utilization": utilization(df),
+        "overlap": overlap(df),
+        "skew": skew(df).to_dict(orient="records"),
+        "long_tail": long_tail(df),
+        "communication": communication(df).to_dict(orient="records"),
+    }
+    if metrics is not None and not metrics.empty:
+        timing = [c for c in metrics.columns if c.startswith("timing_s/")]
+        out["log"] = {"steps": int(len(metrics)), "first_step": int(metrics.index.min()), "last_step": int(metrics.index.max()),
+                      "timing_mean_s": {c: float(metrics[c].mean()) for c in timing}}
+    return out

@@ -1,0 +1,141 @@
+"""Find input files, detect their format by content, and parse them into one event table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Literal
+
+import pandas as pd
+
+from .parsers import ascend, nsys, torch_trace, verl_log
+from .table import Columns, Report, with_depth
+
+Source = Literal["auto", "torch", "nsys", "mstx", "verl-log"]
+Kind = Literal["torch", "nsys-sqlite", "nsys-jsonl", "mstx-db", "mstx-trace-view", "verl-log"]
+SOURCE_KINDS: dict[str, set[str]] = {"torch": {"torch"}, "nsys": {"nsys-sqlite", "nsys-jsonl"},
+                                     "mstx": {"mstx-db", "mstx-trace-view"}, "verl-log": {"verl-log"}}
+_SKIP_NAMES = ("async_llm",)  # vLLM AsyncLLM front-end traces: no RL stages
+
+
+def detect(path: Path) -> Kind | None:
+    """The format by content (the first bytes), with the name only as a tie-breaker."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head[:2] == b"\x1f\x8b":
+        return "torch"
+    if head.startswith(b"SQLite format 3\x00"):
+        import sqlite3
+
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            conn.close()
+        except sqlite3.DatabaseError:
+            return None
+        if "NVTX_EVENTS" in tables or "StringIds" in tables:
+            return "nsys-sqlite"
+        if "MSTX_EVENTS" in tables or "STRING_IDS" in tables:
+            return "mstx-db"
+        return None
+    text = head.lstrip()
+    if text.startswith(b"{") and b'"table"' in head[:2048]:
+        return "nsys-jsonl"
+    if text.startswith(b"{") and (b"traceEvents" in head or b"schemaVersion" in head or b"distributedInfo" in head):
+        return "torch"
+    if text.startswith(b"[") and (b'"ph"' in head or b'"ts"' in head):
+        return "mstx-trace-view" if path.name == "trace_view.json" or b'"ts": "' in head or b'"ts":"' in head else "torch"
+    if b"step:" in head or path.suffix == ".log":
+        if b"step:" in head or _log_has_steps(path):
+            return "verl-log"
+    return None
+
+
+def _log_has_steps(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"step:" in f.read(2 * 2**20)
+    except OSError:
+        return False
+
+
+def collect(paths: Iterable[Path], report: Report) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if not p.exists():
+            report.error(p, "does not exist")
+            continue
+        files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
+        for f in files:
+            if any(s in f.name for s in _SKIP_NAMES):
+                continue
+            if f.name.startswith(".") or f.suffix in (".md", ".txt", ".csv", ".py", ".html", ".png") and f.suffix != ".log":
+                continue
+            out.append(f)
+    return out
+
+
+@dataclass
+class Loaded:
+    events: pd.DataFrame
+    metrics: pd.DataFrame  # per-step verl log metrics (empty when no log was given)
+    report: Report
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, ...] = ("annotations",),
+         ranks: set[int] | None = None, roles: set[str] | None = None, steps: set[int] | None = None,
+         progress: Callable[[int, int, Path], None] | None = None) -> Loaded:
+    report = Report()
+    paths = list(paths)
+    files = collect(paths, report)
+    cols = Columns()
+    metrics: list[pd.DataFrame] = []
+    kinds: dict[str, str] = {}
+    explicit_files = {p for p in paths if p.is_file()}
+    for i, f in enumerate(files, 1):
+        if progress:
+            progress(i, len(files), f)
+        kind = detect(f)
+        if kind is None:
+            if f in explicit_files:
+                report.error(f, "unknown format: not a torch trace, nsys export, Ascend profile or verl log")
+            continue
+        if source != "auto" and kind not in SOURCE_KINDS[source]:
+            continue
+        kinds[str(f)] = kind
+        root = next((p for p in paths if p.is_dir() and p in f.parents), None)
+        try:
+            if kind == "torch":
+                torch_trace.parse(f, report, root=root, detail=detail, out=cols)
+            elif kind == "nsys-sqlite":
+                nsys.parse_sqlite(f, report, root=root, out=cols)
+            elif kind == "nsys-jsonl":
+                nsys.parse_jsonl(f, report, root=root, out=cols)
+            elif kind == "mstx-db":
+                ascend.parse_db(f, report, root=root, out=cols)
+            elif kind == "mstx-trace-view":
+                ascend.parse_trace_view(f, report, root=root, out=cols)
+            else:
+                m = verl_log.parse(f, report)
+                if not m.empty:
+                    metrics.append(m)
+        except Exception as exc:  # one damaged file never stops the others
+            report.error(f, f"{type(exc).__name__}: {exc}")
+    events = cols.frame()
+    if ranks:
+        events = events[events["rank"].isin(ranks)]
+    if roles:
+        events = events[events["role"].astype(str).isin(roles)]
+    if steps:
+        events = events[events["step"].isin(steps)]
+    events = with_depth(events.reset_index(drop=True))
+    for col in ("role", "lane", "source", "file"):
+        events[col] = events[col].cat.remove_unused_categories()
+    metric_table = pd.concat(metrics).groupby(level=0).last() if metrics else pd.DataFrame()
+    if steps and not metric_table.empty:
+        metric_table = metric_table[metric_table.index.isin(steps)]
+    return Loaded(events, metric_table, report, kinds)

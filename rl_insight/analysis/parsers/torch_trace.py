@@ -1,0 +1,152 @@
+"""torch.profiler Chrome traces (`.json`, `.json.gz`) -> event table rows.
+
+Decoded with msgspec into small typed structs (event `args` stay undecoded unless kept), which is
+several times faster and lighter than `json.load`. `ts`/`dur` are microseconds relative to
+`baseTimeNanoseconds`, which is applied so that ranks and sources share the epoch clock. A
+truncated file is read up to the damage (each complete event before it is kept) with a warning.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+
+from ..table import Columns, Report
+from .jsonscan import scan_objects
+from .names import identify
+
+Id = Union[int, str, None]
+COMM = re.compile(r"nccl|gloo|hccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|c10d::|record_param_comms|"
+                  r"send|recv|barrier", re.I)
+KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
+OP_CATS = {"cpu_op", "python_function", "cuda_runtime", "cuda_driver"}
+DETAILS = ("annotations", "ops", "kernels")
+
+
+class Event(msgspec.Struct, forbid_unknown_fields=False):
+    ph: str = ""
+    name: str = ""
+    cat: str | None = None
+    pid: Id = None
+    tid: Id = None
+    ts: float | str | None = None
+    dur: float | str | None = None
+    args: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class Trace(msgspec.Struct, forbid_unknown_fields=False):
+    traceEvents: list[Event] = []  # noqa: N815
+    baseTimeNanoseconds: int | None = None  # noqa: N815
+    distributedInfo: dict[str, Any] | None = None  # noqa: N815
+
+
+class Header(msgspec.Struct, forbid_unknown_fields=False):
+    baseTimeNanoseconds: int | None = None  # noqa: N815
+    distributedInfo: dict[str, Any] | None = None  # noqa: N815
+
+
+_decoder = msgspec.json.Decoder(Trace)
+_event_decoder = msgspec.json.Decoder(Event)
+
+
+def read_bytes(path: Path, report: Report) -> bytes:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error):
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a truncated gzip: keep what decompresses
+            try:
+                data = d.decompress(raw)
+            except zlib.error:
+                data = b""
+            report.warn(path, "gzip stream is truncated; reading the part that decompresses")
+            return data
+    return raw
+
+
+def _salvage(data: bytes, path: Path, report: Report) -> Trace:
+    """Events of a damaged trace up to the first broken one (torch writes the header before traceEvents)."""
+    head = data[: data.find(b'"traceEvents"')] if b'"traceEvents"' in data else b""
+    header = Header()
+    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', data)
+    dist = re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*,\s*"', head, re.S)
+    try:
+        header = Header(baseTimeNanoseconds=int(base.group(1)) if base else None,
+                        distributedInfo=msgspec.json.decode(dist.group(1)) if dist else None)
+    except msgspec.DecodeError:
+        pass
+    events = scan_objects(data, max(0, data.find(b'"traceEvents"')), _event_decoder.decode)
+    report.warn(path, f"trace is truncated or damaged; read {len(events)} complete events before the damage")
+    return Trace(traceEvents=events, baseTimeNanoseconds=header.baseTimeNanoseconds, distributedInfo=header.distributedInfo)
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple[str, ...] = ("annotations",),
+          out: Columns | None = None) -> Columns:
+    cols = out if out is not None else Columns()
+    data = read_bytes(path, report)
+    if not data.strip():
+        report.error(path, "empty file")
+        return cols
+    try:
+        trace = _decoder.decode(data)
+    except msgspec.DecodeError:
+        trace = _salvage(data, path, report)
+    ident = identify(path, root)
+    rank = ident.rank
+    info = trace.distributedInfo or {}
+    if isinstance(info.get("rank"), int) and info["rank"] >= 0 and ident.replica is None:
+        rank = info["rank"]  # the process group's rank beats the file name
+    role = ident.role
+    lane = f"{role}/replica_{ident.replica}" if ident.replica is not None else (f"{role}/rank{rank}" if rank is not None else role)
+    base = trace.baseTimeNanoseconds or 0
+    if not trace.baseTimeNanoseconds:
+        report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with other files")
+    keep_ops, keep_kernels = "ops" in detail, "kernels" in detail
+    fname = str(path)
+    add = cols.add
+    kept = 0
+    for e in trace.traceEvents:
+        if e.ph != "X":
+            continue
+        cat = e.cat or ""
+        if cat in ANNOTATION_CATS:
+            category = "communication" if COMM.search(e.name) else "annotation"
+        elif cat in KERNEL_CATS:
+            if COMM.search(e.name):
+                category = "communication"
+            elif keep_kernels:
+                category = "kernel"
+            else:
+                continue
+        elif keep_ops and cat in OP_CATS:
+            category = "communication" if COMM.search(e.name) else "op"
+        else:
+            continue
+        ts, dur = _num(e.ts), _num(e.dur)
+        if ts is None or dur is None or dur < 0:
+            continue
+        start = base + int(round(ts * 1000))
+        attrs = bytes(e.args).decode() if category == "annotation" and len(e.args) > 4 else None
+        add("torch", role, rank, lane, e.name, category, start, start + int(round(dur * 1000)), ident.step, attrs, fname)
+        kept += 1
+    if kept == 0:
+        report.warn(path, "no user annotations (record_function ranges) found; profile with verl's stage annotations or "
+                          "use --detail ops,kernels")
+    report.parsed.append(fname)
+    return cols
