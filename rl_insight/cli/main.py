@@ -13,6 +13,7 @@ import typer
 
 from .._version import __version__
 from ..errors import RLInsightError
+from .analyze import analyze
 from .demo import demo
 from .server import server_app
 
@@ -20,6 +21,7 @@ app = typer.Typer(help="rl-insight: live observability for RL post-training jobs
                   add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(server_app, name="server")
 app.command("demo")(demo)
+app.command("analyze")(analyze)
 
 
 def _version(value: bool) -> None:

@@ -170,3 +170,36 @@ def test_export_links_download_valid_files(live_demo: str, page) -> None:
 
     trace = json.loads(Path(dl.value.path()).read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+
+
+def test_offline_html_timeline_opens_and_zooms_in_chromium(tmp_path: Path, page) -> None:
+    from rl_insight.analysis.render import html
+    from rl_insight.analysis.table import Columns, with_depth
+
+    c = Columns()
+    for rank in range(4):
+        for step in range(50):
+            t = step * 100_000_000
+            c.add("torch", "actor", rank, f"actor/rank{rank}", "actor_update", "annotation", t, t + 60_000_000 + rank * 1_000_000,
+                  step, None, "f")
+            for k in range(20):  # sub-pixel events at the full view
+                c.add("torch", "actor", rank, f"actor/rank{rank}", "all_reduce", "communication", t + k * 100_000,
+                      t + k * 100_000 + 50_000, step, None, "f")
+    out = html.render(with_depth(c.frame()), tmp_path / "timeline.html", "e2e")
+    page.goto(out.as_uri())
+    page.wait_for_function("window.timeline && window.timeline.rects.length > 0")
+    level_before = page.eval_on_selector("#c", "e => e.dataset.level")
+    assert "merged" in level_before
+    box = page.eval_on_selector("#c", "e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.width]; }")
+    for _ in range(12):
+        page.mouse.move(box[0] + 400, box[1] + 40)
+        page.mouse.wheel(0, -300)
+    page.wait_for_function("window.timeline.view[1] - window.timeline.view[0] < 1000")
+    r = page.evaluate("window.timeline.rects.length ? window.timeline.rects[0] : null")
+    assert r is not None
+    page.mouse.move(box[0] + (r[0] + r[1]) / 2, box[1] + r[2] + 2)  # hover a bar: its name and duration show
+    tip = page.wait_for_selector("#tip:not([hidden])")
+    assert "actor_update" in tip.inner_text() or "all_reduce" in tip.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "offline-timeline.png"))
+    assert "merged" not in page.eval_on_selector("#c", "e => e.dataset.level") or \
+        page.eval_on_selector("#c", "e => e.dataset.level") != level_before

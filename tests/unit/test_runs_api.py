@@ -87,7 +87,7 @@ def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
     trace = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/trace.json")
     assert "attachment" in trace.headers["content-disposition"]
     events = trace.json()["traceEvents"]
-    assert {e["args"]["name"] for e in events if e["name"] == "thread_name"} == {"rank_0", "replica_0", "replica_1", "replica_2"}
+    assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {"rank_0", "replica_0", "replica_1", "replica_2"}
 
 
 @pytest.mark.parametrize("path,params,status,needle", [

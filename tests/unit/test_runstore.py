@@ -109,13 +109,13 @@ def test_chrome_trace_is_valid_and_nested(store) -> None:
                  span("c", "vllm_generate", "replica_0", 0, 2 * S)])
     w.flush(10)
     trace = json.loads(json.dumps(q.chrome_trace(r.conn(), 1)))
-    names = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    names = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
     assert set(names) == {"rank_1", "replica_0"}
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["name"] for e in xs} == {"train_batch", "actor_update", "vllm_generate"}
     parent = next(e for e in xs if e["name"] == "train_batch")
     child = next(e for e in xs if e["name"] == "actor_update")
-    assert parent["tid"] == child["tid"] and parent["ts"] <= child["ts"] and child["ts"] + child["dur"] <= parent["ts"] + parent["dur"]
+    assert (parent["pid"], parent["tid"]) == (child["pid"], child["tid"]) and parent["ts"] <= child["ts"] and child["ts"] + child["dur"] <= parent["ts"] + parent["dur"]
     assert parent["dur"] == 4 * S / 1000  # microseconds
     assert any(e["args"].get("open") for e in xs)
 

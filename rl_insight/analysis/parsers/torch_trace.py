@@ -119,31 +119,46 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with other files")
     keep_ops, keep_kernels = "ops" in detail, "kernels" in detail
     fname = str(path)
-    add = cols.add
+    is_comm: dict[str, bool] = {}  # one regex search per distinct name, not per event
+    seg = cols.segment("torch", role, rank, lane, ident.step, fname)
+    # local appends: this loop runs once per event (millions), so no method call per row
+    a_name, a_cat, a_start, a_end, a_attr = seg.name.append, seg.category.append, seg.start_ns.append, \
+        seg.end_ns.append, seg.attributes.append
     kept = 0
     for e in trace.traceEvents:
         if e.ph != "X":
             continue
         cat = e.cat or ""
+        name = e.name
+        comm = is_comm.get(name)
+        if comm is None:
+            comm = is_comm[name] = COMM.search(name) is not None
         if cat in ANNOTATION_CATS:
-            category = "communication" if COMM.search(e.name) else "annotation"
+            category = "communication" if comm else "annotation"
         elif cat in KERNEL_CATS:
-            if COMM.search(e.name):
+            if comm:
                 category = "communication"
             elif keep_kernels:
                 category = "kernel"
             else:
                 continue
         elif keep_ops and cat in OP_CATS:
-            category = "communication" if COMM.search(e.name) else "op"
+            category = "communication" if comm else "op"
         else:
             continue
-        ts, dur = _num(e.ts), _num(e.dur)
-        if ts is None or dur is None or dur < 0:
+        ts, dur = e.ts, e.dur
+        if ts.__class__ is not float or dur.__class__ is not float:
+            ts, dur = _num(ts), _num(dur)
+            if ts is None or dur is None:
+                continue
+        if dur < 0:
             continue
-        start = base + int(round(ts * 1000))
-        attrs = bytes(e.args).decode() if category == "annotation" and len(e.args) > 4 else None
-        add("torch", role, rank, lane, e.name, category, start, start + int(round(dur * 1000)), ident.step, attrs, fname)
+        start = base + round(ts * 1000)
+        a_name(name)
+        a_cat(category)
+        a_start(start)
+        a_end(start + round(dur * 1000))
+        a_attr(bytes(e.args).decode() if category == "annotation" and len(e.args) > 4 else None)
         kept += 1
     if kept == 0:
         report.warn(path, "no user annotations (record_function ranges) found; profile with verl's stage annotations or "

@@ -300,24 +300,19 @@ def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = 
 
 
 def chrome_trace(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
-    """Chrome trace / Perfetto JSON: one thread track per lane (sorted), complete ("X") events in µs, nested
-    states as nested slices; open states end at export time and carry args.open = true."""
+    """Chrome trace / Perfetto JSON: one process per lane (sorted), nested states as nested slices
+    (rl_insight.perfetto); open states end at export time and carry args.open = true."""
+    from ...perfetto import Slice, build
+
     run = get_run(conn, run_id)
     now_ns = time.time_ns()
-    spans = spans_in(conn, run_id)
-    lane_list = sorted({s["lane"] for s in spans}, key=lane_sort_key)
-    tid = {lane: i + 1 for i, lane in enumerate(lane_list)}
-    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
-                                     "args": {"name": f"{run['project']}/{run['experiment_name']}"}}]
-    for lane, t in tid.items():
-        events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": t, "args": {"name": lane or "(no lane)"}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": t, "args": {"sort_index": t}})
-    for s in spans:
-        end = s["end_ns"] if s["end_ns"] is not None else now_ns
+    slices = []
+    for s in spans_in(conn, run_id):
         args = dict(s["attributes"])
         if s["end_ns"] is None:
             args["open"] = True
-        events.append({"ph": "X", "name": s["name"], "cat": s["kind"], "pid": 1, "tid": tid[s["lane"]],
-                       "ts": s["start_ns"] / 1000, "dur": max(0.0, (end - s["start_ns"]) / 1000), "args": args})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"project": run["project"], "experiment_name": run["experiment_name"], "exporter": "rl-insight"}}
+        track = "states" if s["kind"] in ("state", "state_child") else s["kind"]
+        slices.append(Slice(s["lane"] or "(no lane)", track, s["name"], s["kind"], s["start_ns"],
+                            s["end_ns"] if s["end_ns"] is not None else now_ns, args))
+    return build(slices, f"{run['project']}/{run['experiment_name']}",
+                 {"project": run["project"], "experiment_name": run["experiment_name"]})

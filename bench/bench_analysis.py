@@ -1,0 +1,103 @@
+"""Offline parser benchmark: a synthetic 1M-event torch trace (~200 MB of JSON, the real key set).
+
+    python bench/bench_analysis.py [--events 1000000] [--upstream VENV_PYTHON]
+
+Measures `rl_insight.analysis.load` (parse + event table + nesting) in a fresh process with its peak RSS,
+for the default detail (annotations and communication) and with every CPU op kept. With --upstream it
+runs upstream RL-Insight 0.3.0's torch parser on the same file in that virtual environment's Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import machine  # noqa: E402
+
+STAGES = ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"]
+
+
+def synth(path: Path, n: int, rank: int = 0) -> None:
+    rng = random.Random(rank)
+    events = []
+    t = 5.0e12
+    for i in range(n):
+        if i % 1000 == 0:  # a verl stage every 1,000 events, with a micro batch inside
+            events.append({"ph": "X", "cat": "user_annotation", "name": STAGES[(i // 1000) % 3], "pid": 100, "tid": 100, "ts": t,
+                           "dur": 2000.0, "args": {"External id": i, "Record function id": 0, "Ev Idx": i}})
+            events.append({"ph": "X", "cat": "user_annotation", "name": "micro_batch0", "pid": 100, "tid": 100, "ts": t + 1,
+                           "dur": 900.0, "args": {"External id": i + 1, "Record function id": 0, "Ev Idx": i + 1}})
+        dur = rng.uniform(0.5, 2.0)
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm" if i % 7 else "gloo:all_reduce", "pid": 100, "tid": 100,
+                       "ts": t, "dur": dur, "args": {"External id": i, "Record function id": 0, "Sequence number": i,
+                                                    "Fwd thread id": 0, "Ev Idx": i}})
+        t += 2.0
+    doc = {"schemaVersion": 1, "deviceProperties": [], "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 1},
+           "displayTimeUnit": "ms", "baseTimeNanoseconds": 1790000000000000000, "traceEvents": events, "traceName": str(path)}
+    path.write_text(json.dumps(doc))
+
+
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from rl_insight.analysis.load import load
+t0 = time.perf_counter()
+loaded = load([Path(sys.argv[1])], detail=tuple(sys.argv[2].split(",")))
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "rows": len(loaded.events), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+UPSTREAM = r"""
+import json, resource, sys, time, gzip, shutil, os, tempfile
+from pathlib import Path
+src = Path(sys.argv[1])
+d = Path(tempfile.mkdtemp()) / "actor_update"
+d.mkdir(parents=True)
+with open(src, "rb") as f, gzip.open(d / "prof_rank-0_1_2.json.gz", "wb", compresslevel=1) as g:
+    shutil.copyfileobj(f, g)
+from recipe.parser.torch_parser import TorchClusterParser  # upstream 0.3.0 ("recipe")
+t0 = time.perf_counter()
+p = TorchClusterParser({"input": {"path": str(d.parent), "rank_list": "all"}})
+rows = p.parse_analysis_data(str(d / "prof_rank-0_1_2.json.gz"), -1, "actor_update")
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "rows": len(rows), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run(python: str, code: str, *args: str) -> dict:
+    out = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--upstream", help="python of a venv with rl-insight[recipe]==0.3.0")
+    args = ap.parse_args()
+    print(f"machine: {machine()}")
+    d = Path(tempfile.mkdtemp(prefix="rl-analysis-bench-"))
+    f = d / "actor_update" / "prof_rank-0_1_2.json"
+    f.parent.mkdir()
+    synth(f, args.events)
+    print(f"  trace: {args.events:,} events, {f.stat().st_size / 2**20:.0f} MiB of JSON")
+    for detail in ("annotations", "annotations,ops"):
+        r = run(sys.executable, CHILD, str(f), detail)
+        print(f"  rl-insight load(detail={detail}): {r['seconds']:.2f} s, {r['rows']:,} rows, peak RSS {r['rss_mb']:.0f} MiB")
+    if args.upstream:
+        r = run(args.upstream, UPSTREAM, str(f))
+        print(f"  upstream 0.3.0 torch parser (same events, gzip'd as it requires): {r['seconds']:.2f} s, {r['rows']} row(s), "
+              f"peak RSS {r['rss_mb']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

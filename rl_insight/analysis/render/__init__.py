@@ -1,0 +1,1 @@
+"""Renderers: the event table and analyzer results -> HTML, PNG, Perfetto JSON, CSV/Parquet, summary."""

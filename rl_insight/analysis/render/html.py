@@ -1,0 +1,55 @@
+"""Interactive HTML timeline in one self-contained file (no CDN): rows are role/rank lanes, colour per
+stage, hover with details, wheel zoom and drag pan. Levels of detail are embedded: events narrower
+than each level's resolution are merged, so a million-event trace opens quickly; the browser draws
+the level that matches the current zoom."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from ...perfetto import lane_sort_key
+from .merge import merge_below
+
+FULL_DETAIL_LIMIT = 300_000  # events embedded unmerged at the finest level when there are at most this many
+
+
+def _rows(df: pd.DataFrame, t0: int, lane_index: dict[str, int], name_index: dict[str, int]) -> list[list]:
+    lanes = [lane_index[str(x)] for x in df["lane"]]
+    names = [name_index[x] for x in df["name"]]
+    start = ((df["start_ns"] - t0) / 1e6).round(4).tolist()
+    dur = ((df["end_ns"] - df["start_ns"]) / 1e6).round(4).tolist()
+    counts = df["count"].tolist() if "count" in df else [1] * len(df)
+    return [list(r) for r in zip(lanes, df["depth"].astype(int).tolist(), names, start, dur, counts)]
+
+
+def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: int = 3000) -> Path:
+    if df.empty:
+        raise ValueError("no events to draw")
+    t0, t1 = int(df["start_ns"].min()), int(df["end_ns"].max())
+    span = max(1, t1 - t0)
+    lanes = sorted({str(x) for x in df["lane"].unique()}, key=lane_sort_key)
+    names = sorted(df["name"].unique())
+    lane_index = {n: i for i, n in enumerate(lanes)}
+    name_index = {n: i for i, n in enumerate(names)}
+    levels = []
+    for k in range(4):
+        res = span // (width_px * 4 ** k)
+        if k == 3 and len(df) <= FULL_DETAIL_LIMIT:
+            levels.append({"label": "full detail", "resolution_ms": 0.0, "rows": _rows(df, t0, lane_index, name_index)})
+            break
+        merged = merge_below(df, max(1, res))
+        levels.append({"label": f"merged below {res / 1e6:.3g} ms", "resolution_ms": res / 1e6,
+                       "rows": _rows(merged, t0, lane_index, name_index)})
+        if len(merged) == len(df):
+            break  # nothing merges any more: finer levels would be copies
+    levels.sort(key=lambda L: -L["resolution_ms"])
+    data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
+            "levels": levels}
+    template = resources.files("rl_insight.analysis.render").joinpath("timeline.html").read_text()
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # never close the script tag early
+    out.write_text(template.replace("__TITLE__", title.replace("<", "&lt;")).replace("__DATA__", payload))
+    return out

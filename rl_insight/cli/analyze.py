@@ -1,0 +1,109 @@
+"""`rl-insight analyze PATH…`: profiler traces and verl logs -> timelines, tables and a summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InvalidInputError, RLInsightError
+
+FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary")
+
+
+class MissingExtraError(RLInsightError):
+    exit_code = 2
+
+
+def _ints(text: Optional[str], what: str) -> set[int] | None:
+    if not text:
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                out.update(range(int(a), int(b) + 1))
+            elif part:
+                out.add(int(part))
+        except ValueError:
+            raise InvalidInputError(f"--{what} takes numbers and ranges like 0,2,4-7; got {text!r}") from None
+    return out
+
+
+def analyze(
+    paths: list[Path] = typer.Argument(..., help="Trace files or directories (searched recursively)."),
+    source: str = typer.Option("auto", help="auto, torch, nsys, mstx or verl-log."),
+    out: Path = typer.Option(Path("rl-insight-analysis"), "--out", help="Output directory."),
+    format: str = typer.Option("html,png,perfetto,csv,summary", "--format", help=f"Comma list of {', '.join(FORMATS)}."),
+    ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,1,4-7."),
+    roles: Optional[str] = typer.Option(None, help="Only these roles (comma list)."),
+    steps: Optional[str] = typer.Option(None, help="Only these steps, e.g. 3-5."),
+    detail: str = typer.Option("annotations", help="Event kinds to keep: annotations (verl stages), ops, kernels (comma list)."),
+) -> int:
+    """Analyse torch.profiler, Nsight Systems and Ascend traces and verl logs: one event table, RL analyses,
+    HTML / PNG / Perfetto timelines."""
+    try:
+        from ..analysis.analyze import summarize
+        from ..analysis.load import load
+        from ..analysis.render import export, html, png
+    except ImportError as exc:
+        raise MissingExtraError(f"the analysis dependencies are not installed ({exc.name})",
+                                hint='pip install "rl-insight[analysis]"') from None
+    if source not in ("auto", "torch", "nsys", "mstx", "verl-log"):
+        raise typer.BadParameter("must be auto, torch, nsys, mstx or verl-log", param_hint="--source")
+    formats = [f.strip() for f in format.split(",") if f.strip()]
+    for f in formats:
+        if f not in FORMATS:
+            raise typer.BadParameter(f"unknown format {f!r}; choose from {', '.join(FORMATS)}", param_hint="--format")
+    details = tuple(d.strip() for d in detail.split(",") if d.strip())
+    for d in details:
+        if d not in ("annotations", "ops", "kernels"):
+            raise typer.BadParameter(f"unknown detail {d!r}", param_hint="--detail")
+
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("reading", total=None)
+        loaded = load(paths, source=source, detail=details, ranks=_ints(ranks, "ranks"),  # type: ignore[arg-type]
+                      roles={r.strip() for r in roles.split(",")} if roles else None, steps=_ints(steps, "steps"),
+                      progress=lambda i, n, p: progress.update(task, total=n, completed=i, description=f"reading {p.name}"))
+    rep = loaded.report
+    for w in rep.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)
+    for e in rep.errors:
+        typer.secho(f"error: {e}", fg="red", err=True)
+    df = loaded.events
+    if df.empty and loaded.metrics.empty:
+        raise InvalidInputError(f"nothing to analyse in {', '.join(map(str, paths))}",
+                                hint="point at torch .json(.gz) traces, nsys .sqlite/.jsonl exports, Ascend *_ascend_pt "
+                                     "directories or verl logs; see the warnings above")
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    title = f"RL timeline: {', '.join(p.name for p in paths)}"
+    if not df.empty:
+        if "html" in formats:
+            written.append(html.render(df, out / "timeline.html", title))
+        if "png" in formats:
+            written.append(png.render(df, out / "timeline.png", title))
+        if "perfetto" in formats:
+            written.append(export.perfetto(df, out / "trace.perfetto.json", title))
+        if "csv" in formats:
+            written.append(export.table(df, out / "events.csv"))
+        if "parquet" in formats:
+            written.append(export.table(df, out / "events.parquet"))
+    if not loaded.metrics.empty and ("csv" in formats or "summary" in formats):
+        written.append(export.table(loaded.metrics.reset_index(), out / "verl_log_metrics.csv"))
+    if "summary" in formats:
+        result = summarize(df, loaded.metrics)
+        written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
+    typer.echo(f"Analysed {len(rep.parsed)} file(s): {len(df):,} events on {df['lane'].nunique() if not df.empty else 0} lanes"
+               + (f", {len(loaded.metrics)} logged steps" if not loaded.metrics.empty else "") + ".")
+    if rep.errors:
+        typer.echo(f"{len(rep.errors)} file(s) could not be read (see above); the others were analysed.")
+    typer.echo("Wrote:")
+    for p in written:
+        typer.echo(f"  {p}")
+    return 0
