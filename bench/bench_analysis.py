@@ -46,29 +46,37 @@ def synth(path: Path, n: int, rank: int = 0) -> None:
 
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+def _hwm_mb():
+    # VmHWM belongs to this process image (ru_maxrss would carry the forking parent's peak across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
 from pathlib import Path
 from rl_insight.analysis.load import load
 t0 = time.perf_counter()
 loaded = load([Path(sys.argv[1])], detail=tuple(sys.argv[2].split(",")))
 dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "rows": len(loaded.events), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": dt, "rows": len(loaded.events), "rss_mb": _hwm_mb()}))
 """
 
 UPSTREAM = r"""
-import json, resource, sys, time, gzip, shutil, os, tempfile
+import json, sys, time
+def _hwm_mb():
+    # VmHWM belongs to this process image (ru_maxrss would carry the forking parent's peak across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
 from pathlib import Path
-src = Path(sys.argv[1])
-d = Path(tempfile.mkdtemp()) / "actor_update"
-d.mkdir(parents=True)
-with open(src, "rb") as f, gzip.open(d / "prof_rank-0_1_2.json.gz", "wb", compresslevel=1) as g:
-    shutil.copyfileobj(f, g)
+gz = Path(sys.argv[1])
 from recipe.parser.torch_parser import TorchClusterParser  # upstream 0.3.0 ("recipe")
 t0 = time.perf_counter()
-p = TorchClusterParser({"input": {"path": str(d.parent), "rank_list": "all"}})
-rows = p.parse_analysis_data(str(d / "prof_rank-0_1_2.json.gz"), -1, "actor_update")
+p = TorchClusterParser({"rank_list": "all"})
+rows = p.parse_analysis_data(str(gz), -1, "actor_update")
 dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "rows": len(rows), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": dt, "rows": len(rows), "rss_mb": _hwm_mb()}))
 """
 
 
@@ -90,12 +98,18 @@ def main() -> None:
     f.parent.mkdir()
     synth(f, args.events)
     print(f"  trace: {args.events:,} events, {f.stat().st_size / 2**20:.0f} MiB of JSON")
-    for detail in ("annotations", "annotations,ops"):
-        r = run(sys.executable, CHILD, str(f), detail)
-        print(f"  rl-insight load(detail={detail}): {r['seconds']:.2f} s, {r['rows']:,} rows, peak RSS {r['rss_mb']:.0f} MiB")
+    gz = f.with_name(f.name + ".gz")
+    with open(f, "rb") as src, gzip.open(gz, "wb", compresslevel=1) as dst:
+        dst.write(src.read())
+    print(f"  gzip'd: {gz.stat().st_size / 2**20:.0f} MiB")
+    for path in (f, gz):
+        for detail in ("annotations", "annotations,ops"):
+            r = run(sys.executable, CHILD, str(path), detail)
+            print(f"  rl-insight load({path.suffix}, detail={detail}): {r['seconds']:.2f} s, {r['rows']:,} rows, "
+                  f"peak RSS {r['rss_mb']:.0f} MiB")
     if args.upstream:
-        r = run(args.upstream, UPSTREAM, str(f))
-        print(f"  upstream 0.3.0 torch parser (same events, gzip'd as it requires): {r['seconds']:.2f} s, {r['rows']} row(s), "
+        r = run(args.upstream, UPSTREAM, str(gz))
+        print(f"  upstream 0.3.0 torch parser on the .json.gz (one row per file): {r['seconds']:.2f} s, {r['rows']} row(s), "
               f"peak RSS {r['rss_mb']:.0f} MiB")
 
 
