@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...perfetto import lane_sort_key
-from .merge import merge_below
+from .merge import MIXED, merge_below
 
 FULL_DETAIL_LIMIT = 300_000  # events embedded unmerged at the finest level when there are at most this many
 
@@ -32,7 +32,7 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     t0, t1 = int(df["start_ns"].min()), int(df["end_ns"].max())
     span = max(1, t1 - t0)
     lanes = sorted({str(x) for x in df["lane"].unique()}, key=lane_sort_key)
-    names = sorted(df["name"].unique())
+    names = sorted({str(x) for x in df["name"].unique()} | {MIXED})
     lane_index = {n: i for i, n in enumerate(lanes)}
     name_index = {n: i for i, n in enumerate(names)}
     levels = []

@@ -6,9 +6,13 @@ import numpy as np
 import pandas as pd
 
 
+MIXED = "(mixed)"
+
+
 def merge_below(df: pd.DataFrame, resolution_ns: int) -> pd.DataFrame:
-    """Consecutive same-name events of a lane and depth, each shorter than `resolution_ns` and less than that
-    apart, become one event with `count` > 1. Longer events are kept as they are."""
+    """Consecutive events of a lane and depth, each shorter than `resolution_ns` and less than that apart,
+    become one event with `count` > 1 (named after them, or `(mixed)` when they differ: at that zoom
+    their colours could not be told apart anyway). Longer events are kept as they are."""
     if df.empty:
         return df.assign(count=np.array([], dtype="int64"))
     d = df.sort_values(["lane", "depth", "start_ns"], kind="stable")
@@ -20,14 +24,19 @@ def merge_below(df: pd.DataFrame, resolution_ns: int) -> pd.DataFrame:
     n = len(d)
     same = np.zeros(n, dtype=bool)
     if n > 1:
-        same[1:] = ((lane[1:] == lane[:-1]) & (depth[1:] == depth[:-1]) & (name[1:] == name[:-1])
+        same[1:] = ((lane[1:] == lane[:-1]) & (depth[1:] == depth[:-1])
                     & short[1:] & short[:-1] & ((start[1:] - end[:-1]) <= resolution_ns))
     group = np.cumsum(~same) - 1
-    agg = pd.DataFrame({"g": group, "start_ns": start, "end_ns": end}).groupby("g").agg(
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), count=("start_ns", "size"))
+    agg = pd.DataFrame({"g": group, "start_ns": start, "end_ns": end, "name": name}).groupby("g").agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), count=("start_ns", "size"), kinds=("name", "nunique"))
     first = np.flatnonzero(~same)
     out = d.iloc[first].reset_index(drop=True).copy()
     out["start_ns"] = agg["start_ns"].to_numpy()
     out["end_ns"] = agg["end_ns"].to_numpy()
     out["count"] = agg["count"].to_numpy()
+    mixed = agg["kinds"].to_numpy() > 1
+    if mixed.any():
+        names = out["name"].astype(object).to_numpy()
+        names[mixed] = MIXED
+        out["name"] = names
     return out
