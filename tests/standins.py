@@ -1,7 +1,7 @@
 """Stand-in Tempo and Grafana executables (the real binaries cannot be downloaded here) and release
 archives laid out like the official ones, for installer and supervision tests.
 
-The stand-ins answer `--version` like the real tools, read the config file rdl-insight renders, and serve
+The stand-ins answer `--version` like the real tools, read the config file rl-insight renders, and serve
 the readiness endpoint on the port that file names; they write what they were given (config path,
 environment) next to their log so tests can check it.
 """

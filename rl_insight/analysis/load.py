@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Literal
 import pandas as pd
 
 from .parsers import ascend, nsys, torch_trace, verl_log
+from .parsers.sqlite import open_readonly
 from .table import Columns, Report, with_depth
 
 Source = Literal["auto", "torch", "nsys", "mstx", "verl-log"]
@@ -31,8 +32,7 @@ def detect(path: Path) -> Kind | None:
         import sqlite3
 
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            conn, tables = open_readonly(path)
             conn.close()
         except sqlite3.DatabaseError:
             return None

@@ -20,6 +20,7 @@ import msgspec
 from ..table import Columns, Report
 from .jsonscan import scan_objects
 from .names import identify
+from .sqlite import open_readonly
 from .torch_trace import COMM, Event, _event_decoder
 
 _decoder = msgspec.json.Decoder(list[Event])
@@ -28,17 +29,14 @@ OVERLAP_THREADS = {"Computing", "Communication", "Communication(Not Overlapped)"
 
 
 def _lane(path: Path, root: Path | None, rank: int | None) -> tuple[str, int | None, str, int | None]:
-    ident = identify(path, root)
-    r = rank if rank is not None else ident.rank
-    lane = f"{ident.role}/replica_{ident.replica}" if ident.replica is not None else (f"{ident.role}/rank{r}" if r is not None else ident.role)
-    return ident.role, r, lane, ident.step
+    ident = identify(path, root).with_rank(rank)
+    return ident.role, ident.rank, ident.lane(), ident.step
 
 
 def parse_db(path: Path, report: Report, *, root: Path | None = None, out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        conn, tables = open_readonly(path)
     except sqlite3.DatabaseError as exc:
         report.error(path, f"not a readable SQLite file ({exc})")
         return cols

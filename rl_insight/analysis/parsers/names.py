@@ -22,6 +22,10 @@ class Identity:
     step: int | None
     replica: int | None = None
 
+    def with_rank(self, rank: int | None) -> "Identity":
+        """The same identity with the rank found inside the file (which beats the one from the name)."""
+        return Identity(self.role, rank if rank is not None else self.rank, self.step, self.replica)
+
     def lane(self) -> str:
         if self.replica is not None:
             return f"{self.role}/replica_{self.replica}"

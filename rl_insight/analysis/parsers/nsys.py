@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from ..table import Columns, Report
 from .names import identify
+from .sqlite import open_readonly
 from .torch_trace import COMM
 
 RANGE_TYPES = {59, 60}
@@ -33,10 +34,8 @@ def _rank_from_env(values: Iterable[tuple[str, str]]) -> int | None:
 
 def _emit(cols: Columns, rows: Iterable[tuple[Any, Any, Any, Any, Any]], strings: dict[int, str], epoch: int,
           path: Path, report: Report, rank: int | None, root: Path | None) -> None:
-    ident = identify(path, root)
-    rank = rank if rank is not None else ident.rank
-    role = ident.role
-    lane = f"{role}/rank{rank}" if rank is not None else role
+    ident = identify(path, root).with_rank(rank)
+    rank, role, lane = ident.rank, ident.role, ident.lane()
     bad = 0
     for start, end, event_type, text, text_id in rows:
         if event_type not in RANGE_TYPES:
@@ -57,8 +56,7 @@ def _emit(cols: Columns, rows: Iterable[tuple[Any, Any, Any, Any, Any]], strings
 def parse_sqlite(path: Path, report: Report, *, root: Path | None = None, out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        conn, tables = open_readonly(path)
     except sqlite3.DatabaseError as exc:
         report.error(path, f"not a readable SQLite file ({exc})")
         return cols

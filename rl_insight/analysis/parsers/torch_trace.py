@@ -108,12 +108,10 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
     except msgspec.DecodeError:
         trace = _salvage(data, path, report)
     ident = identify(path, root)
-    rank = ident.rank
     info = trace.distributedInfo or {}
     if isinstance(info.get("rank"), int) and info["rank"] >= 0 and ident.replica is None:
-        rank = info["rank"]  # the process group's rank beats the file name
-    role = ident.role
-    lane = f"{role}/replica_{ident.replica}" if ident.replica is not None else (f"{role}/rank{rank}" if rank is not None else role)
+        ident = ident.with_rank(info["rank"])  # the process group's rank beats the file name
+    rank, role, lane = ident.rank, ident.role, ident.lane()
     base = trace.baseTimeNanoseconds or 0
     if not trace.baseTimeNanoseconds:
         report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with other files")
