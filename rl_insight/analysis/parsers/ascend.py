@@ -20,7 +20,7 @@ import msgspec
 from ..table import Columns, Report
 from .jsonscan import scan_objects
 from .names import identify
-from .sqlite import open_readonly
+from .sqlite import open_export
 from .torch_trace import COMM, Event, _event_decoder
 
 _decoder = msgspec.json.Decoder(list[Event])
@@ -35,15 +35,11 @@ def _lane(path: Path, root: Path | None, rank: int | None) -> tuple[str, int | N
 
 def parse_db(path: Path, report: Report, *, root: Path | None = None, out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
-    try:
-        conn, tables = open_readonly(path)
-    except sqlite3.DatabaseError as exc:
-        report.error(path, f"not a readable SQLite file ({exc})")
+    opened = open_export(path, report, "MSTX_EVENTS", "profile with msprof_tx=True (verl's npu profiler does)")
+    if opened is None:
         return cols
+    conn, tables = opened
     try:
-        if "MSTX_EVENTS" not in tables:
-            report.error(path, "no MSTX_EVENTS table: profile with msprof_tx=True (verl's npu profiler does)")
-            return cols
         range_types = {2}
         if "ENUM_MSTX_EVENT_TYPE" in tables:
             named = {i for i, n in conn.execute("SELECT id, name FROM ENUM_MSTX_EVENT_TYPE") if "range" in str(n).lower()

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from ..table import Columns, Report
 from .names import identify
-from .sqlite import open_readonly
+from .sqlite import open_export
 from .torch_trace import COMM
 
 RANGE_TYPES = {59, 60}
@@ -55,15 +55,11 @@ def _emit(cols: Columns, rows: Iterable[tuple[Any, Any, Any, Any, Any]], strings
 
 def parse_sqlite(path: Path, report: Report, *, root: Path | None = None, out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
-    try:
-        conn, tables = open_readonly(path)
-    except sqlite3.DatabaseError as exc:
-        report.error(path, f"not a readable SQLite file ({exc})")
+    opened = open_export(path, report, "NVTX_EVENTS", "was the application annotated (verl's nsys profiler) and exported with --type sqlite?")
+    if opened is None:
         return cols
+    conn, tables = opened
     try:
-        if "NVTX_EVENTS" not in tables:
-            report.error(path, "no NVTX_EVENTS table: was the application annotated (verl's nsys profiler) and exported with --type sqlite?")
-            return cols
         strings = dict(conn.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
         epoch = 0
         if "TARGET_INFO_SESSION_START_TIME" in tables:

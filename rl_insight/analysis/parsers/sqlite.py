@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 
 def open_readonly(path: Path) -> tuple[sqlite3.Connection, set[str]]:
@@ -14,4 +15,18 @@ def open_readonly(path: Path) -> tuple[sqlite3.Connection, set[str]]:
     except sqlite3.DatabaseError:
         conn.close()
         raise
+    return conn, tables
+
+
+def open_export(path: Path, report: Any, table: str, missing_hint: str) -> tuple[sqlite3.Connection, set[str]] | None:
+    """open_readonly, reporting an unreadable file or a missing `table` on `report` (None then)."""
+    try:
+        conn, tables = open_readonly(path)
+    except sqlite3.DatabaseError as exc:
+        report.error(path, f"not a readable SQLite file ({exc})")
+        return None
+    if table not in tables:
+        conn.close()
+        report.error(path, f"no {table} table: {missing_hint}")
+        return None
     return conn, tables
