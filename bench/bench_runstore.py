@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import free_port, machine  # noqa: E402
 
+from rl_insight.protocol import SpanRecord  # noqa: E402
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
 from rl_insight.server.runstore import queries as q  # noqa: E402
 
@@ -38,10 +39,10 @@ def build(path: Path, lanes: int, per_lane: int) -> tuple[float, float]:
         spans = []
         for i in range(per_lane):
             start = base + i * step + (lane * 7919 % 500) * 10**6
-            spans.append({"id": f"{lane:04x}{i:06x}", "trace_id": "t", "parent_id": None,
-                          "name": names[i % 2] if prefix == "replica" else ("actor_update", "ref_compute_log_prob")[i % 2],
-                          "lane": f"{prefix}_{lane // 2}", "kind": "state", "start_ns": start, "end_ns": start + int(step * 0.8),
-                          "attributes": {"project": "bench", "experiment_name": "spans"}})
+            spans.append(SpanRecord(f"{lane:04x}{i:06x}", "t", None,
+                                    names[i % 2] if prefix == "replica" else ("actor_update", "ref_compute_log_prob")[i % 2],
+                                    f"{prefix}_{lane // 2}", "state", start, start + int(step * 0.8),
+                                    {"project": "bench", "experiment_name": "spans"}))
         w.put_spans([], spans)
     w.flush(600)
     span_rate = lanes * per_lane / (time.perf_counter() - t0)

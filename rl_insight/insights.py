@@ -29,6 +29,8 @@ Definitions (docs/insights.md states them for users; the offline analysis uses t
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from bisect import bisect_right
 from typing import Any, Iterable, Sequence
@@ -135,6 +137,8 @@ def step_windows(step_samples: Sequence[tuple[float, float]]) -> list[tuple[int,
     """[(step, start_ns, end_ns)] from (unix ts, step value) samples of the step metric, in time order."""
     firsts: dict[int, float] = {}
     for ts, step in sorted(step_samples):
+        if not (math.isfinite(step) and math.isfinite(ts)):  # a stored inf/NaN must not stop every insight
+            continue
         firsts.setdefault(int(step), ts)
     ordered = sorted(firsts.items(), key=lambda kv: kv[1])
     out = []
@@ -212,9 +216,11 @@ def staleness(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, f
         i = bisect_right(times, _end(s, now_ns)) - 1
         if i >= 0:
             try:
-                values.append(float(vs[i][1]) - float(pv))
-            except (TypeError, ValueError):
+                v = float(vs[i][1]) - float(pv)
+            except (TypeError, ValueError, OverflowError):
                 continue
+            if math.isfinite(v):
+                values.append(v)
     if not values:
         return None
     return {"mean": sum(values) / len(values), "max": max(values), "samples": len(values)}

@@ -22,6 +22,16 @@ class ServerConfig:
     series_ttl_s: float = 3600.0  # series not updated for this long leave /metrics
     max_series_per_metric: int = 10_000
     max_targets: int = 10_000
+    # Size bounds of what the server holds in memory (beyond them new items are refused and counted)
+    max_families: int = 20_000  # metric names on /metrics
+    max_families_per_client: int = 5_000
+    max_metric_store_bytes: int = 256 * 2**20
+    max_span_memory_bytes: int = 64 * 2**20  # open and recent spans kept for /api/v1/spans/*
+    # A client silent this long is gone: its open states are closed (cut short) and its run may finish.
+    # Clients send a heartbeat every 10 s while idle.
+    client_silence_s: float = 30.0
+    # Host names (besides loopback, this machine's names and the bound address) a token-less server answers to.
+    allowed_hosts: tuple[str, ...] = ()
     # Run store (SQLite under data_dir): runs not seen for retention_days are deleted, and the
     # oldest runs go first when the file holds more than store_max_bytes.
     store_enabled: bool = True
@@ -66,4 +76,9 @@ class ServerConfig:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ConfigError(f"server config {p} has unknown keys {unknown}; expected some of {sorted(known)}")
-        return cls(**raw)
+        if "allowed_hosts" in raw:
+            raw["allowed_hosts"] = tuple(raw["allowed_hosts"] or ())
+        try:
+            return cls(**raw)
+        except TypeError as exc:
+            raise ConfigError(f"server config {p} has a value of the wrong type: {exc}") from None

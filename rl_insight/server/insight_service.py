@@ -47,6 +47,7 @@ class InsightService:
         self._interval = interval_s
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, str], dict[str, Any]] = {}
+        self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rl-insight-insights", daemon=True)
 
@@ -70,7 +71,12 @@ class InsightService:
         for run in q.list_runs(conn, self._live_window_s):
             if run["status"] != "live":
                 continue
-            s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric)
+            try:
+                s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric)
+            except Exception as exc:  # noqa: BLE001 - one run's bad data never stops the others' insights
+                self.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
+                log.warning("insights for run %s failed: %s", run["id"], exc)
+                continue
             latest[(run["project"], run["experiment_name"])] = s
         with self._lock:
             self._latest = latest

@@ -16,21 +16,10 @@ from typing import Iterable, Literal
 from prometheus_client.metrics_core import Metric
 
 from ..names import METRIC_PREFIX, InvalidNameError, sanitize_label_name, sanitize_metric_name
+from ..protocol import ItemError, SeriesDef
 
 Kind = Literal["gauge", "counter", "histogram"]
-KINDS: dict[str, Kind] = {"g": "gauge", "c": "counter", "h": "histogram"}
-NAMESPACES = {None: METRIC_PREFIX, "client": "rl_insight_client_"}
-MAX_LABELS = 64
-MAX_LABEL_VALUE = 2048
-MAX_DOC = 1024
-
-
-class ItemError(ValueError):
-    """One invalid item of a batch; `reason` is a short machine-readable key."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+PREFIXES = {None: METRIC_PREFIX, "client": "rl_insight_client_"}
 
 
 @dataclass
@@ -40,6 +29,7 @@ class _Series:
     value: float = 0.0  # gauge value
     ts: float = -math.inf  # client timestamp of the gauge value
     per_client: dict[str, object] = field(default_factory=dict)  # counter: float; histogram: (sum, count, cumulative)
+    cost: int = 0  # estimated bytes (labels), for the store's size bound
 
 
 @dataclass
@@ -49,6 +39,8 @@ class _Family:
     doc: str
     bounds: tuple[float, ...] | None = None
     series: dict[tuple, _Series] = field(default_factory=dict)
+    cost: int = 0
+    owner: str = ""  # the client that created it (per-client family bound)
 
 
 @dataclass(frozen=True)
@@ -62,13 +54,8 @@ class SeriesRef:
     namespace: str | None = None
 
 
-def _clean_labels(raw: object) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ItemError("invalid_labels", f"labels must be an object, found {type(raw).__name__}")
-    if len(raw) > MAX_LABELS:
-        raise ItemError("invalid_labels", f"at most {MAX_LABELS} labels per series, found {len(raw)}")
+def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
+    """Label names mapped onto Prometheus' alphabet (values were validated by the protocol)."""
     out: dict[str, str] = {}
     for k, v in raw.items():
         try:
@@ -77,12 +64,7 @@ def _clean_labels(raw: object) -> dict[str, str]:
             raise ItemError("invalid_label_name", str(exc)) from None
         if name in out:
             raise ItemError("invalid_label_name", f"labels {k!r} and another label both become {name!r} after sanitizing")
-        if isinstance(v, (dict, list)):
-            raise ItemError("invalid_label_value", f"label {k!r} must be a scalar, found {type(v).__name__}")
-        sv = v if isinstance(v, str) else str(v)
-        if len(sv) > MAX_LABEL_VALUE:
-            raise ItemError("invalid_label_value", f"label {k!r} value is {len(sv)} characters; at most {MAX_LABEL_VALUE}")
-        out[name] = sv
+        out[name] = v
     return out
 
 
@@ -91,108 +73,97 @@ def _is_number(x: object) -> bool:
 
 
 class MetricStore:
-    def __init__(self, series_ttl_s: float = 3600.0, max_series_per_metric: int = 10_000) -> None:
+    """Bounded by count *and* size: series per metric, metric families in all and per client, and an
+    estimate of the bytes the names, docs and labels take. Past a bound new series are refused and
+    counted; existing series keep updating, so one client's flood never costs another's data."""
+
+    def __init__(self, series_ttl_s: float = 3600.0, max_series_per_metric: int = 10_000,
+                 max_families: int = 20_000, max_families_per_client: int = 5_000,
+                 max_bytes: int = 256 * 2**20) -> None:
         self._ttl = series_ttl_s
         self._cap = max_series_per_metric
+        self._max_families = max_families
+        self._max_families_per_client = max_families_per_client
+        self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
+        self._families_by_client: dict[str, int] = {}
+        self.bytes_used = 0
         self._last_sweep = time.monotonic()
 
     # ----------------------------------------------------------------- ingest
-    def resolve(self, entry: object) -> SeriesRef:
-        """Validate one series definition of a batch and find (or create) its family and series."""
-        if not isinstance(entry, dict):
-            raise ItemError("invalid_series", f"series entry must be an object, found {type(entry).__name__}")
-        k, ns = entry.get("k"), entry.get("ns")
-        kind = KINDS.get(k) if isinstance(k, str) else None
-        if kind is None:
-            raise ItemError("invalid_series", f"series kind must be one of {sorted(KINDS)}, found {k!r:.50}")
-        if not (ns is None or isinstance(ns, str)) or ns not in NAMESPACES:
-            raise ItemError("invalid_series", f"unknown namespace {ns!r:.50}")
+    def resolve(self, d: SeriesDef, client_id: str = "") -> SeriesRef:
+        """Map a validated series definition onto its exposed family and series (creating them)."""
         try:
-            base = sanitize_metric_name(entry.get("n"))  # type: ignore[arg-type]
+            base = sanitize_metric_name(d.name)
         except InvalidNameError as exc:
             raise ItemError("invalid_metric_name", str(exc)) from None
+        kind: Kind = d.kind  # type: ignore[assignment]
         if kind == "counter" and base.endswith("_total"):
             base = base[: -len("_total")] or base
-        name = NAMESPACES[ns] + base
-        labels = _clean_labels(entry.get("l"))
+        name = PREFIXES[d.ns] + base
+        labels = _exposed_labels(d.labels)
         if kind == "histogram" and "le" in labels:
             raise ItemError("invalid_label_name", "label 'le' is reserved for histogram buckets")
-        doc = entry.get("d") or ""
-        doc = doc[:MAX_DOC] if isinstance(doc, str) else ""
-        bounds = None
-        if kind == "histogram":
-            b = entry.get("b")
-            if not isinstance(b, list) or not b or not all(_is_number(x) and math.isfinite(x) for x in b):
-                raise ItemError("invalid_series", "histogram series needs 'b': a non-empty list of finite bucket bounds")
-            bounds = tuple(float(x) for x in b)
-            if list(bounds) != sorted(set(bounds)):
-                raise ItemError("invalid_series", "histogram bucket bounds must be strictly increasing")
         key = tuple(sorted(labels.items()))
         with self._lock:
             fam = self._families.get(name)
             if fam is None:
-                fam = self._families[name] = _Family(name, kind, doc or f"{kind.capitalize()} {entry.get('n')}", bounds)
+                if len(self._families) >= self._max_families:
+                    raise ItemError("family_cap", f"the server already exposes {self._max_families} metrics; new metric {name!r} refused")
+                mine = self._families_by_client.get(client_id, 0)
+                if mine >= self._max_families_per_client:
+                    raise ItemError("family_cap", f"this client already created {mine} metrics (the per-client limit); "
+                                                  f"new metric {name!r} refused")
+                cost = len(name) + len(d.doc) + 100
+                if self.bytes_used + cost > self._max_bytes:
+                    raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); {name!r} refused")
+                fam = self._families[name] = _Family(name, kind, d.doc or f"{kind.capitalize()} {d.name}", d.bounds,
+                                                     cost=cost, owner=client_id)
+                self._families_by_client[client_id] = mine + 1
+                self.bytes_used += cost
             elif fam.kind != kind:
                 raise ItemError("type_conflict", f"metric {name!r} is a {fam.kind}; cannot record a {kind} under the same name")
-            elif bounds is not None and fam.bounds != bounds:
-                raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got {list(bounds)}")
+            elif d.bounds is not None and fam.bounds != d.bounds:
+                raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got {list(d.bounds)}")
             if key not in fam.series and len(fam.series) >= self._cap:
                 raise ItemError("series_cap", f"metric {name!r} already has {self._cap} series (max_series_per_metric); new series refused")
-        return SeriesRef(fam, key, labels, base, ns)
+        return SeriesRef(fam, key, labels, base, d.ns)
 
     def apply(self, ref: SeriesRef, client_id: str, ts: float, value: object) -> float | tuple[float, float]:
-        """Apply one sample; return the series' exposed value (gauge value, counter total across
-        clients, histogram (sum, count) across clients). Raises ItemError for a value that does not fit."""
+        """Apply one validated sample; return the series' exposed value (gauge value, counter total across
+        clients, histogram (sum, count) across clients)."""
         fam = ref.family
         now = time.monotonic()
-        if fam.kind == "gauge":
-            if not _is_number(value):
-                raise ItemError("invalid_value", f"gauge value must be a number, found {value!r}")
-            with self._lock:
-                s = self._series(fam, ref)
-                s.touched = now
+        with self._lock:
+            s = self._series(fam, ref)
+            s.touched = now
+            if fam.kind == "gauge":
                 if ts >= s.ts:  # a late or resent older sample never overwrites a newer one
-                    s.value, s.ts = float(value), ts
-                return float(value)  # type: ignore[arg-type]
-        elif fam.kind == "counter":
-            if not _is_number(value) or not (value >= 0) or math.isinf(value):
-                raise ItemError("invalid_value", f"counter value must be a finite cumulative number >= 0, found {value!r}")
-            with self._lock:
-                s = self._series(fam, ref)
-                s.touched = now
+                    s.value, s.ts = value, ts  # type: ignore[assignment]
+                return value  # type: ignore[return-value]
+            if fam.kind == "counter":
                 prev = s.per_client.get(client_id, 0.0)
-                s.per_client[client_id] = max(prev, float(value))  # type: ignore[arg-type]
-                return float(sum(s.per_client.values()))  # type: ignore[arg-type]
-        else:
-            total, count, cumulative = self._check_histogram(fam, value)
-            with self._lock:
-                s = self._series(fam, ref)
-                s.touched = now
-                prev = s.per_client.get(client_id)
-                if prev is None or count >= prev[1]:  # type: ignore[index]
-                    s.per_client[client_id] = (total, count, cumulative)
-                parts = s.per_client.values()
-                return (sum(p[0] for p in parts), float(sum(p[1] for p in parts)))  # type: ignore[index]
-
-    @staticmethod
-    def _check_histogram(fam: _Family, value: object) -> tuple[float, int, tuple[int, ...]]:
-        n = len(fam.bounds or ()) + 1
-        if not (isinstance(value, list) and len(value) == 3 and _is_number(value[0]) and _is_number(value[1])
-                and isinstance(value[2], list) and len(value[2]) == n and all(isinstance(c, int) and c >= 0 for c in value[2])):
-            raise ItemError("invalid_value", f"histogram value must be [sum, count, [{n} cumulative bucket counts]]")
-        cumulative = tuple(value[2])
-        if any(b < a for a, b in zip(cumulative, cumulative[1:])) or cumulative[-1] != value[1]:
-            raise ItemError("invalid_value", "histogram bucket counts must be cumulative and end at the total count")
-        return float(value[0]), int(value[1]), cumulative
+                s.per_client[client_id] = max(prev, value)  # type: ignore[type-var,call-overload]
+                total = math.fsum(s.per_client.values())  # type: ignore[arg-type]
+                return total if math.isfinite(total) else 1.7976931348623157e308
+            total_sum, count, _ = value  # type: ignore[misc]
+            prev = s.per_client.get(client_id)
+            if prev is None or count >= prev[1]:  # type: ignore[index]
+                s.per_client[client_id] = value
+            parts = s.per_client.values()
+            return (math.fsum(p[0] for p in parts), float(sum(p[1] for p in parts)))  # type: ignore[index]
 
     def _series(self, fam: _Family, ref: SeriesRef) -> _Series:
         s = fam.series.get(ref.key)
         if s is None:
             if len(fam.series) >= self._cap:
                 raise ItemError("series_cap", f"metric {fam.name!r} already has {self._cap} series; new series refused")
-            s = fam.series[ref.key] = _Series(ref.labels)
+            cost = sum(len(k) + len(v) for k, v in ref.labels.items()) + 120
+            if self.bytes_used + cost > self._max_bytes:
+                raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); new series refused")
+            s = fam.series[ref.key] = _Series(ref.labels, cost=cost)
+            self.bytes_used += cost
         return s
 
     # ----------------------------------------------------------------- exposition
@@ -205,9 +176,15 @@ class MetricStore:
         for name in list(self._families):
             fam = self._families[name]
             for key in [k for k, s in fam.series.items() if s.touched < cutoff]:
-                del fam.series[key]
+                self.bytes_used -= fam.series.pop(key).cost
             if not fam.series:
                 del self._families[name]
+                self.bytes_used -= fam.cost
+                left = self._families_by_client.get(fam.owner, 1) - 1
+                if left > 0:
+                    self._families_by_client[fam.owner] = left
+                else:
+                    self._families_by_client.pop(fam.owner, None)
 
     def snapshot(self) -> list[Metric]:
         """Build exposition families. The lock is held only to copy state."""

@@ -16,6 +16,8 @@ import time
 from collections import deque
 from typing import Any, Sequence
 
+from ..protocol import SpanRecord
+
 log = logging.getLogger("rl_insight.server.otlp")
 SERVICE_NAME = "rl_insight_monitor"
 
@@ -51,7 +53,7 @@ class OtlpForwarder:
         self.endpoint = endpoint
         self.protocol = protocol
         self._exporter = self._make_exporter(endpoint, protocol, timeout_s)
-        self._queue: deque[tuple[dict[str, Any], str]] = deque()
+        self._queue: deque[tuple[SpanRecord, str]] = deque()
         self._max = max_queue
         self._batch = batch_size
         self._interval = flush_interval_s
@@ -81,11 +83,11 @@ class OtlpForwarder:
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-    def add(self, spans: Sequence[dict[str, Any]], host: str) -> None:
+    def add(self, spans: Sequence[SpanRecord], host: str) -> None:
         """Queue finished spans (open states are not exported: Tempo stores completed spans)."""
         with self._lock:
             for s in spans:
-                if s.get("end_ns") is None:
+                if s.end_ns is None:
                     continue
                 if len(self._queue) >= self._max:
                     self._queue.popleft()
@@ -125,23 +127,23 @@ class OtlpForwarder:
                                                           "experiment_name": key[1], "host.name": host})
         return res
 
-    def _to_readable(self, span: dict[str, Any], host: str) -> Any:
+    def _to_readable(self, span: SpanRecord, host: str) -> Any:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-        trace_id = _id(span.get("trace_id") or span["id"], 128)
-        ctx = SpanContext(trace_id=trace_id, span_id=_id(span["id"], 64), is_remote=False, trace_flags=TraceFlags(1))
+        trace_id = _id(span.trace_id or span.id, 128)
+        ctx = SpanContext(trace_id=trace_id, span_id=_id(span.id, 64), is_remote=False, trace_flags=TraceFlags(1))
         parent = None
-        if span.get("parent_id"):
-            parent = SpanContext(trace_id=trace_id, span_id=_id(span["parent_id"], 64), is_remote=False, trace_flags=TraceFlags(1))
-        attrs = {k: _attr(v) for k, v in (span.get("attributes") or {}).items()}
-        if span.get("lane"):
-            attrs.setdefault("state_lane_id", span["lane"])
-        attrs.setdefault("monitor.span_kind", span.get("kind") or "span")
-        return ReadableSpan(name=span["name"], context=ctx, parent=parent, resource=self._resource(attrs, host),
-                            attributes=attrs, kind=SpanKind.INTERNAL, start_time=int(span["start_ns"]),
-                            end_time=int(span["end_ns"]), instrumentation_scope=InstrumentationScope("rl_insight"))
+        if span.parent_id:
+            parent = SpanContext(trace_id=trace_id, span_id=_id(span.parent_id, 64), is_remote=False, trace_flags=TraceFlags(1))
+        attrs = {k: _attr(v) for k, v in span.attributes.items() if v is not None}
+        if span.lane:
+            attrs.setdefault("state_lane_id", span.lane)
+        attrs.setdefault("monitor.span_kind", span.kind or "span")
+        return ReadableSpan(name=span.name, context=ctx, parent=parent, resource=self._resource(attrs, host),
+                            attributes=attrs, kind=SpanKind.INTERNAL, start_time=span.start_ns,
+                            end_time=span.end_ns, instrumentation_scope=InstrumentationScope("rl_insight"))
 
     def _run(self) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult

@@ -24,16 +24,19 @@ from typing import Any, Iterable
 from ..errors import InvalidInputError, StoreError
 from ..fsutil import atomic_write
 from ..names import is_valid_label_name
+from ..protocol import MAX_LABEL_VALUE, clean_text
 
 JOB_LABEL = "__rl_insight_job"
+MAX_TARGETS_PER_REQUEST = 1_000
 DEFAULT_JOB = "trainer_metrics"
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
 
 
 def validate_target(value: Any) -> str:
     """Return a normalized `host:port`; raise InvalidInputError naming what is wrong."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"target must be a 'host:port' string, found {value!r}")
+    if not isinstance(value, str) or not value.strip() or len(value) > 300:
+        raise InvalidInputError(f"target must be a 'host:port' string (at most 300 characters), found {type(value).__name__}"
+                                f" {clean_text(str(value))[:60]!r}")
     t = value.strip()
     if "://" in t or "/" in t:
         raise InvalidInputError(f"target {t!r} must be 'host:port' without scheme or path (e.g. '10.0.0.5:8000')")
@@ -78,8 +81,11 @@ def validate_labels(raw: Any, where: str) -> dict[str, str]:
         if k in ("job", "instance"):
             raise InvalidInputError(f"{where}: label {k!r} is set by Prometheus; use job_name for the job")
         if isinstance(v, (dict, list)) or v is None:
-            raise InvalidInputError(f"{where}: label {k!r} must have a string or number value, found {v!r}")
-        out[k] = str(v)
+            raise InvalidInputError(f"{where}: label {k!r} must have a string or number value, found {type(v).__name__}")
+        sv = clean_text(v if isinstance(v, str) else str(v))
+        if len(sv) > MAX_LABEL_VALUE:
+            raise InvalidInputError(f"{where}: label {k!r} value is {len(sv)} characters; at most {MAX_LABEL_VALUE}")
+        out[k] = sv
     return out
 
 
@@ -91,7 +97,7 @@ def validate_job(job: Any) -> str:
     job = job.strip()
     if len(job) > 200 or any(ord(c) < 32 for c in job):
         raise InvalidInputError(f"job_name {job[:50]!r} must be at most 200 printable characters")
-    return job
+    return clean_text(job)
 
 
 @dataclass(frozen=True)
@@ -117,10 +123,12 @@ def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str
     for key in ("project", "experiment_name"):
         val = payload.get(key)
         if val is not None:
-            if not isinstance(val, str) or not val.strip():
-                raise InvalidInputError(f"{key} must be a non-empty string, found {val!r}")
-            common[key] = val.strip()
+            if not isinstance(val, str) or not val.strip() or len(val) > MAX_LABEL_VALUE:
+                raise InvalidInputError(f"{key} must be a non-empty string of at most {MAX_LABEL_VALUE} characters")
+            common[key] = clean_text(val.strip())
     items = payload.get("targets")
+    if isinstance(items, list) and len(items) > MAX_TARGETS_PER_REQUEST:
+        raise InvalidInputError(f"at most {MAX_TARGETS_PER_REQUEST} targets per registration, found {len(items)}")
     if not isinstance(items, list) or not items:
         raise InvalidInputError("targets must be a non-empty list of 'host:port' strings or {target, labels} objects")
     out: list[tuple[str, dict[str, str]]] = []

@@ -48,6 +48,12 @@ class Home:
     def ensure(self) -> None:
         for d in (self.root, self.run_dir, self.runtime_dir, self.data_dir, self.logs_dir):
             d.mkdir(parents=True, exist_ok=True)
+        # the home holds the token, the run store and logs: this user only
+        for d in (self.root, self.data_dir, self.logs_dir, self.run_dir):
+            try:
+                os.chmod(d, 0o700)
+            except PermissionError:
+                pass
 
     def read_token(self) -> str:
         try:

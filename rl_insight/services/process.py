@@ -62,7 +62,10 @@ def open_log(path: Path):  # noqa: ANN201 - returns a binary file object
             os.replace(path, path.with_name(path.name + ".1"))
     except FileNotFoundError:
         pass
-    return open(path, "ab", buffering=0)
+    # logs can hold URLs, targets and tracebacks with run data: readable by this user only
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.chmod(path, 0o600)
+    return os.fdopen(fd, "ab", buffering=0)
 
 
 def rotate_if_large(path: Path, limit: int = LOG_ROTATE_BYTES) -> bool:
@@ -74,6 +77,7 @@ def rotate_if_large(path: Path, limit: int = LOG_ROTATE_BYTES) -> bool:
         import shutil
 
         shutil.copyfile(path, path.with_name(path.name + ".1"))
+        os.chmod(path.with_name(path.name + ".1"), 0o600)
         with open(path, "r+b") as f:
             f.truncate(0)
         return True

@@ -8,12 +8,12 @@ import random
 import time
 
 from rl_insight.errors import RLInsightError
-from rl_insight.server.ingest import ingest_batch
+from rl_insight.server.ingest import apply_batch
 from rl_insight.server.metric_store import MetricStore
 from rl_insight.server.spans import MemorySpanSink
 
 WEIRD = [None, True, -1, 0, 2**70, 1e308, float("nan"), float("inf"), "", "x" * 5000, [], {}, [1, [2]], {"a": {"b": 1}},
-         "__name__", "le", -0.0, "1e3"]
+         "__name__", "le", -0.0, "1e3", "\udcff", "a\ud800b", 10**400, 2**63, -2**63 - 1, 9.3e9]
 
 
 def valid_batch() -> dict:
@@ -54,12 +54,13 @@ def test_thousands_of_mutated_batches_never_raise_unexpected_errors() -> None:
             batch = mutate(batch, rng)
         batch = json.loads(json.dumps(batch))  # what arrives over the wire (NaN/Infinity survive, as with Python clients)
         try:
-            result = ingest_batch(batch, store, spans)
+            decoded, result = apply_batch(batch, store)
+            spans.put(result.span_starts, result.spans, decoded.client.host)
             assert result.accepted + result.rejected >= 0
             outcomes["ok"] += 1
         except RLInsightError:
             outcomes["refused"] += 1
-    assert outcomes["ok"] > 1000 and outcomes["refused"] > 10
+    assert outcomes["ok"] > 800 and outcomes["refused"] > 10
     snapshot = store.snapshot()  # exposition still renders after all of that
     assert any(m.name == "rl_insight_monitor_a_b" for m in snapshot)
     from prometheus_client import CollectorRegistry, generate_latest

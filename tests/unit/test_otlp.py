@@ -90,7 +90,7 @@ def test_spans_reach_the_receiver_with_ids_parents_timestamps_and_attributes(tmp
     srv = start_server(tmp_path, otlp_endpoint=endpoint, otlp_protocol=protocol)
     try:
         emit(srv.url, monkeypatch)
-        assert srv.app.state.forwarder.flush(10)
+        assert srv.app.state.st.forwarder.flush(10)
         wait_until(lambda: len(got.spans()) >= 2, what="spans at the OTLP receiver")
         sent = {s["name"]: s for s in httpx.get(srv.url + "/api/v1/spans/recent").json()["spans"]}
         by_name = {sp.name: (res, sp) for res, sp in got.spans()}
@@ -122,7 +122,7 @@ def test_receiver_down_never_blocks_ingest_and_drops_are_counted(tmp_path, monke
                 pass
         assert rl_insight.flush(10)
         assert time.perf_counter() - t0 < 5  # ingest answered although nothing receives the spans
-        f = srv.app.state.forwarder
+        f = srv.app.state.st.forwarder
         wait_until(lambda: f.dropped.get("queue_full", 0) + f.dropped.get("export_failed", 0) >= 55, timeout=30,
                    what="dropped spans counted")
         assert f.sent == 0
@@ -137,7 +137,7 @@ def test_standard_otel_environment_is_honoured(tmp_path, monkeypatch, http_recei
     srv = start_server(tmp_path)  # no otlp_endpoint in the config
     try:
         emit(srv.url, monkeypatch)
-        assert srv.app.state.forwarder is not None and srv.app.state.forwarder.flush(10)
+        assert srv.app.state.st.forwarder is not None and srv.app.state.st.forwarder.flush(10)
         wait_until(lambda: {sp.name for _, sp in got.spans()} >= {"train_batch", "actor_update"}, what="spans via OTEL env")
     finally:
         srv.stop()

@@ -133,7 +133,7 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
 def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
     emit_run(server.url, monkeypatch=monkeypatch)
     wait_for_run(server.url)
-    server.app.state.insight.refresh()
+    server.app.state.st.insight.refresh()
     text = httpx.get(server.url + "/metrics").text
     assert 'rl_insight_insight_lane_utilization{experiment_name="exp",lane="replica_0",project="proj"}' in text
     assert 'rl_insight_insight_rollout_training_overlap_ratio{experiment_name="exp",project="proj"} 0.0' in text

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_insight.protocol import SpanRecord
 from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
@@ -18,9 +19,8 @@ S = 10**9
 
 
 def span(i: str, name: str, lane: str, start: int, end: int | None, kind: str = "state", parent: str | None = None,
-         project: str = "p", exp: str = "e") -> dict:
-    return {"id": i, "trace_id": "t" + i, "parent_id": parent, "name": name, "lane": lane, "kind": kind, "start_ns": start,
-            "end_ns": end, "attributes": {"project": project, "experiment_name": exp, "k": 1}}
+         project: str = "p", exp: str = "e") -> SpanRecord:
+    return SpanRecord(i, "t" + i, parent, name, lane, kind, start, end, {"project": project, "experiment_name": exp, "k": 1})
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 
 from rl_insight._version import __version__ as rl_insight_version
 from rl_insight.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
+from rl_insight.protocol import SeriesDef
 from rl_insight.server.metric_store import MetricStore
 from tests.conftest import start_server
 
@@ -21,7 +22,8 @@ def batch(series, samples, client="c1", **extra):
 
 def post(server, body, headers=None, raw=None):
     content = raw if raw is not None else json.dumps(body).encode()
-    return httpx.post(server.url + "/api/v1/ingest", content=content, headers=headers or {}, timeout=10)
+    return httpx.post(server.url + "/api/v1/ingest", content=content,
+                      headers={"Content-Type": "application/json", **(headers or {})}, timeout=10)
 
 
 def exposition(server) -> str:
@@ -102,10 +104,10 @@ def test_partial_batch_reports_invalid_items_by_index(server) -> None:
     assert (body["accepted"], body["rejected"]) == (1, 7)
     reasons = {(e["section"], e["index"]): e["reason"] for e in body["errors"]}
     assert reasons == {("samples", 1): "invalid_metric_name", ("samples", 2): "invalid_label_name",
-                       ("samples", 3): "invalid_sample", ("samples", 4): "invalid_sample",
+                       ("samples", 3): "invalid_value", ("samples", 4): "invalid_sample",
                        ("samples", 5): "invalid_value", ("samples", 6): "invalid_sample", ("spans", 0): "invalid_span"}
     text = exposition(server)
-    assert 'rl_insight_server_ingest_items_rejected_total{reason="invalid_sample"} 3.0' in text
+    assert 'rl_insight_server_ingest_items_rejected_total{reason="invalid_sample"} 2.0' in text
 
 
 def test_all_invalid_is_422_and_keeps_stored_data(server) -> None:
@@ -119,8 +121,8 @@ def test_type_conflict_and_negative_counter_rejected(server) -> None:
     post(server, batch([{"k": "g", "n": "x", "l": {}}], [[0, time.time(), None, 1.0]]))
     r = post(server, batch([{"k": "c", "n": "x", "l": {}}, {"k": "c", "n": "y", "l": {}}],
                            [[0, time.time(), None, 1.0], [1, time.time(), None, -3.0]]))
-    reasons = [e["reason"] for e in r.json()["errors"]]
-    assert reasons == ["type_conflict", "invalid_value"]
+    reasons = sorted(e["reason"] for e in r.json()["errors"])
+    assert reasons == ["out_of_range", "type_conflict"]
 
 
 @pytest.mark.parametrize("raw,headers,status,needle", [
@@ -177,7 +179,7 @@ def test_series_cap_counts_rejections(tmp_path) -> None:
 
 def test_stale_series_leave_exposition() -> None:
     store = MetricStore(series_ttl_s=0.2)
-    ref = store.resolve({"k": "g", "n": "old", "l": {}})
+    ref = store.resolve(SeriesDef("gauge", "old", {}, "", None, None))
     store.apply(ref, "c", time.time(), 1.0)
     assert [m.name for m in store.snapshot()] == ["rl_insight_monitor_old"]
     time.sleep(0.3)

@@ -5,7 +5,9 @@ the level that matches the current zoom."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -50,6 +52,24 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
             "levels": levels}
     template = resources.files("rl_insight.analysis.render").joinpath("timeline.html").read_text()
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # never close the script tag early
-    out.write_text(template.replace("__TITLE__", title.replace("<", "&lt;")).replace("__DATA__", payload))
+    out.write_text(fill_template(template, title, data), encoding="utf-8")
     return out
+
+
+def script_json(data: object) -> str:
+    """JSON safe inside a <script> element: no `<`, `>` or `&` (so no `</script>`, `<!--`, `<script`),
+    and no U+2028/2029; undecodable characters (lone surrogates) replaced."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    for ch, esc in _SCRIPT_ESCAPES.items():
+        text = text.replace(ch, esc)
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def fill_template(template: str, title: str, data: object) -> str:
+    """Substitute the placeholders in one pass: text that came from the input (a file named
+    `__DATA__…`, an event name) is never scanned for placeholders again."""
+    values = {"__TITLE__": html.escape(title).encode("utf-8", "replace").decode("utf-8"), "__DATA__": script_json(data)}
+    return re.sub(r"__TITLE__|__DATA__", lambda m: values[m.group(0)], template)

@@ -6,6 +6,7 @@ file and what to do, so nothing already stored is lost.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -60,10 +61,45 @@ CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
 """
 
 
+QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the background, after the server is ready
+
+
+def _prepare_file(path: Path) -> None:
+    """Data dir 0700 and the store file 0600 (SQLite gives -wal/-shm the file's mode)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        else:
+            for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                if p.exists():
+                    os.chmod(p, 0o600)
+    except PermissionError as exc:
+        raise StoreError(f"cannot create or open the run store {path}: permission denied ({exc.filename or path.parent})",
+                         hint="use a --data-dir you can write, or fix the directory's owner and permissions") from None
+    except OSError as exc:
+        raise StoreError(f"cannot create the run store {path}: {exc.strerror or exc}",
+                         hint="check that the data directory is on a writable, mounted file system with free space") from None
+
+
+def quick_check(conn: sqlite3.Connection, path: Path) -> str:
+    """'ok' or the first problem SQLite reports (never raises for a damaged file)."""
+    try:
+        problems = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "ok" if problems == [("ok",)] else str(problems[0][0])
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open (creating if needed) the store; raise StoreError for foreign, newer or damaged files."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open (creating if needed) the store; raise StoreError for foreign, newer or damaged files, or a
+    directory that cannot be written. Stores above QUICK_CHECK_MAX_BYTES are not checked here (that
+    would take minutes near the size limit); the writer checks them in the background."""
     existed = path.exists() and path.stat().st_size > 0
+    if not readonly:
+        _prepare_file(path)
+    damaged_hint = f"move it aside (`mv {path} {path}.bad`) and start again; try `sqlite3 {path} .recover`; nothing was changed"
     try:
         uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)
@@ -71,8 +107,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"run store {path} is not a readable SQLite database ({exc})",
-                         hint=f"move it aside (e.g. `mv {path} {path}.bad`) and start again; nothing was changed") from None
+        raise StoreError(f"run store {path} is not a readable SQLite database ({exc})", hint=damaged_hint) from None
     if existed and app_id != APPLICATION_ID:
         conn.close()
         what = f"application_id {app_id:#x}" if app_id else f"tables {sorted(tables)[:5]}"
@@ -82,19 +117,29 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.close()
         raise StoreError(f"run store {path} has schema version {version}; this rl-insight understands {SCHEMA_VERSION}",
                          hint="upgrade rl-insight, or use another data directory")
-    if existed and not readonly:
-        problems = conn.execute("PRAGMA quick_check").fetchall()
-        if problems != [("ok",)]:
+    if existed and not readonly and path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
+        result = quick_check(conn, path)
+        if result != "ok":
             conn.close()
-            raise StoreError(f"run store {path} is damaged: {problems[0][0]}",
-                             hint=f"move it aside (`mv {path} {path}.bad`) and start again; try `sqlite3 {path} .recover`")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes, fast
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(DDL)
-        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-    conn.execute("PRAGMA temp_store=MEMORY")
-    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+            raise StoreError(f"run store {path} is damaged: {result}", hint=damaged_hint)
+    try:
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes, fast
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.executescript(DDL)
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            _prepare_file(path)  # the -wal/-shm files now exist
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "readonly" in str(exc) or "read-only" in str(exc) or "unable to open" in str(exc):
+            raise StoreError(f"run store {path} cannot be written ({exc})",
+                             hint="use a --data-dir you can write, or fix the file's owner and permissions") from None
+        raise StoreError(f"run store {path} cannot be prepared ({exc})", hint=damaged_hint) from None
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"run store {path} is damaged ({exc})", hint=damaged_hint) from None
     return conn

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .schema import connect
+from ...protocol import SpanRecord
+from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
@@ -50,9 +51,21 @@ class WriterStats:
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
-def span_run(span: dict[str, Any]) -> tuple[str, str]:
-    a = span.get("attributes") or {}
-    return str(a.get("project") or NO_IDENTITY), str(a.get("experiment_name") or NO_IDENTITY)
+_INSERT_SAMPLE = "INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
+# a late start never reopens a span whose end is already stored
+_INSERT_START = ("INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
+               "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
+
+
+def _is_storage_failure(exc: BaseException) -> bool:
+    """Failures of the file itself (disk full, I/O, locked): retrying item by item would not help."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    msg = str(exc).lower()
+    return any(w in msg for w in ("full", "disk i/o", "locked", "readonly", "read-only", "unable to open", "malformed"))
 
 
 class RunStoreWriter:
@@ -60,6 +73,10 @@ class RunStoreWriter:
                  retention_days: float = 30.0, max_bytes: int = 20 * 2**30, prune_every_s: float = 60.0) -> None:
         self.path = path
         self._conn = connect(path)  # raises StoreError for a foreign or damaged file before the server starts
+        # large stores skip the start-up check (minutes near the size limit); it runs in the background instead
+        self.integrity = "ok" if path.stat().st_size <= QUICK_CHECK_MAX_BYTES else "checking"
+        if self.integrity == "checking":
+            threading.Thread(target=self._check_integrity, name="rl-insight-integrity", daemon=True).start()
         self._max_items = max_queue_items
         self._interval = flush_interval_s
         self._retention_s = retention_days * 86400
@@ -78,6 +95,20 @@ class RunStoreWriter:
         self._last_prune = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="rl-insight-runstore", daemon=True)
         self._thread.start()
+
+    def _check_integrity(self) -> None:
+        try:
+            conn = connect(self.path, readonly=True)
+            result = quick_check(conn, self.path)
+            conn.close()
+        except Exception as exc:  # noqa: BLE001
+            result = f"{type(exc).__name__}: {exc}"
+        self.integrity = result
+        if result != "ok":
+            self.stats.last_error = f"integrity check: {result}"
+            self.stats.degraded_since = self.stats.degraded_since or time.time()
+            log.error("run store %s is damaged (%s); it keeps serving what it can read. Move it aside and "
+                      "`sqlite3 %s .recover` when convenient", self.path, result, self.path)
 
     # ------------------------------------------------------------------ hand-over (called by ingest)
     def _put(self, kind: str, payload: Any, n: int) -> None:
@@ -156,80 +187,157 @@ class RunStoreWriter:
                 m.set()
 
     def _write(self, work: list[tuple[str, Any]], n: int) -> None:
+        """Write a drained batch in one transaction; if an item breaks it, isolate items one by one."""
         t0 = time.perf_counter()
-        c = self._conn
         try:
-            c.execute("BEGIN IMMEDIATE")
-            now = time.time()
-            sample_rows: list[tuple] = []
-            span_starts: list[tuple] = []
-            span_ends: list[tuple] = []
-            touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
-            for kind, payload in work:
-                if kind == "finished":
-                    run_id = self._run_id(*payload, now)
-                    touched.setdefault(run_id, [now, None, False, now])[2] = True
-                elif kind == "samples":
-                    for r in payload:
-                        run_id = self._run_id(r.project, r.experiment_name, now)
-                        sid = self._series_id(run_id, r.name, r.kind, r.labels)
-                        sample_rows.append((sid, r.step, r.ts, r.value))
-                        t = touched.setdefault(run_id, [now, None, False, now])
-                        if r.step is not None and (t[1] is None or r.step > t[1]):
-                            t[1] = r.step
-                        t[3] = min(t[3], r.ts)
-                else:
-                    starts, ends = payload
-                    for s in starts:
-                        run_id = self._run_id(*span_run(s), now)
-                        t = touched.setdefault(run_id, [now, None, False, now])
-                        t[3] = min(t[3], s["start_ns"] / 1e9)
-                        span_starts.append((run_id, s["id"], s["trace_id"], s["parent_id"], s["name"], s["lane"] or "",
-                                            s["kind"], s["start_ns"], json.dumps(s["attributes"], default=str)))
-                    for s in ends:
-                        run_id = self._run_id(*span_run(s), now)
-                        t = touched.setdefault(run_id, [now, None, False, now])
-                        t[3] = min(t[3], s["start_ns"] / 1e9)
-                        span_ends.append((run_id, s["id"], s["trace_id"], s["parent_id"], s["name"], s["lane"] or "",
-                                          s["kind"], s["start_ns"], s["end_ns"], json.dumps(s["attributes"], default=str)))
-            if sample_rows:
-                c.executemany("INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)", sample_rows)
-            if span_starts:  # a late start never reopens a span whose end is already stored
-                c.executemany("INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, "
-                              "attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", span_starts)
-            if span_ends:
-                c.executemany("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, "
-                              "attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
-                              "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes",
-                              span_ends)
-            for run_id, (seen, step, final, earliest) in touched.items():
-                # (SQLite's max() is NULL when any argument is: batches without a step keep last_step)
-                c.execute("UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN ? IS NULL THEN last_step "
-                          "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?) "
-                          "WHERE id = ?", (seen, step, step, step, seen if final else None, earliest, run_id))
-            c.execute("COMMIT")
-            self.stats.samples += len(sample_rows)
-            self.stats.spans += len(span_starts) + len(span_ends)
+            self._write_batch(work)
+            self.stats.samples += sum(len(p) for k, p in work if k == "samples")
+            self.stats.spans += sum(len(p[0]) + len(p[1]) for k, p in work if k == "spans")
             self.stats.batches += 1
-            if self.stats.degraded_since is not None:
-                log.warning("run store writes succeed again (%s)", self.path)
-            self.stats.degraded_since = None
-        except sqlite3.Error as exc:
-            try:
-                c.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            self._runs.clear()  # ids created inside the rolled-back transaction are gone
-            self._series.clear()
-            reason = "disk_full" if "full" in str(exc).lower() else "write_error"
-            self.stats.dropped += n
-            self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + n
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
-            if self.stats.degraded_since is None:
-                self.stats.degraded_since = time.time()
-                log.error("run store %s cannot write (%s); %d items dropped, ingest and /metrics continue", self.path, exc, n)
+            self._recovered()
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the transaction must not stay open
+            self._rollback()
+            if _is_storage_failure(exc):
+                self._storage_failed(exc, n)
+            else:
+                # One bad item (a value SQLite cannot bind, a constraint) must not cost the others:
+                # write each on its own savepoint and drop only those that fail, counted.
+                log.warning("run store batch failed (%s: %s); writing its %d items one by one", type(exc).__name__, exc, n)
+                try:
+                    self._write_isolated(work)
+                    self._recovered()
+                except Exception as exc2:  # noqa: BLE001
+                    self._rollback()
+                    self._storage_failed(exc2, n)
         finally:
             self.stats.write_seconds += time.perf_counter() - t0
+
+    def _rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        self._runs.clear()  # ids created inside the rolled-back transaction are gone
+        self._series.clear()
+
+    def _recovered(self) -> None:
+        if self.stats.degraded_since is not None:
+            log.warning("run store writes succeed again (%s)", self.path)
+        self.stats.degraded_since = None
+
+    def _count_drop(self, reason: str, n: int) -> None:
+        self.stats.dropped += n
+        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + n
+
+    def _storage_failed(self, exc: BaseException, n: int) -> None:
+        reason = "disk_full" if "full" in str(exc).lower() else "write_error"
+        self._count_drop(reason, n)
+        self.stats.last_error = f"{type(exc).__name__}: {exc}"
+        if self.stats.degraded_since is None:
+            self.stats.degraded_since = time.time()
+            log.error("run store %s cannot write (%s); %d items dropped, ingest and /metrics continue", self.path, exc, n)
+
+    def _write_batch(self, work: list[tuple[str, Any]]) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        now = time.time()
+        sample_rows: list[tuple] = []
+        span_starts: list[tuple] = []
+        span_ends: list[tuple] = []
+        touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
+        for kind, payload in work:
+            if kind == "finished":
+                self._touch(touched, self._run_id(*payload, now), now, final=True)
+            elif kind == "samples":
+                for r in payload:
+                    sample_rows.append(self._sample_row(r, touched, now))
+            else:
+                starts, ends = payload
+                span_starts.extend(self._span_row(s, touched, now) for s in starts)
+                span_ends.extend(self._span_row(s, touched, now) for s in ends)
+        if sample_rows:
+            c.executemany(_INSERT_SAMPLE, sample_rows)
+        if span_starts:
+            c.executemany(_INSERT_START, span_starts)
+        if span_ends:
+            c.executemany(_UPSERT_END, span_ends)
+        self._update_runs(touched)
+        c.execute("COMMIT")
+
+    def _write_isolated(self, work: list[tuple[str, Any]]) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        now = time.time()
+        touched: dict[int, list] = {}
+        for kind, payload in work:
+            if kind == "finished":
+                items: list[tuple[str, Any]] = [("finished", payload)]
+            elif kind == "samples":
+                items = [("sample", r) for r in payload]
+            else:
+                items = [("start", s) for s in payload[0]] + [("end", s) for s in payload[1]]
+            for what, item in items:
+                c.execute("SAVEPOINT item")
+                try:
+                    if what == "finished":
+                        self._touch(touched, self._run_id(*item, now), now, final=True)
+                    elif what == "sample":
+                        c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
+                        self.stats.samples += 1
+                    else:
+                        c.execute(_INSERT_START if what == "start" else _UPSERT_END, self._span_row(item, touched, now))
+                        self.stats.spans += 1
+                    c.execute("RELEASE item")
+                except Exception as exc:  # noqa: BLE001
+                    if _is_storage_failure(exc):
+                        raise
+                    c.execute("ROLLBACK TO item")
+                    c.execute("RELEASE item")
+                    self._runs.clear()
+                    self._series.clear()
+                    self._count_drop("invalid_item", 1)
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("run store dropped one %s it cannot store: %s: %s", what, type(exc).__name__, exc)
+        self._update_runs({rid: t for rid, t in touched.items() if self._run_exists(rid)})
+        c.execute("COMMIT")
+        self.stats.batches += 1
+
+    def _run_exists(self, run_id: int) -> bool:
+        return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+    @staticmethod
+    def _touch(touched: dict[int, list], run_id: int, now: float, *, step: float | None = None, earliest: float | None = None,
+               final: bool = False) -> None:
+        t = touched.setdefault(run_id, [now, None, False, now])
+        if final:
+            t[2] = True
+        if step is not None and (t[1] is None or step > t[1]):
+            t[1] = step
+        if earliest is not None:
+            t[3] = min(t[3], earliest)
+
+    def _sample_row(self, r: SampleRow, touched: dict[int, list], now: float) -> tuple:
+        run_id = self._run_id(r.project, r.experiment_name, now)
+        sid = self._series_id(run_id, r.name, r.kind, r.labels)
+        self._touch(touched, run_id, now, step=r.step, earliest=r.ts)
+        return (sid, r.step, r.ts, r.value)
+
+    def _span_row(self, s: SpanRecord, touched: dict[int, list], now: float) -> tuple:
+        run_id = self._run_id(s.project, s.experiment_name, now)
+        self._touch(touched, run_id, now, earliest=s.start_ns / 1e9)
+        attrs = json.dumps(s.attributes, default=str)
+        if s.end_ns is None:
+            return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, attrs)
+        return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, s.end_ns, attrs)
+
+    def _update_runs(self, touched: dict[int, list]) -> None:
+        for run_id, (seen, step, final, earliest) in touched.items():
+            # (SQLite's max() is NULL when any argument is: batches without a step keep last_step)
+            self._conn.execute(
+                "UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN ? IS NULL THEN last_step "
+                "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?) "
+                "WHERE id = ?", (seen, step, step, step, seen if final else None, earliest, run_id))
 
     def _run_id(self, project: str, experiment: str, now: float) -> int:
         key = (project, experiment)

@@ -6,18 +6,26 @@ import json
 import time
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..errors import InvalidInputError
-from .insight_service import run_insights
-from .runstore import RunStoreReader
-from .runstore import queries as q
+from ...errors import InvalidInputError
+from ..insight_service import run_insights
+from ..models import error_responses
+from ..runstore import queries as q
+from ..state import AppState
+from ...protocol import INT64_MAX
+from .params import FromNs, RunId, ToNs
 
 
-def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: str, version_metric: str,
-                 require_read: Any) -> APIRouter:
-    r = APIRouter(prefix="/api/v1", dependencies=[Depends(require_read)], tags=["runs"])
+def build_router(st: AppState) -> APIRouter:
+    """The run store's read API; every route needs the token (or the UI's cookie) when one is set."""
+    assert st.reader is not None
+    reader = st.reader
+    cfg = st.config
+    live_window_s, step_metric, version_metric = cfg.live_window_s, cfg.step_metric, cfg.version_metric
+    r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
+                  responses=error_responses(401, 403, 404, 422))
 
     @r.get("/runs")
     def runs(project: str | None = None) -> dict[str, Any]:
@@ -25,40 +33,42 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
         return {"runs": items, "count": len(items)}
 
     @r.get("/runs/{run_id}")
-    def run(run_id: int) -> dict[str, Any]:
+    def run(run_id: RunId) -> dict[str, Any]:
         return q.get_run(reader.conn(), run_id, live_window_s)
 
     @r.get("/runs/{run_id}/metrics")
-    def metrics(run_id: int) -> dict[str, Any]:
+    def metrics(run_id: RunId) -> dict[str, Any]:
         items = q.metric_names(reader.conn(), run_id)
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 
     @r.get("/runs/{run_id}/series")
-    def series(run_id: int, name: str, x: Literal["step", "time"] = "step",
+    def series(run_id: RunId, name: str = Query(..., max_length=1024), x: Literal["step", "time"] = "step",
                points: int = Query(1000, description="about this many points per series (2..20000)"),
-               agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = Query(None, alias="from"),
-               x_to: float | None = Query(None, alias="to")) -> dict[str, Any]:
+               agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = Query(None, alias="from", ge=-1e300, le=1e300),
+               x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300)) -> dict[str, Any]:
         """A metric of a run by step or by time, downsampled server-side."""
         return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
     @r.get("/series")
-    def compare(name: str, runs: str = Query(..., description="comma-separated run ids"), x: Literal["step", "time"] = "step",
+    def compare(name: str = Query(..., max_length=1024), runs: str = Query(..., max_length=2000, description="comma-separated run ids"), x: Literal["step", "time"] = "step",
                 points: int = 1000, agg: Literal["minmax", "lttb", "none"] = "minmax") -> dict[str, Any]:
         """The same metric of several runs side by side."""
         try:
             ids = [int(v) for v in runs.split(",") if v.strip()]
+            if any(not 0 <= i <= INT64_MAX for i in ids):
+                raise ValueError
         except ValueError:
             raise InvalidInputError(f"runs must be comma-separated integers, got {runs!r}") from None
         return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
 
     @r.get("/runs/{run_id}/lanes")
-    def lanes(run_id: int, counts: bool = False) -> dict[str, Any]:
+    def lanes(run_id: RunId, counts: bool = False) -> dict[str, Any]:
         """Lane names sorted by prefix then number; `counts=true` adds span counts (scans every span)."""
         items = q.lanes(reader.conn(), run_id, counts)
         return {"run_id": run_id, "lanes": items}
 
     @r.get("/runs/{run_id}/spans")
-    def spans(run_id: int, from_ns: int | None = None, to_ns: int | None = None, resolution_ns: int = 0,
+    def spans(run_id: RunId, from_ns: FromNs = None, to_ns: ToNs = None, resolution_ns: int = Query(0, ge=0, le=INT64_MAX),
               lanes: str | None = Query(None, description="comma-separated lane names (default: all)"),
               limit: int = Query(200_000, ge=1, le=1_000_000)) -> JSONResponse:
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
@@ -77,11 +87,11 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
         return JSONResponse(body)
 
     @r.get("/runs/{run_id}/spans/{span_id}")
-    def span(run_id: int, span_id: str) -> dict[str, Any]:
+    def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> dict[str, Any]:
         return q.span_detail(reader.conn(), run_id, span_id)
 
     @r.get("/runs/{run_id}/insights")
-    def run_insight(run_id: int, from_ns: int | None = None, to_ns: int | None = None,
+    def run_insight(run_id: RunId, from_ns: FromNs = None, to_ns: ToNs = None,
                     window_s: float = Query(300.0, gt=0, le=30 * 86400)) -> dict[str, Any]:
         """Utilization, bubbles, step breakdown, overlap, long tail, stalled lanes, staleness (docs/insights.md)."""
         conn = reader.conn()
@@ -98,7 +108,7 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
         return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric)}
 
     @r.get("/runs/{run_id}/export.csv")
-    def export_csv(run_id: int, names: str | None = None) -> StreamingResponse:
+    def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000)) -> StreamingResponse:
         conn = reader.conn()
         q.get_run(conn, run_id)  # 404 before streaming starts
         wanted = [n for n in (names or "").split(",") if n] or None
@@ -106,14 +116,26 @@ def build_router(reader: RunStoreReader, *, live_window_s: float, step_metric: s
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
     @r.get("/runs/{run_id}/trace.json")
-    def export_trace(run_id: int) -> JSONResponse:
+    def export_trace(run_id: RunId) -> JSONResponse:
         """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing)."""
         body = q.chrome_trace(reader.conn(), run_id)
         return JSONResponse(json.loads(json.dumps(body, default=str)),
                             headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
+    @r.get("/runs/{run_id}/targets")
+    async def run_targets(run_id: RunId) -> dict[str, Any]:
+        """The run's registered targets (labels project/experiment_name) with health from Prometheus when it runs."""
+        run = q.get_run(reader.conn(), run_id)
+        mine = [t.to_api() for t in st.targets.list()]
+        mine = [t for t in mine if t["labels"].get("project") == run["project"]
+                and t["labels"].get("experiment_name") == run["experiment_name"]]
+        health = await st.prometheus.target_health()
+        for t in mine:
+            t["health"] = health.get((t["job"], t["target"]), "unknown" if health else None)
+        return {"run_id": run_id, "targets": mine}
+
     return r
 
 
-def _has_open(conn: Any, run_id: int) -> bool:
+def _has_open(conn: Any, run_id: RunId) -> bool:
     return conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone() is not None

@@ -1,0 +1,135 @@
+"""Client liveness: which training processes are alive, and what they left open when they went silent.
+
+verl's workers are Ray actors that never call `finish()`; `ray.shutdown()` kills them, so no final
+batch arrives. Clients send a heartbeat while idle (`client/exporter.py`), so silence for
+`silence_s` means the process is gone. Its open states are then closed at its last-seen time and
+marked `cut_short` (the RL state timeline shows where a process died instead of a state open
+forever), and a run whose clients have all finished or gone silent is marked finished.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Sequence
+
+from ..protocol import ClientInfo, SpanRecord
+
+MAX_CLIENTS = 100_000
+MAX_OPEN_PER_CLIENT = 10_000
+
+
+class _Client:
+    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final")
+
+    def __init__(self) -> None:
+        self.last_seen_mono = 0.0
+        self.last_seen_ns = 0
+        self.run: tuple[str, str] | None = None
+        self.open: dict[str, SpanRecord] = {}
+        self.final = False
+
+
+class ClientTracker:
+    def __init__(self, silence_s: float, close_spans: Callable[[list[SpanRecord]], None],
+                 mark_finished: Callable[[str, str], None]) -> None:
+        self.silence_s = silence_s
+        self._close_spans = close_spans
+        self._mark_finished = mark_finished
+        self._lock = threading.Lock()
+        self._clients: dict[str, _Client] = {}
+        self.cut_short = 0  # spans closed because their client went silent or finished with them open
+        self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rl-insight-liveness", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def seen(self, client: ClientInfo, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], final: bool) -> None:
+        """Record one batch of a client (called by ingest)."""
+        now_mono, now_ns = time.monotonic(), time.time_ns()
+        closed: list[SpanRecord] = []
+        finished_run: tuple[str, str] | None = None
+        with self._lock:
+            c = self._clients.get(client.id)
+            if c is None:
+                if len(self._clients) >= MAX_CLIENTS:
+                    self.untracked += 1
+                    return
+                c = self._clients[client.id] = _Client()
+            c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
+            if client.project is not None or client.experiment_name is not None:
+                c.run = (client.project or "", client.experiment_name or "")
+            for s in ends:
+                c.open.pop(s.id, None)
+            for s in starts:
+                if s.kind != "state":
+                    continue
+                if len(c.open) >= MAX_OPEN_PER_CLIENT:
+                    self.untracked += 1
+                    continue
+                c.open[s.id] = s
+            if final:
+                # finish() / exit: states still open were abandoned by the process (e.g. an exception)
+                closed = self._cut(c, now_ns, "client finished")
+                c.final = True
+                finished_run = self._run_done(c)
+                del self._clients[client.id]
+        if closed:
+            self._close_spans(closed)
+        if finished_run is not None:
+            self._mark_finished(*finished_run)
+
+    def reap(self, now_mono: float | None = None) -> int:
+        """Close the open states of clients silent for `silence_s`; returns how many were closed."""
+        now_mono = time.monotonic() if now_mono is None else now_mono
+        closed: list[SpanRecord] = []
+        runs: set[tuple[str, str]] = set()
+        with self._lock:
+            for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
+                c = self._clients.pop(cid)
+                closed.extend(self._cut(c, c.last_seen_ns, "client silent"))
+                run = self._run_done(c)
+                if run is not None:
+                    runs.add(run)
+        if closed:
+            self._close_spans(closed)
+        for run in runs:
+            self._mark_finished(*run)
+        return len(closed)
+
+    def live_clients(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+    def _cut(self, c: _Client, end_ns: int, why: str) -> list[SpanRecord]:
+        out = []
+        for s in c.open.values():
+            attrs = {**s.attributes, "cut_short": True, "cut_short_reason": why}
+            out.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
+                                  max(s.start_ns, end_ns), attrs, s.size + 48))
+        c.open.clear()
+        self.cut_short += len(out)
+        return out
+
+    def _run_done(self, gone: _Client) -> tuple[str, str] | None:
+        """The gone client's run, when no other tracked client still belongs to it (lock held)."""
+        if gone.run is None:
+            return None
+        if any(c.run == gone.run for c in self._clients.values() if c is not gone):
+            return None
+        return gone.run
+
+    def _loop(self) -> None:
+        interval = max(0.2, min(5.0, self.silence_s / 4))
+        while not self._stop.wait(interval):
+            try:
+                self.reap()
+            except Exception:  # noqa: BLE001 - the reaper must survive a sink's failure
+                import logging
+
+                logging.getLogger("rl_insight.server.clients").exception("liveness reaper failed")

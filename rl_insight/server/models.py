@@ -1,0 +1,126 @@
+"""Request and response bodies as pydantic models, so `/openapi.json` documents the contract.
+
+The ingest route does not parse its body with these models (a batch holds up to hundreds of
+thousands of items, and `rl_insight.protocol` validates it item by item without pydantic's cost);
+they describe the same shape for the schema and for clients generated from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import protocol as p
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: what was wrong, and usually what to do next."""
+
+    model_config = ConfigDict(extra="allow")
+    detail: str = Field(description="what was expected, what was found, and where")
+    hint: str | None = Field(None, description="the next step")
+    errors: list[dict[str, Any]] | None = Field(None, description="per-item or per-field problems, when there are several")
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {400: "malformed body (not JSON, bad gzip, nested too deeply)", 401: "missing or wrong token",
+            403: "cross-site or foreign-host request refused", 404: "not found",
+            409: "conflict with the current state", 413: "body too large",
+            415: "unsupported Content-Type (state-changing routes take application/json)",
+            422: "well-formed but invalid input", 503: "the run store is disabled or unavailable"}
+    return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
+
+
+# --------------------------------------------------------------------------- ingest
+class ClientBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(min_length=1, max_length=p.MAX_CLIENT_ID, description="random per process; makes counters idempotent")
+    pid: int | None = None
+    host: str | None = None
+    project: str | None = None
+    experiment_name: str | None = None
+
+
+class SeriesBody(BaseModel):
+    k: Literal["g", "c", "h"] = Field(description="gauge, counter (cumulative per client) or histogram")
+    n: str = Field(min_length=1, max_length=p.MAX_METRIC_NAME, description="metric name (sanitized for Prometheus)")
+    l: dict[str, str | int | float | bool] | None = Field(None, max_length=p.MAX_LABELS, description="labels")  # noqa: E741
+    d: str | None = Field(None, description=f"documentation (cut to {p.MAX_DOC} characters)")
+    b: list[float] | None = Field(None, max_length=p.MAX_BUCKETS, description="histogram bucket bounds, increasing")
+    ns: Literal["client"] | None = Field(None, description="'client' for the client's own delivery metrics")
+
+
+HistogramValue = tuple[float, int, list[int]]
+
+
+class SpanBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(min_length=1, max_length=p.MAX_ID)
+    trace_id: str | None = Field(None, max_length=p.MAX_ID)
+    parent_id: str | None = Field(None, max_length=p.MAX_ID)
+    name: str = Field(min_length=1, max_length=p.MAX_SPAN_NAME)
+    lane: str | None = Field(None, max_length=p.MAX_LANE)
+    kind: str | None = Field(None, description="state | state_child | op | span")
+    start_ns: int = Field(ge=0, le=p.INT64_MAX, description="epoch nanoseconds")
+    end_ns: int | None = Field(None, ge=0, le=p.INT64_MAX, description="absent for a span start")
+    attributes: dict[str, Any] | None = Field(None, max_length=p.MAX_ATTRIBUTES)
+
+
+class IngestBody(BaseModel):
+    """One batch (protocol 1). Invalid items are refused one by one; the rest of the batch is kept."""
+
+    v: Literal[1] = p.PROTOCOL_VERSION
+    client: ClientBody
+    series: list[SeriesBody] = []
+    samples: list[tuple[int, float, float | None, Union[float, HistogramValue]]] = Field(
+        [], description="[series_index, unix_ts_s, step|null, value]; histogram value [sum, count, [cumulative counts]]")
+    span_starts: list[SpanBody] = []
+    spans: list[SpanBody] = []
+    final: bool | None = Field(None, description="the process is done (finish() or exit)")
+
+
+class ItemProblem(BaseModel):
+    section: str
+    index: int
+    reason: str
+    detail: str
+
+
+class IngestAnswer(BaseModel):
+    accepted: int
+    rejected: int
+    errors: list[ItemProblem] = Field(description=f"the first {p.MAX_ERRORS_REPORTED} refused items")
+    boot_id: str = Field(description="changes when the server restarts; the client then resends its totals")
+    replaced_strings: int = Field(0, description="strings whose undecodable characters were replaced by U+FFFD")
+    detail: str | None = None
+
+
+# --------------------------------------------------------------------------- targets
+class TargetItem(BaseModel):
+    target: str = Field(description="host:port")
+    labels: dict[str, str | int | float | bool] | None = None
+
+
+class TargetRegistration(BaseModel):
+    """Upstream RL-Insight's body: `targets` as `host:port` strings or {target, labels} objects."""
+
+    model_config = ConfigDict(extra="allow")
+    targets: list[Union[str, TargetItem]] = Field(min_length=1)
+    job_name: str | None = None
+    labels: dict[str, str | int | float | bool] | None = None
+    project: str | None = None
+    experiment_name: str | None = None
+
+
+class TargetRegistered(BaseModel):
+    status: str
+    prometheus_reloaded: bool
+    reload_needed: bool
+    job_name: str
+    target_count: int
+    targets_file: str
+
+
+class LoginBody(BaseModel):
+    token: str = Field(max_length=4096)

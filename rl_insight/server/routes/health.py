@@ -1,0 +1,61 @@
+"""Open routes: health, service discovery, the Prometheus exposition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..._version import __version__
+from ..state import AppState
+
+
+def build_router(st: AppState) -> APIRouter:
+    r = APIRouter(tags=["health"])
+
+    @r.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        body: dict[str, Any] = {"status": "ok", "version": __version__, "boot_id": st.boot_id}
+        if st.writer is not None:
+            ws = st.writer.stats
+            body["store"] = {"path": str(st.writer.path), "degraded": ws.degraded_since is not None,
+                             "last_error": ws.last_error, "dropped": ws.dropped, "integrity": st.writer.integrity}
+        return body
+
+    @r.get("/api/v1/services")
+    async def services(request: Request) -> dict[str, Any]:
+        """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and state."""
+        cfg = st.config
+        prom_state, tempo_state, grafana_state = await st.prometheus.state(), await st.tempo.state(), await st.grafana.state()
+        otlp = httpx.URL(cfg.otlp_endpoint) if cfg.otlp_endpoint else None
+        return {
+            "status": "ok",
+            "otlp_port": otlp.port if otlp is not None and (tempo_state == "running" or cfg.tempo_url is None) else None,
+            "prometheus_port": httpx.URL(st.prometheus.url).port if st.prometheus.url and prom_state == "running" else None,
+            "grafana_port": httpx.URL(st.grafana.url).port if st.grafana.url and grafana_state == "running" else None,
+            "services": {
+                "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
+                "prometheus": {"url": st.prometheus.url, "state": prom_state},
+                "tempo": {"url": st.tempo.url, "state": tempo_state, "otlp_endpoint": cfg.otlp_endpoint,
+                          "otlp_protocol": cfg.otlp_protocol if st.forwarder else None},
+                "grafana": {"url": st.grafana.url, "state": grafana_state},
+            },
+        }
+
+    @r.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
+    def prometheus_metrics() -> Response:
+        """Trainer scalars (`rl_insight_monitor_*`), client and server self-metrics, live insight metrics."""
+        m = st.metrics
+        m.series.set(st.store.series_count())
+        m.store_bytes.set(st.store.bytes_used)
+        m.open_states.set(st.memory_spans.open_count())
+        m.targets.set(len(st.targets.list()))
+        m.clients.set(st.clients.live_clients())
+        m.cut_short.set(st.clients.cut_short)
+        return Response(generate_latest(st.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return r

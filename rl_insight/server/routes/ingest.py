@@ -1,0 +1,56 @@
+"""POST /api/v1/ingest: a batch from a training client (protocol: rl_insight/protocol.py)."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from ...protocol import ROUTE_INGEST
+from ..ingest import apply_batch, decode_body
+from ..models import IngestAnswer, IngestBody, error_responses
+from ..state import AppState
+from .body import read_body
+
+
+def build_router(st: AppState) -> APIRouter:
+    r = APIRouter(tags=["ingest"], dependencies=[Depends(st.auth.require_write)])
+
+    def ingest_sync(raw: bytes, encoding: str | None) -> tuple[dict, int]:
+        started = time.perf_counter()
+        obj = decode_body(raw, encoding, st.config.max_body_bytes)
+        batch, result = apply_batch(obj, st.store)
+        if st.writer is not None:
+            st.writer.put_samples(result.samples)
+        st.spans.put(result.span_starts, result.spans, batch.client.host)
+        st.clients.seen(batch.client, result.span_starts, result.spans, batch.final)
+        m = st.metrics
+        for section, n in result.accepted_by_section.items():
+            m.accepted.labels(section).inc(n)
+        for reason, n in result.reasons.items():
+            m.rejected.labels(reason).inc(n)
+        if result.replaced_strings:
+            m.replaced.inc(result.replaced_strings)
+        m.latency.observe(time.perf_counter() - started)
+        body = {"accepted": result.accepted, "rejected": result.rejected, "errors": result.errors, "boot_id": st.boot_id,
+                "replaced_strings": result.replaced_strings}
+        if result.rejected and not result.accepted:
+            body["detail"] = f"all {result.rejected} items of the batch were refused; see errors"
+            return body, 422
+        return body, 200
+
+    @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422),
+            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                "schema": IngestBody.model_json_schema()}}}})
+    async def ingest(request: Request) -> JSONResponse:
+        """Metric samples, span starts and finished spans of one client. Invalid items are refused one by one
+        (listed in `errors`, counted by reason on /metrics); the rest of the batch is kept. 422 only when nothing
+        was accepted."""
+        raw = await read_body(request, st.config.max_body_bytes)
+        # decoding and validation are CPU work: off the event loop, so /metrics and /healthz stay responsive
+        body, status = await run_in_threadpool(ingest_sync, raw, request.headers.get("content-encoding"))
+        return JSONResponse(body, status_code=status)
+
+    return r

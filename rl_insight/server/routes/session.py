@@ -1,0 +1,43 @@
+"""Sign-in for the built-in UI: exchange the token for an HttpOnly, SameSite=Strict session cookie."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ..._version import __version__
+from ...errors import InvalidInputError, UnauthorizedError
+from ..ingest import decode_body
+from ..models import LoginBody, error_responses
+from ..security import install_cookie
+from ..state import AppState
+from .body import read_body
+
+
+def build_router(st: AppState) -> APIRouter:
+    r = APIRouter(prefix="/api/v1", tags=["session"])
+
+    @r.post("/login", responses=error_responses(400, 401, 403, 413, 415, 422),
+            openapi_extra={"requestBody": {"content": {"application/json": {"schema": LoginBody.model_json_schema()}}}})
+    async def login(request: Request) -> JSONResponse:
+        """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
+        raw = await read_body(request, 64 * 1024)
+        body = decode_body(raw, request.headers.get("content-encoding"), 64 * 1024) if raw else {}
+        if not isinstance(body, dict):
+            raise InvalidInputError(f"login body must be an object {{\"token\": ...}}, found {type(body).__name__}")
+        supplied = body.get("token")
+        if st.auth.token and (not isinstance(supplied, str) or not st.auth.token_ok(supplied)):
+            raise UnauthorizedError("wrong token", hint="use the token printed by `rl-insight server start` (<home>/token)")
+        resp = JSONResponse({"status": "ok"})
+        if st.auth.token:
+            install_cookie(resp, st.auth.token)
+        return resp
+
+    @r.get("/session")
+    async def session(request: Request) -> dict[str, Any]:
+        return {"auth_required": bool(st.auth.token), "authenticated": st.auth.authenticated(request),
+                "prometheus_url": st.prometheus.url, "grafana_url": st.config.grafana_url, "version": __version__}
+
+    return r

@@ -1,0 +1,49 @@
+"""Scrape-target registration (upstream-compatible) and the registry's listing and removal."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from ...protocol import ROUTE_TARGETS
+from ..ingest import decode_body
+from ..models import TargetRegistered, TargetRegistration, error_responses
+from ..state import AppState
+from ..targets import parse_registration
+from .body import read_body
+
+
+def build_router(st: AppState) -> APIRouter:
+    writes = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_write)])
+    reads = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_read)])
+
+    @writes.post(ROUTE_TARGETS, response_model=TargetRegistered, responses=error_responses(400, 401, 403, 413, 415, 422),
+                 openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                     "schema": TargetRegistration.model_json_schema()}}}})
+    async def register_targets(request: Request) -> dict[str, Any]:
+        """Upstream-compatible registration: `targets` (strings or {target, labels}), `labels`, `job_name`.
+        Prometheus watches the file_sd file, so no reload is needed."""
+        raw = await read_body(request, st.config.max_body_bytes)
+        job, items = parse_registration(decode_body(raw, request.headers.get("content-encoding"), st.config.max_body_bytes))
+        count = st.targets.upsert(job, items)
+        return {"status": "ok", "prometheus_reloaded": False, "reload_needed": False, "job_name": job,
+                "target_count": count, "targets_file": str(st.targets.path)}
+
+    @reads.get("/api/v1/targets", responses=error_responses(401, 403))
+    async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> dict[str, Any]:
+        found = [t.to_api() for t in st.targets.list(job)]
+        return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
+
+    @writes.delete("/api/v1/targets", responses=error_responses(401, 403, 422))
+    async def delete_targets(target: Optional[str] = Query(None, max_length=300), job: Optional[str] = Query(None, max_length=200),
+                             project: Optional[str] = Query(None, max_length=2048),
+                             experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
+        """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets."""
+        removed = st.targets.remove(target=target, job=job, project=project, experiment_name=experiment_name)
+        return {"status": "ok", "removed": removed}
+
+    router = APIRouter()
+    router.include_router(writes)
+    router.include_router(reads)
+    return router

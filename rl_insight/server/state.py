@@ -1,0 +1,152 @@
+"""AppState: everything a running ingest server holds, built once from its frozen config.
+
+Routers receive the state and read what they need from it; nothing is created inside a route.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .._version import __version__
+from ..protocol import SpanRecord
+from .clients import ClientTracker
+from .config import ServerConfig
+from .insight_service import InsightService
+from .metric_store import MetricStore, StoreCollector
+from .otlp import OtlpForwarder, endpoint_from_env
+from .runstore import RunStoreReader, RunStoreWriter
+from .security import Auth, local_names
+from .spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
+from .targets import TargetRegistry
+
+log = logging.getLogger("rl_insight.server")
+
+
+class ServerMetrics:
+    """The server's own metrics (`rl_insight_server_*`), in the app's isolated registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        p = "rl_insight_server_"
+        self.requests = Counter(p + "http_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=registry)
+        self.accepted = Counter(p + "ingest_items_accepted", "Ingested items stored, by section", ["section"], registry=registry)
+        self.rejected = Counter(p + "ingest_items_rejected", "Ingested items refused, by reason", ["reason"], registry=registry)
+        self.replaced = Counter(p + "ingest_strings_replaced", "Strings with undecodable characters replaced by U+FFFD",
+                                registry=registry)
+        self.latency = Histogram(p + "ingest_duration_seconds", "Time to decode, validate and store one ingest batch",
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=registry)
+        self.series = Gauge(p + "series", "Trainer series currently exposed", registry=registry)
+        self.store_bytes = Gauge(p + "metric_store_bytes", "Estimated bytes of names and labels held for /metrics", registry=registry)
+        self.open_states = Gauge(p + "open_states", "RL states that have started and not yet ended", registry=registry)
+        self.targets = Gauge(p + "targets", "Registered scrape targets", registry=registry)
+        self.clients = Gauge(p + "live_clients", "Client processes heard from within the silence timeout", registry=registry)
+        self.cut_short = Gauge(p + "spans_cut_short", "Open states closed because their client went silent or finished",
+                               registry=registry)
+        info = Gauge(p + "build_info", "Server version", ["version"], registry=registry)
+        info.labels(__version__).set(1)
+
+
+class ServiceProbe:
+    """Answers 'is Prometheus up?' for /api/v1/services, cached briefly so the route stays cheap."""
+
+    def __init__(self, url: str | None, ready_path: str) -> None:
+        self.url = url.rstrip("/") if url else None
+        self._path = ready_path
+        self._cached: tuple[float, str] = (0.0, "unknown")
+
+    async def target_health(self) -> dict[tuple[str, str], str]:
+        """{(job, instance): "up"|"down"|"unknown"} from Prometheus' target API; empty when it does not answer."""
+        if self.url is None:
+            return {}
+        try:
+            async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+                r = await client.get(self.url + "/api/v1/targets", params={"state": "active"})
+            active = r.json()["data"]["activeTargets"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return {}
+        return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active}
+
+    async def state(self) -> str:
+        if self.url is None:
+            return "not_configured"
+        now = time.monotonic()
+        if now - self._cached[0] < 5.0:
+            return self._cached[1]
+        try:
+            async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
+                r = await client.get(self.url + self._path)
+            state = "running" if r.status_code == 200 else f"not_ready (HTTP {r.status_code})"
+        except httpx.HTTPError:
+            state = "down"
+        self._cached = (now, state)
+        return state
+
+
+class AppState:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.boot_id = uuid.uuid4().hex
+        self.auth = Auth(config.token)
+        self.host_names = local_names(config.host, config.allowed_hosts)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.store = MetricStore(config.series_ttl_s, config.max_series_per_metric, max_families=config.max_families,
+                                 max_families_per_client=config.max_families_per_client, max_bytes=config.max_metric_store_bytes)
+        self.registry.register(StoreCollector(self.store))
+        self.metrics = ServerMetrics(self.registry)
+        self.targets = TargetRegistry(config.targets_file, config.max_targets)
+        self.writer = RunStoreWriter(config.store_file, retention_days=config.retention_days,
+                                     max_bytes=config.store_max_bytes) if config.store_enabled else None
+        self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
+        self.insight = (InsightService(self.reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
+                                       step_metric=config.step_metric, version_metric=config.version_metric)
+                        if self.reader is not None else None)
+        self.forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
+                          if config.otlp_endpoint or endpoint_from_env() else None)
+        self.memory_spans = MemorySpanSink(max_bytes=config.max_span_memory_bytes)
+        sinks: list[Any] = [self.memory_spans]
+        if self.writer is not None:
+            sinks.append(RunStoreSpanSink(self.writer))
+        if self.forwarder is not None:
+            sinks.append(OtlpSpanSink(self.forwarder))
+        self.spans = SpanFanout(sinks)
+        self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
+        self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
+        self.tempo = ServiceProbe(config.tempo_url, "/ready")
+        self.grafana = ServiceProbe(config.grafana_url, "/api/health")
+        self._register_collectors()
+
+    def _close_cut_short(self, spans: list[SpanRecord]) -> None:
+        self.spans.put([], spans, "")
+
+    def _mark_finished(self, project: str, experiment_name: str) -> None:
+        if self.writer is not None:
+            self.writer.mark_finished(project, experiment_name)
+
+    def _register_collectors(self) -> None:
+        from .collectors import OtlpCollector, RunStoreHealthCollector
+
+        if self.forwarder is not None:
+            self.registry.register(OtlpCollector(self.forwarder))
+        if self.writer is not None:
+            self.registry.register(RunStoreHealthCollector(self.writer))
+        if self.insight is not None:
+            self.registry.register(self.insight)
+
+    def start(self) -> None:
+        if self.insight is not None:
+            self.insight.start()
+        self.clients.start()
+
+    def stop(self) -> None:
+        self.clients.stop()
+        if self.insight is not None:
+            self.insight.stop()
+        if self.forwarder is not None:
+            self.forwarder.shutdown()
+        if self.writer is not None:
+            self.writer.close()
