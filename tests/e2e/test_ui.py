@@ -88,7 +88,9 @@ def page():
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        # bypass_csp: the tests' own polling predicates are evaluated as strings; the UI under its real
+        # CSP is checked by test_ui_and_docs_work_under_their_content_security_policy
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
         yield pg
@@ -203,3 +205,34 @@ def test_offline_html_timeline_opens_and_zooms_in_chromium(tmp_path: Path, page)
     page.screenshot(path=str(ARTIFACTS / "offline-timeline.png"))
     assert "merged" not in page.eval_on_selector("#c", "e => e.dataset.level") or \
         page.eval_on_selector("#c", "e => e.dataset.level") != level_before
+
+
+def test_ui_and_docs_work_under_their_content_security_policy(live_demo: str) -> None:
+    """No bypass here: the UI, its charts and /docs render with the server's CSP, load nothing from
+    another origin, and the browser reports no CSP violation."""
+    _need_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        console: list[str] = []
+        urls: list[str] = []
+        pg.on("console", lambda m: console.append(m.text))
+        pg.on("request", lambda r: urls.append(r.url))
+        resp = pg.goto(live_demo + "/")
+        assert "frame-ancestors 'none'" in resp.headers["content-security-policy"]
+        assert resp.headers["x-content-type-options"] == "nosniff"
+        pg.wait_for_selector("#runs-table tr[data-run-id]").click()
+        pg.wait_for_selector("#timeline canvas")
+        pg.wait_for_selector('.chart[data-points]')
+        pg.goto(live_demo + "/docs")
+        pg.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
+        assert "RL-Insight server" in pg.inner_text(".swagger-ui .info .title")
+        pg.wait_for_selector(".opblock-summary-path[data-path='/api/v1/ingest']")
+        pg.screenshot(path=str(ARTIFACTS / "docs.png"))
+        browser.close()
+    foreign = [u for u in urls if not (u.startswith(live_demo) or u.startswith("data:"))]
+    assert not foreign, f"requests to other origins: {foreign[:5]}"
+    violations = [m for m in console if "Content Security Policy" in m]
+    assert not violations, violations
