@@ -21,6 +21,7 @@ from .config import ClientConfig, load_config, resolve_token, resolve_url
 from .exporter import LOG_ERROR, LOG_WARNING, Exporter
 from .lanes import NOOP_BLOCK, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
+from .urls import parse_server_url
 
 # Process-local state. `_rt` is the enabled exporter, or None while disabled: the hot path checks
 # only this one global.
@@ -40,8 +41,12 @@ def _internal_error(where: str, exc: BaseException) -> None:
 
 
 # ---------------------------------------------------------------------------- lifecycle
-def init(project: str | None = None, experiment_name: str | None = None, config: Any = None) -> None:
-    """Enable monitoring for this process. Without a server URL this leaves everything a no-op."""
+def init(project: str | None = None, experiment_name: str | None = None, config: Any = None, *,
+         transport: Callable[[], Any] | None = None) -> None:
+    """Enable monitoring for this process. Without a server URL this leaves everything a no-op.
+
+    `transport`: a factory for the object that sends batches (see client/transport.py `Transport`);
+    the default posts over HTTP to the configured URL."""
     global _rt, _reg_only, _atexit_registered
     with _init_lock:
         if _rt is not None:
@@ -55,6 +60,11 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
         if not cfg.enabled:
             ratelog.log(LOG_WARNING, "no-url", "[rl-insight] no server URL (set RL_INSIGHT_SERVER_URL or config['server']['url']); monitoring is off")
             return
+        try:
+            url = parse_server_url(cfg.url)
+        except ValueError as exc:
+            ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] %s; monitoring is off", exc)
+            return
         # Workers call bare init() (verl's lazy path); RL_INSIGHT_PROJECT / RL_INSIGHT_EXPERIMENT_NAME
         # in the Ray runtime env give their spans and metrics the run's identity too.
         project = project if project is not None else (os.environ.get("RL_INSIGHT_PROJECT") or None)
@@ -66,7 +76,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
         if experiment_name is not None:
             labels["experiment_name"] = str(experiment_name)
         try:
-            exp = Exporter(cfg, labels)
+            exp = Exporter(cfg, url, labels, transport)
         except Exception as exc:
             _internal_error("init", exc)
             return
@@ -149,7 +159,7 @@ def _after_fork_in_child() -> None:
     _rt = None
     if parent is not None:
         try:
-            _rt = Exporter(parent.cfg, parent.base_labels)
+            _rt = Exporter(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
         except Exception:
             _rt = None
 
@@ -302,7 +312,12 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
                     if not url:
                         ratelog.log(LOG_ERROR, "reg-no-url", "[rl-insight] cannot register targets: RL_INSIGHT_SERVER_URL is not set")
                         return
-                    exp = _reg_only = Exporter(ClientConfig(url=url, token=resolve_token(None)), {})
+                    try:
+                        parsed = parse_server_url(url)
+                    except ValueError as exc:
+                        ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] cannot register targets: %s", exc)
+                        return
+                    exp = _reg_only = Exporter(ClientConfig(url=url, token=resolve_token(None)), parsed, {})
                     _register_atexit()
         exp.register_targets(payload)
     except Exception as exc:

@@ -32,7 +32,7 @@ class ClientConfig:
         step_metric: str = DEFAULT_STEP_METRIC,
         queue_size: int = 100_000,  # items; the oldest is dropped (and counted) past this
         batch_size: int = 5_000,  # items per HTTP request
-        flush_interval_s: float = 1.0,
+        flush_interval_s: float = 0.1,  # linger: events wait at most this long before they are sent
         request_timeout_s: float = 5.0,
         exit_timeout_s: float = 5.0,  # how long atexit may wait for the last flush
         max_series: int = 10_000,  # distinct series per kind per process
@@ -114,7 +114,7 @@ def load_config(config: Any = None) -> ClientConfig:
         step_metric=str(env.get("RL_INSIGHT_STEP_METRIC") or _get(config, "step_metric") or DEFAULT_STEP_METRIC),
         queue_size=max(100, _num(env.get("RL_INSIGHT_QUEUE_SIZE") or _get(client, "queue_size"), 100_000, int)),
         batch_size=max(1, _num(_get(client, "batch_size"), 5_000, int)),
-        flush_interval_s=max(0.05, _num(env.get("RL_INSIGHT_FLUSH_INTERVAL") or _get(client, "flush_interval_s"), 1.0)),
+        flush_interval_s=max(0.01, _num(env.get("RL_INSIGHT_FLUSH_INTERVAL") or _get(client, "flush_interval_s"), 0.1)),
         request_timeout_s=max(0.1, _num(_get(client, "request_timeout_s"), 5.0)),
         exit_timeout_s=max(0.0, _num(env.get("RL_INSIGHT_EXIT_TIMEOUT") or _get(client, "exit_timeout_s"), 5.0)),
         max_series=max(10, _num(_get(client, "max_series"), 10_000, int)),

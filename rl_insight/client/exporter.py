@@ -4,18 +4,15 @@ Modelled on OpenTelemetry's BatchSpanProcessor, minus its gaps:
 
 * every drop is counted with a reason (`queue_full`, `series_limit`, `invalid_value`, `rejected`,
   `unauthorized`) and reported to the server as a client self-metric;
-* counters and histograms are cumulative per series *here*, outside the queue, so a dropped or
-  resent batch never loses or double-counts an increment, and a restarted server gets the totals
-  back (the exporter resends a snapshot when the server's boot id changes);
-* `flush(timeout)` and shutdown honour their deadlines, the thread never raises.
+* counters and histograms are cumulative outside the queue (`aggregate.py`);
+* the thread sends shortly after activity (every `linger_s`, 0.1 s by default), so a process killed
+  without warning (Ray actors at `ray.shutdown()`) loses at most about that much, and sends a
+  heartbeat while idle so the server can tell a silent process from a dead one;
+* `flush(timeout)` waits outside the data queue (a flush never evicts a record) and says whether
+  everything since the previous flush was delivered; shutdown honours its deadline;
+* batches are encoded in slices (`wire.py`) so the thread never holds the GIL for long.
 
-Wire format (POST /api/v1/ingest, gzip JSON, protocol 1)::
-
-    {"v": 1, "client": {"id", "pid", "host"},
-     "series": [{"k": "g"|"c"|"h", "n": name, "l": {labels}, "d": doc, "b": [bounds]?, "ns": "client"?}],
-     "samples": [[series_index, unix_ts_s, step|null, value]],      # histogram value: [sum, count, [cumulative counts]]
-     "span_starts": [{"id", "trace_id", "parent_id", "name", "lane", "start_ns", "kind", "attributes"}],
-     "spans": [{... same ..., "end_ns"}]}
+Parts: `Aggregates` (cumulative state), `wire` (encoding), a `Transport` (injected; HTTP by default).
 """
 
 from __future__ import annotations
@@ -25,37 +22,41 @@ import os
 import random
 import threading
 import time
-from bisect import bisect_left
 from collections import deque
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 from .._version import __version__
 from ..names import sanitize_metric_name
+from ..protocol import ROUTE_INGEST, ROUTE_TARGETS
+from . import wire
+from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
 from .ratelog import ratelog
+from .urls import ServerUrl
 
 # Queue item tags (first tuple element).
-_GAUGE, _SPAN_START, _SPAN, _FLUSH = 0, 1, 2, 3
+_GAUGE, _SPAN_START, _SPAN = 0, 1, 2
 
 _SELF_METRICS_EVERY_S = 10.0
+HEARTBEAT_S = 10.0  # an idle client still sends this often (the server's silence timeout is 3x this)
 _MAX_BACKOFF_S = 30.0
+_FLOAT_MAX = 1.7976931348623157e308
 
 LOG_WARNING = 30
 LOG_ERROR = 40
 LOG_INFO = 20
 
 
-def _labels_key(labels: dict[str, Any]) -> tuple:
-    return tuple(sorted(labels.items())) if labels else ()
-
-
 class Exporter:
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
-    def __init__(self, cfg: ClientConfig, base_labels: dict[str, str]) -> None:
+    def __init__(self, cfg: ClientConfig, url: ServerUrl, base_labels: dict[str, str],
+                 transport_factory: Callable[[], Any] | None = None) -> None:
         self.cfg = cfg
+        self.url = url
         self.base_labels = dict(base_labels)
         self.pid = os.getpid()
         self.client_id = os.urandom(8).hex()
@@ -68,15 +69,11 @@ class Exporter:
         self._step_names: dict[str, bool] = {}
         self._step_sanitized = sanitize_metric_name(cfg.step_metric)
 
-        # Cumulative state, shared between the hot path and the thread.
-        self._cum_lock = threading.Lock()
-        self._counters: dict[tuple, list] = {}  # key -> [total, ts, step, doc, labels]
-        self._hists: dict[tuple, list] = {}  # key -> [counts, sum, count, ts, step, doc, labels, bounds]
-        self._dirty_counters: set[tuple] = set()
-        self._dirty_hists: set[tuple] = set()
-
         self._drop_lock = threading.Lock()
         self.drops: dict[str, int] = {}
+        self._problems = 0  # drops + rejections, for flush()'s answer
+        self._problems_at_flush = 0
+        self.agg = Aggregates(cfg.max_series, cfg.buckets_for, self.drop)
 
         # Span ids: a random per-process prefix plus an atomic sequence (itertools.count is atomic
         # under the GIL), so ids are unique across processes without os.urandom on the hot path.
@@ -85,18 +82,22 @@ class Exporter:
         self._trace_prefix = random.getrandbits(64) << 64
 
         # Owned by the sender thread.
+        self._transport_factory = transport_factory
         self._latest_gauges: dict[tuple, tuple] = {}
-        self._pending: tuple[dict, list, int] | None = None  # (payload, flush markers, user items) awaiting retry
+        self._pending: tuple[bytes, dict[str, str], int, bool] | None = None  # a batch awaiting retry
         self._server_boot: str | None = None
         self._resend_all = False
         self._failures = 0
         self._next_self_metrics = 0.0
+        self._last_sent = time.monotonic()
         self.sent_items = 0
         self.sent_batches = 0
         self.retries = 0
 
         self._reg_lock = threading.Lock()
         self._registrations: list[dict] = []
+        self._flush_lock = threading.Lock()
+        self._flush_waiters: list[threading.Event] = []
 
         self._wake = threading.Event()
         self._stopping = False
@@ -109,6 +110,7 @@ class Exporter:
     def drop(self, reason: str, n: int = 1) -> None:
         with self._drop_lock:
             self.drops[reason] = self.drops.get(reason, 0) + n
+            self._problems += n
 
     def _note_step(self, name: str, value: Any) -> bool:
         is_step = self._step_names.get(name)
@@ -121,7 +123,8 @@ class Exporter:
         if is_step:
             try:
                 v = float(value)
-                self.step = int(v) if v.is_integer() else v
+                if v - v == 0.0:  # finite
+                    self.step = int(v) if v.is_integer() else v
             except (TypeError, ValueError, OverflowError):
                 pass
         return is_step
@@ -139,48 +142,21 @@ class Exporter:
             amount = float(amount)
         except (TypeError, ValueError, OverflowError):
             amount = -1.0  # reported below as an invalid value
-        if not amount >= 0.0:  # also catches NaN
+        if not 0.0 <= amount <= _FLOAT_MAX:  # also catches NaN and inf
             self.drop("invalid_value")
-            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) needs a number >= 0; sample dropped", name)
+            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) needs a finite number >= 0; sample dropped", name)
             return
-        key = (name, _labels_key(labels))
-        now, step = time.time(), self.step
-        with self._cum_lock:
-            s = self._counters.get(key)
-            if s is None:
-                if len(self._counters) >= self.cfg.max_series:
-                    self.drop("series_limit")
-                    return
-                s = self._counters[key] = [0.0, now, step, doc, labels]
-            s[0] += amount
-            s[1] = now
-            s[2] = step
-            self._dirty_counters.add(key)
+        self.agg.add(name, amount, doc, labels, self.step)
 
     def observe(self, name: str, value: Any, doc: str, labels: dict) -> None:
         try:
             value = float(value)
         except (TypeError, ValueError, OverflowError):
             value = float("nan")
-        if value != value:
+        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:
             self.drop("invalid_value")
             return
-        key = (name, _labels_key(labels))
-        now, step = time.time(), self.step
-        with self._cum_lock:
-            s = self._hists.get(key)
-            if s is None:
-                if len(self._hists) >= self.cfg.max_series:
-                    self.drop("series_limit")
-                    return
-                bounds = self.cfg.buckets_for(name)
-                s = self._hists[key] = [[0] * (len(bounds) + 1), 0.0, 0, now, step, doc, labels, bounds]
-            s[0][bisect_left(s[7], value)] += 1
-            s[1] += value
-            s[2] += 1
-            s[3] = now
-            s[4] = step
-            self._dirty_hists.add(key)
+        self.agg.observe(name, value, doc, labels, self.step)
 
     def new_span_id(self) -> int:
         return self._span_prefix | (next(self._span_seq) & 0xFFFFFFFF)
@@ -207,16 +183,22 @@ class Exporter:
         self._wake.set()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Deliver everything queued before this call; False if the deadline passed first."""
+        """Deliver everything queued before this call. False if the deadline passed first, or if anything
+        since the previous flush was dropped or refused by the server."""
         if not self._thread.is_alive():
             return False
         done = threading.Event()
-        self.queue.append((_FLUSH, done))
+        with self._flush_lock:
+            self._flush_waiters.append(done)
         self._wake.set()
-        return done.wait(timeout)
+        delivered = done.wait(timeout)
+        with self._drop_lock:
+            clean = self._problems == self._problems_at_flush
+            self._problems_at_flush = self._problems
+        return delivered and clean
 
     def shutdown(self, timeout: float) -> bool:
-        self._final = True  # batches from now on tell the server this process is done (run "finished")
+        self._final = True  # batches from now on tell the server this process is done
         ok = self.flush(timeout)
         self._stopping = True
         self._wake.set()
@@ -224,21 +206,47 @@ class Exporter:
 
     # ------------------------------------------------------------------ sender thread
     def _run(self) -> None:
-        from .transport import HttpTransport  # lazy: keeps http.client out of `import rl_insight`
-
-        transport = HttpTransport(self.cfg.url, self.cfg.token, self.cfg.request_timeout_s,
-                                  f"rl-insight-client/{__version__}")
+        try:
+            transport = self._make_transport()
+        except Exception as exc:  # noqa: BLE001 - never a dead thread with monitoring still "on"
+            ratelog.log(LOG_ERROR, "transport", "[rl-insight] cannot set up delivery to %s: %r; events are dropped", self.url, exc)
+            transport = None
         while True:
             backoff = self._backoff()
             self._wake.wait(backoff if backoff else self.cfg.flush_interval_s)
             self._wake.clear()
             try:
-                self._cycle(transport)
-            except Exception as exc:  # never let the thread die
-                ratelog.log(LOG_ERROR, "exporter", "[rl-insight] exporter error: %r", exc)
-            if self._stopping and self._pending is None and not self.queue:
-                transport.close()
+                if transport is None:
+                    self._discard_all("no_transport")
+                else:
+                    self._cycle(transport)
+            except Exception as exc:  # noqa: BLE001 - never let the thread die
+                ratelog.log(LOG_ERROR, "exporter", "[rl-insight] exporter error (sending to %s): %r", self.url, exc)
+            if self._stopping and (self._pending is None or transport is None) and not self.queue:
+                self._release_waiters()
+                if transport is not None:
+                    transport.close()
                 return
+
+    def _make_transport(self) -> Any:
+        if self._transport_factory is not None:
+            return self._transport_factory()
+        from .transport import HttpTransport  # lazy: keeps http.client out of `import rl_insight`
+
+        return HttpTransport(self.url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}")
+
+    def _discard_all(self, reason: str) -> None:
+        n = len(self.queue)
+        self.queue.clear()
+        if n:
+            self.drop(reason, n)
+        self._release_waiters()
+
+    def _release_waiters(self) -> None:
+        with self._flush_lock:
+            waiters, self._flush_waiters = self._flush_waiters, []
+        for w in waiters:
+            w.set()
 
     def _backoff(self) -> float:
         if not self._failures:
@@ -247,67 +255,83 @@ class Exporter:
         return base * random.uniform(0.8, 1.2)
 
     def _cycle(self, transport: Any) -> None:
+        # Only the flushes requested before this cycle began are answered by it: everything they
+        # waited for was queued before the queue was drained below.
+        with self._flush_lock:
+            waiters, self._flush_waiters = self._flush_waiters, []
+        settled = False
+        try:
+            settled = self._send_all(transport, force=bool(waiters))
+        finally:
+            if settled:
+                for w in waiters:
+                    w.set()
+            elif waiters:
+                with self._flush_lock:
+                    self._flush_waiters[:0] = waiters
+            if settled and self._flush_waiters:
+                self._wake.set()  # flushes that arrived meanwhile: answer them in the next cycle at once
+
+    def _send_all(self, transport: Any, force: bool) -> bool:
+        """Send registrations, then batches until the queue is empty. True when nothing is left pending."""
         self._send_registrations(transport)
         if self._pending is not None:
             if not self._deliver(transport, *self._pending):
-                return
+                return False
             self._pending = None
+        heartbeat_due = time.monotonic() - self._last_sent >= HEARTBEAT_S
+        must_send = force or heartbeat_due or (self._final and not self._final_sent)
         while True:
-            payload, markers, n_user = self._build_batch()
-            has_items = bool(payload["samples"] or payload["span_starts"] or payload["spans"])
-            if not has_items and not markers:
-                return
-            if has_items and not self._deliver(transport, payload, markers, n_user):
-                self._pending = (payload, markers, n_user)
-                return
-            if not has_items and markers and self._final and not self._final_sent:
-                # nothing left to send, but the server must still learn that this process finished
-                if not self._deliver(transport, payload, markers, 0):
-                    self._pending = (payload, markers, 0)
-                    return
-                markers = []
-            if self._final and "final" in payload:
-                self._final_sent = True
-            if not has_items:
-                for m in markers:
-                    m.set()
+            body, headers, n_user, has_items = self._build_batch(force=must_send)
+            if not has_items and not must_send:
+                return True
+            if not self._deliver(transport, body, headers, n_user, self._final):
+                self._pending = (body, headers, n_user, self._final)
+                return False
+            must_send = False
             if not self.queue:
-                return
+                return True
 
-    def _deliver(self, transport: Any, payload: dict, markers: list, n: int) -> bool:
+    def _deliver(self, transport: Any, body: bytes, headers: dict[str, str], n: int, final: bool = False) -> bool:
         """Send one batch of `n` user items (plus self-metrics). True when settled (delivered or refused for good)."""
         from .transport import TransportError
 
+        where = f"{self.url}{ROUTE_INGEST}"
         try:
-            resp = transport.post_json("/api/v1/ingest", payload)
+            resp = transport.post(ROUTE_INGEST, body, headers)
         except TransportError as exc:
-            return self._retry_later(f"server unreachable ({exc})")
+            return self._retry_later(f"server unreachable at {where} ({exc})")
         if resp.status == 429 or resp.status >= 500:
-            return self._retry_later(f"server answered HTTP {resp.status}")
+            return self._retry_later(f"server at {where} answered HTTP {resp.status}")
         self._failures = 0
+        self._last_sent = time.monotonic()
+        if final:
+            self._final_sent = True
         if resp.status in (401, 403):
             self.drop("unauthorized", n)
-            ratelog.log(LOG_ERROR, "auth", "[rl-insight] server refused our token (HTTP %s); set RL_INSIGHT_TOKEN to the token printed by `rl-insight server start`", resp.status)
+            ratelog.log(LOG_ERROR, "auth", "[rl-insight] %s refused our token (HTTP %s): %.200s; set RL_INSIGHT_TOKEN to the "
+                        "token printed by `rl-insight server start`", where, resp.status, resp.body.get("detail") or resp.body)
         elif resp.status >= 400:
             self.drop("rejected", n)
-            ratelog.log(LOG_ERROR, "rejected", "[rl-insight] server rejected a batch (HTTP %s): %.300s", resp.status, resp.body.get("detail") or resp.body)
+            ratelog.log(LOG_ERROR, "rejected", "[rl-insight] %s rejected a batch (HTTP %s): %.300s", where, resp.status,
+                        resp.body.get("detail") or resp.body)
         else:
-            body = resp.body
-            rejected = int(body.get("rejected", 0) or 0)
+            rb = resp.body
+            rejected = rb.get("rejected", 0)
+            rejected = rejected if isinstance(rejected, int) and 0 <= rejected <= n + 1000 else 0
             if rejected:
                 self.drop("rejected", rejected)
-                ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] server rejected %d item(s), first: %.300s", rejected, (body.get("errors") or [None])[0])
-            self.sent_items += n - rejected
+                ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where, rejected,
+                            (rb.get("errors") or [None])[0])
+            self.sent_items += max(0, n - rejected)
             self.sent_batches += 1
-            boot = body.get("boot_id")
+            boot = rb.get("boot_id")
             if boot and self._server_boot and boot != self._server_boot:
                 # The server restarted and lost its in-memory state: resend every series' latest value.
                 self._resend_all = True
                 self._wake.set()
-            if boot:
+            if isinstance(boot, str):
                 self._server_boot = boot
-        for m in markers:
-            m.set()
         return True
 
     def _retry_later(self, why: str) -> bool:
@@ -322,20 +346,22 @@ class Exporter:
         with self._reg_lock:
             todo, self._registrations = self._registrations, []
         keep: list[dict] = []
+        where = f"{self.url}{ROUTE_TARGETS}"
         for i, payload in enumerate(todo):
             try:
-                resp = transport.post_json("/api/v1/prometheus/targets", payload, compress=False)
+                resp = transport.post(ROUTE_TARGETS, wire.encode_json(payload), {})
             except TransportError as exc:
-                self._retry_later(f"target registration: server unreachable ({exc})")
+                self._retry_later(f"target registration: server unreachable at {where} ({exc})")
                 keep = todo[i:]
                 break
             if resp.status == 429 or resp.status >= 500:
-                self._retry_later(f"target registration: HTTP {resp.status}")
+                self._retry_later(f"target registration: {where} answered HTTP {resp.status}")
                 keep = todo[i:]
                 break
             if resp.status >= 400:
-                ratelog.log(LOG_ERROR, "reg-rejected", "[rl-insight] target registration for job %r refused (HTTP %s): %.300s",
-                            payload.get("job_name"), resp.status, resp.body.get("detail") or resp.body)
+                self.drop("registration_refused")
+                ratelog.log(LOG_ERROR, "reg-rejected", "[rl-insight] %s refused the targets of job %r (HTTP %s): %.300s",
+                            where, payload.get("job_name"), resp.status, resp.body.get("detail") or resp.body)
             else:
                 ratelog.log(LOG_INFO, "reg-ok:" + str(payload.get("job_name")), "[rl-insight] Registered %d Prometheus targets with RL-Insight server (job_name=%s)",
                             len(payload.get("targets", [])), payload.get("job_name"))
@@ -344,103 +370,71 @@ class Exporter:
                 self._registrations[:0] = keep
 
     # ------------------------------------------------------------------ batch building
-    def _build_batch(self) -> tuple[dict, list, int]:
-        series: list[dict] = []
-        index: dict[tuple, int] = {}
+    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:
+        """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
+        table = wire.SeriesTable(self.base_labels)
         samples: list[list] = []
         span_starts: list[dict] = []
         spans: list[dict] = []
-        markers: list[threading.Event] = []
-        base = self.base_labels
         latest = self._latest_gauges
         max_series = self.cfg.max_series
-
-        def series_index(kind: str, name: str, lkey: tuple, labels: dict, doc: str, bounds: Any = None, ns: str | None = None) -> int:
-            key = (kind, name, lkey, ns)
-            idx = index.get(key)
-            if idx is None:
-                merged = dict(base)
-                for k, v in labels.items():
-                    merged[k] = v if isinstance(v, str) else str(v)
-                entry: dict[str, Any] = {"k": kind, "n": name, "l": merged, "d": doc}
-                if bounds is not None:
-                    entry["b"] = list(bounds)
-                if ns:
-                    entry["ns"] = ns
-                idx = index[key] = len(series)
-                series.append(entry)
-            return idx
-
         q = self.queue
         budget = self.cfg.batch_size
+        since_yield = 0
         while budget > 0:
             try:
                 item = q.popleft()
             except IndexError:
                 break
+            budget -= 1
+            since_yield += 1
+            if since_yield >= wire.SLICE:
+                since_yield = 0
+                time.sleep(0)  # let the training thread run
             tag = item[0]
             if tag == _GAUGE:
                 _, name, value, labels, doc, ts, step = item
                 try:
                     v = float(value)
                 except (TypeError, ValueError, OverflowError):
+                    v = float("nan")
+                if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
                     self.drop("invalid_value")
-                    ratelog.log(LOG_WARNING, "gauge-value", "[rl-insight] metric_gauge(%r) got non-numeric value %.80r; dropped", name, value)
+                    ratelog.log(LOG_WARNING, "gauge-value", "[rl-insight] metric_gauge(%r) got %.80r, not a finite number; dropped",
+                                name, value)
                     continue
-                lkey = _labels_key(labels) if labels else ()
+                lkey = labels_key(labels)
                 gkey = (name, lkey)
                 if gkey not in latest and len(latest) >= max_series:
                     self.drop("series_limit")
                     continue
                 latest[gkey] = (v, ts, step, doc, labels)
-                idx = index.get(("g", name, lkey, None))
-                if idx is None:
-                    idx = series_index("g", name, lkey, labels, doc)
-                samples.append([idx, ts, step, v])
+                samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             elif tag == _SPAN:
                 spans.append(self._span_json(item))
-            elif tag == _SPAN_START:
-                span_starts.append(self._span_json(item))
             else:
-                markers.append(item[1])
-                continue
-            budget -= 1
+                span_starts.append(self._span_json(item))
 
         # Cumulative series: all of them after a server restart, else only those that changed.
-        with self._cum_lock:
-            if self._resend_all:
-                dirty_c, dirty_h = set(self._counters), set(self._hists)
-            else:
-                dirty_c, dirty_h = self._dirty_counters, self._dirty_hists
-            self._dirty_counters, self._dirty_hists = set(), set()
-            counters = [(k, self._counters[k][:]) for k in dirty_c if k in self._counters]
-            hists = [(k, [self._hists[k][0][:]] + self._hists[k][1:]) for k in dirty_h if k in self._hists]
-        for (name, lkey), (total, ts, step, doc, labels) in counters:
-            samples.append([series_index("c", name, lkey, labels, doc), ts, step, total])
-        for (name, lkey), (counts, total, count, ts, step, doc, labels, bounds) in hists:
-            cumulative = list(itertools.accumulate(counts))
-            samples.append([series_index("h", name, lkey, labels, doc, bounds), ts, step, [total, count, cumulative]])
-        if self._resend_all:
-            self._resend_all = False
+        resend = self._resend_all
+        self._resend_all = False
+        counters, hists = self.agg.take(resend)
+        for name, lkey, total, ts, step, doc, labels in counters:
+            samples.append([table.ref("c", name, lkey, labels, doc), ts, step, total])
+        for name, lkey, total, count, cumulative, ts, step, doc, labels, bounds in hists:
+            samples.append([table.ref("h", name, lkey, labels, doc, bounds), ts, step, [total, count, cumulative]])
+        if resend:
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
-                samples.append([series_index("g", name, lkey, labels, doc), ts, step, v])
+                samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
         n_user = len(samples) + len(span_starts) + len(spans)
-        if n_user or markers:  # a flush also reports the latest delivery counters
-            self._add_self_metrics(series_index, samples, force=bool(markers))
+        if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
+            self._add_self_metrics(table, samples, force=force)
+        client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
+        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final)
+        body, headers = wire.compress(body)
+        return body, headers, n_user, bool(n_user)
 
-        payload = {
-            "v": 1,
-            "client": {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels},
-            "series": series,
-            "samples": samples,
-            "span_starts": span_starts,
-            "spans": spans,
-        }
-        if self._final:
-            payload["final"] = True
-        return payload, markers, n_user
-
-    def _add_self_metrics(self, series_index: Any, samples: list, force: bool = False) -> None:
+    def _add_self_metrics(self, table: wire.SeriesTable, samples: list, force: bool = False) -> None:
         now = time.time()
         if now < self._next_self_metrics and not force:
             return
@@ -458,7 +452,7 @@ class Exporter:
         for reason, n in drops.items():
             values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
         for kind, name, lab, value in values:
-            samples.append([series_index(kind, name, _labels_key(lab), lab, doc, None, "client"), now, self.step, value])
+            samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.step, value])
 
     def _span_json(self, item: tuple) -> dict:
         _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item

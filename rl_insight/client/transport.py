@@ -1,41 +1,44 @@
-"""HTTP transport for the exporter thread: gzip JSON over one keep-alive connection.
+"""How the exporter reaches the server: a `Transport` (injectable, e.g. for tests or another
+protocol) and the default keep-alive HTTP one.
 
-Imported lazily by the background thread, so `import rl_insight` does not pay for http.client.
+Imported lazily by the exporter thread, so `import rl_insight` does not pay for http.client.
 Proxies from the environment are deliberately not used: the server is inside the cluster and a
 corporate proxy in `HTTP_PROXY` would only break or slow delivery.
 """
 
 from __future__ import annotations
 
-import gzip
 import http.client
 import json
 import socket
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
+
+from .urls import ServerUrl
 
 
-
-@dataclass
 class Response:
-    status: int
-    body: dict[str, Any]
+    __slots__ = ("status", "body")
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status = status
+        self.body = body
 
 
 class TransportError(Exception):
     """The request did not complete (connection refused, reset, timeout)."""
 
 
+class Transport(Protocol):
+    """Sends one request body (already encoded, maybe gzipped) to a route and returns the answer."""
+
+    def post(self, route: str, body: bytes, headers: dict[str, str]) -> Response: ...
+
+    def close(self) -> None: ...
+
+
 class HttpTransport:
-    def __init__(self, base_url: str, token: str, timeout_s: float, user_agent: str) -> None:
-        parts = urlsplit(base_url if "://" in base_url else "http://" + base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"RL-Insight server URL must look like http://host:port, got {base_url!r}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/")
+    def __init__(self, url: ServerUrl, token: str, timeout_s: float, user_agent: str) -> None:
+        self._url = url
         self._timeout = timeout_s
         self._headers = {"Content-Type": "application/json", "User-Agent": user_agent}
         if token:
@@ -44,8 +47,9 @@ class HttpTransport:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            conn = cls(self._host, self._port, timeout=self._timeout)
+            u = self._url
+            cls = http.client.HTTPSConnection if u.https else http.client.HTTPConnection
+            conn = cls(u.host, u.port, timeout=self._timeout)
             conn.connect()
             # Small request/response pairs on a keep-alive connection: Nagle + delayed ACK would add 40 ms.
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -59,17 +63,13 @@ class HttpTransport:
             finally:
                 self._conn = None
 
-    def post_json(self, path: str, payload: Any, compress: bool = True) -> Response:
-        body = json.dumps(payload, separators=(",", ":"), default=str).encode()
-        headers = dict(self._headers)
-        if compress and len(body) > 1024:
-            body = gzip.compress(body, compresslevel=1)
-            headers["Content-Encoding"] = "gzip"
+    def post(self, route: str, body: bytes, headers: dict[str, str]) -> Response:
+        all_headers = {**self._headers, **headers}
         # One retry on a stale keep-alive connection; real failures surface as TransportError.
         for attempt in (0, 1):
             try:
                 conn = self._connection()
-                conn.request("POST", self._prefix + path, body=body, headers=headers)
+                conn.request("POST", self._url.prefix + route, body=body, headers=all_headers)
                 resp = conn.getresponse()
                 raw = resp.read()
             except (OSError, http.client.HTTPException, socket.timeout) as exc:

@@ -94,7 +94,7 @@ def test_wrong_token_is_counted_not_raised(token_server, monkeypatch) -> None:
     monkeypatch.setenv("RL_INSIGHT_TOKEN", "wrong")
     rl_insight.init()
     rl_insight.metric_gauge("x", 1.0)
-    assert rl_insight.flush(5)
+    assert rl_insight.flush(5) is False  # delivered, but refused: flush says so
     assert rl_insight.stats()["dropped"].get("unauthorized") == 1
 
 
@@ -161,8 +161,10 @@ def test_negative_counter_increment_is_dropped_and_counted(capture, monkeypatch)
     rl_insight.metric_histogram("h", None)
     rl_insight.metric_gauge("g", "not a number")
     rl_insight.metric_gauge("g", 1.0, **{"weird": object()})  # label value stringified, not an error
-    assert rl_insight.flush(5)
+    assert rl_insight.flush(5) is False  # delivered, but four samples were dropped since the last flush
     assert rl_insight.stats()["dropped"] == {"invalid_value": 4}
+    rl_insight.metric_gauge("g", 2.0)
+    assert rl_insight.flush(5) is True  # nothing dropped since the previous flush
 
 
 def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
@@ -170,7 +172,7 @@ def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
     rl_insight.init(project="p")
     rl_insight.metric_gauge("ok", 1.0)
     rl_insight.metric_gauge("bad", "NaN-ish text")
-    assert rl_insight.flush(5)
+    assert rl_insight.flush(5) is False  # one sample was dropped
     rl_insight.metric_gauge("ok", 2.0)
     assert rl_insight.flush(5)  # a flush reports the latest delivery counters
     text = metrics_text(server)
@@ -347,7 +349,7 @@ def test_trace_span_is_reported_verbatim(server, monkeypatch) -> None:
     rl_insight.trace_span(name="agent_session", start_time_ns=1_000, end_time_ns=2_000,
                           attributes={"turn": 3, "state_lane_id": "traj=1"})
     rl_insight.trace_span(name="bad", start_time_ns=5, end_time_ns=1, attributes={})  # end < start: server rejects
-    assert rl_insight.flush(5)
+    assert rl_insight.flush(5) is False  # the server refused one item
     s = spans_of(server, name="agent_session")[0]
     assert (s["start_ns"], s["end_ns"], s["lane"], s["attributes"]["turn"]) == (1000, 2000, "traj=1", 3)
     assert not spans_of(server, name="bad")

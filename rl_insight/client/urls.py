@@ -1,0 +1,36 @@
+"""The server URL, checked once at `init()` (a bad URL turns monitoring off with one clear line)."""
+
+from __future__ import annotations
+
+
+class ServerUrl:
+    __slots__ = ("text", "https", "host", "port", "prefix")
+
+    def __init__(self, text: str, https: bool, host: str, port: int, prefix: str) -> None:
+        self.text = text
+        self.https = https
+        self.host = host
+        self.port = port
+        self.prefix = prefix
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_server_url(url: str) -> ServerUrl:
+    """`http(s)://host[:port][/prefix]` (a bare `host:port` means http). ValueError names what is wrong."""
+    from urllib.parse import urlsplit  # lazy: only processes that enable monitoring pay for it
+
+    raw = url.strip()
+    try:
+        parts = urlsplit(raw if "://" in raw else "http://" + raw)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"RL-Insight server URL {url!r} is not valid ({exc}); expected http://host:port") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"RL-Insight server URL {url!r} uses scheme {parts.scheme!r}; expected http://host:port or https://…")
+    if not parts.hostname:
+        raise ValueError(f"RL-Insight server URL {url!r} has no host; expected http://host:port")
+    https = parts.scheme == "https"
+    text = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+    return ServerUrl(text, https, parts.hostname, port or (443 if https else 80), parts.path.rstrip("/"))
