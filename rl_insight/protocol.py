@@ -216,7 +216,7 @@ class _Strings:
             return s
         except UnicodeEncodeError:  # lone surrogates (e.g. os.fsdecode of undecodable bytes)
             self.replaced += 1
-            return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in s)
 
     def text(self, x: object, what: str, max_len: int, *, empty_ok: bool = False, reason: str = "invalid_name") -> str:
         if not isinstance(x, str):
