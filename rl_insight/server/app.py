@@ -126,14 +126,12 @@ def _document_errors(app: FastAPI) -> None:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = original()
+        error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
         for path in schema.get("paths", {}).values():
             for op in path.values():
-                resp = op.get("responses", {}).get("422")
-                if resp is not None:
-                    content = resp.setdefault("content", {}).setdefault("application/json", {})
-                    ref = content.get("schema", {}).get("$ref", "")
-                    if ref.endswith("/HTTPValidationError"):
-                        content["schema"] = {"$ref": "#/components/schemas/ErrorBody"}
+                for code, resp in op.get("responses", {}).items():
+                    if code[:1] in ("4", "5"):  # always JSON, whatever the route's own media type
+                        resp["content"] = dict(error_body)
         comps = schema.get("components", {}).get("schemas", {})
         comps.pop("HTTPValidationError", None)
         comps.pop("ValidationError", None)

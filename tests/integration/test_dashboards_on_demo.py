@@ -146,7 +146,8 @@ def test_series_carry_only_the_selected_run(demo_stack: Stack) -> None:
 
 
 def test_demo_state_lanes_follow_the_schedules(demo_stack: Stack) -> None:
-    spans = httpx.get(demo_stack.ingest_url + "/api/v1/spans/recent", params={"limit": 10000}).json()["spans"]
+    spans = httpx.get(demo_stack.ingest_url + "/api/v1/spans/recent", params={"limit": 10000},
+                      headers={"Authorization": f"Bearer {demo_stack.token}"}).json()["spans"]
     by_exp: dict[str, list[dict]] = {}
     for s in spans:
         by_exp.setdefault(s["attributes"].get("experiment_name"), []).append(s)

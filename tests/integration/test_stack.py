@@ -76,7 +76,7 @@ def test_verl_job_reaches_prometheus(stack: Stack) -> None:
         assert value(stack.prometheus_url, f'up{{job="vllm",instance="127.0.0.1:{exporter_port}"}}') == 1.0
 
         # 16 concurrent coroutines on replica_0..3 -> one merged busy interval per lane
-        spans = httpx.get(stack.ingest_url + "/api/v1/spans/recent").json()["spans"]
+        spans = httpx.get(stack.ingest_url + "/api/v1/spans/recent", headers={"Authorization": f"Bearer {stack.token}"}).json()["spans"]
         lanes = sorted(s["lane"] for s in spans if s["name"] == "vllm_generate")
         assert lanes == ["replica_0", "replica_1", "replica_2", "replica_3"]
 

@@ -107,7 +107,7 @@ def build_router(st: AppState) -> APIRouter:
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
         return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric)}
 
-    @r.get("/runs/{run_id}/export.csv")
+    @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)
     def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000)) -> StreamingResponse:
         conn = reader.conn()
         q.get_run(conn, run_id)  # 404 before streaming starts
@@ -135,6 +135,10 @@ def build_router(st: AppState) -> APIRouter:
         return {"run_id": run_id, "targets": mine}
 
     return r
+
+
+class CSVResponse(StreamingResponse):
+    media_type = "text/csv"
 
 
 def _has_open(conn: Any, run_id: RunId) -> bool:
