@@ -11,23 +11,26 @@ from typing import Optional
 
 import typer
 
+from .. import env
 from ..errors import ServiceError
 from ..services.home import Home
-from ..services.supervisor import read_state, supervisor_alive
+from ..services.state import StackState
 
 
-def _stack_url(home: Home) -> tuple[str, str, dict]:
+def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     """The running stack of this home, or start one in the background (embedded default)."""
-    state = read_state(home)
-    if not (state and supervisor_alive(state)):
+    state = StackState.read(home)
+    if not (state and state.supervisor_alive()):
         typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server stop`).")
         r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "start", "--detach", "--home", str(home.root),
                             "--host", "127.0.0.1", "--auto-port"], capture_output=True, text=True)
         if r.returncode != 0:
             raise ServiceError(f"could not start the server:\n{r.stdout}{r.stderr}")
-        state = read_state(home) or {}
-    token = home.read_token() if state.get("token_required") else ""
-    return state["ingest_url"], token, state
+        state = StackState.read(home)
+        if state is None:
+            raise ServiceError(f"the server started but wrote no readable state file ({home.state_file})")
+    token = home.read_token() if state.token_required else ""
+    return state.ingest_url, token, state
 
 
 def demo(
@@ -37,12 +40,12 @@ def demo(
     ranks: int = typer.Option(4, min=1, max=64, help="Trainer ranks (lanes rank_0..)."),
     engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm or sglang."),
     step_seconds: float = typer.Option(4.0, min=0.5, help="Approximate wall time of one step."),
-    server_url: Optional[str] = typer.Option(None, "--server-url", envvar="RL_INSIGHT_SERVER_URL",
+    server_url: Optional[str] = typer.Option(None, "--server-url", envvar=env.SERVER_URL,
                                              help="Send to this server instead of the local stack."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN"),
+    token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN),
     project: str = typer.Option("rl-insight-demo"),
     experiment_name: Optional[str] = typer.Option(None, help="Default: demo-<mode>-<time>."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="RL_INSIGHT_HOME"),
+    home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
 ) -> int:
     """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
     from ..demo.run import Demo, DemoConfig
@@ -62,9 +65,9 @@ def demo(
     typer.echo(f"  web UI:           {url}/")
     typer.echo(f"  trainer metrics:  {url}/metrics")
     typer.echo(f"  open RL states:   {url}/api/v1/spans/open")
-    for svc in state.get("services", []):
-        if svc["name"] == "prometheus":
-            typer.echo(f"  Prometheus:       {svc['url']}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
+    prom = state.service("prometheus") if state else None
+    if prom is not None:
+        typer.echo(f"  Prometheus:       {prom.url}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
     typer.echo("Ctrl+C stops the demo." if steps <= 0 else f"Running {steps} steps.")
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import os
 import signal
 import sys
@@ -14,18 +15,20 @@ import httpx
 import typer
 import yaml
 
+from .. import env
 from ..errors import InvalidInputError, RLInsightError, ServiceError, UnauthorizedError
 from ..server.targets import TargetRegistry, parse_registration
 from ..server.config import ServerConfig
 from ..services import process
 from ..services.home import Home
-from ..services.supervisor import (StackSettings, Supervisor, read_state, service_status, supervisor_alive)
+from ..services.state import StackState
+from ..services.supervisor import StackSettings, Supervisor, service_status
 
 server_app = typer.Typer(help="Run the ingest server with Prometheus, and manage scrape targets.", no_args_is_help=True)
 targets_app = typer.Typer(help="Register, list and remove Prometheus scrape targets.", no_args_is_help=True)
 server_app.add_typer(targets_app, name="targets")
 
-HomeOpt = typer.Option(None, "--home", envvar="RL_INSIGHT_HOME", help="State directory (default ~/.rl-insight).")
+HomeOpt = typer.Option(None, "--home", envvar=env.HOME, help="State directory (default ~/.rl-insight).")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -52,9 +55,12 @@ def start(
     store_retention_days: float = typer.Option(30.0, min=0.01, help="Run store: delete runs not seen for this many days."),
     store_max_gb: float = typer.Option(20.0, min=0.01, help="Run store: delete the oldest runs while the file is larger."),
     auto_port: bool = typer.Option(False, "--auto-port", help="Pick free ports for every service whose port is busy."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN",
+    token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN,
                                         help="Bearer token for state-changing routes (default: generated when not on loopback)."),
     no_token: bool = typer.Option(False, "--no-token", help="Accept writes without a token even on a network address."),
+    allowed_host: list[str] = typer.Option([], "--allowed-host", metavar="NAME",
+                                           help="Another name clients use for this server (DNS name behind a proxy); without a "
+                                                "token, requests for other Host names are refused (DNS-rebinding defence). Repeatable."),
     ready_timeout: float = typer.Option(60.0, help="Seconds to wait for each service to become ready."),
     remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, VictoriaMetrics)."),
     no_tempo: bool = typer.Option(False, "--no-tempo", help="Do not run Tempo."),
@@ -76,9 +82,9 @@ def start(
     """Start the ingest server (and Prometheus when available) and supervise them."""
     h = Home.resolve(home)
     h.ensure()
-    state = read_state(h)
-    if state and supervisor_alive(state):
-        typer.echo(f"rl-insight server is already running (supervisor pid {state['supervisor']['pid']}).")
+    state = StackState.read(h)
+    if state and state.supervisor_alive():
+        typer.echo(f"rl-insight server is already running (supervisor pid {state.supervisor.pid}).")
         return _print_status(h, state)
 
     if no_token:
@@ -93,6 +99,10 @@ def start(
 
     if otlp_protocol not in ("http/protobuf", "grpc"):
         raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
+    if otlp_protocol == "grpc":
+        from ..server.otlp import require_grpc
+
+        require_grpc()
     if detach:
         env = {k: v for k, v in os.environ.items() if k != "RL_INSIGHT_TOKEN"}
         if tok:
@@ -102,6 +112,7 @@ def start(
     settings = StackSettings(home=h, host=host, port=port, token=tok, log_dir=log_dir, prometheus=not no_prometheus,
                              prometheus_bin=prometheus_bin, prometheus_host=prometheus_host, prometheus_port=prometheus_port,
                              scrape_interval=scrape_interval, retention=retention, auto_port=auto_port,
+                             allowed_hosts=tuple(allowed_host),
                              ready_timeout_s=ready_timeout, store_retention_days=store_retention_days,
                              store_max_bytes=int(store_max_gb * 2**30), remote_write_url=remote_write_url,
                              tempo=not no_tempo, tempo_bin=tempo_bin, tempo_host=tempo_host, tempo_port=tempo_port,
@@ -115,7 +126,7 @@ def start(
     signal.signal(signal.SIGTERM, stop_now)
     signal.signal(signal.SIGINT, stop_now)
     sup.start()
-    _print_started(h, read_state(h) or {}, tok)
+    _print_started(h, StackState.read(h), tok)
     typer.echo("Press Ctrl+C to stop.")
     return sup.watch()
 
@@ -133,6 +144,9 @@ def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
         if p.is_flag:
             if value:
                 args.append(p.opts[0])
+        elif isinstance(value, (list, tuple)):  # repeatable options
+            for v in value:
+                args += [p.opts[0], str(v)]
         else:
             args += [p.opts[0], str(value)]
     return args
@@ -146,8 +160,8 @@ def _start_detached(h: Home, args: list[str], ready_timeout: float, env: dict[st
     proc = process.spawn([sys.executable, "-m", "rl_insight", *args], log, env=env)
     deadline = time.monotonic() + ready_timeout * 2 + 10
     while time.monotonic() < deadline:
-        state = read_state(h)
-        if state and state.get("ready") and (state.get("supervisor") or {}).get("pid") == proc.pid:
+        state = StackState.read(h)
+        if state and state.ready and state.supervisor.pid == proc.pid:
             _print_started(h, state, tok)
             typer.echo(f"Running in the background (supervisor pid {proc.pid}); stop with `rl-insight server stop`.")
             return 0
@@ -164,19 +178,21 @@ def _tail(path: Path, n: int = 20) -> str:
         return "(no log)"
 
 
-def _print_started(h: Home, state: dict[str, Any], token: str) -> None:
+def _print_started(h: Home, state: StackState | None, token: str) -> None:
+    if state is None:
+        raise ServiceError(f"the server started but its state file {h.state_file} cannot be read")
     typer.echo(f"rl-insight server is ready (home {h.root}).")
-    rows = [[s["name"], str(s["pid"]), s["url"], s["version"], s["log"]] for s in state.get("services", [])]
+    rows = [[s.name, str(s.pid), s.url or "", s.version, s.log] for s in state.services]
     _echo_table(rows, ["SERVICE", "PID", "URL", "VERSION", "LOG"])
-    for m in state.get("missing", []):
-        typer.secho(f"{m['name']} is not running: {m['reason']}", fg="yellow")
-        if m.get("hint"):
-            typer.echo(f"  to get it: {m['hint']}")
-    if state.get("grafana_password_new"):
+    for m in state.missing:
+        typer.secho(f"{m.name} is not running: {m.reason}", fg="yellow")
+        if m.hint:
+            typer.echo(f"  to get it: {m.hint}")
+    if state.grafana_password_new:
         typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
                    "(generated now; `rl-insight server credentials` shows it again)")
     typer.echo("\nTraining side (verl: also add rl_insight to trainer.logger):")
-    typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.get('public_url', '')}")
+    typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.public_url}")
     if token:
         typer.echo(f"  export RL_INSIGHT_TOKEN={token}")
 
@@ -186,17 +202,17 @@ def _print_started(h: Home, state: dict[str, Any], token: str) -> None:
 def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killing."), home: Optional[Path] = HomeOpt) -> int:
     """Stop what `server start` started (and nothing else)."""
     h = Home.resolve(home)
-    state = read_state(h)
+    state = StackState.read(h)
     if not state:
         typer.echo("No running rl-insight server was found.")
         return 0
-    sup = state.get("supervisor") or {}
-    if supervisor_alive(state):
-        result = process.terminate(sup["pid"], sup["marker"], timeout)
-        typer.echo(f"supervisor (pid {sup['pid']}): {result}")
-    for svc in reversed(state.get("services", [])):
-        if process.is_ours(svc.get("pid"), svc.get("marker") or "\0never"):
-            typer.echo(f"{svc['name']} (pid {svc['pid']}): {process.terminate(svc['pid'], svc['marker'], timeout)}")
+    sup = state.supervisor
+    if sup.alive():
+        result = process.terminate(sup.pid, sup.marker, timeout)
+        typer.echo(f"supervisor (pid {sup.pid}): {result}")
+    for svc in reversed(state.services):
+        if svc.alive():
+            typer.echo(f"{svc.name} (pid {svc.pid}): {process.terminate(svc.pid, svc.marker, timeout)}")
     try:
         h.state_file.unlink()
     except FileNotFoundError:
@@ -209,7 +225,7 @@ def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killin
 def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."), home: Optional[Path] = HomeOpt) -> int:
     """Show each service (pid, port, ready, version); exit 1 when the stack is not running."""
     h = Home.resolve(home)
-    state = read_state(h)
+    state = StackState.read(h)
     if not state:
         if as_json:
             typer.echo(json.dumps({"running": False, "services": []}))
@@ -219,18 +235,18 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     return _print_status(h, state, as_json)
 
 
-def _print_status(h: Home, state: dict[str, Any], as_json: bool = False) -> int:
-    services = [service_status(s) for s in state.get("services", [])]
-    running = supervisor_alive(state) and all(s["alive"] and s["ready"] for s in services)
+def _print_status(h: Home, state: StackState, as_json: bool = False) -> int:
+    services = [service_status(s) for s in state.services]
+    running = state.supervisor_alive() and all(s["alive"] and s["ready"] for s in services)
     if as_json:
-        typer.echo(json.dumps({"running": running, "supervisor": state.get("supervisor"), "services": services,
-                               "missing": state.get("missing", []), "public_url": state.get("public_url")}, indent=2))
+        typer.echo(json.dumps({"running": running, "supervisor": asdict(state.supervisor), "services": services,
+                               "missing": [asdict(m) for m in state.missing], "public_url": state.public_url}, indent=2))
     else:
         rows = [[s["name"], str(s["pid"]) if s["alive"] else "-", str(s["port"]), "yes" if s["ready"] else "no",
                  s["version"], s["url"]] for s in services]
-        rows += [[m["name"], "-", "-", "missing", "-", m.get("hint") or ""] for m in state.get("missing", [])]
+        rows += [[m.name, "-", "-", "missing", "-", m.hint or ""] for m in state.missing]
         _echo_table(rows, ["SERVICE", "PID", "PORT", "READY", "VERSION", "URL"])
-        if not supervisor_alive(state):
+        if not state.supervisor_alive():
             typer.echo("The supervisor is not running (stale state); run `rl-insight server stop` then start again.")
     return 0 if running else 1
 
@@ -238,8 +254,8 @@ def _print_status(h: Home, state: dict[str, Any], as_json: bool = False) -> int:
 # ---------------------------------------------------------------------------- targets
 def _client_for(h: Home, server_url: str | None, token: str | None) -> tuple[str, dict[str, str]] | None:
     """URL and auth headers of the running server, or None when none runs (then we write the file)."""
-    state = read_state(h)
-    url = server_url or (state.get("ingest_url") if state and supervisor_alive(state) else None)
+    state = StackState.read(h)
+    url = server_url or (state.ingest_url if state and state.supervisor_alive() else None)
     if not url:
         return None
     tok = token or h.read_token()
@@ -265,7 +281,7 @@ def _local_registry(h: Home) -> TargetRegistry:
 
 
 ServerUrlOpt = typer.Option(None, "--server-url", help="Server to talk to (default: the one this home runs).")
-TokenOpt = typer.Option(None, "--token", envvar="RL_INSIGHT_TOKEN", help="Bearer token (default: <home>/token).")
+TokenOpt = typer.Option(None, "--token", envvar=env.TOKEN, help="Bearer token (default: <home>/token).")
 
 
 @targets_app.command("add")
@@ -342,11 +358,11 @@ def targets_remove(target: Optional[str] = typer.Option(None, help="host:port to
 def credentials(home: Optional[Path] = HomeOpt) -> int:
     """Show the Grafana admin login and the ingest token of this home."""
     h = Home.resolve(home)
-    state = read_state(h) or {}
-    grafana = next((s for s in state.get("services", []) if s["name"] == "grafana"), None)
+    state = StackState.read(h)
+    grafana = state.service("grafana") if state else None
     pw_file = h.root / "grafana-admin-password"
     if pw_file.exists():
-        typer.echo(f"Grafana:  {grafana['url'] if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
+        typer.echo(f"Grafana:  {grafana.url if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
     else:
         typer.echo("Grafana:  no password yet (it is generated the first time `server start` runs Grafana)")
     token = h.read_token()
@@ -366,8 +382,8 @@ def logs(service: Optional[str] = typer.Argument(None, help=f"One of {', '.join(
     h = Home.resolve(home)
     if service is not None and service not in SERVICES:
         raise InvalidInputError(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
-    state = read_state(h) or {}
-    files = {s["name"]: Path(s["log"]) for s in state.get("services", [])}
+    state = StackState.read(h)
+    files = {s.name: Path(s.log) for s in (state.services if state else ())}
     defaults = {"prometheus": "prometheus.log", "tempo": "tempo.log", "grafana": "grafana.log",
                 "ingest": "rl-insight-server.log", "supervisor": "supervisor.log"}
     for name, fname in defaults.items():
@@ -425,7 +441,7 @@ VersionOpt = lambda name: typer.Option(None, f"--{name}-version", help=f"{name} 
 def install(
     local_archive: Optional[Path] = typer.Option(None, "--local-archive",
                                                  help="A directory of release archives, or a bundle file from `server bundle`."),
-    mirror: Optional[str] = typer.Option(None, "--mirror", envvar="RL_INSIGHT_DOWNLOAD_MIRROR",
+    mirror: Optional[str] = typer.Option(None, "--mirror", envvar=env.DOWNLOAD_MIRROR,
                                          help="URL template with {service} {version} {os} {arch} {asset}."),
     force: bool = typer.Option(False, "--force", help="Reinstall even if the version is installed."),
     install_dir: Optional[Path] = typer.Option(None, "--install-dir", help="Default <home>/services."),
@@ -479,7 +495,7 @@ def install(
 def bundle(
     output: Path = typer.Option(..., "--output", "-o", help="The bundle file to write (a tar)."),
     platform: list[str] = typer.Option([], "--platform", help="Repeatable; default: this host's platform."),
-    mirror: Optional[str] = typer.Option(None, "--mirror", envvar="RL_INSIGHT_DOWNLOAD_MIRROR"),
+    mirror: Optional[str] = typer.Option(None, "--mirror", envvar=env.DOWNLOAD_MIRROR),
     local_archive: Optional[Path] = typer.Option(None, "--local-archive", help="Take archives from this directory when present."),
     allow_unverified: bool = typer.Option(False, "--allow-unverified"),
     prometheus_version: Optional[str] = VersionOpt("prometheus"),

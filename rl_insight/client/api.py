@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .config import ClientConfig, load_config, resolve_token, resolve_url
+from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
 from .exporter import LOG_ERROR, LOG_WARNING, Exporter
 from .lanes import NOOP_BLOCK, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
@@ -65,16 +65,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
         except ValueError as exc:
             ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] %s; monitoring is off", exc)
             return
-        # Workers call bare init() (verl's lazy path); RL_INSIGHT_PROJECT / RL_INSIGHT_EXPERIMENT_NAME
-        # in the Ray runtime env give their spans and metrics the run's identity too.
-        project = project if project is not None else (os.environ.get("RL_INSIGHT_PROJECT") or None)
-        if experiment_name is None:
-            experiment_name = os.environ.get("RL_INSIGHT_EXPERIMENT_NAME") or None
-        labels = {}
-        if project is not None:
-            labels["project"] = str(project)
-        if experiment_name is not None:
-            labels["experiment_name"] = str(experiment_name)
+        labels = resolve_identity(project, experiment_name)
         try:
             exp = Exporter(cfg, url, labels, transport)
         except Exception as exc:

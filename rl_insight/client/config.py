@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from .. import env as _env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and dataclasses cost ~8 ms of import time that training processes would pay
@@ -79,7 +79,7 @@ def _num(value: Any, default: float, kind: type = float) -> Any:
 
 def resolve_url(config: Any = None) -> str:
     """`RL_INSIGHT_SERVER_URL` wins over `config["server"]["url"]` (upstream's precedence)."""
-    env = os.environ.get("RL_INSIGHT_SERVER_URL", "").strip()
+    env = _env.get(_env.SERVER_URL)
     if env:
         return env.rstrip("/")
     url = _get(config, "server", "url")
@@ -87,7 +87,7 @@ def resolve_url(config: Any = None) -> str:
 
 
 def resolve_token(config: Any = None) -> str:
-    env = os.environ.get("RL_INSIGHT_TOKEN", "").strip()
+    env = _env.get(_env.TOKEN)
     if env:
         return env
     tok = _get(config, "server", "token")
@@ -107,16 +107,32 @@ def load_config(config: Any = None) -> ClientConfig:
             if clean:
                 buckets[str(name)] = clean
     client = _get(config, "client") or {}
-    env = os.environ
+    def env(name: str) -> str:
+        return _env.get(name)
+
     return ClientConfig(
         url=resolve_url(config),
         token=resolve_token(config),
-        step_metric=str(env.get("RL_INSIGHT_STEP_METRIC") or _get(config, "step_metric") or DEFAULT_STEP_METRIC),
-        queue_size=max(100, _num(env.get("RL_INSIGHT_QUEUE_SIZE") or _get(client, "queue_size"), 100_000, int)),
+        step_metric=str(env(_env.STEP_METRIC) or _get(config, "step_metric") or DEFAULT_STEP_METRIC),
+        queue_size=max(100, _num(env(_env.QUEUE_SIZE) or _get(client, "queue_size"), 100_000, int)),
         batch_size=max(1, _num(_get(client, "batch_size"), 5_000, int)),
-        flush_interval_s=max(0.01, _num(env.get("RL_INSIGHT_FLUSH_INTERVAL") or _get(client, "flush_interval_s"), 0.1)),
+        flush_interval_s=max(0.01, _num(env(_env.FLUSH_INTERVAL) or _get(client, "flush_interval_s"), 0.1)),
         request_timeout_s=max(0.1, _num(_get(client, "request_timeout_s"), 5.0)),
-        exit_timeout_s=max(0.0, _num(env.get("RL_INSIGHT_EXIT_TIMEOUT") or _get(client, "exit_timeout_s"), 5.0)),
+        exit_timeout_s=max(0.0, _num(env(_env.EXIT_TIMEOUT) or _get(client, "exit_timeout_s"), 5.0)),
         max_series=max(10, _num(_get(client, "max_series"), 10_000, int)),
         histogram_buckets=buckets,
     )
+
+
+def resolve_identity(project: str | None, experiment_name: str | None) -> dict[str, str]:
+    """Run identity labels: the arguments of init(), else RL_INSIGHT_PROJECT / RL_INSIGHT_EXPERIMENT_NAME
+    (verl's workers call bare init(); the Ray runtime env carries these)."""
+    project = project if project is not None else (_env.get(_env.PROJECT) or None)
+    if experiment_name is None:
+        experiment_name = _env.get(_env.EXPERIMENT_NAME) or None
+    labels = {}
+    if project is not None:
+        labels["project"] = str(project)
+    if experiment_name is not None:
+        labels["experiment_name"] = str(experiment_name)
+    return labels

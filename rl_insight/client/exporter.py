@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 from .._version import __version__
 from ..names import sanitize_metric_name
 from ..protocol import ROUTE_INGEST, ROUTE_TARGETS
-from . import wire
 from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
 from .ratelog import ratelog
@@ -39,6 +38,8 @@ from .urls import ServerUrl
 
 # Queue item tags (first tuple element).
 _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
+
+wire: Any = None  # rl_insight.client.wire, imported by the sender thread
 
 _SELF_METRICS_EVERY_S = 10.0
 HEARTBEAT_S = 10.0  # an idle client still sends this often (the server's silence timeout is 3x this)
@@ -229,6 +230,8 @@ class Exporter:
                 return
 
     def _make_transport(self) -> Any:
+        global wire
+        from . import wire  # lazy: json/gzip stay out of `import rl_insight`; the thread loads them
         if self._transport_factory is not None:
             return self._transport_factory()
         from .transport import HttpTransport  # lazy: keeps http.client out of `import rl_insight`
@@ -370,7 +373,7 @@ class Exporter:
                 self._registrations[:0] = keep
 
     # ------------------------------------------------------------------ batch building
-    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:
+    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:  # noqa: C901
         """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
         table = wire.SeriesTable(self.base_labels)
         samples: list[list] = []
@@ -434,7 +437,7 @@ class Exporter:
         body, headers = wire.compress(body)
         return body, headers, n_user, bool(n_user)
 
-    def _add_self_metrics(self, table: wire.SeriesTable, samples: list, force: bool = False) -> None:
+    def _add_self_metrics(self, table: Any, samples: list, force: bool = False) -> None:
         now = time.time()
         if now < self._next_self_metrics and not force:
             return

@@ -43,6 +43,18 @@ def _attr(v: Any) -> Any:
     return str(v)
 
 
+def require_grpc() -> Any:
+    """The gRPC OTLP exporter (extra `rl-insight[grpc]`: grpcio is large, so it is not a default dependency)."""
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        from ..errors import ConfigError
+
+        raise ConfigError("OTLP over gRPC needs the gRPC exporter, which is not installed",
+                          hint='pip install "rl-insight[grpc]", or use --otlp-protocol http/protobuf (the default)') from None
+    return OTLPSpanExporter
+
+
 def endpoint_from_env() -> str | None:
     return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
 
@@ -70,7 +82,7 @@ class OtlpForwarder:
     @staticmethod
     def _make_exporter(endpoint: str | None, protocol: str, timeout_s: float) -> Any:
         if protocol == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+            GrpcExporter = require_grpc()
 
             target = endpoint.split("://", 1)[-1] if endpoint else None
             return GrpcExporter(endpoint=target, insecure=True, timeout=timeout_s) if target else GrpcExporter(timeout=timeout_s)

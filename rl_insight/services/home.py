@@ -7,6 +7,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import env
+
 
 @dataclass(frozen=True)
 class Home:
@@ -14,7 +16,7 @@ class Home:
 
     @classmethod
     def resolve(cls, explicit: str | Path | None = None) -> "Home":
-        raw = explicit or os.environ.get("RL_INSIGHT_HOME") or "~/.rl-insight"
+        raw = explicit or env.get(env.HOME) or "~/.rl-insight"
         return cls(Path(raw).expanduser().resolve())
 
     @property

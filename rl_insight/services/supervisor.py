@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -29,6 +29,7 @@ from ..server.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
 from .home import Home
+from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
 from .grafana import write_config as write_grafana
@@ -56,6 +57,7 @@ class StackSettings:
     scrape_interval: str = "10s"
     retention: str = "30d"
     auto_port: bool = False
+    allowed_hosts: tuple[str, ...] = ()  # extra Host names a token-less ingest server answers to
     ready_timeout_s: float = 60.0
     store_retention_days: float = 30.0
     store_max_bytes: int = 20 * 2**30
@@ -195,7 +197,8 @@ class Supervisor:
         server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
-                                  tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None)
+                                  tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
+                                  allowed_hosts=tuple(s.allowed_hosts))
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
 
@@ -309,51 +312,32 @@ class Supervisor:
     def write_state(self, ready: bool) -> None:
         ip = detect_ip()
         public_host = ip if self.s.host in ("0.0.0.0", "::") and ip else probe_host(self.s.host)
-        state = {
-            "version": __version__,
-            "supervisor": {"pid": os.getpid(), "marker": process.cmdline(os.getpid()) or ""},
-            "ready": ready,
-            "started_at": time.time(),
-            "home": str(self.s.home.root),
-            "ingest_url": f"http://{probe_host(self.s.host)}:{self.ingest_port}",
-            "public_url": f"http://{public_host}:{self.ingest_port}",
-            "token_required": bool(self.s.token),
-            "services": [
-                {"name": svc.name, "pid": svc.proc.pid if svc.proc else None, "marker": svc.marker, "url": svc.url,
-                 "ready_url": svc.ready_url, "port": svc.port, "log": str(svc.log), "version": svc.version,
-                 "state": svc.state}
-                for svc in self.services
-            ],
-            "missing": [m.__dict__ for m in self.missing],
-            "grafana_password_new": self.grafana_password_created,
-        }
-        atomic_write(self.s.home.state_file, json.dumps(state, indent=2))
+        StackState(
+            version=__version__,
+            supervisor=ProcessRecord(os.getpid(), process.cmdline(os.getpid()) or ""),
+            ready=ready,
+            started_at=time.time(),
+            home=str(self.s.home.root),
+            ingest_url=f"http://{probe_host(self.s.host)}:{self.ingest_port}",
+            public_url=f"http://{public_host}:{self.ingest_port}",
+            token_required=bool(self.s.token),
+            services=tuple(ServiceRecord(svc.name, svc.proc.pid if svc.proc else None, svc.marker, svc.url, svc.ready_url,
+                                         svc.port, str(svc.log), svc.version, svc.state) for svc in self.services),
+            missing=tuple(MissingRecord(m.name, m.reason, m.hint) for m in self.missing),
+            grafana_password_new=self.grafana_password_created,
+        ).write(self.s.home)
 
 
-def read_state(home: Home) -> dict[str, Any] | None:
-    try:
-        return json.loads(home.state_file.read_text())
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        return None  # a torn or foreign file counts as no state; stop/status report it as not running
-
-
-def supervisor_alive(state: dict[str, Any]) -> bool:
-    sup = state.get("supervisor") or {}
-    return process.is_ours(sup.get("pid"), sup.get("marker") or "\0never")
-
-
-def service_status(svc: dict[str, Any]) -> dict[str, Any]:
+def service_status(svc: ServiceRecord) -> dict[str, Any]:
     """Live view of one recorded service: pid ours and alive, readiness answered."""
-    alive = process.is_ours(svc.get("pid"), svc.get("marker") or "\0never")
+    alive = svc.alive()
     ready = False
     if alive:
         try:
-            ready = httpx.get(svc["ready_url"], timeout=2.0, trust_env=False).status_code == 200
+            ready = httpx.get(svc.ready_url, timeout=2.0, trust_env=False).status_code == 200
         except httpx.HTTPError:
             ready = False
-    return {**svc, "alive": alive, "ready": ready}
+    return {**asdict(svc), "alive": alive, "ready": ready}
 
 
 def _tail(path: Path, lines: int = 20) -> str:

@@ -141,3 +141,14 @@ def test_standard_otel_environment_is_honoured(tmp_path, monkeypatch, http_recei
         wait_until(lambda: {sp.name for _, sp in got.spans()} >= {"train_batch", "actor_update"}, what="spans via OTEL env")
     finally:
         srv.stop()
+
+
+def test_grpc_without_its_extra_is_a_clear_error(monkeypatch) -> None:
+    import sys
+
+    from rl_insight.errors import ConfigError
+    from rl_insight.server.otlp import OtlpForwarder
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)  # not installed
+    with pytest.raises(ConfigError, match=r'rl-insight\[grpc\]'):
+        OtlpForwarder("http://127.0.0.1:4317", "grpc")

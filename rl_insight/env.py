@@ -1,0 +1,25 @@
+"""Every `RL_INSIGHT_*` environment variable, named once (stdlib only: the training client imports it).
+
+The client reads them in `client/config.py`, the server side in `services/home.py` and the CLI's
+option declarations; nothing else looks at the environment by these names.
+"""
+
+from __future__ import annotations
+
+import os
+
+SERVER_URL = "RL_INSIGHT_SERVER_URL"  # where the client sends (wins over config["server"]["url"])
+TOKEN = "RL_INSIGHT_TOKEN"  # bearer token (client and CLI)
+PROJECT = "RL_INSIGHT_PROJECT"  # run identity for bare init() (verl's workers)
+EXPERIMENT_NAME = "RL_INSIGHT_EXPERIMENT_NAME"
+STEP_METRIC = "RL_INSIGHT_STEP_METRIC"
+QUEUE_SIZE = "RL_INSIGHT_QUEUE_SIZE"
+FLUSH_INTERVAL = "RL_INSIGHT_FLUSH_INTERVAL"  # linger: how long events wait before being sent (s)
+EXIT_TIMEOUT = "RL_INSIGHT_EXIT_TIMEOUT"
+HOME = "RL_INSIGHT_HOME"  # server side: ~/.rl-insight by default
+DOWNLOAD_MIRROR = "RL_INSIGHT_DOWNLOAD_MIRROR"
+
+
+def get(name: str) -> str:
+    """The variable's value, stripped; "" when unset."""
+    return os.environ.get(name, "").strip()
