@@ -258,7 +258,7 @@ def _client_for(h: Home, server_url: str | None, token: str | None) -> tuple[str
     url = server_url or (state.ingest_url if state and state.supervisor_alive() else None)
     if not url:
         return None
-    tok = token or h.read_token()
+    tok = token or h.running_token()
     return url.rstrip("/"), ({"Authorization": f"Bearer {tok}"} if tok else {})
 
 
@@ -365,7 +365,7 @@ def credentials(home: Optional[Path] = HomeOpt) -> int:
         typer.echo(f"Grafana:  {grafana.url if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
     else:
         typer.echo("Grafana:  no password yet (it is generated the first time `server start` runs Grafana)")
-    token = h.read_token()
+    token = h.running_token()
     typer.echo(f"Ingest token (RL_INSIGHT_TOKEN): {token}" if token else "Ingest token: none (the server runs without one)")
     return 0
 

@@ -63,6 +63,17 @@ class Home:
         except FileNotFoundError:
             return ""
 
+    def running_token(self) -> str:
+        """The token of the server this home runs (its runtime config, 0600), which may have been given
+        with --token instead of generated; else the stored token."""
+        try:
+            import json
+
+            tok = json.loads((self.runtime_dir / "server.json").read_text()).get("token") or ""
+        except (OSError, ValueError, AttributeError):
+            tok = ""
+        return str(tok) or self.read_token()
+
     def ensure_token(self) -> str:
         """Reuse the stored token, or create one readable only by this user (mode 0600)."""
         token = self.read_token()
