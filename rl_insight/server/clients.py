@@ -64,15 +64,15 @@ class ClientTracker:
             c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
             if client.project is not None or client.experiment_name is not None:
                 c.run = (client.project or "", client.experiment_name or "")
-            for s in ends:
-                c.open.pop(s.id, None)
-            for s in starts:
+            for s in starts:  # starts first: a state may start and end within one batch
                 if s.kind != "state":
                     continue
                 if len(c.open) >= MAX_OPEN_PER_CLIENT:
                     self.untracked += 1
                     continue
                 c.open[s.id] = s
+            for s in ends:
+                c.open.pop(s.id, None)
             if final:
                 # finish() / exit: states still open were abandoned by the process (e.g. an exception)
                 closed = self._cut(c, now_ns, "client finished")

@@ -39,8 +39,11 @@ def test_steps_before_ray_shutdown_arrive_and_open_states_are_cut_short(tmp_path
     srv = start_server(tmp_path, client_silence_s=2.0)
     env = {"RL_INSIGHT_SERVER_URL": srv.url, "RL_INSIGHT_PROJECT": "rayproj", "RL_INSIGHT_EXPERIMENT_NAME": "shutdown"}
     try:
+        import tempfile
+
+        ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env},
-                 _temp_dir=str(tmp_path / "ray"))
+                 _temp_dir=ray_tmp)
 
         @ray.remote(num_cpus=1)
         class Worker:

@@ -55,9 +55,17 @@ _INSERT_SAMPLE = "INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?,
 # a late start never reopens a span whose end is already stored
 _INSERT_START = ("INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# a span closed by the server (its client went silent) never overwrites an end its client did send
+_CLOSE_CUT_SHORT = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
+                    "end_ns = excluded.end_ns, attributes = excluded.attributes WHERE spans.end_ns IS NULL")
 _UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
                "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
+
+
+def _cut_short(s: SpanRecord) -> bool:
+    return s.attributes.get("cut_short") is True
 
 
 def _is_storage_failure(exc: BaseException) -> bool:
@@ -245,6 +253,7 @@ class RunStoreWriter:
         sample_rows: list[tuple] = []
         span_starts: list[tuple] = []
         span_ends: list[tuple] = []
+        span_cut: list[tuple] = []
         touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
         for kind, payload in work:
             if kind == "finished":
@@ -255,13 +264,16 @@ class RunStoreWriter:
             else:
                 starts, ends = payload
                 span_starts.extend(self._span_row(s, touched, now) for s in starts)
-                span_ends.extend(self._span_row(s, touched, now) for s in ends)
+                span_ends.extend(self._span_row(s, touched, now) for s in ends if not _cut_short(s))
+                span_cut.extend(self._span_row(s, touched, now) for s in ends if _cut_short(s))
         if sample_rows:
             c.executemany(_INSERT_SAMPLE, sample_rows)
         if span_starts:
             c.executemany(_INSERT_START, span_starts)
         if span_ends:
             c.executemany(_UPSERT_END, span_ends)
+        if span_cut:
+            c.executemany(_CLOSE_CUT_SHORT, span_cut)
         self._update_runs(touched)
         c.execute("COMMIT")
 
@@ -286,7 +298,8 @@ class RunStoreWriter:
                         c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
                         self.stats.samples += 1
                     else:
-                        c.execute(_INSERT_START if what == "start" else _UPSERT_END, self._span_row(item, touched, now))
+                        stmt = _INSERT_START if what == "start" else _CLOSE_CUT_SHORT if _cut_short(item) else _UPSERT_END
+                        c.execute(stmt, self._span_row(item, touched, now))
                         self.stats.spans += 1
                     c.execute("RELEASE item")
                 except Exception as exc:  # noqa: BLE001
