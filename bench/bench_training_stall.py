@@ -59,11 +59,23 @@ def calibrate(target_s: float = 0.001) -> int:
 def child(variant: str, items: int, n: int, url: str) -> None:
     """One round in a fresh process: print the item times (ms) as JSON."""
     times: list[float] = []
-    if variant == "rl_insight":
+    if variant in ("rl_insight", "rl_insight_null"):
         import rl_insight
 
         os.environ["RL_INSIGHT_SERVER_URL"] = url
-        rl_insight.init(project="bench", experiment_name="stall")
+        transport = None
+        if variant == "rl_insight_null":  # the same client, its batches discarded: isolates the server's CPU share
+            from rl_insight.client.transport import Response
+
+            class NullTransport:
+                def post(self, route: str, body: bytes, headers: dict) -> Response:
+                    return Response(200, {"accepted": 0, "rejected": 0, "boot_id": "null", "protocols": [1, 2]})
+
+                def close(self) -> None:
+                    pass
+
+            transport = NullTransport
+        rl_insight.init(project="bench", experiment_name="stall", transport=transport)
 
         def emit(i: int, dt: float) -> Any:
             rl_insight.metric_gauge("loop/item_ms", dt)
@@ -103,7 +115,7 @@ def child(variant: str, items: int, n: int, url: str) -> None:
         dt = (time.perf_counter() - t0) * 1000
         if i >= 200:  # warm-up excluded
             times.append(dt)
-    if variant == "rl_insight":
+    if variant in ("rl_insight", "rl_insight_null"):
         import rl_insight
 
         ok = rl_insight.flush(10)
@@ -145,6 +157,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--items", type=int, default=3000)
+    ap.add_argument("--with-null", action="store_true", help="also run the client with a transport that discards "
+                    "batches (shows how much of the tail is the server's CPU on the same machine)")
     ap.add_argument("--child", nargs=4, metavar=("VARIANT", "ITEMS", "N", "URL"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -163,7 +177,7 @@ def main() -> None:
         except httpx.HTTPError:
             time.sleep(0.1)
     n = calibrate()
-    variants = ["bare", "rl_insight", "prometheus_client"]
+    variants = ["bare", "rl_insight", "prometheus_client"] + (["rl_insight_null"] if a.with_null else [])
     results: dict[str, list[float]] = {v: [] for v in variants}
     notes: dict[str, object] = {}
     try:
@@ -173,13 +187,15 @@ def main() -> None:
                                      capture_output=True, text=True, check=True)
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 results[v] += res["times"]
-                if v == "rl_insight":
-                    notes[f"round {r}"] = {k: res[k] for k in ("flush_ok", "dropped", "sent")}
+                if v.startswith("rl_insight"):
+                    notes[f"{v} round {r}"] = {k: res[k] for k in ("flush_ok", "dropped", "sent")}
     finally:
         server.terminate()
         server.wait(10)
+    mean_ms = sum(results["rl_insight"]) / len(results["rl_insight"])
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; {a.rounds} rounds x {a.items} items, "
-          f"~1 ms GIL-bound work per item (spin {n}); per item 2 gauges + 1 state (~{3000:,} events/s)")
+          f"~1 ms GIL-bound work per item (spin {n}); per item 2 gauges + 1 state = 4 events "
+          f"(state start + end): {4000 / mean_ms:,.0f} events/s")
     print(f"{'variant':<18} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for v in variants:
         xs = results[v]

@@ -12,6 +12,14 @@ A batch (``POST /api/v1/ingest``, JSON, optionally gzip)::
      "spans": [{... the same ..., "end_ns"}],
      "final": true?}                                              # the process is done (finish / exit)
 
+Protocol 2 is the same plus a per-batch attribute table, so that the attributes spans share (every
+state of a lane carries the same ones) are sent and validated once per batch::
+
+     "span_attrs": [{attributes}, ...],
+     "span_starts" / "spans": [[id, trace_id, parent_id|null, name, lane|null, start_ns, end_ns|null, kind, attrs_index]]
+
+A client sends 1 until an ingest answer lists 2 in `protocols` (a newer client never breaks an older server).
+
 `decode_batch` is the one validation at the boundary. It never raises for a bad *item*: the item is
 dropped and reported (section, index, reason) and the rest of the batch is kept. What it returns is
 guaranteed to fit every sink: strings are valid UTF-8 (undecodable characters are replaced and the
@@ -25,7 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 1  # what a client speaks until the server says more
+PROTOCOL_VERSIONS = (1, 2)  # what this server accepts (sent back in every ingest answer as `protocols`)
 
 # Routes (the client and the server both use these constants).
 ROUTE_INGEST = "/api/v1/ingest"
@@ -239,8 +248,9 @@ def decode_batch(obj: Any) -> Batch:
     if not isinstance(obj, dict):
         raise BatchError(f"ingest body must be a JSON object, found {type(obj).__name__}")
     version = obj.get("v", PROTOCOL_VERSION)
-    if version != PROTOCOL_VERSION or isinstance(version, bool):
-        raise BatchError(f"unsupported ingest protocol version {_short(version)}; this server speaks {PROTOCOL_VERSION}")
+    if isinstance(version, bool) or version not in PROTOCOL_VERSIONS:
+        raise BatchError(f"unsupported ingest protocol version {_short(version)}; this server speaks "
+                         f"{', '.join(map(str, PROTOCOL_VERSIONS))}")
     strings = _Strings()
     client = obj.get("client")
     if not isinstance(client, dict):
@@ -259,7 +269,7 @@ def decode_batch(obj: Any) -> Batch:
         strings.clean(experiment[:MAX_LABEL_VALUE]) if isinstance(experiment, str) else None,
     )
     sections = {}
-    for sec in ("series", "samples", "span_starts", "spans"):
+    for sec in ("series", "samples", "span_starts", "spans", "span_attrs"):
         val = obj.get(sec)
         if val is None:
             val = []
@@ -279,10 +289,19 @@ def decode_batch(obj: Any) -> Batch:
             batch.samples.append((i, _sample(raw, batch.series, n_series)))
         except ItemError as err:
             batch.reject("samples", i, err)
+    table: list[tuple[dict[str, Any], int] | ItemError] = []
+    if version == 2:
+        for raw in sections["span_attrs"]:
+            try:
+                table.append(_attributes(raw, strings))
+            except ItemError as err:
+                table.append(err)
     for sec, finished in (("span_starts", False), ("spans", True)):
         out = batch.span_starts if not finished else batch.spans
         for i, raw in enumerate(sections[sec]):
             try:
+                if version == 2 and isinstance(raw, list):
+                    raw = _compact_span(raw, table)
                 out.append(_span(raw, finished, strings))
             except ItemError as err:
                 batch.reject(sec, i, err)
@@ -409,7 +428,36 @@ def _span(item: Any, finished: bool, strings: _Strings) -> SpanRecord:
     return SpanRecord(sid, trace_id, parent_id, name, lane, strings.clean(kind), start, end, attrs, size)
 
 
+class _Resolved:
+    """Attributes already validated (from the protocol-2 table): shared, not validated again per span."""
+
+    __slots__ = ("attrs", "size")
+
+    def __init__(self, attrs: dict[str, Any], size: int) -> None:
+        self.attrs = attrs
+        self.size = size
+
+
+def _compact_span(raw: list, table: list) -> dict[str, Any]:
+    if len(raw) != 9:
+        raise ItemError("invalid_span", "compact span must be [id, trace_id, parent_id, name, lane, start_ns, end_ns, kind, attrs_index]")
+    sid, trace, parent, name, lane, start, end, kind, ai = raw
+    if ai is None:
+        attrs: Any = None
+    else:
+        if type(ai) is not int or not 0 <= ai < len(table):
+            raise ItemError("invalid_span", f"attrs index {_short(ai)} is not in 0..{len(table) - 1}")
+        entry = table[ai]
+        if isinstance(entry, ItemError):
+            raise entry
+        attrs = _Resolved(*entry)
+    return {"id": sid, "trace_id": trace, "parent_id": parent, "name": name, "lane": lane, "start_ns": start,
+            "end_ns": end, "kind": kind, "attributes": attrs}
+
+
 def _attributes(raw: Any, strings: _Strings) -> tuple[dict[str, Any], int]:
+    if isinstance(raw, _Resolved):
+        return raw.attrs, raw.size
     if raw is None:
         return {}, 0
     if not isinstance(raw, dict):

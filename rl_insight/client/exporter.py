@@ -87,6 +87,7 @@ class Exporter:
         self._latest_gauges: dict[tuple, tuple] = {}
         self._pending: tuple[bytes, dict[str, str], int, bool] | None = None  # a batch awaiting retry
         self._server_boot: str | None = None
+        self._protocol = 1  # 2 (compact spans, shared attributes) once the server says it accepts it
         self._resend_all = False
         self._failures = 0
         self._next_self_metrics = 0.0
@@ -104,6 +105,13 @@ class Exporter:
         self._stopping = False
         self._final = False
         self._final_sent = False
+        # Imports and first-use work happen here, in init(), before the training loop runs: done lazily
+        # in the thread they would hold the GIL for milliseconds while the loop is already running.
+        try:
+            self._transport: Any = self._make_transport()
+            self._transport_error: BaseException | None = None
+        except Exception as exc:  # noqa: BLE001 - reported by the thread, which then drops (counted)
+            self._transport, self._transport_error = None, exc
         self._thread = threading.Thread(target=self._run, name="rl-insight-exporter", daemon=True)
         self._thread.start()
 
@@ -207,11 +215,10 @@ class Exporter:
 
     # ------------------------------------------------------------------ sender thread
     def _run(self) -> None:
-        try:
-            transport = self._make_transport()
-        except Exception as exc:  # noqa: BLE001 - never a dead thread with monitoring still "on"
-            ratelog.log(LOG_ERROR, "transport", "[rl-insight] cannot set up delivery to %s: %r; events are dropped", self.url, exc)
-            transport = None
+        transport = self._transport
+        if transport is None:  # never a dead thread with monitoring still "on": drop, counted
+            ratelog.log(LOG_ERROR, "transport", "[rl-insight] cannot set up delivery to %s: %r; events are dropped",
+                        self.url, self._transport_error)
         while True:
             backoff = self._backoff()
             self._wake.wait(backoff if backoff else self.cfg.flush_interval_s)
@@ -231,11 +238,14 @@ class Exporter:
 
     def _make_transport(self) -> Any:
         global wire
-        from . import wire  # lazy: json/gzip stay out of `import rl_insight`; the thread loads them
+        from . import wire  # lazy: json/gzip stay out of `import rl_insight`
+
+        wire.warm_up()
         if self._transport_factory is not None:
             return self._transport_factory()
-        from .transport import HttpTransport  # lazy: keeps http.client out of `import rl_insight`
+        from .transport import HttpTransport, warm_up  # lazy: keeps http.client out of `import rl_insight`
 
+        warm_up()
         return HttpTransport(self.url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}")
 
     def _discard_all(self, reason: str) -> None:
@@ -335,6 +345,8 @@ class Exporter:
                 self._wake.set()
             if isinstance(boot, str):
                 self._server_boot = boot
+            protocols = rb.get("protocols")
+            self._protocol = 2 if isinstance(protocols, list) and 2 in protocols else 1
         return True
 
     def _retry_later(self, why: str) -> bool:
@@ -377,23 +389,26 @@ class Exporter:
         """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
         table = wire.SeriesTable(self.base_labels)
         samples: list[list] = []
-        span_starts: list[dict] = []
-        spans: list[dict] = []
+        span_starts: list[Any] = []
+        spans: list[Any] = []
+        attrs_table: dict[int, tuple[int, dict]] | None = {} if self._protocol == 2 else None
+        span_entry = self._span_json if attrs_table is None else (lambda it: self._span_compact(it, attrs_table))
         latest = self._latest_gauges
         max_series = self.cfg.max_series
         q = self.queue
         budget = self.cfg.batch_size
-        since_yield = 0
+        since_check = 0
+        pause = wire.Yielder()
         while budget > 0:
             try:
                 item = q.popleft()
             except IndexError:
                 break
             budget -= 1
-            since_yield += 1
-            if since_yield >= wire.SLICE:
-                since_yield = 0
-                time.sleep(0)  # let the training thread run
+            since_check += 1
+            if since_check >= wire.SLICE:
+                since_check = 0
+                pause()  # let the training thread run
             tag = item[0]
             if tag == _GAUGE:
                 _, name, value, labels, doc, ts, step = item
@@ -414,9 +429,9 @@ class Exporter:
                 latest[gkey] = (v, ts, step, doc, labels)
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             elif tag == _SPAN:
-                spans.append(self._span_json(item))
+                spans.append(span_entry(item))
             else:
-                span_starts.append(self._span_json(item))
+                span_starts.append(span_entry(item))
 
         # Cumulative series: all of them after a server restart, else only those that changed.
         resend = self._resend_all
@@ -433,7 +448,8 @@ class Exporter:
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
         client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
-        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final)
+        span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
+        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final, span_attrs, pause)
         body, headers = wire.compress(body)
         return body, headers, n_user, bool(n_user)
 
@@ -456,6 +472,18 @@ class Exporter:
             values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
         for kind, name, lab, value in values:
             samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.step, value])
+
+    def _span_compact(self, item: tuple, attrs_table: dict[int, tuple[int, dict]]) -> list:
+        """Protocol 2: a list, its attributes an index into the batch's table. Spans of a lane share their
+        attributes object (lanes.py), so each is encoded once per batch."""
+        _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
+        key = id(attrs)  # the queue items keep every attrs object alive for the whole batch
+        entry = attrs_table.get(key)
+        if entry is None:
+            merged = {"process_id": str(self.pid), **self.base_labels, **attrs} if attrs else {"process_id": str(self.pid), **self.base_labels}
+            entry = attrs_table[key] = (len(attrs_table), merged)
+        return [f"{span_id:016x}", f"{trace_id:032x}", f"{parent_id:016x}" if parent_id is not None else None,
+                name, lane, start_ns, end_ns, kind, entry[0]]
 
     def _span_json(self, item: tuple) -> dict:
         _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item

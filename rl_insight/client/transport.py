@@ -87,3 +87,11 @@ class HttpTransport:
                 self.close()
             return Response(resp.status, parsed)
         raise TransportError("unreachable")
+
+
+def warm_up() -> None:
+    """http.client parses response headers with the email package, which imports more of itself on
+    first use: do that now (in init()) rather than on the first answer, mid-training."""
+    import io
+
+    http.client.parse_headers(io.BytesIO(b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"))

@@ -17,7 +17,24 @@ if TYPE_CHECKING:
 
 from ..protocol import PROTOCOL_VERSION
 
-SLICE = 64  # items encoded between two GIL releases (~0.1 ms of work)
+SLICE = 16  # items handled between two looks at the clock
+TURN_S = 0.00003  # the longest the thread works before it lets the training thread have the GIL
+
+
+class Yielder:
+    """Gives the GIL away (`time.sleep(0)`, which blocks long enough for a waiting thread to take it)
+    once about TURN_S of work has been done since the last time."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = time.perf_counter() + TURN_S
+
+    def __call__(self) -> None:
+        now = time.perf_counter()
+        if now >= self._next:
+            time.sleep(0)
+            self._next = time.perf_counter() + TURN_S
 _dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
@@ -48,22 +65,27 @@ class SeriesTable:
         return idx
 
 
-def _encode_list(items: list) -> str:
+def _encode_list(items: list, pause: Yielder) -> str:
     """`[a,b,…]` encoded in slices, yielding the GIL between them."""
     if len(items) <= SLICE:
         return _dumps(items)
     parts = []
     for i in range(0, len(items), SLICE):
         parts.append(_dumps(items[i:i + SLICE])[1:-1])
-        time.sleep(0)
+        pause()
     return "[" + ",".join(p for p in parts if p) + "]"
 
 
 def encode_batch(client: dict[str, Any], series: list[dict[str, Any]], samples: list, span_starts: list, spans: list,
-                 final: bool) -> bytes:
-    fields = [f'"v":{PROTOCOL_VERSION}', '"client":' + _dumps(client), '"series":' + _encode_list(series),
-              '"samples":' + _encode_list(samples), '"span_starts":' + _encode_list(span_starts),
-              '"spans":' + _encode_list(spans)]
+                 final: bool, span_attrs: list | None = None, pause: Yielder | None = None) -> bytes:
+    """Protocol 1, or 2 when `span_attrs` is given (spans are then compact lists indexing it)."""
+    version = PROTOCOL_VERSION if span_attrs is None else 2
+    pause = pause or Yielder()
+    fields = [f'"v":{version}', '"client":' + _dumps(client), '"series":' + _encode_list(series, pause),
+              '"samples":' + _encode_list(samples, pause), '"span_starts":' + _encode_list(span_starts, pause),
+              '"spans":' + _encode_list(spans, pause)]
+    if span_attrs is not None:
+        fields.append('"span_attrs":' + _encode_list(span_attrs, pause))
     if final:
         fields.append('"final":true')
     return ("{" + ",".join(fields) + "}").encode()
@@ -78,3 +100,9 @@ def compress(body: bytes) -> tuple[bytes, dict[str, str]]:
 
 def encode_json(payload: Any) -> bytes:
     return _dumps(payload).encode()
+
+
+def warm_up() -> None:
+    """First-use costs (encoder set-up, zlib) paid in init(), not in the middle of training."""
+    compress(encode_json({"warm": [1, 2.5, None, "x"]}) * 100)
+    json.loads(b'{"accepted": 0, "protocols": [1]}')

@@ -67,16 +67,20 @@ class SpanBody(BaseModel):
     attributes: dict[str, Any] | None = Field(None, max_length=p.MAX_ATTRIBUTES)
 
 
+CompactSpan = tuple[str, Union[str, None], Union[str, None], str, Union[str, None], int, Union[int, None], str, Union[int, None]]
+
+
 class IngestBody(BaseModel):
     """One batch (protocol 1). Invalid items are refused one by one; the rest of the batch is kept."""
 
-    v: Literal[1] = p.PROTOCOL_VERSION
+    v: Literal[1, 2] = Field(p.PROTOCOL_VERSION, description="2 adds `span_attrs` and compact spans (see rl_insight/protocol.py)")
     client: ClientBody
     series: list[SeriesBody] = []
     samples: list[tuple[int, float, float | None, Union[float, HistogramValue]]] = Field(
         [], description="[series_index, unix_ts_s, step|null, value]; histogram value [sum, count, [cumulative counts]]")
-    span_starts: list[SpanBody] = []
-    spans: list[SpanBody] = []
+    span_starts: list[Union[SpanBody, CompactSpan]] = []
+    spans: list[Union[SpanBody, CompactSpan]] = []
+    span_attrs: list[dict[str, Any]] = Field([], description="protocol 2: attribute table that compact spans index")
     final: bool | None = Field(None, description="the process is done (finish() or exit)")
 
 
@@ -93,6 +97,7 @@ class IngestAnswer(BaseModel):
     errors: list[ItemProblem] = Field(description=f"the first {p.MAX_ERRORS_REPORTED} refused items")
     boot_id: str = Field(description="changes when the server restarts; the client then resends its totals")
     replaced_strings: int = Field(0, description="strings whose undecodable characters were replaced by U+FFFD")
+    protocols: list[int] = Field([1], description="ingest protocol versions this server accepts")
     detail: str | None = None
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ...protocol import ROUTE_INGEST
+from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
 from ..ingest import apply_batch, decode_body
 from ..models import IngestAnswer, IngestBody, error_responses
 from ..state import AppState
@@ -35,7 +35,7 @@ def build_router(st: AppState) -> APIRouter:
             m.replaced.inc(result.replaced_strings)
         m.latency.observe(time.perf_counter() - started)
         body = {"accepted": result.accepted, "rejected": result.rejected, "errors": result.errors, "boot_id": st.boot_id,
-                "replaced_strings": result.replaced_strings}
+                "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS)}
         if result.rejected and not result.accepted:
             body["detail"] = f"all {result.rejected} items of the batch were refused; see errors"
             return body, 422
