@@ -181,6 +181,10 @@ def is_number(x: object) -> bool:
 
 def finite_float(x: object, what: str, lo: float = -1.7976931348623157e308, hi: float = 1.7976931348623157e308) -> float:
     """x as a finite float in [lo, hi]; ItemError naming `what` otherwise (also for ints past float range)."""
+    if type(x) is float and lo <= x <= hi:  # fast path (NaN fails the comparison)
+        return x
+    if type(x) is int and lo <= x <= hi:
+        return float(x)
     if not is_number(x):
         raise ItemError("invalid_value", f"{what} must be a number, found {_short(x)}")
     try:
@@ -363,7 +367,7 @@ def _labels(raw: Any, strings: _Strings) -> dict[str, str]:
 
 
 def _sample(raw: Any, series: list[SeriesDef | ItemError], n: int) -> Sample:
-    if not isinstance(raw, list) or len(raw) != 4:
+    if type(raw) is not list or len(raw) != 4:
         raise ItemError("invalid_sample", "sample must be [series_index, timestamp_s, step, value]")
     idx, ts, step, value = raw
     if type(idx) is not int or not 0 <= idx < n:

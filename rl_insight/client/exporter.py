@@ -398,7 +398,7 @@ class Exporter:
         q = self.queue
         budget = self.cfg.batch_size
         since_check = 0
-        pause = wire.Yielder()
+        pause = wire.Yielder.for_backlog(len(q))
         while budget > 0:
             try:
                 item = q.popleft()
