@@ -366,3 +366,16 @@ def test_gzip_bomb_is_still_bounded(tmp_path: Path) -> None:
         assert r.status_code == 413
     finally:
         srv.stop()
+
+
+def test_10_data_dir_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> None:
+    """Works as root too (where permission bits do not stop anything): the parent is a file."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(StoreError) as info:
+        RunStoreWriter(blocker / "data" / "rs.sqlite")
+    assert "cannot create the run store" in str(info.value) and str(blocker / "data" / "rs.sqlite") in str(info.value)
+    srv_cfg_dir = blocker / "data"
+    from rl_insight.cli.main import main as cli_main  # the CLI turns it into a message and exit code, no traceback
+
+    assert callable(cli_main) and not srv_cfg_dir.exists()
