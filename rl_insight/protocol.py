@@ -183,8 +183,10 @@ def finite_float(x: object, what: str, lo: float = -1.7976931348623157e308, hi: 
     """x as a finite float in [lo, hi]; ItemError naming `what` otherwise (also for ints past float range)."""
     if type(x) is float and lo <= x <= hi:  # fast path (NaN fails the comparison)
         return x
-    if type(x) is int and lo <= x <= hi:
-        return float(x)
+    if type(x) is int:
+        if lo <= x <= hi:  # type: ignore[operator]
+            return float(x)
+        raise ItemError("out_of_range", f"{what} must be in [{lo:g}, {hi:g}], found {_short(x)}")
     if not is_number(x):
         raise ItemError("invalid_value", f"{what} must be a number, found {_short(x)}")
     try:

@@ -155,7 +155,11 @@ class TargetRegistry:
         self._load()
 
     def _load(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the targets directory {self.path.parent}: {exc.strerror or exc}",
+                             hint="use a --data-dir you can write (on a mounted, writable file system)") from None
         if not self.path.exists():
             self._write()
             return
