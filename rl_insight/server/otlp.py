@@ -61,12 +61,15 @@ def endpoint_from_env() -> str | None:
 
 class OtlpForwarder:
     def __init__(self, endpoint: str | None, protocol: str = "http/protobuf", max_queue: int = 50_000,
+                 max_queue_bytes: int = 64 * 2**20,
                  batch_size: int = 512, flush_interval_s: float = 1.0, timeout_s: float = 5.0) -> None:
         self.endpoint = endpoint
         self.protocol = protocol
         self._exporter = self._make_exporter(endpoint, protocol, timeout_s)
         self._queue: deque[tuple[SpanRecord, str]] = deque()
         self._max = max_queue
+        self._max_bytes = max_queue_bytes  # spans carry up to 16 KiB of attributes: bound by size too
+        self._queued_bytes = 0
         self._batch = batch_size
         self._interval = flush_interval_s
         self._lock = threading.Lock()
@@ -101,10 +104,12 @@ class OtlpForwarder:
             for s in spans:
                 if s.end_ns is None:
                     continue
-                if len(self._queue) >= self._max:
-                    self._queue.popleft()
+                while self._queue and (len(self._queue) >= self._max or self._queued_bytes + s.size > self._max_bytes):
+                    gone, _ = self._queue.popleft()
+                    self._queued_bytes -= gone.size
                     self._drop("queue_full", 1)
                 self._queue.append((s, host))
+                self._queued_bytes += s.size
         if len(self._queue) >= self._batch:
             self._wake.set()
 
@@ -169,6 +174,7 @@ class OtlpForwarder:
                         break
                     n = min(self._batch, len(self._queue))
                     batch = [self._queue.popleft() for _ in range(n)]
+                    self._queued_bytes -= sum(sp.size for sp, _ in batch)
                     self._busy = True
                 try:
                     result = self._exporter.export([self._to_readable(s, h) for s, h in batch])

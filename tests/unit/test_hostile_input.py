@@ -387,3 +387,20 @@ def test_10_data_dir_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> 
     r = subprocess.run([sys.executable, "-m", "rl_insight.server", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "cannot create" in r.stderr and "not-a-dir" in r.stderr
+
+
+def test_9_home_logs_and_rotated_logs_are_private(tmp_path: Path) -> None:
+    from rl_insight.services import process
+    from rl_insight.services.home import Home
+
+    h = Home(tmp_path / "home")
+    h.ensure()
+    for d in (h.root, h.data_dir, h.logs_dir, h.run_dir):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    log = h.logs_dir / "ingest.log"
+    f = process.open_log(log)
+    f.write(b"x" * 100)
+    f.close()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert process.rotate_if_large(log, limit=10)
+    assert stat.S_IMODE((h.logs_dir / "ingest.log.1").stat().st_mode) == 0o600

@@ -152,3 +152,15 @@ def test_grpc_without_its_extra_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)  # not installed
     with pytest.raises(ConfigError, match=r'rl-insight\[grpc\]'):
         OtlpForwarder("http://127.0.0.1:4317", "grpc")
+
+
+def test_forwarding_queue_is_bounded_by_bytes_too() -> None:
+    from rl_insight.protocol import SpanRecord
+    from rl_insight.server.otlp import OtlpForwarder
+
+    f = OtlpForwarder("http://127.0.0.1:9/v1/traces", max_queue=1_000_000, max_queue_bytes=100_000, flush_interval_s=3600)
+    try:
+        f.add([SpanRecord(f"s{i}", "t", None, "n", None, "span", 1, 2, {}, size=10_000) for i in range(50)], "h")
+        assert len(f._queue) == 10 and f.dropped["queue_full"] == 40
+    finally:
+        f._stop = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from ...protocol import ROUTE_TARGETS
 from ..ingest import decode_body
@@ -26,7 +27,7 @@ def build_router(st: AppState) -> APIRouter:
         Prometheus watches the file_sd file, so no reload is needed."""
         raw = await read_body(request, st.config.max_body_bytes)
         job, items = parse_registration(decode_body(raw, request.headers.get("content-encoding"), st.config.max_body_bytes))
-        count = st.targets.upsert(job, items)
+        count = await run_in_threadpool(st.targets.upsert, job, items)  # an fsync'd file write: off the event loop
         return {"status": "ok", "prometheus_reloaded": False, "reload_needed": False, "job_name": job,
                 "target_count": count, "targets_file": str(st.targets.path)}
 
@@ -40,7 +41,8 @@ def build_router(st: AppState) -> APIRouter:
                              project: Optional[str] = Query(None, max_length=2048),
                              experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
         """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets."""
-        removed = st.targets.remove(target=target, job=job, project=project, experiment_name=experiment_name)
+        removed = await run_in_threadpool(lambda: st.targets.remove(target=target, job=job, project=project,
+                                                                    experiment_name=experiment_name))
         return {"status": "ok", "removed": removed}
 
     router = APIRouter()
