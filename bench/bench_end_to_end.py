@@ -38,7 +38,7 @@ def main() -> None:
     import rl_insight
 
     os.environ["RL_INSIGHT_SERVER_URL"] = f"http://127.0.0.1:{port}"
-    rl_insight.init(project="e2e")
+    rl_insight.init(project="e2e", experiment_name="latency")
     latencies = []
     try:
         for i in range(args.samples):

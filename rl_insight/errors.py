@@ -35,8 +35,21 @@ class MalformedBodyError(InvalidInputError):
     http_status = 400
 
 
+class BadRequestError(InvalidInputError):
+    """Invalid input answered with 400, where upstream RL-Insight does (target registration)."""
+
+    http_status = 400
+
+
 class PayloadTooLargeError(InvalidInputError):
     http_status = 413
+
+
+class ConflictError(RLInsightError):
+    """The request conflicts with the current state (e.g. registering into an archived experiment)."""
+
+    http_status = 409
+    exit_code = 2
 
 
 class UnauthorizedError(RLInsightError):

@@ -145,14 +145,16 @@ class SpanRecord:
 
 
 class ClientInfo:
-    __slots__ = ("id", "pid", "host", "project", "experiment_name")
+    __slots__ = ("id", "pid", "host", "project", "experiment_name", "namespace")
 
-    def __init__(self, id: str, pid: int | None, host: str, project: str | None, experiment_name: str | None) -> None:
+    def __init__(self, id: str, pid: int | None, host: str, project: str | None, experiment_name: str | None,
+                 namespace: str | None = None) -> None:
         self.id = id
         self.pid = pid
         self.host = host
         self.project = project
         self.experiment_name = experiment_name
+        self.namespace = namespace  # upstream's `server.namespace`: metric prefix and OTel service.name
 
 
 class Batch:
@@ -273,6 +275,7 @@ def decode_batch(obj: Any) -> Batch:
         strings.clean(host[:MAX_LABEL_VALUE]) if isinstance(host, str) else "",
         strings.clean(project[:MAX_LABEL_VALUE]) if isinstance(project, str) else None,
         strings.clean(experiment[:MAX_LABEL_VALUE]) if isinstance(experiment, str) else None,
+        _namespace(client.get("namespace")),
     )
     sections = {}
     for sec in ("series", "samples", "span_starts", "spans", "span_attrs"):
@@ -313,6 +316,20 @@ def decode_batch(obj: Any) -> Batch:
                 batch.reject(sec, i, err)
     batch.replaced = strings.replaced
     return batch
+
+
+DEFAULT_NAMESPACE = "rl_insight_monitor"
+MAX_NAMESPACE = 64
+
+
+def _namespace(ns: Any) -> str | None:
+    """A client's `server.namespace`, if it is a usable metric-name prefix (else the default is used)."""
+    if not isinstance(ns, str) or not 0 < len(ns) <= MAX_NAMESPACE or ns == DEFAULT_NAMESPACE:
+        return None
+    first = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+    if ns[0] not in first or any(c not in first + "0123456789:" for c in ns):
+        raise BatchError(f"'client.namespace' {_short(ns)} is not a valid metric-name prefix ([a-zA-Z_][a-zA-Z0-9_:]*)")
+    return ns
 
 
 def _series(entry: Any, strings: _Strings) -> SeriesDef:

@@ -135,6 +135,12 @@ def _client_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     rl_insight.finish(timeout=0)
     yield
     rl_insight.finish(timeout=0.5)
+    from rl_insight.client import api
+
+    reg, api._reg_only = api._reg_only, None  # a registration-only sender (update_prometheus_config before init)
+    if reg is not None:
+        reg.shutdown(0.5)
+        reg.report_undelivered()
 
 
 def prometheus_binary() -> str:

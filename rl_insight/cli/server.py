@@ -16,6 +16,7 @@ import typer
 import yaml
 
 from .. import env
+from ..errors import ConflictError, NotFoundError
 from ..errors import InvalidInputError, RLInsightError, ServiceError, UnauthorizedError
 from ..server.targets import TargetRegistry, parse_registration
 from ..server.config import ServerConfig
@@ -27,6 +28,8 @@ from ..services.supervisor import StackSettings, Supervisor, service_status
 server_app = typer.Typer(help="Run the ingest server with Prometheus, and manage scrape targets.", no_args_is_help=True)
 targets_app = typer.Typer(help="Register, list and remove Prometheus scrape targets.", no_args_is_help=True)
 server_app.add_typer(targets_app, name="targets")
+experiments_app = typer.Typer(help="Experiments (a run's scrape targets): list, show, archive, restore.", no_args_is_help=True)
+server_app.add_typer(experiments_app, name="experiments")
 
 HomeOpt = typer.Option(None, "--home", envvar=env.HOME, help="State directory (default ~/.rl-insight).")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -271,6 +274,10 @@ def _request(method: str, url: str, headers: dict[str, str], **kw: Any) -> dict[
     body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {"detail": r.text}
     if r.status_code == 401:
         raise UnauthorizedError(f"the server refused the token: {body.get('detail')}", hint="pass --token or set RL_INSIGHT_TOKEN")
+    if r.status_code == 404:
+        raise NotFoundError(str(body.get("detail")), hint=body.get("hint"))
+    if r.status_code == 409:
+        raise ConflictError(str(body.get("detail")), hint=body.get("hint"))
     if r.status_code >= 400:
         raise InvalidInputError(f"the server refused the request (HTTP {r.status_code}): {body.get('detail')}")
     return body
@@ -520,3 +527,75 @@ def bundle(
     typer.echo(f"Wrote {output} ({output.stat().st_size / 2**20:.1f} MiB) and {output.name}.sha256. On the cluster: "
                f"rl-insight server install --local-archive {output.name}")
     return 0
+
+
+# ---------------------------------------------------------------------------- experiments (upstream main)
+def _experiments_client(h: Home, server_url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
+    """Server URL: --server-url, then RL_INSIGHT_SERVER_URL, then this home's running server, then :18080."""
+    url = server_url or env.get(env.SERVER_URL) or None
+    client = _client_for(h, url, token)
+    if client is None:
+        tok = token or h.running_token()
+        return "http://127.0.0.1:18080", ({"Authorization": f"Bearer {tok}"} if tok else {})
+    return client
+
+
+def _print_experiment(row: dict[str, Any]) -> None:
+    typer.echo(f"{row['project']}/{row['experiment_name']}: {row['state']}, {row['target_count']} target(s)")
+    if row.get("prometheus_converged") is not None:
+        typer.echo(f"  Prometheus {'reflects the change' if row['prometheus_converged'] else 'has not caught up yet'}"
+                   + (f" ({row['prometheus_message']})" if row.get("prometheus_message") else ""))
+
+
+@experiments_app.command("list")
+def experiments_list(project: Optional[str] = typer.Option(None, "--project", help="Only this project."),
+                     server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
+                     home: Optional[Path] = HomeOpt) -> int:
+    """Experiments that registered targets, with their state and target count."""
+    url, headers = _experiments_client(Home.resolve(home), server_url, token)
+    items = _request("GET", url + "/api/v1/experiments", headers, params={"project": project} if project else None)["experiments"]
+    if not items:
+        typer.echo("No experiments have registered targets.")
+        return 0
+    _echo_table([[e["project"], e["experiment_name"], e["state"], str(e["target_count"])] for e in items],
+                ["PROJECT", "EXPERIMENT", "STATE", "TARGETS"])
+    return 0
+
+
+ProjectOpt = typer.Option(..., "--project", help="The experiment's project.")
+ExperimentOpt = typer.Option(..., "--experiment-name", help="The experiment's name.")
+
+
+@experiments_app.command("show")
+def experiments_show(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
+                     token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+    """One experiment's state and targets."""
+    url, headers = _experiments_client(Home.resolve(home), server_url, token)
+    row = _request("GET", url + "/api/v1/experiments/targets", headers,
+                   params={"project": project, "experiment_name": experiment_name})
+    _print_experiment(row)
+    _echo_table([[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in row["targets"]],
+                ["JOB", "TARGET", "LABELS"])
+    return 0
+
+
+def _flip(action: str, project: str, experiment_name: str, server_url: str | None, token: str | None, home: Path | None) -> int:
+    url, headers = _experiments_client(Home.resolve(home), server_url, token)
+    row = _request("POST", f"{url}/api/v1/experiments/{action}", headers,
+                   json={"project": project, "experiment_name": experiment_name})
+    _print_experiment(row)
+    return 0
+
+
+@experiments_app.command("archive")
+def experiments_archive(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
+                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+    """Stop scraping an experiment's targets (its data stays); registering into it is refused until restored."""
+    return _flip("archive", project, experiment_name, server_url, token, home)
+
+
+@experiments_app.command("restore")
+def experiments_restore(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
+                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+    """Put an archived experiment's targets back into discovery."""
+    return _flip("restore", project, experiment_name, server_url, token, home)

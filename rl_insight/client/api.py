@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
 from .exporter import LOG_ERROR, LOG_WARNING, Exporter
-from .lanes import NOOP_BLOCK, LaneTable, NoopBlock, StateBlock
+from . import lanes as _lanes_mod
+from .lanes import NOOP_BLOCK, DeferredNoop, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
 from .urls import parse_server_url
 
@@ -31,6 +32,7 @@ _lanes = LaneTable()
 _init_lock = threading.Lock()
 _pid_lane = str(os.getpid())
 _atexit_registered = False
+UNREACHABLE_FINISH_S = 0.5  # finish() waits at most this long when the server did not answer lately
 
 
 def _internal_error(where: str, exc: BaseException) -> None:
@@ -66,6 +68,8 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] %s; monitoring is off", exc)
             return
         labels = resolve_identity(project, experiment_name)
+        if len(labels) == 1:  # upstream main: both or neither (checked before anything is enabled)
+            raise ValueError(f"[rl-insight] init() needs both project and experiment_name, or neither; got only {next(iter(labels))}")
         try:
             exp = Exporter(cfg, url, labels, transport)
         except Exception as exc:
@@ -85,14 +89,21 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
 
 
 def finish(timeout: float | None = None) -> None:
-    """Flush what is queued (bounded by `timeout`, default the exit timeout) and disable monitoring."""
+    """Flush what is queued (bounded by `timeout`, default the exit timeout) and disable monitoring.
+
+    When the last attempts to reach the server failed, it waits at most 0.5 s (as upstream, which
+    does not wait at all): what could not be sent is counted and logged once, never a 5 s stall."""
     global _rt
     with _init_lock:
         rt, _rt = _rt, None
         _lanes.reset()
     if rt is not None:
         try:
-            rt.shutdown(rt.cfg.exit_timeout_s if timeout is None else timeout)
+            wait = rt.cfg.exit_timeout_s if timeout is None else timeout
+            if rt.unreachable():
+                wait = min(wait, UNREACHABLE_FINISH_S)
+            if not rt.shutdown(wait):
+                rt.report_undelivered()
         except Exception as exc:
             _internal_error("finish", exc)
 
@@ -129,7 +140,9 @@ def _at_exit() -> None:
     rt = _rt
     if rt is not None:
         try:
-            rt.shutdown(rt.cfg.exit_timeout_s)
+            wait = min(rt.cfg.exit_timeout_s, UNREACHABLE_FINISH_S) if rt.unreachable() else rt.cfg.exit_timeout_s
+            if not rt.shutdown(wait):
+                rt.report_undelivered()
         except Exception:
             pass
     if _reg_only is not None:
@@ -192,12 +205,21 @@ def metric_histogram(name: str, value: float, documentation: str = "", **labels:
 
 # ---------------------------------------------------------------------------- traces
 def trace_state(state_name: str, *, state_lane_id: Any = None, **labels: Any) -> StateBlock | NoopBlock:
-    """Context manager (sync or async) marking `state_name` busy on a lane; see lanes.py."""
+    """Context manager (sync or async) or decorator (sync or async functions) marking `state_name` busy
+    on a lane; see lanes.py."""
     rt = _rt
     if rt is None:
-        return NOOP_BLOCK
+        return DeferredNoop((state_name, state_lane_id, labels))  # as a decorator it traces once monitoring is on
     lane = _pid_lane if state_lane_id is None else str(state_lane_id)
     return StateBlock(rt, _lanes, str(state_name), lane, labels)
+
+
+def _trace_state_from_spec(state_name: str, state_lane_id: Any, labels: dict) -> StateBlock | NoopBlock:
+    block = trace_state(state_name, state_lane_id=state_lane_id, **labels)
+    return NOOP_BLOCK if isinstance(block, DeferredNoop) else block
+
+
+_lanes_mod._trace_state = _trace_state_from_spec
 
 
 def trace_span(*, name: str, start_time_ns: int, end_time_ns: int, attributes: Mapping[str, Any] | None = None) -> None:
@@ -275,12 +297,18 @@ def trace_op(name: Any = None, *, extra_labels: Callable[[Any], Mapping[str, Any
 
 # ---------------------------------------------------------------------------- scrape targets
 def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], job_name: str | None = None,
-                             labels: Sequence[Mapping[str, Any]] | None = None) -> None:
-    """Register `host:port` scrape targets with the server; returns at once, retries in the background."""
+                             labels: Sequence[Mapping[str, Any]] | None = None, *, project: str | None = None,
+                             experiment_name: str | None = None) -> None:
+    """Register `host:port` scrape targets with the server; returns at once, retries in the background.
+
+    `project` / `experiment_name` (upstream main): both or neither; they put the targets into that
+    experiment (default: the identity given to init())."""
     global _reg_only
     addresses = list(server_addresses or [])
     if labels is not None and len(labels) != len(addresses):
         raise ValueError(f"labels length must match server_addresses length: {len(labels)} != {len(addresses)}")
+    if (project is None) != (experiment_name is None) or any(v is not None and not str(v).strip() for v in (project, experiment_name)):
+        raise ValueError("update_prometheus_config() needs both project and experiment_name (non-empty), or neither")
     try:
         if not addresses:
             ratelog.log(LOG_WARNING, "no-addresses", "[rl-insight] No server addresses available to register")
@@ -293,13 +321,20 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
             targets.append(entry)
         payload: dict[str, Any] = {"job_name": job_name or "trainer_metrics", "targets": targets}
         exp = _rt
-        if exp is not None:
+        if project is not None:
+            payload.update(project=str(project).strip(), experiment_name=str(experiment_name).strip())
+        elif exp is not None and len(exp.base_labels) == 2:
             payload.update(exp.base_labels)  # top-level project / experiment_name
-        else:
+        if exp is None:
             with _init_lock:
                 exp = _reg_only
+                url = resolve_url(None)
+                if exp is not None and exp.cfg.url != url:
+                    # RL_INSIGHT_SERVER_URL changed (e.g. after finish()): follow it; the old sender stops
+                    exp.shutdown(0)
+                    exp.report_undelivered()
+                    exp = _reg_only = None
                 if exp is None:
-                    url = resolve_url(None)
                     if not url:
                         ratelog.log(LOG_ERROR, "reg-no-url", "[rl-insight] cannot register targets: RL_INSIGHT_SERVER_URL is not set")
                         return

@@ -23,7 +23,7 @@ class ClientConfig:
     """
 
     __slots__ = ("url", "token", "step_metric", "queue_size", "batch_size", "flush_interval_s",
-                 "request_timeout_s", "exit_timeout_s", "max_series", "histogram_buckets")
+                 "request_timeout_s", "exit_timeout_s", "max_series", "histogram_buckets", "namespace")
 
     def __init__(
         self,
@@ -37,6 +37,7 @@ class ClientConfig:
         exit_timeout_s: float = 5.0,  # how long atexit may wait for the last flush
         max_series: int = 10_000,  # distinct series per kind per process
         histogram_buckets: Mapping[str, tuple[float, ...]] | None = None,
+        namespace: str = "",  # upstream's server.namespace: metric prefix and OTel service.name ("" = default)
     ) -> None:
         self.url = url
         self.token = token
@@ -48,6 +49,7 @@ class ClientConfig:
         self.exit_timeout_s = exit_timeout_s
         self.max_series = max_series
         self.histogram_buckets = dict(histogram_buckets or {})
+        self.namespace = namespace
 
     @property
     def enabled(self) -> bool:
@@ -121,7 +123,18 @@ def load_config(config: Any = None) -> ClientConfig:
         exit_timeout_s=max(0.0, _num(env(_env.EXIT_TIMEOUT) or _get(client, "exit_timeout_s"), 5.0)),
         max_series=max(10, _num(_get(client, "max_series"), 10_000, int)),
         histogram_buckets=buckets,
+        namespace=_namespace(_get(config, "server", "namespace")),
     )
+
+
+def _namespace(raw: Any) -> str:
+    """`server.namespace` as a valid metric-name prefix ("" for the default `rl_insight_monitor`)."""
+    if not raw or not isinstance(raw, str) or not raw.strip():
+        return ""
+    from ..names import sanitize_metric_name
+
+    ns = sanitize_metric_name(raw.strip())[:64].replace(":", "_")
+    return "" if ns == "rl_insight_monitor" else ns
 
 
 def resolve_identity(project: str | None, experiment_name: str | None) -> dict[str, str]:

@@ -105,6 +105,7 @@ class Exporter:
         self._stopping = False
         self._final = False
         self._final_sent = False
+        self._abandoned = False
         # Imports and first-use work happen here, in init(), before the training loop runs: done lazily
         # in the thread they would hold the GIL for milliseconds while the loop is already running.
         try:
@@ -206,6 +207,24 @@ class Exporter:
             self._problems_at_flush = self._problems
         return delivered and clean
 
+    def unreachable(self) -> bool:
+        """The last delivery attempts failed (connection refused, timeouts, 5xx)."""
+        return self._failures > 0
+
+    def report_undelivered(self) -> None:
+        """At exit with the server unreachable: count what stays behind, say it once."""
+        n = len(self.queue) + (self._pending[2] if self._pending is not None else 0)
+        self.queue.clear()
+        self._pending = None
+        with self._reg_lock:
+            self._registrations = []
+        self._abandoned = True  # given up: the thread ends instead of retrying forever
+        self._wake.set()
+        if n:
+            self.drop("undelivered_at_exit", n)
+        ratelog.log(LOG_WARNING, "undelivered", "[rl-insight] %s did not answer; %d event(s) were not delivered at exit",
+                    self.url, n)
+
     def shutdown(self, timeout: float) -> bool:
         self._final = True  # batches from now on tell the server this process is done
         ok = self.flush(timeout)
@@ -223,6 +242,11 @@ class Exporter:
             backoff = self._backoff()
             self._wake.wait(backoff if backoff else self.cfg.flush_interval_s)
             self._wake.clear()
+            if self._abandoned:
+                self._release_waiters()
+                if transport is not None:
+                    transport.close()
+                return
             try:
                 if transport is None:
                     self._discard_all("no_transport")
@@ -230,7 +254,7 @@ class Exporter:
                     self._cycle(transport)
             except Exception as exc:  # noqa: BLE001 - never let the thread die
                 ratelog.log(LOG_ERROR, "exporter", "[rl-insight] exporter error (sending to %s): %r", self.url, exc)
-            if self._stopping and (self._pending is None or transport is None) and not self.queue:
+            if self._stopping and (self._pending is None or transport is None) and not self.queue and not self._registrations:
                 self._release_waiters()
                 if transport is not None:
                     transport.close()
@@ -373,7 +397,11 @@ class Exporter:
                 self._retry_later(f"target registration: {where} answered HTTP {resp.status}")
                 keep = todo[i:]
                 break
-            if resp.status >= 400:
+            if resp.status == 409:
+                self.drop("archived_experiment")
+                ratelog.log(LOG_ERROR, "reg-archived", "[rl-insight] %s refused the targets of job %r: %.300s",
+                            where, payload.get("job_name"), resp.body.get("detail") or resp.body)
+            elif resp.status >= 400:
                 self.drop("registration_refused")
                 ratelog.log(LOG_ERROR, "reg-rejected", "[rl-insight] %s refused the targets of job %r (HTTP %s): %.300s",
                             where, payload.get("job_name"), resp.status, resp.body.get("detail") or resp.body)
@@ -448,6 +476,8 @@ class Exporter:
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
         client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
+        if self.cfg.namespace:
+            client["namespace"] = self.cfg.namespace
         span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
         body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final, span_attrs, pause)
         body, headers = wire.compress(body)
@@ -480,14 +510,14 @@ class Exporter:
         key = id(attrs)  # the queue items keep every attrs object alive for the whole batch
         entry = attrs_table.get(key)
         if entry is None:
-            merged = {"process_id": str(self.pid), **self.base_labels, **attrs} if attrs else {"process_id": str(self.pid), **self.base_labels}
+            merged = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
             entry = attrs_table[key] = (len(attrs_table), merged)
         return [f"{span_id:016x}", f"{trace_id:032x}", f"{parent_id:016x}" if parent_id is not None else None,
                 name, lane, start_ns, end_ns, kind, entry[0]]
 
     def _span_json(self, item: tuple) -> dict:
         _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
-        attributes = {"process_id": str(self.pid), **self.base_labels, **attrs} if attrs else {"process_id": str(self.pid), **self.base_labels}
+        attributes = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
         out = {
             "id": f"{span_id:016x}",
             "trace_id": f"{trace_id:032x}",

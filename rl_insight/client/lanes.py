@@ -58,8 +58,29 @@ def _state_attrs(name: str, lane_id: str, labels: dict) -> dict[str, Any]:
     return attrs
 
 
+def _decorate(make_block: Any, func: Any) -> Any:
+    """`@trace_state(...)` on a sync or async function: a fresh block per call (the block is single-use)."""
+    import functools
+    import inspect
+
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            async with make_block():
+                return await func(*args, **kwargs)
+
+        return async_wrapper
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with make_block():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
 class StateBlock:
-    """The context manager returned by `trace_state` when monitoring is enabled."""
+    """The context manager returned by `trace_state` when monitoring is enabled; also a decorator."""
 
     __slots__ = ("_exp", "_table", "_name", "_lane_id", "_labels", "_lane", "_role", "_start")
 
@@ -113,11 +134,16 @@ class StateBlock:
     async def __aexit__(self, *exc: object) -> bool:
         return self.__exit__(*exc)
 
+    def __call__(self, func: Any) -> Any:
+        exp, table, name, lane_id, labels = self._exp, self._table, self._name, self._lane_id, self._labels
+        return _decorate(lambda: StateBlock(exp, table, name, lane_id, labels), func)
+
 
 class NoopBlock:
     """Returned when monitoring is disabled: costs one attribute lookup."""
 
     __slots__ = ()
+    _spec: tuple | None = None
 
     def __enter__(self) -> None:
         return None
@@ -131,5 +157,23 @@ class NoopBlock:
     async def __aexit__(self, *exc: object) -> bool:
         return False
 
+    def __call__(self, func: Any) -> Any:
+        """Decorating while monitoring is off: the function is wrapped lazily, so that it is traced when
+        monitoring is on at call time (upstream checks at call time too)."""
+        spec = self._spec
+        if spec is None:
+            return func
+        return _decorate(lambda: _trace_state(*spec), func)
+
+
+class DeferredNoop(NoopBlock):
+    """A no-op block that remembers its `trace_state` arguments for use as a decorator."""
+
+    __slots__ = ("_spec",)
+
+    def __init__(self, spec: tuple) -> None:
+        self._spec = spec
+
 
 NOOP_BLOCK = NoopBlock()
+_trace_state: Any = None  # set by client.api (avoids an import cycle)

@@ -22,6 +22,8 @@ def parse_server_url(url: str) -> ServerUrl:
     from urllib.parse import urlsplit  # lazy: only processes that enable monitoring pay for it
 
     raw = url.strip()
+    if "://" not in raw and raw.split("/", 1)[0].endswith(":"):  # "http:" (e.g. "http://" with the slashes stripped)
+        raise ValueError(f"RL-Insight server URL {url!r} has no host; expected http://host:port")
     try:
         parts = urlsplit(raw if "://" in raw else "http://" + raw)
         port = parts.port

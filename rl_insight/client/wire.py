@@ -63,9 +63,8 @@ class SeriesTable:
         key = (kind, name, lkey, ns)
         idx = self.index.get(key)
         if idx is None:
-            merged = dict(self.base)
-            for k, v in labels.items():
-                merged[k] = v if isinstance(v, str) else str(v)
+            merged = {k: v if isinstance(v, str) else str(v) for k, v in labels.items()}
+            merged.update(self.base)  # the run identity given to init() wins over a call's labels
             entry: dict[str, Any] = {"k": kind, "n": name, "l": merged, "d": doc}
             if bounds is not None:
                 entry["b"] = list(bounds)

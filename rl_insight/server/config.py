@@ -43,6 +43,7 @@ class ServerConfig:
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     # Where the other services run, for /api/v1/services (None = not managed by us).
     prometheus_url: str | None = None
+    prometheus_config_file: str | None = None  # reported by target registration (upstream's `config_file`)
     tempo_url: str | None = None
     grafana_url: str | None = None
     # Span forwarding over OTLP (None: only when OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set)

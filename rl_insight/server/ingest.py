@@ -82,7 +82,7 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
             refs.append(d)
             continue
         try:
-            refs.append(store.resolve(d, client_id))
+            refs.append(store.resolve(d, client_id, batch.client.namespace))
         except ItemError as err:
             refs.append(err)
     identities: dict[int, tuple[str, str, str, str]] = {}

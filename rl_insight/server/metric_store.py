@@ -92,7 +92,7 @@ class MetricStore:
         self._last_sweep = time.monotonic()
 
     # ----------------------------------------------------------------- ingest
-    def resolve(self, d: SeriesDef, client_id: str = "") -> SeriesRef:
+    def resolve(self, d: SeriesDef, client_id: str = "", namespace: str | None = None) -> SeriesRef:
         """Map a validated series definition onto its exposed family and series (creating them)."""
         try:
             base = sanitize_metric_name(d.name)
@@ -101,7 +101,8 @@ class MetricStore:
         kind: Kind = d.kind  # type: ignore[assignment]
         if kind == "counter" and base.endswith("_total"):
             base = base[: -len("_total")] or base
-        name = PREFIXES[d.ns] + base
+        # a client's `server.namespace` replaces the trainer-scalar prefix (upstream's meaning of it)
+        name = (namespace + "_" if namespace and d.ns is None else PREFIXES[d.ns]) + base
         labels = _exposed_labels(d.labels)
         if kind == "histogram" and "le" in labels:
             raise ItemError("invalid_label_name", "label 'le' is reserved for histogram buckets")

@@ -120,11 +120,13 @@ class TargetRegistration(BaseModel):
 
 class TargetRegistered(BaseModel):
     status: str
-    prometheus_reloaded: bool
+    prometheus_reloaded: bool = Field(description="true: the targets are in effect (the file_sd file Prometheus watches "
+                                                  "was written; no reload is needed)")
     reload_needed: bool
     job_name: str
-    target_count: int
+    target_count: int = Field(description="targets now registered for this job")
     targets_file: str
+    config_file: str | None = Field(None, description="the rendered prometheus.yml, when this server's stack runs Prometheus")
 
 
 class LoginBody(BaseModel):

@@ -98,7 +98,7 @@ class OtlpForwarder:
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-    def add(self, spans: Sequence[SpanRecord], host: str) -> None:
+    def add(self, spans: Sequence[SpanRecord], host: str, service: str | None = None) -> None:
         """Queue finished spans (open states are not exported: Tempo stores completed spans)."""
         with self._lock:
             for s in spans:
@@ -108,7 +108,7 @@ class OtlpForwarder:
                     gone, _ = self._queue.popleft()
                     self._queued_bytes -= gone.size
                     self._drop("queue_full", 1)
-                self._queue.append((s, host))
+                self._queue.append((s, (host, service or SERVICE_NAME)))
                 self._queued_bytes += s.size
         if len(self._queue) >= self._batch:
             self._wake.set()
@@ -134,17 +134,18 @@ class OtlpForwarder:
             pass
 
     # ------------------------------------------------------------------ exporter thread
-    def _resource(self, attrs: dict[str, Any], host: str) -> Any:
+    def _resource(self, attrs: dict[str, Any], origin: tuple[str, str] | str) -> Any:
         from opentelemetry.sdk.resources import Resource
 
-        key = (str(attrs.get("project", "")), str(attrs.get("experiment_name", "")), host)
+        host, service = origin if isinstance(origin, tuple) else (origin, SERVICE_NAME)
+        key = (str(attrs.get("project", "")), str(attrs.get("experiment_name", "")), host, service)
         res = self._resources.get(key)
         if res is None:
-            res = self._resources[key] = Resource.create({"service.name": SERVICE_NAME, "project": key[0],
+            res = self._resources[key] = Resource.create({"service.name": service, "project": key[0],
                                                           "experiment_name": key[1], "host.name": host})
         return res
 
-    def _to_readable(self, span: SpanRecord, host: str) -> Any:
+    def _to_readable(self, span: SpanRecord, host: tuple[str, str] | str) -> Any:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, TraceFlags

@@ -17,6 +17,7 @@ from .._version import __version__
 from ..protocol import SpanRecord
 from .clients import ClientTracker
 from .config import ServerConfig
+from .experiments import ExperimentBook
 from .insight_service import InsightService
 from .metric_store import MetricStore, StoreCollector
 from .otlp import OtlpForwarder, endpoint_from_env
@@ -71,6 +72,17 @@ class ServiceProbe:
             return {}
         return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active}
 
+    async def active_targets(self) -> list[dict[str, str]] | None:
+        """Label sets of Prometheus' active targets, or None when it does not answer."""
+        if self.url is None:
+            return None
+        try:
+            async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+                r = await client.get(self.url + "/api/v1/targets", params={"state": "active"})
+            return [t["labels"] for t in r.json()["data"]["activeTargets"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+
     async def state(self) -> str:
         if self.url is None:
             return "not_configured"
@@ -99,6 +111,7 @@ class AppState:
         self.registry.register(StoreCollector(self.store))
         self.metrics = ServerMetrics(self.registry)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
+        self.experiments = ExperimentBook(self.targets)
         self.writer = RunStoreWriter(config.store_file, retention_days=config.retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
@@ -119,6 +132,27 @@ class AppState:
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
         self._register_collectors()
+
+    async def prometheus_convergence(self, row: dict[str, Any], timeout_s: float = 15.0) -> dict[str, Any]:
+        """After archive/restore: wait until Prometheus' active targets reflect the experiment's state
+        (it re-reads the file_sd file within seconds), as upstream reports `prometheus_converged`."""
+        import asyncio
+
+        if self.prometheus.url is None:
+            return {"prometheus_converged": None, "prometheus_message": "no Prometheus is managed by this server"}
+        want_present = row["state"] == "active" and row["target_count"] > 0
+        deadline = time.monotonic() + timeout_s
+        while True:
+            active = await self.prometheus.active_targets()
+            if active is not None:
+                mine = [t for t in active if t.get("project") == row["project"]
+                        and t.get("experiment_name") == row["experiment_name"]]
+                if bool(mine) == want_present:
+                    return {"prometheus_converged": True}
+            if time.monotonic() > deadline:
+                return {"prometheus_converged": False, "prometheus_message":
+                        "Prometheus did not reflect the change within %.0f s (it re-reads file_sd files periodically)" % timeout_s}
+            await asyncio.sleep(0.5)
 
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")

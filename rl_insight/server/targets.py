@@ -114,18 +114,41 @@ class Target:
         return {"job": self.job, "target": self.address, "labels": dict(self.labels)}
 
 
+def registration_identity(payload: dict[str, Any]) -> tuple[str, str] | None:
+    """Top-level (project, experiment_name): both or neither (upstream main's rule)."""
+    vals = []
+    for key in ("project", "experiment_name"):
+        val = payload.get(key)
+        if val is not None and (not isinstance(val, str) or not val.strip() or len(val) > MAX_LABEL_VALUE):
+            raise InvalidInputError(f"{key} must be a non-empty string of at most {MAX_LABEL_VALUE} characters")
+        vals.append(clean_text(val.strip()) if isinstance(val, str) else None)
+    if (vals[0] is None) != (vals[1] is None):
+        raise InvalidInputError("give both project and experiment_name, or neither (found only "
+                                f"{'project' if vals[0] is not None else 'experiment_name'})")
+    return (vals[0], vals[1]) if vals[0] is not None else None  # type: ignore[return-value]
+
+
+def _identity(t: "Target") -> tuple[str | None, str | None]:
+    labels = dict(t.labels)
+    return labels.get("project"), labels.get("experiment_name")
+
+
 def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str]]]]:
     """Upstream's POST /api/v1/prometheus/targets body -> (job, [(address, labels)]). All or nothing."""
     if not isinstance(payload, dict):
         raise InvalidInputError(f"body must be a JSON object, found {type(payload).__name__}")
     job = validate_job(payload.get("job_name"))
     common = validate_labels(payload.get("labels"), "labels")
-    for key in ("project", "experiment_name"):
-        val = payload.get(key)
-        if val is not None:
-            if not isinstance(val, str) or not val.strip() or len(val) > MAX_LABEL_VALUE:
-                raise InvalidInputError(f"{key} must be a non-empty string of at most {MAX_LABEL_VALUE} characters")
-            common[key] = clean_text(val.strip())
+    identity = registration_identity(payload)
+    if identity is not None:
+        for where, labels in [("labels", common)] + [(f"targets[{i}].labels", t.get("labels") or {})
+                                                      for i, t in enumerate(payload.get("targets") or [])
+                                                      if isinstance(t, dict) and isinstance(t.get("labels"), dict)]:
+            for key, value in zip(("project", "experiment_name"), identity):
+                if key in labels and str(labels[key]) != value:
+                    raise InvalidInputError(f"{where}: label {key!r}={str(labels[key])[:100]!r} contradicts the registration's "
+                                            f"{key} {value!r}; the identity labels are set from the top-level fields")
+        common["project"], common["experiment_name"] = identity
     items = payload.get("targets")
     if isinstance(items, list) and len(items) > MAX_TARGETS_PER_REQUEST:
         raise InvalidInputError(f"at most {MAX_TARGETS_PER_REQUEST} targets per registration, found {len(items)}")
@@ -238,6 +261,31 @@ class TargetRegistry:
                     self._targets = previous
                     raise
             return removed
+
+    def take(self, project: str, experiment_name: str) -> list[Target]:
+        """Remove and return an experiment's targets (archiving); the file is rewritten atomically."""
+        with self._lock:
+            mine = {k: t for k, t in self._targets.items() if _identity(t) == (project, experiment_name)}
+            if mine:
+                previous = self._targets
+                self._targets = {k: t for k, t in self._targets.items() if k not in mine}
+                try:
+                    self._write()
+                except StoreError:
+                    self._targets = previous
+                    raise
+            return list(mine.values())
+
+    def put_back(self, targets: Iterable[Target]) -> None:
+        """Re-add targets taken by `take` (restoring), keeping their labels and registration time."""
+        with self._lock:
+            previous = self._targets
+            self._targets = {**self._targets, **{(t.job, t.address): t for t in targets}}
+            try:
+                self._write()
+            except StoreError:
+                self._targets = previous
+                raise
 
     def list(self, job: str | None = None) -> list[Target]:
         with self._lock:

@@ -198,7 +198,8 @@ class Supervisor:
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
                                   tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
-                                  allowed_hosts=tuple(s.allowed_hosts))
+                                  allowed_hosts=tuple(s.allowed_hosts),
+                                  prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
 

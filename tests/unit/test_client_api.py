@@ -169,14 +169,14 @@ def test_negative_counter_increment_is_dropped_and_counted(capture, monkeypatch)
 
 def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
-    rl_insight.init(project="p")
+    rl_insight.init(project="p", experiment_name="e")
     rl_insight.metric_gauge("ok", 1.0)
     rl_insight.metric_gauge("bad", "NaN-ish text")
     assert rl_insight.flush(5) is False  # one sample was dropped
     rl_insight.metric_gauge("ok", 2.0)
     assert rl_insight.flush(5)  # a flush reports the latest delivery counters
     text = metrics_text(server)
-    labels = f'host="{__import__("socket").gethostname()}",pid="{os.getpid()}",project="p"'
+    labels = f'experiment_name="e",host="{__import__("socket").gethostname()}",pid="{os.getpid()}",project="p"'
     assert sample_value(text, f'rl_insight_client_events_dropped_total{{{labels},reason="invalid_value"}}') == 1.0
     assert sample_value(text, f"rl_insight_client_events_sent_total{{{labels}}}") >= 1.0
     assert sample_value(text, f"rl_insight_client_queue_depth{{{labels}}}") == 0.0
@@ -219,7 +219,7 @@ def test_data_arrives_after_server_comes_up(tmp_path, monkeypatch) -> None:
 
     port = free_port()
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", f"http://127.0.0.1:{port}")
-    rl_insight.init(project="late")
+    rl_insight.init(project="late", experiment_name="e")
     rl_insight.update_prometheus_config(["10.1.2.3:8000"], "vllm", [{"replica": 0}])
     for step in range(5):
         rl_insight.metric_gauge("training/global_step", step)
@@ -228,7 +228,7 @@ def test_data_arrives_after_server_comes_up(tmp_path, monkeypatch) -> None:
     try:
         assert rl_insight.flush(40)
         wait_until(lambda: "10.1.2.3:8000" in httpx.get(srv.url + "/api/v1/targets").text, timeout=40, what="registration")
-        assert sample_value(metrics_text(srv), 'rl_insight_monitor_training_global_step{project="late"}') == 4.0
+        assert sample_value(metrics_text(srv), 'rl_insight_monitor_training_global_step{experiment_name="e",project="late"}') == 4.0
         assert rl_insight.stats()["retries"] >= 1
     finally:
         srv.stop()
@@ -360,7 +360,7 @@ def test_trace_span_is_reported_verbatim(server, monkeypatch) -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_gets_fresh_queue_and_thread(server, monkeypatch) -> None:
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
-    rl_insight.init(project="fork")
+    rl_insight.init(project="fork", experiment_name="e")
     rl_insight.metric_count("work", 5)
     assert rl_insight.flush(5)
     warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads warns on 3.12+
@@ -383,5 +383,5 @@ def test_forked_child_gets_fresh_queue_and_thread(server, monkeypatch) -> None:
     child = json.loads(data)
     assert child["ok"] and child["threads"] == ["rl-insight-exporter"]
     # parent 5 + child 2: the server sums the two processes' cumulative totals
-    wait_until(lambda: sample_value(metrics_text(server), 'rl_insight_monitor_work_total{project="fork"}') == 7.0,
+    wait_until(lambda: sample_value(metrics_text(server), 'rl_insight_monitor_work_total{experiment_name="e",project="fork"}') == 7.0,
                what="summed counter")

@@ -84,11 +84,12 @@ def test_default_job_name(server) -> None:
     ({"targets": ["h:1"], "job_name": 5}, "job_name"),
     ({"targets": ["h:1"], "project": ""}, "project"),
 ])
-def test_invalid_registration_is_422_and_writes_nothing(server, payload, needle) -> None:
+def test_invalid_registration_is_400_as_upstream_and_writes_nothing(server, payload, needle) -> None:
     register(server, {"job_name": "keep", "targets": ["10.9.9.9:1"]})
     before = server.config.targets_file.read_bytes()
     r = register(server, payload)
-    assert r.status_code == 422, r.text
+    assert r.status_code == 400, r.text
+    assert isinstance(r.json()["detail"], str)  # upstream's shape: {"detail": "<text>"}
     assert needle in r.json()["detail"]
     assert server.config.targets_file.read_bytes() == before
 

@@ -30,6 +30,9 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/runs")
     def runs(project: str | None = None) -> dict[str, Any]:
         items = q.list_runs(reader.conn(), live_window_s, project)
+        archived = st.experiments.archived_keys()
+        for it in items:  # the experiments API's state, shown in the runs list
+            it["archived"] = (it["project"], it["experiment_name"]) in archived
         return {"runs": items, "count": len(items)}
 
     @r.get("/runs/{run_id}")

@@ -7,11 +7,12 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
 from ..ingest import decode_body
 from ..models import TargetRegistered, TargetRegistration, error_responses
 from ..state import AppState
-from ..targets import parse_registration
+from ..targets import parse_registration, registration_identity
 from .body import read_body
 
 
@@ -19,17 +20,28 @@ def build_router(st: AppState) -> APIRouter:
     writes = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_write)])
     reads = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_read)])
 
-    @writes.post(ROUTE_TARGETS, response_model=TargetRegistered, responses=error_responses(400, 401, 403, 413, 415, 422),
+    @writes.post(ROUTE_TARGETS, response_model=TargetRegistered, responses=error_responses(400, 401, 403, 409, 413, 415),
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                      "schema": TargetRegistration.model_json_schema()}}}})
     async def register_targets(request: Request) -> dict[str, Any]:
         """Upstream-compatible registration: `targets` (strings or {target, labels}), `labels`, `job_name`.
         Prometheus watches the file_sd file, so no reload is needed."""
         raw = await read_body(request, st.config.max_body_bytes)
-        job, items = parse_registration(decode_body(raw, request.headers.get("content-encoding"), st.config.max_body_bytes))
-        count = await run_in_threadpool(st.targets.upsert, job, items)  # an fsync'd file write: off the event loop
-        return {"status": "ok", "prometheus_reloaded": False, "reload_needed": False, "job_name": job,
-                "target_count": count, "targets_file": str(st.targets.path)}
+        try:
+            payload = decode_body(raw, request.headers.get("content-encoding"), st.config.max_body_bytes)
+            job, items = parse_registration(payload)
+            identity = registration_identity(payload)
+            # an fsync'd file write: off the event loop; 409 for an archived experiment
+            count = await run_in_threadpool(st.experiments.register, job, items, identity)
+        except InvalidInputError as exc:
+            if exc.http_status == 413:
+                raise
+            raise BadRequestError(exc.message, hint=exc.hint) from None  # upstream answers 400 here
+        # Prometheus watches the file_sd file: once it is written the targets are in effect (within its
+        # refresh interval, no reload needed), which is what upstream's clients check this field for.
+        return {"status": "ok", "prometheus_reloaded": True, "reload_needed": False, "job_name": job,
+                "target_count": count, "targets_file": str(st.targets.path),
+                "config_file": st.config.prometheus_config_file}
 
     @reads.get("/api/v1/targets", responses=error_responses(401, 403))
     async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> dict[str, Any]:

@@ -85,7 +85,9 @@ async function renderRuns(app) {
       if (selected.has(r.id)) box.checked = true;
       table.append(h("tr", { "data-run-id": r.id, onclick: () => { location.hash = `#/run/${r.id}`; } },
         h("td", {}, box), h("td", {}, r.project || "–"), h("td", {}, r.experiment_name || "–"),
-        h("td", {}, h("span", { class: `badge ${r.status}` }, r.status)), h("td", {}, r.last_step ?? "–"), h("td", { title: new Date(r.last_seen * 1000).toISOString() }, ago(r.last_seen))));
+        h("td", {}, h("span", { class: `badge ${r.status}` }, r.status),
+          r.archived ? h("span", { class: "badge archived", title: "its scrape targets are archived (rl-insight server experiments restore)" }, "archived") : null),
+        h("td", {}, r.last_step ?? "–"), h("td", { title: new Date(r.last_seen * 1000).toISOString() }, ago(r.last_seen))));
     }
   };
   await load();

@@ -1,0 +1,71 @@
+"""Experiments API (upstream main): list, show targets, archive and restore an experiment's targets."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from ...errors import BadRequestError
+from ..ingest import decode_body
+from ..models import error_responses
+from ..state import AppState
+from .body import read_body
+
+
+class ExperimentRef(BaseModel):
+    project: str = Field(min_length=1, max_length=2048)
+    experiment_name: str = Field(min_length=1, max_length=2048)
+
+
+def _identity(project: Optional[str], experiment_name: Optional[str]) -> tuple[str, str]:
+    if not project or not project.strip() or not experiment_name or not experiment_name.strip():
+        raise BadRequestError("project and experiment_name are both required and must not be blank")
+    return project.strip(), experiment_name.strip()
+
+
+def build_router(st: AppState) -> APIRouter:
+    reads = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], dependencies=[Depends(st.auth.require_read)],
+                      responses=error_responses(400, 401, 403, 404))
+    writes = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], dependencies=[Depends(st.auth.require_write)],
+                       responses=error_responses(400, 401, 403, 404, 413, 415))
+
+    @reads.get("")
+    def experiments(project: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
+        """Every experiment that registered targets: state (active/archived), target count, timestamps."""
+        items = st.experiments.list(project)
+        return {"experiments": items, "count": len(items)}
+
+    @reads.get("/targets")
+    def experiment_targets(project: Optional[str] = Query(None, max_length=2048),
+                           experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
+        return st.experiments.targets(*_identity(project, experiment_name))
+
+    async def _ref(request: Request) -> tuple[str, str]:
+        raw = await read_body(request, 64 * 1024)
+        body = decode_body(raw, request.headers.get("content-encoding"), 64 * 1024) if raw else {}
+        if not isinstance(body, dict):
+            raise BadRequestError("body must be an object {\"project\": ..., \"experiment_name\": ...}")
+        p, e = body.get("project"), body.get("experiment_name")
+        return _identity(p if isinstance(p, str) else None, e if isinstance(e, str) else None)
+
+    extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": ExperimentRef.model_json_schema()}}}}
+
+    @writes.post("/archive", openapi_extra=extra)
+    async def archive(request: Request) -> dict[str, Any]:
+        """Stop discovery of the experiment's targets (Prometheus keeps what it scraped); idempotent."""
+        row = await run_in_threadpool(st.experiments.archive, *await _ref(request))
+        return {**row, **await st.prometheus_convergence(row)}
+
+    @writes.post("/restore", openapi_extra=extra)
+    async def restore(request: Request) -> dict[str, Any]:
+        """Put an archived experiment's targets back into discovery; idempotent."""
+        row = await run_in_threadpool(st.experiments.restore, *await _ref(request))
+        return {**row, **await st.prometheus_convergence(row)}
+
+    router = APIRouter()
+    router.include_router(reads)
+    router.include_router(writes)
+    return router

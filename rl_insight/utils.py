@@ -1,0 +1,5 @@
+"""Upstream's module path `rl_insight.utils` (`from rl_insight.utils import update_prometheus_config`)."""
+
+from .client.api import update_prometheus_config  # noqa: F401
+
+__all__ = ["update_prometheus_config"]
