@@ -18,6 +18,7 @@ FLUSH_INTERVAL = "RL_INSIGHT_FLUSH_INTERVAL"  # linger: how long events wait bef
 EXIT_TIMEOUT = "RL_INSIGHT_EXIT_TIMEOUT"
 HOME = "RL_INSIGHT_HOME"  # server side: ~/.rl-insight by default
 DOWNLOAD_MIRROR = "RL_INSIGHT_DOWNLOAD_MIRROR"
+LOG_LEVEL = "RL_INSIGHT_LOG_LEVEL"  # the CLI's --log-level
 
 
 def get(name: str) -> str:

@@ -11,6 +11,7 @@ import sys
 import click
 import typer
 
+from .. import env
 from .._version import __version__
 from ..errors import RLInsightError
 from .analyze import analyze
@@ -30,9 +31,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")) -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+          log_level: str = typer.Option("WARNING", "--log-level", envvar=env.LOG_LEVEL, case_sensitive=False,
+                                        help=f"Log level of the CLI's own messages: {', '.join(LOG_LEVELS)} (upstream's flag).")
+          ) -> None:
     """rl-insight: live observability for RL post-training jobs."""
+    level = log_level.upper()
+    if level not in LOG_LEVELS:
+        raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}", param_hint="--log-level")
+    import logging
+
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
 # Recent typer versions vendor click: accept both click's and typer's exception classes.

@@ -32,6 +32,8 @@ experiments_app = typer.Typer(help="Experiments (a run's scrape targets): list, 
 server_app.add_typer(experiments_app, name="experiments")
 
 HomeOpt = typer.Option(None, "--home", envvar=env.HOME, help="State directory (default ~/.rl-insight).")
+ConfigOpt = typer.Option(None, "--config", exists=True, dir_okay=False,
+                         help="Upstream RL-Insight's server YAML (ports, binary paths, data dir, retention); flags win over it.")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -45,7 +47,14 @@ def _echo_table(rows: list[list[str]], header: list[str]) -> None:
 @server_app.command("start")
 def start(
     ctx: typer.Context,
+    config: Optional[Path] = ConfigOpt,
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return once ready."),
+    attach_logs: bool = typer.Option(False, "--attach-logs", help="In the foreground, also print every service's log lines "
+                                                                  "prefixed with [service] (not with --detach)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where the run store, TSDB, traces and Grafana keep data "
+                                                                     "(default <home>/data; upstream's server.data_dir)."),
+    extra_dashboard_dir: Optional[Path] = typer.Option(None, "--extra-dashboard-dir",
+                                                       help="More Grafana dashboards (classic JSON) provisioned next to ours."),
     host: str = typer.Option("0.0.0.0", help="Ingest server bind address."),
     port: int = typer.Option(18080, help="Ingest server port."),
     log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Directory for service logs (default <home>/logs)."),
@@ -83,6 +92,24 @@ def start(
     home: Optional[Path] = HomeOpt,
 ) -> int:
     """Start the ingest server (and Prometheus when available) and supervise them."""
+    if config is not None:
+        upstream = apply_config_file(ctx, config)
+        if not upstream.enabled:
+            typer.echo("RL-Insight server management is disabled by config.")
+            return 0
+        p = ctx.params
+        (detach, host, port, data_dir, extra_dashboard_dir, prometheus_bin, prometheus_port, no_prometheus, scrape_interval,
+         retention, tempo_bin, tempo_port, tempo_retention, otlp_http_port, no_tempo, grafana_bin, grafana_port, no_grafana) = (
+            p["detach"], p["host"], p["port"], p["data_dir"], p["extra_dashboard_dir"], p["prometheus_bin"], p["prometheus_port"],
+            p["no_prometheus"], p["scrape_interval"], p["retention"], p["tempo_bin"], p["tempo_port"], p["tempo_retention"],
+            p["otlp_http_port"], p["no_tempo"], p["grafana_bin"], p["grafana_port"], p["no_grafana"])
+    if detach and attach_logs:
+        raise typer.BadParameter("--attach-logs prints the logs of a foreground stack; it cannot be used with --detach",
+                                 param_hint="--attach-logs")
+    if extra_dashboard_dir is not None:
+        from ..services.grafana import extra_dashboards
+
+        extra_dashboards(Path(extra_dashboard_dir))  # refuse a bad directory before anything starts
     h = Home.resolve(home)
     h.ensure()
     state = StackState.read(h)
@@ -116,6 +143,8 @@ def start(
                              prometheus_bin=prometheus_bin, prometheus_host=prometheus_host, prometheus_port=prometheus_port,
                              scrape_interval=scrape_interval, retention=retention, auto_port=auto_port,
                              allowed_hosts=tuple(allowed_host),
+                             data_dir=Path(data_dir) if data_dir else None,
+                             extra_dashboard_dir=Path(extra_dashboard_dir) if extra_dashboard_dir else None,
                              ready_timeout_s=ready_timeout, store_retention_days=store_retention_days,
                              store_max_bytes=int(store_max_gb * 2**30), remote_write_url=remote_write_url,
                              tempo=not no_tempo, tempo_bin=tempo_bin, tempo_host=tempo_host, tempo_port=tempo_port,
@@ -128,10 +157,56 @@ def start(
     stop_now = lambda *_: sup.request_stop()  # noqa: E731
     signal.signal(signal.SIGTERM, stop_now)
     signal.signal(signal.SIGINT, stop_now)
+    offsets = {svc.name: (svc.log.stat().st_size if svc.log.exists() else 0) for svc in sup.services}
     sup.start()
     _print_started(h, StackState.read(h), tok)
     typer.echo("Press Ctrl+C to stop.")
+    if attach_logs:  # from where each log stood before this start: its start-up lines too
+        _follow_logs([(svc.name, svc.log, offsets.get(svc.name, 0)) for svc in sup.services], stop=sup._stopping)
     return sup.watch()
+
+
+def apply_config_file(ctx: typer.Context, path: Path) -> Any:
+    """Upstream's YAML: each value it sets replaces our default unless the flag was given (flag > file > default)."""
+    from . import upstream_config
+
+    cfg = upstream_config.load(Path(path))
+    for option, value in cfg.values.items():
+        if option not in ctx.params:
+            continue  # e.g. install_dir for `server start`: used by `server install`
+        source = ctx.get_parameter_source(option)  # typer may vendor click: compare by name, not by enum class
+        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+            ctx.params[option] = value
+    if cfg.unknown:
+        typer.secho(f"warning: {path}: unknown keys ignored: {', '.join(cfg.unknown)}", err=True, fg="yellow")
+    if cfg.ignored:
+        typer.echo(f"note: {path}: not needed by rl-insight (it renders these itself): {', '.join(cfg.ignored)}", err=True)
+    return cfg
+
+
+def _follow_logs(logs: list[tuple[str, Path, int]], stop: Any) -> None:
+    """--attach-logs: print new lines of every service log, prefixed with [service], until `stop` is set."""
+    import threading
+
+    def follow() -> None:
+        handles: dict[str, Any] = {}
+        for name, path, offset in logs:
+            try:
+                f = open(path, "r", errors="replace")
+                f.seek(min(offset, path.stat().st_size))
+                handles[name] = f
+            except OSError:
+                pass
+        while True:
+            for name, f in handles.items():
+                for line in f.readlines():
+                    typer.echo(f"[{name}] {line.rstrip()}")
+            if stop.wait(0.3):
+                break
+        for f in handles.values():
+            f.close()
+
+    threading.Thread(target=follow, name="rl-insight-attach-logs", daemon=True).start()
 
 
 def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
@@ -202,8 +277,13 @@ def _print_started(h: Home, state: StackState | None, token: str) -> None:
 
 # ---------------------------------------------------------------------------- stop / status
 @server_app.command("stop")
-def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killing."), home: Optional[Path] = HomeOpt) -> int:
-    """Stop what `server start` started (and nothing else)."""
+def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killing."), home: Optional[Path] = HomeOpt,
+         config: Optional[Path] = ConfigOpt) -> int:
+    """Stop what `server start` started (and nothing else). `--config` is accepted as upstream's; stop needs nothing from it."""
+    if config is not None:
+        from . import upstream_config
+
+        upstream_config.load(Path(config))  # a broken file is still reported
     h = Home.resolve(home)
     state = StackState.read(h)
     if not state:
@@ -446,6 +526,8 @@ VersionOpt = lambda name: typer.Option(None, f"--{name}-version", help=f"{name} 
 
 @server_app.command("install")
 def install(
+    ctx: typer.Context,
+    config: Optional[Path] = ConfigOpt,
     local_archive: Optional[Path] = typer.Option(None, "--local-archive",
                                                  help="A directory of release archives, or a bundle file from `server bundle`."),
     mirror: Optional[str] = typer.Option(None, "--mirror", envvar=env.DOWNLOAD_MIRROR,
@@ -466,8 +548,11 @@ def install(
     from ..services.catalog import CATALOG, current_platform
     from ..services.installer import Installer
 
+    if config is not None:
+        apply_config_file(ctx, config)
+        install_dir = ctx.params["install_dir"]
     h = Home.resolve(home)
-    target = install_dir or h.install_dir
+    target = Path(install_dir) if install_dir else h.install_dir
     names = service or list(CATALOG)
     for n in names:
         if n not in CATALOG:

@@ -22,6 +22,7 @@ class GrafanaSettings:
     prometheus_url: str | None
     tempo_url: str | None
     scrape_interval: str = "10s"
+    extra_dashboard_dir: Path | None = None  # provisioned next to ours (--extra-dashboard-dir)
 
     @property
     def url(self) -> str:
@@ -72,6 +73,38 @@ def write_config(s: GrafanaSettings) -> None:
         old.unlink()
     for src in sorted(data_path("dashboards").glob("*.json")):
         shutil.copyfile(src, s.dashboards / src.name)
+    if s.extra_dashboard_dir is not None:
+        for src in extra_dashboards(s.extra_dashboard_dir):
+            shutil.copyfile(src, s.dashboards / f"extra-{src.name}")
+
+
+def extra_dashboards(directory: Path) -> list[Path]:
+    """Dashboards of --extra-dashboard-dir, validated: classic Grafana JSON (an object with a title and
+    panels, not the v2 schema that file provisioning cannot load) whose uid does not clash with ours."""
+    import json
+
+    from ..errors import ConfigError
+
+    if not directory.is_dir():
+        raise ConfigError(f"--extra-dashboard-dir {directory} is not a directory")
+    ours = {json.loads(p.read_text()).get("uid") for p in data_path("dashboards").glob("*.json")}
+    found = sorted(directory.glob("*.json"))
+    if not found:
+        raise ConfigError(f"--extra-dashboard-dir {directory} holds no *.json dashboard")
+    for src in found:
+        try:
+            doc = json.loads(src.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"dashboard {src} is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict) or "title" not in doc or ("panels" not in doc and "rows" not in doc):
+            raise ConfigError(f"dashboard {src} is not a classic Grafana dashboard (an object with title and panels)",
+                              hint="export it from Grafana with 'Export for sharing externally' off, as classic JSON")
+        if doc.get("apiVersion") or doc.get("spec"):
+            raise ConfigError(f"dashboard {src} uses Grafana's v2 schema, which file provisioning cannot load",
+                              hint="export it as classic JSON")
+        if doc.get("uid") in ours:
+            raise ConfigError(f"dashboard {src} has uid {doc.get('uid')!r}, which one of rl-insight's dashboards uses")
+    return found
 
 
 def homepath(binary: Path) -> Path | None:

@@ -58,6 +58,8 @@ class StackSettings:
     retention: str = "30d"
     auto_port: bool = False
     allowed_hosts: tuple[str, ...] = ()  # extra Host names a token-less ingest server answers to
+    data_dir: Path | None = None  # default <home>/data (upstream's server.data_dir)
+    extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
     ready_timeout_s: float = 60.0
     store_retention_days: float = 30.0
     store_max_bytes: int = 20 * 2**30
@@ -153,6 +155,10 @@ class Supervisor:
             self.missing.append(Missing(name, exc.message, exc.hint))
             return None
 
+    @property
+    def data_dir(self) -> Path:
+        return (self.s.data_dir or self.s.home.data_dir).expanduser()
+
     def plan(self) -> None:
         """Resolve ports and binaries and render configs; raises before anything is spawned.
 
@@ -181,7 +187,7 @@ class Supervisor:
         if tempo_bin:
             tempo = TempoSettings(http_host=s.tempo_host, http_port=ports["http"], otlp_host=s.otlp_host,
                                   otlp_grpc_port=ports["otlp_grpc"], otlp_http_port=ports["otlp_http"], grpc_port=ports["grpc"],
-                                  memberlist_port=ports["memberlist"], data_dir=home.data_dir / "tempo",
+                                  memberlist_port=ports["memberlist"], data_dir=self.data_dir / "tempo",
                                   config_file=home.runtime_dir / "tempo.yaml", retention=s.tempo_retention)
         otlp_endpoint, otlp_protocol = s.otlp_endpoint, s.otlp_protocol
         if tempo is not None and not otlp_endpoint:
@@ -190,11 +196,11 @@ class Supervisor:
                              else f"http://{host}:{tempo.otlp_grpc_port}")
         grafana = None
         if grafana_bin:
-            grafana = GrafanaSettings(http_host=s.grafana_host, http_port=ports["grafana"], data_dir=home.data_dir / "grafana",
+            grafana = GrafanaSettings(http_host=s.grafana_host, http_port=ports["grafana"], data_dir=self.data_dir / "grafana",
                                       runtime_dir=home.runtime_dir, prometheus_url=prom_url, tempo_url=tempo.url if tempo else None,
-                                      scrape_interval=s.scrape_interval)
+                                      scrape_interval=s.scrape_interval, extra_dashboard_dir=s.extra_dashboard_dir)
 
-        server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(home.data_dir),
+        server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(self.data_dir),
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
                                   tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
@@ -205,7 +211,7 @@ class Supervisor:
 
         if prom_bin is not None:
             prom = PrometheusSettings(
-                host=s.prometheus_host, port=self.prometheus_port, data_dir=home.data_dir / "prometheus",
+                host=s.prometheus_host, port=self.prometheus_port, data_dir=self.data_dir / "prometheus",
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
                 ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url)

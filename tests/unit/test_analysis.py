@@ -240,3 +240,18 @@ def test_cli_end_to_end_and_missing_extra_message(torch_traces: Path, tmp_path: 
     assert r.returncode == 2 and 'pip install "rl-insight[analysis]"' in r.stderr
     r = subprocess.run([sys.executable, "-m", "rl_insight", "analyze", str(tmp_path / "nothing-here")], capture_output=True, text=True)
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_python_function_ranges_are_analysed_when_a_trace_has_no_annotations(tmp_path: Path) -> None:
+    """Upstream's torch fixtures carry only `cat: "python"` events (python function tracing)."""
+    events = [{"ph": "X", "cat": "python", "name": "actor_update", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 500.0, "args": {}},
+              {"ph": "X", "cat": "python", "name": "ref_compute_log_prob", "pid": 1, "tid": 1, "ts": 1600.0, "dur": 200.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1001.0, "dur": 5.0}]
+    d = tmp_path / "actor"
+    d.mkdir()
+    (d / "prof_rank-0_123_456.json").write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000}))
+    loaded = load([tmp_path])
+    assert sorted(loaded.events["name"]) == ["actor_update", "ref_compute_log_prob"]
+    assert any("python function ranges" in w for w in loaded.report.warnings)
+    stats = an.stage_stats(loaded.events)
+    assert len(stats) == 2 and set(loaded.events["lane"].astype(str)) == {"actor/rank0"}

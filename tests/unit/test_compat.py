@@ -204,3 +204,117 @@ def test_archived_experiments_are_marked_in_the_runs_list(server, monkeypatch) -
     server.app.state.st.writer.flush(10)
     (run,) = httpx.get(server.url + "/api/v1/runs").json()["runs"]
     assert run["archived"] is True
+
+
+# ------------------------------------------------------------------ CLI: upstream's --config, --attach-logs, --extra-dashboard-dir
+def _cli(home, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}
+    return subprocess.run([sys.executable, "-m", "rl_insight", *args, "--home", str(home)] if "server" in args[:3] else
+                          [sys.executable, "-m", "rl_insight", *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_server_start_reads_upstreams_config_file_and_flags_win(tmp_path) -> None:
+    from tests.conftest import free_port
+
+    file_port, flag_port = free_port(), free_port()
+    cfg = tmp_path / "rl-insight.yaml"
+    cfg.write_text(f"""
+server:
+  port: {file_port}
+  data_dir: ./monitor-data
+  runtime_dir: /ignored/runtime
+prometheus:
+  enable: false
+tempo:
+  enable: false
+grafana:
+  enable: false
+mystery:
+  knob: 1
+""")
+    home = tmp_path / "home"
+    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"http://127.0.0.1:{file_port}" in r.stdout  # the file's port
+        assert "unknown keys ignored: mystery.knob" in r.stderr and "server.runtime_dir" in r.stderr
+        assert (tmp_path / "monitor-data" / "runstore.sqlite").exists()  # relative to the YAML, as upstream
+        assert httpx.get(f"http://127.0.0.1:{file_port}/healthz").status_code == 200
+    finally:
+        assert _cli(home, "server", "stop", "--config", str(cfg)).returncode == 0
+    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1", "--port", str(flag_port))
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"http://127.0.0.1:{flag_port}" in r.stdout  # the flag beats the file
+    finally:
+        _cli(home, "server", "stop")
+
+
+def test_config_file_errors_and_switches(tmp_path) -> None:
+    home = tmp_path / "home"
+    off = tmp_path / "off.yaml"
+    off.write_text("server:\n  enable: false\n")
+    r = _cli(home, "server", "start", "--config", str(off))
+    assert r.returncode == 0 and "management is disabled by config" in r.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server:\n  port: eighteen\n")
+    r = _cli(home, "server", "start", "--config", str(bad))
+    assert r.returncode == 2 and "server.port must be an integer" in r.stderr and "Traceback" not in r.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("server: [unclosed\n")
+    r = _cli(home, "server", "start", "--config", str(broken))
+    assert r.returncode == 2 and "not valid YAML" in r.stderr
+    r = _cli(home, "server", "start", "--detach", "--attach-logs")
+    assert r.returncode == 2 and "--attach-logs" in r.stderr
+    r = _cli(home, "--log-level", "loud", "server", "status")
+    assert r.returncode == 2 and "--log-level" in r.stderr
+
+
+def test_extra_dashboard_dir_is_validated_and_provisioned_next_to_ours(tmp_path) -> None:
+    import json
+
+    from rl_insight.services.grafana import GrafanaSettings, write_config
+
+    extra = tmp_path / "dash"
+    extra.mkdir()
+    (extra / "mine.json").write_text(json.dumps({"title": "my team", "uid": "my-team", "panels": []}))
+    s = GrafanaSettings(http_host="127.0.0.1", http_port=3000, data_dir=tmp_path / "g", runtime_dir=tmp_path / "rt",
+                        prometheus_url=None, tempo_url=None, extra_dashboard_dir=extra)
+    write_config(s)
+    assert (s.dashboards / "extra-mine.json").exists() and (s.dashboards / "verl_trainer_v1_with_vllm_engine.json").exists()
+    (extra / "v2.json").write_text(json.dumps({"apiVersion": "dashboard.grafana.app/v2", "spec": {}, "title": "x", "panels": []}))
+    r = _cli(tmp_path / "home", "server", "start", "--extra-dashboard-dir", str(extra), "--no-prometheus", "--host", "127.0.0.1")
+    assert r.returncode == 2 and "v2 schema" in r.stderr
+
+
+def test_attach_logs_prints_each_services_lines_with_its_name(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}
+    proc = subprocess.Popen([sys.executable, "-m", "rl_insight", "server", "start", "--attach-logs", "--no-prometheus",
+                             "--no-tempo", "--no-grafana", "--host", "127.0.0.1", "--port", str(port), "--home", str(tmp_path / "h")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("[ingest] "):
+                break
+        assert any(line.startswith("[ingest] ") for line in lines), "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)

@@ -25,6 +25,9 @@ COMM = re.compile(r"nccl|gloo|hccl|all_?reduce|all_?gather|reduce_?scatter|broad
                   r"send|recv|barrier", re.I)
 KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
+# python function tracing (`with_stack`, or upstream's fixtures' `cat: "python"`): the ranges of a trace
+# that has no record_function annotations at all
+PYTHON_CATS = {"python", "python_function"}
 OP_CATS = {"cpu_op", "python_function", "cuda_runtime", "cuda_driver"}
 DETAILS = ("annotations", "ops", "kernels")
 
@@ -123,6 +126,11 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
     a_name, a_cat, a_start, a_end, a_attr = seg.name.append, seg.category.append, seg.start_ns.append, \
         seg.end_ns.append, seg.attributes.append
     kept = 0
+    annotation_cats = ANNOTATION_CATS
+    if not any(e.ph == "X" and e.cat in ANNOTATION_CATS for e in trace.traceEvents) and \
+            any(e.ph == "X" and e.cat in PYTHON_CATS for e in trace.traceEvents):
+        annotation_cats = PYTHON_CATS
+        report.warn(path, "no record_function annotations; analysing its python function ranges instead")
     for e in trace.traceEvents:
         if e.ph != "X":
             continue
@@ -131,7 +139,7 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         comm = is_comm.get(name)
         if comm is None:
             comm = is_comm[name] = COMM.search(name) is not None
-        if cat in ANNOTATION_CATS:
+        if cat in annotation_cats:
             category = "communication" if comm else "annotation"
         elif cat in KERNEL_CATS:
             if comm:
