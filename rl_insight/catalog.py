@@ -49,6 +49,9 @@ EXPORTERS: dict[str, list[str]] = {
         "npu_chip_info_bandwidth_rx", "npu_chip_info_bandwidth_tx",
     ],
     "Prometheus": ["up", "ALERTS"],
+    "upstream's quick start example (`metric_count`, `metric_gauge`, `metric_histogram`; the demo emits them)": [
+        "rl_insight_monitor_train_step_total", "rl_insight_monitor_reward_mean", "rl_insight_monitor_step_latency_ms_bucket",
+    ],
 }
 
 # `_total` names that are gauges: never rate() / increase() them.

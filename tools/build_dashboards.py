@@ -471,8 +471,26 @@ def hardware() -> dict[str, Any]:
                      "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter) and Ascend NPUs (npu-exporter).")
 
 
+def quick_start_demo() -> dict[str, Any]:
+    """Upstream's quick_start_demo (its uid and title, so links from upstream's docs work): one panel per API call kind."""
+    b = Board()
+    b.add(traceql_state_timeline("state_timeline"), w=24, h=10)
+    b.add(stat("metric_count", f"sum({M}train_step_total{{{S}}})", description="metric_count(\"train_step\"): the counter's total."),
+          w=6, h=8)
+    b.add(timeseries("metric_gauge", [prom(f"{M}reward_mean{{{S}}}", "{{experiment_name}}")],
+                     description="metric_gauge(\"reward_mean\", …): the latest value."), w=9, h=8)
+    b.add(timeseries("metric_histogram", [
+        prom(f"histogram_quantile(0.5, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))", "p50"),
+        prom(f"histogram_quantile(0.9, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))", "p90")],
+        unit="ms", description="metric_histogram(\"step_latency_ms\", …): quantiles from the buckets (upstream plots raw buckets)."),
+        w=9, h=8)
+    return dashboard("b7560416-da14-4d4d-898d-971245772891", "quick_start_demo", b, variables(tempo=True),
+                     "Upstream's quick start: a state timeline and one panel per metric kind.", time_from="now-5m")
+
+
 def build_all() -> dict[str, dict[str, Any]]:
     return {
+        "quick_start_demo.json": quick_start_demo(),
         "rl_insight_overview.json": overview(),
         "verl_trainer_v1_with_vllm_engine.json": verl_trainer("vllm"),
         "verl_trainer_v1_with_sglang_engine.json": verl_trainer("sglang"),

@@ -128,7 +128,8 @@ class Demo:
     def run(self) -> int:
         self._env()
         self._stash: dict[str, tuple] = {}
-        rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name)
+        rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name,
+                        config={"histogram_buckets": {"step_latency_ms": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]}})
         tq = TransferQueueStandIn()
         rl_insight.update_prometheus_config([tq.address], "transfer_queue", None)  # verl's TQ registration
         model = TrainerMetricModel(seed=self.cfg.seed)
@@ -151,8 +152,13 @@ class Demo:
                 if step % 10 == 0:
                     timings["testing"] = 0.1 * self.cfg.step_seconds
                 timings["step"] = time.monotonic() - t0
-                for key, value in model.step_metrics(step, timings, staleness).items():
+                metrics = model.step_metrics(step, timings, staleness)
+                for key, value in metrics.items():
                     rl_insight.metric_gauge(key.replace("/", "_"), float(value))  # verl: "/" -> "_"
+                # upstream's quick start example (its quick_start_demo dashboard): one of each metric kind
+                rl_insight.metric_count("train_step", 1)
+                rl_insight.metric_gauge("reward_mean", float(metrics["critic/score/mean"]))
+                rl_insight.metric_histogram("step_latency_ms", timings["step"] * 1000)
                 tq.step(step, batch=256)
                 self.steps_done = step
                 self.report(f"step {step}: {timings['step']:.2f}s (gen {gen['gen']:.2f}s, slowest replica "

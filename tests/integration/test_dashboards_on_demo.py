@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "dash-test"
 RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang")}
 ENGINE_BOARD = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json"}
-SHARED_BOARDS = ["rl_insight_overview.json", "transfer_queue.json", "hardware.json"]
+SHARED_BOARDS = ["rl_insight_overview.json", "transfer_queue.json", "hardware.json", "quick_start_demo.json"]
 # A firing-alerts panel is empty while the run is healthy: it must execute, not return data.
 MAY_BE_EMPTY = re.compile(r"\bALERTS\{")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
