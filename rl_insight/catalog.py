@@ -26,6 +26,20 @@ EXPORTERS: dict[str, list[str]] = {
         "sglang:num_aborted_requests_total", "sglang:time_to_first_token_seconds_bucket",
         "sglang:inter_token_latency_seconds_bucket", "sglang:e2e_request_latency_seconds_bucket",
     ],
+    "vLLM-Omni (`vllm_omni:` prefix, label `stage`; its AR stage's `vllm:` metrics carry `stage` too)": [
+        "vllm_omni:num_requests_running", "vllm_omni:num_requests_waiting", "vllm_omni:prompt_tokens_total",
+        "vllm_omni:generation_tokens_total", "vllm_omni:requests_success_total", "vllm_omni:e2e_request_latency_s_bucket",
+        "vllm_omni:diffusion_exec_s_bucket", "vllm_omni:diffusion_exec_s_count", "vllm_omni:diffusion_exec_per_step_s_bucket",
+        "vllm_omni:diffusion_preprocess_s_bucket", "vllm_omni:diffusion_postprocess_s_bucket",
+        "vllm_omni:audio_ttfp_s_bucket", "vllm_omni:audio_ttfp_s_count",
+    ],
+    "verl-omni trainer keys (the demo emits them with `--engine vllm-omni`)": [
+        "rl_insight_monitor_actor_pg_clipfrac_higher", "rl_insight_monitor_actor_ratio_mean", "rl_insight_monitor_actor_ratio_std",
+        "rl_insight_monitor_critic_reward_clap_mean", "rl_insight_monitor_critic_reward_imagebind_mean",
+        "rl_insight_monitor_critic_reward_combined_mean", "rl_insight_monitor_critic_rewards_zero_std_ratio",
+        "rl_insight_monitor_perf_total_num_images", "rl_insight_monitor_timing_per_image_ms_gen",
+        "rl_insight_monitor_timing_per_image_ms_update_actor", "rl_insight_monitor_rollout_corr_logprob_abs_diff_mean",
+    ],
     "TransferQueue controller (`_total` gauges marked *)": [
         "tq_controller_uptime_seconds", "tq_controller_memory_rss_bytes", "tq_partitions_total*",
         "tq_partition_samples_total*", "tq_partition_production_progress", "tq_partition_consumption_progress",

@@ -313,6 +313,61 @@ def sglang_section(b: Board) -> None:
         f"sum by (replica) (increase({{{n('num_aborted_requests_total')}, {sel}}}[$__rate_interval]))", "r{{replica}}")]))
 
 
+OMNI_TRAINER = ["actor_pg_clipfrac_higher", "actor_ratio_mean", "actor_ratio_std", "critic_reward_clap_mean",
+                "critic_reward_imagebind_mean", "critic_reward_combined_mean", "critic_rewards_zero_std_ratio",
+                "perf_total_num_images", "timing_per_image_ms_gen", "timing_per_image_ms_update_actor",
+                "rollout_corr_logprob_abs_diff_mean"]
+
+
+def omni_trainer_section(b: Board) -> None:
+    b.row("training · omni (verl-omni)")
+    for name in OMNI_TRAINER:
+        b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
+
+
+def vllm_omni_section(b: Board) -> None:
+    sel = S + ', replica=~"$replica", model_name=~"$omni_model_name", stage=~"$stage"'
+    n = lambda name: f'__name__=~"vllm_omni[:_]{name}"'  # noqa: E731
+
+    def q(pct: float, metric: str, by: str = "stage, replica") -> str:
+        return f"histogram_quantile({pct}, sum by (le, {by}) (rate({{{n(metric + '_bucket')}, {sel}}}[$__rate_interval])))"
+
+    b.row("vLLM-Omni pipeline")
+    b.add(timeseries("Requests by stage", [
+        prom(f"sum by (stage) ({{{n('num_requests_running')}, {sel}}})", "running {{stage}}"),
+        prom(f"sum by (stage) ({{{n('num_requests_waiting')}, {sel}}})", "waiting {{stage}}")]))
+    b.add(timeseries("Token throughput by stage", [
+        prom(f"sum by (stage) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation {{stage}}"),
+        prom(f"sum by (stage) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt {{stage}}")], unit="tps"))
+    b.add(timeseries("Finished requests by stage", [prom(
+        f"sum by (stage) (rate({{{n('requests_success_total')}, {sel}}}[$__rate_interval]))", "{{stage}}")], unit="reqps"))
+    b.add(timeseries("End-to-end latency", [prom(q(0.5, "e2e_request_latency_s"), "p50 {{stage}} r{{replica}}"),
+                                            prom(q(0.99, "e2e_request_latency_s"), "p99 {{stage}} r{{replica}}")], unit="s"))
+    b.row("vLLM-Omni diffusion")
+    b.add(timeseries("Diffusion execution", [prom(q(0.5, "diffusion_exec_s"), "p50 r{{replica}}"),
+                                             prom(q(0.99, "diffusion_exec_s"), "p99 r{{replica}}")], unit="s"))
+    b.add(timeseries("Time per denoising step", [prom(q(0.5, "diffusion_exec_per_step_s"), "p50 r{{replica}}")], unit="s"))
+    b.add(timeseries("Timing breakdown (p50)", [prom(q(0.5, "diffusion_preprocess_s", "replica"), "preprocess r{{replica}}"),
+                                                prom(q(0.5, "diffusion_exec_s", "replica"), "execute r{{replica}}"),
+                                                prom(q(0.5, "diffusion_postprocess_s", "replica"), "postprocess r{{replica}}")],
+                     unit="s", stack=True))
+    b.add(timeseries("Audio time to first packet", [prom(q(0.5, "audio_ttfp_s"), "p50 r{{replica}}"),
+                                                    prom(q(0.99, "audio_ttfp_s"), "p99 r{{replica}}")], unit="s"))
+    b.row("vLLM-Omni AR stage (vLLM metrics with a stage label)")
+    ar = S + ', replica=~"$replica", stage=~"$stage"'
+    v = lambda name: f'__name__=~"vllm[:_]{name}"'  # noqa: E731
+    b.add(timeseries("AR running requests", [prom(f"sum by (stage, replica) ({{{v('num_requests_running')}, {ar}}})",
+                                                  "{{stage}} r{{replica}}")]))
+    b.add(timeseries("AR KV cache usage", [prom(f"max by (stage, replica) ({{{v('kv_cache_usage_perc')}, {ar}}})",
+                                                "{{stage}} r{{replica}}")], unit="percentunit"))
+    b.add(timeseries("AR generation tokens/s", [prom(
+        f"sum by (stage, replica) (rate({{{v('generation_tokens_total')}, {ar}}}[$__rate_interval]))", "{{stage}} r{{replica}}")],
+        unit="tps"))
+    b.add(timeseries("AR time to first token", [prom(
+        f"histogram_quantile(0.5, sum by (le, stage) (rate({{{v('time_to_first_token_seconds_bucket')}, {ar}}}[$__rate_interval])))",
+        "p50 {{stage}}")], unit="s"))
+
+
 def transfer_queue_section(b: Board) -> None:
     # tq_*_total names below that are gauges (partitions, storage capacity/keys, global index) are never rate()d.
     b.row("TransferQueue")
@@ -388,7 +443,8 @@ def hardware_section(b: Board) -> None:
 
 
 def replica_var(engine: str) -> dict[str, Any]:
-    metric = "vllm[:_]num_requests_running" if engine == "vllm" else "sglang[:_]num_running_reqs"
+    metric = {"vllm": "vllm[:_]num_requests_running", "sglang": "sglang[:_]num_running_reqs",
+              "vllm-omni": "vllm_omni[:_]num_requests_running"}[engine]
     return _query_var("replica", "Replica",
                       f'label_values({{__name__=~"{metric}", project=~"$project", experiment_name=~"$experiment_name"}}, replica)')
 
@@ -471,6 +527,26 @@ def hardware() -> dict[str, Any]:
                      "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter) and Ascend NPUs (npu-exporter).")
 
 
+def verl_omni_trainer() -> dict[str, Any]:
+    """Upstream's verl_omni_trainer_v1_with_vllm_omni_engine (its uid and title)."""
+    b = Board()
+    b.row("RL state timeline")
+    b.add(traceql_state_timeline(), w=24, h=12)
+    trainer_section(b)
+    omni_trainer_section(b)
+    vllm_omni_section(b)
+    transfer_queue_section(b)
+    hardware_section(b)
+    scope = 'project=~"$project", experiment_name=~"$experiment_name"'
+    extra = [replica_var("vllm-omni"),
+             _query_var("omni_model_name", "Model", f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, model_name)'),
+             _query_var("stage", "Stage", f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, stage)')]
+    return dashboard("9d5b98ca-e967-48a0-9b5f-03435c36c8db", "verl_omni_trainer_v1_with_vllm_omni_engine", b,
+                     variables(extra, tempo=True),
+                     "verl-omni trainer metrics, RL state timeline, vLLM-Omni pipeline / diffusion / AR stages, TransferQueue "
+                     "and hardware for one run.", time_from="now-15m")
+
+
 def quick_start_demo() -> dict[str, Any]:
     """Upstream's quick_start_demo (its uid and title, so links from upstream's docs work): one panel per API call kind."""
     b = Board()
@@ -491,6 +567,7 @@ def quick_start_demo() -> dict[str, Any]:
 def build_all() -> dict[str, dict[str, Any]]:
     return {
         "quick_start_demo.json": quick_start_demo(),
+        "verl_omni_trainer_v1_with_vllm_omni_engine.json": verl_omni_trainer(),
         "rl_insight_overview.json": overview(),
         "verl_trainer_v1_with_vllm_engine.json": verl_trainer("vllm"),
         "verl_trainer_v1_with_sglang_engine.json": verl_trainer("sglang"),

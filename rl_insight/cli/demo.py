@@ -38,7 +38,7 @@ def demo(
     steps: int = typer.Option(0, help="Steps to run; 0 runs until Ctrl+C."),
     replicas: int = typer.Option(4, min=1, max=64, help="Rollout replicas (lanes replica_0..)."),
     ranks: int = typer.Option(4, min=1, max=64, help="Trainer ranks (lanes rank_0..)."),
-    engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm or sglang."),
+    engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm, sglang or vllm-omni."),
     step_seconds: float = typer.Option(4.0, min=0.5, help="Approximate wall time of one step."),
     server_url: Optional[str] = typer.Option(None, "--server-url", envvar=env.SERVER_URL,
                                              help="Send to this server instead of the local stack."),
@@ -52,8 +52,8 @@ def demo(
 
     if mode not in ("sync", "async"):
         raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
-    if engine not in ("vllm", "sglang"):
-        raise typer.BadParameter("engine must be vllm or sglang", param_hint="--engine")
+    if engine not in ("vllm", "sglang", "vllm-omni"):
+        raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
     h = Home.resolve(home)
     state: dict = {}
     if server_url:

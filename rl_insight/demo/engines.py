@@ -166,4 +166,75 @@ class SglangStandIn:
         self.endpoint.close()
 
 
-ENGINES = {"vllm": VllmStandIn, "sglang": SglangStandIn}
+_DIFFUSION = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+_PER_STEP = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class VllmOmniStandIn:
+    """vLLM-Omni (multi-stage omni-modal serving): pipeline metrics `vllm_omni:*` per `stage`, a diffusion
+    stage (`vllm_omni:diffusion_*`), audio time-to-first-packet, and the AR stage's wrapped `vllm:` metrics
+    with a `stage` label. Labels `model_name`, `stage`."""
+
+    engine = "vllm-omni"
+    state_name = "omni_generate"
+    stages = ("ar", "diffusion")
+
+    def __init__(self, model: str = "Qwen2.5-Omni-7B", engine_index: int = 0) -> None:
+        r = self.registry = CollectorRegistry()
+        lab = ["model_name", "stage"]
+        self._m = model
+        g = lambda n, d: Gauge(n, d, lab, registry=r)  # noqa: E731
+        c = lambda n, d: Counter(n, d, lab, registry=r)  # noqa: E731
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r)  # noqa: E731
+        self.running = g("vllm_omni:num_requests_running", "Requests running in each pipeline stage.")
+        self.waiting = g("vllm_omni:num_requests_waiting", "Requests waiting in each pipeline stage.")
+        self.prompt_tokens = c("vllm_omni:prompt_tokens", "Prompt tokens processed per stage.")
+        self.generation_tokens = c("vllm_omni:generation_tokens", "Tokens generated per stage.")
+        self.success = c("vllm_omni:requests_success", "Requests finished per stage.")
+        self.h_e2e = h("vllm_omni:e2e_request_latency_s", "End-to-end request latency through the pipeline.", _LATENCY)
+        self.h_exec = h("vllm_omni:diffusion_exec_s", "Diffusion execution time per request.", _DIFFUSION)
+        self.h_step = h("vllm_omni:diffusion_exec_per_step_s", "Diffusion time per denoising step.", _PER_STEP)
+        self.h_pre = h("vllm_omni:diffusion_preprocess_s", "Diffusion preprocessing time.", _PER_STEP)
+        self.h_post = h("vllm_omni:diffusion_postprocess_s", "Diffusion postprocessing (decode) time.", _PER_STEP)
+        self.h_ttfp = h("vllm_omni:audio_ttfp_s", "Audio time to first packet.", _LATENCY)
+        # the AR stage is a vLLM engine: its metrics, wrapped with the stage label
+        self.ar_running = g("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.ar_kv = g("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.ar_gen = c("vllm:generation_tokens", "Number of generation tokens processed.")
+        self.ar_ttft = h("vllm:time_to_first_token_seconds", "Time to first token in seconds.", _LATENCY)
+        self.ar_e2e = h("vllm:e2e_request_latency_seconds", "End to end request latency in seconds.", _LATENCY)
+        self.endpoint = MetricsEndpoint(r)
+        self.address = self.endpoint.address
+
+    def set_load(self, running: int, waiting: int, kv_usage: float) -> None:
+        ar, dit = max(0, running - running // 2), running // 2
+        self.running.labels(self._m, "ar").set(ar)
+        self.running.labels(self._m, "diffusion").set(dit)
+        self.waiting.labels(self._m, "ar").set(waiting)
+        self.waiting.labels(self._m, "diffusion").set(0)
+        self.ar_running.labels(self._m, "ar").set(ar)
+        self.ar_kv.labels(self._m, "ar").set(kv_usage)
+
+    def record(self, req: Request, rng_preempt: bool) -> None:
+        m = self._m
+        steps = 20
+        exec_s = req.decode_s * 1.5
+        self.prompt_tokens.labels(m, "ar").inc(req.prompt_tokens)
+        self.generation_tokens.labels(m, "ar").inc(req.generation_tokens)
+        self.ar_gen.labels(m, "ar").inc(req.generation_tokens)
+        self.ar_ttft.labels(m, "ar").observe(req.ttft_s)
+        self.ar_e2e.labels(m, "ar").observe(req.e2e_s)
+        for stage in self.stages:
+            self.success.labels(m, stage).inc()
+        self.h_e2e.labels(m, "diffusion").observe(req.e2e_s + exec_s)
+        self.h_exec.labels(m, "diffusion").observe(exec_s)
+        self.h_step.labels(m, "diffusion").observe(exec_s / steps)
+        self.h_pre.labels(m, "diffusion").observe(req.prefill_s * 0.2)
+        self.h_post.labels(m, "diffusion").observe(exec_s * 0.1)
+        self.h_ttfp.labels(m, "ar").observe(req.ttft_s * 1.3)
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+ENGINES = {"vllm": VllmStandIn, "sglang": SglangStandIn, "vllm-omni": VllmOmniStandIn}

@@ -17,12 +17,12 @@ from typing import Callable, Literal
 import rl_insight
 
 from ..server.net import free_port
-from .trainer_metrics import TrainerMetricModel
+from .trainer_metrics import TrainerMetricModel, omni_metrics
 from .transfer_queue import TransferQueueStandIn
 from .workers import rollout_worker, trainer_worker
 
 Mode = Literal["sync", "async"]
-Engine = Literal["vllm", "sglang"]
+Engine = Literal["vllm", "sglang", "vllm-omni"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,8 @@ class Demo:
                     timings["testing"] = 0.1 * self.cfg.step_seconds
                 timings["step"] = time.monotonic() - t0
                 metrics = model.step_metrics(step, timings, staleness)
+                if self.cfg.engine == "vllm-omni":
+                    metrics.update(omni_metrics(step, metrics, self.rng))
                 for key, value in metrics.items():
                     rl_insight.metric_gauge(key.replace("/", "_"), float(value))  # verl: "/" -> "_"
                 # upstream's quick start example (its quick_start_demo dashboard): one of each metric kind

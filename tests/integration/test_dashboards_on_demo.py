@@ -25,8 +25,9 @@ from tests.integration.conftest import Stack, cli, start_stack
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "dash-test"
-RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang")}
-ENGINE_BOARD = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json"}
+RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang"), "sync-omni": ("sync", "vllm-omni")}
+ENGINE_BOARD = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json",
+                "vllm-omni": "verl_omni_trainer_v1_with_vllm_omni_engine.json"}
 SHARED_BOARDS = ["rl_insight_overview.json", "transfer_queue.json", "hardware.json", "quick_start_demo.json"]
 # A firing-alerts panel is empty while the run is healthy: it must execute, not return data.
 MAY_BE_EMPTY = re.compile(r"\bALERTS\{")
@@ -35,7 +36,8 @@ NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_e
 
 def substitute(expr: str, experiment: str) -> str:
     return (expr.replace("$__rate_interval", "1m").replace("$__interval", "15s").replace("$__range", "5m")
-            .replace("$project", PROJECT).replace("$experiment_name", experiment).replace("$replica", ".*"))
+            .replace("$project", PROJECT).replace("$experiment_name", experiment).replace("$replica", ".*")
+            .replace("$omni_model_name", ".*").replace("$stage", ".*"))
 
 
 def query(prom_url: str, expr: str) -> tuple[str, list]:
