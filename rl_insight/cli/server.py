@@ -305,8 +305,9 @@ def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killin
 
 
 @server_app.command("status")
-def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."), home: Optional[Path] = HomeOpt) -> int:
+def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."), home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Show each service (pid, port, ready, version); exit 1 when the stack is not running."""
+    _config_url(config)  # upstream's --config: validated; this command needs nothing from it
     h = Home.resolve(home)
     state = StackState.read(h)
     if not state:
@@ -373,8 +374,9 @@ TokenOpt = typer.Option(None, "--token", envvar=env.TOKEN, help="Bearer token (d
 
 @targets_app.command("add")
 def targets_add(file: Path = typer.Argument(..., help="YAML: jobs: [{job_name, targets, labels}]"),
-                server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Register targets from a YAML file (upstream's format)."""
+    server_url = server_url or _config_url(config)
     try:
         doc = yaml.safe_load(file.read_text())
     except OSError as exc:
@@ -406,8 +408,9 @@ def targets_add(file: Path = typer.Argument(..., help="YAML: jobs: [{job_name, t
 
 @targets_app.command("list")
 def targets_list(job: Optional[str] = typer.Option(None, help="Only this job."), as_json: bool = typer.Option(False, "--json"),
-                 server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                 server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """List registered targets."""
+    server_url = server_url or _config_url(config)
     h = Home.resolve(home)
     client = _client_for(h, server_url, token)
     if client:
@@ -426,8 +429,9 @@ def targets_list(job: Optional[str] = typer.Option(None, help="Only this job."),
 def targets_remove(target: Optional[str] = typer.Option(None, help="host:port to remove."),
                    job: Optional[str] = typer.Option(None, help="Remove this job's targets (or only --target in it)."),
                    project: Optional[str] = typer.Option(None), experiment_name: Optional[str] = typer.Option(None),
-                   server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                   server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Remove one target, a job, or an experiment's targets."""
+    server_url = server_url or _config_url(config)
     h = Home.resolve(home)
     client = _client_for(h, server_url, token)
     params = {k: v for k, v in {"target": target, "job": job, "project": project, "experiment_name": experiment_name}.items() if v}
@@ -442,8 +446,9 @@ def targets_remove(target: Optional[str] = typer.Option(None, help="host:port to
 
 # ---------------------------------------------------------------------------- credentials / logs
 @server_app.command("credentials")
-def credentials(home: Optional[Path] = HomeOpt) -> int:
+def credentials(home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Show the Grafana admin login and the ingest token of this home."""
+    _config_url(config)  # upstream's --config: validated; this command needs nothing from it
     h = Home.resolve(home)
     state = StackState.read(h)
     grafana = state.service("grafana") if state else None
@@ -464,8 +469,9 @@ SERVICES = ("prometheus", "tempo", "grafana", "ingest", "supervisor")
 def logs(service: Optional[str] = typer.Argument(None, help=f"One of {', '.join(SERVICES)} (default: all)."),
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
          lines: int = typer.Option(50, "-n", "--lines", help="Lines to show from the end of each log."),
-         home: Optional[Path] = HomeOpt) -> int:
+         home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Print the services' logs (from the running stack's state, else the home's log directory)."""
+    _config_url(config)  # upstream's --config: validated; this command needs nothing from it
     h = Home.resolve(home)
     if service is not None and service not in SERVICES:
         raise InvalidInputError(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
@@ -635,8 +641,9 @@ def _print_experiment(row: dict[str, Any]) -> None:
 @experiments_app.command("list")
 def experiments_list(project: Optional[str] = typer.Option(None, "--project", help="Only this project."),
                      server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
-                     home: Optional[Path] = HomeOpt) -> int:
+                     home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Experiments that registered targets, with their state and target count."""
+    server_url = server_url or _config_url(config)
     url, headers = _experiments_client(Home.resolve(home), server_url, token)
     items = _request("GET", url + "/api/v1/experiments", headers, params={"project": project} if project else None)["experiments"]
     if not items:
@@ -653,8 +660,9 @@ ExperimentOpt = typer.Option(..., "--experiment-name", help="The experiment's na
 
 @experiments_app.command("show")
 def experiments_show(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                     token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                     token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """One experiment's state and targets."""
+    server_url = server_url or _config_url(config)
     url, headers = _experiments_client(Home.resolve(home), server_url, token)
     row = _request("GET", url + "/api/v1/experiments/targets", headers,
                    params={"project": project, "experiment_name": experiment_name})
@@ -662,6 +670,16 @@ def experiments_show(project: str = ProjectOpt, experiment_name: str = Experimen
     _echo_table([[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in row["targets"]],
                 ["JOB", "TARGET", "LABELS"])
     return 0
+
+
+def _config_url(config: Path | None) -> str | None:
+    """The ingest server of upstream's `--config` file (`server.port` on this host), when given."""
+    if config is None:
+        return None
+    from . import upstream_config
+
+    port = upstream_config.load(Path(config)).values.get("port")
+    return f"http://127.0.0.1:{port}" if port else None
 
 
 def _flip(action: str, project: str, experiment_name: str, server_url: str | None, token: str | None, home: Path | None) -> int:
@@ -674,13 +692,15 @@ def _flip(action: str, project: str, experiment_name: str, server_url: str | Non
 
 @experiments_app.command("archive")
 def experiments_archive(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Stop scraping an experiment's targets (its data stays); registering into it is refused until restored."""
+    server_url = server_url or _config_url(config)
     return _flip("archive", project, experiment_name, server_url, token, home)
 
 
 @experiments_app.command("restore")
 def experiments_restore(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Put an archived experiment's targets back into discovery."""
+    server_url = server_url or _config_url(config)
     return _flip("restore", project, experiment_name, server_url, token, home)

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,28 @@ def test_ui_and_docs_work_under_their_content_security_policy(live_demo: str) ->
     assert not foreign, f"requests to other origins: {foreign[:5]}"
     violations = [m for m in console if "Content Security Policy" in m]
     assert not violations, violations
+
+
+def test_archived_experiments_are_shown_as_such_in_the_runs_list(tmp_path: Path, page) -> None:
+    import httpx
+
+    server, url = _server(tmp_path)
+    try:
+        for exp in ("kept", "old"):
+            batch = {"v": 1, "client": {"id": exp, "project": "p", "experiment_name": exp},
+                     "series": [{"k": "g", "n": "x", "l": {"project": "p", "experiment_name": exp}}],
+                     "samples": [[0, time.time(), 1, 1.0]]}
+            assert httpx.post(url + "/api/v1/ingest", json=batch).status_code == 200
+            assert httpx.post(url + "/api/v1/prometheus/targets",
+                              json={"targets": [f"10.0.0.1:{len(exp)}"], "project": "p", "experiment_name": exp}).status_code == 200
+        assert httpx.post(url + "/api/v1/experiments/archive", json={"project": "p", "experiment_name": "old"}).status_code == 200
+        page.goto(url + "/")
+        row = page.wait_for_selector("#runs-table tr[data-run-id]:has-text('old')")
+        page.wait_for_selector("#runs-table .badge.archived")
+        assert "archived" in row.inner_text()
+        kept = page.wait_for_selector("#runs-table tr[data-run-id]:has-text('kept')")
+        assert "archived" not in kept.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "runs-archived.png"))
+    finally:
+        server.terminate()
+        server.wait(10)

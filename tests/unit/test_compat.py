@@ -318,3 +318,17 @@ def test_attach_logs_prints_each_services_lines_with_its_name(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def test_every_server_command_takes_upstreams_config(server, tmp_path) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"server:\n  port: {port}\n")
+    assert _register(server, targets=["10.0.0.7:1"], job_name="cfg", project="p", experiment_name="e").status_code == 200
+    r = _cli(tmp_path / "h", "server", "targets", "list", "--config", str(cfg))
+    assert r.returncode == 0 and "10.0.0.7:1" in r.stdout, r.stderr  # the server found through server.port
+    r = _cli(tmp_path / "h", "server", "experiments", "list", "--config", str(cfg))
+    assert r.returncode == 0 and "p" in r.stdout and "active" in r.stdout
+    for cmd in (["status"], ["logs"], ["credentials"], ["stop"]):
+        r = _cli(tmp_path / "h", "server", *cmd, "--config", str(cfg))
+        assert "No such option" not in r.stderr, (cmd, r.stderr)
