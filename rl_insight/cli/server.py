@@ -599,8 +599,9 @@ def bundle(
     prometheus_version: Optional[str] = VersionOpt("prometheus"),
     tempo_version: Optional[str] = VersionOpt("tempo"),
     grafana_version: Optional[str] = VersionOpt("grafana"),
-) -> int:
+    config: Optional[Path] = ConfigOpt) -> int:
     """On a machine with internet: download and verify every archive into one file for air-gapped clusters."""
+    _config_url(config)  # upstream's --config: validated; versions and URLs come from our catalog
     from ..services.catalog import current_platform
     from ..services.installer import make_bundle
 
