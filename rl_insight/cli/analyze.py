@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from typing import Optional
 
 import typer
 
 from ..errors import InvalidInputError, RLInsightError
 
-FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary")
+FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary", "tensorboard")
 
 
 class MissingExtraError(RLInsightError):
@@ -96,9 +97,12 @@ def analyze(
             written.append(export.table(df, out / "events.parquet"))
     if not loaded.metrics.empty and ("csv" in formats or "summary" in formats):
         written.append(export.table(loaded.metrics.reset_index(), out / "verl_log_metrics.csv"))
-    if "summary" in formats:
+    if "summary" in formats or "tensorboard" in formats:
         result = summarize(df, loaded.metrics)
-        written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
+        if "summary" in formats:
+            written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
+        if "tensorboard" in formats:
+            written.append(_tensorboard(result, loaded.metrics, out / "tensorboard"))
     typer.echo(f"Analysed {len(rep.parsed)} file(s): {len(df):,} events on {df['lane'].nunique() if not df.empty else 0} lanes"
                + (f", {len(loaded.metrics)} logged steps" if not loaded.metrics.empty else "") + ".")
     if rep.errors:
@@ -107,3 +111,27 @@ def analyze(
     for p in written:
         typer.echo(f"  {p}")
     return 0
+
+
+def _tensorboard(result: dict, metrics: Any, root: Path) -> Path:
+    """The per-step analysis (state breakdown, long tail, overlap) and the verl log's metrics as TensorBoard scalars."""
+    import math
+    import time
+
+    from ..export import Point
+    from ..export.points import insight_points
+    from ..export.tensorboard_writer import TensorBoardRun
+
+    w = TensorBoardRun(root / "offline")
+    now = time.time()
+    n = w.scalars(insight_points({"steps": result.get("steps") or [], "long_tail": result.get("long_tail") or [],
+                                  "overlap": result.get("overlap") or {}}, now))
+    if metrics is not None and not metrics.empty:
+        points = []
+        for step, row in metrics.iterrows():
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    points.append(Point(str(key), int(step), now, float(value)))
+        n += w.scalars(points)
+    w.close()
+    return root

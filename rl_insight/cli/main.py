@@ -16,6 +16,7 @@ from .._version import __version__
 from ..errors import RLInsightError
 from .analyze import analyze
 from .demo import demo
+from .export import export
 from .server import server_app
 
 app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
@@ -23,6 +24,7 @@ app = typer.Typer(help="rl-insight: live observability for RL post-training jobs
 app.add_typer(server_app, name="server")
 app.command("demo")(demo)
 app.command("analyze")(analyze)
+app.command("export")(export)
 
 
 def _version(value: bool) -> None:

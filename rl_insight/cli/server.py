@@ -55,6 +55,13 @@ def start(
                                                                      "(default <home>/data; upstream's server.data_dir)."),
     extra_dashboard_dir: Optional[Path] = typer.Option(None, "--extra-dashboard-dir",
                                                        help="More Grafana dashboards (classic JSON) provisioned next to ours."),
+    export_tensorboard: Optional[Path] = typer.Option(None, "--export-tensorboard", metavar="DIR",
+                                                      help="Write every run's scalars and insight metrics as TensorBoard events "
+                                                           "under DIR/<project>/<experiment> (extra rl-insight[tensorboard])."),
+    export_wandb: bool = typer.Option(False, "--export-wandb", help="One W&B run per run, resumed across restarts "
+                                                                    "(extra rl-insight[wandb]; WANDB_MODE=offline for `wandb sync`)."),
+    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help="W&B project (default: the run's project)."),
+    wandb_entity: Optional[str] = typer.Option(None, "--wandb-entity", help="W&B entity."),
     host: str = typer.Option("0.0.0.0", help="Ingest server bind address."),
     port: int = typer.Option(18080, help="Ingest server port."),
     log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Directory for service logs (default <home>/logs)."),
@@ -106,6 +113,14 @@ def start(
     if detach and attach_logs:
         raise typer.BadParameter("--attach-logs prints the logs of a foreground stack; it cannot be used with --detach",
                                  param_hint="--attach-logs")
+    if export_tensorboard is not None:
+        from ..export.tensorboard_writer import _import as need_tensorboard
+
+        need_tensorboard()  # name the missing extra before anything starts
+    if export_wandb:
+        from ..export.wandb_writer import _import as need_wandb
+
+        need_wandb()
     if extra_dashboard_dir is not None:
         from ..services.grafana import extra_dashboards
 
@@ -145,6 +160,8 @@ def start(
                              allowed_hosts=tuple(allowed_host),
                              data_dir=Path(data_dir) if data_dir else None,
                              extra_dashboard_dir=Path(extra_dashboard_dir) if extra_dashboard_dir else None,
+                             export_tensorboard=str(Path(export_tensorboard).expanduser().resolve()) if export_tensorboard else None,
+                             export_wandb=export_wandb, wandb_project=wandb_project, wandb_entity=wandb_entity,
                              ready_timeout_s=ready_timeout, store_retention_days=store_retention_days,
                              store_max_bytes=int(store_max_gb * 2**30), remote_write_url=remote_write_url,
                              tempo=not no_tempo, tempo_bin=tempo_bin, tempo_host=tempo_host, tempo_port=tempo_port,

@@ -59,6 +59,11 @@ MAPPING: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "grafana.port": ("grafana_port", _int),
     "grafana.binary_path": ("grafana_bin", _str),
     "grafana.extra_dashboard_dir": ("extra_dashboard_dir", _str),
+    # ours, in the same file: live export
+    "export.tensorboard_dir": ("export_tensorboard", _str),
+    "export.wandb": ("export_wandb", _bool),
+    "export.wandb_project": ("wandb_project", _str),
+    "export.wandb_entity": ("wandb_entity", _str),
 }
 # understood, not needed here (we render these files ourselves, or there is no hub)
 IGNORED = {
@@ -121,7 +126,8 @@ def load(path: Path) -> UpstreamConfig:
                 value = conv(raw)
             except ValueError as exc:
                 raise ConfigError(f"--config {path}: {key} {exc}, found {raw!r}") from None
-            if option in ("data_dir", "install_dir", "extra_dashboard_dir", "prometheus_bin", "tempo_bin", "grafana_bin"):
+            if option in ("data_dir", "install_dir", "extra_dashboard_dir", "prometheus_bin", "tempo_bin", "grafana_bin",
+                          "export_tensorboard"):
                 value = str((base / Path(value).expanduser()).resolve()) if not Path(value).expanduser().is_absolute() \
                     else str(Path(value).expanduser())
             cfg.values[option] = value

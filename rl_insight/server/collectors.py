@@ -45,3 +45,21 @@ class RunStoreHealthCollector:
         degraded = GaugeMetricFamily("rl_insight_server_store_degraded", "1 while run store writes fail (e.g. disk full)")
         degraded.add_metric([], 1 if st.degraded_since else 0)
         return [written, dropped, queue, degraded]
+
+
+class ExportCollector:
+    """Live exporters (TensorBoard, W&B): points written and dropped by reason."""
+
+    def __init__(self, exporters: Any) -> None:
+        self._e = exporters
+
+    def collect(self) -> Any:
+        written = CounterMetricFamily("rl_insight_server_export_points_written", "Points written by live exporters",
+                                      labels=["exporter"])
+        dropped = CounterMetricFamily("rl_insight_server_export_points_dropped", "Points live exporters could not write",
+                                      labels=["exporter", "reason"])
+        for e in self._e.all:
+            written.add_metric([e.name], e.written)
+            for reason, n in dict(e.dropped).items():
+                dropped.add_metric([e.name, reason], n)
+        return [written, dropped]

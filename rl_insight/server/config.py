@@ -50,6 +50,12 @@ class ServerConfig:
     otlp_endpoint: str | None = None
     otlp_protocol: str = "http/protobuf"  # or "grpc"
     otlp_queue: int = 50_000
+    # Live export of every run's scalars and insight metrics (extras rl-insight[tensorboard] / [wandb])
+    export_tensorboard: str | None = None  # log root: one dir per run, <project>/<experiment>
+    export_wandb: bool = False  # one W&B run per run (WANDB_MODE=offline for `wandb sync` later)
+    wandb_project: str | None = None  # default: the run's project
+    wandb_entity: str | None = None
+    wandb_dir: str | None = None  # default <data_dir>/wandb
 
     @property
     def store_file(self) -> Path:

@@ -48,6 +48,7 @@ class InsightService:
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, str], dict[str, Any]] = {}
         self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
+        self.on_refresh: list[Any] = []  # callbacks taking {(project, experiment): summary} (live exporters)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rl-insight-insights", daemon=True)
 
@@ -80,6 +81,11 @@ class InsightService:
             latest[(run["project"], run["experiment_name"])] = s
         with self._lock:
             self._latest = latest
+        for callback in self.on_refresh:
+            try:
+                callback(latest)
+            except Exception as exc:  # noqa: BLE001 - an exporter never stops the insights
+                log.warning("insight callback failed: %s", exc)
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:

@@ -99,6 +99,20 @@ class ServiceProbe:
         return state
 
 
+def _build_exporters(config: ServerConfig) -> "Exporters":
+    from pathlib import Path
+
+    from .exporters import Exporters, tensorboard_exporter, wandb_exporter
+
+    found = []
+    if config.export_tensorboard:
+        found.append(tensorboard_exporter(Path(config.export_tensorboard).expanduser()))
+    if config.export_wandb:
+        directory = Path(config.wandb_dir).expanduser() if config.wandb_dir else Path(config.data_dir).expanduser() / "wandb"
+        found.append(wandb_exporter(config.wandb_project, config.wandb_entity, directory))
+    return Exporters(found)
+
+
 class AppState:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
@@ -127,6 +141,9 @@ class AppState:
         if self.forwarder is not None:
             sinks.append(OtlpSpanSink(self.forwarder))
         self.spans = SpanFanout(sinks)
+        self.exporters = _build_exporters(config)
+        if self.insight is not None and self.exporters.all:
+            self.insight.on_refresh.append(self.exporters.insights)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
@@ -162,8 +179,10 @@ class AppState:
             self.writer.mark_finished(project, experiment_name)
 
     def _register_collectors(self) -> None:
-        from .collectors import OtlpCollector, RunStoreHealthCollector
+        from .collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector
 
+        if self.exporters.all:
+            self.registry.register(ExportCollector(self.exporters))
         if self.forwarder is not None:
             self.registry.register(OtlpCollector(self.forwarder))
         if self.writer is not None:
@@ -182,5 +201,12 @@ class AppState:
             self.insight.stop()
         if self.forwarder is not None:
             self.forwarder.shutdown()
+        if self.exporters.all and self.reader is not None and self.writer is not None:
+            try:
+                self.writer.flush(10)
+                self.exporters.final_insights(self.reader, self.config.step_metric, self.config.version_metric)
+            except Exception as exc:  # noqa: BLE001 - shutdown goes on
+                log.warning("final insight export failed: %s", exc)
+        self.exporters.close()
         if self.writer is not None:
             self.writer.close()

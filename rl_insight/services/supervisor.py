@@ -60,6 +60,10 @@ class StackSettings:
     allowed_hosts: tuple[str, ...] = ()  # extra Host names a token-less ingest server answers to
     data_dir: Path | None = None  # default <home>/data (upstream's server.data_dir)
     extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
+    export_tensorboard: str | None = None  # live export (server/exporters.py)
+    export_wandb: bool = False
+    wandb_project: str | None = None
+    wandb_entity: str | None = None
     ready_timeout_s: float = 60.0
     store_retention_days: float = 30.0
     store_max_bytes: int = 20 * 2**30
@@ -205,7 +209,9 @@ class Supervisor:
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
                                   tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
                                   allowed_hosts=tuple(s.allowed_hosts),
-                                  prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None)
+                                  prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None,
+                                  export_tensorboard=s.export_tensorboard, export_wandb=s.export_wandb,
+                                  wandb_project=s.wandb_project, wandb_entity=s.wandb_entity)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
 

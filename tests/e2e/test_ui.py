@@ -262,3 +262,61 @@ def test_archived_experiments_are_shown_as_such_in_the_runs_list(tmp_path: Path,
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_demo_run_in_tensorboard_and_as_an_offline_wandb_run(tmp_path: Path, page) -> None:
+    """`server start --export-tensorboard/--export-wandb` + `rl-insight demo`: TensorBoard's scalar page
+    (real TensorBoard, real Chromium) shows the trainer and insight scalars; W&B has an offline run."""
+    import glob
+
+    from tests.wandb_files import history
+
+    home, tb, port = tmp_path / "home", tmp_path / "tb", free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}, "WANDB_MODE": "offline",
+           "WANDB_SILENT": "true"}
+    rl = [sys.executable, "-m", "rl_insight"]
+    r = subprocess.run(rl + ["server", "start", "--detach", "--home", str(home), "--host", "127.0.0.1", "--port", str(port),
+                             "--no-prometheus", "--export-tensorboard", str(tb), "--export-wandb"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    try:
+        d = subprocess.run(rl + ["demo", "--steps", "6", "--step-seconds", "0.8", "--replicas", "2", "--ranks", "2",
+                                 "--experiment-name", "tb-demo", "--server-url", f"http://127.0.0.1:{port}"],
+                           capture_output=True, text=True, env=env, timeout=180)
+        assert d.returncode == 0, d.stdout[-2000:] + d.stderr[-2000:]
+    finally:
+        subprocess.run(rl + ["server", "stop", "--home", str(home)], capture_output=True, env=env, timeout=60)
+    run_dir = tb / "rl-insight-demo" / "tb-demo"
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    (wb_file,) = glob.glob(str(home / "data" / "wandb" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    assert sorted(r["_step"] for r in history(Path(wb_file)) if "critic_score_mean" in r) == [1, 2, 3, 4, 5, 6]
+
+    tb_port = free_port()
+    board = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(tb), "--host", "127.0.0.1",
+                              "--port", str(tb_port), "--load_fast=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import httpx
+
+        def up() -> bool:
+            try:
+                return "tb-demo" in httpx.get(f"http://127.0.0.1:{tb_port}/data/runs", timeout=1).text
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, timeout=60, what="TensorBoard")
+        tags = httpx.get(f"http://127.0.0.1:{tb_port}/data/plugin/scalars/tags").json()
+        run_tags = next(v for k, v in tags.items() if k.endswith("tb-demo"))
+        assert "critic_score_mean" in run_tags and any(t.startswith("rl_insight/") for t in run_tags)
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.goto(f"http://127.0.0.1:{tb_port}/#timeseries")
+        page.wait_for_selector("input[placeholder*='Filter tags']", timeout=60_000)
+        page.fill("input[placeholder*='Filter tags']", "critic_score_mean|rl_insight/step/duration|step_state_share/vllm")
+        page.wait_for_selector("text=critic_score_mean", timeout=60_000)
+        page.wait_for_selector("text=rl_insight/step/duration_s", timeout=60_000)
+        page.keyboard.press("Escape")  # close the tag autocomplete
+        page.mouse.click(700, 980)
+        page.wait_for_timeout(2500)  # let the charts draw
+        page.screenshot(path=str(ARTIFACTS / "tensorboard.png"))
+    finally:
+        board.terminate()
+        board.wait(10)

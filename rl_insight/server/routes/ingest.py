@@ -24,6 +24,7 @@ def build_router(st: AppState) -> APIRouter:
         batch, result = apply_batch(obj, st.store)
         if st.writer is not None:
             st.writer.put_samples(result.samples)
+        st.exporters.samples(result.samples)
         st.spans.put(result.span_starts, result.spans, batch.client.host, batch.client.namespace)
         st.clients.seen(batch.client, result.span_starts, result.spans, batch.final)
         m = st.metrics

@@ -1,0 +1,81 @@
+"""What a run contributes to TensorBoard / W&B: its trainer scalars at their step, and the insight
+metrics only rl-insight computes (per-step state breakdown, rollout long tail, overlap, staleness)
+under `rl_insight/…` at the step they describe."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Iterator
+
+from . import Point
+
+INSIGHT_PREFIX = "rl_insight/"
+
+
+def series_tag(name: str, labels_json: str) -> str:
+    """`name`, or `name/k=v,…` for a labelled series (each label set is its own curve)."""
+    try:
+        labels = json.loads(labels_json) if labels_json else {}
+    except ValueError:
+        labels = {}
+    if not labels:
+        return name
+    return name + "/" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def insight_points(summary: dict[str, Any], wall_time: float) -> Iterator[Point]:
+    """Insight metrics keyed by step, from `insights.summarize(...)`."""
+    for s in summary.get("steps", []):
+        step = int(s["step"])
+        yield Point(INSIGHT_PREFIX + "step/duration_s", step, wall_time, float(s["duration_s"]))
+        total = s["duration_s"] or 0.0
+        for state, sec in s["states"].items():
+            yield Point(INSIGHT_PREFIX + f"step_state_seconds/{state}", step, wall_time, float(sec))
+            if total > 0:
+                yield Point(INSIGHT_PREFIX + f"step_state_share/{state}", step, wall_time, float(sec) / total)
+    for t in summary.get("long_tail", []):
+        if math.isfinite(t["ratio"]):
+            yield Point(INSIGHT_PREFIX + "rollout_long_tail_ratio", int(t["step"]), wall_time, float(t["ratio"]))
+    steps = summary.get("steps") or []
+    if steps:
+        last = int(steps[-1]["step"])
+        ov = summary.get("overlap") or {}
+        if "overlap_ratio" in ov:
+            yield Point(INSIGHT_PREFIX + "rollout_training_overlap_ratio", last, wall_time, float(ov["overlap_ratio"]))
+        st = summary.get("staleness")
+        if st:
+            yield Point(INSIGHT_PREFIX + "staleness_mean", last, wall_time, float(st["mean"]))
+            yield Point(INSIGHT_PREFIX + "staleness_max", last, wall_time, float(st["max"]))
+        lanes = summary.get("lanes") or {}
+        for lane, v in lanes.items():
+            yield Point(INSIGHT_PREFIX + f"lane_utilization/{lane}", last, wall_time, float(v["utilization"]))
+
+
+def store_points(conn: Any, run_id: int) -> Iterator[Point]:
+    """Every sample of a run that has a step, in (tag, step) order, from the run store."""
+    cur = conn.execute("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+                       "WHERE s.run_id = ? AND p.step IS NOT NULL AND p.value IS NOT NULL ORDER BY p.step, p.ts", (run_id,))
+    while True:
+        rows = cur.fetchmany(5000)
+        if not rows:
+            return
+        for name, labels, step, ts, value in rows:
+            if math.isfinite(value):
+                yield Point(series_tag(name, labels), int(step), float(ts), float(value))
+
+
+def run_insight_points(conn: Any, run: dict[str, Any], step_metric: str, version_metric: str) -> list[Point]:
+    """Insight metrics over the whole run, per step (for exports after the fact)."""
+    from ..server.insight_service import run_insights
+
+    frm, to = int(run["first_seen"] * 1e9), int(run["last_seen"] * 1e9) + 1
+    summary = run_insights(conn, run["id"], frm, to, step_metric, version_metric)
+    return list(insight_points(summary, run["last_seen"]))
+
+
+def config_text(run: dict[str, Any], extra: Iterable[tuple[str, Any]] = ()) -> str:
+    """The run's identity and config as a markdown table (TensorBoard text / W&B config)."""
+    rows = [("project", run.get("project")), ("experiment_name", run.get("experiment_name")),
+            ("first_seen", run.get("first_seen")), ("last_step", run.get("last_step")), *extra]
+    return "| key | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
