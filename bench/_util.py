@@ -38,11 +38,12 @@ def machine() -> str:
 class IngestServer:
     """`python -m rl_insight.server` on a free loopback port, as the supervisor runs it."""
 
-    def __init__(self, store: bool = True) -> None:
+    def __init__(self, store: bool = True, **extra: object) -> None:
         self.dir = tempfile.mkdtemp(prefix="rl-bench-")
         self.port = free_port()
         cfg = Path(self.dir) / "server.json"
-        cfg.write_text(json.dumps({"host": "127.0.0.1", "port": self.port, "data_dir": self.dir, "store_enabled": store}))
+        cfg.write_text(json.dumps({"host": "127.0.0.1", "port": self.port, "data_dir": self.dir, "store_enabled": store,
+                                   **{k: (str(Path(self.dir) / v) if k == "export_tensorboard" else v) for k, v in extra.items()}}))
         self.proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"])
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30

@@ -72,11 +72,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--with-export", action="store_true", help="also: run store on + live TensorBoard export")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    for store in (False, True):
-        server = IngestServer(store=store)
-        label = "run store on " if store else "run store off"
+    configs: list[tuple[str, bool, dict]] = [("run store off", False, {}), ("run store on ", True, {})]
+    if args.with_export:
+        configs.append(("store + TB   ", True, {"export_tensorboard": "tb"}))
+    for label, store, extra in configs:
+        server = IngestServer(store=store, **extra)
         try:
             rate, p50, p99 = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
             print(f"  [{label}] metric samples: {rate:,.0f}/s, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
@@ -87,6 +90,9 @@ def main() -> None:
                 stats = httpx.get(server.url + "/metrics").text
                 dropped = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")]
                 print(f"  [{label}] run store drops: {dropped or 'none'}")
+                exported = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_export_points")]
+                if exported:
+                    print(f"  [{label}] export: {exported}")
         finally:
             server.stop()
 
