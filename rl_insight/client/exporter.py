@@ -51,6 +51,29 @@ LOG_ERROR = 40
 LOG_INFO = 20
 
 
+STEP_BURST_S = 0.05
+
+
+def _assign_burst_steps(samples: list[list], marks: list[tuple[int, float, Any]], previous_mark_ts: float) -> float:
+    """verl logs a step's metrics as one dict whose `training/global_step` key comes after most others:
+    gauges logged in the same burst just before the step metric (within STEP_BURST_S) belong to the
+    step it announces, not to the previous one. Not when the previous step metric is itself part of
+    the burst (steps logged in quick succession, each before its metrics). Returns the last mark's time."""
+    marked = {index for index, _, _ in marks}
+    for index, mark_ts, new_step in marks:
+        if new_step is not None and mark_ts - previous_mark_ts > STEP_BURST_S:
+            j = index - 1
+            while j >= 0 and j not in marked:
+                sample = samples[j]
+                if sample[1] < mark_ts - STEP_BURST_S:
+                    break
+                if sample[2] is None or sample[2] < new_step:
+                    sample[2] = new_step
+                j -= 1
+        previous_mark_ts = mark_ts
+    return previous_mark_ts
+
+
 class Exporter:
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
@@ -88,6 +111,7 @@ class Exporter:
         self._pending: tuple[bytes, dict[str, str], int, bool] | None = None  # a batch awaiting retry
         self._server_boot: str | None = None
         self._protocol = 1  # 2 (compact spans, shared attributes) once the server says it accepts it
+        self._last_step_mark_ts = float("-inf")  # when the step metric was last logged (step bursts)
         self._resend_all = False
         self._failures = 0
         self._next_self_metrics = 0.0
@@ -427,6 +451,7 @@ class Exporter:
         budget = self.cfg.batch_size
         since_check = 0
         pause = wire.Yielder.for_backlog(len(q))
+        step_marks: list[tuple[int, float, Any]] = []  # (index in samples, ts, new step) of step-metric samples
         while budget > 0:
             try:
                 item = q.popleft()
@@ -455,12 +480,15 @@ class Exporter:
                     self.drop("series_limit")
                     continue
                 latest[gkey] = (v, ts, step, doc, labels)
+                if self._step_names.get(name):
+                    step_marks.append((len(samples), ts, step))
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             elif tag == _SPAN:
                 spans.append(span_entry(item))
             else:
                 span_starts.append(span_entry(item))
 
+        self._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self._last_step_mark_ts)
         # Cumulative series: all of them after a server restart, else only those that changed.
         resend = self._resend_all
         self._resend_all = False

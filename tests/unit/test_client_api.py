@@ -104,6 +104,7 @@ def test_every_sample_carries_timestamp_step_and_identity_labels(capture, monkey
     rl_insight.init(project="proj", experiment_name="exp")
     t0 = time.time()
     rl_insight.metric_gauge("actor_loss", 0.9)  # before any step: step is null
+    time.sleep(0.1)  # (in the same burst as the step metric it would belong to that step: see the test below)
     for step in (1, 2):
         rl_insight.metric_gauge("training_global_step", step)  # verl's "/" -> "_" spelling
         rl_insight.metric_gauge("actor_loss", 1.0 / step, "loss", role="actor")
@@ -385,3 +386,25 @@ def test_forked_child_gets_fresh_queue_and_thread(server, monkeypatch) -> None:
     # parent 5 + child 2: the server sums the two processes' cumulative totals
     wait_until(lambda: sample_value(metrics_text(server), 'rl_insight_monitor_work_total{experiment_name="e",project="fork"}') == 7.0,
                what="summed counter")
+
+
+def test_a_steps_metrics_logged_before_its_step_key_get_that_step(server, monkeypatch) -> None:
+    """verl's dict has `training/global_step` after most keys; every key of the dict belongs to that step."""
+    import json as _json
+    import sqlite3
+
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    rl_insight.init(project="p", experiment_name="steps")
+    for step in (1, 2, 3):
+        for key, value in {"actor/loss": step / 10, "critic/score/mean": step, "training/global_step": step,
+                           "training/epoch": 0}.items():
+            rl_insight.metric_gauge(key.replace("/", "_"), value)
+        time.sleep(0.2)  # the step's work
+    assert rl_insight.flush(5)
+    server.app.state.st.writer.flush(10)
+    conn = sqlite3.connect(server.config.store_file)
+    rows = conn.execute("SELECT s.name, p.step, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+                        "WHERE s.name IN ('actor_loss', 'training_epoch') ORDER BY s.name, p.ts").fetchall()
+    assert [(n, st) for n, st, _ in rows] == [("actor_loss", 1.0), ("actor_loss", 2.0), ("actor_loss", 3.0),
+                                             ("training_epoch", 1.0), ("training_epoch", 2.0), ("training_epoch", 3.0)]
+    assert _json is not None
