@@ -75,4 +75,8 @@ def demo(
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")
+    if runner.delivery_problem:
+        raise ServiceError(runner.delivery_problem,
+                           hint="check that the server runs (`rl-insight server status`) and that RL_INSIGHT_TOKEN / --token "
+                                "is the server's token")
     return rc

@@ -130,7 +130,16 @@ def start(
     state = StackState.read(h)
     if state and state.supervisor_alive():
         typer.echo(f"rl-insight server is already running (supervisor pid {state.supervisor.pid}).")
-        return _print_status(h, state)
+        rc = _print_status(h, state)
+        _print_training_side(state, h.running_token())
+        loopback = any(state.ingest_url.startswith(f"http://{n}") for n in ("127.", "localhost", "[::1]"))
+        if loopback or not state.token_required:
+            what = " and ".join(w for w, bad in (("listens on loopback only", loopback), ("has no token", not state.token_required))
+                                if bad)
+            typer.secho(f"warning: the running server {what} (e.g. one `rl-insight demo` started); training processes on "
+                        "other hosts cannot use it. To serve a real job: `rl-insight server stop`, then start again.",
+                        err=True, fg="yellow")
+        return rc
 
     if no_token:
         tok = ""
@@ -286,6 +295,10 @@ def _print_started(h: Home, state: StackState | None, token: str) -> None:
     if state.grafana_password_new:
         typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
                    "(generated now; `rl-insight server credentials` shows it again)")
+    _print_training_side(state, token)
+
+
+def _print_training_side(state: StackState, token: str) -> None:
     typer.echo("\nTraining side (verl: also add rl_insight to trainer.logger):")
     typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.public_url}")
     if token:

@@ -128,6 +128,9 @@ class Demo:
     def run(self) -> int:
         self._env()
         self._stash: dict[str, tuple] = {}
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (kill, a scheduler) stops the demo exactly like Ctrl+C: workers stopped, targets removed
+            signal.signal(signal.SIGTERM, _raise_interrupt)
         rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name,
                         config={"histogram_buckets": {"step_latency_ms": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]}})
         tq = TransferQueueStandIn()
@@ -171,6 +174,8 @@ class Demo:
             self._shutdown(tq)
         return 0
 
+    delivery_problem: str | None = None
+
     def request_stop(self) -> None:
         self._stopping = True
 
@@ -193,8 +198,15 @@ class Demo:
             self._node_exporter.terminate()
             self._node_exporter.wait(5)
         tq.close()
+        delivered = rl_insight.flush(3)
+        st = rl_insight.stats()
         rl_insight.finish()
         self._unregister_targets()
+        dropped = st.get("dropped", {}) if st.get("enabled") else {}
+        if not st.get("enabled") or st.get("sent", 0) == 0 or dropped.get("unauthorized") or dropped.get("rejected"):
+            self.delivery_problem = (f"the server at {self.cfg.server_url} did not store the demo's data "
+                                     f"(sent {st.get('sent', 0)}, dropped {dropped or 'none'}, last flush "
+                                     f"{'ok' if delivered else 'failed'})")
 
     def _unregister_targets(self) -> None:
         """The stand-in endpoints are gone: remove this run's targets so they do not linger as `down`."""
@@ -206,3 +218,7 @@ class Demo:
                          params={"project": self.cfg.project, "experiment_name": self.cfg.experiment_name})
         except httpx.HTTPError as exc:
             self.report(f"could not remove the demo's scrape targets: {exc}")
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

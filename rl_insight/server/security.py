@@ -67,7 +67,7 @@ class Auth:
         """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie."""
         if self.token and not self.authenticated(request):
             raise UnauthorizedError("missing or wrong bearer token",
-                                    hint="sign in on the UI, or send 'Authorization: Bearer <token>' (<home>/token)")
+                                    hint="sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` shows it)")
 
 
 def local_names(bound_host: str, extra: tuple[str, ...] | list[str] = ()) -> frozenset[str]:

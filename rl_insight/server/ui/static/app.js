@@ -61,7 +61,7 @@ function renderLogin(app) {
     const r = await fetch("/api/v1/login", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ token: input.value }) });
     if (r.ok) { state.session = null; render(); } else err.textContent = (await r.json()).detail;
-  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the token printed by `rl-insight server start` (also in <home>/token)."),
+  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the server's token: the one given to `rl-insight server start --token` (or RL_INSIGHT_TOKEN), or the generated one it printed; `rl-insight server credentials` shows it."),
     input, h("button", { type: "submit" }, "Sign in"), err);
   app.replaceChildren(form);
 }

@@ -1,0 +1,76 @@
+"""`rl-insight demo` tells the truth: non-zero when its data was not stored; SIGTERM cleans up like Ctrl+C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import start_server
+
+DEMO = [sys.executable, "-m", "rl_insight", "demo", "--replicas", "1", "--ranks", "1", "--step-seconds", "0.5"]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}
+
+
+def test_demo_exits_non_zero_when_nothing_was_stored() -> None:
+    r = subprocess.run(DEMO + ["--steps", "2", "--server-url", "http://127.0.0.1:9"], capture_output=True, text=True,
+                       timeout=120, env=_env())
+    assert r.returncode == 1 and "did not store the demo's data" in r.stderr
+
+
+def test_demo_with_a_wrong_token_exits_non_zero(tmp_path: Path) -> None:
+    srv = start_server(tmp_path, token="right")
+    try:
+        r = subprocess.run(DEMO + ["--steps", "2", "--server-url", srv.url, "--token", "wrong"], capture_output=True,
+                           text=True, timeout=120, env=_env())
+        assert r.returncode == 1 and "unauthorized" in r.stderr
+    finally:
+        srv.stop()
+
+
+def test_sigterm_stops_the_demo_like_ctrl_c(tmp_path: Path) -> None:
+    srv = start_server(tmp_path)
+    try:
+        proc = subprocess.Popen(DEMO + ["--server-url", srv.url, "--experiment-name", "term"], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=_env())
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if line.startswith("[demo] step 1"):
+                break
+        assert httpx.get(srv.url + "/api/v1/targets").json()["count"] >= 1  # its stand-ins are registered
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, "".join(lines) + out
+        assert "stopping the demo" in out and "Demo finished" in out
+        assert httpx.get(srv.url + "/api/v1/targets").json()["count"] == 0  # cleaned up: no target left behind
+    finally:
+        srv.stop()
+
+
+def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    port = free_port()
+    cli = [sys.executable, "-m", "rl_insight", "server"]
+    home = ["--home", str(tmp_path / "h")]
+    r = subprocess.run(cli + ["start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", *home],
+                       capture_output=True, text=True, timeout=120, env=_env())
+    assert r.returncode == 0, r.stderr
+    try:
+        again = subprocess.run(cli + ["start", *home], capture_output=True, text=True, timeout=120, env=_env())
+        assert again.returncode == 0 and "already running" in again.stdout
+        assert f"export RL_INSIGHT_SERVER_URL=http://127.0.0.1:{port}" in again.stdout
+        assert "loopback only" in again.stderr and "has no token" in again.stderr and "server stop" in again.stderr
+    finally:
+        subprocess.run(cli + ["stop", *home], capture_output=True, timeout=60, env=_env())
