@@ -20,6 +20,9 @@ from ..services.state import StackState
 def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     """The running stack of this home, or start one in the background (embedded default)."""
     state = StackState.read(home)
+    if state and state.supervisor_alive():
+        typer.echo(f"Using the rl-insight server already running for {home.root} ({state.ingest_url}); the demo's run is "
+                   "stored there next to any other run.")
     if not (state and state.supervisor_alive()):
         typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server stop`).")
         r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "start", "--detach", "--home", str(home.root),

@@ -399,7 +399,7 @@ def _local_registry(h: Home) -> TargetRegistry:
 
 
 ServerUrlOpt = typer.Option(None, "--server-url", help="Server to talk to (default: the one this home runs).")
-TokenOpt = typer.Option(None, "--token", envvar=env.TOKEN, help="Bearer token (default: <home>/token).")
+TokenOpt = typer.Option(None, "--token", envvar=env.TOKEN, help="Bearer token (default: the running server's, else <home>/token).")
 
 
 @targets_app.command("add")

@@ -320,3 +320,15 @@ def test_demo_run_in_tensorboard_and_as_an_offline_wandb_run(tmp_path: Path, pag
     finally:
         board.terminate()
         board.wait(10)
+
+
+def test_chart_axes_format_large_tiny_and_constant_values(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_function("document.querySelectorAll('.chart[data-points]').length >= 10", timeout=30_000)
+    ticks = page.evaluate("[52500, 60000, 1250000, 0.00025, 0.5, 0, -0.0004, 3.14159].map(fmtTick)")
+    assert ticks == ["52.5k", "60k", "1.25M", "2.5e-4", "0.5", "0", "-4e-4", "3.142"]
+    assert page.evaluate("yRange(null, 0, 0)") == [-1, 1]  # a constant zero series: a band around 0, not 0..100
+    assert page.evaluate("yRange(null, 5, 5)") == [4.5, 5.5]
+    lo, hi = page.evaluate("yRange(null, 50000, 60000)")
+    assert lo <= 50000 and hi >= 60000 and hi - lo < 20000

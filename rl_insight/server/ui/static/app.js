@@ -15,6 +15,23 @@ const h = (tag, attrs = {}, ...kids) => {
 };
 const fmtNum = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "–" :
   (Math.abs(v) >= 1e4 || (Math.abs(v) > 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : (+v.toFixed(4)).toString();
+// Axis ticks: SI prefixes for large numbers (52.5k, 1.2M), short exponents for tiny ones (2.5e-4), never clipped.
+const SI = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+const trim = (x, digits) => (+x.toPrecision(digits)).toString();
+const fmtTick = (v) => {
+  if (v === null || v === undefined || Number.isNaN(v)) return "";
+  const a = Math.abs(v);
+  if (a === 0) return "0";
+  for (const [f, p] of SI) if (a >= f) return trim(v / f, 3) + p;
+  if (a < 1e-2) return v.toExponential(1).replace(/\.0e/, "e");
+  return trim(v, 4);
+};
+// A constant series gets a small band around its value, not uPlot's default 0..100.
+const yRange = (u, min, max) => {
+  if (min === null || max === null) return [0, 1];
+  if (min === max) { const pad = Math.abs(min) * 0.1 || 1; return [min - pad, max + pad]; }
+  return uPlot.rangeNum(min, max, 0.1, true);
+};
 const fmtDur = (s) => s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : s < 120 ? `${s.toFixed(2)} s`
   : `${(s / 60).toFixed(1)} min`;
 const ago = (ts) => { const s = Date.now() / 1000 - ts; return s < 90 ? `${s.toFixed(0)} s ago` : s < 5400 ? `${(s / 60).toFixed(0)} min ago`
@@ -341,7 +358,8 @@ class ChartGrid {
     if (c.plot && c.plot.series.length === lines.length + 1) { c.plot.setData(data); return; }
     if (c.plot) c.plot.destroy();
     const opts = { width: Math.max(320, c.box.clientWidth - 12), height: 170, legend: { show: lines.length > 1 },
-      scales: { x: { time: this.x === "time" } }, axes: [{ values: this.x === "time" ? undefined : (u, v) => v.map(fmtNum) }, { values: (u, v) => v.map(fmtNum), size: 60 }],
+      scales: { x: { time: this.x === "time" }, y: { range: yRange } },
+      axes: [{ values: this.x === "time" ? undefined : (u, v) => v.map(fmtTick) }, { values: (u, v) => v.map(fmtTick), size: 56 }],
       series: [{ label: this.x }, ...lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true }))] };
     c.plot = new uPlot(opts, data, c.box); state.charts.push(c.plot);
   }
