@@ -29,11 +29,20 @@ def metric_samples(conn: Any, run_id: int, metric: str) -> list[tuple[float, flo
     return [(r[0], r[1]) for r in rows if r[1] is not None]
 
 
+VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off_policy_trajectory_staleness_max")
+
+
 def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str) -> dict[str, Any]:
     now = time.time_ns()
     spans = q.spans_in(conn, run_id, from_ns, to_ns)
-    return insights.summarize(spans, from_ns, to_ns, now, metric_samples(conn, run_id, step_metric),
-                              metric_samples(conn, run_id, version_metric))
+    summary = insights.summarize(spans, from_ns, to_ns, now, metric_samples(conn, run_id, step_metric),
+                                 metric_samples(conn, run_id, version_metric))
+    if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it
+        mean, mx = (metric_samples(conn, run_id, m) for m in VERL_STALENESS)
+        if mean:
+            summary["staleness"] = {"mean": mean[-1][1], "max": (mx[-1][1] if mx else mean[-1][1]), "samples": len(mean),
+                                    "source": "verl"}
+    return summary
 
 
 class InsightService:

@@ -404,3 +404,20 @@ def test_9_home_logs_and_rotated_logs_are_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert process.rotate_if_large(log, limit=10)
     assert stat.S_IMODE((h.logs_dir / "ingest.log.1").stat().st_mode) == 0o600
+
+
+def test_staleness_card_reads_verls_own_metric(tmp_path: Path) -> None:
+    """(UI issue) verl's separate-async trainer logs its staleness; the insights use it when no param_version is given."""
+    srv = start_server(tmp_path)
+    try:
+        now = time.time()
+        rows = [SampleRow("p", "async", "training_off_policy_trajectory_staleness_mean", "gauge", "{}", float(i), now - 10 + i, 0.5 + i)
+                for i in range(3)]
+        rows.append(SampleRow("p", "async", "training_off_policy_trajectory_staleness_max", "gauge", "{}", 2.0, now - 8, 3.0))
+        srv.app.state.st.writer.put_samples(rows)
+        srv.app.state.st.writer.flush(10)
+        (run,) = httpx.get(srv.url + "/api/v1/runs").json()["runs"]
+        st = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/insights").json()["staleness"]
+        assert st == {"mean": 2.5, "max": 3.0, "samples": 3, "source": "verl"}
+    finally:
+        srv.stop()

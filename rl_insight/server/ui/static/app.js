@@ -93,6 +93,7 @@ async function renderRuns(app) {
   app.replaceChildren(h("h2", {}, "Runs"), h("div", { class: "bar" }, compareBtn), table);
   const load = async () => {
     const { runs } = await api("/api/v1/runs");
+    state.runNames = Object.fromEntries(runs.map(r => [r.id, `${r.project}/${r.experiment_name}`]));
     table.replaceChildren(h("tr", {}, h("th", {}, ""), h("th", {}, "project"), h("th", {}, "experiment"), h("th", {}, "status"),
       h("th", {}, "last step"), h("th", {}, "last seen")));
     if (!runs.length) table.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet: point RL_INSIGHT_SERVER_URL here, or run `rl-insight demo`.")));
@@ -139,9 +140,11 @@ async function renderRun(app, runId, compareIds) {
   const charts = new ChartGrid(chartsEl, runId, compareIds);
   await charts.load();
 
+  let headerStep = null;
   every(3000, async () => {
     const r = await api(`/api/v1/runs/${runId}`);
     setHeader(r);
+    if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
   });
   every(10000, () => renderInsights(insightsEl, runId));
@@ -158,8 +161,11 @@ async function renderInsights(el, runId) {
     card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
     card("rollout long tail (last step)", tail ? `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}` : "–", "insight-long-tail"),
     card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
-    card("staleness", s.staleness ? `mean ${s.staleness.mean.toFixed(2)} · max ${s.staleness.max}` : "not reported", "insight-staleness"),
-    card(`last step${lastStep ? " (" + lastStep.step + ")" : ""}`, lastStep ? Object.entries(lastStep.states).map(([k, v]) => `${k} ${fmtDur(v)}`).join(" · ") : "–", "insight-step", true),
+    card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
+    card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
+      ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
+          h("li", {}, h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
+      : "–", "insight-step", true),
     card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
 }
 
@@ -348,7 +354,8 @@ class ChartGrid {
     const xs = new Set(); const lines = [];
     for (const r of runs) for (const s of r.series) {
       const lab = Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(",");
-      lines.push({ label: `run ${r.run_id}${lab ? " " + lab : ""}`, pts: s.points }); s.points.forEach(p => xs.add(p[0]));
+      const runName = runs.length > 1 ? (state.runNames?.[r.run_id] || `run ${r.run_id}`) : "";
+      lines.push({ label: [runName, lab].filter(Boolean).join(" ") || name, pts: s.points }); s.points.forEach(p => xs.add(p[0]));
     }
     const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));
     const ys = lines.map(l => { const y = new Array(xv.length).fill(null); let ema = null;
