@@ -332,3 +332,15 @@ def test_chart_axes_format_large_tiny_and_constant_values(live_demo: str, page) 
     assert page.evaluate("yRange(null, 5, 5)") == [4.5, 5.5]
     lo, hi = page.evaluate("yRange(null, 50000, 60000)")
     assert lo <= 50000 and hi >= 60000 and hi - lo < 20000
+
+
+def test_zoomed_timeline_ticks_never_repeat(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_selector("#timeline canvas")
+    for span_ms in (60_000, 4_000, 500, 40):  # minutes down to tens of milliseconds per view
+        ticks = page.evaluate(f"timeTicks(1796000000000000000, 1796000000000000000 + {span_ms} * 1e6, 8)")
+        assert len(set(ticks)) == len(ticks), (span_ms, ticks)
+    page.wait_for_function("document.querySelector('#timeline').dataset.ticks !== undefined", timeout=30_000)
+    page_ticks = page.eval_on_selector("#timeline", "e => JSON.parse(e.dataset.ticks)")
+    assert len(set(page_ticks)) == len(page_ticks)

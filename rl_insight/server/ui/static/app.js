@@ -32,6 +32,16 @@ const yRange = (u, min, max) => {
   if (min === max) { const pad = Math.abs(min) * 0.1 || 1; return [min - pad, max + pad]; }
   return uPlot.rangeNum(min, max, 0.1, true);
 };
+// Timeline tick labels with as many fractional-second digits as the tick spacing needs (never two equal labels).
+const timeTicks = (fromNs, toNs, n) => {
+  const stepMs = (toNs - fromNs) / n / 1e6;
+  const digits = stepMs >= 1000 ? 0 : stepMs >= 100 ? 1 : stepMs >= 10 ? 2 : 3;
+  return Array.from({ length: n + 1 }, (_, i) => {
+    const ms = (fromNs + (toNs - fromNs) * i / n) / 1e6, d = new Date(ms);
+    const hms = d.toLocaleTimeString([], { hour12: false });
+    return digits ? `${hms}.${String(Math.floor(ms % 1000)).padStart(3, "0").slice(0, digits)}` : hms;
+  });
+};
 const fmtDur = (s) => s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : s < 120 ? `${s.toFixed(2)} s`
   : `${(s / 60).toFixed(1)} min`;
 const ago = (ts) => { const s = Date.now() / 1000 - ts; return s < 90 ? `${s.toFixed(0)} s ago` : s < 5400 ? `${(s / 60).toFixed(0)} min ago`
@@ -247,10 +257,12 @@ class Timeline {
     // axis
     ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#e5e7eb";
     const ticks = 8;
+    const labels = timeTicks(a, b, ticks);
+    this.el.dataset.ticks = JSON.stringify(labels);
     for (let i = 0; i <= ticks; i++) {
       const t = a + (b - a) * i / ticks, x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
-      ctx.fillText(new Date(t / 1e6).toLocaleTimeString(), Math.min(x + 2, W - 60), 14);
+      ctx.fillText(labels[i], Math.min(x + 2, W - 60), 14);
     }
     // rows and labels
     this.el.querySelectorAll(".lane-label").forEach(n => n.remove());
