@@ -344,3 +344,17 @@ def test_zoomed_timeline_ticks_never_repeat(live_demo: str, page) -> None:
     page.wait_for_function("document.querySelector('#timeline').dataset.ticks !== undefined", timeout=30_000)
     page_ticks = page.eval_on_selector("#timeline", "e => JSON.parse(e.dataset.ticks)")
     assert len(set(page_ticks)) == len(page_ticks)
+
+
+def test_timeline_legend_and_stage_colours_match_the_offline_renderers(live_demo: str, page) -> None:
+    from rl_insight.palette import color_of
+
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_selector("#timeline-legend .item[data-stage='vllm_generate']", timeout=30_000)
+    legend = page.eval_on_selector_all("#timeline-legend .item", "els => els.map(e => [e.dataset.stage, e.dataset.color])")
+    assert {"vllm_generate", "update_weights", "actor_update", "train_batch"} <= {n for n, _ in legend}
+    assert all(c == color_of(n) for n, c in legend), legend  # the same colour as the HTML report and the PNG
+    assert len({c for n, c in legend if n in ("vllm_generate", "update_weights", "actor_update")}) == 3  # distinct stages
+    for name in ("my_custom_stage", "tool_call/search", "ünïcode stage"):  # the JS hash equals palette.py's
+        assert page.evaluate(f"colorOf({name!r})") == color_of(name)

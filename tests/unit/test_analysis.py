@@ -255,3 +255,16 @@ def test_python_function_ranges_are_analysed_when_a_trace_has_no_annotations(tmp
     assert any("python function ranges" in w for w in loaded.report.warnings)
     stats = an.stage_stats(loaded.events)
     assert len(stats) == 2 and set(loaded.events["lane"].astype(str)) == {"actor/rank0"}
+
+
+def test_offline_html_uses_the_shared_stage_palette(tmp_path: Path) -> None:
+    from rl_insight.palette import MIXED as MIXED_COLOR
+    from rl_insight.palette import color_of
+
+    df = pd.DataFrame({"lane": ["rank_0", "replica_0"], "name": ["actor_update", "vllm_generate"], "depth": [0, 0],
+                       "start_ns": [0, 10], "end_ns": [5, 20]})
+    out = html.render(df, tmp_path / "t.html")
+    payload = json.loads(out.read_text().split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    colors = dict(zip(payload["names"], payload["colors"]))
+    assert colors["actor_update"] == color_of("actor_update") == "#2563eb"
+    assert colors["vllm_generate"] == color_of("vllm_generate") and colors["(mixed)"] == MIXED_COLOR

@@ -49,8 +49,11 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
         if len(merged) == len(df):
             break  # nothing merges any more: finer levels would be copies
     levels.sort(key=lambda L: -L["resolution_ms"])
+    from ...palette import MIXED as MIXED_COLOR
+    from ...palette import color_of
+
     data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
-            "levels": levels}
+            "colors": [MIXED_COLOR if n == MIXED else color_of(n) for n in names], "levels": levels}
     template = resources.files("rl_insight.analysis.render").joinpath("timeline.html").read_text()
     out.write_text(fill_template(template, title, data), encoding="utf-8")
     return out

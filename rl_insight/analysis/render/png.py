@@ -9,7 +9,7 @@ import pandas as pd
 from ...perfetto import lane_sort_key
 from .merge import merge_below
 
-PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4f46e5", "#059669"]
+from ...palette import color_of
 
 
 def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: float = 16.0) -> Path:
@@ -27,7 +27,7 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: fl
     merged = merge_below(top, span // 2000)
     lanes = sorted({str(x) for x in merged["lane"].unique()}, key=lane_sort_key)
     names = sorted(merged["name"].unique())
-    colors = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    colors = {n: color_of(n) for n in names}  # rl_insight/palette.py: the same colours as the live UI and the HTML
     fig, ax = plt.subplots(figsize=(width_in, max(3.0, 0.45 * len(lanes) + 1.5)), dpi=120)
     for i, lane in enumerate(lanes):
         rows = merged[merged["lane"].astype(str) == lane]

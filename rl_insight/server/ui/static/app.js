@@ -143,6 +143,7 @@ async function renderRun(app, runId, compareIds) {
     h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
   setHeader(run);
 
+  await paletteReady;  // stage colours before the first draw
   state.timeline = new Timeline(timelineEl, runId, run.status === "live");
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
   await renderInsights(insightsEl, runId);
@@ -189,16 +190,30 @@ async function renderTargets(el, runId) {
 
 /* ---------------------------------------------------------------- timeline */
 const PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4f46e5", "#059669"];
-const colorOf = (name) => { let x = 0; for (const c of name) x = (x * 31 + c.charCodeAt(0)) >>> 0; return PALETTE[x % PALETTE.length]; };
+// Stage colours: rl_insight/palette.py (served as /ui/palette.json), the same in the offline HTML and PNG.
+let STAGE_COLORS = { stages: {}, fallback: PALETTE, mixed: "#9ca3af" };
+const paletteReady = fetch("/ui/palette.json").then(r => r.ok ? r.json() : null)
+  .then(p => { if (p && p.stages && Array.isArray(p.fallback) && p.fallback.length) STAGE_COLORS = p; }).catch(() => {});
+const fnv1a = (text) => { let h = 0x811c9dc5; for (const b of new TextEncoder().encode(text)) { h ^= b; h = Math.imul(h, 0x01000193) >>> 0; } return h; };
+const colorOf = (name) => STAGE_COLORS.stages[name] || STAGE_COLORS.fallback[fnv1a(name) % STAGE_COLORS.fallback.length];
 function laneKey(lane) { const m = /^(.+?)(?:[_-](\d+))?$/.exec(lane || ""); return m ? `${m[1]}\u0000${(m[2] || "").padStart(8, "0")}` : lane; }
 
 class Timeline {
+  updateLegend() {
+    const names = [...new Set(this.data.spans.map(sp => sp[2]))].sort();
+    const key = names.join("\u0000");
+    if (key === this._legendKey) return;
+    this._legendKey = key;
+    this.legend.replaceChildren(...names.map(n => h("span", { class: "item", "data-stage": n, "data-color": colorOf(n) },
+      h("i", { style: `background:${colorOf(n)}` }), n)));
+  }
   constructor(el, runId, follow) {
     this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
     this.pageSize = 64; this.page = 0; this.allLanes = null;
     this.pager = h("div", { class: "bar", id: "lane-pager" });
     this.el.before(this.pager);
     this.canvas = h("canvas"); this.el.append(this.canvas);
+    this.legend = h("div", { class: "legend", id: "timeline-legend" }); this.el.after(this.legend);
     this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
     this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
@@ -275,6 +290,7 @@ class Timeline {
     });
     // spans
     this.rects = [];
+    this.updateLegend();
     for (const s of this.data.spans) {
       const [lane, depth, name, start, end, count, id, open] = s;
       const y0 = this.rowOf.get(lane); if (y0 === undefined) continue;
