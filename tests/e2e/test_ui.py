@@ -358,3 +358,22 @@ def test_timeline_legend_and_stage_colours_match_the_offline_renderers(live_demo
     assert len({c for n, c in legend if n in ("vllm_generate", "update_weights", "actor_update")}) == 3  # distinct stages
     for name in ("my_custom_stage", "tool_call/search", "ünïcode stage"):  # the JS hash equals palette.py's
         assert page.evaluate(f"colorOf({name!r})") == color_of(name)
+
+
+def test_timeline_marks_steps_and_a_click_zooms_to_one(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_selector("#timeline canvas")
+    page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 2", timeout=30_000)
+    steps = page.eval_on_selector("#timeline", "e => JSON.parse(e.dataset.steps)")
+    target = steps[-1]
+    before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    x = page.evaluate(f"state.timeline.stepHits.find(h => h[1] === {target})[0]")
+    box = page.eval_on_selector("#timeline canvas", "c => { const r = c.getBoundingClientRect(); return [r.x, r.y]; }")
+    page.mouse.click(box[0] + x, box[1] + 26)
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs < {before[1]}", timeout=10_000)
+    after = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    marks = page.evaluate("state.timeline.stepMarks")
+    i = [m[0] for m in marks].index(target)
+    assert after[1] == marks[i][1] and after[0] == marks[i - 1][1]  # exactly that step's window
+    page.screenshot(path=str(ARTIFACTS / "timeline-step.png"))

@@ -220,6 +220,11 @@ class Timeline {
     window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
     window.addEventListener("mousemove", (e) => this.onMove(e));
     this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; });
+    this.canvas.addEventListener("click", (e) => {
+      if (e.offsetY > this.axisH + 14) return;  // the step band under the time axis
+      const hit = (this.stepHits || []).find(([x]) => Math.abs(x - e.offsetX) < 30);
+      if (hit) this.zoomToStep(hit[1]);
+    });
     this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
   }
   width() { return Math.max(300, this.el.clientWidth); }
@@ -246,7 +251,27 @@ class Timeline {
     const d = await api(`/api/v1/runs/${this.runId}/spans?resolution_ns=${res}${q}`);
     if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
     else if (this.follow) this.view = [d.from_ns, d.to_ns];
-    this.data = d; this.draw();
+    this.data = d;
+    await this.loadSteps();
+    this.draw();
+  }
+  async loadSteps() {
+    // step boundaries: the first time each value of the step metric was seen
+    if (this.stepMarks && !this.follow && this._stepsLoadedAt && Date.now() - this._stepsLoadedAt < 30000) return;
+    try {
+      const r = await api(`/api/v1/runs/${this.runId}/series?name=training_global_step&x=time&agg=none&points=20000`);
+      const first = new Map();
+      for (const s of r.series) for (const [ts, step] of s.points) if (!first.has(step) || first.get(step) > ts) first.set(step, ts);
+      this.stepMarks = [...first.entries()].map(([step, ts]) => [step, ts * 1e9]).sort((a, b) => a[1] - b[1]);
+    } catch (e) { this.stepMarks = []; }
+    this._stepsLoadedAt = Date.now();
+  }
+  zoomToStep(step) {
+    const i = (this.stepMarks || []).findIndex(m => m[0] === step);
+    if (i < 0) return;
+    // a step's metrics are logged when it ends: step N spans from the previous mark to its own
+    const end = this.stepMarks[i][1], start = i > 0 ? this.stepMarks[i - 1][1] : this.data.from_ns;
+    this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
   }
   fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load(), 120); }
   zoom(px, factor) {
@@ -279,6 +304,19 @@ class Timeline {
       ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
       ctx.fillText(labels[i], Math.min(x + 2, W - 60), 14);
     }
+    // step boundaries (a step ends when its step metric is logged)
+    const visible = (this.stepMarks || []).filter(([, t]) => t >= a && t <= b);
+    this.el.dataset.steps = JSON.stringify(visible.map(m => m[0]));
+    this.stepHits = [];
+    ctx.save(); ctx.strokeStyle = "#94a3b8"; ctx.setLineDash([3, 3]); ctx.fillStyle = "#475569"; ctx.font = "10px system-ui";
+    let lastLabelX = -1e9;
+    for (const [step, t] of visible) {
+      const x = xOf(t);
+      ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
+      if (x - lastLabelX > 44) { ctx.fillText(`end of step ${step}`, Math.max(this.gutter, x - 58), this.axisH + 9); lastLabelX = x; }
+      this.stepHits.push([x, step]);
+    }
+    ctx.restore();
     // rows and labels
     this.el.querySelectorAll(".lane-label").forEach(n => n.remove());
     this.rowOf = new Map();
