@@ -126,7 +126,10 @@ def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page)
     tip = page.wait_for_selector("#tooltip:not([hidden])")
     text = tip.inner_text()
     assert target["name"] in text and ("ms" in text or " s" in text)
-    page.wait_for_function("document.querySelector('#tooltip').innerText.includes('state_lane_id')")  # attributes fetched
+    page.wait_for_function("document.querySelector('#tooltip').dataset.detailed === '1'")  # attributes fetched
+    text = page.inner_text("#tooltip")
+    assert "started " in text and "process_id" not in text and "monitor.trace_segment" not in text  # no plumbing
+    assert page.eval_on_selector("#tooltip", "e => e.dataset.step") != ""  # the span's step is known
     page.screenshot(path=str(ARTIFACTS / "hover.png"))
     before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
     page.mouse.wheel(0, -400)  # zoom in around the pointer

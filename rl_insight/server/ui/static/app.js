@@ -42,6 +42,8 @@ const timeTicks = (fromNs, toNs, n) => {
     return digits ? `${hms}.${String(Math.floor(ms % 1000)).padStart(3, "0").slice(0, digits)}` : hms;
   });
 };
+// span attributes that are bookkeeping, not the user's (the tooltip leaves them out)
+const PLUMBING = new Set(["process_id", "monitor.trace_segment", "state_name", "state_lane_id", "project", "experiment_name"]);
 const fmtDur = (s) => s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : s < 120 ? `${s.toFixed(2)} s`
   : `${(s / 60).toFixed(1)} min`;
 const ago = (ts) => { const s = Date.now() / 1000 - ts; return s < 90 ? `${s.toFixed(0)} s ago` : s < 5400 ? `${(s / 60).toFixed(0)} min ago`
@@ -356,12 +358,21 @@ class Timeline {
     const hit = (this.rects || []).filter(r => x >= r.x0 - 1 && x <= r.x1 + 1 && y >= r.y && y <= r.y1).pop();
     if (!hit) { tip.hidden = true; return; }
     const [laneI, , name, start, end, count, id, open] = hit.span;
-    const lines = [`${name}  on ${this.data.lanes[laneI]}`, `${open ? "in progress, " : ""}${fmtDur((end - start) / 1e9)}`,
+    const step = this.stepOf(start);
+    const lines = [`${name}  on ${this.data.lanes[laneI]}`,
+      `${step !== null ? "step " + step + " · " : ""}started ${timeTicks(start, start, 1)[0]} · ${open ? "in progress, " : ""}${fmtDur((end - start) / 1e9)}`,
       count > 1 ? `${count} merged spans (zoom in to separate)` : ""];
     tip.textContent = lines.filter(Boolean).join("\n"); tip.hidden = false;
+    tip.dataset.step = step ?? ""; tip.dataset.detailed = "";
     tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`;
     if (id && count === 1) this.detail(id).then(d => { if (!tip.hidden && d) tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
-      Object.entries(d.attributes).map(([k, v]) => `${k}: ${v}`).join("\n"); });
+      Object.entries(d.attributes).filter(([k]) => !PLUMBING.has(k)).map(([k, v]) => `${k}: ${v}`).join("\n");
+      tip.dataset.detailed = "1"; });
+  }
+  stepOf(ns) {
+    // the step a moment belongs to: the first step whose end mark is at or after it
+    const m = (this.stepMarks || []).find(([, t]) => t >= ns);
+    return m ? m[0] : null;
   }
   async detail(id) {
     if (!this.detailCache.has(id)) this.detailCache.set(id, api(`/api/v1/runs/${this.runId}/spans/${id}`).catch(() => null));
