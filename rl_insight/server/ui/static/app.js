@@ -315,7 +315,10 @@ class Timeline {
     for (const [step, t] of visible) {
       const x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
-      if (x - lastLabelX > 44) { ctx.fillText(`end of step ${step}`, Math.max(this.gutter, x - 58), this.axisH + 9); lastLabelX = x; }
+      if (x - lastLabelX > 44) {  // right-aligned to its line, kept inside the canvas
+        const label = `end of step ${step}`, w = ctx.measureText(label).width;
+        ctx.fillText(label, Math.min(Math.max(this.gutter, x - w - 2), W - w - 2), this.axisH + 9); lastLabelX = x;
+      }
       this.stepHits.push([x, step]);
     }
     ctx.restore();
