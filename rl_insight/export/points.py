@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 from . import Point
@@ -13,6 +14,7 @@ from . import Point
 INSIGHT_PREFIX = "rl_insight/"
 
 
+@lru_cache(maxsize=65536)
 def series_tag(name: str, labels_json: str) -> str:
     """`name`, or `name/k=v,…` for a labelled series (each label set is its own curve)."""
     try:

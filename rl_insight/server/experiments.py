@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal
 
 from ..errors import ConflictError, NotFoundError, StoreError
 from ..fsutil import atomic_write
-from .targets import Target, TargetRegistry, _identity
+from .targets import Target, TargetRegistry
 
 State = Literal["active", "archived"]
 Key = tuple[str, str]
@@ -98,7 +98,7 @@ class ExperimentBook:
 
     def list(self, project: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
-            keys = set(self._manifest) | set(self._archived) | {k for k in (_identity(t) for t in self.registry.list())
+            keys = set(self._manifest) | set(self._archived) | {k for k in (t.identity() for t in self.registry.list())
                                                                  if k[0] is not None and k[1] is not None}
             return [self._row(k) for k in sorted(keys) if project is None or k[0] == project]  # type: ignore[arg-type]
 
@@ -114,11 +114,11 @@ class ExperimentBook:
     def _targets_of(self, key: Key) -> Iterable[Target]:
         if self.state(key) == "archived":
             return list(self._archived.get(key, []))
-        return [t for t in self.registry.list() if _identity(t) == key]
+        return [t for t in self.registry.list() if t.identity() == key]
 
     def _require_known(self, key: Key) -> None:
         if key not in self._manifest and key not in self._archived and not any(
-                _identity(t) == key for t in self.registry.list()):
+                t.identity() == key for t in self.registry.list()):
             raise NotFoundError(f"no experiment {key[0]!r}/{key[1]!r} has registered targets",
                                 hint="GET /api/v1/experiments lists them")
 

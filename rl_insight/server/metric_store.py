@@ -68,9 +68,6 @@ def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _is_number(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
 
 class MetricStore:
     """Bounded by count *and* size: series per metric, metric families in all and per client, and an

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import socket
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -157,5 +157,3 @@ def _cross_site_problem(request: Request) -> Response | None:
 def install_cookie(response: Response, token: str) -> None:
     response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
 
-
-Dependency = Callable[..., Any]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -25,6 +25,9 @@ from .runstore import RunStoreReader, RunStoreWriter
 from .security import Auth, local_names
 from .spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .targets import TargetRegistry
+
+if TYPE_CHECKING:
+    from .exporters import Exporters
 
 log = logging.getLogger("rl_insight.server")
 

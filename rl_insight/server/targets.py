@@ -110,6 +110,11 @@ class Target:
     def to_group(self) -> dict[str, Any]:
         return {"targets": [self.address], "labels": {JOB_LABEL: self.job, **dict(self.labels)}}
 
+    def identity(self) -> tuple[str | None, str | None]:
+        """(project, experiment_name) from its labels: the experiment it belongs to."""
+        labels = dict(self.labels)
+        return labels.get("project"), labels.get("experiment_name")
+
     def to_api(self) -> dict[str, Any]:
         return {"job": self.job, "target": self.address, "labels": dict(self.labels)}
 
@@ -126,11 +131,6 @@ def registration_identity(payload: dict[str, Any]) -> tuple[str, str] | None:
         raise InvalidInputError("give both project and experiment_name, or neither (found only "
                                 f"{'project' if vals[0] is not None else 'experiment_name'})")
     return (vals[0], vals[1]) if vals[0] is not None else None  # type: ignore[return-value]
-
-
-def _identity(t: "Target") -> tuple[str | None, str | None]:
-    labels = dict(t.labels)
-    return labels.get("project"), labels.get("experiment_name")
 
 
 def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str]]]]:
@@ -265,7 +265,7 @@ class TargetRegistry:
     def take(self, project: str, experiment_name: str) -> list[Target]:
         """Remove and return an experiment's targets (archiving); the file is rewritten atomically."""
         with self._lock:
-            mine = {k: t for k, t in self._targets.items() if _identity(t) == (project, experiment_name)}
+            mine = {k: t for k, t in self._targets.items() if t.identity() == (project, experiment_name)}
             if mine:
                 previous = self._targets
                 self._targets = {k: t for k, t in self._targets.items() if k not in mine}

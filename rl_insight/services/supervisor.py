@@ -9,7 +9,6 @@ stack. The state file (`<home>/run/stack.json`) is written atomically and read b
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
