@@ -9,22 +9,24 @@ from __future__ import annotations
 
 EXPORTERS: dict[str, list[str]] = {
     "vLLM (V1, `vllm:` prefix; newer prometheus-client escapes it to `vllm_`)": [
-        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total",
-        "vllm:gpu_prefix_cache_hits_total", "vllm:num_preemptions_total", "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total", "vllm:request_success_total", "vllm:request_prompt_tokens_bucket",
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
+        "vllm:prompt_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:generation_tokens_total",
+        "vllm:request_success_total", "vllm:engine_sleep_state", "vllm:request_prompt_tokens_bucket",
         "vllm:request_generation_tokens_bucket", "vllm:time_to_first_token_seconds_bucket",
-        "vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket",
-        "vllm:request_time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
-        "vllm:request_queue_time_seconds_bucket", "vllm:request_prefill_time_seconds_bucket",
-        "vllm:request_decode_time_seconds_bucket", "vllm:spec_decode_num_drafts_total",
-        "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:inter_token_latency_seconds_bucket", "vllm:request_time_per_output_token_seconds_bucket",
+        "vllm:e2e_request_latency_seconds_bucket", "vllm:request_queue_time_seconds_bucket",
+        "vllm:request_prefill_time_seconds_bucket", "vllm:request_decode_time_seconds_bucket",
+        "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
     ],
     "SGLang (`--enable-metrics`)": [
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:gen_throughput",
-        "sglang:cache_hit_rate", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
-        "sglang:num_aborted_requests_total", "sglang:time_to_first_token_seconds_bucket",
+        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_paused_reqs", "sglang:num_retracted_reqs",
+        "sglang:token_usage", "sglang:gen_throughput", "sglang:cache_hit_rate", "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total", "sglang:cached_tokens_total", "sglang:num_aborted_requests_total",
+        "sglang:num_retracted_requests_total", "sglang:time_to_first_token_seconds_bucket",
         "sglang:inter_token_latency_seconds_bucket", "sglang:e2e_request_latency_seconds_bucket",
+        "sglang:queue_time_seconds_bucket",
     ],
     "vLLM-Omni (`vllm_omni:` prefix, label `stage`; its AR stage's `vllm:` metrics carry `stage` too)": [
         "vllm_omni:num_requests_running", "vllm_omni:num_requests_waiting", "vllm_omni:prompt_tokens_total",
@@ -46,7 +48,8 @@ EXPORTERS: dict[str, list[str]] = {
         "tq_global_index_allocated_total*", "tq_global_index_reusable_total*", "tq_controller_request_total",
         "tq_controller_request_errors_total", "tq_controller_request_samples_total",
         "tq_controller_request_duration_seconds_bucket", "tq_storage_capacity_total*", "tq_storage_active_keys_total*",
-        "tq_storage_utilization_ratio", "tq_storage_memory_rss_bytes", "tq_storage_request_latency_p99",
+        "tq_storage_utilization_ratio", "tq_storage_memory_rss_bytes", "tq_storage_request_ops",
+        "tq_storage_request_latency_p99",
     ],
     "node_exporter": [
         "node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes", "node_load1",
@@ -54,7 +57,7 @@ EXPORTERS: dict[str, list[str]] = {
         "node_disk_written_bytes_total", "node_filesystem_avail_bytes",
     ],
     "NVIDIA dcgm-exporter": [
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
         "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS",
     ],
     "Ascend npu-exporter (MindCluster)": [
@@ -68,6 +71,13 @@ EXPORTERS: dict[str, list[str]] = {
     ],
 }
 
+# Names vLLM no longer exposes (shared/reference/exporters-today.md): read only as `or` fallbacks
+# for engines of the deprecation window, never listed as exposed.
+REMOVED_FALLBACKS: list[str] = [
+    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total",
+    "vllm:time_per_output_token_seconds_bucket",
+]
+
 # `_total` names that are gauges: never rate() / increase() them.
 GAUGES_NAMED_TOTAL = sorted(n.rstrip("*") for names in EXPORTERS.values() for n in names if n.endswith("*"))
 
@@ -75,7 +85,7 @@ GAUGES_NAMED_TOTAL = sorted(n.rstrip("*") for names in EXPORTERS.values() for n 
 def exporter_metric_names() -> set[str]:
     """Every cataloged name, in both spellings of colon names (`vllm:x` and `vllm_x`)."""
     out: set[str] = set()
-    for names in EXPORTERS.values():
+    for names in [*EXPORTERS.values(), REMOVED_FALLBACKS]:
         for n in names:
             n = n.rstrip("*")
             out.add(n)

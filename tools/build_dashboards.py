@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rl_insight import panels  # noqa: E402  (the one panel catalogue, shared with the built-in UI)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "dashboards"
 SCHEMA_VERSION = 39  # classic JSON model understood by Grafana 10.x to 13.x
@@ -223,94 +226,25 @@ def trainer_section(b: Board) -> None:
             b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
 
 
+def catalogue_section(b: Board, section: panels.Section) -> None:
+    """One section of rl_insight/panels.py (the catalogue the built-in UI queries too) as a dashboard row."""
+    scope = S + (', replica=~"$replica"' if section.per_replica else "")
+    b.row(section.title)
+    for p in section.panels:
+        exprs = [panels.render(q.expr, scope, "$__rate_interval") for q in p.queries]
+        if p.kind == "heatmap":
+            b.add(heatmap(p.title, exprs[0], p.unit), w=12)
+        else:
+            b.add(timeseries(p.title, [prom(e, q.legend) for e, q in zip(exprs, p.queries)], unit=p.unit,
+                             description=p.description, stack=p.stack, thresholds=list(p.thresholds) or None))
+
+
 def vllm_section(b: Board) -> None:
-    sel = S + ', replica=~"$replica"'
-    n = lambda name: f'__name__=~"vllm[:_]{name}"'  # noqa: E731  (vllm: as served, vllm_ as newer clients escape it)
-
-    def q(pct: float, metric: str, fallback: str | None = None) -> str:
-        # rate() drops __name__, so a current and a deprecated name must be rated separately and joined
-        # with `or` (the current name wins where both exist); one selector over both would be an error.
-        buckets = f"sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}[$__rate_interval]))"
-        if fallback:
-            buckets += f" or sum by (le, replica) (rate({{{n(fallback + '_bucket')}, {sel}}}[$__rate_interval]))"
-        return f"histogram_quantile({pct}, {buckets})"
-
-    def rate_either(current: str, deprecated: str) -> str:
-        return (f"sum by (replica) (rate({{{n(current)}, {sel}}}[$__rate_interval])) or "
-                f"sum by (replica) (rate({{{n(deprecated)}, {sel}}}[$__rate_interval]))")
-
-    b.row("vLLM engine")
-    b.add(timeseries("Token throughput", [
-        prom(f"sum by (replica) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation r{{replica}}"),
-        prom(f"sum by (replica) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt r{{replica}}")],
-        unit="tps", description="Prefill and generation tokens per second per replica."))
-    b.add(timeseries("Time to first token", [prom(q(0.5, "time_to_first_token_seconds"), "p50 r{{replica}}"),
-                                             prom(q(0.99, "time_to_first_token_seconds"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("Inter-token latency (ITL / TPOT)", [
-        prom(q(0.5, "inter_token_latency_seconds", "time_per_output_token_seconds"), "p50 r{{replica}}"),
-        prom(q(0.99, "inter_token_latency_seconds", "time_per_output_token_seconds"), "p99 r{{replica}}")], unit="s",
-        description="vLLM >= 0.11 `inter_token_latency_seconds`; older `time_per_output_token_seconds`."))
-    b.add(timeseries("End-to-end request latency", [prom(q(0.5, "e2e_request_latency_seconds"), "p50 r{{replica}}"),
-                                                    prom(q(0.99, "e2e_request_latency_seconds"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("Scheduler state", [
-        prom(f"sum by (replica) ({{{n('num_requests_running')}, {sel}}})", "running r{{replica}}"),
-        prom(f"sum by (replica) ({{{n('num_requests_waiting')}, {sel}}})", "waiting r{{replica}}")]))
-    b.add(timeseries("KV cache usage", [
-        prom(f"max by (replica) ({{{n('(kv_cache_usage_perc|gpu_cache_usage_perc)')}, {sel}}})", "r{{replica}}")],
-        unit="percentunit", thresholds=[(None, "green"), (0.9, "orange"), (0.95, "red")],
-        description="`kv_cache_usage_perc` (current) or `gpu_cache_usage_perc` (deprecated)."))
-    b.add(timeseries("Prefix cache hit rate", [prom(
-        f"({rate_either('prefix_cache_hits_total', 'gpu_prefix_cache_hits_total')}) / "
-        f"({rate_either('prefix_cache_queries_total', 'gpu_prefix_cache_queries_total')})", "r{{replica}}")],
-        unit="percentunit", description="`prefix_cache_*` (current) or `gpu_prefix_cache_*` (deprecated)."))
-    b.add(timeseries("Finish reasons", [prom(
-        f"sum by (finished_reason) (rate({{{n('request_success_total')}, {sel}}}[$__rate_interval]))", "{{finished_reason}}")],
-        unit="reqps", stack=True))
-    b.add(timeseries("Preemptions", [prom(
-        f"sum by (replica) (increase({{{n('num_preemptions_total')}, {sel}}}[$__rate_interval]))", "r{{replica}}")]))
-    b.add(timeseries("Spec decode acceptance", [prom(
-        f"sum(rate({{{n('spec_decode_num_accepted_tokens_total')}, {sel}}}[$__rate_interval])) / "
-        f"sum(rate({{{n('spec_decode_num_draft_tokens_total')}, {sel}}}[$__rate_interval]))", "acceptance rate")],
-        unit="percentunit"))
-    b.add(timeseries("Queue time", [prom(q(0.9, "request_queue_time_seconds"), "p90 r{{replica}}")], unit="s"))
-    b.add(timeseries("Prefill vs decode time", [prom(q(0.5, "request_prefill_time_seconds"), "prefill p50 r{{replica}}"),
-                                                prom(q(0.5, "request_decode_time_seconds"), "decode p50 r{{replica}}")], unit="s"))
-    b.add(heatmap("Generation length", f"sum by (le) (increase({{{n('request_generation_tokens_bucket')}, {sel}}}"
-                                       f"[$__rate_interval]))"), w=12)
-    b.add(heatmap("Prompt length", f"sum by (le) (increase({{{n('request_prompt_tokens_bucket')}, {sel}}}[$__rate_interval]))"),
-          w=12)
+    catalogue_section(b, panels.VLLM)
 
 
 def sglang_section(b: Board) -> None:
-    sel = S + ', replica=~"$replica"'
-    n = lambda name: f'__name__=~"sglang[:_]{name}"'  # noqa: E731
-
-    def q(pct: float, metric: str) -> str:
-        return (f"histogram_quantile({pct}, sum by (le, replica) (rate({{{n(metric + '_bucket')}, {sel}}}"
-                f"[$__rate_interval])))")
-
-    b.row("SGLang engine")
-    b.add(timeseries("Generation throughput", [prom(f"sum by (replica) ({{{n('gen_throughput')}, {sel}}})", "r{{replica}}")],
-                     unit="tps"))
-    b.add(timeseries("Token throughput (counters)", [
-        prom(f"sum by (replica) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation r{{replica}}"),
-        prom(f"sum by (replica) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt r{{replica}}")],
-        unit="tps"))
-    b.add(timeseries("Time to first token", [prom(q(0.5, "time_to_first_token_seconds"), "p50 r{{replica}}"),
-                                             prom(q(0.99, "time_to_first_token_seconds"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("Inter-token latency", [prom(q(0.5, "inter_token_latency_seconds"), "p50 r{{replica}}"),
-                                             prom(q(0.99, "inter_token_latency_seconds"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("End-to-end request latency", [prom(q(0.5, "e2e_request_latency_seconds"), "p50 r{{replica}}"),
-                                                    prom(q(0.99, "e2e_request_latency_seconds"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("Running and queued requests", [
-        prom(f"sum by (replica) ({{{n('num_running_reqs')}, {sel}}})", "running r{{replica}}"),
-        prom(f"sum by (replica) ({{{n('num_queue_reqs')}, {sel}}})", "queued r{{replica}}")]))
-    b.add(timeseries("KV cache (token) usage", [prom(f"max by (replica) ({{{n('token_usage')}, {sel}}})", "r{{replica}}")],
-                     unit="percentunit", thresholds=[(None, "green"), (0.9, "orange"), (0.95, "red")]))
-    b.add(timeseries("Prefix cache hit rate", [prom(f"avg by (replica) ({{{n('cache_hit_rate')}, {sel}}})", "r{{replica}}")],
-                     unit="percentunit"))
-    b.add(timeseries("Aborted requests", [prom(
-        f"sum by (replica) (increase({{{n('num_aborted_requests_total')}, {sel}}}[$__rate_interval]))", "r{{replica}}")]))
+    catalogue_section(b, panels.SGLANG)
 
 
 OMNI_TRAINER = ["actor_pg_clipfrac_higher", "actor_ratio_mean", "actor_ratio_std", "critic_reward_clap_mean",
@@ -369,77 +303,12 @@ def vllm_omni_section(b: Board) -> None:
 
 
 def transfer_queue_section(b: Board) -> None:
-    # tq_*_total names below that are gauges (partitions, storage capacity/keys, global index) are never rate()d.
-    b.row("TransferQueue")
-    b.add(timeseries("Controller requests by op", [prom(
-        f"sum by (op_type) (rate(tq_controller_request_total{{{S}}}[$__rate_interval]))", "{{op_type}}")], unit="reqps"))
-    b.add(timeseries("Controller request latency p99", [prom(
-        f"histogram_quantile(0.99, sum by (le, op_type) (rate(tq_controller_request_duration_seconds_bucket{{{S}}}"
-        f"[$__rate_interval])))", "{{op_type}}")], unit="s"))
-    b.add(timeseries("Produced vs cleared samples", [
-        prom(f'sum(rate(tq_controller_request_samples_total{{op_type="NOTIFY_DATA_UPDATE", {S}}}[$__rate_interval]))',
-             "produced"),
-        prom(f'sum(rate(tq_controller_request_samples_total{{op_type="CLEAR_META", {S}}}[$__rate_interval]))', "cleared")],
-        description="Diverging lines mean samples are produced and never cleared: a TransferQueue leak."))
-    b.add(timeseries("Request errors", [prom(
-        f"sum by (op_type) (rate(tq_controller_request_errors_total{{{S}}}[$__rate_interval]))", "{{op_type}}")], unit="reqps"))
-    b.add(timeseries("Partitions and samples (gauges)", [prom(f"tq_partitions_total{{{S}}}", "partitions"),
-                                                         prom(f"sum(tq_partition_samples_total{{{S}}})", "samples")]))
-    b.add(timeseries("Partition progress", [
-        prom(f"tq_partition_production_progress{{{S}}}", "produce {{partition_id}}/{{task_name}}"),
-        prom(f"tq_partition_consumption_progress{{{S}}}", "consume {{partition_id}}/{{task_name}}")], unit="percentunit"))
-    b.add(timeseries("Storage utilization", [prom(f"tq_storage_utilization_ratio{{{S}}}", "unit {{storage_unit_id}}")],
-                     unit="percentunit"))
-    b.add(timeseries("Storage keys vs capacity (gauges)", [
-        prom(f"sum(tq_storage_active_keys_total{{{S}}})", "active keys"),
-        prom(f"sum(tq_storage_capacity_total{{{S}}})", "capacity")]))
-    b.add(timeseries("Storage latency p99", [prom(f"tq_storage_request_latency_p99{{{S}}}", "{{storage_unit_id}} {{op_type}}")],
-                     unit="s"))
-    b.add(timeseries("Memory (RSS)", [prom(f"tq_controller_memory_rss_bytes{{{S}}}", "controller"),
-                                      prom(f"tq_storage_memory_rss_bytes{{{S}}}", "storage {{storage_unit_id}}")], unit="bytes"))
-    b.add(timeseries("Global index (gauges)", [prom(f"tq_global_index_allocated_total{{{S}}}", "allocated"),
-                                               prom(f"tq_global_index_reusable_total{{{S}}}", "reusable")]))
-    b.add(stat("Controller uptime", f"tq_controller_uptime_seconds{{{S}}}", unit="s"))
+    catalogue_section(b, panels.TRANSFER_QUEUE)
 
 
 def hardware_section(b: Board) -> None:
-    b.row("Hosts (node_exporter)")
-    b.add(timeseries("CPU utilization", [prom(
-        f'100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{{mode="idle", {S}}}[$__rate_interval])))', "{{instance}}")],
-        unit="percent"))
-    b.add(timeseries("Memory used", [prom(
-        f"node_memory_MemTotal_bytes{{{S}}} - node_memory_MemAvailable_bytes{{{S}}}", "{{instance}}")], unit="bytes"))
-    b.add(timeseries("Load (1m)", [prom(f"node_load1{{{S}}}", "{{instance}}")]))
-    b.add(timeseries("Network", [
-        prom(f'sum by (instance) (rate(node_network_receive_bytes_total{{device!="lo", {S}}}[$__rate_interval]))', "rx {{instance}}"),
-        prom(f'sum by (instance) (rate(node_network_transmit_bytes_total{{device!="lo", {S}}}[$__rate_interval]))',
-             "tx {{instance}}")], unit="Bps"))
-    b.add(timeseries("Disk I/O", [
-        prom(f"sum by (instance) (rate(node_disk_read_bytes_total{{{S}}}[$__rate_interval]))", "read {{instance}}"),
-        prom(f"sum by (instance) (rate(node_disk_written_bytes_total{{{S}}}[$__rate_interval]))", "write {{instance}}")],
-        unit="Bps"))
-    b.add(timeseries("Filesystem free", [prom(
-        f'node_filesystem_avail_bytes{{fstype!~"tmpfs|ramfs|squashfs", {S}}}', "{{instance}} {{mountpoint}}")], unit="bytes"))
-    b.row("NVIDIA GPUs (dcgm-exporter)")
-    g = "{{instance}} gpu{{gpu}}"
-    b.add(timeseries("GPU utilization", [prom(f"DCGM_FI_DEV_GPU_UTIL{{{S}}}", g)], unit="percent"))
-    b.add(timeseries("Tensor core active", [prom(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{S}}}", g)], unit="percentunit"))
-    b.add(timeseries("Framebuffer used", [prom(f"DCGM_FI_DEV_FB_USED{{{S}}}", g)], unit="decmbytes"))
-    b.add(timeseries("Power", [prom(f"DCGM_FI_DEV_POWER_USAGE{{{S}}}", g)], unit="watt"))
-    b.add(timeseries("Temperature", [prom(f"DCGM_FI_DEV_GPU_TEMP{{{S}}}", g)], unit="celsius"))
-    b.add(timeseries("XID errors (last code)", [prom(f"max by (instance, gpu) (DCGM_FI_DEV_XID_ERRORS{{{S}}})", g)],
-                     thresholds=[(None, "green"), (1, "red")]))
-    b.row("Ascend NPUs (npu-exporter)")
-    c = "{{instance}} npu{{id}}"
-    b.add(timeseries("AI core utilization", [prom(f"npu_chip_info_utilization{{{S}}}", c)], unit="percent"))
-    b.add(timeseries("HBM used", [prom(f"npu_chip_info_hbm_used_memory{{{S}}}", c)], unit="decmbytes"))
-    b.add(timeseries("HBM utilization", [prom(f"npu_chip_info_hbm_utilization{{{S}}}", c)], unit="percent"))
-    b.add(timeseries("Power", [prom(f"npu_chip_info_power{{{S}}}", c)], unit="watt"))
-    b.add(timeseries("Temperature", [prom(f"npu_chip_info_temperature{{{S}}}", c)], unit="celsius"))
-    b.add(timeseries("Health (1 = healthy)", [prom(f"npu_chip_info_health_status{{{S}}}", c)],
-                     thresholds=[(None, "red"), (1, "green")]))
-    b.add(timeseries("Interface bandwidth", [prom(f"npu_chip_info_bandwidth_rx{{{S}}}", "rx " + c),
-                                             prom(f"npu_chip_info_bandwidth_tx{{{S}}}", "tx " + c)], unit="MBs"))
+    for section in (panels.HOST, panels.GPU, panels.NPU):
+        catalogue_section(b, section)
 
 
 def replica_var(engine: str) -> dict[str, Any]:
@@ -605,7 +474,7 @@ def _cell(text: str) -> str:
 
 
 def render_docs(boards: dict[str, dict[str, Any]]) -> str:
-    from rl_insight.catalog import EXPORTERS  # noqa: PLC0415
+    from rl_insight.catalog import EXPORTERS, REMOVED_FALLBACKS  # noqa: PLC0415
 
     import yaml  # noqa: PLC0415
 
@@ -620,7 +489,8 @@ def render_docs(boards: dict[str, dict[str, Any]]) -> str:
         "without a run identity), and every PromQL selector is scoped by them; TraceQL queries constrain",
         "`span.project` and `span.experiment_name`. Engine metric names are matched as `vllm[:_]…` / `sglang[:_]…`:",
         "engines define `vllm:` names, and newer prometheus-client versions escape them to `vllm_` when Prometheus",
-        "negotiates OpenMetrics. `$__rate_interval` is used for every rate.",
+        "negotiates OpenMetrics. `$__rate_interval` is used for every rate. The engine, TransferQueue, GPU, NPU and",
+        "host rows come from `rl_insight/panels.py`, the same catalogue the built-in UI's panels query.",
         "",
     ]
     for name, d in boards.items():
@@ -658,6 +528,8 @@ def render_docs(boards: dict[str, dict[str, Any]]) -> str:
               "name ends in `_total` but which are gauges: they are never `rate()`d.", ""]
     for exporter, names in EXPORTERS.items():
         lines.append(f"- **{exporter}**: " + ", ".join(f"`{n}`" for n in names))
+    lines.append("- **Removed by vLLM, read only as `or` fallbacks** (engines of the deprecation window): "
+                 + ", ".join(f"`{n}`" for n in REMOVED_FALLBACKS))
     lines += ["", "rl-insight's own series: trainer scalars `rl_insight_monitor_<name>` (the verl keys above, sanitized),",
               "client self-metrics `rl_insight_client_*`, server self-metrics `rl_insight_server_*`, recording rules",
               "`rl_insight:*`.", ""]

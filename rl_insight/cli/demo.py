@@ -49,6 +49,8 @@ def demo(
     project: str = typer.Option("rl-insight-demo"),
     experiment_name: Optional[str] = typer.Option(None, help="Default: demo-<mode>-<time>."),
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
+    fault: Optional[str] = typer.Option(None, help="Inject a fault at step 2 to see an alert fire: xid (GPU 0 reports "
+                                                   "XID 79) or npu (NPU 0 reports unhealthy)."),
 ) -> int:
     """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
     from ..demo.run import Demo, DemoConfig
@@ -57,6 +59,8 @@ def demo(
         raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
     if engine not in ("vllm", "sglang", "vllm-omni"):
         raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
+    if fault not in (None, "xid", "npu"):
+        raise typer.BadParameter("fault must be xid or npu", param_hint="--fault")
     h = Home.resolve(home)
     state: dict = {}
     if server_url:
@@ -74,7 +78,8 @@ def demo(
     typer.echo("Ctrl+C stops the demo." if steps <= 0 else f"Running {steps} steps.")
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]
-                     engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds)  # type: ignore[arg-type]
+                     engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]
+                     fault=fault)
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")

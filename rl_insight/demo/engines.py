@@ -49,6 +49,7 @@ class VllmStandIn:
         self.prefix_hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.").labels(*self._l)
         self.preemptions = c("vllm:num_preemptions", "Cumulative number of preemptions.").labels(*self._l)
         self.prompt_tokens = c("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(*self._l)
+        self.prompt_cached = c("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).").labels(*self._l)
         self.generation_tokens = c("vllm:generation_tokens", "Number of generation tokens processed.").labels(*self._l)
         self.success = c("vllm:request_success", "Count of successfully processed requests.", ["finished_reason"])
         self.spec_drafts = c("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.").labels(*self._l)
@@ -67,6 +68,10 @@ class VllmStandIn:
         self.h_infer = h("vllm:request_inference_time_seconds", "Time spent in RUNNING phase.", _LATENCY)
         self.h_prefill = h("vllm:request_prefill_time_seconds", "Time spent in PREFILL phase.", _LATENCY)
         self.h_decode = h("vllm:request_decode_time_seconds", "Time spent in DECODE phase.", _LATENCY)
+        sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state; awake = 1 means engine is awake; weights_offloaded = 1 "
+                      "means sleep level 1; discard_all = 1 means sleep level 2.", lab + ["sleep_state"], registry=r)
+        self.sleep_state = {s: sleep.labels(*self._l, s) for s in ("awake", "weights_offloaded", "discard_all")}
+        self.wake()
         info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", ["block_size", "gpu_memory_utilization"],
                      registry=r)
         info.labels("16", "0.9").set(1)
@@ -79,11 +84,21 @@ class VllmStandIn:
         self.kv.set(kv_usage)
         self.kv_old.set(kv_usage)
 
+    def sleep(self) -> None:
+        """verl's free_cache_engine: level 1 sleep (weights offloaded) around the weight sync."""
+        for state, gauge in self.sleep_state.items():
+            gauge.set(1 if state == "weights_offloaded" else 0)
+
+    def wake(self) -> None:
+        for state, gauge in self.sleep_state.items():
+            gauge.set(1 if state == "awake" else 0)
+
     def record(self, req: Request, rng_preempt: bool) -> None:
         self.prompt_tokens.inc(req.prompt_tokens)
         self.generation_tokens.inc(req.generation_tokens)
         self.prefix_queries.inc(req.prompt_tokens)
         self.prefix_hits.inc(req.cached_tokens)
+        self.prompt_cached.inc(req.cached_tokens)
         self.success.labels(*self._l, req.finished_reason).inc()
         if rng_preempt:
             self.preemptions.inc()
@@ -110,15 +125,17 @@ class VllmStandIn:
 
 
 class SglangStandIn:
-    """SGLang scheduler/tokenizer collector names (`--enable-metrics`); label `model_name` (+ `tp_rank`)."""
+    """SGLang scheduler/tokenizer collector names (`--enable-metrics`); scheduler labels `model_name, engine_type,
+    tp_rank, pp_rank, moe_ep_rank`. Like SGLang, `cache_hit_rate` is the last prefill batch's ratio and is reset
+    to 0 at every decode log; the true hit rate comes from `cached_tokens_total` (label `cache_source`)."""
 
     engine = "sglang"
     state_name = "sglang_generate"
 
     def __init__(self, model: str = "Qwen2.5-7B-Instruct", engine_index: int = 0) -> None:
         r = self.registry = CollectorRegistry()
-        lab = ["model_name", "tp_rank"]
-        self._l = (model, "0")
+        lab = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
+        self._l = (model, "unified", "0", "0", "0")
         g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
         c = lambda n, d: Counter(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
         h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731
@@ -132,12 +149,17 @@ class SglangStandIn:
         self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative decoding.")
         self.prompt_tokens = c("sglang:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = c("sglang:generation_tokens", "Number of generation tokens processed.")
-        self.cached_tokens = c("sglang:cached_tokens", "Number of cached prompt tokens.")
+        self.paused = g("sglang:num_paused_reqs", "The number of paused requests by async weight sync.")
+        self.retracted = g("sglang:num_retracted_reqs", "The number of retracted requests.")
+        self.cached_tokens = Counter("sglang:cached_tokens", "Number of cached prompt tokens.", lab + ["cache_source"],
+                                     registry=r).labels(*self._l, "device")
+        self.retractions = c("sglang:num_retracted_requests", "Number of retracted requests.")
         self.num_requests = c("sglang:num_requests", "Number of requests processed.")
         self.aborted = c("sglang:num_aborted_requests", "Number of requests aborted.")
         self.h_ttft = h("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _LATENCY)
         self.h_itl = h("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL)
         self.h_e2e = h("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", _LATENCY)
+        self.h_queue = h("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", _LATENCY)
         self.max_tokens.set(262_144)
         self.endpoint = MetricsEndpoint(r)
         self.address = self.endpoint.address
@@ -147,6 +169,15 @@ class SglangStandIn:
         self.queue.set(waiting)
         self.token_usage.set(kv_usage)
         self.used_tokens.set(int(kv_usage * 262_144))
+        self.retracted.set(1 if kv_usage > 0.95 else 0)
+        self._waiting = waiting
+
+    def sleep(self) -> None:
+        """Requests that arrive during an asynchronous weight sync are paused."""
+        self.paused.set(getattr(self, "_waiting", 0))
+
+    def wake(self) -> None:
+        self.paused.set(0)
         self.gen_throughput.set(running * 45.0)
 
     def record(self, req: Request, rng_preempt: bool) -> None:
@@ -156,7 +187,11 @@ class SglangStandIn:
         self.num_requests.inc()
         if req.finished_reason == "abort":
             self.aborted.inc()
-        self.cache_hit_rate.set(req.cached_tokens / max(1, req.prompt_tokens))
+        if rng_preempt:
+            self.retractions.inc()
+        # the last prefill batch's ratio, then reset by the next decode log (why panels use the counters)
+        self.cache_hit_rate.set(req.cached_tokens / max(1, req.prompt_tokens) if req.generation_tokens % 2 else 0.0)
+        self.h_queue.observe(req.queue_s)
         self.spec_accept_length.set(2.1)
         self.h_ttft.observe(req.ttft_s)
         self.h_itl.observe(req.itl_s)

@@ -40,6 +40,7 @@ class DemoConfig:
     requests_per_replica: int = 16
     max_concurrency: int = 8
     seed: int = 0
+    fault: str | None = None  # "xid" | "npu": injected at step 2, so an alert fires
 
     def plan(self, rng: random.Random) -> dict[str, float]:
         """Phase budgets (seconds) for one step; generation is the biggest, as in real RL jobs."""
@@ -146,6 +147,9 @@ class Demo:
                 step += 1
                 plan = self.cfg.plan(self.rng)
                 t0 = time.monotonic()
+                if step == 2 and self.cfg.fault:
+                    self.trainer.send(("fault", self.cfg.fault))
+                    self.report(f"fault injected: {self.cfg.fault}")
                 gen, trained, staleness = self._step(step, plan)
                 time.sleep(plan["adv"])
                 # weight sync waits for in-flight generation (async) before the rollout worker takes it

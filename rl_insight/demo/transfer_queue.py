@@ -13,7 +13,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .endpoint import MetricsEndpoint
 
-OP_TYPES = ("PUT_DATA", "GET_DATA", "CLEAR_DATA", "GET_META", "CLEAR_META", "NOTIFY_DATA_UPDATE")
+# The controller's op_type values (TransferQueue controller.py); PUT_DATA/GET_DATA/CLEAR_DATA belong to the
+# storage units' own exporters, which this stand-in folds into the same endpoint.
+OP_TYPES = ("GET_META", "NOTIFY_DATA_UPDATE", "CLEAR_META", "GET_PARTITION_META", "SET_CUSTOM_META", "CLEAR_PARTITION",
+            "GET_CONSUMPTION", "RESET_CONSUMPTION", "GET_PRODUCTION", "GET_LIST_PARTITIONS", "KV_RETRIEVE_META",
+            "KV_RETRIEVE_KEYS", "KV_LIST")
+SAMPLE_OPS = ("NOTIFY_DATA_UPDATE", "CLEAR_META")  # the only ops with a samples count
+STORAGE_OPS = ("PUT_DATA", "GET_DATA", "CLEAR_DATA")
 
 
 class TransferQueueStandIn:
@@ -39,7 +45,9 @@ class TransferQueueStandIn:
         self.active_keys = Gauge("tq_storage_active_keys_total", "Active keys (gauge)", su, registry=r)
         self.utilization = Gauge("tq_storage_utilization_ratio", "Storage utilization", su, registry=r)
         self.storage_rss = Gauge("tq_storage_memory_rss_bytes", "Storage unit RSS", su, registry=r)
-        self.storage_ops = Gauge("tq_storage_request_ops", "Storage ops per second", su + ["op_type"], registry=r)
+        # a gauge holding a cumulative count, as TransferQueue exports it (its own dashboard rate()s it)
+        self.storage_ops = Gauge("tq_storage_request_ops", "Storage request count", su + ["op_type"], registry=r)
+        self._ops_total: dict[tuple[str, str], float] = {}
         self.storage_p50 = Gauge("tq_storage_request_latency_p50", "Storage request latency p50", su + ["op_type"], registry=r)
         self.storage_p99 = Gauge("tq_storage_request_latency_p99", "Storage request latency p99", su + ["op_type"], registry=r)
         self._units = [str(i) for i in range(storage_units)]
@@ -49,20 +57,33 @@ class TransferQueueStandIn:
         for op in OP_TYPES:  # expose every op_type from the start, like TQ does after its first collection
             self.requests.labels(op)
             self.errors.labels(op)
+        for op in SAMPLE_OPS:
             self.samples.labels(op)
         self.endpoint = MetricsEndpoint(r)
         self.address = self.endpoint.address
 
     def step(self, step: int, batch: int) -> None:
         """One training step's traffic: produce `batch` samples, consume them, clear them."""
-        for op, n in (("PUT_DATA", batch), ("NOTIFY_DATA_UPDATE", batch), ("GET_META", batch), ("GET_DATA", batch),
-                      ("CLEAR_META", batch), ("CLEAR_DATA", batch)):
+        for op, n in (("NOTIFY_DATA_UPDATE", batch), ("GET_META", batch), ("GET_PRODUCTION", 4), ("GET_CONSUMPTION", 4),
+                      ("CLEAR_META", batch), ("GET_PARTITION_META", 2)):
             calls = max(1, n // 64)
             self.requests.labels(op).inc(calls)
-            self.samples.labels(op).inc(n)
+            if op in SAMPLE_OPS:
+                self.samples.labels(op).inc(n)
             for _ in range(min(calls, 20)):
                 self.duration.labels(op).observe(random.lognormvariate(-5.5, 0.6))
         partition = f"train_{step}"
+        old = f"train_{step - 2}"  # a partition is cleared (and its series removed) once both tasks consumed it
+        for gauge in (self.production, self.consumption):
+            for task in ("actor_update", "compute_log_prob"):
+                try:
+                    gauge.remove(old, task)
+                except KeyError:
+                    pass
+        try:
+            self.partition_samples.remove(old)
+        except KeyError:
+            pass
         self.partitions.set(2)
         self.partition_samples.labels(partition).set(batch)
         for task in ("actor_update", "compute_log_prob"):
@@ -78,8 +99,9 @@ class TransferQueueStandIn:
             self.active_keys.labels(u).set(keys)
             self.utilization.labels(u).set(keys / 200_000)
             self.storage_rss.labels(u).set(2.1e9 + keys * 1e4)
-            for op in ("PUT_DATA", "GET_DATA", "CLEAR_DATA"):
-                self.storage_ops.labels(u, op).set(batch / 2)
+            for op in STORAGE_OPS:
+                total = self._ops_total[(u, op)] = self._ops_total.get((u, op), 0.0) + batch / 2
+                self.storage_ops.labels(u, op).set(total)
                 self.storage_p50.labels(u, op).set(0.002)
                 self.storage_p99.labels(u, op).set(0.02)
 

@@ -105,10 +105,12 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
             elif msg[0] == "update_weights":
                 t0 = time.monotonic()
                 blocks = [rl_insight.trace_state("update_weights", state_lane_id=r.lane) for r in reps]
-                for b in blocks:
+                for r, b in zip(reps, blocks):
                     b.__enter__()
+                    getattr(r.engine, "sleep", lambda: None)()  # sleep/wake around the weight sync, as verl does
                 time.sleep(msg[1])
-                for b in blocks:
+                for r, b in zip(reps, blocks):
+                    getattr(r.engine, "wake", lambda: None)()
                     b.__exit__(None, None, None)
                 conn.send(("weights_updated", time.monotonic() - t0))
             else:
@@ -176,6 +178,12 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     try:
         while True:
             msg = conn.recv()
+            if msg[0] == "fault":  # the demo's --fault: GPU 0 / NPU 0 goes bad, so an alert fires
+                if msg[1] == "xid":
+                    dcgm.inject_xid(0)
+                else:
+                    npu.inject_unhealthy(0)
+                continue
             if msg[0] != "train":
                 break
             _, step, plan = msg

@@ -44,6 +44,7 @@ class ServerConfig:
     # Where the other services run, for /api/v1/services (None = not managed by us).
     prometheus_url: str | None = None
     prometheus_config_file: str | None = None  # reported by target registration (upstream's `config_file`)
+    scrape_interval_s: float = 10.0  # Prometheus' scrape interval: rate windows follow Grafana's $__rate_interval
     tempo_url: str | None = None
     grafana_url: str | None = None
     # Span forwarding over OTLP (None: only when OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set)

@@ -37,7 +37,7 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
     interval = s.scrape_interval
     values: dict[str, object] = {
         "scrape_interval": interval,
-        "scrape_timeout": interval if _seconds(interval) <= 10 else "10s",
+        "scrape_timeout": interval if duration_seconds(interval) <= 10 else "10s",
         "ingest_target": s.ingest_target,
         "targets_file": str(s.targets_file),
         "rules_glob": str(s.rules_dir / "*.yml") if s.rules_dir else "",
@@ -73,7 +73,7 @@ def install_rules(dest: Path) -> list[Path]:
     return installed
 
 
-def _seconds(duration: str) -> float:
+def duration_seconds(duration: str) -> float:
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     for suffix in ("ms", "s", "m", "h"):
         if duration.endswith(suffix) and duration[: -len(suffix)].isdigit():

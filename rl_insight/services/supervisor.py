@@ -32,7 +32,7 @@ from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
 from .grafana import write_config as write_grafana
-from .prometheus import PrometheusSettings, command, install_rules, render_config
+from .prometheus import PrometheusSettings, command, duration_seconds, install_rules, render_config
 from .tempo import TempoSettings
 from .tempo import command as tempo_command
 from .tempo import render as render_tempo
@@ -205,6 +205,7 @@ class Supervisor:
 
         server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(self.data_dir),
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
+                                  scrape_interval_s=duration_seconds(s.scrape_interval),
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
                                   tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
                                   allowed_hosts=tuple(s.allowed_hosts),

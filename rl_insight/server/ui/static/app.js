@@ -26,6 +26,16 @@ const fmtTick = (v) => {
   if (a < 1e-2) return v.toExponential(1).replace(/\.0e/, "e");
   return trim(v, 4);
 };
+// Units of the Prometheus panels (Grafana unit ids from rl_insight/panels.py), formatted like Grafana.
+const fmtSeconds = (v) => { const a = Math.abs(v); return a === 0 ? "0" : a < 1e-3 ? `${fmtTick(v * 1e6)} µs` : a < 1 ? `${fmtTick(v * 1e3)} ms`
+  : `${fmtTick(v)} s`; };
+const UNIT_FMT = {
+  percentunit: (v) => `${fmtTick(v * 100)}%`, percent: (v) => `${fmtTick(v)}%`, s: fmtSeconds,
+  bytes: (v) => `${fmtTick(v)}B`, decmbytes: (v) => `${fmtTick(v * 1e6)}B`, Bps: (v) => `${fmtTick(v)}B/s`,
+  MBs: (v) => `${fmtTick(v * 1e6)}B/s`, tps: (v) => `${fmtTick(v)} tok/s`, reqps: (v) => `${fmtTick(v)} req/s`,
+  ops: (v) => `${fmtTick(v)} op/s`, watt: (v) => `${fmtTick(v)} W`, celsius: (v) => `${fmtTick(v)} °C`,
+};
+const fmtUnit = (unit, v) => (v === null || v === undefined || Number.isNaN(v)) ? "" : (UNIT_FMT[unit] || fmtTick)(v);
 // A constant series gets a small band around its value, not uPlot's default 0..100.
 const yRange = (u, min, max) => {
   if (min === null || max === null) return [0, 1];
@@ -106,9 +116,10 @@ async function renderRuns(app) {
   const load = async () => {
     const { runs } = await api("/api/v1/runs");
     state.runNames = Object.fromEntries(runs.map(r => [r.id, `${r.project}/${r.experiment_name}`]));
+    const firing = await runAlerts();
     table.replaceChildren(h("tr", {}, h("th", {}, ""), h("th", {}, "project"), h("th", {}, "experiment"), h("th", {}, "status"),
-      h("th", {}, "last step"), h("th", {}, "last seen")));
-    if (!runs.length) table.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet: point RL_INSIGHT_SERVER_URL here, or run `rl-insight demo`.")));
+      h("th", {}, "alerts"), h("th", {}, "last step"), h("th", {}, "last seen")));
+    if (!runs.length) table.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No runs yet: point RL_INSIGHT_SERVER_URL here, or run `rl-insight demo`.")));
     for (const r of runs) {
       const box = h("input", { type: "checkbox", onclick: (ev) => { ev.stopPropagation(); box.checked ? selected.add(r.id) : selected.delete(r.id);
         compareBtn.disabled = selected.size < 2; } });
@@ -117,11 +128,35 @@ async function renderRuns(app) {
         h("td", {}, box), h("td", {}, r.project || "–"), h("td", {}, r.experiment_name || "–"),
         h("td", {}, h("span", { class: `badge ${r.status}` }, r.status),
           r.archived ? h("span", { class: "badge archived", title: "its scrape targets are archived (rl-insight server experiments restore)" }, "archived") : null),
+        h("td", { class: "alerts-cell" }, alertBadges(firing.get(`${r.project}\u0000${r.experiment_name}`))),
         h("td", {}, r.last_step ?? "–"), h("td", { title: new Date(r.last_seen * 1000).toISOString() }, ago(r.last_seen))));
     }
   };
   await load();
   every(5000, load);
+}
+
+// Alerts per run (labels project/experiment_name), from the server's view of Prometheus' rules.
+async function runAlerts() {
+  const byRun = new Map();
+  try {
+    const a = await api("/api/v1/alerts");
+    for (const x of [...a.active, ...a.recent]) {
+      const k = `${x.labels.project}\u0000${x.labels.experiment_name}`;
+      if (!byRun.has(k)) byRun.set(k, []);
+      byRun.get(k).push(x);
+    }
+  } catch (e) { /* the runs list works without Prometheus */ }
+  return byRun;
+}
+function alertBadges(list) {
+  if (!list || !list.length) return h("span", { class: "muted" }, "–");
+  const n = (st) => list.filter(a => a.state === st).length;
+  const names = [...new Set(list.map(a => `${a.alertname} (${a.state})`))].join("\n");
+  return h("span", { title: names },
+    n("firing") ? h("span", { class: "badge firing", "data-firing": n("firing") }, `${n("firing")} firing`) : null,
+    n("pending") ? h("span", { class: "badge pending" }, `${n("pending")} pending`) : null,
+    n("resolved") ? h("span", { class: "badge resolved" }, `${n("resolved")} resolved`) : null);
 }
 
 /* ---------------------------------------------------------------- run page */
@@ -132,11 +167,18 @@ async function renderRun(app, runId, compareIds) {
   const insightsEl = h("div", { class: "cards", id: "insights" });
   const timelineEl = h("div", { id: "timeline" });
   const chartsEl = h("div", { id: "charts" });
+  const alertsEl = h("div", { id: "alerts" });
+  const promEl = h("div", { id: "prom-sections" });
   const targetsEl = h("div", { id: "targets" });
-  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`), header,
+  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["metrics-h", "trainer metrics"],
+    ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
+    onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
+  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`), header, nav, alertsEl,
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsEl,
-    h("h3", {}, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset")), timelineEl,
-    h("h3", {}, "Metrics"), chartsEl, h("h3", {}, "Scrape targets"), targetsEl);
+    h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset")), timelineEl,
+    h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
+    h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")), promEl,
+    h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
 
   const setHeader = (r) => header.replaceChildren(
     h("span", { class: `badge ${r.status}`, id: "run-status" }, r.status), h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
@@ -150,8 +192,11 @@ async function renderRun(app, runId, compareIds) {
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
   await renderInsights(insightsEl, runId);
   renderTargets(targetsEl, runId);
+  renderAlerts(alertsEl, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds);
   await charts.load();
+  const prom = state.prom = new PromSections(promEl, runId);
+  await prom.load();
 
   let headerStep = null;
   every(3000, async () => {
@@ -160,6 +205,7 @@ async function renderRun(app, runId, compareIds) {
     if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
   });
+  every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
   every(10000, () => renderInsights(insightsEl, runId));
   every(15000, () => renderTargets(targetsEl, runId));
 }
@@ -188,6 +234,73 @@ async function renderTargets(el, runId) {
   for (const x of targets) t.append(h("tr", {}, h("td", {}, x.job), h("td", {}, x.target),
     h("td", {}, Object.entries(x.labels).map(([k, v]) => `${k}=${v}`).join(", ")), h("td", {}, x.health ?? "unknown")));
   el.replaceChildren(targets.length ? t : h("p", { class: "muted" }, "No targets registered for this run."));
+}
+
+async function renderAlerts(el, runId) {
+  const a = await api(`/api/v1/runs/${runId}/alerts`).catch(() => null);
+  if (!a || a.prometheus.state !== "ok" || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
+  const item = (x) => h("div", { class: `alert ${x.state}`, "data-alert": x.alertname, "data-state": x.state },
+    h("div", { class: "head" }, h("span", { class: `badge ${x.state}` }, x.state), h("b", {}, x.alertname),
+      x.severity ? h("span", { class: "muted" }, x.severity) : null,
+      h("span", { class: "muted" }, x.since ? `since ${new Date(x.since).toLocaleTimeString([], { hour12: false })}`
+        : x.last_firing ? `last fired ${ago(x.last_firing)}` : "")),
+    h("div", {}, x.summary), x.description ? h("div", { class: "muted" }, x.description) : null,
+    x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null);
+  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
+    ...a.active.map(item), ...a.recent.map(item));
+}
+
+/* ---------------------------------------------------------------- Prometheus panels (engine, TransferQueue, hardware) */
+class PromSections {
+  constructor(el, runId) { this.el = el; this.runId = runId; this.boxes = new Map(); this.available = []; }
+  async load() {
+    const d = await api(`/api/v1/runs/${this.runId}/panels`);
+    this.el.replaceChildren();
+    if (d.prometheus.state !== "ok") {
+      this.el.append(h("p", { class: "muted", id: "prom-unavailable" }, `No Prometheus data: ${d.prometheus.message}`));
+    }
+    for (const sec of d.sections) {
+      const grid = h("div", { class: "charts" });
+      const body = sec.available ? grid : h("p", { class: "muted enable-hint" }, "No data for this run. ", sec.enable);
+      this.el.append(h("details", { class: "family prom", id: `sec-${sec.id}`, "data-available": sec.available ? "1" : "0", open: "" },
+        h("summary", {}, sec.title, sec.available ? "" : " (no data)"), body));
+      if (!sec.available) continue;
+      this.available.push(sec.id);
+      for (const p of sec.panels) {
+        const box = h("div", { class: "chart", "data-panel": p.id, title: p.description || "" }, h("div", { class: "title" }, p.title));
+        grid.append(box); this.boxes.set(p.id, { box, plot: null, unit: p.unit });
+      }
+    }
+    await this.refresh();
+  }
+  async refresh() {
+    await Promise.all(this.available.map(async (id) => {
+      const d = await api(`/api/v1/runs/${this.runId}/panels/${id}`).catch(() => null);
+      if (!d) return;
+      for (const p of d.panels) { const c = this.boxes.get(p.id); if (c) this.draw(c, p); }
+    }));
+  }
+  draw(c, p) {
+    const xs = new Set(); p.series.forEach(s => s.points.forEach(pt => xs.add(pt[0])));
+    const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));
+    const ys = p.series.map(s => { const y = new Array(xv.length).fill(null); for (const [t, v] of s.points) y[idx.get(t)] = v; return y; });
+    c.box.dataset.series = p.series.length; c.box.dataset.points = xv.length;
+    c.box.dataset.last = JSON.stringify(p.series.map(s => [s.name, [...s.points].reverse().find(pt => pt[1] !== null)?.[1] ?? null]));
+    if (p.error) c.box.dataset.error = p.error;
+    if (!p.series.length) { if (c.plot) { c.plot.destroy(); c.plot = null; }
+      if (!c.box.querySelector(".empty")) c.box.append(h("div", { class: "muted empty" }, "no series in this window")); return; }
+    c.box.querySelector(".empty")?.remove();
+    const data = [xv, ...ys];
+    if (c.plot && c.plot.series.length === p.series.length + 1) { c.plot.setData(data); return; }
+    if (c.plot) c.plot.destroy();
+    const unit = c.unit;
+    const opts = { width: Math.max(320, c.box.clientWidth - 12), height: 170, legend: { show: p.series.length <= 12 },
+      scales: { x: { time: true }, y: { range: yRange } },
+      axes: [{}, { values: (u, v) => v.map(x => fmtUnit(unit, x)), size: 70 }],
+      series: [{ label: "time" }, ...p.series.map((s, i) => ({ label: s.name, stroke: PALETTE[i % PALETTE.length], width: 1.5,
+        spanGaps: false, value: (u, v) => fmtUnit(unit, v) }))] };
+    c.plot = new uPlot(opts, data, c.box); state.charts.push(c.plot);
+  }
 }
 
 /* ---------------------------------------------------------------- timeline */

@@ -1,0 +1,99 @@
+"""`/api/v1/runs/{id}/panels…` and `/api/v1/alerts`: Prometheus data for the UI, queried by the server.
+
+The browser names a catalogue section and a time range; the server builds the PromQL from
+`rl_insight/panels.py` scoped to the run. Prometheus being absent or down is an answer (200 with
+`prometheus.state`), not an error: the UI shows why a section is empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query
+
+from ... import panels as catalogue
+from ...errors import NotFoundError
+from ..models import error_responses
+from ..prom_api import PrometheusApi, PrometheusUnavailable
+from ..prom_panels import alerts, availability, run_time_range, section_data
+from ..runstore import queries as q
+from ..state import AppState
+from .params import RunId
+
+FromS = Query(None, ge=0, le=1e11, description="window start, epoch seconds (default: the run's last 30 minutes)")
+ToS = Query(None, ge=0, le=1e11, description="window end, epoch seconds")
+
+
+def _unavailable(api: PrometheusApi, e: Exception | None = None) -> dict[str, Any]:
+    if not api.configured:
+        return {"state": "not_configured", "message": "no Prometheus is managed by this server: start the stack with "
+                                                       "`rl-insight server start` (Debian: apt install prometheus)"}
+    return {"state": "unreachable", "message": str(e)}
+
+
+def build_router(st: AppState) -> APIRouter:
+    assert st.reader is not None
+    reader, cfg = st.reader, st.config
+    api = PrometheusApi(cfg.prometheus_url)
+    r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["prometheus"],
+                  responses=error_responses(401, 403, 404, 422))
+
+    def run_of(run_id: int) -> dict[str, Any]:
+        return q.get_run(reader.conn(), run_id, cfg.live_window_s)
+
+    @r.get("/runs/{run_id}/panels")
+    async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> dict[str, Any]:
+        """The catalogue's sections for this run: which have data, and what turns the empty ones on."""
+        run = run_of(run_id)
+        start, end = run_time_range(run, from_s, to_s)
+        prom: dict[str, Any] = {"state": "ok"}
+        found: dict[str, bool] = {}
+        if api.configured:
+            try:
+                found = await availability(api, run["project"], run["experiment_name"], start, end)
+            except PrometheusUnavailable as e:
+                prom = _unavailable(api, e)
+        else:
+            prom = _unavailable(api)
+        return {"run_id": run_id, "from_s": start, "to_s": end, "prometheus": prom, "sections": [
+            {"id": s.id, "title": s.title, "available": found.get(s.id, False), "enable": s.enable,
+             "panels": [{"id": p.id, "title": p.title, "unit": p.unit, "description": p.description}
+                        for p in s.panels if p.kind == "timeseries"]} for s in catalogue.SECTIONS]}
+
+    @r.get("/runs/{run_id}/panels/{section_id}")
+    async def section(run_id: RunId, section_id: str, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS,
+                      points: int = Query(240, ge=2, le=1000, description="about this many points per series")) -> dict[str, Any]:
+        """Every panel of one section as downsampled series (the same queries as the Grafana dashboards)."""
+        sec = catalogue.BY_ID.get(section_id)
+        if sec is None:
+            raise NotFoundError(f"no panel section {section_id[:64]!r}", hint="known: " + ", ".join(catalogue.BY_ID))
+        run = run_of(run_id)
+        start, end = run_time_range(run, from_s, to_s)
+        if not api.configured:
+            return {"section": sec.id, "prometheus": _unavailable(api), "panels": []}
+        data = await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
+                                  cfg.scrape_interval_s)
+        errors = {p["error"] for p in data["panels"] if p["error"]}
+        data["prometheus"] = {"state": "unreachable", "message": "; ".join(sorted(errors))} if errors and len(errors) == len(
+            {p["id"] for p in data["panels"]}) else {"state": "ok"}
+        return data
+
+    @r.get("/runs/{run_id}/alerts")
+    async def run_alerts(run_id: RunId) -> dict[str, Any]:
+        """Firing, pending and recently resolved alerts of this run (labels project/experiment_name)."""
+        run = run_of(run_id)
+        try:
+            return {"prometheus": {"state": "ok"}, **await alerts(api, run["project"], run["experiment_name"],
+                                                                  resolution_s=cfg.scrape_interval_s)}
+        except PrometheusUnavailable as e:
+            return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
+
+    @r.get("/alerts")
+    async def all_alerts() -> dict[str, Any]:
+        """Every firing, pending and recently resolved alert (the runs list groups them by run)."""
+        try:
+            return {"prometheus": {"state": "ok"}, **await alerts(api, resolution_s=cfg.scrape_interval_s)}
+        except PrometheusUnavailable as e:
+            return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
+
+    return r

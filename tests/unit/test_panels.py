@@ -1,0 +1,102 @@
+"""The panel catalogue (rl_insight/panels.py): one source for the UI's Prometheus panels and the Grafana
+dashboards, true to what the exporters expose (shared/reference/exporters-today.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rl_insight import panels
+from rl_insight.catalog import REMOVED_FALLBACKS, exporter_metric_names
+from rl_insight.server.prom_panels import query_step_s, rate_window_s, scope_selector
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA_SCOPE = 'project=~"$project", experiment_name=~"$experiment_name"'
+BOARDS = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json",
+          "transfer_queue": "transfer_queue.json", "gpu": "hardware.json", "npu": "hardware.json", "host": "hardware.json"}
+
+
+def _board_panels(name: str) -> dict[str, list[str]]:
+    d = json.loads((ROOT / "dashboards" / name).read_text())
+    out: dict[str, list[str]] = {}
+    row = ""
+    for p in d["panels"]:
+        if p["type"] == "row":
+            row = p["title"]
+            continue
+        out[f"{row}/{p['title']}"] = [t["expr"] for t in p.get("targets", []) if "expr" in t]
+    return out
+
+
+@pytest.mark.parametrize("section", panels.SECTIONS, ids=lambda s: s.id)
+def test_grafana_dashboards_run_exactly_the_catalogue_queries(section: panels.Section) -> None:
+    """The UI and Grafana show the same numbers because they run the same expressions."""
+    board = _board_panels(BOARDS[section.id])
+    scope = GRAFANA_SCOPE + (', replica=~"$replica"' if section.per_replica else "")
+    for p in section.panels:
+        key = f"{section.title}/{p.title}"
+        assert key in board, f"{key} missing from {BOARDS[section.id]}"
+        assert board[key] == [panels.render(q.expr, scope, "$__rate_interval") for q in p.queries], key
+
+
+def test_every_catalogue_metric_is_an_exposed_or_fallback_exporter_name() -> None:
+    known = exporter_metric_names()
+    for name in panels.metric_names():
+        assert name in known, f"{name} is read by a panel but not in rl_insight/catalog.py"
+
+
+def test_removed_vllm_names_are_only_fallbacks() -> None:
+    """exporters-today.md: removed vLLM names may only appear after `or`, behind the current name."""
+    for s in panels.SECTIONS:
+        for p in s.panels:
+            for q in p.queries:
+                for old in REMOVED_FALLBACKS:
+                    short = old.split(":", 1)[1].removesuffix("_bucket")
+                    if short in q.expr:
+                        assert " or " in q.expr or "|" in q.expr, f"{p.id}: {old} used without the current name"
+
+
+def test_sglang_hit_rate_comes_from_counters_and_npu_health_alert_catches_unknown() -> None:
+    hit = next(p for p in panels.SGLANG.panels if p.id == "sglang_prefix_hit")
+    assert "cache_hit_rate" not in hit.queries[0].expr and "cached_tokens_total" in hit.queries[0].expr
+    rules = (ROOT / "provisioning" / "rules" / "rl_insight_alerts.yml").read_text()
+    assert "npu_chip_info_health_status != 1" in rules
+
+
+def test_scope_is_quoted_so_a_hostile_run_name_cannot_change_the_query() -> None:
+    sel = scope_selector('p"} or vector(1) #', "e\\x\nnew")
+    assert sel == r'project="p\"} or vector(1) #", experiment_name="e\\x\nnew"'
+
+
+def test_rate_window_follows_grafanas_rate_interval_rule() -> None:
+    assert rate_window_s(1, 10) == 40 and rate_window_s(60, 10) == 70
+    assert query_step_s(0, 3600, 240, 10) == 15 and query_step_s(0, 60, 240, 10) == 10
+
+
+def test_legend_renders_like_grafana() -> None:
+    assert panels.legend("p99 r{{replica}}", {"replica": "3"}) == "p99 r3"
+    assert panels.legend("{{ op_type }} x{{missing}}", {"op_type": "GET_META"}) == "GET_META x"
+
+
+def test_without_prometheus_the_panels_say_why(server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server with no Prometheus answers the panel and alert routes with the reason, not an error."""
+    import rl_insight
+
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    rl_insight.init(project="p", experiment_name="no-prom")
+    rl_insight.metric_gauge("training/global_step", 1.0)
+    assert rl_insight.flush(10)
+    from tests.conftest import wait_until
+
+    run = wait_until(lambda: httpx.get(server.url + "/api/v1/runs").json()["runs"], what="the run")[0]
+    d = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/panels").json()
+    assert d["prometheus"]["state"] == "not_configured" and "rl-insight server start" in d["prometheus"]["message"]
+    assert {s["id"] for s in d["sections"]} == set(panels.BY_ID) and not any(s["available"] for s in d["sections"])
+    assert all(s["enable"] for s in d["sections"])
+    assert httpx.get(f"{server.url}/api/v1/runs/{run['id']}/alerts").json()["prometheus"]["state"] == "not_configured"
+    r = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/panels/<script>")
+    assert r.status_code == 404 and "no panel section" in r.json()["detail"]
+    assert httpx.get(f"{server.url}/api/v1/runs/999/panels").status_code == 404
