@@ -106,7 +106,7 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     page.screenshot(path=str(ARTIFACTS / "runs.png"))
     row.click()
     page.wait_for_selector("#timeline canvas")
-    page.wait_for_function("document.querySelectorAll('.chart[data-points]').length >= 50", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('.chart[data-points]').length >= 20", timeout=30_000)
     assert int(page.eval_on_selector("#timeline", "e => e.dataset.laneCount")) == 5  # rank_0..1, replica_0..2
     labels = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
     assert labels == ["rank_0", "rank_1", "replica_0", "replica_1", "replica_2"]
@@ -141,12 +141,12 @@ def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page)
 
 def test_live_run_updates_without_reload(live_demo: str, page) -> None:
     page.goto(live_demo + "/#/run/1")
-    page.wait_for_selector('.chart[data-metric="training_global_step"][data-points]')
+    page.wait_for_selector('.chart[data-metric="timing_s_step"][data-points]')
     first = int(page.inner_text("#last-step"))
-    points = page.eval_on_selector('.chart[data-metric="training_global_step"]', "e => +e.dataset.points")
+    points = page.eval_on_selector('.chart[data-metric="timing_s_step"]', "e => +e.dataset.points")
     page.wait_for_function(f"+document.querySelector('#last-step').innerText > {first}", timeout=30_000)
     page.wait_for_function(
-        f"+document.querySelector('.chart[data-metric=\"training_global_step\"]').dataset.points > {points}", timeout=30_000)
+        f"+document.querySelector('.chart[data-metric=\"timing_s_step\"]').dataset.points > {points}", timeout=30_000)
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # same page, no reload
 
 
@@ -380,3 +380,55 @@ def test_timeline_marks_steps_and_a_click_zooms_to_one(live_demo: str, page) -> 
     i = [m[0] for m in marks].index(target)
     assert after[1] == marks[i][1] and after[0] == marks[i - 1][1]  # exactly that step's window
     page.screenshot(path=str(ARTIFACTS / "timeline-step.png"))
+
+
+def test_metric_search_pinning_and_collapsed_groups(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    page.evaluate("localStorage.removeItem('rl-insight.pinned-metrics')")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_function("document.querySelector('.chart[data-metric=\"critic_score_mean\"][data-points]')", timeout=30_000)
+    open_families = page.eval_on_selector_all("details.family[data-family]", "els => els.filter(e => e.open).map(e => e.dataset.family)")
+    assert set(open_families) <= {"critic", "actor", "perf", "timing"} and "critic" in open_families
+    # a collapsed group costs no request until it is opened
+    assert page.eval_on_selector_all("details.family[data-family='response'] .chart[data-points]", "els => els.length") == 0
+    page.click("details.family[data-family='response'] > summary")
+    page.wait_for_function("document.querySelectorAll(\"details[data-family='response'] .chart[data-points]\").length > 0",
+                           timeout=20_000)
+    # search: only matching charts stay visible, in whichever group they are
+    page.fill("#metric-search", "global_seqlen")
+    visible = page.eval_on_selector_all(".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)")
+    assert visible and all("global_seqlen" in m for m in visible)
+    page.fill("#metric-search", "training/global")  # verl's slash spelling finds the sanitized name
+    assert "training_global_step" in page.eval_on_selector_all(".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)")
+    page.fill("#metric-search", "")
+    # pin: the chart appears in a "pinned" group at the top, and stays pinned after a reload
+    page.click(".chart[data-metric='response_length_mean'] .pin")
+    page.wait_for_selector("details.family[data-family='pinned'] .chart[data-metric='response_length_mean'][data-points]", timeout=20_000)
+    assert page.eval_on_selector("#charts details.family", "e => e.dataset.family") == "pinned"
+    page.reload()
+    page.wait_for_selector("details.family[data-family='pinned'] .chart[data-metric='response_length_mean']", timeout=30_000)
+    page.evaluate("localStorage.removeItem('rl-insight.pinned-metrics')")
+
+
+def test_clicking_a_chart_point_or_the_breakdown_card_zooms_the_timeline_to_that_step(live_demo: str, page) -> None:
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]").click()
+    page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 3", timeout=30_000)
+    page.wait_for_function("document.querySelector('.chart[data-metric=\"timing_s_step\"][data-points]')", timeout=30_000)
+    # the breakdown card names its step; a click shows exactly that step
+    card = page.wait_for_selector("#insight-step.link", timeout=30_000)
+    step = int(card.inner_text().split("(")[1].split(",")[0])
+    card.click()
+    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {step}", timeout=10_000)
+    marks = dict(page.evaluate("state.timeline.stepMarks"))
+    assert int(page.eval_on_selector("#timeline", "e => +e.dataset.toNs")) == marks[step]
+    # a chart point: hover its first point and click
+    page.dblclick("#timeline canvas")  # back to the whole run
+    page.locator(".chart[data-metric='timing_s_step'] .u-over").scroll_into_view_if_needed()
+    box = page.eval_on_selector(".chart[data-metric='timing_s_step'] .u-over", "e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] / 2, box[1] + box[3] / 2)
+    first = page.evaluate("(() => { const c = [...state.charts].find(p => p.root.closest('[data-metric=\"timing_s_step\"]')); return c.data[0][c.cursor.idx]; })()")
+    assert first is not None
+    page.mouse.click(box[0] + box[2] / 2, box[1] + box[3] / 2)
+    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {int(first)}", timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "chart-click-step.png"))

@@ -182,7 +182,8 @@ async function renderRun(app, runId, compareIds) {
 
   const setHeader = (r) => header.replaceChildren(
     h("span", { class: `badge ${r.status}`, id: "run-status" }, r.status), h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
-    h("span", { class: "muted" }, `last seen ${ago(r.last_seen)}`),
+    h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
+      + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
     h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),
     h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
   setHeader(run);
@@ -212,19 +213,23 @@ async function renderRun(app, runId, compareIds) {
 
 async function renderInsights(el, runId) {
   const s = await api(`/api/v1/runs/${runId}/insights?window_s=300`);
-  const card = (k, v, id, small) => h("div", { class: "card", id }, h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
+  const card = (k, v, id, small, step) => h("div", { class: step !== undefined && step !== null ? "card link" : "card", id,
+    title: step !== undefined && step !== null ? `show step ${step} on the timeline` : null,
+    onclick: step !== undefined && step !== null ? () => showStep(step) : null },
+    h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
   const lanes = Object.entries(s.lanes).sort((a, b) => laneKey(a[0]).localeCompare(laneKey(b[0])));
   const lastStep = s.steps[s.steps.length - 1];
   const tail = s.long_tail[s.long_tail.length - 1];
   el.replaceChildren(
     card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
-    card("rollout long tail (last step)", tail ? `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}` : "–", "insight-long-tail"),
+    card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}` : "–",
+      "insight-long-tail", false, tail?.step),
     card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
     card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
       ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
           h("li", {}, h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
-      : "–", "insight-step", true),
+      : "–", "insight-step", true, lastStep?.step),
     card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
 }
 
@@ -500,37 +505,72 @@ class Timeline {
 const FAMILIES = ["critic", "actor", "training", "timing", "perf", "response", "prompt", "rollout", "val", "global"];
 function familyOf(name) { const f = name.split("_")[0]; return FAMILIES.includes(f) ? f : "other"; }
 
+// Families open by default: reward, loss, throughput, timing. The rest start collapsed and load when opened.
+const KEY_FAMILIES = new Set(["pinned", "critic", "actor", "perf", "timing"]);
+const PINS_KEY = "rl-insight.pinned-metrics";
+const loadPins = () => { try { return new Set(JSON.parse(localStorage.getItem(PINS_KEY) || "[]")); } catch (e) { return new Set(); } };
+
 class ChartGrid {
   constructor(el, runId, compareIds) {
     this.el = el; this.runId = runId; this.compare = compareIds; this.x = "step"; this.smooth = 0; this.byName = new Map();
+    this.filter = ""; this.pins = loadPins(); this.names = [];
   }
   async load() {
     const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
-    const names = [...new Set(metrics.map(m => m.name))].sort();
-    const bar = h("div", { class: "bar" },
-      h("button", { id: "x-step", class: this.x === "step" ? "on" : "", onclick: () => { this.x = "step"; this.rebuild(names); } }, "by step"),
-      h("button", { id: "x-time", class: this.x === "time" ? "on" : "", onclick: () => { this.x = "time"; this.rebuild(names); } }, "by time"),
+    this.names = [...new Set(metrics.map(m => m.name))].sort();
+    const search = h("input", { type: "search", id: "metric-search", placeholder: `search ${this.names.length} metrics`,
+      oninput: (e) => { this.filter = e.target.value.trim().toLowerCase().replaceAll("/", "_"); this.applyFilter(); } });
+    const bar = h("div", { class: "bar" }, search,
+      h("button", { id: "x-step", class: this.x === "step" ? "on" : "", onclick: () => { this.x = "step"; this.rebuild(); } }, "by step"),
+      h("button", { id: "x-time", class: this.x === "time" ? "on" : "", onclick: () => { this.x = "time"; this.rebuild(); } }, "by time"),
       h("label", {}, "smoothing ", h("input", { type: "range", id: "smoothing", min: 0, max: 0.98, step: 0.02, value: this.smooth,
         oninput: (e) => { this.smooth = +e.target.value; this.refresh(); } })),
-      this.compare.length ? h("span", { class: "muted" }, `comparing with runs ${this.compare.join(", ")}`) : null);
+      h("span", { class: "muted" }, "click a point to see that step on the timeline"),
+      this.compare.length ? h("span", { class: "muted" }, "comparing ", [this.runId, ...this.compare].map(id => state.runNames?.[id] || `run ${id}`).join(" · ")) : null);
     this.body = h("div");
     this.el.replaceChildren(bar, this.body);
-    await this.rebuild(names);
+    await this.rebuild();
   }
-  async rebuild(names) {
-    state.charts.forEach(c => c.destroy()); state.charts = []; this.byName.clear();
+  destroyPlots() {
+    for (const c of this.byName.values()) if (c.plot) { c.plot.destroy(); state.charts = state.charts.filter(p => p !== c.plot); }
+    this.byName.clear();
+  }
+  async rebuild() {
+    this.destroyPlots();
     this.el.querySelectorAll("#x-step, #x-time").forEach(b => b.classList.toggle("on", b.id === `x-${this.x}`));
-    const groups = new Map();
-    for (const n of names) { const f = familyOf(n); if (!groups.has(f)) groups.set(f, []); groups.get(f).push(n); }
-    this.body.replaceChildren();
-    for (const f of [...FAMILIES, "other"]) {
-      if (!groups.has(f)) continue;
-      const grid = h("div", { class: "charts" });
-      this.body.append(h("details", { class: "family", open: "" }, h("summary", {}, `${f} (${groups.get(f).length})`), grid));
-      for (const n of groups.get(f)) { const box = h("div", { class: "chart", "data-metric": n }, h("div", { class: "title" }, n)); grid.append(box);
-        this.byName.set(n, { box, plot: null }); }
+    const groups = new Map([["pinned", []]]);
+    for (const n of this.names) {
+      if (this.pins.has(n)) groups.get("pinned").push(n);
+      const f = familyOf(n); if (!groups.has(f)) groups.set(f, []); groups.get(f).push(n);
     }
+    this.body.replaceChildren();
+    for (const f of ["pinned", ...FAMILIES, "other"]) {
+      if (!groups.get(f)?.length) continue;
+      const grid = h("div", { class: "charts" });
+      const det = h("details", { class: "family", "data-family": f, open: KEY_FAMILIES.has(f) ? "" : null },
+        h("summary", {}, `${f} (${groups.get(f).length})`), grid);
+      det.addEventListener("toggle", () => { if (det.open) this.refresh(); });
+      this.body.append(det);
+      for (const n of groups.get(f)) {
+        const key = f === "pinned" ? `pinned:${n}` : n;
+        const pin = h("button", { class: "pin", title: this.pins.has(n) ? "unpin" : "pin to the top",
+          onclick: () => { this.pins.has(n) ? this.pins.delete(n) : this.pins.add(n); localStorage.setItem(PINS_KEY, JSON.stringify([...this.pins])); this.rebuild(); } },
+          this.pins.has(n) ? "★" : "☆");
+        const box = h("div", { class: "chart", "data-metric": n, "data-family": f }, h("div", { class: "title" }, pin, n));
+        grid.append(box);
+        this.byName.set(key, { box, plot: null, name: n, details: det });
+      }
+    }
+    this.applyFilter();
     await this.refresh();
+  }
+  applyFilter() {
+    for (const c of this.byName.values()) c.box.hidden = !!this.filter && !c.name.toLowerCase().includes(this.filter);
+    for (const det of this.body.querySelectorAll("details.family")) {
+      const shown = det.querySelectorAll(".chart:not([hidden])").length;
+      det.hidden = shown === 0;
+      if (this.filter && shown) det.open = true;  // search opens the groups it found something in
+    }
   }
   async fetch(name) {
     const ids = [this.runId, ...this.compare];
@@ -538,9 +578,10 @@ class ChartGrid {
     return (await api(`/api/v1/series?name=${encodeURIComponent(name)}&runs=${ids.join(",")}&x=${this.x}&points=800`)).runs;
   }
   async refresh() {
-    const entries = [...this.byName.entries()];
+    // only charts someone can see: open groups, not filtered out (100 metrics do not cost 100 requests)
+    const entries = [...this.byName.values()].filter(c => c.details.open && !c.box.hidden && !c.details.hidden);
     for (let i = 0; i < entries.length; i += 8)  // a few requests at a time
-      await Promise.all(entries.slice(i, i + 8).map(([name, c]) => this.draw(name, c).catch(() => {})));
+      await Promise.all(entries.slice(i, i + 8).map((c) => this.draw(c.name, c).catch(() => {})));
   }
   async draw(name, c) {
     const runs = await this.fetch(name);
@@ -562,7 +603,20 @@ class ChartGrid {
       axes: [{ values: this.x === "time" ? undefined : (u, v) => v.map(fmtTick) }, { values: (u, v) => v.map(fmtTick), size: 56 }],
       series: [{ label: this.x }, ...lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true }))] };
     c.plot = new uPlot(opts, data, c.box); state.charts.push(c.plot);
+    c.plot.over.addEventListener("click", () => {
+      const i = c.plot.cursor.idx; if (i === null || i === undefined) return;
+      const x = c.plot.data[0][i];
+      if (this.x === "step") showStep(x); else showTime(x * 1e9);
+    });
   }
 }
+
+// Chart point or breakdown card → the timeline zoomed to that step (double-click the timeline to go back).
+function showStep(step) {
+  if (!state.timeline) return;
+  state.timeline.zoomToStep(step);
+  document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });
+}
+function showTime(ns) { const step = state.timeline?.stepOf(ns); if (step !== null && step !== undefined) showStep(step); }
 
 render();
