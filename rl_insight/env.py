@@ -13,6 +13,7 @@ TOKEN = "RL_INSIGHT_TOKEN"  # bearer token (client and CLI)
 PROJECT = "RL_INSIGHT_PROJECT"  # run identity for bare init() (verl's workers)
 EXPERIMENT_NAME = "RL_INSIGHT_EXPERIMENT_NAME"
 STEP_METRIC = "RL_INSIGHT_STEP_METRIC"
+TAGS = "RL_INSIGHT_TAGS"  # comma-separated run tags, added to config["tags"]
 QUEUE_SIZE = "RL_INSIGHT_QUEUE_SIZE"
 FLUSH_INTERVAL = "RL_INSIGHT_FLUSH_INTERVAL"  # linger: how long events wait before being sent (s)
 EXIT_TIMEOUT = "RL_INSIGHT_EXIT_TIMEOUT"

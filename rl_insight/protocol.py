@@ -145,7 +145,7 @@ class SpanRecord:
 
 
 class ClientInfo:
-    __slots__ = ("id", "pid", "host", "project", "experiment_name", "namespace")
+    __slots__ = ("id", "pid", "host", "project", "experiment_name", "namespace", "run_config", "run_tags")
 
     def __init__(self, id: str, pid: int | None, host: str, project: str | None, experiment_name: str | None,
                  namespace: str | None = None) -> None:
@@ -155,6 +155,9 @@ class ClientInfo:
         self.project = project
         self.experiment_name = experiment_name
         self.namespace = namespace  # upstream's `server.namespace`: metric prefix and OTel service.name
+        # what init(config=...) said about the run (client/runinfo.py); None when this batch does not carry it
+        self.run_config: dict[str, Any] | None = None
+        self.run_tags: list[str] | None = None
 
 
 class Batch:
@@ -277,6 +280,8 @@ def decode_batch(obj: Any) -> Batch:
         strings.clean(experiment[:MAX_LABEL_VALUE]) if isinstance(experiment, str) else None,
         _namespace(client.get("namespace")),
     )
+    if isinstance(client.get("run"), dict):
+        info.run_config, info.run_tags = _run_info(client["run"], strings)
     sections = {}
     for sec in ("series", "samples", "span_starts", "spans", "span_attrs"):
         val = obj.get(sec)
@@ -316,6 +321,42 @@ def decode_batch(obj: Any) -> Batch:
                 batch.reject(sec, i, err)
     batch.replaced = strings.replaced
     return batch
+
+
+MAX_RUN_CONFIG_KEYS = 2000
+MAX_RUN_CONFIG_BYTES = 256 * 1024
+MAX_RUN_TAGS = 64
+MAX_RUN_TAG = 128
+
+
+def _run_info(run: dict[str, Any], strings: _Strings) -> tuple[dict[str, Any], list[str]]:
+    """The run's config (flat `key: scalar`) and tags. Entries that are not that shape, or past the caps,
+    are left out; the run's data never depends on them."""
+    config: dict[str, Any] = {}
+    size = 0
+    raw = run.get("config")
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            if len(config) >= MAX_RUN_CONFIG_KEYS or size > MAX_RUN_CONFIG_BYTES:
+                break
+            if not isinstance(k, str) or not k or len(k) > MAX_ATTRIBUTE_KEY:
+                continue
+            if isinstance(v, str):
+                v = strings.clean(v[:MAX_ATTRIBUTE_VALUE])
+            elif isinstance(v, bool) or v is None:
+                pass
+            elif isinstance(v, int):
+                v = v if abs(v) <= MAX_EXACT_INT else str(v)
+            elif isinstance(v, float):
+                v = v if v == v and v not in (float("inf"), float("-inf")) else str(v)
+            else:
+                continue
+            config[strings.clean(k)] = v
+            size += len(k) + (len(v) if isinstance(v, str) else 8)
+    tags = run.get("tags")
+    clean_tags = [strings.clean(t) for t in tags[:MAX_RUN_TAGS] if isinstance(t, str) and 0 < len(t) <= MAX_RUN_TAG] \
+        if isinstance(tags, list) else []
+    return config, clean_tags
 
 
 DEFAULT_NAMESPACE = "rl_insight_monitor"

@@ -17,6 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .. import env as _env
 from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
 from .exporter import LOG_ERROR, LOG_WARNING, Exporter
 from . import lanes as _lanes_mod
@@ -70,8 +71,16 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
         labels = resolve_identity(project, experiment_name)
         if len(labels) == 1:  # upstream main: both or neither (checked before anything is enabled)
             raise ValueError(f"[rl-insight] init() needs both project and experiment_name, or neither; got only {next(iter(labels))}")
+        run_info = None
+        if labels:  # only a process that names its run describes it (verl's driver passes its trainer config)
+            try:
+                from .runinfo import describe  # noqa: PLC0415
+
+                run_info = describe(config, _env.get(_env.TAGS) or "")
+            except Exception as exc:  # noqa: BLE001
+                _internal_error("init", exc)
         try:
-            exp = Exporter(cfg, url, labels, transport)
+            exp = Exporter(cfg, url, labels, transport, run_info=run_info)
         except Exception as exc:
             _internal_error("init", exc)
             return

@@ -78,8 +78,13 @@ class Exporter:
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
     def __init__(self, cfg: ClientConfig, url: ServerUrl, base_labels: dict[str, str],
-                 transport_factory: Callable[[], Any] | None = None) -> None:
+                 transport_factory: Callable[[], Any] | None = None, run_info: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
+        # init(config=...)'s description of the run: sent until a server acknowledged it, and again after
+        # a server restart (owned by the sender thread)
+        self.run_info = run_info
+        self._run_info_due = run_info is not None
+        self._run_info_in_flight = False
         self.url = url
         self.base_labels = dict(base_labels)
         self.pid = os.getpid()
@@ -387,9 +392,12 @@ class Exporter:
             self.sent_items += max(0, n - rejected)
             self.sent_batches += 1
             boot = rb.get("boot_id")
+            if self._run_info_in_flight:
+                self._run_info_due = self._run_info_in_flight = False
             if boot and self._server_boot and boot != self._server_boot:
                 # The server restarted and lost its in-memory state: resend every series' latest value.
                 self._resend_all = True
+                self._run_info_due = self.run_info is not None
                 self._wake.set()
             if isinstance(boot, str):
                 self._server_boot = boot
@@ -506,6 +514,9 @@ class Exporter:
         client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
         if self.cfg.namespace:
             client["namespace"] = self.cfg.namespace
+        if self._run_info_due:
+            client["run"] = self.run_info
+            self._run_info_in_flight = True
         span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
         body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final, span_attrs, pause)
         body, headers = wire.compress(body)

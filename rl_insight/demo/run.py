@@ -126,14 +126,31 @@ class Demo:
         self.trainer.send(("train", step, plan))
         return gen, self._recv(self.trainer, "trained")[2], 1.0
 
+    def _run_config(self) -> dict:
+        """What verl passes to init(config=...): its trainer config (a verl-shaped subset) and run tags."""
+        c = self.cfg
+        return {
+            "histogram_buckets": {"step_latency_ms": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]},
+            "tags": ["demo", c.mode, c.engine],
+            "trainer": {"project_name": c.project, "experiment_name": c.experiment_name, "total_training_steps": c.steps or None,
+                        "n_gpus_per_node": c.ranks, "nnodes": 1, "logger": ["console", "rl_insight"]},
+            "data": {"train_batch_size": 256, "max_prompt_length": 1024, "max_response_length": 4096},
+            "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
+            "actor_rollout_ref": {
+                "model": {"path": "Qwen/Qwen2.5-7B-Instruct"},
+                "actor": {"optim": {"lr": 1e-6}, "ppo_mini_batch_size": 64, "use_kl_loss": True, "kl_loss_coef": 0.001},
+                "rollout": {"name": c.engine, "n": 5, "tensor_model_parallel_size": 1, "gpu_memory_utilization": 0.6,
+                            "mode": "async" if c.mode == "async" else "sync", "agent": {"num_workers": c.replicas}},
+            },
+        }
+
     def run(self) -> int:
         self._env()
         self._stash: dict[str, tuple] = {}
         if threading.current_thread() is threading.main_thread():
             # SIGTERM (kill, a scheduler) stops the demo exactly like Ctrl+C: workers stopped, targets removed
             signal.signal(signal.SIGTERM, _raise_interrupt)
-        rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name,
-                        config={"histogram_buckets": {"step_latency_ms": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]}})
+        rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name, config=self._run_config())
         tq = TransferQueueStandIn()
         rl_insight.update_prometheus_config([tq.address], "transfer_queue", None)  # verl's TQ registration
         model = TrainerMetricModel(seed=self.cfg.seed)

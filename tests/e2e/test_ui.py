@@ -113,6 +113,12 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     points = page.eval_on_selector('.chart[data-metric="critic_score_mean"]', "e => +e.dataset.points")
     assert points >= 3
     assert page.inner_text("#insight-overlap").endswith("%")
+    # what init(config=...) described: tags, duration, and the searchable trainer config
+    assert {"demo", "sync", "vllm"} <= set(page.eval_on_selector_all("h2 .tag", "els => els.map(e => e.textContent)"))
+    assert "ran " in page.inner_text("#run-meta") and "run 1" in page.inner_text("#run-meta")
+    page.click("#run-config summary")
+    page.fill("#config-search", "optim.lr")
+    assert page.eval_on_selector_all("#run-config td.key", "els => els.map(e => e.textContent)") == ["actor_rollout_ref.actor.optim.lr"]
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
 
 

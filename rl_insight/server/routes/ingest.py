@@ -24,6 +24,9 @@ def build_router(st: AppState) -> APIRouter:
         batch, result = apply_batch(obj, st.store)
         if st.writer is not None:
             st.writer.put_samples(result.samples)
+            c = batch.client
+            if c.run_config is not None and c.project and c.experiment_name:
+                st.writer.put_run_info(c.project, c.experiment_name, c.run_config, c.run_tags or [])
         st.exporters.samples(result.samples)
         st.spans.put(result.span_starts, result.spans, batch.client.host, batch.client.namespace)
         st.clients.seen(batch.client, result.span_starts, result.spans, batch.final)

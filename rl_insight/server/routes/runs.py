@@ -37,7 +37,8 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/runs/{run_id}")
     def run(run_id: RunId) -> dict[str, Any]:
-        return q.get_run(reader.conn(), run_id, live_window_s)
+        """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
+        return q.get_run(reader.conn(), run_id, live_window_s, include_config=True)
 
     @r.get("/runs/{run_id}/metrics")
     def metrics(run_id: RunId) -> dict[str, Any]:

@@ -37,12 +37,16 @@ def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> st
 
 
 def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
-    return {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
-            "last_step": row[5], "status": run_status(row, now, live_window_s)}
+    d = {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
+         "last_step": row[5], "status": run_status(row, now, live_window_s),
+         "duration_s": max(0.0, row[4] - row[3]), "tags": json.loads(row[7]) if len(row) > 7 and row[7] else []}
+    if len(row) > 8:
+        d["config"] = json.loads(row[8]) if row[8] else {}
+    return d
 
 
 def list_runs(conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None) -> list[dict[str, Any]]:
-    sql = "SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at FROM runs"
+    sql = "SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags FROM runs"
     args: tuple = ()
     if project is not None:
         sql += " WHERE project = ?"
@@ -51,9 +55,9 @@ def list_runs(conn: sqlite3.Connection, live_window_s: float = 60.0, project: st
     return [_run_dict(r, now, live_window_s) for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
 
 
-def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0) -> dict[str, Any]:
-    row = conn.execute("SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at FROM runs "
-                       "WHERE id = ?", (run_id,)).fetchone()
+def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, include_config: bool = False) -> dict[str, Any]:
+    cols = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags" + (", config" if include_config else "")
+    row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
     return _run_dict(row, time.time(), live_window_s)

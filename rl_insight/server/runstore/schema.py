@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.config and runs.tags (what init(config=...) described)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS runs (
     last_seen REAL NOT NULL,
     last_step REAL,
     finished_at REAL,
+    config TEXT,
+    tags TEXT,
     UNIQUE (project, experiment_name)
 );
 CREATE TABLE IF NOT EXISTS series (
@@ -92,6 +94,14 @@ def quick_check(conn: sqlite3.Connection, path: Path) -> str:
     return "ok" if problems == [("ok",)] else str(problems[0][0])
 
 
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a store written by an older rl-insight up to SCHEMA_VERSION, adding, never rewriting."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    for col in ("config", "tags"):  # version 1 -> 2
+        if col not in columns:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open (creating if needed) the store; raise StoreError for foreign, newer or damaged files, or a
     directory that cannot be written. Stores above QUICK_CHECK_MAX_BYTES are not checked here (that
@@ -128,6 +138,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes, fast
             conn.execute("PRAGMA foreign_keys=ON")
             conn.executescript(DDL)
+            _migrate(conn)
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             _prepare_file(path)  # the -wal/-shm files now exist

@@ -138,6 +138,10 @@ class RunStoreWriter:
         """A client of this run said it is done (its last batch); later data makes the run live again."""
         self._put("finished", (project, experiment_name), 1)
 
+    def put_run_info(self, project: str, experiment_name: str, config: dict[str, Any], tags: list[str]) -> None:
+        """What init(config=...) said about the run; the latest description wins."""
+        self._put("run_info", (project, experiment_name, config, tags), 1)
+
     def put_spans(self, starts: list[dict[str, Any]], spans: list[dict[str, Any]]) -> None:
         if starts or spans:
             self._put("spans", (starts, spans), len(starts) + len(spans))
@@ -183,7 +187,7 @@ class RunStoreWriter:
                         n += len(payload)
                     elif kind == "spans":
                         n += len(payload[0]) + len(payload[1])
-                    elif kind == "finished":
+                    elif kind in ("finished", "run_info"):
                         n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
@@ -258,6 +262,8 @@ class RunStoreWriter:
         for kind, payload in work:
             if kind == "finished":
                 self._touch(touched, self._run_id(*payload, now), now, final=True)
+            elif kind == "run_info":
+                self._run_info(payload, now)
             elif kind == "samples":
                 for r in payload:
                     sample_rows.append(self._sample_row(r, touched, now))
@@ -283,8 +289,8 @@ class RunStoreWriter:
         now = time.time()
         touched: dict[int, list] = {}
         for kind, payload in work:
-            if kind == "finished":
-                items: list[tuple[str, Any]] = [("finished", payload)]
+            if kind in ("finished", "run_info"):
+                items: list[tuple[str, Any]] = [(kind, payload)]
             elif kind == "samples":
                 items = [("sample", r) for r in payload]
             else:
@@ -294,6 +300,8 @@ class RunStoreWriter:
                 try:
                     if what == "finished":
                         self._touch(touched, self._run_id(*item, now), now, final=True)
+                    elif what == "run_info":
+                        self._run_info(item, now)
                     elif what == "sample":
                         c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
                         self.stats.samples += 1
@@ -315,6 +323,11 @@ class RunStoreWriter:
         self._update_runs({rid: t for rid, t in touched.items() if self._run_exists(rid)})
         c.execute("COMMIT")
         self.stats.batches += 1
+
+    def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
+        project, experiment, config, tags = payload
+        self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
+                           (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)))
 
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None

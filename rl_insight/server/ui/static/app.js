@@ -173,7 +173,8 @@ async function renderRun(app, runId, compareIds) {
   const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["metrics-h", "trainer metrics"],
     ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
-  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`), header, nav, alertsEl,
+  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t))),
+    header, nav, renderConfig(run.config || {}), alertsEl,
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsEl,
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset")), timelineEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
@@ -239,6 +240,19 @@ async function renderTargets(el, runId) {
   for (const x of targets) t.append(h("tr", {}, h("td", {}, x.job), h("td", {}, x.target),
     h("td", {}, Object.entries(x.labels).map(([k, v]) => `${k}=${v}`).join(", ")), h("td", {}, x.health ?? "unknown")));
   el.replaceChildren(targets.length ? t : h("p", { class: "muted" }, "No targets registered for this run."));
+}
+
+// What init(config=...) described (verl: the whole trainer config), searchable.
+function renderConfig(config) {
+  const keys = Object.keys(config);
+  if (!keys.length) return h("div", { id: "run-config", class: "muted" }, "No run config (pass config=… to rl_insight.init to see it here).");
+  const rows = h("tbody");
+  const fill = (q) => rows.replaceChildren(...keys.filter(k => !q || k.toLowerCase().includes(q) || String(config[k]).toLowerCase().includes(q))
+    .slice(0, 500).map(k => h("tr", {}, h("td", { class: "key" }, k), h("td", {}, String(config[k])))));
+  fill("");
+  return h("details", { id: "run-config" }, h("summary", {}, `Run config (${keys.length} keys)`),
+    h("input", { type: "search", id: "config-search", placeholder: "filter keys and values", oninput: (e) => fill(e.target.value.trim().toLowerCase()) }),
+    h("table", { class: "grid config" }, rows));
 }
 
 async function renderAlerts(el, runId) {

@@ -1,0 +1,119 @@
+"""What `init(config=...)` tells about the run: a flat, bounded, redacted copy of the config and its tags.
+
+verl passes its whole trainer config (an OmegaConf DictConfig) to `init`; the run page shows it so
+a curve can be read next to the learning rate, batch size and engine settings that produced it.
+Stdlib only, computed once at `init()`; anything odd in the config is skipped, never raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_KEYS = 2000
+MAX_KEY = 256
+MAX_VALUE = 1024
+MAX_TAGS = 64
+MAX_TAG = 128
+MAX_DEPTH = 12
+_SECRET_WORDS = ("token", "password", "passwd", "secret", "api_key", "apikey", "credential", "private_key", "auth")
+
+
+def _is_secret(key: str) -> bool:
+    k = key.lower()
+    return any(w in k for w in _SECRET_WORDS)
+
+
+def _scalar(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float)):
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
+            return str(v)
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            return str(v)  # JSON has no spelling for NaN/inf
+        return v
+    s = v if isinstance(v, str) else repr(v)
+    return s if len(s) <= MAX_VALUE else s[: MAX_VALUE - 1] + "…"
+
+
+def _items(node: Any) -> list[tuple[Any, Any]] | None:
+    """Mapping-like (dict, OmegaConf DictConfig) → items; sequence-like → indexed items; else None."""
+    if isinstance(node, (str, bytes)):
+        return None
+    if hasattr(node, "items"):
+        try:
+            return list(node.items())
+        except Exception:  # noqa: BLE001  (OmegaConf: one unresolvable interpolation fails items())
+            out = []
+            for k in list(node.keys()) if hasattr(node, "keys") else []:
+                try:
+                    out.append((k, node[k]))
+                except Exception:  # noqa: BLE001
+                    out.append((k, "<unreadable>"))
+            return out
+    if isinstance(node, (list, tuple)) or (hasattr(node, "__len__") and hasattr(node, "__getitem__")):
+        return list(enumerate(node))
+    return None
+
+
+def flatten(config: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        if len(out) >= MAX_KEYS:
+            return
+        try:
+            items = _items(node) if depth < MAX_DEPTH else None
+        except Exception:  # noqa: BLE001  (a broken __len__ or keys())
+            out[(prefix or "config")[:MAX_KEY]] = "<unreadable>"
+            return
+        if items is None or not items:
+            if prefix:
+                out[prefix[:MAX_KEY]] = _scalar(node) if items is None else ("{}" if hasattr(node, "items") else "[]")
+            return
+        if all(not isinstance(k, str) for k, _ in items) and all(_items(v) is None for _, v in items):
+            out[prefix[:MAX_KEY]] = _scalar("[" + ", ".join(str(_scalar(v)) for _, v in items) + "]")  # short lists read better inline
+            return
+        for k, v in items:
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if _is_secret(str(k)):
+                out[key[:MAX_KEY]] = "***"
+                continue
+            try:
+                walk(v, key, depth + 1)
+            except Exception:  # noqa: BLE001
+                out[key[:MAX_KEY]] = "<unreadable>"
+            if len(out) >= MAX_KEYS:
+                return
+
+    walk(config, "", 0)
+    return out
+
+
+def _tags(config: Any) -> list[str]:
+    found: list[str] = []
+    for path in (("tags",), ("trainer", "tags"), ("run", "tags")):
+        node = config
+        try:
+            for p in path:
+                node = node.get(p) if hasattr(node, "get") else None
+        except Exception:  # noqa: BLE001
+            node = None
+        if isinstance(node, str):
+            node = [node]
+        items = _items(node) if node is not None else None
+        if items:
+            found += [str(v)[:MAX_TAG] for _, v in items if isinstance(v, (str, int, float))]
+    return list(dict.fromkeys(found))[:MAX_TAGS]
+
+
+def describe(config: Any, env_tags: str = "") -> dict[str, Any] | None:
+    """{"config": {dotted.key: scalar}, "tags": [...]}, or None when there is nothing to tell."""
+    try:
+        flat = flatten(config) if config is not None else {}
+        tags = _tags(config) if config is not None else []
+    except Exception:  # noqa: BLE001
+        flat, tags = {}, []
+    tags += [t.strip()[:MAX_TAG] for t in env_tags.split(",") if t.strip()]
+    tags = list(dict.fromkeys(tags))[:MAX_TAGS]
+    if not flat and not tags:
+        return None
+    return {"config": flat, "tags": tags}
