@@ -438,3 +438,28 @@ def test_clicking_a_chart_point_or_the_breakdown_card_zooms_the_timeline_to_that
     page.mouse.click(box[0] + box[2] / 2, box[1] + box[3] / 2)
     page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {int(first)}", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "chart-click-step.png"))
+
+
+def test_compare_names_runs_and_shows_both_cards_and_timelines(live_demo: str, page) -> None:
+    import httpx
+
+    d = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", live_demo, "--steps", "4", "--step-seconds", "1.0",
+                        "--replicas", "2", "--ranks", "2", "--experiment-name", "ui-test-b"], capture_output=True, text=True, timeout=120)
+    assert d.returncode == 0, d.stdout + d.stderr
+    runs = {r["experiment_name"]: r["id"] for r in httpx.get(live_demo + "/api/v1/runs").json()["runs"]}
+    a, b = runs["ui-test"], runs["ui-test-b"]
+    page.goto(f"{live_demo}/#/run/{a}?compare={b}")  # opened by URL: names must not depend on the runs list
+    page.wait_for_function("document.querySelectorAll('#compare-insights [data-card=\"insight-overlap\"]').length === 2", timeout=30_000)
+    heads = page.eval_on_selector_all("#compare-insights h4", "els => els.map(e => e.textContent)")
+    assert heads == ["rl-insight-demo/ui-test", "rl-insight-demo/ui-test-b"]
+    page.wait_for_function("document.querySelector('.chart[data-metric=\"critic_score_mean\"] .u-legend')", timeout=30_000)
+    legend = page.eval_on_selector_all('.chart[data-metric="critic_score_mean"] .u-legend .u-label', "els => els.map(e => e.textContent)")
+    assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), legend
+    # both timelines, stacked; a step click shows that step in both runs
+    page.wait_for_function(f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000)
+    page.wait_for_function("state.timelines.every(t => (t.stepMarks || []).some(m => m[0] === 3))", timeout=30_000)
+    page.evaluate("showStep(3)")
+    for i in (0, 1):
+        marks = dict(page.evaluate(f"state.timelines[{i}].stepMarks"))
+        page.wait_for_function(f"+state.timelines[{i}].el.dataset.toNs === {marks[3]}", timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)

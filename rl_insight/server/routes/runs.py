@@ -36,9 +36,9 @@ def build_router(st: AppState) -> APIRouter:
         return {"runs": items, "count": len(items)}
 
     @r.get("/runs/{run_id}")
-    def run(run_id: RunId) -> dict[str, Any]:
+    def run(run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")) -> dict[str, Any]:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
-        return q.get_run(reader.conn(), run_id, live_window_s, include_config=True)
+        return q.get_run(reader.conn(), run_id, live_window_s, include_config=config)
 
     @r.get("/runs/{run_id}/metrics")
     def metrics(run_id: RunId) -> dict[str, Any]:

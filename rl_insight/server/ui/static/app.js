@@ -162,6 +162,11 @@ function alertBadges(list) {
 /* ---------------------------------------------------------------- run page */
 async function renderRun(app, runId, compareIds) {
   const run = await api(`/api/v1/runs/${runId}`);
+  // compared runs are named by project/experiment everywhere, even when the page was opened by URL
+  const others = await Promise.all(compareIds.map(id => api(`/api/v1/runs/${id}?config=false`).catch(() => null)));
+  state.runNames = { ...(state.runNames || {}), [run.id]: `${run.project}/${run.experiment_name}`,
+    ...Object.fromEntries(others.filter(Boolean).map(r => [r.id, `${r.project}/${r.experiment_name}`])) };
+  const compared = others.filter(Boolean);
   $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"), " / ", `${run.project} / ${run.experiment_name}`);
   const header = h("div", { class: "bar", id: "run-header" });
   const insightsEl = h("div", { class: "cards", id: "insights" });
@@ -173,10 +178,21 @@ async function renderRun(app, runId, compareIds) {
   const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["metrics-h", "trainer metrics"],
     ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
-  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t))),
+  // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
+  const cmpCards = compared.map(r => ({ run: r, el: h("div", { class: "cards", "data-run-id": r.id }) }));
+  const cmpTimelines = compared.map(r => ({ run: r, el: h("div", { class: "timeline", "data-run-id": r.id }) }));
+  const insightsBlock = compared.length
+    ? h("div", { class: "compare-cols", id: "compare-insights" }, h("div", {}, h("h4", {}, state.runNames[run.id]), insightsEl),
+        ...cmpCards.map(c => h("div", {}, h("h4", {}, state.runNames[c.run.id]), c.el)))
+    : insightsEl;
+  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
+      compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
     header, nav, renderConfig(run.config || {}), alertsEl,
-    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsEl,
-    h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset")), timelineEl,
+    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsBlock,
+    h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
+      + (compared.length ? " · click a step to show that step in every run" : ""))),
+    compared.length ? h("h4", {}, state.runNames[run.id]) : null, timelineEl,
+    ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
     h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")), promEl,
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
@@ -192,7 +208,10 @@ async function renderRun(app, runId, compareIds) {
   await paletteReady;  // stage colours before the first draw
   state.timeline = new Timeline(timelineEl, runId, run.status === "live");
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
+  state.timelines = [state.timeline];
+  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
   await renderInsights(insightsEl, runId);
+  for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
   renderTargets(targetsEl, runId);
   renderAlerts(alertsEl, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds);
@@ -202,19 +221,20 @@ async function renderRun(app, runId, compareIds) {
 
   let headerStep = null;
   every(3000, async () => {
-    const r = await api(`/api/v1/runs/${runId}`);
+    const r = await api(`/api/v1/runs/${runId}?config=false`);
     setHeader(r);
     if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
   });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
-  every(10000, () => renderInsights(insightsEl, runId));
+  every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
   every(15000, () => renderTargets(targetsEl, runId));
 }
 
-async function renderInsights(el, runId) {
+async function renderInsights(el, runId, idPrefix = "") {
   const s = await api(`/api/v1/runs/${runId}/insights?window_s=300`);
-  const card = (k, v, id, small, step) => h("div", { class: step !== undefined && step !== null ? "card link" : "card", id,
+  const card = (k, v, id, small, step) => h("div", { class: step !== undefined && step !== null ? "card link" : "card", id: idPrefix + id,
+    "data-card": id,
     title: step !== undefined && step !== null ? `show step ${step} on the timeline` : null,
     onclick: step !== undefined && step !== null ? () => showStep(step) : null },
     h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
@@ -344,10 +364,13 @@ class Timeline {
   constructor(el, runId, follow) {
     this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
     this.pageSize = 64; this.page = 0; this.allLanes = null;
-    this.pager = h("div", { class: "bar", id: "lane-pager" });
+    const main = el.id === "timeline";  // compared runs' timelines carry no ids (they would repeat)
+    const pid = (id) => main ? id : null;
+    this.pid = pid;
+    this.pager = h("div", { class: "bar", id: pid("lane-pager") });
     this.el.before(this.pager);
     this.canvas = h("canvas"); this.el.append(this.canvas);
-    this.legend = h("div", { class: "legend", id: "timeline-legend" }); this.el.after(this.legend);
+    this.legend = h("div", { class: "legend", id: pid("timeline-legend") }); this.el.after(this.legend);
     this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
     this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
@@ -357,7 +380,7 @@ class Timeline {
     this.canvas.addEventListener("click", (e) => {
       if (e.offsetY > this.axisH + 14) return;  // the step band under the time axis
       const hit = (this.stepHits || []).find(([x]) => Math.abs(x - e.offsetX) < 30);
-      if (hit) this.zoomToStep(hit[1]);
+      if (hit) (state.timelines?.includes(this) ? showStep(hit[1]) : this.zoomToStep(hit[1]));  // compare: every run at that step
     });
     this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
   }
@@ -370,9 +393,9 @@ class Timeline {
     const pages = Math.ceil(n / this.pageSize); this.page = Math.min(this.page, pages - 1);
     const a = this.page * this.pageSize, b = Math.min(n, a + this.pageSize);
     const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
-    this.pager.replaceChildren(h("button", { id: "lanes-prev", onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
-      h("span", { id: "lanes-page" }, `lanes ${a + 1}–${b} of ${n}`),
-      h("button", { id: "lanes-next", onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"));
+    this.pager.replaceChildren(h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
+      h("span", { id: this.pid("lanes-page") }, `lanes ${a + 1}–${b} of ${n}`),
+      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"));
     return this.allLanes.slice(a, b);
   }
   async load() {
@@ -628,7 +651,7 @@ class ChartGrid {
 // Chart point or breakdown card → the timeline zoomed to that step (double-click the timeline to go back).
 function showStep(step) {
   if (!state.timeline) return;
-  state.timeline.zoomToStep(step);
+  for (const t of state.timelines || [state.timeline]) t.zoomToStep(step);
   document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });
 }
 function showTime(ns) { const step = state.timeline?.stepOf(ns); if (step !== null && step !== undefined) showStep(step); }
