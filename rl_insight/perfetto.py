@@ -10,7 +10,7 @@ Stdlib only.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 _LANE = re.compile(r"^(.+?)(?:[_-](\d+))?$")
 
@@ -53,28 +53,57 @@ def _nested_threads(slices: list[Slice]) -> list[int]:
     return out
 
 
-def build(slices: Iterable[Slice], title: str, other: dict[str, Any] | None = None) -> dict[str, Any]:
-    by_lane: dict[str, dict[str, list[Slice]]] = {}
+def lane_events(pid: int, lane: str, slices: Iterable[Slice]) -> list[dict[str, Any]]:
+    """The events of one lane (one process): its metadata, then each track's slices on properly nested threads."""
+    tracks: dict[str, list[Slice]] = {}
     for s in slices:
-        by_lane.setdefault(s.lane, {}).setdefault(s.track, []).append(s)
+        tracks.setdefault(s.track, []).append(s)
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": lane or "(no lane)"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}]
+    tid = 0
+    for track, items in sorted(tracks.items()):
+        items.sort(key=lambda s: (s.start_ns, -s.end_ns))
+        threads = _nested_threads(items)
+        for k in range(max(threads, default=-1) + 1):
+            tid += 1
+            label = track if k == 0 else f"{track} #{k + 1}"
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        first_tid = tid - max(threads, default=-1)
+        for s, k in zip(items, threads):
+            ev = {"ph": "X", "name": s.name, "cat": s.cat, "pid": pid, "tid": first_tid + k,
+                  "ts": s.start_ns / 1000, "dur": max(0.0, (s.end_ns - s.start_ns) / 1000)}
+            if s.args:
+                ev["args"] = s.args
+            events.append(ev)
+    return events
+
+
+def _other(title: str, other: dict[str, Any] | None) -> dict[str, Any]:
+    return {"title": title, "exporter": "rl-insight", **(other or {})}
+
+
+def build(slices: Iterable[Slice], title: str, other: dict[str, Any] | None = None) -> dict[str, Any]:
+    by_lane: dict[str, list[Slice]] = {}
+    for s in slices:
+        by_lane.setdefault(s.lane, []).append(s)
     events: list[dict[str, Any]] = []
     for pid, lane in enumerate(sorted(by_lane, key=lane_sort_key), start=1):
-        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": lane or "(no lane)"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
-        tid = 0
-        for track, items in sorted(by_lane[lane].items()):
-            items.sort(key=lambda s: (s.start_ns, -s.end_ns))
-            threads = _nested_threads(items)
-            for k in range(max(threads, default=-1) + 1):
-                tid += 1
-                label = track if k == 0 else f"{track} #{k + 1}"
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
-                events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-            first_tid = tid - max(threads, default=-1)
-            for s, k in zip(items, threads):
-                ev = {"ph": "X", "name": s.name, "cat": s.cat, "pid": pid, "tid": first_tid + k,
-                      "ts": s.start_ns / 1000, "dur": max(0.0, (s.end_ns - s.start_ns) / 1000)}
-                if s.args:
-                    ev["args"] = s.args
-                events.append(ev)
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"title": title, "exporter": "rl-insight", **(other or {})}}
+        events += lane_events(pid, lane, by_lane[lane])
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other(title, other)}
+
+
+def build_stream(lanes: Iterable[tuple[str, Iterable[Slice]]], title: str, other: dict[str, Any] | None = None) -> Iterator[str]:
+    """The same JSON as `build`, as text chunks, one lane at a time (lanes given in display order): memory
+    stays bounded by the largest lane, and the download starts at once."""
+    import json
+
+    yield '{"traceEvents":['
+    first = True
+    for pid, (lane, slices) in enumerate(lanes, start=1):
+        events = lane_events(pid, lane, slices)
+        if events:
+            yield ("" if first else ",") + ",".join(json.dumps(e, default=str) for e in events)
+            first = False
+    yield '],"displayTimeUnit":"ms","otherData":' + json.dumps(_other(title, other), default=str) + "}"

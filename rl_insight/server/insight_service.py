@@ -34,7 +34,7 @@ VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off
 
 def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str) -> dict[str, Any]:
     now = time.time_ns()
-    spans = q.spans_in(conn, run_id, from_ns, to_ns)
+    spans = q.spans_in(conn, run_id, from_ns, to_ns, attributes="param_version")  # the one attribute insights read
     summary = insights.summarize(spans, from_ns, to_ns, now, metric_samples(conn, run_id, step_metric),
                                  metric_samples(conn, run_id, version_metric))
     if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Literal
 
@@ -120,11 +119,13 @@ def build_router(st: AppState) -> APIRouter:
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
     @r.get("/runs/{run_id}/trace.json")
-    def export_trace(run_id: RunId) -> JSONResponse:
-        """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing)."""
-        body = q.chrome_trace(reader.conn(), run_id)
-        return JSONResponse(json.loads(json.dumps(body, default=str)),
-                            headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
+    def export_trace(run_id: RunId) -> StreamingResponse:
+        """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing),
+        streamed one lane at a time."""
+        conn = reader.conn()
+        q.get_run(conn, run_id)  # 404 before streaming starts
+        return StreamingResponse(q.chrome_trace_stream(conn, run_id), media_type="application/json",
+                                 headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
     @r.get("/runs/{run_id}/targets")
     async def run_targets(run_id: RunId) -> dict[str, Any]:

@@ -196,13 +196,17 @@ def lanes(conn: sqlite3.Connection, run_id: int, counts: bool = False) -> list[d
 
 def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
                  lane_names: list[str] | None = None, limit: int = 200_000) -> dict[str, Any]:
-    """Spans overlapping [from_ns, to_ns). Consecutive same-name spans on a lane (and depth) that are
-    shorter than `resolution_ns` and less than `resolution_ns` apart are merged into one entry with a
-    count; open states end at `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns,
-    count, span_id (single spans only), open].
+    """Spans overlapping [from_ns, to_ns), at most about one item per `resolution_ns` per lane and depth.
 
-    One ordered scan of the (run_id, lane, start_ns) index plus a single merging pass: cheaper than
-    SQL window functions, and proportional to the lanes asked for (the UI asks for the visible ones).
+    Spans at least `resolution_ns` long are kept as they are. Shorter ones that follow each other less
+    than `resolution_ns` apart are merged into one busy interval with a count, whatever their names:
+    the item is named after its longest span, so a zoomed-out view of dense lanes costs at most one
+    item per pixel, not one per span. Open states end at
+    `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns, count, span_id (single
+    spans only), open].
+
+    One ordered scan of the covering (run_id, lane, start_ns, end_ns, kind, name [, id]) index and a single
+    merging pass, proportional to the lanes asked for (the UI asks for the visible ones).
     """
     if to_ns <= from_ns:
         raise InvalidInputError(f"empty window: to_ns ({to_ns}) must be greater than from_ns ({from_ns})")
@@ -210,32 +214,38 @@ def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: 
         raise InvalidInputError("resolution_ns must be >= 0")
     get_run(conn, run_id)
     now = time.time_ns()
-    sql = ("SELECT lane, kind, name, start_ns, coalesce(end_ns, ?), id, end_ns IS NULL FROM spans "
+    # (a WITHOUT ROWID table's indexes hold its primary key, so `id` comes from the index too)
+    sql = ("SELECT lane, kind, name, start_ns, coalesce(end_ns, ?), end_ns IS NULL, id FROM spans "
            "WHERE run_id = ? AND start_ns < ? AND coalesce(end_ns, ?) > ?")
     args: list[Any] = [now, run_id, to_ns, now, from_ns]
     if lane_names:
         sql += f" AND lane IN ({','.join('?' * len(lane_names))})"
         args += lane_names
     res = resolution_ns
-    open_run: dict[tuple[str, int], list[Any]] = {}  # (lane, depth) -> entry being extended
+    current: dict[tuple[str, int], list[Any]] = {}  # (lane, depth) -> item being extended
     out_rows: list[list[Any]] = []
     truncated = False
-    for lane, kind, name, start, end, sid, is_open in conn.execute(sql + " ORDER BY lane, start_ns", args):
+    for lane, kind, name, start, end, is_open, sid in conn.execute(sql + " ORDER BY lane, start_ns", args):
         depth = 0 if kind == "state" else 1
         key = (lane, depth)
-        cur = open_run.get(key)
-        short = end - start < res
-        if cur is not None and short and cur[2] == name and cur[8] and start - cur[4] <= res:
-            cur[4] = max(cur[4], end)
+        cur = current.get(key)
+        dur = end - start
+        if cur is not None and dur < res and cur[8] and start - cur[4] <= res:
+            # a short span right after a short (or merged) item: one busy interval
+            if end > cur[4]:
+                cur[4] = end
             cur[5] += 1
             cur[6] = None
-            cur[7] = cur[7] or bool(is_open)
+            if is_open:
+                cur[7] = True
+            if dur > cur[9]:  # named after its longest span
+                cur[2], cur[9] = name, dur
             continue
         if len(out_rows) >= limit:
             truncated = True
             break
-        cur = [lane, depth, name, start, end, 1, sid, bool(is_open), short]
-        open_run[key] = cur
+        cur = [lane, depth, name, start, end, 1, sid, bool(is_open), dur < res, dur]
+        current[key] = cur
         out_rows.append(cur)
     lane_list = sorted({r[0] for r in out_rows}, key=lane_sort_key)
     index = {lane: i for i, lane in enumerate(lane_list)}
@@ -264,18 +274,33 @@ def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str
             "end_ns": r[7], "open": r[7] is None, "attributes": json.loads(r[8])}
 
 
-def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, to_ns: int | None = None) -> list[dict[str, Any]]:
-    """Raw spans (for insights and exports)."""
-    sql = "SELECT id, parent_id, name, lane, kind, start_ns, end_ns, attributes FROM spans WHERE run_id = ?"
+def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, to_ns: int | None = None,
+             attributes: bool | str = True) -> list[dict[str, Any]]:
+    """Raw spans (for insights and exports). `attributes`: True for all of them, False for none, or one
+    attribute's name (read by SQLite's json_extract, so the insights never decode every span's JSON)."""
+    if attributes is True:
+        attr_sql = "attributes"
+    elif attributes is False:
+        attr_sql = "NULL"
+    else:
+        attr_sql = "json_extract(attributes, ?)"
+    sql = f"SELECT id, parent_id, name, lane, kind, start_ns, end_ns, {attr_sql} FROM spans WHERE run_id = ?"
     args: list[Any] = [run_id]
+    if isinstance(attributes, str):
+        args.insert(0, "$." + json.dumps(attributes))  # quoted: any attribute name is a valid JSON path key
     if to_ns is not None:
         sql += " AND start_ns < ?"
         args.append(to_ns)
     if from_ns is not None:
         sql += " AND (end_ns IS NULL OR end_ns > ?)"
         args.append(from_ns)
+    rows = conn.execute(sql + " ORDER BY start_ns", args)
+    if attributes is True:
+        return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
+                 "attributes": json.loads(r[7])} for r in rows]
+    key = attributes if isinstance(attributes, str) else None
     return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
-             "attributes": json.loads(r[7])} for r in conn.execute(sql + " ORDER BY start_ns", args)]
+             "attributes": {key: r[7]} if key and r[7] is not None else {}} for r in rows]
 
 
 # ----------------------------------------------------------------------------- exports
@@ -304,19 +329,29 @@ def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = 
 
 
 def chrome_trace(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
-    """Chrome trace / Perfetto JSON: one process per lane (sorted), nested states as nested slices
-    (rl_insight.perfetto); open states end at export time and carry args.open = true."""
-    from ...perfetto import Slice, build
+    """Chrome trace / Perfetto JSON as one object (tests, small runs); the route streams `chrome_trace_stream`."""
+    return json.loads("".join(chrome_trace_stream(conn, run_id)))
+
+
+def chrome_trace_stream(conn: sqlite3.Connection, run_id: int) -> Iterator[str]:
+    """Chrome trace / Perfetto JSON text, one lane at a time: one process per lane (sorted), nested
+    states as nested slices (rl_insight.perfetto); open states end at export time and carry args.open = true."""
+    from ...perfetto import Slice, build_stream
 
     run = get_run(conn, run_id)
     now_ns = time.time_ns()
-    slices = []
-    for s in spans_in(conn, run_id):
-        args = dict(s["attributes"])
-        if s["end_ns"] is None:
-            args["open"] = True
-        track = "states" if s["kind"] in ("state", "state_child") else s["kind"]
-        slices.append(Slice(s["lane"] or "(no lane)", track, s["name"], s["kind"], s["start_ns"],
-                            s["end_ns"] if s["end_ns"] is not None else now_ns, args))
-    return build(slices, f"{run['project']}/{run['experiment_name']}",
-                 {"project": run["project"], "experiment_name": run["experiment_name"]})
+
+    def lane_slices(lane: str) -> Iterator[Slice]:
+        rows = conn.execute("SELECT name, kind, start_ns, end_ns, attributes FROM spans WHERE run_id = ? AND lane = ? "
+                            "ORDER BY start_ns", (run_id, lane))
+        for name, kind, start, end, attrs in rows:
+            args = json.loads(attrs)
+            if end is None:
+                args["open"] = True
+            track = "states" if kind in ("state", "state_child") else kind
+            yield Slice(lane or "(no lane)", track, name, kind, start, end if end is not None else now_ns, args)
+
+    lanes_in_order = [d["lane"] for d in lanes(conn, run_id)]
+    yield from build_stream(((lane, lane_slices(lane)) for lane in lanes_in_order),
+                            f"{run['project']}/{run['experiment_name']}",
+                            {"project": run["project"], "experiment_name": run["experiment_name"]})

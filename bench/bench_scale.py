@@ -1,0 +1,141 @@
+"""The run page at a real job's scale (issue 12): the soak `rl-insight demo --replicas 64 --ranks 64
+--step-seconds 0.5 --steps 600` rebuilt directly in a run store (same lanes, states and metric
+count, without waiting 5 minutes), then the queries the run page and /metrics make.
+
+    python bench/bench_scale.py [--steps 600] [--scale 1]     # --scale 10: ten times the steps
+
+Reports, for each query, the median of 3 and the size of the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import machine  # noqa: E402
+
+from rl_insight.protocol import SpanRecord  # noqa: E402
+from rl_insight.server.insight_service import run_insights  # noqa: E402
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
+from rl_insight.server.runstore import queries as q  # noqa: E402
+
+S = 10**9
+ID = {"project": "bench", "experiment_name": "soak"}
+
+
+def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> tuple[int, int]:
+    """Per step: each replica generates (3 requests' worth of vllm_generate, long tail on one replica) and
+    syncs weights; each rank computes log probs, then train_batch with a nested actor_update."""
+    rng = random.Random(0)
+    w = RunStoreWriter(path, flush_interval_s=0.05)
+    t0 = time.time_ns() - int(steps * step_s * S) - 60 * S
+    n_spans = n_samples = 0
+    seq = 0
+
+    def span(name: str, lane: str, a: int, b: int, parent: str | None = None) -> SpanRecord:
+        nonlocal seq
+        seq += 1
+        return SpanRecord(f"{seq:016x}", f"{seq // 1000:032x}", parent, name, lane, "state", a, b, dict(ID))
+
+    for step in range(1, steps + 1):
+        base = t0 + int((step - 1) * step_s * S)
+        gen_end = base + int(0.4 * step_s * S)
+        spans = []
+        tail = step % replicas
+        for r in range(replicas):
+            t = base
+            for k in range(3):
+                d = int(0.4 * step_s * S / 3 * rng.uniform(0.5, 1.0) * (1.6 if r == tail and k == 2 else 1.0))
+                spans.append(span("vllm_generate", f"replica_{r}", t, min(t + d, gen_end)))
+                t += d
+            spans.append(span("update_weights", f"replica_{r}", base + int(0.92 * step_s * S), base + int(0.97 * step_s * S)))
+        for k in range(ranks):
+            a = gen_end
+            for name, frac in (("actor_compute_log_prob", 0.1), ("ref_compute_log_prob", 0.1)):
+                b = a + int(frac * step_s * S * rng.uniform(0.9, 1.1))
+                spans.append(span(name, f"rank_{k}", a, b))
+                a = b
+            b = a + int(0.25 * step_s * S)
+            outer = span("train_batch", f"rank_{k}", a, b)
+            spans.append(outer)
+            inner = span("actor_update", f"rank_{k}", a + (b - a) // 20, b - (b - a) // 20, outer.id)
+            inner.kind = "state"
+            spans.append(inner)
+        w.put_spans([], spans)
+        n_spans += len(spans)
+        ts = (base + step_s * S) / S
+        rows = [SampleRow("bench", "soak", "training_global_step", "gauge", "{}", float(step), ts, float(step))]
+        rows += [SampleRow("bench", "soak", f"metric_{i:02d}", "gauge", "{}", float(step), ts, rng.random()) for i in range(96)]
+        w.put_samples(rows)
+        n_samples += len(rows)
+    w.flush(1200)
+    w.close()
+    return n_spans, n_samples
+
+
+def timed(fn, runs: int = 3):
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--scale", type=int, default=1, help="multiply the steps (10: the 10x soak)")
+    ap.add_argument("--replicas", type=int, default=64)
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--skip-trace", action="store_true", help="leave out the trace.json export (slow under tracemalloc)")
+    args = ap.parse_args()
+    steps = args.steps * args.scale
+    print(f"machine: {machine()}")
+    d = Path(tempfile.mkdtemp(prefix="rl-scale-bench-"))
+    path = d / "runstore.sqlite"
+    t0 = time.perf_counter()
+    n_spans, n_samples = build(path, steps, args.replicas, args.ranks, 0.5)
+    print(f"  store: {n_spans:,} spans on {args.replicas + args.ranks} lanes, {n_samples:,} samples, "
+          f"{path.stat().st_size / 2**20:.0f} MiB, built in {time.perf_counter() - t0:.0f} s")
+    conn = RunStoreReader(path).conn()
+    lo, hi = q.span_bounds(conn, 1)
+    lanes = [x["lane"] for x in q.lanes(conn, 1)]
+    page = lanes[:64]
+    for label, frm, to in (("whole run", lo, hi), ("10 minutes", hi - 600 * S, hi), ("60 s", hi - 60 * S, hi),
+                           ("one step (0.5 s)", hi - S // 2, hi)):
+        res = max(0, (to - frm) // 1500)
+        t, out = timed(lambda: q.spans_window(conn, 1, from_ns=frm, to_ns=to, resolution_ns=res, lane_names=page))
+        print(f"  timeline, 64-lane page, {label}, 1,500 px: {t * 1000:.0f} ms, {len(out['spans']):,} items "
+              f"({len(out['spans']) / 1500 / 64:.2f} per px per lane)")
+    t, _ = timed(lambda: q.lanes(conn, 1, counts=True))
+    print(f"  lanes?counts=true: {t * 1000:.0f} ms")
+    for window in (60, 300, None):
+        frm = lo if window is None else hi - window * S
+        t, _ = timed(lambda: run_insights(conn, 1, frm, hi + 1, "training/global_step", "current_param_version"))
+        print(f"  insights, {'whole run' if window is None else f'{window} s window'}: {t * 1000:.0f} ms")
+    if args.skip_trace:
+        return
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    first = None
+    size = 0
+    for chunk in q.chrome_trace_stream(conn, 1):
+        first = first or time.perf_counter() - t0
+        size += len(chunk)
+    total = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"  trace.json: first bytes after {first * 1000:.0f} ms, all {size / 2**20:.0f} MiB in {total:.1f} s, "
+          f"peak Python memory {peak / 2**20:.0f} MiB (tracemalloc)")
+
+
+if __name__ == "__main__":
+    main()
