@@ -170,6 +170,7 @@ class SglangStandIn:
         self.token_usage.set(kv_usage)
         self.used_tokens.set(int(kv_usage * 262_144))
         self.retracted.set(1 if kv_usage > 0.95 else 0)
+        self.gen_throughput.set(running * 45.0)
         self._waiting = waiting
 
     def sleep(self) -> None:
@@ -178,7 +179,6 @@ class SglangStandIn:
 
     def wake(self) -> None:
         self.paused.set(0)
-        self.gen_throughput.set(running * 45.0)
 
     def record(self, req: Request, rng_preempt: bool) -> None:
         self.prompt_tokens.inc(req.prompt_tokens)
