@@ -107,6 +107,22 @@ def main() -> None:
           f"{path.stat().st_size / 2**20:.0f} MiB, built in {time.perf_counter() - t0:.0f} s")
     conn = RunStoreReader(path).conn()
     lo, hi = q.span_bounds(conn, 1)
+    # what the server's insight service does in the background as steps complete (here: all at once)
+    from rl_insight import insights as ins
+    from rl_insight.server import step_stats
+    from rl_insight.server.insight_service import metric_samples
+
+    w = RunStoreWriter(path)
+    t0 = time.perf_counter()
+    windows = ins.step_windows(metric_samples(conn, 1, "training/global_step"))
+    todo = step_stats.pending_steps(conn, 1, windows, time.time_ns())
+    blocks = step_stats.complete_blocks(windows, {x[0] for x in todo}, set())
+    w.put_step_stats(step_stats.compute_steps(conn, 1, todo, [], time.time_ns()), [(1, *b) for b in blocks])
+    w.flush(1200)
+    w.close()
+    took = time.perf_counter() - t0
+    print(f"  per-step statistics of {len(todo):,} steps: {took:.1f} s ({took / max(1, len(todo)) * 1000:.1f} ms a step, "
+          "once per step in the background)")
     lanes = [x["lane"] for x in q.lanes(conn, 1)]
     page = lanes[:64]
     for label, frm, to in (("whole run", lo, hi), ("10 minutes", hi - 600 * S, hi), ("60 s", hi - 60 * S, hi),

@@ -181,28 +181,41 @@ def step_breakdown(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int,
     return out
 
 
-def long_tail(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+def generation_lanes(spans: Iterable[dict[str, Any]], now_ns: int) -> dict[str, "Disjoint"]:
+    """Each rollout lane's generation intervals (union), for the long tail."""
     per_lane: dict[str, list[Interval]] = {}
     for s in states(spans):
         if phase(s["name"], s["lane"]) == "generation":
             per_lane.setdefault(s["lane"], []).append((s["start_ns"], _end(s, now_ns)))
-    merged = {lane: Disjoint(union(iv)) for lane, iv in per_lane.items()}
+    return {lane: Disjoint(union(iv)) for lane, iv in per_lane.items()}
+
+
+def tail_of_step(step: int, busy: dict[str, float]) -> dict[str, Any] | None:
+    """One step's long tail from each rollout lane's generation seconds (None with fewer than 2 lanes)."""
+    busy = {k: v for k, v in busy.items() if v > 0}
+    if len(busy) < 2:
+        return None
+    slowest = max(busy, key=lambda k: (busy[k], k))
+    median = statistics.median(busy.values())
+    return {"step": step, "slowest_lane": slowest, "slowest_s": busy[slowest], "median_s": median,
+            "ratio": busy[slowest] / median if median else float("inf"), "lanes": dict(sorted(busy.items()))}
+
+
+def long_tail(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+    merged = generation_lanes(spans, now_ns)
     out = []
     for step, a, b in windows:
-        busy = {lane: iv.length_in(a, b) / NS for lane, iv in merged.items()}
-        busy = {k: v for k, v in busy.items() if v > 0}
-        if len(busy) < 2:
-            continue
-        slowest = max(busy, key=lambda k: (busy[k], k))
-        median = statistics.median(busy.values())
-        out.append({"step": step, "slowest_lane": slowest, "slowest_s": busy[slowest], "median_s": median,
-                    "ratio": busy[slowest] / median if median else float("inf"), "lanes": dict(sorted(busy.items()))})
+        t = tail_of_step(step, {lane: iv.length_in(a, b) / NS for lane, iv in merged.items()})
+        if t is not None:
+            out.append(t)
     return out
 
 
 def stalled(spans: Sequence[dict[str, Any]], now_ns: int, factor: float = 3.0, min_seconds: float = 60.0,
-            no_history_seconds: float = 1800.0) -> list[dict[str, Any]]:
-    durations: dict[str, list[float]] = {}
+            no_history_seconds: float = 1800.0, history: dict[str, list[float]] | None = None) -> list[dict[str, Any]]:
+    """`history`: finished durations per state name (seconds) known from elsewhere (the server's per-step
+    statistics), added to those of the finished spans given."""
+    durations: dict[str, list[float]] = {k: list(v) for k, v in (history or {}).items()}
     for s in states(spans):
         if s.get("end_ns") is not None:
             durations.setdefault(s["name"], []).append((s["end_ns"] - s["start_ns"]) / NS)
@@ -225,8 +238,16 @@ def stalled(spans: Sequence[dict[str, Any]], now_ns: int, factor: float = 3.0, m
 
 def staleness(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int) -> dict[str, Any] | None:
     """`versions`: (unix ts, trainer parameter version) samples. None when the job reports no versions."""
-    if not versions:
+    values = staleness_values(spans, versions, now_ns)
+    if not values:
         return None
+    return {"mean": sum(values) / len(values), "max": max(values), "samples": len(values)}
+
+
+def staleness_values(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int) -> list[float]:
+    """One staleness value per generation state that carries `param_version`."""
+    if not versions:
+        return []
     vs = sorted(versions)
     times = [int(ts * NS) for ts, _ in vs]
     values: list[float] = []
@@ -242,9 +263,7 @@ def staleness(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, f
                 continue
             if math.isfinite(v):
                 values.append(v)
-    if not values:
-        return None
-    return {"mean": sum(values) / len(values), "max": max(values), "samples": len(values)}
+    return values
 
 
 def summarize(spans: Sequence[dict[str, Any]], t0: int, t1: int, now_ns: int,

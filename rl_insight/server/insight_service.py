@@ -1,7 +1,8 @@
 """Insight metrics for live runs, recomputed in the background and exposed on /metrics.
 
-Every `interval_s` the service reads the last `window_s` of spans (and the step and version
-metrics) of each live run from the run store and keeps the summary; the collector only copies it.
+Every `interval_s` the service summarizes the run store's newly completed steps (server/step_stats.py,
+a bounded number per cycle) and computes the last `window_s` of each live run from those per-step
+statistics plus the partial steps at the window's edges; the collector only copies the result.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from .. import insights
 from ..names import sanitize_metric_name
+from . import step_stats
 from .runstore import RunStoreReader
 from .runstore import queries as q
 
@@ -33,10 +35,11 @@ VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off
 
 
 def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str) -> dict[str, Any]:
+    """Every insight of a run over [from_ns, to_ns): whole steps from the stored per-step statistics,
+    the partial steps at the edges from their spans (server/step_stats.py)."""
     now = time.time_ns()
-    spans = q.spans_in(conn, run_id, from_ns, to_ns, attributes="param_version")  # the one attribute insights read
-    summary = insights.summarize(spans, from_ns, to_ns, now, metric_samples(conn, run_id, step_metric),
-                                 metric_samples(conn, run_id, version_metric))
+    windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
+    summary = step_stats.window_insights(conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric))
     if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it
         mean, mx = (metric_samples(conn, run_id, m) for m in VERL_STALENESS)
         if mean:
@@ -47,8 +50,10 @@ def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: 
 
 class InsightService:
     def __init__(self, reader: RunStoreReader, *, window_s: float, live_window_s: float, step_metric: str,
-                 version_metric: str, interval_s: float = 15.0) -> None:
+                 version_metric: str, interval_s: float = 15.0, writer: Any = None) -> None:
         self._reader = reader
+        self._writer = writer  # where per-step statistics are stored (None: every window is computed from spans)
+        self._done: dict[int, tuple[set[int], set[int]]] = {}  # run id -> (steps, blocks) whose statistics are stored
         self._window_s = window_s
         self._live_window_s = live_window_s
         self._step_metric = step_metric
@@ -74,11 +79,35 @@ class InsightService:
             except Exception as exc:  # a bad run must not stop the others' insights
                 log.warning("insight refresh failed: %s", exc)
 
+    def summarize_steps(self, conn: Any, run_id: int, budget: int = 2000) -> int:
+        """Compute and store the statistics of up to `budget` complete steps not yet summarized."""
+        if self._writer is None:
+            return 0
+        now = time.time_ns()
+        windows = insights.step_windows(metric_samples(conn, run_id, self._step_metric))
+        if run_id not in self._done:  # once per run and server start; then kept up to date here
+            self._done[run_id] = (step_stats.stored_steps(conn, run_id), step_stats.stored_steps(conn, run_id, "block"))
+        done, blocks_done = self._done[run_id]
+        todo = step_stats.pending_steps(conn, run_id, windows, now, done)[:budget]
+        rows = step_stats.compute_steps(conn, run_id, todo, metric_samples(conn, run_id, self._version_metric), now) if todo else []
+        done.update(w[0] for w in todo)
+        blocks = step_stats.complete_blocks(windows, done, blocks_done)
+        if rows or blocks:
+            self._writer.put_step_stats(rows, [(run_id, *b) for b in blocks])
+            blocks_done.update(b[0] for b in blocks)
+        return len(todo)
+
     def refresh(self) -> None:
         conn = self._reader.conn()
         now = time.time_ns()
         latest = {}
+        budget = 500  # steps summarized per refresh over all runs (~2.5 s of one core): a backlog catches up over cycles
         for run in q.list_runs(conn, self._live_window_s):
+            if budget > 0:
+                try:
+                    budget -= self.summarize_steps(conn, run["id"], budget)
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("step statistics for run %s failed: %s", run["id"], exc)
             if run["status"] != "live":
                 continue
             try:

@@ -133,7 +133,8 @@ class AppState:
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
         self.insight = (InsightService(self.reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
-                                       step_metric=config.step_metric, version_metric=config.version_metric)
+                                       step_metric=config.step_metric, version_metric=config.version_metric,
+                                       writer=self.writer)
                         if self.reader is not None else None)
         self.forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
                           if config.otlp_endpoint or endpoint_from_env() else None)

@@ -291,10 +291,24 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
     if to_ns is not None:
         sql += " AND start_ns < ?"
         args.append(to_ns)
+    longest = None
     if from_ns is not None:
         sql += " AND (end_ns IS NULL OR end_ns > ?)"
         args.append(from_ns)
-    rows = conn.execute(sql + " ORDER BY start_ns", args)
+        # no finished span is longer than the run's longest, so older starts need not be read (a range
+        # on the start index instead of every span since the run began); open spans come from their own index
+        row = conn.execute("SELECT max_span_ns FROM runs WHERE id = ?", (run_id,)).fetchone()
+        longest = row[0] if row is not None else None
+    if longest is not None:
+        bounded = sql + " AND start_ns >= ?"
+        rows: Any = list(conn.execute(bounded + " ORDER BY start_ns", args + [from_ns - longest]))
+        open_sql = sql.replace("FROM spans WHERE", "FROM spans INDEXED BY spans_open WHERE", 1)  # the partial index of open spans
+        early_open = conn.execute(open_sql + " AND end_ns IS NULL AND start_ns < ? ORDER BY start_ns",
+                                  args + [from_ns - longest]).fetchall()
+        if early_open:
+            rows = sorted(early_open + rows, key=lambda r: r[5])
+    else:
+        rows = conn.execute(sql + " ORDER BY start_ns", args)
     if attributes is True:
         return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
                  "attributes": json.loads(r[7])} for r in rows]

@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 2  # 2: runs.config and runs.tags (what init(config=...) described)
+SCHEMA_VERSION = 2  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at REAL,
     config TEXT,
     tags TEXT,
+    max_span_ns INTEGER,
     UNIQUE (project, experiment_name)
 );
 CREATE TABLE IF NOT EXISTS series (
@@ -56,6 +57,36 @@ CREATE TABLE IF NOT EXISTS spans (
     end_ns INTEGER,
     attributes TEXT NOT NULL,
     PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS step_stats (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, step, lane, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS step_stats_by_time ON step_stats (run_id, start_ns);
+CREATE TABLE IF NOT EXISTS step_blocks (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    first_step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    name TEXT NOT NULL,
+    total REAL NOT NULL,
+    mx REAL NOT NULL,
+    PRIMARY KEY (run_id, first_step, lane, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS step_summaries (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    first_step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    PRIMARY KEY (run_id, kind, first_step)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
@@ -97,9 +128,11 @@ def quick_check(conn: sqlite3.Connection, path: Path) -> str:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a store written by an older rl-insight up to SCHEMA_VERSION, adding, never rewriting."""
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-    for col in ("config", "tags"):  # version 1 -> 2
+    for col, kind in (("config", "TEXT"), ("tags", "TEXT"), ("max_span_ns", "INTEGER")):  # version 1 -> 2
         if col not in columns:
-            conn.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
+            if col == "max_span_ns":  # one scan, once: window queries are bounded by each run's longest span
+                conn.execute("UPDATE runs SET max_span_ns = (SELECT max(end_ns - start_ns) FROM spans WHERE run_id = runs.id)")
     # version 1 -> 2: the timeline scan reads a covering index (no table lookups) instead of (run_id, lane, start_ns)
     conn.execute("DROP INDEX IF EXISTS spans_by_lane")
 

@@ -52,6 +52,8 @@ class WriterStats:
 
 
 _INSERT_SAMPLE = "INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
+_UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)")
 # a late start never reopens a span whose end is already stored
 _INSERT_START = ("INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -142,6 +144,13 @@ class RunStoreWriter:
         """What init(config=...) said about the run; the latest description wins."""
         self._put("run_info", (project, experiment_name, config, tags), 1)
 
+    def put_step_stats(self, rows: list[tuple[int, int, int, int, str, str, float]],
+                       blocks: list[tuple[int, int, int, int, list[int]]] = ()) -> None:
+        """Per-step insight rows (server/step_stats.py), and blocks of complete steps to sum up once the rows
+        are in: (run_id, first_step, start_ns, end_ns, steps). A step or block computed again replaces its rows."""
+        if rows or blocks:
+            self._put("step_stats", (rows, list(blocks)), 1)
+
     def put_spans(self, starts: list[dict[str, Any]], spans: list[dict[str, Any]]) -> None:
         if starts or spans:
             self._put("spans", (starts, spans), len(starts) + len(spans))
@@ -187,7 +196,7 @@ class RunStoreWriter:
                         n += len(payload)
                     elif kind == "spans":
                         n += len(payload[0]) + len(payload[1])
-                    elif kind in ("finished", "run_info"):
+                    elif kind in ("finished", "run_info", "step_stats"):
                         n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
@@ -264,6 +273,8 @@ class RunStoreWriter:
                 self._touch(touched, self._run_id(*payload, now), now, final=True)
             elif kind == "run_info":
                 self._run_info(payload, now)
+            elif kind == "step_stats":
+                self._step_stats(*payload)
             elif kind == "samples":
                 for r in payload:
                     sample_rows.append(self._sample_row(r, touched, now))
@@ -289,7 +300,7 @@ class RunStoreWriter:
         now = time.time()
         touched: dict[int, list] = {}
         for kind, payload in work:
-            if kind in ("finished", "run_info"):
+            if kind in ("finished", "run_info", "step_stats"):
                 items: list[tuple[str, Any]] = [(kind, payload)]
             elif kind == "samples":
                 items = [("sample", r) for r in payload]
@@ -302,6 +313,8 @@ class RunStoreWriter:
                         self._touch(touched, self._run_id(*item, now), now, final=True)
                     elif what == "run_info":
                         self._run_info(item, now)
+                    elif what == "step_stats":
+                        self._step_stats(*item)
                     elif what == "sample":
                         c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
                         self.stats.samples += 1
@@ -329,13 +342,26 @@ class RunStoreWriter:
         self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
                            (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)))
 
+    def _step_stats(self, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
+        c = self._conn
+        c.executemany(_UPSERT_STEP_STAT, rows)
+        marks = {(r[0], r[1]): (r[2], r[3]) for r in rows}
+        c.executemany("INSERT OR REPLACE INTO step_summaries VALUES (?, 'step', ?, ?, ?)",
+                      [(run, step, a, b) for (run, step), (a, b) in marks.items()])
+        for run_id, first, a, b, steps in blocks:
+            c.execute("DELETE FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first))
+            c.execute(f"INSERT INTO step_blocks SELECT run_id, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
+                      f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
+                      (first, a, b, run_id, *steps))
+            c.execute("INSERT OR REPLACE INTO step_summaries VALUES (?, 'block', ?, ?, ?)", (run_id, first, a, b))
+
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
     @staticmethod
     def _touch(touched: dict[int, list], run_id: int, now: float, *, step: float | None = None, earliest: float | None = None,
                final: bool = False) -> None:
-        t = touched.setdefault(run_id, [now, None, False, now])
+        t = touched.setdefault(run_id, [now, None, False, now, 0])
         if final:
             t[2] = True
         if step is not None and (t[1] is None or step > t[1]):
@@ -352,18 +378,21 @@ class RunStoreWriter:
     def _span_row(self, s: SpanRecord, touched: dict[int, list], now: float) -> tuple:
         run_id = self._run_id(s.project, s.experiment_name, now)
         self._touch(touched, run_id, now, earliest=s.start_ns / 1e9)
+        if s.end_ns is not None and s.end_ns - s.start_ns > touched[run_id][4]:
+            touched[run_id][4] = s.end_ns - s.start_ns  # the run's longest span bounds window scans from below
         attrs = json.dumps(s.attributes, default=str)
         if s.end_ns is None:
             return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, attrs)
         return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, s.end_ns, attrs)
 
     def _update_runs(self, touched: dict[int, list]) -> None:
-        for run_id, (seen, step, final, earliest) in touched.items():
+        for run_id, (seen, step, final, earliest, longest) in touched.items():
             # (SQLite's max() is NULL when any argument is: batches without a step keep last_step)
             self._conn.execute(
                 "UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN ? IS NULL THEN last_step "
-                "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?) "
-                "WHERE id = ?", (seen, step, step, step, seen if final else None, earliest, run_id))
+                "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?), "
+                "max_span_ns = max(coalesce(max_span_ns, 0), ?) WHERE id = ?",
+                (seen, step, step, step, seen if final else None, earliest, longest, run_id))
 
     def _run_id(self, project: str, experiment: str, now: float) -> int:
         key = (project, experiment)
