@@ -34,12 +34,14 @@ def metric_samples(conn: Any, run_id: int, metric: str) -> list[tuple[float, flo
 VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off_policy_trajectory_staleness_max")
 
 
-def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str) -> dict[str, Any]:
+def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str,
+                 max_steps: int | None = None) -> dict[str, Any]:
     """Every insight of a run over [from_ns, to_ns): whole steps from the stored per-step statistics,
     the partial steps at the edges from their spans (server/step_stats.py)."""
     now = time.time_ns()
     windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
-    summary = step_stats.window_insights(conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric))
+    summary = step_stats.window_insights(conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric),
+                                         max_steps)
     if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it
         mean, mx = (metric_samples(conn, run_id, m) for m in VERL_STALENESS)
         if mean:
@@ -111,7 +113,8 @@ class InsightService:
             if run["status"] != "live":
                 continue
             try:
-                s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric)
+                s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric,
+                                 max_steps=20)  # /metrics shows the last complete step
             except Exception as exc:  # noqa: BLE001 - one run's bad data never stops the others' insights
                 self.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
                 log.warning("insights for run %s failed: %s", run["id"], exc)

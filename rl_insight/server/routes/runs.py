@@ -95,7 +95,9 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/runs/{run_id}/insights")
     def run_insight(run_id: RunId, from_ns: FromNs = None, to_ns: ToNs = None,
-                    window_s: float = Query(300.0, gt=0, le=30 * 86400)) -> dict[str, Any]:
+                    window_s: float = Query(300.0, gt=0, le=30 * 86400),
+                    max_steps: int = Query(200, ge=1, le=1_000_000, description="the most recent steps listed in `steps` "
+                                                                                "and `long_tail`")) -> dict[str, Any]:
         """Utilization, bubbles, step breakdown, overlap, long tail, stalled lanes, staleness (docs/insights.md)."""
         conn = reader.conn()
         run = q.get_run(conn, run_id, live_window_s)
@@ -108,7 +110,7 @@ def build_router(st: AppState) -> APIRouter:
                 to = int(run["last_seen"] * 1e9) + 1
                 frm = to - int(window_s * 1e9)
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
-        return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric)}
+        return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps)}
 
     @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)
     def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000)) -> StreamingResponse:

@@ -379,7 +379,9 @@ class Timeline {
     this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; });
     this.canvas.addEventListener("click", (e) => {
       if (e.offsetY > this.axisH + 14) return;  // the step band under the time axis
-      const hit = (this.stepHits || []).find(([x]) => Math.abs(x - e.offsetX) < 30);
+      // the nearest step mark within 30 px (marks can be closer than that when many steps are in view)
+      const hit = (this.stepHits || []).filter(([x]) => Math.abs(x - e.offsetX) < 30)
+        .sort((p, q) => Math.abs(p[0] - e.offsetX) - Math.abs(q[0] - e.offsetX))[0];
       if (hit) (state.timelines?.includes(this) ? showStep(hit[1]) : this.zoomToStep(hit[1]));  // compare: every run at that step
     });
     this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
