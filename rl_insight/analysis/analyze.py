@@ -48,9 +48,25 @@ def step_windows(df: pd.DataFrame) -> list[tuple[int, int, int]]:
     return [(0, int(df["start_ns"].min()), int(df["end_ns"].max()))]
 
 
+def _stage_groups_by_step(df: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
+    """The stages of each step, keyed by the step the events carry (from the file name), never by time or
+    order: in async schedules one step's rollout overlaps the next step's training in time. Without
+    steps, the whole trace is step 0."""
+    st = stages(df)
+    if st.empty:
+        return []
+    if st["step"].notna().any():
+        return [(int(step), g) for step, g in st.dropna(subset=["step"]).groupby("step")]
+    return [(0, st)]
+
+
 def step_breakdown(df: pd.DataFrame) -> list[dict[str, Any]]:
-    spans = as_spans(stages(df))
-    return ins.step_breakdown(spans, step_windows(df), now_ns=0)
+    """Per step: wall time each stage name was active on any lane, from that step's events only."""
+    out = []
+    for step, g in _stage_groups_by_step(df):
+        a, b = int(g["start_ns"].min()), int(g["end_ns"].max())
+        out += ins.step_breakdown(as_spans(g), [(step, a, b)], now_ns=0)
+    return out
 
 
 def utilization(df: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -69,7 +85,15 @@ def overlap(df: pd.DataFrame) -> dict[str, float]:
 
 
 def long_tail(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return ins.long_tail(as_spans(stages(df)), step_windows(df), now_ns=0)
+    """Per step and rollout replica: the replica's generation time in that step (its own events), and
+    the slowest replica against the median."""
+    out = []
+    for step, g in _stage_groups_by_step(df):
+        busy = {lane: ins.length(iv.iv) / NS for lane, iv in ins.generation_lanes(as_spans(g), now_ns=0).items()}
+        tail = ins.tail_of_step(step, busy)
+        if tail is not None:
+            out.append(tail)
+    return out
 
 
 def skew(df: pd.DataFrame, threshold: float = 1.5) -> pd.DataFrame:

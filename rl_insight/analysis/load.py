@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Literal
 import pandas as pd
 
 from .parsers import ascend, nsys, torch_trace, verl_log
+from .parsers.names import normalize_role
 from .parsers.sqlite import open_readonly
 from .table import Columns, Report, with_depth
 
@@ -79,11 +80,35 @@ def collect(paths: Iterable[Path], report: Report) -> list[Path]:
 
 
 @dataclass
+class Found:
+    """What the inputs hold before --roles/--ranks/--steps select: named when a selection matches nothing."""
+
+    roles: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    events: int = 0
+
+    @classmethod
+    def of(cls, events: pd.DataFrame) -> "Found":
+        if events.empty:
+            return cls()
+        return cls(sorted({str(r) for r in events["role"].dropna().unique()}),
+                   sorted({int(r) for r in events["rank"].dropna().unique()}),
+                   sorted({int(s) for s in events["step"].dropna().unique()}), len(events))
+
+    def describe(self) -> str:
+        def short(xs: list) -> str:
+            return ", ".join(map(str, xs[:20])) + (f" … ({len(xs)})" if len(xs) > 20 else "") if xs else "none"
+        return f"roles {short(self.roles)}; ranks {short(self.ranks)}; steps {short(self.steps)}"
+
+
+@dataclass
 class Loaded:
     events: pd.DataFrame
     metrics: pd.DataFrame  # per-step verl log metrics (empty when no log was given)
     report: Report
     kinds: dict[str, str] = field(default_factory=dict)
+    found: Found = field(default_factory=Found)
 
 
 def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, ...] = ("annotations",),
@@ -103,6 +128,8 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
         if kind is None:
             if f in explicit_files:
                 report.error(f, "unknown format: not a torch trace, nsys export, Ascend profile or verl log")
+            elif f.suffix in (".json", ".gz", ".sqlite", ".db", ".jsonl", ".log"):  # looks like an input: say why not
+                report.warn(f, "skipped: not a torch trace, nsys export, Ascend profile or verl log (by content)")
             continue
         if source != "auto" and kind not in SOURCE_KINDS[source]:
             continue
@@ -126,10 +153,12 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
         except Exception as exc:  # one damaged file never stops the others
             report.error(f, f"{type(exc).__name__}: {exc}")
     events = cols.frame()
+    found = Found.of(events)
     if ranks:
         events = events[events["rank"].isin(ranks)]
-    if roles:
-        events = events[events["role"].astype(str).isin(roles)]
+    if roles:  # either spelling selects: actor-rollout-ref (as verl writes file names) or actor_rollout_ref
+        wanted = {normalize_role(r) for r in roles}
+        events = events[events["role"].astype(str).map(normalize_role).isin(wanted)]
     if steps:
         events = events[events["step"].isin(steps)]
     events = with_depth(events.reset_index(drop=True))
@@ -138,4 +167,4 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
     metric_table = pd.concat(metrics).groupby(level=0).last() if metrics else pd.DataFrame()
     if steps and not metric_table.empty:
         metric_table = metric_table[metric_table.index.isin(steps)]
-    return Loaded(events, metric_table, report, kinds)
+    return Loaded(events, metric_table, report, kinds, found)

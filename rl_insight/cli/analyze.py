@@ -78,9 +78,15 @@ def analyze(
         typer.secho(f"error: {e}", fg="red", err=True)
     df = loaded.events
     if df.empty and loaded.metrics.empty:
-        raise InvalidInputError(f"nothing to analyse in {', '.join(map(str, paths))}",
+        if loaded.found.events and (ranks or roles or steps):
+            raise InvalidInputError("no events match the selection "
+                                    + " ".join(f"--{k} {v}" for k, v in (("roles", roles), ("ranks", ranks), ("steps", steps)) if v),
+                                    hint=f"the inputs hold {loaded.found.describe()} (roles match in either spelling, "
+                                         "actor-rollout-ref or actor_rollout_ref)")
+        said = " (see the warnings and errors above)" if rep.warnings or rep.errors else ""
+        raise InvalidInputError(f"nothing to analyse in {', '.join(map(str, paths))}{said}",
                                 hint="point at torch .json(.gz) traces, nsys .sqlite/.jsonl exports, Ascend *_ascend_pt "
-                                     "directories or verl logs; see the warnings above")
+                                     "directories or verl logs")
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     title = f"RL timeline: {', '.join(p.name for p in paths)}"
