@@ -116,3 +116,28 @@ def test_long_tail_and_breakdown_are_keyed_by_each_events_step_not_by_time() -> 
     assert tails[3]["slowest_lane"] == "rollout/replica_2" and tails[3]["ratio"] == pytest.approx(0.11 / 0.1)
     steps = {s["step"]: s for s in an.step_breakdown(df)}
     assert steps[2]["states"]["vllm_generate"] == pytest.approx(0.3) and steps[3]["states"]["vllm_generate"] == pytest.approx(0.21)  # 150-260 and 320-420
+
+
+def test_a_verl_log_alone_reports_its_steps_not_empty_timeline_numbers(tmp_path: Path) -> None:
+    from tests.analysis_fixtures import VERL_LOG
+
+    log = tmp_path / "train.log"
+    log.write_text(VERL_LOG)
+    r = subprocess.run([sys.executable, "-m", "rl_insight", "analyze", str(log), "--format", "summary", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "o" / "summary.md").read_text()
+    assert "## verl log" in md and "steps 1–3" in md
+    assert "overlap ratio" not in md and "Communication vs computation" not in md  # nothing computed from zero events
+
+
+def test_compute_time_is_not_reported_as_zero_when_it_was_not_recorded(tmp_path: Path) -> None:
+    from rl_insight.analysis.render import export
+
+    c = Columns()
+    c.add("torch", "actor", 0, "actor/rank0", "actor_update", "annotation", 0, 100 * MS, 1, None, "f")
+    c.add("torch", "actor", 0, "actor/rank0", "all_reduce", "communication", 10 * MS, 30 * MS, 1, None, "f")
+    df = with_depth(c.frame())
+    export.summary(an.summarize(df), tmp_path, ["f"], [])
+    row = next(line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| actor/rank0 | actor_update"))
+    assert "n/a (--detail ops or kernels)" in row

@@ -54,22 +54,27 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
     js.write_text(json.dumps({**result, "inputs": inputs, "problems": problems}, indent=1, default=str))
     lines = ["# rl-insight analysis", "", f"{result['events']:,} events on {len(result['lanes'])} lanes"
              + (f" over {result['window']['seconds']:.3f} s" if result["window"] else "") + ".", ""]
-    o = result["overlap"]
-    lines += [f"Rollout–training overlap ratio: **{o['overlap_ratio']:.1%}** (generation {o['generation_s']:.3f} s, "
-              f"training {o['training_s']:.3f} s, both {o['overlap_s']:.3f} s).", ""]
-    lines += ["## Stages per role and rank (seconds)", ""] + _md_table(
-        result["stage_stats"], ["role", "rank", "name", "count", "total_s", "mean_s", "p50_s", "p95_s", "max_s"])
-    lines += ["## Cross-rank skew (slowest rank per stage)", ""] + _md_table(
-        result["skew"], ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "ratio", "straggler"])
-    lines += ["## Idle (bubble) time per lane", ""] + _md_table(
-        [{"lane": k, **v} for k, v in result["utilization"].items()], ["lane", "busy_s", "utilization", "bubble_ratio"])
-    lines += ["## Per-step breakdown", ""] + _md_table(
-        [{"step": s["step"], "duration_s": s["duration_s"], **s["states"]} for s in result["steps"]],
-        ["step", "duration_s", *sorted({k for s in result["steps"] for k in s["states"]})])
-    lines += ["## Rollout long tail", ""] + _md_table(result["long_tail"], ["step", "slowest_lane", "slowest_s", "median_s", "ratio"])
-    lines += ["## Communication vs computation", ""] + _md_table(
-        result["communication"], ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s",
-                                  "compute_recorded"])
+    if result["events"]:  # a verl-log-only input has no events: no timeline sections, no "0.0 %" from nothing
+        o = result["overlap"]
+        if o["generation_s"] or o["training_s"]:
+            lines += [f"Rollout–training overlap ratio: **{o['overlap_ratio']:.1%}** (generation {o['generation_s']:.3f} s, "
+                      f"training {o['training_s']:.3f} s, both {o['overlap_s']:.3f} s).", ""]
+        else:
+            lines += ["Rollout–training overlap: no generation or training stages in these traces.", ""]
+        lines += ["## Stages per role and rank (seconds)", ""] + _md_table(
+            result["stage_stats"], ["role", "rank", "name", "count", "total_s", "mean_s", "p50_s", "p95_s", "max_s"])
+        lines += ["## Cross-rank skew (slowest rank per stage)", ""] + _md_table(
+            result["skew"], ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "ratio", "straggler"])
+        lines += ["## Idle (bubble) time per lane", ""] + _md_table(
+            [{"lane": k, **v} for k, v in result["utilization"].items()], ["lane", "busy_s", "utilization", "bubble_ratio"])
+        lines += ["## Per-step breakdown", ""] + _md_table(
+            [{"step": s["step"], "duration_s": s["duration_s"], **s["states"]} for s in result["steps"]],
+            ["step", "duration_s", *sorted({k for s in result["steps"] for k in s["states"]})])
+        lines += ["## Rollout long tail", ""] + _md_table(result["long_tail"], ["step", "slowest_lane", "slowest_s", "median_s", "ratio"])
+        comm = [{**r, "compute_s": r["compute_s"] if r["compute_recorded"] else "n/a (--detail ops or kernels)"}
+                for r in result["communication"]]
+        lines += ["## Communication vs computation", ""] + _md_table(
+            comm, ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s"])
     if result.get("log"):
         lines += ["## verl log", "", f"steps {result['log']['first_step']}–{result['log']['last_step']}", ""]
         lines += _md_table([{"phase": k, "mean_s": v} for k, v in result["log"]["timing_mean_s"].items()], ["phase", "mean_s"])
