@@ -88,3 +88,9 @@ class StoreError(RLInsightError):
     """Persistent state (targets file, state file) that cannot be read or written."""
 
     exit_code = 1
+
+
+class MissingExtraError(RLInsightError):
+    """An optional dependency (an extra such as `rl-insight[analysis]`, or Ray) is not installed."""
+
+    exit_code = 2

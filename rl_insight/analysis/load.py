@@ -79,6 +79,28 @@ def collect(paths: Iterable[Path], report: Report) -> list[Path]:
     return out
 
 
+def _run(tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]], workers: int | None,
+         ray_address: str | None) -> Iterable[tuple[Columns, pd.DataFrame | None, Report]]:
+    """Results in the order of `tasks`, however they were computed."""
+    if ray_address is not None:
+        from .distributed import run_on_ray
+
+        yield from run_on_ray(tasks, ray_address)
+        return
+    n = default_workers(len(tasks)) if workers is None else max(1, workers)
+    if n == 1 or len(tasks) < 2:
+        for t in tasks:
+            yield parse_file(*t)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forked workers inherit the imported analysis stack; each reads one file at a time, so memory is
+    # bounded by the largest file per worker
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
+        yield from pool.map(_parse_task, tasks)
+
+
 @dataclass
 class Found:
     """What the inputs hold before --roles/--ranks/--steps select: named when a selection matches nothing."""
@@ -111,9 +133,49 @@ class Loaded:
     found: Found = field(default_factory=Found)
 
 
+def parse_file(f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]) -> tuple[Columns, pd.DataFrame | None, Report]:
+    """One file into its own columns (and a verl log into its metrics): what a worker process or a Ray
+    task runs. A damaged file is an error in the returned report, never an exception."""
+    report = Report()
+    cols = Columns()
+    metrics = None
+    try:
+        if kind == "torch":
+            torch_trace.parse(f, report, root=root, detail=detail, out=cols)
+        elif kind == "nsys-sqlite":
+            nsys.parse_sqlite(f, report, root=root, out=cols)
+        elif kind == "nsys-jsonl":
+            nsys.parse_jsonl(f, report, root=root, out=cols)
+        elif kind == "mstx-db":
+            ascend.parse_db(f, report, root=root, out=cols)
+        elif kind == "mstx-trace-view":
+            ascend.parse_trace_view(f, report, root=root, out=cols)
+        else:
+            m = verl_log.parse(f, report)
+            metrics = m if not m.empty else None
+    except Exception as exc:  # one damaged file never stops the others
+        report.error(f, f"{type(exc).__name__}: {exc}")
+    return cols, metrics, report
+
+
+def _parse_task(args: tuple[Path, Kind, Path | None, tuple[str, ...]]) -> tuple[Columns, pd.DataFrame | None, Report]:
+    return parse_file(*args)
+
+
+def default_workers(files: int) -> int:
+    """All cores for several files; one file is read in this process (a pool would only add start-up)."""
+    import os
+
+    return max(1, min(files, os.cpu_count() or 1))
+
+
 def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, ...] = ("annotations",),
          ranks: set[int] | None = None, roles: set[str] | None = None, steps: set[int] | None = None,
-         progress: Callable[[int, int, Path], None] | None = None) -> Loaded:
+         progress: Callable[[int, int, Path], None] | None = None, workers: int | None = None,
+         ray_address: str | None = None) -> Loaded:
+    """Every input into one event table. Files are parsed in `workers` processes (default: all cores when
+    there are several files), or as Ray tasks on the cluster at `ray_address` ("auto" for the local one);
+    each file's columns come back whole, so the result does not depend on how the files were spread."""
     report = Report()
     paths = list(paths)
     files = collect(paths, report)
@@ -121,9 +183,8 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
     metrics: list[pd.DataFrame] = []
     kinds: dict[str, str] = {}
     explicit_files = {p for p in paths if p.is_file()}
-    for i, f in enumerate(files, 1):
-        if progress:
-            progress(i, len(files), f)
+    tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]] = []
+    for f in files:
         kind = detect(f)
         if kind is None:
             if f in explicit_files:
@@ -135,23 +196,16 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
             continue
         kinds[str(f)] = kind
         root = next((p for p in paths if p.is_dir() and p in f.parents), None)
-        try:
-            if kind == "torch":
-                torch_trace.parse(f, report, root=root, detail=detail, out=cols)
-            elif kind == "nsys-sqlite":
-                nsys.parse_sqlite(f, report, root=root, out=cols)
-            elif kind == "nsys-jsonl":
-                nsys.parse_jsonl(f, report, root=root, out=cols)
-            elif kind == "mstx-db":
-                ascend.parse_db(f, report, root=root, out=cols)
-            elif kind == "mstx-trace-view":
-                ascend.parse_trace_view(f, report, root=root, out=cols)
-            else:
-                m = verl_log.parse(f, report)
-                if not m.empty:
-                    metrics.append(m)
-        except Exception as exc:  # one damaged file never stops the others
-            report.error(f, f"{type(exc).__name__}: {exc}")
+        tasks.append((f, kind, root, detail))
+    for i, (f_cols, f_metrics, f_report) in enumerate(_run(tasks, workers, ray_address), 1):
+        if progress:
+            progress(i, len(tasks), tasks[i - 1][0])
+        cols.segments.update(f_cols.segments)  # keys carry the file: no two files share a segment
+        if f_metrics is not None:
+            metrics.append(f_metrics)
+        report.parsed += f_report.parsed
+        report.warnings += f_report.warnings
+        report.errors += f_report.errors
     events = cols.frame()
     found = Found.of(events)
     if ranks:

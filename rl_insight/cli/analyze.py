@@ -8,13 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..errors import InvalidInputError, RLInsightError
+from ..errors import InvalidInputError, MissingExtraError
 
 FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary", "tensorboard")
-
-
-class MissingExtraError(RLInsightError):
-    exit_code = 2
 
 
 def _ints(text: Optional[str], what: str) -> set[int] | None:
@@ -43,6 +39,10 @@ def analyze(
     roles: Optional[str] = typer.Option(None, help="Only these roles (comma list)."),
     steps: Optional[str] = typer.Option(None, help="Only these steps, e.g. 3-5."),
     detail: str = typer.Option("annotations", help="Event kinds to keep: annotations (verl stages), ops, kernels (comma list)."),
+    workers: Optional[int] = typer.Option(None, min=1, help="Processes reading files in parallel (default: all cores when "
+                                                            "there are several files)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Read the files as tasks on a Ray cluster: its address, or "
+                                                         "'auto' for the one this machine belongs to (files on a shared path)."),
 ) -> int:
     """Analyse torch.profiler, Nsight Systems and Ascend traces and verl logs: one event table, RL analyses,
     HTML / PNG / Perfetto timelines."""
@@ -70,6 +70,7 @@ def analyze(
         task = progress.add_task("reading", total=None)
         loaded = load(paths, source=source, detail=details, ranks=_ints(ranks, "ranks"),  # type: ignore[arg-type]
                       roles={r.strip() for r in roles.split(",")} if roles else None, steps=_ints(steps, "steps"),
+                      workers=workers, ray_address=ray,
                       progress=lambda i, n, p: progress.update(task, total=n, completed=i, description=f"reading {p.name}"))
     rep = loaded.report
     for w in rep.warnings:
