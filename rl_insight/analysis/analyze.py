@@ -156,7 +156,35 @@ def communication(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).sort_values(["lane", "stage"]).reset_index(drop=True)
 
 
-def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None) -> dict[str, Any]:
+def memory(df: pd.DataFrame, mem: pd.DataFrame | None) -> dict[str, list[dict[str, Any]]]:
+    """Per lane and device: the peak of allocated and reserved bytes; per lane, device and stage: the peak
+    allocated while that stage ran (the level carried into the stage counts too)."""
+    if mem is None or mem.empty:
+        return {"lanes": [], "stages": []}
+    lanes, per_stage = [], []
+    st = stages(df) if not df.empty else df
+    for (lane, device), g in mem.groupby(["lane", "device"], sort=True):
+        ts = g["ts_ns"].to_numpy()
+        alloc = g["allocated_bytes"].to_numpy(dtype="float64")
+        reserved = g["reserved_bytes"].to_numpy(dtype="float64")
+        i = int(np.nanargmax(alloc))
+        lanes.append({"lane": str(lane), "device": device, "samples": int(len(g)), "peak_allocated_bytes": float(alloc[i]),
+                      "peak_at_ns": int(ts[i]), "peak_reserved_bytes": float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
+                      "last_allocated_bytes": float(alloc[-1])})
+        if st.empty:
+            continue
+        mine = st[st["lane"].astype(str) == str(lane)]
+        peaks: dict[str, float] = {}
+        for name, a, b in zip(mine["name"], mine["start_ns"].tolist(), mine["end_ns"].tolist()):
+            lo = max(0, int(np.searchsorted(ts, a, side="right")) - 1)  # the level when the stage began
+            hi = int(np.searchsorted(ts, b, side="right"))
+            if hi > lo:
+                peaks[name] = max(peaks.get(name, 0.0), float(np.nanmax(alloc[lo:hi])))
+        per_stage += [{"lane": str(lane), "device": device, "stage": k, "peak_allocated_bytes": v} for k, v in sorted(peaks.items())]
+    return {"lanes": lanes, "stages": per_stage}
+
+
+def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None, mem: pd.DataFrame | None = None) -> dict[str, Any]:
     """Every analyzer's result as plain data (JSON-able)."""
     out: dict[str, Any] = {
         "events": int(len(df)),
@@ -170,6 +198,7 @@ def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None) -> dict[str
         "skew": skew(df).to_dict(orient="records"),
         "long_tail": long_tail(df),
         "communication": communication(df).to_dict(orient="records"),
+        "memory": memory(df, mem),
     }
     if metrics is not None and not metrics.empty:
         timing = [c for c in metrics.columns if c.startswith("timing_s/")]

@@ -8,14 +8,14 @@ from typing import Callable, Iterable, Literal
 
 import pandas as pd
 
-from .parsers import ascend, nsys, torch_trace, verl_log
+from .parsers import ascend, nsys, torch_memory, torch_trace, verl_log
 from .parsers.names import normalize_role
 from .parsers.sqlite import open_readonly
 from .table import Columns, Report, with_depth
 
 Source = Literal["auto", "torch", "nsys", "mstx", "verl-log"]
-Kind = Literal["torch", "nsys-sqlite", "nsys-jsonl", "mstx-db", "mstx-trace-view", "verl-log"]
-SOURCE_KINDS: dict[str, set[str]] = {"torch": {"torch"}, "nsys": {"nsys-sqlite", "nsys-jsonl"},
+Kind = Literal["torch", "torch-memory", "nsys-sqlite", "nsys-jsonl", "mstx-db", "mstx-trace-view", "verl-log"]
+SOURCE_KINDS: dict[str, set[str]] = {"torch": {"torch", "torch-memory"}, "nsys": {"nsys-sqlite", "nsys-jsonl"},
                                      "mstx": {"mstx-db", "mstx-trace-view"}, "verl-log": {"verl-log"}}
 _SKIP_NAMES = ("async_llm",)  # vLLM AsyncLLM front-end traces: no RL stages
 
@@ -29,6 +29,8 @@ def detect(path: Path) -> Kind | None:
         return None
     if head[:2] == b"\x1f\x8b":
         return "torch"
+    if torch_memory.looks_like_pickle(head) and path.suffix in (".pickle", ".pkl", ".pk"):
+        return "torch-memory"
     if head.startswith(b"SQLite format 3\x00"):
         import sqlite3
 
@@ -131,6 +133,7 @@ class Loaded:
     report: Report
     kinds: dict[str, str] = field(default_factory=dict)
     found: Found = field(default_factory=Found)
+    memory: pd.DataFrame = field(default_factory=pd.DataFrame)  # Columns.memory_frame(): bytes over time per lane
 
 
 def parse_file(f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]) -> tuple[Columns, pd.DataFrame | None, Report]:
@@ -142,6 +145,8 @@ def parse_file(f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]) 
     try:
         if kind == "torch":
             torch_trace.parse(f, report, root=root, detail=detail, out=cols)
+        elif kind == "torch-memory":
+            torch_memory.parse(f, report, root=root, out=cols)
         elif kind == "nsys-sqlite":
             nsys.parse_sqlite(f, report, root=root, out=cols)
         elif kind == "nsys-jsonl":
@@ -201,6 +206,7 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
         if progress:
             progress(i, len(tasks), tasks[i - 1][0])
         cols.segments.update(f_cols.segments)  # keys carry the file: no two files share a segment
+        cols.memory += f_cols.memory
         if f_metrics is not None:
             metrics.append(f_metrics)
         report.parsed += f_report.parsed
@@ -221,4 +227,12 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
     metric_table = pd.concat(metrics).groupby(level=0).last() if metrics else pd.DataFrame()
     if steps and not metric_table.empty:
         metric_table = metric_table[metric_table.index.isin(steps)]
-    return Loaded(events, metric_table, report, kinds, found)
+    memory = cols.memory_frame()
+    if not memory.empty:
+        if ranks:
+            memory = memory[memory["rank"].isin(ranks)]
+        if roles:
+            memory = memory[memory["role"].astype(str).map(normalize_role).isin(wanted)]
+        if steps:
+            memory = memory[memory["step"].isin(steps)]
+    return Loaded(events, metric_table, report, kinds, found, memory.reset_index(drop=True))

@@ -49,6 +49,7 @@ class Columns:
 
     def __init__(self) -> None:
         self.segments: dict[tuple, Segment] = {}
+        self.memory: list[tuple] = []  # (role, rank, lane, step, file, ts_ns, allocated, reserved, device)
 
     def segment(self, source: str, role: str, rank: int | None, lane: str, step: int | None, file: str) -> Segment:
         key = (source, role, rank, lane, step, file)
@@ -65,6 +66,20 @@ class Columns:
         seg.start_ns.append(start_ns)
         seg.end_ns.append(end_ns)
         seg.attributes.append(attributes)
+
+    def add_memory(self, role: str, rank: int | None, lane: str, step: int | None, file: str, ts_ns: int,
+                   allocated: float, reserved: float | None, device: str) -> None:
+        """One memory sample: bytes allocated (and reserved) on a device of a lane at a time."""
+        self.memory.append((role, rank, lane, step, file, ts_ns, allocated, reserved, device))
+
+    def memory_frame(self) -> pd.DataFrame:
+        cols = ["role", "rank", "lane", "step", "file", "ts_ns", "allocated_bytes", "reserved_bytes", "device"]
+        df = pd.DataFrame(self.memory, columns=cols)
+        if not df.empty:
+            df["rank"] = df["rank"].astype("Int64")
+            df["step"] = df["step"].astype("Int64")
+            df = df.sort_values(["lane", "device", "ts_ns"], kind="stable").reset_index(drop=True)
+        return df
 
     def __len__(self) -> int:
         return sum(len(s.name) for s in self.segments.values())

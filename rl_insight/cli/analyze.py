@@ -78,7 +78,7 @@ def analyze(
     for e in rep.errors:
         typer.secho(f"error: {e}", fg="red", err=True)
     df = loaded.events
-    if df.empty and loaded.metrics.empty:
+    if df.empty and loaded.metrics.empty and loaded.memory.empty:
         if loaded.found.events and (ranks or roles or steps):
             raise InvalidInputError("no events match the selection "
                                     + " ".join(f"--{k} {v}" for k, v in (("roles", roles), ("ranks", ranks), ("steps", steps)) if v),
@@ -104,8 +104,10 @@ def analyze(
             written.append(export.table(df, out / "events.parquet"))
     if not loaded.metrics.empty and ("csv" in formats or "summary" in formats):
         written.append(export.table(loaded.metrics.reset_index(), out / "verl_log_metrics.csv"))
+    if not loaded.memory.empty and ("csv" in formats or "parquet" in formats):
+        written.append(export.table(loaded.memory, out / ("memory.parquet" if "parquet" in formats else "memory.csv")))
     if "summary" in formats or "tensorboard" in formats:
-        result = summarize(df, loaded.metrics)
+        result = summarize(df, loaded.metrics, loaded.memory)
         if "summary" in formats:
             written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
         if "tensorboard" in formats:

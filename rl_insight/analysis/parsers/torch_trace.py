@@ -99,6 +99,21 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _memory_sample(cols: Columns, e: Event, base: int, role: str, rank: int | None, lane: str, step: int | None,
+                   fname: str) -> None:
+    try:
+        args = msgspec.json.decode(bytes(e.args))
+        ts = _num(e.ts)
+        allocated = _num(args.get("Total Allocated"))
+    except (msgspec.DecodeError, AttributeError):
+        return
+    if ts is None or allocated is None:
+        return
+    dev_type, dev_id = args.get("Device Type"), args.get("Device Id")
+    device = "cpu" if dev_type == 0 or dev_id == -1 else f"cuda:{dev_id}" if dev_type == 1 else f"device{dev_type}:{dev_id}"
+    cols.add_memory(role, rank, lane, step, fname, base + round(ts * 1000), allocated, _num(args.get("Total Reserved")), device)
+
+
 def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple[str, ...] = ("annotations",),
           out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
@@ -133,6 +148,8 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         report.warn(path, "no record_function annotations; analysing its python function ranges instead")
     for e in trace.traceEvents:
         if e.ph != "X":
+            if e.ph == "i" and e.name == "[memory]":  # profile_memory: allocator totals after each (de)allocation
+                _memory_sample(cols, e, base, role, rank, lane, ident.step, fname)
             continue
         cat = e.cat or ""
         name = e.name

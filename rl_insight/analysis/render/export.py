@@ -75,6 +75,14 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
                 for r in result["communication"]]
         lines += ["## Communication vs computation", ""] + _md_table(
             comm, ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s"])
+    mem = result.get("memory") or {}
+    if mem.get("lanes"):
+        gib = lambda v: None if v is None else round(v / 2**30, 3)  # noqa: E731
+        lines += ["## Memory (GiB)", ""] + _md_table(
+            [{**r, "peak_allocated": gib(r["peak_allocated_bytes"]), "peak_reserved": gib(r["peak_reserved_bytes"])} for r in mem["lanes"]],
+            ["lane", "device", "samples", "peak_allocated", "peak_reserved"])
+        lines += ["### Peak allocated per stage (GiB)", ""] + _md_table(
+            [{**r, "peak_allocated": gib(r["peak_allocated_bytes"])} for r in mem["stages"]], ["lane", "device", "stage", "peak_allocated"])
     if result.get("log"):
         lines += ["## verl log", "", f"steps {result['log']['first_step']}–{result['log']['last_step']}", ""]
         lines += _md_table([{"phase": k, "mean_s": v} for k, v in result["log"]["timing_mean_s"].items()], ["phase", "mean_s"])
