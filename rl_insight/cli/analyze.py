@@ -91,9 +91,10 @@ def analyze(
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     title = f"RL timeline: {', '.join(p.name for p in paths)}"
+    result = summarize(df, loaded.metrics, loaded.memory) if {"html", "summary", "tensorboard"} & set(formats) else None
     if not df.empty:
-        if "html" in formats:
-            written.append(html.render(df, out / "timeline.html", title))
+        if "html" in formats:  # the report: timeline and every table, rows linked to the timeline
+            written.append(html.render(df, out / "timeline.html", title, result=result))
         if "png" in formats:
             written.append(png.render(df, out / "timeline.png", title))
         if "perfetto" in formats:
@@ -106,8 +107,7 @@ def analyze(
         written.append(export.table(loaded.metrics.reset_index(), out / "verl_log_metrics.csv"))
     if not loaded.memory.empty and ("csv" in formats or "parquet" in formats):
         written.append(export.table(loaded.memory, out / ("memory.parquet" if "parquet" in formats else "memory.csv")))
-    if "summary" in formats or "tensorboard" in formats:
-        result = summarize(df, loaded.metrics, loaded.memory)
+    if result is not None and ("summary" in formats or "tensorboard" in formats):
         if "summary" in formats:
             written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
         if "tensorboard" in formats:

@@ -463,3 +463,48 @@ def test_compare_names_runs_and_shows_both_cards_and_timelines(live_demo: str, p
         marks = dict(page.evaluate(f"state.timelines[{i}].stepMarks"))
         page.wait_for_function(f"+state.timelines[{i}].el.dataset.toNs === {marks[3]}", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+
+
+def test_offline_report_tables_link_to_the_timeline_with_depth_rows_steps_and_search(tmp_path: Path, page) -> None:
+    from rl_insight.analysis import analyze as an
+    from rl_insight.analysis.render import html
+    from rl_insight.analysis.table import Columns, with_depth
+
+    ms = 1_000_000
+    c = Columns()
+    for step in (1, 2, 3):
+        t = (step - 1) * 1000 * ms
+        for r in range(3):  # replica_1 is the long tail in step 2
+            d = 600 if (r == 1 and step == 2) else 200
+            c.add("torch", "rollout", None, f"rollout/replica_{r}", "vllm_generate", "annotation", t, t + d * ms, step, None, "f")
+        for rank in range(2):
+            a = t + 650 * ms
+            c.add("torch", "actor", rank, f"actor/rank{rank}", "actor_update", "annotation", a, a + 300 * ms, step, None, "f")
+            c.add("torch", "actor", rank, f"actor/rank{rank}", "mini_batch0", "annotation", a + 10 * ms, a + 200 * ms, step, None, "f")
+            c.add("torch", "actor", rank, f"actor/rank{rank}", "all_reduce", "communication", a + 150 * ms, a + 250 * ms, step, None, "f")
+    df = with_depth(c.frame())
+    out = html.render(df, tmp_path / "report.html", "report", result=an.summarize(df))
+    page.goto(out.as_uri())
+    page.wait_for_function("window.timeline && window.timeline.rects.length > 0")
+    assert page.eval_on_selector("#c", "e => JSON.parse(e.dataset.steps)") == [1, 2, 3]  # step boundaries drawn
+    tops = page.evaluate("window.timeline.laneTop")
+    lanes = page.evaluate("window.timeline.D.lanes")
+    i0, i1 = lanes.index("actor/rank0"), lanes.index("actor/rank1")
+    assert tops[i1] - tops[i0] >= 2 * 18  # actor lanes hold a nested row (mini_batch0 inside actor_update)
+    titles = page.eval_on_selector_all("#tables summary", "els => els.map(e => e.textContent)")
+    for want in ("Stage statistics", "Per-step breakdown", "Bubbles", "overlap", "stragglers", "long tail", "Communication", "Memory"):
+        assert any(want.lower() in t.lower() for t in titles), (want, titles)
+    # the long-tail row of step 2 names replica_1; clicking it shows step 2 with that lane highlighted
+    row = page.locator("#table-long-tail tr.row", has_text="rollout/replica_1").first
+    assert "flag" in row.get_attribute("class")
+    row.click()
+    view = page.evaluate("window.timeline.view")
+    assert 900 <= view[0] <= 1000 and 1700 <= view[1] <= 2100, view  # step 2: 1000-1950 ms, padded
+    assert page.eval_on_selector("#c", "e => JSON.parse(e.dataset.steps)") == [2]
+    # exposed communication is flagged in its table
+    assert page.locator("#table-communication tr.flag").count() == 2
+    page.fill("#search", "all_reduce")
+    assert int(page.eval_on_selector("#c", "e => e.dataset.matched")) == 2  # one per actor lane in step 2's view
+    page.fill("#search", "")
+    page.click("#reset")
+    page.screenshot(path=str(ARTIFACTS / "offline-report.png"), full_page=True)

@@ -28,7 +28,10 @@ def _rows(df: pd.DataFrame, t0: int, lane_index: dict[str, int], name_index: dic
     return [list(r) for r in zip(lanes, df["depth"].astype(int).tolist(), names, start, dur, counts)]
 
 
-def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: int = 3000) -> Path:
+def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: int = 3000,
+           result: dict | None = None) -> Path:
+    """The report: the timeline (levels of detail, nested depth rows, step boundaries, search) and, with
+    `result` (analyze.summarize), every analysis table, each row linked to its place on the timeline."""
     if df.empty:
         raise ValueError("no events to draw")
     t0, t1 = int(df["start_ns"].min()), int(df["end_ns"].max())
@@ -52,8 +55,15 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     from ...palette import MIXED as MIXED_COLOR
     from ...palette import color_of
 
+    from .report_tables import tables
+
+    depth = df.groupby(df["lane"].astype(str), observed=True)["depth"].max()
+    steps = [] if result is None else [[s["step"], round((s["start_ns"] - t0) / 1e6, 4), round((s["end_ns"] - t0) / 1e6, 4)]
+                                       for s in result.get("steps", []) if df["step"].notna().any()]
     data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
-            "colors": [MIXED_COLOR if n == MIXED else color_of(n) for n in names], "levels": levels}
+            "colors": [MIXED_COLOR if n == MIXED else color_of(n) for n in names], "levels": levels,
+            "lane_depth": [int(min(3, depth.get(lane, 0))) for lane in lanes], "steps": steps,
+            "tables": tables(df, result, t0) if result is not None else []}
     template = resources.files("rl_insight.analysis.render").joinpath("timeline.html").read_text()
     out.write_text(fill_template(template, title, data), encoding="utf-8")
     return out
