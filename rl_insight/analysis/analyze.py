@@ -96,6 +96,22 @@ def long_tail(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def staleness_time(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Staleness as time, per step: from the end of the step's rollout (its last generation stage) to the
+    start of the training that consumes it (its first training stage). About zero in a synchronous
+    schedule; in an asynchronous one, how long generated samples waited."""
+    out = []
+    for step, g in _stage_groups_by_step(df):
+        phases = [ins.phase(str(n), str(lane)) for n, lane in zip(g["name"], g["lane"])]
+        gen = g[[p == "generation" for p in phases]]
+        train = g[[p == "training" for p in phases]]
+        if gen.empty or train.empty:
+            continue
+        end, start = int(gen["end_ns"].max()), int(train["start_ns"].min())
+        out.append({"step": step, "rollout_end_ns": end, "training_start_ns": start, "wait_s": (start - end) / NS})
+    return out
+
+
 def skew(df: pd.DataFrame, threshold: float = 1.5) -> pd.DataFrame:
     """Per (role, stage[, step]): each rank's total time; the slowest rank, how much slower than the median,
     and whether it is a straggler (more than `threshold` × the median)."""
@@ -197,6 +213,7 @@ def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None, mem: pd.Dat
         "overlap": overlap(df),
         "skew": skew(df).to_dict(orient="records"),
         "long_tail": long_tail(df),
+        "staleness_time": staleness_time(df),
         "communication": communication(df).to_dict(orient="records"),
         "memory": memory(df, mem),
     }

@@ -141,3 +141,17 @@ def test_compute_time_is_not_reported_as_zero_when_it_was_not_recorded(tmp_path:
     export.summary(an.summarize(df), tmp_path, ["f"], [])
     row = next(line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| actor/rank0 | actor_update"))
     assert "n/a (--detail ops or kernels)" in row
+
+
+def test_staleness_as_time_per_step_hand_computed() -> None:
+    """Async: step 2's samples were generated (0-300 ms) while step 1 trained; step 2 trains from 700 ms."""
+    c = Columns()
+    add = lambda lane, name, a, b, step: c.add("torch", lane.split("/")[0], 0 if "rank" in lane else None, lane, name,  # noqa: E731
+                                               "annotation", a * MS, b * MS, step, None, "f")
+    add("rollout/replica_0", "vllm_generate", 0, 250, 2)
+    add("rollout/replica_1", "vllm_generate", 0, 300, 2)
+    add("actor/rank0", "actor_update", 700, 900, 2)
+    add("rollout/replica_0", "vllm_generate", 1000, 1100, 3)
+    add("actor/rank0", "actor_update", 1100, 1300, 3)   # synchronous step: no wait
+    got = {s["step"]: s["wait_s"] for s in an.staleness_time(with_depth(c.frame()))}
+    assert got == {2: pytest.approx(0.4), 3: pytest.approx(0.0)}

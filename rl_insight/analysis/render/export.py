@@ -71,6 +71,8 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
             [{"step": s["step"], "duration_s": s["duration_s"], **s["states"]} for s in result["steps"]],
             ["step", "duration_s", *sorted({k for s in result["steps"] for k in s["states"]})])
         lines += ["## Rollout long tail", ""] + _md_table(result["long_tail"], ["step", "slowest_lane", "slowest_s", "median_s", "ratio"])
+        lines += ["## Staleness as time (rollout end to the training that consumes it)", ""] + _md_table(
+            result.get("staleness_time", []), ["step", "wait_s"])
         comm = [{**r, "compute_s": r["compute_s"] if r["compute_recorded"] else "n/a (--detail ops or kernels)"}
                 for r in result["communication"]]
         lines += ["## Communication vs computation", ""] + _md_table(

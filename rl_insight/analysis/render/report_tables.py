@@ -87,6 +87,13 @@ def tables(df: pd.DataFrame, result: dict[str, Any], t0: int) -> list[dict[str, 
                           "lane": t["slowest_lane"], "from": steps.get(t["step"], whole)[0], "to": steps.get(t["step"], whole)[1],
                           "flag": t["ratio"] > 1.5} for t in result.get("long_tail", [])]})
 
+    out.append({"id": "staleness", "title": "Staleness as time: rollout end to the training that consumes it (per step)",
+                "columns": ["step", "rollout ends", "training starts", "wait (s)"],
+                "rows": [{"cells": [s["step"], round(ms(s["rollout_end_ns"]), 3), round(ms(s["training_start_ns"]), 3), r3(s["wait_s"])],
+                          "lane": None, "from": min(ms(s["rollout_end_ns"]), ms(s["training_start_ns"])),
+                          "to": max(ms(s["rollout_end_ns"]), ms(s["training_start_ns"])) + 1}
+                         for s in result.get("staleness_time", [])]})
+
     rows = []
     for r in result.get("communication", []):
         a, b = ranges.get((r["lane"], r["stage"]), (None, None))
