@@ -22,6 +22,9 @@ Definitions (docs/insights.md states them for users; the offline analysis uses t
 * *Stalled lane*: an open state that has lasted longer than max(`factor` × p95 of the finished
   durations of that state name, `min_seconds`); with fewer than 3 finished examples the threshold
   is `no_history_seconds`.
+* *Rollout wait* (staleness as time) per step: from the end of the last generation state that ended
+  before the step's first training state began, to that start: how long the freshest finished
+  samples waited for the trainer. About zero in a synchronous schedule.
 * *Staleness*: for generation states carrying a `param_version` attribute, the trainer's
   parameter version (the latest value of a version metric at the state's end) minus that
   attribute; reported as mean and max.
@@ -266,6 +269,24 @@ def staleness_values(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[f
     return values
 
 
+def rollout_wait(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+    """Per step window: the first training start in it, the last generation end before that, the wait."""
+    train_starts = sorted(s["start_ns"] for s in states(spans) if phase(s["name"], s["lane"]) == "training")
+    gen_ends = sorted(_end(s, now_ns) for s in states(spans) if s.get("end_ns") is not None
+                      and phase(s["name"], s["lane"]) == "generation")
+    out = []
+    for step, a, b in windows:
+        i = bisect_right(train_starts, a - 1)
+        if i >= len(train_starts) or train_starts[i] >= b:
+            continue
+        t = train_starts[i]
+        j = bisect_right(gen_ends, t) - 1
+        if j < 0:
+            continue
+        out.append({"step": step, "rollout_end_ns": gen_ends[j], "training_start_ns": t, "wait_s": (t - gen_ends[j]) / NS})
+    return out
+
+
 def summarize(spans: Sequence[dict[str, Any]], t0: int, t1: int, now_ns: int,
               step_samples: Sequence[tuple[float, float]] = (), version_samples: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
     """Every insight for one run over [t0, t1): what the API and /metrics expose."""
@@ -277,6 +298,7 @@ def summarize(spans: Sequence[dict[str, Any]], t0: int, t1: int, now_ns: int,
         "overlap": overlap(spans, t0, t1, now_ns),
         "steps": step_breakdown(spans, windows, now_ns),
         "long_tail": long_tail(spans, windows, now_ns),
+        "rollout_wait": rollout_wait(spans, windows, now_ns),
         "stalled": stalled(spans, now_ns),
         "staleness": staleness(spans, version_samples, now_ns),
     }

@@ -142,6 +142,8 @@ class InsightService:
         tail = GaugeMetricFamily(p + "rollout_long_tail_ratio", "Slowest / median rollout lane generation time, last step",
                                  labels=run_l + ["slowest_lane"])
         step = GaugeMetricFamily(p + "step_state_seconds", "Wall time per state in the last complete step", labels=run_l + ["state"])
+        wait = GaugeMetricFamily(p + "rollout_wait_seconds", "Last generation end to the next training start, last step "
+                                 "(staleness as time)", labels=run_l)
         stalled = GaugeMetricFamily(p + "stalled_lanes", "Lanes whose open state lasts far longer than usual", labels=run_l)
         stale = GaugeMetricFamily(p + "staleness", "Trainer parameter version minus rollout version", labels=run_l + ["stat"])
         for (project, exp), s in latest.items():
@@ -158,8 +160,10 @@ class InsightService:
             if s["steps"]:
                 for state, sec in s["steps"][-1]["states"].items():
                     step.add_metric([project, exp, state], sec)
+            if s.get("rollout_wait"):
+                wait.add_metric([project, exp], s["rollout_wait"][-1]["wait_s"])
             stalled.add_metric([project, exp], len(s["stalled"]))
             if s["staleness"]:
                 stale.add_metric([project, exp, "mean"], s["staleness"]["mean"])
                 stale.add_metric([project, exp, "max"], s["staleness"]["max"])
-        return [util, bubble, busy, overlap, tail, step, stalled, stale]
+        return [util, bubble, busy, overlap, tail, step, wait, stalled, stale]

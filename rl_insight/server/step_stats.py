@@ -13,6 +13,7 @@ little in the past. Its pieces are computed once, with the same pure functions a
 | "@gen"     | L           | rollout lane L's generation time (the long tail)                 |
 | "@maxdur"  | X           | longest finished X that ended in the step (stalled thresholds)   |
 | "@stale"   | sum, count, max | staleness values of the step's generation states (count: n)  |
+| "@wait"    | wait_s      | rollout wait: last generation end before the step's first training start |
 
 A window is then: the sums over the steps it fully contains (one indexed SQL aggregate) plus a
 raw computation over the partial steps at its two edges, which are short. The result equals
@@ -65,6 +66,14 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
     return rows
 
 
+def wait_rows(conn: Any, run_id: int, step: int, a: int, b: int, now_ns: int) -> list[tuple[str, str, float]]:
+    """The step's rollout wait; the generation it waited on may have ended before the step began, so the
+    spans are read from the previous step's length back."""
+    spans = q.spans_in(conn, run_id, a - (b - a), b, attributes=False)
+    w = insights.rollout_wait(spans, [(step, a, b)], now_ns)
+    return [("@wait", "wait_s", w[0]["wait_s"])] if w else []
+
+
 def stored_steps(conn: Any, run_id: int, kind: str = "step") -> set[int]:
     """Steps (or the first steps of blocks, kind="block") whose statistics are stored."""
     return {r[0] for r in conn.execute("SELECT first_step FROM step_summaries WHERE run_id = ? AND kind = ?", (run_id, kind))}
@@ -100,7 +109,8 @@ def compute_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], v
     out = []
     for step, a, b in windows:
         spans = q.spans_in(conn, run_id, a, b, attributes="param_version")
-        out += [(run_id, step, a, b, lane, name, value) for lane, name, value in step_rows(spans, step, a, b, now_ns, versions)]
+        rows = step_rows(spans, step, a, b, now_ns, versions) + wait_rows(conn, run_id, step, a, b, now_ns)
+        out += [(run_id, step, a, b, lane, name, value) for lane, name, value in rows]
     return out
 
 
@@ -139,7 +149,7 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
                     stale["max"] = mx if stale["max"] is None else max(stale["max"], mx)
                 else:
                     stale[name] += total
-            elif lane in ("", "@gen", "@maxdur"):
+            elif lane in ("", "@gen", "@maxdur", "@wait"):
                 continue
             elif name == "":
                 _add(lane_busy, lane, total)
@@ -198,8 +208,9 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
     staleness = None
     if stale["count"]:
         staleness = {"mean": stale["sum"] / stale["count"], "max": stale["max"], "samples": int(stale["count"])}
+    waits = [{"step": s["step"], "wait_s": s.pop("rollout_wait_s")} for s in steps if "rollout_wait_s" in s]
     return {"window": {"from_ns": t0, "to_ns": t1, "seconds": (t1 - t0) / NS}, "lanes": lanes, "busy": busy_out,
-            "overlap": overlap, "steps": steps, "long_tail": tails,
+            "overlap": overlap, "steps": steps, "long_tail": tails, "rollout_wait": waits,
             "stalled": insights.stalled(open_unique, now_ns, history=history), "staleness": staleness}
 
 
@@ -213,6 +224,7 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
     stored: set[int] = set()
     states: dict[int, dict[str, float]] = {}
     gen: dict[int, dict[str, float]] = {}
+    waits: dict[int, float] = {}
     for i in range(0, len(steps_wanted), 500):
         part = steps_wanted[i:i + 500]
         marks = ",".join("?" * len(part))
@@ -220,12 +232,17 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
                                               f"AND first_step IN ({marks})", (run_id, *part))}
         for step, lane, name, value in conn.execute(
                 f"SELECT step, lane, name, value FROM step_stats WHERE run_id = ? AND step IN ({marks}) "
-                f"AND lane IN ('', '@gen')", (run_id, *part)):
-            (states if lane == "" else gen).setdefault(step, {})[name] = value
+                f"AND lane IN ('', '@gen', '@wait')", (run_id, *part)):
+            if lane == "@wait":
+                waits[step] = value
+            else:
+                (states if lane == "" else gen).setdefault(step, {})[name] = value
     for step, a, b in (w for w in in_window if w[0] not in stored):  # few: each read on its own
         spans = q.spans_in(conn, run_id, a, b, attributes=False)
         states[step] = insights.step_breakdown(spans, [(step, a, b)], now_ns)[0]["states"]
         gen[step] = {lane: iv.length_in(a, b) / NS for lane, iv in insights.generation_lanes(spans, now_ns).items()}
+        for _, _, value in wait_rows(conn, run_id, step, a, b, now_ns):
+            waits[step] = value
     steps, tails = [], []
     for step, a, b in in_window:
         steps.append({"step": step, "start_ns": a, "end_ns": b, "duration_s": (b - a) / NS,
@@ -233,6 +250,8 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
         t = insights.tail_of_step(step, gen.get(step, {}))
         if t is not None:
             tails.append(t)
+        if step in waits:
+            steps[-1]["rollout_wait_s"] = waits[step]
     return steps, tails
 
 

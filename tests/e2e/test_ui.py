@@ -113,6 +113,9 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     points = page.eval_on_selector('.chart[data-metric="critic_score_mean"]', "e => +e.dataset.points")
     assert points >= 3
     assert page.inner_text("#insight-overlap").endswith("%")
+    # staleness as time: the sync demo's trainer starts right after generation (plus the advantage step)
+    page.wait_for_function("/\\d+(\\.\\d+)? (µs|ms|s)$/.test(document.querySelector('#insight-wait .v')?.innerText || '')",
+                           timeout=30_000)
     # what init(config=...) described: tags, duration, and the searchable trainer config
     assert {"demo", "sync", "vllm"} <= set(page.eval_on_selector_all("h2 .tag", "els => els.map(e => e.textContent)"))
     assert "ran " in page.inner_text("#run-meta") and "run 1" in page.inner_text("#run-meta")

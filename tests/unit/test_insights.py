@@ -99,3 +99,19 @@ def test_summarize_combines_everything() -> None:
     assert s["steps"][0]["states"] == {"actor_update": 3.0, "vllm_generate": 6.0}
     assert s["long_tail"][0]["slowest_lane"] == "replica_1"
     assert s["overlap"]["overlap_ratio"] == 0.0 and s["stalled"] == [] and s["staleness"] is None
+
+
+
+def test_rollout_wait_is_the_gap_from_the_last_finished_generation_to_the_first_training_start() -> None:
+    from rl_insight import insights as ins
+
+    S = 10**9
+    spans = [
+        {"name": "vllm_generate", "lane": "replica_0", "kind": "state", "start_ns": 0, "end_ns": 3 * S},
+        {"name": "vllm_generate", "lane": "replica_1", "kind": "state", "start_ns": 0, "end_ns": 4 * S},
+        {"name": "train_batch", "lane": "rank_0", "kind": "state", "start_ns": 6 * S, "end_ns": 9 * S},   # waited 2 s
+        {"name": "vllm_generate", "lane": "replica_0", "kind": "state", "start_ns": 10 * S, "end_ns": 12 * S},
+        {"name": "train_batch", "lane": "rank_0", "kind": "state", "start_ns": 12 * S, "end_ns": 14 * S},  # no wait
+    ]
+    got = ins.rollout_wait(spans, [(1, 0, 10 * S), (2, 10 * S, 15 * S)], now_ns=20 * S)
+    assert [(w["step"], w["wait_s"]) for w in got] == [(1, 2.0), (2, 0.0)]

@@ -101,6 +101,12 @@ def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, wind
         assert (ref_tail is None) == (f["step"] not in tails)
         if ref_tail:
             assert (tails[f["step"]]["slowest_lane"], tails[f["step"]]["ratio"]) == (ref_tail["slowest_lane"], pytest.approx(ref_tail["ratio"]))
+    # rollout wait per step: each step's own spans (and the step before it), as a whole step
+    waits = {w["step"]: w["wait_s"] for w in fast["rollout_wait"]}
+    for f in fast["steps"]:
+        a, b = f["start_ns"], f["end_ns"]
+        ref = insights.rollout_wait(q.spans_in(conn, 1, a - (b - a), b), [(f["step"], a, b)], now)
+        assert ([r["wait_s"] for r in ref] or [None])[0] == (pytest.approx(waits[f["step"]]) if f["step"] in waits else None)
     # staleness counts the generation states that ended inside the window
     ended = [s for s in raw_spans if s["end_ns"] is not None and t0 <= s["end_ns"] < t1]
     values = insights.staleness_values(ended, versions, now)

@@ -247,6 +247,8 @@ async function renderInsights(el, runId, idPrefix = "") {
       "insight-long-tail", false, tail?.step),
     card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
+    card("rollout → training wait (last step)", (w => w ? fmtDur(w.wait_s) : "–")((s.rollout_wait || [])[(s.rollout_wait || []).length - 1]),
+      "insight-wait"),
     card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
       ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
           h("li", {}, h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
