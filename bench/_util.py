@@ -83,3 +83,15 @@ class NullSink:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def timed(fn, runs: int = 3) -> tuple[float, object]:
+    """Median wall time of `runs` calls, and the last result."""
+    import statistics
+
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import free_port, machine  # noqa: E402
+from _util import free_port, machine, timed  # noqa: E402
 
 from rl_insight.protocol import SpanRecord  # noqa: E402
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
@@ -56,13 +56,6 @@ def build(path: Path, lanes: int, per_lane: int) -> tuple[float, float]:
     return span_rate, sample_rate
 
 
-def timed(fn, runs: int = 5) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def browser_draw(data_dir: Path) -> float:
@@ -129,7 +122,7 @@ def main() -> None:
     print(f"  timeline, whole hour, one UI page of 64 lanes: {t * 1000:.0f} ms, {len(out['spans']):,} entries")
     t, out = timed(lambda: q.spans_window(conn, 1, from_ns=lo, to_ns=lo + 60 * S, resolution_ns=60 * S // 1500), runs=3)
     print(f"  timeline, one minute zoomed in: {t * 1000:.0f} ms, {len(out['spans']):,} entries")
-    t, out = timed(lambda: q.series(conn, 1, "critic_score_mean", points=1000))
+    t, out = timed(lambda: q.series(conn, 1, "critic_score_mean", points=1000), runs=5)
     print(f"  series, 100,000 steps -> {len(out['series'][0]['points'])} points (min/max): {t * 1000:.0f} ms")
     t, out = timed(lambda: q.series(conn, 1, "critic_score_mean", points=1000, agg="lttb"), runs=3)
     print(f"  series, 100,000 steps -> {len(out['series'][0]['points'])} points (LTTB): {t * 1000:.0f} ms")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -19,7 +18,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import machine  # noqa: E402
+from _util import machine, timed  # noqa: E402
 
 from rl_insight.protocol import SpanRecord  # noqa: E402
 from rl_insight.server.insight_service import run_insights  # noqa: E402
@@ -83,13 +82,6 @@ def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> t
     return n_spans, n_samples
 
 
-def timed(fn, runs: int = 3):
-    times, out = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:
