@@ -104,7 +104,10 @@ class InsightService:
         now = time.time_ns()
         latest = {}
         budget = 500  # steps summarized per refresh over all runs (~2.5 s of one core): a backlog catches up over cycles
-        for run in q.list_runs(conn, self._live_window_s):
+        runs = q.list_runs(conn, self._live_window_s)
+        ids = {r["id"] for r in runs}
+        self._done = {k: v for k, v in self._done.items() if k in ids}  # a run removed by retention forgets its steps
+        for run in runs:
             if budget > 0:
                 try:
                     budget -= self.summarize_steps(conn, run["id"], budget)
