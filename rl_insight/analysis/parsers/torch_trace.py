@@ -58,12 +58,22 @@ _decoder = msgspec.json.Decoder(Trace)
 _event_decoder = msgspec.json.Decoder(Event)
 
 
+def _inflate(raw: bytes) -> bytes:
+    """gzip members to bytes: ISA-L (the `isal` package of the analysis extra) when installed, about twice
+    as fast as zlib on large traces; the stdlib otherwise."""
+    try:
+        from isal import igzip
+    except ImportError:
+        return gzip.decompress(raw)
+    return igzip.decompress(raw)
+
+
 def read_bytes(path: Path, report: Report) -> bytes:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
-            return gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error):
+            return _inflate(raw)
+        except (EOFError, OSError, zlib.error, ValueError):
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a truncated gzip: keep what decompresses
             try:
                 data = d.decompress(raw)
