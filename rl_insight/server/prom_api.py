@@ -68,6 +68,12 @@ class PrometheusApi:
                                {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"})
         return data.get("result", []) if isinstance(data, dict) else []
 
+    async def active_targets(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
+        """Prometheus' active scrape targets (labels, health)."""
+        data = await self._get(client, "/api/v1/targets", {"state": "active"})
+        targets = data.get("activeTargets", []) if isinstance(data, dict) else []
+        return [t for t in targets if isinstance(t, dict) and isinstance(t.get("labels"), dict)]
+
     async def alert_rules(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
         """Every alerting rule with its state and active alerts (annotations rendered by Prometheus)."""
         data = await self._get(client, "/api/v1/rules", {"type": "alert"})

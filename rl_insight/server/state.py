@@ -63,28 +63,25 @@ class ServiceProbe:
         self._path = ready_path
         self._cached: tuple[float, str] = (0.0, "unknown")
 
+    async def _targets(self) -> list[dict[str, Any]] | None:
+        from .prom_api import PrometheusApi, PrometheusUnavailable
+
+        api = PrometheusApi(self.url, timeout_s=2.0)
+        try:
+            async with api.session() as client:
+                return await api.active_targets(client)
+        except PrometheusUnavailable:
+            return None
+
     async def target_health(self) -> dict[tuple[str, str], str]:
         """{(job, instance): "up"|"down"|"unknown"} from Prometheus' target API; empty when it does not answer."""
-        if self.url is None:
-            return {}
-        try:
-            async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
-                r = await client.get(self.url + "/api/v1/targets", params={"state": "active"})
-            active = r.json()["data"]["activeTargets"]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            return {}
-        return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active}
+        active = await self._targets() if self.url is not None else None
+        return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active or []}
 
     async def active_targets(self) -> list[dict[str, str]] | None:
         """Label sets of Prometheus' active targets, or None when it does not answer."""
-        if self.url is None:
-            return None
-        try:
-            async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
-                r = await client.get(self.url + "/api/v1/targets", params={"state": "active"})
-            return [t["labels"] for t in r.json()["data"]["activeTargets"]]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            return None
+        active = await self._targets() if self.url is not None else None
+        return None if active is None else [t["labels"] for t in active]
 
     async def state(self) -> str:
         if self.url is None:

@@ -23,7 +23,6 @@ raw computation over the partial steps at its two edges, which are short. The re
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from .. import insights
@@ -269,7 +268,3 @@ def _open_spans(conn: Any, run_id: int, t0: int, t1: int) -> list[dict[str, Any]
     return [{"id": r[0], "name": r[1], "lane": r[2], "kind": r[3], "start_ns": r[4], "end_ns": None, "attributes": {}}
             for r in conn.execute("SELECT id, name, lane, kind, start_ns FROM spans INDEXED BY spans_open WHERE run_id = ? "
                                   "AND end_ns IS NULL AND start_ns < ?", (run_id, t1))]
-
-
-def now_ns() -> int:
-    return time.time_ns()

@@ -137,7 +137,6 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:  # n
     assert page.get_attribute("#sec-sglang", "data-available") == "0"
     assert "disable_log_stats=False" in page.inner_text("#sec-sglang")
     # axis labels in the panel's unit, formatted whole
-    assert page.evaluate("['percentunit', 0.5, 's', 0.0123, 'bytes', 2.5e9, 'tps', 52500].length") == 8
     assert page.evaluate("[fmtUnit('percentunit', 0.5), fmtUnit('s', 0.0123), fmtUnit('bytes', 2.5e9), fmtUnit('tps', 52500),"
                          " fmtUnit('decmbytes', 61440), fmtUnit('s', 0.00025)]") == \
         ["50%", "12.3 ms", "2.5GB", "52.5k tok/s", "61.4GB", "250 µs"]

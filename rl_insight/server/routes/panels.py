@@ -73,9 +73,10 @@ def build_router(st: AppState) -> APIRouter:
             return {"section": sec.id, "prometheus": _unavailable(api), "panels": []}
         data = await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
                                   cfg.scrape_interval_s)
-        errors = {p["error"] for p in data["panels"] if p["error"]}
-        data["prometheus"] = {"state": "unreachable", "message": "; ".join(sorted(errors))} if errors and len(errors) == len(
-            {p["id"] for p in data["panels"]}) else {"state": "ok"}
+        failed = [p["error"] for p in data["panels"] if p["error"]]
+        # unreachable only when every panel failed; single failing queries stay on their panels
+        data["prometheus"] = ({"state": "unreachable", "message": "; ".join(dict.fromkeys(failed))}
+                              if failed and len(failed) == len(data["panels"]) else {"state": "ok"})
         return data
 
     @r.get("/runs/{run_id}/alerts")
