@@ -1,10 +1,13 @@
-"""Offline parser benchmark: a synthetic 1M-event torch trace (~200 MB of JSON, the real key set).
+"""Offline analysis benchmark: a synthetic 1M-event torch trace (~236 MB of JSON, the real key set).
 
-    python bench/bench_analysis.py [--events 1000000] [--upstream VENV_PYTHON]
+    python bench/bench_analysis.py [--events 1000000] [--upstream VENV_PYTHON] [--rounds 3]
 
 Measures `rl_insight.analysis.load` (parse + event table + nesting) in a fresh process with its peak RSS,
 for the default detail (annotations and communication) and with every CPU op kept. With --upstream it
-runs upstream RL-Insight 0.3.0's torch parser on the same file in that virtual environment's Python.
+runs upstream RL-Insight 0.3.0's torch parser on the same file in that virtual environment's Python, and
+then the whole command line of each, end to end on the same `.json.gz`, interleaved, `--rounds` times:
+upstream's recipe (`python -m recipe.main input.path=DIR timeline.parser.type=torch`, one HTML timeline)
+against `rl-insight analyze DIR --format html` (the same kind of output) and with its default formats.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import argparse
 import gzip
 import json
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,10 +91,40 @@ def run(python: str, code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def wall(argv: list[str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd)
+    dt = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed: {out.stderr[-2000:]}")
+    return dt
+
+
+def end_to_end(upstream: str, root: Path, rounds: int) -> None:
+    """The two command lines on the same directory, interleaved so the machine's noise hits both alike."""
+    cli = [sys.executable, "-m", "rl_insight"]
+    runs = {
+        "upstream recipe (HTML timeline)": [upstream, "-m", "recipe.main", f"input.path={root}", "timeline.parser.type=torch",
+                                            f"output.path={root.parent / 'out-upstream'}"],
+        "rl-insight analyze --format html": [*cli, "analyze", str(root), "--out", str(root.parent / "out-html"), "--format", "html"],
+        "rl-insight analyze (default formats)": [*cli, "analyze", str(root), "--out", str(root.parent / "out-all")],
+    }
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, argv in runs.items():
+            times[name].append(wall(argv, root.parent))
+    base = statistics.median(times["upstream recipe (HTML timeline)"])
+    print(f"  end to end, median of {rounds} interleaved rounds (wall clock, fresh process each):")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"    {name}: {med:.2f} s (runs {', '.join(f'{t:.2f}' for t in ts)})  upstream/this = {base / med:.1f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--upstream", help="python of a venv with rl-insight[recipe]==0.3.0")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     print(f"machine: {machine()}")
     d = Path(tempfile.mkdtemp(prefix="rl-analysis-bench-"))
@@ -110,6 +145,8 @@ def main() -> None:
         r = run(args.upstream, UPSTREAM, str(gz))
         print(f"  upstream 0.3.0 torch parser on the .json.gz (one row per file): {r['seconds']:.2f} s, {r['rows']} row(s), "
               f"peak RSS {r['rss_mb']:.0f} MiB")
+        f.unlink()  # the directory now holds only the .json.gz, upstream's recipe input
+        end_to_end(args.upstream, f.parent, args.rounds)
 
 
 if __name__ == "__main__":

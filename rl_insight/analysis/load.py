@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 from .parsers import ascend, nsys, torch_memory, torch_trace, verl_log
 from .parsers.names import normalize_role
 from .parsers.sqlite import open_readonly
 from .table import Columns, Report, with_depth
+
+if TYPE_CHECKING:  # pandas is imported by load() itself: parse_file (a worker's or Ray task's job) never needs it
+    import pandas as pd
+
+
+def _empty_frame() -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame()
 
 Source = Literal["auto", "torch", "nsys", "mstx", "verl-log"]
 Kind = Literal["torch", "torch-memory", "nsys-sqlite", "nsys-jsonl", "mstx-db", "mstx-trace-view", "verl-log"]
@@ -82,17 +90,24 @@ def collect(paths: Iterable[Path], report: Report) -> list[Path]:
 
 
 def _run(tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]], workers: int | None,
-         ray_address: str | None) -> Iterable[tuple[Columns, pd.DataFrame | None, Report]]:
-    """Results in the order of `tasks`, however they were computed."""
+         ray_address: str | None, warm: Callable[[], None] | None = None) -> Iterable[tuple[Columns, pd.DataFrame | None, Report]]:
+    """Results in the order of `tasks`, however they were computed. `warm` (imports the caller needs next)
+    runs in a thread beside the reading: inflating releases the GIL, so pandas' import costs no wall time;
+    in the process pool's case only after the workers are forked (a fork must not copy a half-held import)."""
+    warming = None
     if ray_address is not None:
         from .distributed import run_on_ray
 
+        warming = _start(warm)
         yield from run_on_ray(tasks, ray_address)
+        _join(warming)
         return
     n = default_workers(len(tasks)) if workers is None else max(1, workers)
     if n == 1 or len(tasks) < 2:
+        warming = _start(warm)
         for t in tasks:
             yield parse_file(*t)
+        _join(warming)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -100,7 +115,30 @@ def _run(tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]], workers: 
     # forked workers inherit the imported analysis stack; each reads one file at a time, so memory is
     # bounded by the largest file per worker
     with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
-        yield from pool.map(_parse_task, tasks)
+        results = pool.map(_parse_task, tasks)  # submits every task: the workers exist from here on
+        warming = _start(warm)
+        yield from results
+    _join(warming)
+
+
+def _start(warm: Callable[[], None] | None) -> threading.Thread | None:
+    if warm is None:
+        return None
+    t = threading.Thread(target=_quietly, args=(warm,), name="rl-insight-warm-imports", daemon=True)
+    t.start()
+    return t
+
+
+def _quietly(warm: Callable[[], None]) -> None:
+    try:
+        warm()
+    except Exception:  # noqa: BLE001 - a missing extra is reported by the caller's own import, with its hint
+        pass
+
+
+def _join(t: threading.Thread | None) -> None:
+    if t is not None:
+        t.join()
 
 
 @dataclass
@@ -133,7 +171,7 @@ class Loaded:
     report: Report
     kinds: dict[str, str] = field(default_factory=dict)
     found: Found = field(default_factory=Found)
-    memory: pd.DataFrame = field(default_factory=pd.DataFrame)  # Columns.memory_frame(): bytes over time per lane
+    memory: pd.DataFrame = field(default_factory=_empty_frame)  # Columns.memory_frame(): bytes over time per lane
 
 
 def parse_file(f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]) -> tuple[Columns, pd.DataFrame | None, Report]:
@@ -177,10 +215,11 @@ def default_workers(files: int) -> int:
 def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, ...] = ("annotations",),
          ranks: set[int] | None = None, roles: set[str] | None = None, steps: set[int] | None = None,
          progress: Callable[[int, int, Path], None] | None = None, workers: int | None = None,
-         ray_address: str | None = None) -> Loaded:
+         ray_address: str | None = None, warm: Callable[[], None] | None = None) -> Loaded:
     """Every input into one event table. Files are parsed in `workers` processes (default: all cores when
     there are several files), or as Ray tasks on the cluster at `ray_address` ("auto" for the local one);
-    each file's columns come back whole, so the result does not depend on how the files were spread."""
+    each file's columns come back whole, so the result does not depend on how the files were spread.
+    `warm`: imports the caller needs afterwards, run beside the reading (see _run)."""
     report = Report()
     paths = list(paths)
     files = collect(paths, report)
@@ -202,7 +241,7 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
         kinds[str(f)] = kind
         root = next((p for p in paths if p.is_dir() and p in f.parents), None)
         tasks.append((f, kind, root, detail))
-    for i, (f_cols, f_metrics, f_report) in enumerate(_run(tasks, workers, ray_address), 1):
+    for i, (f_cols, f_metrics, f_report) in enumerate(_run(tasks, workers, ray_address, warm), 1):
         if progress:
             progress(i, len(tasks), tasks[i - 1][0])
         cols.segments.update(f_cols.segments)  # keys carry the file: no two files share a segment
@@ -212,6 +251,8 @@ def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, .
         report.parsed += f_report.parsed
         report.warnings += f_report.warnings
         report.errors += f_report.errors
+    import pandas as pd  # after the reading: a warming thread may be importing it meanwhile
+
     events = cols.frame()
     found = Found.of(events)
     if ranks:

@@ -18,10 +18,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+# numpy and pandas are imported where frames are built, not here: the parsers (and Ray's or the pool's
+# workers that run them) only fill Columns and never pay pandas' import; the CLI imports both in a thread
+# while the first file inflates (load's `warm`)
 
 COLUMNS = ["source", "role", "rank", "lane", "name", "category", "start_ns", "end_ns", "depth", "step", "attributes", "file"]
 CATEGORIES = ("annotation", "op", "kernel", "communication", "overlap")
@@ -73,6 +76,8 @@ class Columns:
         self.memory.append((role, rank, lane, step, file, ts_ns, allocated, reserved, device))
 
     def memory_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         cols = ["role", "rank", "lane", "step", "file", "ts_ns", "allocated_bytes", "reserved_bytes", "device"]
         df = pd.DataFrame(self.memory, columns=cols)
         if not df.empty:
@@ -85,6 +90,9 @@ class Columns:
         return sum(len(s.name) for s in self.segments.values())
 
     def frame(self) -> pd.DataFrame:
+        import numpy as np
+        import pandas as pd
+
         segs = [s for s in self.segments.values() if s.name]
         sizes = np.array([len(s.name) for s in segs], dtype="int64")
 
@@ -118,6 +126,9 @@ def with_depth(df: pd.DataFrame) -> pd.DataFrame:
     """Nesting level of each event within its lane, per family (annotations+communication, ops, kernels):
     the number of the family's events on the lane still open when it starts. Vectorized per group:
     rows sorted by start (longer first on ties); depth = position − events already ended at the start."""
+    import numpy as np
+    import pandas as pd
+
     if df.empty:
         return df
     df = df.sort_values(["lane", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
@@ -136,6 +147,8 @@ def with_depth(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    import pandas as pd
+
     frames = [f for f in frames if not f.empty]
     if not frames:
         return empty()

@@ -11,6 +11,18 @@ import typer
 from ..errors import InvalidInputError, MissingExtraError
 
 FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary", "tensorboard")
+ANALYSIS_MODULES = ("numpy", "pandas", "msgspec", "matplotlib")  # the `analysis` extra
+
+
+def _import_renderers(png_too: bool) -> tuple[Any, Any, Any, Any]:
+    """The analysis and rendering modules (pandas, and matplotlib for PNG): called once beside the file
+    reading (load's `warm`), then again for the names, which is free by then."""
+    from ..analysis.analyze import summarize
+    from ..analysis.render import export, html, png
+
+    if png_too:
+        png.backend()
+    return summarize, export, html, png
 
 
 def _ints(text: Optional[str], what: str) -> set[int] | None:
@@ -46,13 +58,13 @@ def analyze(
 ) -> int:
     """Analyse torch.profiler, Nsight Systems and Ascend traces and verl logs: one event table, RL analyses,
     HTML / PNG / Perfetto timelines."""
-    try:
-        from ..analysis.analyze import summarize
-        from ..analysis.load import load
-        from ..analysis.render import export, html, png
-    except ImportError as exc:
-        raise MissingExtraError(f"the analysis dependencies are not installed ({exc.name})",
-                                hint='pip install "rl-insight[analysis]"') from None
+    import importlib.util
+
+    missing = [m for m in ANALYSIS_MODULES if importlib.util.find_spec(m) is None]
+    if missing:  # said before any file is read
+        raise MissingExtraError(f"the analysis dependencies are not installed ({', '.join(missing)})",
+                                hint='pip install "rl-insight[analysis]"')
+    from ..analysis.load import load
     if source not in ("auto", "torch", "nsys", "mstx", "verl-log"):
         raise typer.BadParameter("must be auto, torch, nsys, mstx or verl-log", param_hint="--source")
     formats = [f.strip() for f in format.split(",") if f.strip()]
@@ -70,8 +82,9 @@ def analyze(
         task = progress.add_task("reading", total=None)
         loaded = load(paths, source=source, detail=details, ranks=_ints(ranks, "ranks"),  # type: ignore[arg-type]
                       roles={r.strip() for r in roles.split(",")} if roles else None, steps=_ints(steps, "steps"),
-                      workers=workers, ray_address=ray,
+                      workers=workers, ray_address=ray, warm=lambda: _import_renderers("png" in formats),
                       progress=lambda i, n, p: progress.update(task, total=n, completed=i, description=f"reading {p.name}"))
+    summarize, export, html, png = _import_renderers("png" in formats)  # already imported beside the reading
     rep = loaded.report
     for w in rep.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
 import typer
 import yaml
 
@@ -377,6 +376,8 @@ def _client_for(h: Home, server_url: str | None, token: str | None) -> tuple[str
 
 
 def _request(method: str, url: str, headers: dict[str, str], **kw: Any) -> dict[str, Any]:
+    import httpx  # here, not at the top: every CLI command (analyze too) imports this module
+
     try:
         r = httpx.request(method, url, headers=headers, timeout=10.0, trust_env=False, **kw)
     except httpx.HTTPError as exc:

@@ -12,7 +12,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 
 LOG_ROTATE_BYTES = 50 * 1024 * 1024
 
@@ -98,6 +97,8 @@ def spawn(argv: list[str], log_path: Path, env: dict[str, str] | None = None) ->
 
 def wait_ready(url: str, timeout: float, proc: subprocess.Popen | None = None) -> bool:
     """Poll `url` until it answers 200; False on timeout or when `proc` exits first."""
+    import httpx  # lazily: the CLI imports this module for every command
+
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1.0, trust_env=False) as client:
         while time.monotonic() < deadline:

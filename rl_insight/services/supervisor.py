@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-import httpx
 
 from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
@@ -343,6 +342,8 @@ class Supervisor:
 
 def service_status(svc: ServiceRecord) -> dict[str, Any]:
     """Live view of one recorded service: pid ours and alive, readiness answered."""
+    import httpx  # lazily: the CLI imports this module for every command
+
     alive = svc.alive()
     ready = False
     if alive:

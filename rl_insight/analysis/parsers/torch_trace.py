@@ -19,6 +19,7 @@ import msgspec
 from ..table import Columns, Report
 from .jsonscan import scan_objects
 from .names import identify
+from .torch_select import category_pattern, select
 
 Id = Union[int, str, None]
 COMM = re.compile(r"nccl|gloo|hccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|c10d::|record_param_comms|"
@@ -30,6 +31,9 @@ ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
 PYTHON_CATS = {"python", "python_function"}
 OP_CATS = {"cpu_op", "python_function", "cuda_runtime", "cuda_driver"}
 DETAILS = ("annotations", "ops", "kernels")
+MEMORY_EVENT = "[memory]"  # profile_memory's allocator samples: `ph: i`, kineto's `cat: cpu_instant_event`
+# what the default detail reads: stage ranges, (communication) kernels, memory samples
+_DEFAULT_KEPT = category_pattern(ANNOTATION_CATS | KERNEL_CATS | {"cpu_instant_event"})
 
 
 class Event(msgspec.Struct, forbid_unknown_fields=False):
@@ -84,20 +88,43 @@ def read_bytes(path: Path, report: Report) -> bytes:
     return raw
 
 
+def _header(data: bytes) -> Header:
+    """The top-level keys around `traceEvents` (torch writes them before it, other writers after), read
+    without decoding the events."""
+    begin = data.find(b'"traceEvents"')
+    head = data[:begin] if begin >= 0 else b""
+    tail = data[-65536:] if begin >= 0 else b""
+    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', head) or re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', tail)
+    dist = re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*,\s*"', head, re.S) or \
+        re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*[,}]', tail, re.S)
+    try:
+        return Header(baseTimeNanoseconds=int(base.group(1)) if base else None,
+                      distributedInfo=msgspec.json.decode(dist.group(1)) if dist else None)
+    except msgspec.DecodeError:
+        return Header(baseTimeNanoseconds=int(base.group(1)) if base else None)
+
+
 def _salvage(data: bytes, path: Path, report: Report) -> Trace:
     """Events of a damaged trace up to the first broken one (torch writes the header before traceEvents)."""
-    head = data[: data.find(b'"traceEvents"')] if b'"traceEvents"' in data else b""
-    header = Header()
-    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', data)
-    dist = re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*,\s*"', head, re.S)
-    try:
-        header = Header(baseTimeNanoseconds=int(base.group(1)) if base else None,
-                        distributedInfo=msgspec.json.decode(dist.group(1)) if dist else None)
-    except msgspec.DecodeError:
-        pass
+    header = _header(data)
     events = scan_objects(data, max(0, data.find(b'"traceEvents"')), _event_decoder.decode)
     report.warn(path, f"trace is truncated or damaged; read {len(events)} complete events before the damage")
     return Trace(traceEvents=events, baseTimeNanoseconds=header.baseTimeNanoseconds, distributedInfo=header.distributedInfo)
+
+
+def _decode(data: bytes, path: Path, report: Report, detail: tuple[str, ...]) -> Trace:
+    """The trace's events: at the default detail only the kept ones are located and decoded (see
+    torch_select); every event when operators or kernels are kept, or when the fast path is unsure."""
+    if "ops" not in detail and "kernels" not in detail:
+        events = select(data, _DEFAULT_KEPT, _event_decoder.decode)
+        if events is not None and any(e.ph == "X" and e.cat in ANNOTATION_CATS for e in events):
+            header = _header(data)
+            return Trace(traceEvents=events, baseTimeNanoseconds=header.baseTimeNanoseconds,
+                         distributedInfo=header.distributedInfo)
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError:
+        return _salvage(data, path, report)
 
 
 def _num(v: Any) -> float | None:
@@ -131,10 +158,7 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
     if not data.strip():
         report.error(path, "empty file")
         return cols
-    try:
-        trace = _decoder.decode(data)
-    except msgspec.DecodeError:
-        trace = _salvage(data, path, report)
+    trace = _decode(data, path, report, detail)
     ident = identify(path, root)
     info = trace.distributedInfo or {}
     if isinstance(info.get("rank"), int) and info["rank"] >= 0 and ident.replica is None:
@@ -158,7 +182,7 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         report.warn(path, "no record_function annotations; analysing its python function ranges instead")
     for e in trace.traceEvents:
         if e.ph != "X":
-            if e.ph == "i" and e.name == "[memory]":  # profile_memory: allocator totals after each (de)allocation
+            if e.ph == "i" and e.name == MEMORY_EVENT:  # profile_memory: allocator totals after each (de)allocation
                 _memory_sample(cols, e, base, role, rank, lane, ident.step, fname)
             continue
         cat = e.cat or ""

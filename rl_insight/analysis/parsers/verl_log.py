@@ -6,15 +6,19 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..table import Report
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LINE = re.compile(r"(?:^|\)\s*|\s)step:(\d+)\s+-\s+(.*)$")
 
 
 def parse(path: Path, report: Report) -> pd.DataFrame:
+    import pandas as pd
+
     rows: dict[int, dict[str, float]] = {}
     bad = 0
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -12,10 +12,16 @@ from .merge import merge_below
 from ...palette import color_of
 
 
-def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: float = 16.0) -> Path:
+def backend() -> None:
+    """matplotlib on its headless Agg backend (imported lazily: only PNG output pays for it)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display; never touches global logging
+    import matplotlib.pyplot  # noqa: F401
+
+
+def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: float = 16.0) -> Path:
+    backend()
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
