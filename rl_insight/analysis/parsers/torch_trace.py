@@ -19,6 +19,7 @@ import msgspec
 from ..table import Columns, Report
 from .jsonscan import scan_objects
 from .names import identify
+from .step_marks import split_by_step_marks
 from .torch_select import category_pattern, select
 
 Id = Union[int, str, None]
@@ -229,6 +230,8 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         else:
             seg.start_ns[n0:] = start_ns.tolist()
             seg.end_ns[n0:] = end_ns.tolist()
+        if ident.step is None:  # a file of several steps: the trace's own step ranges say which (step_marks)
+            split_by_step_marks(cols, seg)
     if kept == 0:
         report.warn(path, "no user annotations (record_function ranges) found; profile with verl's stage annotations or "
                           "use --detail ops,kernels")
