@@ -561,3 +561,109 @@ def _attribute_value(v: Any, strings: _Strings) -> Any:
     if len(text) > MAX_ATTRIBUTE_VALUE:
         text = text[: MAX_ATTRIBUTE_VALUE - 1] + "…"
     return strings.clean(text)
+
+
+# --------------------------------------------------------------------------- profile requests
+# Control rides on replies: every ingest answer of a server that profiles carries `profile`, the list of
+# the client's run's active requests (ProfileRequest.to_wire); a client matches them to its identity
+# (lanes, role, rank) and reports back on ROUTE_PROFILES/<id>/status, uploading its trace in chunks to
+# ROUTE_PROFILES/<id>/upload/<file name>?offset=&total= (409 with the server's `size` to resume elsewhere).
+ROUTE_PROFILES = "/api/v1/profiles"
+PROFILE_TOOLS = ("torch",)
+PROFILE_ACTIVITIES = ("cpu", "cuda")
+MAX_PROFILE_STEPS = 8  # steps in one window
+MAX_PROFILE_WINDOW_S = 900.0  # a window still open after this is closed by the client
+DEFAULT_PROFILE_BYTES = 256 * 2**20  # gzip'd trace size cap per process
+MAX_PROFILE_BYTES = 2 * 2**30
+PROFILE_CHUNK_BYTES = 2**20
+MAX_PROFILE_CHUNK_BYTES = 8 * 2**20
+MAX_PROFILE_SELECTORS = 256
+# what a process reports about a request (status route); terminal ones end its part of the request
+PROCESS_STATES = ("armed", "profiling", "uploading", "uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
+PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
+
+
+class ProfileRequest:
+    """What to profile: steps first..last of one run, on the processes whose lanes, role or rank match
+    (no selector: every process of the run), with which profiler options, until when."""
+
+    __slots__ = ("id", "project", "experiment_name", "first_step", "last_step", "lanes", "roles", "ranks", "tool",
+                 "activities", "memory", "stack", "expires_at", "max_window_s", "max_bytes")
+
+    def __init__(self, id: str, project: str, experiment_name: str, first_step: int, last_step: int,
+                 lanes: tuple[str, ...] = (), roles: tuple[str, ...] = (), ranks: tuple[int, ...] = (),
+                 tool: str = "torch", activities: tuple[str, ...] = ("cpu", "cuda"), memory: bool = False,
+                 stack: bool = False, expires_at: float = 0.0, max_window_s: float = 300.0,
+                 max_bytes: int = DEFAULT_PROFILE_BYTES) -> None:
+        self.id = id
+        self.project = project
+        self.experiment_name = experiment_name
+        self.first_step = first_step
+        self.last_step = last_step
+        self.lanes = lanes
+        self.roles = roles
+        self.ranks = ranks
+        self.tool = tool
+        self.activities = activities
+        self.memory = memory
+        self.stack = stack
+        self.expires_at = expires_at
+        self.max_window_s = max_window_s
+        self.max_bytes = max_bytes
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"id": self.id, "project": self.project, "experiment_name": self.experiment_name,
+                "steps": [self.first_step, self.last_step], "lanes": list(self.lanes), "roles": list(self.roles),
+                "ranks": list(self.ranks), "tool": self.tool, "activities": list(self.activities), "memory": self.memory,
+                "stack": self.stack, "expires_at": self.expires_at, "max_window_s": self.max_window_s,
+                "max_bytes": self.max_bytes}
+
+    @classmethod
+    def from_wire(cls, d: Any) -> "ProfileRequest":
+        """Validated; ValueError naming the problem otherwise (a client ignores such an entry)."""
+        if not isinstance(d, dict):
+            raise ValueError("a profile request must be an object")
+        rid = d.get("id")
+        if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
+            raise ValueError("profile request id must be 1-32 lowercase hex digits")
+        steps = d.get("steps")
+        if not (isinstance(steps, list) and len(steps) == 2 and all(type(s) is int and 0 <= s <= MAX_EXACT_INT for s in steps)
+                and steps[0] <= steps[1] and steps[1] - steps[0] < MAX_PROFILE_STEPS):
+            raise ValueError(f"steps must be [first, last] with first <= last, at most {MAX_PROFILE_STEPS} steps")
+        strings = _Strings()
+
+        def texts(key: str, max_len: int) -> tuple[str, ...]:
+            v = d.get(key) or []
+            if not isinstance(v, list) or len(v) > MAX_PROFILE_SELECTORS:
+                raise ValueError(f"{key} must be a list of at most {MAX_PROFILE_SELECTORS}")
+            return tuple(strings.text(x, key, max_len) for x in v)
+
+        ranks = d.get("ranks") or []
+        if not isinstance(ranks, list) or len(ranks) > MAX_PROFILE_SELECTORS or \
+                not all(type(r) is int and 0 <= r <= INT64_MAX for r in ranks):
+            raise ValueError("ranks must be a list of non-negative integers")
+        activities = texts("activities", 16)
+        if not activities or any(a not in PROFILE_ACTIVITIES for a in activities):
+            raise ValueError(f"activities must be some of {', '.join(PROFILE_ACTIVITIES)}")
+        tool = d.get("tool", "torch")
+        if tool not in PROFILE_TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(PROFILE_TOOLS)}")
+        try:
+            expires_at = finite_float(d.get("expires_at", 0.0), "expires_at", 0.0, MAX_TS_S)
+            window = finite_float(d.get("max_window_s", 300.0), "max_window_s", 1.0, MAX_PROFILE_WINDOW_S)
+            max_bytes = finite_float(d.get("max_bytes", DEFAULT_PROFILE_BYTES), "max_bytes", 1.0, MAX_PROFILE_BYTES)
+            project = strings.text(d.get("project"), "project", MAX_LABEL_VALUE)
+            experiment = strings.text(d.get("experiment_name"), "experiment_name", MAX_LABEL_VALUE)
+            lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
+        except ItemError as exc:
+            raise ValueError(str(exc)) from None
+        return cls(rid, project, experiment, steps[0], steps[1], lanes, roles, tuple(ranks), tool, activities,
+                   d.get("memory") is True, d.get("stack") is True, expires_at, window, int(max_bytes))
+
+    def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
+        """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""
+        if not (self.lanes or self.roles or self.ranks):
+            return True
+        norm = {r.replace("-", "_") for r in roles}
+        return bool(set(self.lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in self.roles) or \
+            (rank is not None and rank in self.ranks)

@@ -108,6 +108,7 @@ def finish(timeout: float | None = None) -> None:
         _lanes.reset()
     if rt is not None:
         try:
+            rt.profiling.at_exit()
             wait = rt.cfg.exit_timeout_s if timeout is None else timeout
             if rt.unreachable():
                 wait = min(wait, UNREACHABLE_FINISH_S)
@@ -149,6 +150,7 @@ def _at_exit() -> None:
     rt = _rt
     if rt is not None:
         try:
+            rt.profiling.at_exit()  # a profiling window still open is closed and reported, never left half-done
             wait = min(rt.cfg.exit_timeout_s, UNREACHABLE_FINISH_S) if rt.unreachable() else rt.cfg.exit_timeout_s
             if not rt.shutdown(wait):
                 rt.report_undelivered()

@@ -33,6 +33,7 @@ from ..names import sanitize_metric_name
 from ..protocol import ROUTE_INGEST, ROUTE_TARGETS
 from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
+from .profiling import FAST_POLL_S, ProfileController
 from .ratelog import ratelog
 from .urls import ServerUrl
 
@@ -131,6 +132,7 @@ class Exporter:
         self._flush_waiters: list[threading.Event] = []
 
         self._wake = threading.Event()
+        self.profiling = ProfileController(self)  # profile requests riding on the ingest replies
         self._stopping = False
         self._final = False
         self._final_sent = False
@@ -170,7 +172,8 @@ class Exporter:
 
     def gauge(self, name: str, value: Any, doc: str, labels: dict) -> None:
         if self._step_names.get(name) is not False:
-            self._note_step(name, value)
+            if self._note_step(name, value) and self.profiling.hot:
+                self.profiling.boundary()  # a step boundary: a requested profiling window may open or close here
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")
@@ -204,6 +207,11 @@ class Exporter:
         return self._trace_prefix | span_id
 
     def span_start(self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str) -> None:
+        prof = self.profiling
+        if lane not in prof.lanes:
+            prof.lanes.add(lane)  # this process's lanes: what a profile request's --lanes selects
+        if prof.hot:
+            prof.boundary()  # a lane's first state (of a step): where a process without a step clock starts
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")
@@ -215,6 +223,10 @@ class Exporter:
         if len(q) >= self._maxlen:
             self.drop("queue_full")
         q.append((_SPAN, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind))
+
+    def wake(self) -> None:
+        """Have the sender thread run a cycle now (a profile status or trace to deliver)."""
+        self._wake.set()
 
     def register_targets(self, payload: dict) -> None:
         with self._reg_lock:
@@ -283,7 +295,8 @@ class Exporter:
                     self._cycle(transport)
             except Exception as exc:  # noqa: BLE001 - never let the thread die
                 ratelog.log(LOG_ERROR, "exporter", "[rl-insight] exporter error (sending to %s): %r", self.url, exc)
-            if self._stopping and (self._pending is None or transport is None) and not self.queue and not self._registrations:
+            if self._stopping and (self._pending is None or transport is None) and not self.queue and not self._registrations \
+                    and (transport is None or not self.profiling.has_statuses()):
                 self._release_waiters()
                 if transport is not None:
                     transport.close()
@@ -328,6 +341,8 @@ class Exporter:
         settled = False
         try:
             settled = self._send_all(transport, force=bool(waiters))
+            if self.profiling.busy():
+                self.profiling.pump(transport)
         finally:
             if settled:
                 for w in waiters:
@@ -345,7 +360,8 @@ class Exporter:
             if not self._deliver(transport, *self._pending):
                 return False
             self._pending = None
-        heartbeat_due = time.monotonic() - self._last_sent >= HEARTBEAT_S
+        # while a profile request is armed or in flight, poll fast: cancellations and the run's step come on replies
+        heartbeat_due = time.monotonic() - self._last_sent >= (FAST_POLL_S if self.profiling.busy() else HEARTBEAT_S)
         must_send = force or heartbeat_due or (self._final and not self._final_sent)
         while True:
             body, headers, n_user, has_items = self._build_batch(force=must_send)
@@ -403,6 +419,7 @@ class Exporter:
                 self._server_boot = boot
             protocols = rb.get("protocols")
             self._protocol = 2 if isinstance(protocols, list) and 2 in protocols else 1
+            self.profiling.offer(rb)
         return True
 
     def _retry_later(self, why: str) -> bool:

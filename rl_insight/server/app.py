@@ -20,7 +20,7 @@ from .._version import __version__
 from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import clean_text
 from .config import ServerConfig
-from .routes import experiments, health, ingest, panels, runs, session, spans, targets
+from .routes import experiments, health, ingest, panels, profiles, runs, session, spans, targets
 from .security import SECURITY_HEADERS, guard_middleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -53,6 +53,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(experiments.build_router(st))
     app.include_router(spans.build_router(st))
     app.include_router(session.build_router(st))
+    app.include_router(profiles.build_router(st))
     if st.reader is not None:
         app.include_router(runs.build_router(st))
         app.include_router(panels.build_router(st))

@@ -98,7 +98,29 @@ class IngestAnswer(BaseModel):
     boot_id: str = Field(description="changes when the server restarts; the client then resends its totals")
     replaced_strings: int = Field(0, description="strings whose undecodable characters were replaced by U+FFFD")
     protocols: list[int] = Field([1], description="ingest protocol versions this server accepts")
+    profile: list[dict[str, Any]] = Field([], description="the run's active profile requests (protocol.ProfileRequest); "
+                                          "authoritative: one missing from the list is cancelled or over")
+    run_step: int | None = Field(None, description="the run's step clock, for processes that do not log the step metric")
     detail: str | None = None
+
+
+# --------------------------------------------------------------------------- profiles
+class ProfileCreate(BaseModel):
+    """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all)."""
+
+    run_id: int | None = Field(None, description="the run (or project + experiment_name)")
+    project: str | None = None
+    experiment_name: str | None = None
+    steps: str = Field(description="one step `120` or a range `120-121`", max_length=64)
+    lanes: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    roles: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    ranks: list[int] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    activities: list[str] = Field(["cpu", "cuda"], max_length=4)
+    memory: bool = False
+    stack: bool = False
+    ttl_s: float = Field(3600.0, description="the request expires when no process has taken it by then")
+    max_window_s: float = Field(300.0, description="a window still open after this is closed by the client")
+    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, description="gzip'd trace size cap per process")
 
 
 # --------------------------------------------------------------------------- targets

@@ -27,7 +27,8 @@ from ..errors import UnauthorizedError
 SESSION_COOKIE = "rl_insight_session"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Media types a browser cannot send cross-site without a CORS preflight (which we never answer).
-BODY_TYPES = frozenset({"application/json", "application/x-protobuf", "application/protobuf"})
+BODY_TYPES = frozenset({"application/json", "application/x-protobuf", "application/protobuf",
+                        "application/octet-stream"})  # octet-stream: profile trace chunks (not CORS-safelisted either)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
 
 # The UI loads nothing from elsewhere; uPlot sets inline styles, hence 'unsafe-inline' for styles only.

@@ -145,6 +145,13 @@ class AppState:
         self.exporters = _build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
+        from pathlib import Path
+
+        from .profiles import ProfileBook
+
+        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles")
+        if self.writer is not None:  # a run removed by retention takes its profile traces with it
+            self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
@@ -209,5 +216,6 @@ class AppState:
             except Exception as exc:  # noqa: BLE001 - shutdown goes on
                 log.warning("final insight export failed: %s", exc)
         self.exporters.close()
+        self.profiles.close()
         if self.writer is not None:
             self.writer.close()

@@ -38,8 +38,14 @@ def build_router(st: AppState) -> APIRouter:
         if result.replaced_strings:
             m.replaced.inc(result.replaced_strings)
         m.latency.observe(time.perf_counter() - started)
+        c = batch.client
+        steps = [r.step for r in result.samples if r.step is not None]
+        if steps:
+            st.profiles.note_step(c.project, c.experiment_name, max(steps))
         body = {"accepted": result.accepted, "rejected": result.rejected, "errors": result.errors, "boot_id": st.boot_id,
-                "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS)}
+                "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS),
+                # control rides on replies: the run's active profile requests and its step clock
+                **st.profiles.for_client(c.project, c.experiment_name)}
         if result.rejected and not result.accepted:
             body["detail"] = f"all {result.rejected} items of the batch were refused; see errors"
             return body, 422

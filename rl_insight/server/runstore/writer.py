@@ -16,7 +16,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ...protocol import SpanRecord
 from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
@@ -100,6 +100,9 @@ class RunStoreWriter:
         self._pending_marks = 0
         self._runs: dict[tuple[str, str], int] = {}
         self._series: dict[tuple[int, str, str, str], int] = {}
+        # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
+        # hangs off a run elsewhere (profile traces) goes with it
+        self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], None]] = []
         self.stats = WriterStats()
         self._stop = False
         self._last_prune = time.monotonic()
@@ -442,6 +445,7 @@ class RunStoreWriter:
     def _delete_runs(self, run_ids: list[int]) -> None:
         c = self._conn
         marks = ",".join("?" * len(run_ids))
+        keys = {(p, e) for p, e in c.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})", run_ids)}
         c.execute("BEGIN IMMEDIATE")
         c.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
         c.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
@@ -450,3 +454,8 @@ class RunStoreWriter:
         c.execute("COMMIT")
         self._runs = {k: v for k, v in self._runs.items() if v not in run_ids}
         self._series = {k: v for k, v in self._series.items() if k[0] not in run_ids}
+        for callback in self.on_runs_deleted:
+            try:
+                callback(keys)
+            except Exception as exc:  # noqa: BLE001 - a listener's failure never undoes the deletion
+                log.warning("after deleting runs: %r", exc)

@@ -1,0 +1,430 @@
+"""Profile on request: the client half of "profile step N on these ranks" (server/profiles.py).
+
+Three threads, three jobs:
+
+* the sender thread reads the requests that ride on every ingest reply (`offer`), and reports statuses and
+  uploads finished traces in chunks (`pump`); it never touches the profiler;
+* the training thread starts and stops torch.profiler at step boundaries (`boundary`): when the step
+  metric is logged, and when a lane enters a top-level `trace_state`. With nothing armed that call costs
+  one attribute read (`hot`), so a process that is never asked pays nothing;
+* nobody waits on the network in the training thread: the trace is exported there (torch requires it),
+  then gzip'd and uploaded from the sender thread, resumably, at most a few MiB per cycle.
+
+Steps: the step clock is the last step metric this process logged (verl logs `training/global_step` N at
+the end of step N); a process that logs none (verl's workers) follows the run's clock from the server's
+replies (`run_step`). A window for steps a..b opens at the first boundary where the clock says a-1 and
+closes at the first where it says >= b; inside it each step is marked with a `step N` range, which the
+offline analysis turns into the events' step. torch is imported only when a request arrives (in the
+sender thread), and only if installed; otherwise the request is answered "unsupported".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
+from .ratelog import ratelog
+
+FAST_POLL_S = 0.5  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
+_CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches keep flowing meanwhile
+
+
+class _Window:
+    """A running torch profiler (owned by the training thread that started it)."""
+
+    __slots__ = ("req", "prof", "mark", "step", "thread", "t0", "start_ns", "steps")
+
+    def __init__(self, req: ProfileRequest, prof: Any, mark: Any, step: int, thread: int) -> None:
+        self.req = req
+        self.prof = prof
+        self.mark = mark
+        self.step = step
+        self.thread = thread
+        self.t0 = time.monotonic()
+        self.start_ns = time.time_ns()
+        self.steps = [step]
+
+
+class _Upload:
+    __slots__ = ("req", "json_path", "gz_path", "name", "offset", "total", "window")
+
+    def __init__(self, req: ProfileRequest, json_path: str, name: str, window: dict[str, Any]) -> None:
+        self.req = req
+        self.json_path = json_path
+        self.gz_path = json_path + ".gz"
+        self.name = name
+        self.offset = 0
+        self.total = -1  # unknown until gzip'd
+        self.window = window
+
+
+class ProfileController:
+    def __init__(self, exporter: Any) -> None:
+        self._exp = exporter
+        self.hot = False  # read on the hot path: something is armed or profiling
+        self.run_step: int | None = None
+        self.lanes: set[str] = set()
+        self._lock = threading.Lock()  # around the state below; never held across torch or the network
+        self._boundary_lock = threading.Lock()
+        self._armed: ProfileRequest | None = None
+        self._window: _Window | None = None
+        self._upload: _Upload | None = None
+        self._cancelled: set[str] = set()
+        self._seen: set[str] = set()
+        self._outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)
+        self._torch: bool | None = None  # None: not looked for yet
+        self._fails = 0
+        self._next_try = 0.0
+        self.traces_uploaded = 0
+
+    # ------------------------------------------------------------------ identity
+    def rank(self) -> int | None:
+        for var in ("RANK", "RL_INSIGHT_RANK"):
+            v = os.environ.get(var, "")
+            if v.isdigit():
+                return int(v)
+        import sys
+
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except Exception:  # noqa: BLE001
+            pass
+        return None
+
+    def roles(self) -> set[str]:
+        out = {lane.split("/", 1)[0] for lane in list(self.lanes) if "/" in lane}
+        role = os.environ.get("RL_INSIGHT_ROLE")
+        if role:
+            out.add(role)
+        return out
+
+    def _process(self) -> dict[str, Any]:
+        return {"host": self._exp.host, "pid": self._exp.pid, "rank": self.rank(), "lanes": sorted(self.lanes)[:64],
+                "roles": sorted(self.roles())[:16]}
+
+    def has_statuses(self) -> bool:
+        return bool(self._outbox)
+
+    def busy(self) -> bool:
+        return self._armed is not None or self._window is not None or self._upload is not None or bool(self._outbox)
+
+    # ------------------------------------------------------------------ sender thread: requests from replies
+    def offer(self, body: dict[str, Any]) -> None:
+        if "profile" not in body:
+            return  # a server that does not profile: nothing to learn from this reply
+        listed = body.get("profile")
+        run_step = body.get("run_step")
+        if type(run_step) is int and run_step >= 0:
+            self.run_step = run_step
+        if not isinstance(listed, list):
+            return
+        ids: set[str] = set()
+        for entry in listed[:64]:
+            try:
+                req = ProfileRequest.from_wire(entry)
+            except ValueError:
+                continue
+            ids.add(req.id)
+            if req.id in self._seen or not req.matches(self.lanes, self.roles(), self.rank()):
+                continue
+            self._seen.add(req.id)
+            self._take(req)
+        with self._lock:
+            for live in (self._armed, self._window.req if self._window else None):
+                if live is not None and live.id not in ids:
+                    self._cancelled.add(live.id)  # the training thread disarms or stops at its next boundary
+            if self._armed is not None and self._armed.id in self._cancelled:
+                self._status(self._armed, "cancelled", "cancelled before its window opened")
+                self._armed = None
+                self.hot = self._window is not None
+
+    def _take(self, req: ProfileRequest) -> None:
+        if not self._torch_available():
+            self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to profile with")
+            return
+        with self._lock:
+            if self._armed is not None or self._window is not None or self._upload is not None:
+                taken = (self._armed or (self._window.req if self._window else None) or self._upload.req).id  # type: ignore[union-attr]
+                self._status(req, "busy", f"this process is already serving profile request {taken}; one at a time")
+                return
+            self._armed = req
+            self.hot = True
+        self._status(req, "armed", f"waiting for step {req.first_step} (this process is at step {self._clock()})")
+
+    def _torch_available(self) -> bool:
+        if self._torch is None:
+            import importlib.util
+            import sys
+
+            try:
+                found = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+                if found:
+                    import torch.profiler  # noqa: F401  (here, not in the training thread: it can take seconds)
+            except Exception:  # noqa: BLE001 - a broken torch is "unsupported", never a crash
+                found = False
+            self._torch = found
+        return self._torch
+
+    def _clock(self) -> int | None:
+        step = self._exp.step
+        if step is not None:
+            return int(step)
+        return self.run_step
+
+    # ------------------------------------------------------------------ training thread: step boundaries
+    def boundary(self) -> None:
+        """Called from the training thread at step boundaries while `hot`. Never raises."""
+        if not self._boundary_lock.acquire(blocking=False):
+            return  # another thread is at a boundary right now; the next call catches up
+        try:
+            self._boundary()
+        except Exception as exc:  # noqa: BLE001 - profiling never breaks training
+            ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
+        finally:
+            self._boundary_lock.release()
+
+    def _boundary(self) -> None:
+        step = self._clock()
+        w = self._window
+        if w is not None:
+            if threading.get_ident() != w.thread:
+                return  # torch's profiler is stopped by the thread that started it
+            if w.req.id in self._cancelled:
+                self._stop(w, keep=False)
+                self._status(w.req, "cancelled", "cancelled while profiling; the trace was discarded")
+            elif step is not None and step >= w.req.last_step:
+                self._stop(w, keep=True)
+            elif time.monotonic() - w.t0 > w.req.max_window_s:
+                self._stop(w, keep=True, note=f"window closed after its cap of {w.req.max_window_s:.0f} s")
+            elif step is not None and step + 1 != w.step:
+                self._next_mark(w, step + 1)
+            return
+        req = self._armed
+        if req is None:
+            self.hot = False
+            return
+        if req.id in self._cancelled or time.time() > req.expires_at:
+            with self._lock:
+                self._armed = None
+                self.hot = False
+            if req.id not in self._cancelled:
+                self._status(req, "expired", "the request expired before its window opened")
+            return
+        if step is None and req.first_step > 1:
+            return  # no step clock yet (neither this process's step metric nor the server's)
+        current = 0 if step is None else step
+        if current >= req.first_step:
+            with self._lock:
+                self._armed = None
+                self.hot = False
+            self._status(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
+        elif current == req.first_step - 1:
+            self._start(req, req.first_step)
+
+    def _start(self, req: ProfileRequest, step: int) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        acts = [ProfilerActivity.CPU]
+        if "cuda" in req.activities and torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        try:
+            prof = profile(activities=acts, profile_memory=req.memory, with_stack=req.stack, record_shapes=False)
+            prof.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. another profiler (verl's) is already running
+            with self._lock:
+                self._armed = None
+                self.hot = False
+            self._status(req, "failed", f"torch.profiler did not start: {exc!r:.300}")
+            return
+        mark = record_function(f"step {step}")
+        mark.__enter__()
+        with self._lock:
+            self._armed = None
+            self._window = _Window(req, prof, mark, step, threading.get_ident())
+        self._status(req, "profiling", f"profiling step {step} on {', '.join(a.name for a in acts).lower()}")
+
+    def _next_mark(self, w: _Window, step: int) -> None:
+        from torch.profiler import record_function
+
+        w.mark.__exit__(None, None, None)
+        w.mark = record_function(f"step {step}")
+        w.mark.__enter__()
+        w.step = step
+        w.steps.append(step)
+
+    def _stop(self, w: _Window, keep: bool, note: str = "") -> None:
+        import tempfile
+
+        with self._lock:
+            self._window = None
+            self.hot = self._armed is not None
+        try:
+            w.mark.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001
+            pass
+        end_ns = time.time_ns()
+        try:
+            w.prof.stop()
+        except Exception as exc:  # noqa: BLE001
+            self._status(w.req, "failed", f"torch.profiler did not stop cleanly: {exc!r:.300}")
+            return
+        if not keep:
+            return
+        window = {"start_ns": w.start_ns, "end_ns": end_ns, "steps": w.steps}
+        directory = os.environ.get("RL_INSIGHT_PROFILE_DIR") or tempfile.gettempdir()
+        rank = self.rank()
+        world = os.environ.get("WORLD_SIZE", "")
+        import re  # here: `import rl_insight` stays free of it
+
+        role = re.sub(r"[^0-9A-Za-z.=+-]", "-", next(iter(sorted(self.roles())), "process")) or "process"
+        stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+        name = f"{role}_rank{rank if rank is not None else 0}" + (f"-of-{world}" if world.isdigit() else "") + \
+            f"_pid{self._exp.pid}_{stamp}.json.gz"
+        path = os.path.join(directory, f"rl-insight-profile-{w.req.id}-{self._exp.pid}.json")
+        try:
+            w.prof.export_chrome_trace(path)  # torch requires the profiler's own thread; the upload is not here
+        except Exception as exc:  # noqa: BLE001 - a full disk, a read-only directory
+            self._status(w.req, "failed", f"exporting the trace to {path} failed: {exc!r:.300}", window=window)
+            _remove(path)
+            return
+        with self._lock:
+            self._upload = _Upload(w.req, path, name, window)
+        self._status(w.req, "uploading", note or f"steps {w.steps[0]}-{w.steps[-1]} profiled; uploading", window=window)
+        self._exp.wake()
+
+    # ------------------------------------------------------------------ any thread: statuses
+    def _status(self, req: ProfileRequest, state: str, message: str, window: dict[str, Any] | None = None,
+                file: str | None = None) -> None:
+        body: dict[str, Any] = {"state": state, "message": message, "process": self._process()}
+        if window is not None:
+            body["window"] = window
+        if file is not None:
+            body["file"] = file
+        self._outbox.append((req.id, body))
+        self._exp.wake()
+
+    def at_exit(self) -> None:
+        """The process is ending: a window still open is closed and reported, never left half-done."""
+        w = self._window
+        if w is not None:
+            with self._lock:
+                self._window = None
+                self.hot = False
+            try:
+                w.prof.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            self._status(w.req, "failed", f"the process exited during the profiling window (step {w.step} of "
+                                          f"{w.req.first_step}-{w.req.last_step}); the trace was discarded")
+        elif self._armed is not None:
+            self._status(self._armed, "expired", "the process exited before the window opened")
+            self._armed = None
+        up = self._upload
+        if up is not None:
+            self._status(up.req, "failed", f"the process exited during the upload ({max(up.offset, 0)} of "
+                                           f"{max(up.total, 0)} bytes sent)", window=up.window)
+
+    # ------------------------------------------------------------------ sender thread: delivery
+    def pump(self, transport: Any) -> None:
+        """Statuses, then a few chunks of the trace being uploaded. Failures retry later (own backoff)."""
+        if time.monotonic() < self._next_try:
+            return
+        from .transport import TransportError
+        from . import wire
+
+        try:
+            while self._outbox:
+                rid, body = self._outbox[0]
+                resp = transport.post(f"{ROUTE_PROFILES}/{rid}/status", wire.encode_json(body), {})
+                if resp.status == 429 or resp.status >= 500:
+                    raise TransportError(f"HTTP {resp.status}")
+                if resp.status >= 400:
+                    ratelog.log(30, "profile-status", "[rl-insight] profile status refused (HTTP %s): %.200s", resp.status,
+                                resp.body.get("detail"))
+                self._outbox.popleft()
+            if self._upload is not None:
+                self._send_chunks(transport)
+            self._fails = 0
+        except TransportError as exc:
+            self._fails += 1
+            self._next_try = time.monotonic() + min(30.0, 0.5 * 2 ** min(self._fails, 6))
+            ratelog.log(30, "profile-pump", "[rl-insight] profile delivery failed (%s); retrying", exc)
+
+    def _send_chunks(self, transport: Any) -> None:
+        from .transport import TransportError
+
+        up = self._upload
+        assert up is not None
+        if up.total < 0 and not self._compress(up):
+            return
+        with open(up.gz_path, "rb") as f:
+            for _ in range(_CHUNKS_PER_CYCLE):
+                f.seek(up.offset)
+                chunk = f.read(PROFILE_CHUNK_BYTES)
+                if not chunk:
+                    break
+                route = f"{ROUTE_PROFILES}/{up.req.id}/upload/{up.name}?offset={up.offset}&total={up.total}"
+                resp = transport.post(route, chunk, {"Content-Type": "application/octet-stream"})
+                if resp.status == 409 and type(resp.body.get("size")) is int and 0 <= resp.body["size"] <= up.total:
+                    up.offset = resp.body["size"]  # the server has a different amount (a restart, a lost reply): resume there
+                    continue
+                if resp.status == 429 or resp.status >= 500:
+                    raise TransportError(f"HTTP {resp.status}")
+                if resp.status >= 400:
+                    self._finish_upload(up, "failed", f"the server refused the upload (HTTP {resp.status}): "
+                                                      f"{str(resp.body.get('detail'))[:300]}")
+                    return
+                up.offset += len(chunk)
+                if resp.body.get("complete") or up.offset >= up.total:
+                    self.traces_uploaded += 1
+                    self._finish_upload(up, "uploaded", f"{up.total} bytes (gzip) uploaded as {up.name}", file=up.name)
+                    return
+
+    def _compress(self, up: _Upload) -> bool:
+        """gzip the exported trace in 1 MiB pieces, giving the GIL back between them."""
+        import zlib
+
+        try:
+            comp = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            with open(up.json_path, "rb") as src, open(up.gz_path, "wb") as dst:
+                while True:
+                    block = src.read(PROFILE_CHUNK_BYTES)
+                    if not block:
+                        break
+                    dst.write(comp.compress(block))
+                    time.sleep(0)
+                dst.write(comp.flush())
+            _remove(up.json_path)
+            up.total = os.path.getsize(up.gz_path)
+        except OSError as exc:
+            self._finish_upload(up, "failed", f"compressing the trace failed: {exc!r:.300}")
+            return False
+        if up.total > up.req.max_bytes:
+            self._finish_upload(up, "failed", f"the trace is {up.total / 2**20:.1f} MiB gzip'd, over the request's cap of "
+                                              f"{up.req.max_bytes / 2**20:.1f} MiB; profile fewer steps or raise --max-bytes")
+            return False
+        return True
+
+    def _finish_upload(self, up: _Upload, state: str, message: str, file: str | None = None) -> None:
+        with self._lock:
+            self._upload = None
+        _remove(up.json_path)
+        _remove(up.gz_path)
+        self._status(up.req, state, message, window=up.window, file=file)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

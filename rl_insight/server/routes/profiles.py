@@ -1,0 +1,125 @@
+"""`/api/v1/profiles…`: profile requests (create, list, cancel), what processes report, trace uploads,
+and the analysis of what arrived (see server/profiles.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from ...errors import ConflictError, InvalidInputError
+from ...protocol import MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
+from ..models import ProfileCreate, error_responses
+from ..state import AppState
+from .body import read_body
+
+ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
+FileName = Path(max_length=200)
+_STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    m = _STEPS.match(text)
+    if not m:
+        raise InvalidInputError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
+    first = int(m.group(1))
+    return first, int(m.group(2)) if m.group(2) else first
+
+
+def build_router(st: AppState) -> APIRouter:
+    book = st.profiles
+    write = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_write)], tags=["profiles"],
+                      responses=error_responses(401, 403, 404, 409, 422))
+    read = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_read)], tags=["profiles"],
+                     responses=error_responses(401, 403, 404))
+
+    def run_key(body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
+        if body_run_id is not None:
+            if st.reader is None:
+                raise InvalidInputError("run ids need the run store; give project and experiment_name")
+            from ..runstore import queries as q
+
+            run = q.get_run(st.reader.conn(), body_run_id, st.config.live_window_s, include_config=False)
+            return run["project"], run["experiment_name"]
+        if not project or not experiment:
+            raise InvalidInputError("say which run: run_id, or project and experiment_name")
+        return project, experiment
+
+    @write.post("", status_code=201)
+    def create(body: ProfileCreate, request: Request) -> dict[str, Any]:
+        """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; expires
+        after `ttl_s` when no process took it."""
+        project, experiment = run_key(body.run_id, body.project, body.experiment_name)
+        first, last = parse_steps(body.steps)
+        origin = "ui" if request.cookies and not request.headers.get("authorization") else "api"
+        return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
+                           activities=body.activities, memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
+                           max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin)
+
+    @read.get("")
+    def list_profiles(run_id: int | None = Query(None), project: str | None = Query(None, max_length=2048),
+                      experiment_name: str | None = Query(None, max_length=2048)) -> dict[str, Any]:
+        if run_id is not None:
+            project, experiment_name = run_key(run_id, None, None)
+        items = book.list(project, experiment_name)
+        return {"profiles": items, "count": len(items)}
+
+    @read.get("/{profile_id}")
+    def get(profile_id: str = ProfileId) -> dict[str, Any]:
+        return book.get(profile_id)
+
+    @write.delete("/{profile_id}")
+    def cancel(profile_id: str = ProfileId) -> dict[str, Any]:
+        """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step boundary."""
+        return book.cancel(profile_id)
+
+    @write.post("/{profile_id}/status")
+    async def status(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
+        """What one process did with the request (armed, profiling, uploading, uploaded, failed, unsupported, …)."""
+        import json
+
+        raw = await read_body(request, 64 * 1024)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise InvalidInputError("status body must be JSON") from None
+        if not isinstance(body, dict):
+            raise InvalidInputError("status body must be a JSON object")
+        return await run_in_threadpool(book.report, profile_id, body)
+
+    @write.post("/{profile_id}/upload/{name}", responses=error_responses(409, 413))
+    async def upload(request: Request, profile_id: str = ProfileId, name: str = FileName,
+                     offset: int = Query(..., ge=0), total: int = Query(..., ge=1)) -> JSONResponse:
+        """One chunk of a gzip'd trace at `offset`. 409 with `size` when the server has a different amount
+        (resume from there: after a restart, a lost connection)."""
+        data = await read_body(request, MAX_PROFILE_CHUNK_BYTES)
+        try:
+            out = await run_in_threadpool(book.upload, profile_id, name, offset, total, data)
+        except ConflictError as exc:
+            size = getattr(exc, "size", None)
+            return JSONResponse({"detail": exc.message, "size": size}, status_code=409)
+        return JSONResponse(out)
+
+    @read.get("/{profile_id}/files/{name}")
+    def download(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+        return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
+
+    @read.get("/{profile_id}/report/{name}")
+    def report(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+        """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
+        summary.json, summary.md."""
+        path = book.report_file(profile_id, name)
+        media = {"html": "text/html", "json": "application/json", "md": "text/markdown"}[name.rsplit(".", 1)[-1]]
+        headers = {"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "img-src data:; frame-ancestors 'self'"} if media == "text/html" else {}
+        disposition = "attachment" if name.endswith(".perfetto.json") else "inline"
+        return FileResponse(path, media_type=media, headers=headers, content_disposition_type=disposition,
+                            filename=name if disposition == "attachment" else None)
+
+    parent = APIRouter()
+    parent.include_router(write)
+    parent.include_router(read)
+    return parent

@@ -1,0 +1,48 @@
+"""A verl-shaped training job for the profile-on-demand tests: `python -m tests.profile_job STEPS STEP_S`
+run once per gloo rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment).
+
+Each step: a `trace_state("actor_update")` on lane rank_<r> around real torch work named `work_step<N>`
+(so a trace says which steps it covers), an all-reduce, then the step metric, as verl logs it.
+Prints `step N <seconds>` per step (the loop's own step time) and `done` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import rl_insight
+
+
+def main() -> None:
+    steps, step_s = int(sys.argv[1]), float(sys.argv[2])
+    exit_at = int(os.environ.get("PROFILE_JOB_EXIT_AT", "0"))  # exit in the middle of this step (atexit runs)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    rl_insight.init(os.environ["JOB_PROJECT"], os.environ["JOB_EXPERIMENT"])
+    a = torch.ones(64, 64)
+    for step in range(1, steps + 1):
+        t0 = time.perf_counter()
+        with rl_insight.trace_state("actor_update", state_lane_id=f"rank_{rank}"):
+            with torch.profiler.record_function(f"work_step{step}"):
+                end = time.monotonic() + step_s
+                while time.monotonic() < end:
+                    a = (a @ a).clamp(-1, 1)
+                t = torch.ones(4) * rank
+                dist.all_reduce(t)
+                if step == exit_at:
+                    print("exiting", flush=True)
+                    sys.exit(3)
+        rl_insight.metric_gauge("training/global_step", step)
+        print(f"step {step} {time.perf_counter() - t0:.4f}", flush=True)
+    rl_insight.finish(timeout=10)
+    dist.destroy_process_group()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
