@@ -17,11 +17,13 @@ from ..errors import RLInsightError
 from .analyze import analyze
 from .demo import demo
 from .export import export
+from .profile import profile_app
 from .server import server_app
 
 app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(server_app, name="server")
+app.add_typer(profile_app, name="profile")
 app.command("demo")(demo)
 app.command("analyze")(analyze)
 app.command("export")(export)

@@ -121,6 +121,8 @@ class ProfileCreate(BaseModel):
     ttl_s: float = Field(3600.0, description="the request expires when no process has taken it by then")
     max_window_s: float = Field(300.0, description="a window still open after this is closed by the client")
     max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, description="gzip'd trace size cap per process")
+    origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
+                                             "`rl-insight profile upload` (never delivered to the job's processes)")
 
 
 # --------------------------------------------------------------------------- targets

@@ -30,7 +30,8 @@ from ..protocol import (DEFAULT_PROFILE_BYTES, MAX_PROFILE_BYTES, MAX_PROFILE_ST
 
 log = logging.getLogger("rl_insight.server.profiles")
 
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.json\.gz$")
+# gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe unpickler)
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite|pickle|pkl)$")
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
 MAX_PROCESSES_PER_REQUEST = 1024
@@ -160,7 +161,7 @@ class ProfileBook:
         key = (project, experiment_name)
         now = _now()
         active = [r["request"] for r in list(self._records.values())
-                  if _run_of(r) == key and r["cancelled_at"] is None and r["request"]["expires_at"] > now
+                  if _run_of(r) == key and r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
                   and _state(r) in ("pending", "running")]
         out: dict[str, Any] = {"profile": active}
         step = self._run_step.get(key)
@@ -204,7 +205,8 @@ class ProfileBook:
         """Appends one chunk of a gzip'd trace at `offset` of `total` bytes. ConflictError carries the size
         the server has when the offset is not it (resume from there)."""
         if not FILE_NAME.match(name):
-            raise InvalidInputError(f"file name {name[:80]!r}: letters, digits, . _ = + - only, ending in .json.gz")
+            raise InvalidInputError(f"file name {name[:80]!r}: letters, digits, . _ = + - only, ending in .json.gz, .sqlite, "
+                                    ".pickle or .pkl")
         with self._lock:
             rec = self._record(rid)
             cap = rec["request"]["max_bytes"]

@@ -54,7 +54,8 @@ def build_router(st: AppState) -> APIRouter:
         after `ttl_s` when no process took it."""
         project, experiment = run_key(body.run_id, body.project, body.experiment_name)
         first, last = parse_steps(body.steps)
-        origin = "ui" if request.cookies and not request.headers.get("authorization") else "api"
+        origin = body.origin if body.origin == "upload" else \
+            ("ui" if request.cookies and not request.headers.get("authorization") else "api")
         return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
                            activities=body.activities, memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
                            max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin)
