@@ -89,3 +89,68 @@ def test_one_step_on_one_rank_yields_exactly_that_trace(srv, tmp_path: Path) -> 
     assert [s["step"] for s in summary["steps"]] == [4]
     html = api.get(f"/api/v1/profiles/{rid}/report/timeline.html")
     assert html.status_code == 200 and "work_step4" in html.text
+
+
+def _until_process_state(api: httpx.Client, rid: str, state: str, timeout: float = 60) -> dict:
+    def check() -> dict | None:
+        p = api.get(f"/api/v1/profiles/{rid}").json()
+        return p if any(x["state"] == state for x in p["processes"].values()) else None
+    return wait_until(check, timeout=timeout, what=f"a process in state {state}")
+
+
+def test_cancel_mid_window_discards_the_trace_and_says_so(srv) -> None:
+    api = _api(srv)
+    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "cancel", "steps": "3-6",
+                                             "ranks": [0], "activities": ["cpu"]}).json()["id"]
+    procs = _job(srv.url, "cancel", world=1, steps=9, step_s=0.4)
+    _until_process_state(api, rid, "profiling")
+    assert api.delete(f"/api/v1/profiles/{rid}").json()["state"] == "cancelled"
+    outs = _wait(procs)
+    assert "done" in outs[0], outs
+    p = _until_process_state(api, rid, "cancelled")
+    assert p["state"] == "cancelled" and p["files"] == {}
+    assert "discarded" in next(iter(p["processes"].values()))["message"]
+
+
+def test_a_rank_that_exits_mid_window_reports_it(srv) -> None:
+    api = _api(srv)
+    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "exit", "steps": "3-4",
+                                             "activities": ["cpu"]}).json()["id"]
+    procs = _job(srv.url, "exit", world=1, steps=6, step_s=0.2, extra_env={0: {"PROFILE_JOB_EXIT_AT": "4"}})
+    outs = _wait(procs)
+    assert "exiting" in outs[0] and procs[0].returncode == 3, outs
+    p = _until_process_state(api, rid, "failed")
+    assert p["state"] == "failed" and "exited during the profiling window" in next(iter(p["processes"].values()))["message"]
+
+
+def test_a_second_request_for_a_busy_process_is_refused_visibly(srv) -> None:
+    api = _api(srv)
+    first = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "busy", "steps": "3-4",
+                                               "activities": ["cpu"]}).json()["id"]
+    second = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "busy", "steps": "4",
+                                                "activities": ["cpu"]}).json()["id"]
+    outs = _wait(_job(srv.url, "busy", world=1, steps=6, step_s=0.2))
+    assert "done" in outs[0], outs
+    a = wait_until(lambda: (p := api.get(f"/api/v1/profiles/{first}").json())["state"] == "done" and p, timeout=60,
+                   what="the first request")
+    b = api.get(f"/api/v1/profiles/{second}").json()
+    assert next(iter(a["processes"].values()))["window"]["steps"] == [3, 4]
+    assert b["state"] == "failed" and next(iter(b["processes"].values()))["state"] == "busy"
+
+
+def test_a_process_without_torch_answers_unsupported(srv) -> None:
+    api = _api(srv)
+    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "notorch", "steps": "2",
+                                             "activities": ["cpu"]}).json()["id"]
+    code = ("import sys; sys.modules['torch'] = None\n"  # torch cannot be imported in this process
+            "import time, rl_insight\n"
+            "rl_insight.init('gloo', 'notorch')\n"
+            "for s in range(1, 6):\n"
+            "    with rl_insight.trace_state('actor_update', state_lane_id='rank_0'): time.sleep(0.2)\n"
+            "    rl_insight.metric_gauge('training/global_step', s)\n"
+            "rl_insight.finish(timeout=10)\n")
+    env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "RL_INSIGHT_TOKEN": TOKEN}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    p = _until_process_state(api, rid, "unsupported")
+    assert p["state"] == "failed" and "torch is not installed" in next(iter(p["processes"].values()))["message"]
