@@ -154,3 +154,56 @@ def test_a_process_without_torch_answers_unsupported(srv) -> None:
     assert r.returncode == 0, r.stderr
     p = _until_process_state(api, rid, "unsupported")
     assert p["state"] == "failed" and "torch is not installed" in next(iter(p["processes"].values()))["message"]
+
+
+def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RL_INSIGHT_HOME": str(home), "RL_INSIGHT_TOKEN": TOKEN}
+    return subprocess.run([sys.executable, "-m", "rl_insight", "profile", *args], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=ROOT)
+
+
+def test_the_cli_requests_waits_fetches_and_uploads(srv, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    u = ("--server-url", srv.url)
+    procs = _job(srv.url, "cli", world=2, steps=10, step_s=0.3)
+    r = _cli("request", "--run", "gloo/cli", "--steps", "5", "--ranks", "0", "--activities", "cpu", "--wait", "90", *u,
+             home=home)
+    outs = _wait(procs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "done" in r.stdout and "rank 0: uploaded" in r.stdout and "report/timeline.html" in r.stdout, r.stdout
+    rid = r.stdout.split()[2].rstrip(":")
+    listed = _cli("list", "--run", "gloo/cli", *u, home=home)
+    assert rid in listed.stdout and "done" in listed.stdout
+    fetched = _cli("fetch", rid, "--out", str(tmp_path / "got"), *u, home=home)
+    assert fetched.returncode == 0, fetched.stderr
+    traces = list((tmp_path / "got" / f"profile-{rid}").glob("*.json.gz"))
+    assert len(traces) == 1 and (tmp_path / "got" / f"profile-{rid}" / "report" / "timeline.html").is_file()
+    work = {e["name"] for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+            if e.get("name", "").startswith("work_step")}
+    assert work == {"work_step5"}, outs
+
+    # what verl's own profiler would write, uploaded into the same view and analysed
+    up = _cli("upload", str(tmp_path / "got"), "--run", "gloo/cli", "--steps", "5", *u, home=home)
+    assert up.returncode == 0, up.stderr
+    uid = up.stdout.strip().split("as profile ")[1].split(";")[0]
+    api = _api(srv)
+    assert wait_until(lambda: api.get(f"/api/v1/profiles/{uid}").json()["analysis"]["state"] == "done", timeout=60,
+                      what="analysis of the upload")
+    assert api.get(f"/api/v1/profiles/{uid}").json()["state"] == "done"
+
+    bad = _cli("request", "--run", "gloo/cli", "--steps", "9-99", *u, home=home)
+    assert bad.returncode == 2 and "at most 8 steps" in bad.stderr
+    gone = _cli("cancel", "0123456789abcdef", *u, home=home)
+    assert gone.returncode == 2 and "no profile request" in gone.stderr
+
+
+def test_emit_verl_config_prints_the_overrides_for_the_same_steps_and_ranks(tmp_path: Path) -> None:
+    r = _cli("request", "--run", "p/e", "--steps", "120-121", "--roles", "actor,ref", "--ranks", "0,3",
+             "--emit-verl-config", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "global_profiler.steps=[120,121]" in lines and "global_profiler.tool=torch" in lines
+    assert "actor_rollout_ref.ref.profiler.ranks=[0,3]" in lines and "actor_rollout_ref.actor.profiler.all_ranks=False" in lines
+    assert "rl-insight profile upload outputs/profile --run p/e" in r.stderr
+    bad = _cli("request", "--run", "p/e", "--steps", "1", "--roles", "wizard", "--emit-verl-config", home=tmp_path)
+    assert bad.returncode == 2 and "verl's profiled roles" in bad.stderr
