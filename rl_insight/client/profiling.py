@@ -14,8 +14,10 @@ Steps: the step clock is the last step metric this process logged (verl logs `tr
 the end of step N); a process that logs none (verl's workers) follows the run's clock from the server's
 replies (`run_step`). A window for steps a..b opens at the first boundary where the clock says a-1 and
 closes at the first where it says >= b; inside it each step is marked with a `step N` range, which the
-offline analysis turns into the events' step. torch is imported only when a request arrives (in the
-sender thread), and only if installed; otherwise the request is answered "unsupported".
+offline analysis turns into the events' step. torch.profiler records the thread that starts it, so a
+request that names lanes opens its window in one of those lanes' threads. torch is imported only when a
+request arrives (in the sender thread), and only if installed; otherwise the request is answered
+"unsupported".
 """
 
 from __future__ import annotations
@@ -37,16 +39,14 @@ _CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches k
 
 
 class _Window:
-    """A running torch profiler (owned by the training thread that started it)."""
+    """An open profiling window (client/torch_window.py does the torch part)."""
 
-    __slots__ = ("req", "prof", "mark", "step", "thread", "t0", "start_ns", "steps")
+    __slots__ = ("req", "engine", "step", "t0", "start_ns", "steps")
 
-    def __init__(self, req: ProfileRequest, prof: Any, mark: Any, step: int, thread: int) -> None:
+    def __init__(self, req: ProfileRequest, engine: Any, step: int) -> None:
         self.req = req
-        self.prof = prof
-        self.mark = mark
+        self.engine = engine
         self.step = step
-        self.thread = thread
         self.t0 = time.monotonic()
         self.start_ns = time.time_ns()
         self.steps = [step]
@@ -76,6 +76,7 @@ class ProfileController:
         self._armed: ProfileRequest | None = None
         self._window: _Window | None = None
         self._upload: _Upload | None = None
+        self._exporting = False  # between closing a window and its trace being ready to upload
         self._cancelled: set[str] = set()
         self._seen: set[str] = set()
         self._outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)
@@ -115,7 +116,8 @@ class ProfileController:
         return bool(self._outbox)
 
     def busy(self) -> bool:
-        return self._armed is not None or self._window is not None or self._upload is not None or bool(self._outbox)
+        return self._armed is not None or self._window is not None or self._upload is not None or self._exporting \
+            or bool(self._outbox)
 
     # ------------------------------------------------------------------ sender thread: requests from replies
     def offer(self, body: dict[str, Any]) -> None:
@@ -152,9 +154,11 @@ class ProfileController:
             self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to profile with")
             return
         with self._lock:
-            if self._armed is not None or self._window is not None or self._upload is not None:
-                taken = (self._armed or (self._window.req if self._window else None) or self._upload.req).id  # type: ignore[union-attr]
-                self._status(req, "busy", f"this process is already serving profile request {taken}; one at a time")
+            if self._armed is not None or self._window is not None or self._upload is not None or self._exporting:
+                taken = (self._armed or (self._window.req if self._window else None)
+                         or (self._upload.req if self._upload else None))
+                taken_id = taken.id if taken is not None else "(exporting)"
+                self._status(req, "busy", f"this process is already serving profile request {taken_id}; one at a time")
                 return
             self._armed = req
             self.hot = True
@@ -181,23 +185,24 @@ class ProfileController:
         return self.run_step
 
     # ------------------------------------------------------------------ training thread: step boundaries
-    def boundary(self) -> None:
-        """Called from the training thread at step boundaries while `hot`. Never raises."""
+    def boundary(self, lane: str | None = None) -> None:
+        """Called from the training thread at step boundaries while `hot`: the step metric (lane None) or a
+        lane's top-level state. Never raises."""
         if not self._boundary_lock.acquire(blocking=False):
             return  # another thread is at a boundary right now; the next call catches up
         try:
-            self._boundary()
+            self._boundary(lane)
         except Exception as exc:  # noqa: BLE001 - profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
 
-    def _boundary(self) -> None:
+    def _boundary(self, lane: str | None) -> None:
         step = self._clock()
         w = self._window
         if w is not None:
-            if threading.get_ident() != w.thread:
-                return  # torch's profiler is stopped by the thread that started it
+            if not w.engine.can_act_here():
+                return  # an older torch's profiler is marked and stopped by the thread that started it
             if w.req.id in self._cancelled:
                 self._stop(w, keep=False)
                 self._status(w.req, "cancelled", "cancelled while profiling; the trace was discarded")
@@ -228,37 +233,30 @@ class ProfileController:
                 self.hot = False
             self._status(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
         elif current == req.first_step - 1:
+            if req.lanes and lane not in req.lanes:
+                return  # torch records the thread that starts it: open the window in a chosen lane's thread
             self._start(req, req.first_step)
 
     def _start(self, req: ProfileRequest, step: int) -> None:
-        import torch
-        from torch.profiler import ProfilerActivity, profile, record_function
+        from .torch_window import TorchWindow
 
-        acts = [ProfilerActivity.CPU]
-        if "cuda" in req.activities and torch.cuda.is_available():
-            acts.append(ProfilerActivity.CUDA)
         try:
-            prof = profile(activities=acts, profile_memory=req.memory, with_stack=req.stack, record_shapes=False)
-            prof.start()
+            engine = TorchWindow(req.activities, req.memory, req.stack)
+            engine.open(step)
         except Exception as exc:  # noqa: BLE001 - e.g. another profiler (verl's) is already running
             with self._lock:
                 self._armed = None
                 self.hot = False
             self._status(req, "failed", f"torch.profiler did not start: {exc!r:.300}")
             return
-        mark = record_function(f"step {step}")
-        mark.__enter__()
         with self._lock:
             self._armed = None
-            self._window = _Window(req, prof, mark, step, threading.get_ident())
-        self._status(req, "profiling", f"profiling step {step} on {', '.join(a.name for a in acts).lower()}")
+            self._window = _Window(req, engine, step)
+        how = "every thread" if engine.threaded else "the thread that opened the window"
+        self._status(req, "profiling", f"profiling step {step} on {', '.join(engine.activities)} ({how})")
 
     def _next_mark(self, w: _Window, step: int) -> None:
-        from torch.profiler import record_function
-
-        w.mark.__exit__(None, None, None)
-        w.mark = record_function(f"step {step}")
-        w.mark.__enter__()
+        w.engine.mark(step)
         w.step = step
         w.steps.append(step)
 
@@ -268,18 +266,8 @@ class ProfileController:
         with self._lock:
             self._window = None
             self.hot = self._armed is not None
-        try:
-            w.mark.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001
-            pass
+            self._exporting = keep
         end_ns = time.time_ns()
-        try:
-            w.prof.stop()
-        except Exception as exc:  # noqa: BLE001
-            self._status(w.req, "failed", f"torch.profiler did not stop cleanly: {exc!r:.300}")
-            return
-        if not keep:
-            return
         window = {"start_ns": w.start_ns, "end_ns": end_ns, "steps": w.steps}
         directory = os.environ.get("RL_INSIGHT_PROFILE_DIR") or tempfile.gettempdir()
         rank = self.rank()
@@ -291,16 +279,20 @@ class ProfileController:
         name = f"{role}_rank{rank if rank is not None else 0}" + (f"-of-{world}" if world.isdigit() else "") + \
             f"_pid{self._exp.pid}_{stamp}.json.gz"
         path = os.path.join(directory, f"rl-insight-profile-{w.req.id}-{self._exp.pid}.json")
-        try:
-            w.prof.export_chrome_trace(path)  # torch requires the profiler's own thread; the upload is not here
-        except Exception as exc:  # noqa: BLE001 - a full disk, a read-only directory
-            self._status(w.req, "failed", f"exporting the trace to {path} failed: {exc!r:.300}", window=window)
-            _remove(path)
-            return
-        with self._lock:
-            self._upload = _Upload(w.req, path, name, window)
-        self._status(w.req, "uploading", note or f"steps {w.steps[0]}-{w.steps[-1]} profiled; uploading", window=window)
-        self._exp.wake()
+
+        def exported(out: str | None, err: str | None) -> None:  # on the profiler's thread when it has one
+            self._exporting = False
+            if err is not None:
+                self._status(w.req, "failed", f"stopping or exporting the trace to {path} failed: {err}", window=window)
+                _remove(path)
+            elif out is not None:
+                with self._lock:
+                    self._upload = _Upload(w.req, out, name, window)
+                    self._exporting = False
+                self._status(w.req, "uploading", note or f"steps {w.steps[0]}-{w.steps[-1]} profiled; uploading",
+                             window=window)
+
+        w.engine.close(keep, path, exported)
 
     # ------------------------------------------------------------------ any thread: statuses
     def _status(self, req: ProfileRequest, state: str, message: str, window: dict[str, Any] | None = None,
@@ -320,10 +312,8 @@ class ProfileController:
             with self._lock:
                 self._window = None
                 self.hot = False
-            try:
-                w.prof.stop()
-            except Exception:  # noqa: BLE001
-                pass
+            if w.engine.can_act_here():
+                w.engine.close(False, "", lambda out, err: None, wait_s=2.0)
             self._status(w.req, "failed", f"the process exited during the profiling window (step {w.step} of "
                                           f"{w.req.first_step}-{w.req.last_step}); the trace was discarded")
         elif self._armed is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import signal
 import threading
 import time
@@ -132,6 +133,22 @@ class _Busy:
         self.lock = threading.Lock()
 
 
+def _work(name: str, seconds: float) -> None:
+    """A rank's share of a phase. Sleeps, unless a profile request made torch importable here (the client imports
+    torch.profiler when one arrives): then the time is spent in small torch ops inside a `record_function` of the
+    stage's name, so the profile shows what a real trainer's would."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "profiler"):
+        time.sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    with torch.profiler.record_function(name):
+        x = torch.ones(48, 48)
+        while time.monotonic() < end:
+            x = torch.tanh(x @ x)
+            time.sleep(0.002)
+
+
 def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None) -> float:
     t0 = time.monotonic()
 
@@ -139,12 +156,12 @@ def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | Non
         jitter = random.uniform(0.9, 1.1) * (1.15 if r == ranks - 1 else 1.0)  # the last rank is a little slower
         with rl_insight.trace_state(name, state_lane_id=f"rank_{r}"):
             if nested:
-                time.sleep(seconds * 0.05)
+                _work(name, seconds * 0.05)
                 with rl_insight.trace_state(nested, state_lane_id=f"rank_{r}"):
-                    time.sleep(seconds * 0.9 * jitter)
-                time.sleep(seconds * 0.05)
+                    _work(nested, seconds * 0.9 * jitter)
+                _work(name, seconds * 0.05)
             else:
-                time.sleep(seconds * jitter)
+                _work(name, seconds * jitter)
 
     with busy.lock:
         busy.active += 1

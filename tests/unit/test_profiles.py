@@ -16,6 +16,7 @@ from rl_insight.client.transport import Response
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from rl_insight.protocol import ProfileRequest
 from rl_insight.server.profiles import ProfileBook
+from tests.conftest import wait_until
 
 NAME = "actor_rank1-of-2_pid7_20261130120000123.json.gz"
 
@@ -132,7 +133,9 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
     assert ctl._window is not None and ctl._window.steps == [3]
     ctl.offer({"profile": [_req(3, 3)], "run_step": 3})
     ctl.boundary()
-    assert ctl._window is None and ctl._upload is not None and ctl._upload.window["steps"] == [3]
+    assert ctl._window is None
+    wait_until(lambda: ctl._upload is not None, timeout=30, what="the export (on the profiler's thread)")
+    assert ctl._upload.window["steps"] == [3]
     assert [b["state"] for _, b in ctl._outbox][-2:] == ["profiling", "uploading"]
 
 

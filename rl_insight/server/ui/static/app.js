@@ -175,7 +175,8 @@ async function renderRun(app, runId, compareIds) {
   const alertsEl = h("div", { id: "alerts" });
   const promEl = h("div", { id: "prom-sections" });
   const targetsEl = h("div", { id: "targets" });
-  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["metrics-h", "trainer metrics"],
+  const profilesEl = h("div", { id: "profiles" });
+  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["profiles-h", "profiles"], ["metrics-h", "trainer metrics"],
     ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
   // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
@@ -193,6 +194,8 @@ async function renderRun(app, runId, compareIds) {
       + (compared.length ? " · click a step to show that step in every run" : ""))),
     compared.length ? h("h4", {}, state.runNames[run.id]) : null, timelineEl,
     ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
+    h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
+      + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
     h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")), promEl,
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
@@ -210,6 +213,8 @@ async function renderRun(app, runId, compareIds) {
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
   state.timelines = [state.timeline];
   for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
+  const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
+  await profiles.load();
   await renderInsights(insightsEl, runId);
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
   renderTargets(targetsEl, runId);
@@ -225,6 +230,7 @@ async function renderRun(app, runId, compareIds) {
     setHeader(r);
     if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+    profiles.run = r; await profiles.load();
   });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
   every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
@@ -374,6 +380,8 @@ class Timeline {
     this.canvas = h("canvas"); this.el.append(this.canvas);
     this.legend = h("div", { class: "legend", id: pid("timeline-legend") }); this.el.after(this.legend);
     this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
+    this.selected = new Set(); this.onSelect = null;  // lanes chosen for a profile request (click their names)
+    this.windows = [];  // profiled windows drawn over their lanes: [{lanes, start_ns, end_ns, id}]
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
     this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
     window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
@@ -486,8 +494,12 @@ class Timeline {
     this.rowOf = new Map();
     rows.forEach((r, i) => {
       const y = this.axisH + i * this.rowH;
-      const label = h("div", { class: r.group !== undefined ? "lane-label lane-group" : "lane-label", style: `top:${y + 2}px` }, r.group ?? r.lane);
-      if (r.lane !== undefined) { label.dataset.lane = r.lane; this.rowOf.set(r.index, y); }
+      const label = h("div", { class: (r.group !== undefined ? "lane-label lane-group" : "lane-label")
+        + (this.selected.has(r.lane) ? " selected" : ""), style: `top:${y + 2}px` }, r.group ?? r.lane);
+      if (r.lane !== undefined) {
+        label.dataset.lane = r.lane; this.rowOf.set(r.index, y);
+        if (this.onSelect) { label.title = "click: choose this lane for a profile request"; label.onclick = () => this.toggleLane(r.lane); }
+      }
       this.el.append(label);
     });
     // spans
@@ -507,6 +519,26 @@ class Timeline {
       }
       this.rects.push({ x0, x1: x0 + w, y, y1: y + hgt, span: s });
     }
+    this.drawWindows(ctx, xOf, W, H);
+  }
+  toggleLane(lane) {
+    if (this.selected.has(lane)) this.selected.delete(lane); else this.selected.add(lane);
+    this.draw(); this.onSelect?.([...this.selected]);
+  }
+  drawWindows(ctx, xOf, W, H) {
+    // profiled windows: an amber band over the profiled lanes (every lane when the process named none in view)
+    const shown = [];
+    for (const w of this.windows) {
+      const x0 = Math.max(this.gutter, xOf(w.start_ns)), x1 = Math.min(W, xOf(w.end_ns));
+      if (x1 < this.gutter || x0 > W) continue;
+      const ys = this.data.lanes.map((l, i) => w.lanes.includes(l) ? this.rowOf.get(i) : undefined).filter(y => y !== undefined);
+      const bands = ys.length ? ys.map(y => [y, this.rowH]) : [[this.axisH, H - this.axisH]];
+      ctx.save(); ctx.fillStyle = "rgba(245, 158, 11, 0.18)"; ctx.strokeStyle = "#d97706"; ctx.setLineDash([4, 2]);
+      for (const [y, hh] of bands) { ctx.fillRect(x0, y, Math.max(2, x1 - x0), hh); ctx.strokeRect(x0, y, Math.max(2, x1 - x0), hh); }
+      ctx.fillStyle = "#92400e"; ctx.font = "10px system-ui"; ctx.fillText(`profiled (${w.id.slice(0, 6)})`, x0 + 2, bands[0][0] + 10);
+      ctx.restore(); shown.push(w.id);
+    }
+    this.el.dataset.profiled = JSON.stringify(shown);
   }
   spanRect(i) { const r = this.rects[i]; if (!r) return null; const b = this.canvas.getBoundingClientRect();
     return { x: b.left + (r.x0 + r.x1) / 2, y: b.top + (r.y + r.y1) / 2, name: r.span[2] }; }
@@ -539,6 +571,70 @@ class Timeline {
   async detail(id) {
     if (!this.detailCache.has(id)) this.detailCache.set(id, api(`/api/v1/runs/${this.runId}/spans/${id}`).catch(() => null));
     return this.detailCache.get(id);
+  }
+}
+
+/* ---------------------------------------------------------------- profiles on request */
+class Profiles {
+  constructor(el, run, timeline) {
+    this.el = el; this.run = run; this.timeline = timeline; this.lanes = [];
+    timeline.onSelect = (lanes) => { this.lanes = lanes; this.lanesInput.value = lanes.join(","); };
+    const nextStep = () => (this.run.last_step ?? 0) + 2;  // the step after the one running now: profiled whole
+    this.stepsInput = h("input", { id: "profile-steps", size: 8, placeholder: "120 or 120-121" });
+    this.lanesInput = h("input", { id: "profile-lanes", size: 24, placeholder: "lanes (click names on the timeline)" });
+    this.ranksInput = h("input", { id: "profile-ranks", size: 10, placeholder: "ranks, e.g. 0,3" });
+    this.cuda = h("input", { type: "checkbox", id: "profile-cuda", checked: "" });
+    this.memory = h("input", { type: "checkbox", id: "profile-memory" });
+    this.msg = h("span", { class: "muted", id: "profile-msg" });
+    this.form = h("div", { class: "bar profile-form" }, h("label", {}, "steps ", this.stepsInput), this.lanesInput, this.ranksInput,
+      h("label", {}, this.cuda, " cuda"), h("label", {}, this.memory, " memory"),
+      h("button", { id: "profile-next", onclick: () => this.request(String(nextStep())) }, "Profile next step"),
+      h("button", { id: "profile-submit", onclick: () => this.request(this.stepsInput.value.trim()) }, "Profile these steps"), this.msg);
+    this.list = h("div", { id: "profile-list" });
+    el.replaceChildren(this.form, this.list);
+  }
+  selection() {
+    const csv = (v) => v.split(",").map(x => x.trim()).filter(Boolean);
+    return { lanes: csv(this.lanesInput.value), ranks: csv(this.ranksInput.value).map(Number).filter(n => Number.isInteger(n) && n >= 0) };
+  }
+  async request(steps, extra = {}) {
+    if (!steps) { this.msg.textContent = "say which steps"; return; }
+    const body = { run_id: this.run.id, steps, ...this.selection(), activities: this.cuda.checked ? ["cpu", "cuda"] : ["cpu"],
+      memory: this.memory.checked, ...extra };
+    try {
+      const p = await api("/api/v1/profiles", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      this.msg.textContent = `requested ${p.id} (steps ${p.request.steps[0]}–${p.request.steps[1]})`;
+    } catch (e) { this.msg.textContent = `not requested: ${e.message}`; }
+    await this.load();
+  }
+  async cancel(id) { try { await api(`/api/v1/profiles/${id}`, { method: "DELETE" }); } catch (e) { this.msg.textContent = e.message; } await this.load(); }
+  async load() {
+    const { profiles } = await api(`/api/v1/profiles?run_id=${this.run.id}`).catch(() => ({ profiles: [] }));
+    // the windows each process profiled, on the timeline
+    this.timeline.windows = profiles.flatMap(p => Object.values(p.processes).filter(x => x.window)
+      .map(x => ({ id: p.id, lanes: x.lanes || [], start_ns: x.window.start_ns, end_ns: x.window.end_ns })));
+    if (this.timeline.view) this.timeline.draw();
+    if (!profiles.length) { this.list.replaceChildren(h("p", { class: "muted" }, "No profile requests for this run yet.")); return; }
+    const rows = profiles.map(p => {
+      const req = p.request, a = p.analysis || {};
+      const sel = ["lanes", "roles", "ranks"].filter(k => req[k].length).map(k => `${k} ${req[k].join(",")}`).join(" · ") || "every process";
+      const procs = Object.values(p.processes).map(x => h("div", { class: "proc", "data-state": x.state },
+        h("b", {}, x.rank !== null && x.rank !== undefined ? `rank ${x.rank}` : `${x.host}:${x.pid}`), ` ${x.state}`,
+        x.message ? h("span", { class: "muted" }, ` — ${x.message}`) : null));
+      const links = [];
+      if (a.state === "done") {
+        links.push(h("a", { href: `/api/v1/profiles/${p.id}/report/timeline.html`, target: "_blank", class: "button", "data-link": "report" }, "analysis"));
+        links.push(h("a", { href: `/api/v1/profiles/${p.id}/report/trace.perfetto.json`, class: "button", "data-link": "perfetto" }, "Perfetto"));
+      } else if (a.state && a.state !== "none") links.push(h("span", { class: "muted" }, `analysis ${a.state}${a.message ? ": " + a.message : ""}`));
+      links.push(h("button", { onclick: () => showStep(req.steps[0]), "data-link": "timeline" }, "on the timeline"));
+      if (p.state === "pending" || p.state === "running") links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
+      const stages = a.state === "done" && a.stages?.length ? h("div", { class: "muted" }, "top stages: " +
+        a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
+      return h("tr", { "data-profile": p.id, "data-state": p.state }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
+        h("td", {}, `${req.steps[0]}${req.steps[1] !== req.steps[0] ? "–" + req.steps[1] : ""}`), h("td", {}, sel),
+        h("td", {}, procs.length ? procs : h("span", { class: "muted" }, "no process has taken it yet")), h("td", {}, ...links, stages));
+    });
+    this.list.replaceChildren(h("table", { class: "grid" }, h("tr", {}, ...["request", "state", "steps", "who", "processes", ""].map(t => h("th", {}, t))), ...rows));
   }
 }
 

@@ -1,0 +1,77 @@
+"""Profile on demand from the browser (real headless Chromium, a live demo): choose a lane on the timeline,
+"Profile next step", and the run page shows the request finish, the profiled window over that lane on the
+live timeline, and the analysis (the offline report) of exactly that step."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.conftest import wait_until
+from tests.e2e.test_ui import ARTIFACTS, ROOT, _need_browser, _server, page  # noqa: F401  (the page fixture)
+
+pytestmark = pytest.mark.e2e
+DOCS_IMG = ROOT / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    _need_browser()
+    pytest.importorskip("torch")
+    tmp = tmp_path_factory.mktemp("ui-profiles")
+    server, url = _server(tmp)
+    proc = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
+                             "1.5", "--replicas", "2", "--ranks", "2", "--experiment-name", "profile-ui"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: ((httpx.get(url + "/api/v1/runs").json()["runs"] or [{}])[0].get("last_step") or 0) >= 2,
+               timeout=90, interval=0.5, what="demo steps")
+    yield url
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    server.terminate()
+
+
+def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, page) -> None:  # noqa: F811
+    page.goto(demo + "/#/run/1")
+    page.wait_for_selector("#timeline .lane-label[data-lane='rank_1']")
+    page.click("#timeline .lane-label[data-lane='rank_1']")
+    assert page.input_value("#profile-lanes") == "rank_1"
+    assert "selected" in page.get_attribute("#timeline .lane-label[data-lane='rank_1']", "class")
+    page.uncheck("#profile-cuda")
+    page.click("#profile-next")
+    page.wait_for_function("document.querySelector('#profile-msg').textContent.startsWith('requested')", timeout=10_000)
+    rid = page.inner_text("#profile-msg").split()[1]
+    # the request rides on the trainer's ingest replies; its rank_1 thread profiles one whole step and uploads
+    page.wait_for_selector(f"#profile-list tr[data-profile='{rid}'][data-state='done'] a[data-link='report']", timeout=90_000)
+    row = page.inner_text(f"#profile-list tr[data-profile='{rid}']")
+    assert "uploaded" in row and "lanes rank_1" in row
+    # the profiled window over rank_1 on the live timeline
+    page.wait_for_function(f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')",
+                           timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "profiles.png"), full_page=False)
+    page.locator("#profiles-h").scroll_into_view_if_needed()
+    page.screenshot(path=str(DOCS_IMG / "ui-profiles.png"), full_page=False)
+
+    prof = httpx.get(f"{demo}/api/v1/profiles/{rid}").json()
+    (proc,) = prof["processes"].values()
+    assert proc["lanes"] == ["rank_0", "rank_1"] or "rank_1" in proc["lanes"]
+    step = prof["request"]["steps"][0]
+    assert proc["window"]["steps"] == [step]
+    stages = {s["name"] for s in prof["analysis"]["stages"]}
+    assert {"train_batch", "actor_compute_log_prob"} & stages, stages  # the demo's stages, recorded on rank_1's thread
+    report = httpx.get(f"{demo}/api/v1/profiles/{rid}/report/timeline.html")
+    assert report.status_code == 200 and "default-src 'none'" in report.headers["content-security-policy"]
+    with page.context.expect_page() as new:
+        page.click(f"#profile-list tr[data-profile='{rid}'] a[data-link='report']")
+    rp = new.value
+    rp.wait_for_load_state()
+    rp.wait_for_selector("canvas")
+    assert "train_batch" in rp.content() or "actor_compute_log_prob" in rp.content()
+    rp.screenshot(path=str(DOCS_IMG / "ui-profile-report.png"), full_page=False)
