@@ -74,6 +74,7 @@ class ProfileController:
         self._lock = threading.Lock()  # around the state below; never held across torch or the network
         self._boundary_lock = threading.Lock()
         self._armed: ProfileRequest | None = None
+        self._armed_clock: int | None = None  # the step clock when the request was armed
         self._window: _Window | None = None
         self._upload: _Upload | None = None
         self._exporting = False  # between closing a window and its trace being ready to upload
@@ -161,6 +162,7 @@ class ProfileController:
                 self._status(req, "busy", f"this process is already serving profile request {taken_id}; one at a time")
                 return
             self._armed = req
+            self._armed_clock = self._clock()
             self.hot = True
         self._status(req, "armed", f"waiting for step {req.first_step} (this process is at step {self._clock()})")
 
@@ -188,8 +190,9 @@ class ProfileController:
     def boundary(self, lane: str | None = None) -> None:
         """Called from the training thread at step boundaries while `hot`: the step metric (lane None) or a
         lane's top-level state. Never raises."""
-        if not self._boundary_lock.acquire(blocking=False):
-            return  # another thread is at a boundary right now; the next call catches up
+        # blocking: two lanes' threads often reach a boundary together, and skipping the chosen lane's call would
+        # open the window a whole state late; the lock is held only while a window opens or closes
+        self._boundary_lock.acquire()
         try:
             self._boundary(lane)
         except Exception as exc:  # noqa: BLE001 - profiling never breaks training
@@ -233,6 +236,15 @@ class ProfileController:
                 self.hot = False
             self._status(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
         elif current == req.first_step - 1:
+            if self._armed_clock is not None and self._armed_clock >= current:
+                # armed while step first-1 was already over: step `first` may have begun here, so a window opened
+                # now could miss its start. Exact or nothing: say so.
+                with self._lock:
+                    self._armed = None
+                    self.hot = False
+                self._status(req, "expired", f"the request arrived after step {current} had ended here, so step "
+                                             f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later")
+                return
             if req.lanes and lane not in req.lanes:
                 return  # torch records the thread that starts it: open the window in a chosen lane's thread
             self._start(req, req.first_step)
@@ -270,14 +282,7 @@ class ProfileController:
         end_ns = time.time_ns()
         window = {"start_ns": w.start_ns, "end_ns": end_ns, "steps": w.steps}
         directory = os.environ.get("RL_INSIGHT_PROFILE_DIR") or tempfile.gettempdir()
-        rank = self.rank()
-        world = os.environ.get("WORLD_SIZE", "")
-        import re  # here: `import rl_insight` stays free of it
-
-        role = re.sub(r"[^0-9A-Za-z.=+-]", "-", next(iter(sorted(self.roles())), "process")) or "process"
-        stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
-        name = f"{role}_rank{rank if rank is not None else 0}" + (f"-of-{world}" if world.isdigit() else "") + \
-            f"_pid{self._exp.pid}_{stamp}.json.gz"
+        name = self._trace_name(w.req)
         path = os.path.join(directory, f"rl-insight-profile-{w.req.id}-{self._exp.pid}.json")
 
         def exported(out: str | None, err: str | None) -> None:  # on the profiler's thread when it has one
@@ -293,6 +298,25 @@ class ProfileController:
                              window=window)
 
         w.engine.close(keep, path, exported)
+
+    def _trace_name(self, req: ProfileRequest) -> str:
+        """verl's file-name grammar (`{role}_rank{r}[-of-{W}]_pid{pid}_{timestamp}.json.gz`), so the offline analysis
+        names the lane as verl would. Without a rank (threads as ranks, no RANK variable) the chosen lane says
+        it: `rank_1` gives role `rank`, rank 1."""
+        import re  # here: `import rl_insight` stays free of it
+
+        rank, role = self.rank(), next(iter(sorted(self.roles())), None)
+        lane = next((x for x in req.lanes if x in self.lanes), None) or next(iter(sorted(self.lanes)), None)
+        m = re.match(r"^(.*?)[_-]?(\d+)$", lane or "")
+        if rank is None and m:
+            rank = int(m.group(2))
+        if role is None:
+            role = (m.group(1) if m and m.group(1) else lane) or "process"
+        role = re.sub(r"[^0-9A-Za-z.=+-]", "-", role).strip("-") or "process"
+        world = os.environ.get("WORLD_SIZE", "")
+        stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+        return f"{role}_rank{rank if rank is not None else 0}" + (f"-of-{world}" if world.isdigit() else "") + \
+            f"_pid{self._exp.pid}_{stamp}.json.gz"
 
     # ------------------------------------------------------------------ any thread: statuses
     def _status(self, req: ProfileRequest, state: str, message: str, window: dict[str, Any] | None = None,

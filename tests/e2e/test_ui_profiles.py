@@ -55,8 +55,12 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     # the profiled window over rank_1 on the live timeline
     page.wait_for_function(f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')",
                            timeout=30_000)
+    # "on the timeline": the live timeline zooms to the profiled step, the window drawn over rank_1
+    page.click(f"#profile-list tr[data-profile='{rid}'] button[data-link='timeline']")
+    page.wait_for_function(f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')",
+                           timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "profiles.png"), full_page=False)
-    page.locator("#profiles-h").scroll_into_view_if_needed()
+    page.locator("#timeline-h").scroll_into_view_if_needed()
     page.screenshot(path=str(DOCS_IMG / "ui-profiles.png"), full_page=False)
 
     prof = httpx.get(f"{demo}/api/v1/profiles/{rid}").json()

@@ -84,7 +84,7 @@ def test_one_step_on_one_rank_yields_exactly_that_trace(srv, tmp_path: Path) -> 
     assert wait_until(lambda: api.get(f"/api/v1/profiles/{rid}").json()["analysis"]["state"] == "done", timeout=60,
                       what="analysis")
     analysis = api.get(f"/api/v1/profiles/{rid}").json()["analysis"]
-    assert analysis["lanes"] == ["process/rank1"], analysis
+    assert analysis["lanes"] == ["rank/rank1"], analysis  # role from the lane rank_1, rank from RANK
     summary = api.get(f"/api/v1/profiles/{rid}/report/summary.json").json()
     assert [s["step"] for s in summary["steps"]] == [4]
     html = api.get(f"/api/v1/profiles/{rid}/report/timeline.html")

@@ -192,7 +192,7 @@ async function renderRun(app, runId, compareIds) {
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsBlock,
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
       + (compared.length ? " · click a step to show that step in every run" : ""))),
-    compared.length ? h("h4", {}, state.runNames[run.id]) : null, timelineEl,
+    compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
     ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
     h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
       + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
@@ -579,7 +579,8 @@ class Profiles {
   constructor(el, run, timeline) {
     this.el = el; this.run = run; this.timeline = timeline; this.lanes = [];
     timeline.onSelect = (lanes) => { this.lanes = lanes; this.lanesInput.value = lanes.join(","); };
-    const nextStep = () => (this.run.last_step ?? 0) + 2;  // the step after the one running now: profiled whole
+    // the step after the one running now (profiled whole), from the run's step clock as of the click
+    const nextStep = async () => ((await api(`/api/v1/runs/${this.run.id}?config=false`)).last_step ?? 0) + 2;
     this.stepsInput = h("input", { id: "profile-steps", size: 8, placeholder: "120 or 120-121" });
     this.lanesInput = h("input", { id: "profile-lanes", size: 24, placeholder: "lanes (click names on the timeline)" });
     this.ranksInput = h("input", { id: "profile-ranks", size: 10, placeholder: "ranks, e.g. 0,3" });
@@ -588,7 +589,7 @@ class Profiles {
     this.msg = h("span", { class: "muted", id: "profile-msg" });
     this.form = h("div", { class: "bar profile-form" }, h("label", {}, "steps ", this.stepsInput), this.lanesInput, this.ranksInput,
       h("label", {}, this.cuda, " cuda"), h("label", {}, this.memory, " memory"),
-      h("button", { id: "profile-next", onclick: () => this.request(String(nextStep())) }, "Profile next step"),
+      h("button", { id: "profile-next", onclick: async () => this.request(String(await nextStep())) }, "Profile next step"),
       h("button", { id: "profile-submit", onclick: () => this.request(this.stepsInput.value.trim()) }, "Profile these steps"), this.msg);
     this.list = h("div", { id: "profile-list" });
     el.replaceChildren(this.form, this.list);
@@ -611,15 +612,18 @@ class Profiles {
   async load() {
     const { profiles } = await api(`/api/v1/profiles?run_id=${this.run.id}`).catch(() => ({ profiles: [] }));
     // the windows each process profiled, on the timeline
+    // (over the lanes the request chose, else every lane of the process)
     this.timeline.windows = profiles.flatMap(p => Object.values(p.processes).filter(x => x.window)
-      .map(x => ({ id: p.id, lanes: x.lanes || [], start_ns: x.window.start_ns, end_ns: x.window.end_ns })));
+      .map(x => ({ id: p.id, lanes: p.request.lanes.length ? p.request.lanes.filter(l => (x.lanes || []).includes(l)) : (x.lanes || []),
+        start_ns: x.window.start_ns, end_ns: x.window.end_ns })));
     if (this.timeline.view) this.timeline.draw();
     if (!profiles.length) { this.list.replaceChildren(h("p", { class: "muted" }, "No profile requests for this run yet.")); return; }
     const rows = profiles.map(p => {
       const req = p.request, a = p.analysis || {};
       const sel = ["lanes", "roles", "ranks"].filter(k => req[k].length).map(k => `${k} ${req[k].join(",")}`).join(" · ") || "every process";
       const procs = Object.values(p.processes).map(x => h("div", { class: "proc", "data-state": x.state },
-        h("b", {}, x.rank !== null && x.rank !== undefined ? `rank ${x.rank}` : `${x.host}:${x.pid}`), ` ${x.state}`,
+        h("b", {}, x.rank !== null && x.rank !== undefined ? `rank ${x.rank}` : `${x.host}:${x.pid}`
+          + (x.lanes?.length ? ` (${x.lanes.slice(0, 4).join(", ")}${x.lanes.length > 4 ? ", …" : ""})` : "")), ` ${x.state}`,
         x.message ? h("span", { class: "muted" }, ` — ${x.message}`) : null));
       const links = [];
       if (a.state === "done") {
