@@ -401,7 +401,7 @@ class ProfileController:
                 up.offset += len(chunk)
                 if resp.body.get("complete") or up.offset >= up.total:
                     self.traces_uploaded += 1
-                    self._finish_upload(up, "uploaded", f"{up.total} bytes (gzip) uploaded as {up.name}", file=up.name)
+                    self._finish_upload(up, "uploaded", f"{up.total:,} bytes (gzip) uploaded as {up.name}", file=up.name)
                     return
 
     def _compress(self, up: _Upload) -> bool:

@@ -304,7 +304,8 @@ class ProfileBook:
             return
         d = self._dir(rid)
         files = [d / n for n, f in rec["files"].items() if f.get("complete")]
-        loaded = load(files, workers=1)
+        # one or a few steps: keep operators and kernels too (the report's levels of detail handle millions)
+        loaded = load(files, workers=1, detail=("annotations", "ops", "kernels"))
         out = d / "report"
         out.mkdir(exist_ok=True)
         df = loaded.events

@@ -268,3 +268,15 @@ def test_offline_html_uses_the_shared_stage_palette(tmp_path: Path) -> None:
     colors = dict(zip(payload["names"], payload["colors"]))
     assert colors["actor_update"] == color_of("actor_update") == "#2563eb"
     assert colors["vllm_generate"] == color_of("vllm_generate") and colors["(mixed)"] == MIXED_COLOR
+
+
+def test_merging_mixed_short_events_works_on_the_tables_load_builds() -> None:
+    """pandas 3 hands out read-only arrays: merging names of a loaded (categorical) table must not write into one."""
+    from rl_insight.analysis.render.merge import MIXED, merge_below
+    from rl_insight.analysis.table import Columns, with_depth
+
+    cols = Columns()
+    for i in range(6):  # short ops of two names, back to back
+        cols.add("torch", "actor", 0, "actor/rank0", "aten::mm" if i % 2 else "aten::add", "op", i * 10, i * 10 + 5, 1, None, "f")
+    merged = merge_below(with_depth(cols.frame()), 100)
+    assert list(merged["name"]) == [MIXED] and list(merged["count"]) == [6]

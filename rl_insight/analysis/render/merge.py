@@ -36,7 +36,7 @@ def merge_below(df: pd.DataFrame, resolution_ns: int) -> pd.DataFrame:
     out["count"] = agg["count"].to_numpy()
     mixed = agg["kinds"].to_numpy() > 1
     if mixed.any():
-        names = out["name"].astype(object).to_numpy()
+        names = out["name"].astype(object).to_numpy(copy=True)  # pandas 3 hands out read-only views
         names[mixed] = MIXED
         out["name"] = names
     return out
