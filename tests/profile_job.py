@@ -21,6 +21,7 @@ import rl_insight
 def main() -> None:
     steps, step_s = int(sys.argv[1]), float(sys.argv[2])
     exit_at = int(os.environ.get("PROFILE_JOB_EXIT_AT", "0"))  # exit in the middle of this step (atexit runs)
+    fixed = int(os.environ.get("PROFILE_JOB_ITERS", "0"))  # fixed work per step instead of STEP_S (benchmarks)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     rl_insight.init(os.environ["JOB_PROJECT"], os.environ["JOB_EXPERIMENT"])
@@ -29,9 +30,13 @@ def main() -> None:
         t0 = time.perf_counter()
         with rl_insight.trace_state("actor_update", state_lane_id=f"rank_{rank}"):
             with torch.profiler.record_function(f"work_step{step}"):
-                end = time.monotonic() + step_s
-                while time.monotonic() < end:
-                    a = (a @ a).clamp(-1, 1)
+                if fixed:
+                    for _ in range(fixed):
+                        a = (a @ a).clamp(-1, 1)
+                else:
+                    end = time.monotonic() + step_s
+                    while time.monotonic() < end:
+                        a = (a @ a).clamp(-1, 1)
                 t = torch.ones(4) * rank
                 dist.all_reduce(t)
                 if step == exit_at:

@@ -13,6 +13,7 @@ Imported only when a profile request arrives, so `import rl_insight` never pays 
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any, Callable
@@ -107,6 +108,8 @@ class TorchWindow:
                     stopped.set()
             if keep:
                 self._prof.export_chrome_trace(path)
+                if not os.path.isfile(path) or os.path.getsize(path) == 0:  # kineto logs a failed write and returns
+                    raise OSError(f"nothing was written to {path} (is the directory there, writable, not full?)")
         except Exception as exc:  # noqa: BLE001 - reported by the caller, never raised into training
             done(None, f"{type(exc).__name__}: {exc}"[:300])
             return

@@ -207,3 +207,43 @@ def test_emit_verl_config_prints_the_overrides_for_the_same_steps_and_ranks(tmp_
     assert "rl-insight profile upload outputs/profile --run p/e" in r.stderr
     bad = _cli("request", "--run", "p/e", "--steps", "1", "--roles", "wizard", "--emit-verl-config", home=tmp_path)
     assert bad.returncode == 2 and "verl's profiled roles" in bad.stderr
+
+
+def test_an_export_that_fails_is_reported_with_its_reason(srv, tmp_path: Path) -> None:
+    api = _api(srv)
+    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "diskfull", "steps": "3",
+                                             "activities": ["cpu"]}).json()["id"]
+    missing = tmp_path / "no-such-dir"  # stands for a full or read-only disk: the export cannot write
+    outs = _wait(_job(srv.url, "diskfull", world=1, steps=5, step_s=0.2,
+                      extra_env={0: {"RL_INSIGHT_PROFILE_DIR": str(missing)}}))
+    assert "done" in outs[0], outs  # training went on
+    p = _until_process_state(api, rid, "failed")
+    msg = next(iter(p["processes"].values()))["message"]
+    assert p["state"] == "failed" and "exporting the trace" in msg and str(missing) in msg
+
+
+def test_an_upload_interrupted_by_a_server_restart_resumes_where_the_server_is(tmp_path: Path) -> None:
+    port = free_port()
+    first = start_server(tmp_path, port=port, token=TOKEN)
+    api = httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    rid = api.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "1"}).json()["id"]
+    data = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "actor_update",
+                                                      "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}]}).encode() * 1)
+    name = "actor_rank0_pid1_20261130120000123.json.gz"
+    octet = {"Content-Type": "application/octet-stream"}
+    half = len(data) // 2
+    r = api.post(f"/api/v1/profiles/{rid}/upload/{name}", params={"offset": 0, "total": len(data)}, content=data[:half],
+                 headers=octet)
+    assert r.json() == {"size": half, "complete": False}
+    first.stop()
+    second = start_server(tmp_path, port=port, token=TOKEN)  # the same data directory
+    try:
+        again = api.post(f"/api/v1/profiles/{rid}/upload/{name}", params={"offset": 0, "total": len(data)}, content=data,
+                         headers=octet)
+        assert again.status_code == 409 and again.json()["size"] == half
+        done = api.post(f"/api/v1/profiles/{rid}/upload/{name}", params={"offset": half, "total": len(data)},
+                        content=data[half:], headers=octet)
+        assert done.json()["complete"] is True
+        assert api.get(f"/api/v1/profiles/{rid}/files/{name}").content == data
+    finally:
+        second.stop()

@@ -195,3 +195,15 @@ def test_a_trace_over_the_cap_is_reported_not_sent(tmp_path: Path) -> None:
     assert t.offsets == [] and ctl._upload is None and not src.exists()
     state, message = ctl._outbox[-1][1]["state"], ctl._outbox[-1][1]["message"]
     assert state == "failed" and "over the request's cap" in message
+
+
+def test_a_request_that_expires_before_its_window_says_so() -> None:
+    exp = _Exp()
+    ctl = ProfileController(exp)
+    ctl._torch = True
+    ctl.offer({"profile": [{**_req(9, 9), "expires_at": time.time() + 0.2}], "run_step": 1})
+    assert ctl.hot
+    time.sleep(0.3)
+    ctl.boundary("rank_0")
+    assert not ctl.hot and ctl._armed is None
+    assert ctl._outbox[-1][1]["state"] == "expired" and "expired before its window" in ctl._outbox[-1][1]["message"]
