@@ -584,17 +584,17 @@ PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "e
 
 
 class ProfileRequest:
-    """What to profile: steps first..last of one run, on the processes whose lanes, role or rank match
-    (no selector: every process of the run), with which profiler options, until when."""
+    """What to profile: steps first..last of one run (or, with `stage`, that state of one step), on the processes
+    whose lanes, role or rank match (no selector: every process of the run), with which options, until when."""
 
     __slots__ = ("id", "project", "experiment_name", "first_step", "last_step", "lanes", "roles", "ranks", "tool",
-                 "activities", "memory", "stack", "expires_at", "max_window_s", "max_bytes")
+                 "activities", "memory", "stack", "expires_at", "max_window_s", "max_bytes", "stage")
 
     def __init__(self, id: str, project: str, experiment_name: str, first_step: int, last_step: int,
                  lanes: tuple[str, ...] = (), roles: tuple[str, ...] = (), ranks: tuple[int, ...] = (),
                  tool: str = "torch", activities: tuple[str, ...] = ("cpu", "cuda"), memory: bool = False,
                  stack: bool = False, expires_at: float = 0.0, max_window_s: float = 300.0,
-                 max_bytes: int = DEFAULT_PROFILE_BYTES) -> None:
+                 max_bytes: int = DEFAULT_PROFILE_BYTES, stage: str = "") -> None:
         self.id = id
         self.project = project
         self.experiment_name = experiment_name
@@ -610,13 +610,14 @@ class ProfileRequest:
         self.expires_at = expires_at
         self.max_window_s = max_window_s
         self.max_bytes = max_bytes
+        self.stage = stage  # "" = the whole step(s); else the window is that state (trace_state name) of the step
 
     def to_wire(self) -> dict[str, Any]:
         return {"id": self.id, "project": self.project, "experiment_name": self.experiment_name,
                 "steps": [self.first_step, self.last_step], "lanes": list(self.lanes), "roles": list(self.roles),
                 "ranks": list(self.ranks), "tool": self.tool, "activities": list(self.activities), "memory": self.memory,
                 "stack": self.stack, "expires_at": self.expires_at, "max_window_s": self.max_window_s,
-                "max_bytes": self.max_bytes}
+                "max_bytes": self.max_bytes, "stage": self.stage}
 
     @classmethod
     def from_wire(cls, d: Any) -> "ProfileRequest":
@@ -655,10 +656,13 @@ class ProfileRequest:
             project = strings.text(d.get("project"), "project", MAX_LABEL_VALUE)
             experiment = strings.text(d.get("experiment_name"), "experiment_name", MAX_LABEL_VALUE)
             lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
+            stage = strings.text(d.get("stage") or "", "stage", MAX_SPAN_NAME, empty_ok=True)
         except ItemError as exc:
             raise ValueError(str(exc)) from None
+        if stage and steps[0] != steps[1]:
+            raise ValueError("a stage is profiled in one step: give steps [N, N]")
         return cls(rid, project, experiment, steps[0], steps[1], lanes, roles, tuple(ranks), tool, activities,
-                   d.get("memory") is True, d.get("stack") is True, expires_at, window, int(max_bytes))
+                   d.get("memory") is True, d.get("stack") is True, expires_at, window, int(max_bytes), stage)
 
     def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
         """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""

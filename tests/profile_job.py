@@ -1,7 +1,8 @@
 """A verl-shaped training job for the profile-on-demand tests: `python -m tests.profile_job STEPS STEP_S`
 run once per gloo rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment).
 
-Each step: a `trace_state("actor_update")` on lane rank_<r> around real torch work named `work_step<N>`
+Each step: a `trace_state("generate")` around torch work named `gen_step<N>`, then a
+`trace_state("actor_update")` on lane rank_<r> around real torch work named `work_step<N>`
 (so a trace says which steps it covers), an all-reduce, then the step metric, as verl logs it.
 Prints `step N <seconds>` per step (the loop's own step time) and `done` at the end.
 """
@@ -28,6 +29,11 @@ def main() -> None:
     a = torch.ones(64, 64)
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
+        with rl_insight.trace_state("generate", state_lane_id=f"rank_{rank}"):  # a first stage (stage requests)
+            with torch.profiler.record_function(f"gen_step{step}"):
+                b = torch.ones(32, 32)
+                for _ in range(20):
+                    b = (b @ b).clamp(-1, 1)
         with rl_insight.trace_state("actor_update", state_lane_id=f"rank_{rank}"):
             with torch.profiler.record_function(f"work_step{step}"):
                 if fixed:

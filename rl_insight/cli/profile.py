@@ -105,8 +105,9 @@ def _client(server_url: Optional[str], token: Optional[str], home: Optional[Path
 def _describe(p: dict[str, Any], url: str) -> None:
     req = p["request"]
     sel = ", ".join(f"{k} {','.join(map(str, req[k]))}" for k in ("lanes", "roles", "ranks") if req[k]) or "every process"
+    stage = f" (stage {req['stage']})" if req.get("stage") else ""
     typer.echo(f"profile {p['id']}: {p['state']} — {req['project']}/{req['experiment_name']} steps "
-               f"{req['steps'][0]}-{req['steps'][1]}, {sel}, {','.join(req['activities'])}")
+               f"{req['steps'][0]}-{req['steps'][1]}{stage}, {sel}, {','.join(req['activities'])}")
     for proc in p["processes"].values():
         who = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
         typer.echo(f"  {who}: {proc['state']}" + (f" — {proc['message']}" if proc.get("message") else ""))
@@ -121,10 +122,13 @@ def _describe(p: dict[str, Any], url: str) -> None:
 
 @profile_app.command("request")
 def request(run: str = RunOpt,
-            steps: str = typer.Option(..., "--steps", help="One step (120) or a range (120-121), by the run's step clock."),
+            steps: str = typer.Option(..., "--steps", help="One step (120), a range (120-121), or next (the step after the "
+                                                           "one running now), by the run's step clock."),
             lanes: Optional[str] = typer.Option(None, help="Only processes with these lanes (comma list, as on the timeline)."),
             roles: Optional[str] = typer.Option(None, help="Only processes of these roles (comma list)."),
             ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,3 or 0-7."),
+            stage: str = typer.Option("", "--stage", help="Only this state (a trace_state name, e.g. actor_update) of the "
+                                                            "one step given."),
             tool: str = typer.Option("torch", help="torch (on request); with --emit-verl-config also nsys, npu, torch_memory."),
             activities: str = typer.Option("cpu,cuda", help="cpu, cuda (comma list)."),
             memory: bool = typer.Option(False, "--memory", help="Record allocations (profile_memory)."),
@@ -139,8 +143,8 @@ def request(run: str = RunOpt,
             server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
     """Profile steps of a running job on the matching processes: the request rides on the ingest replies,
     each matching process runs torch.profiler for exactly those steps and uploads its trace."""
-    first, last = _steps(steps)
     if emit_verl_config:
+        first, last = _steps(steps)
         for line in verl_overrides(first, last, _csv(roles), _ranks(ranks), tool, _csv(activities), memory, stack, save_path):
             typer.echo(line)
         typer.echo(f"# then, after the job wrote its traces: rl-insight profile upload {save_path} --run {run} --steps {steps}",
@@ -151,8 +155,11 @@ def request(run: str = RunOpt,
     url, headers = _client(server_url, token, home)
     body = {**_run_fields(run), "steps": steps, "lanes": _csv(lanes), "roles": _csv(roles), "ranks": _ranks(ranks),
             "activities": _csv(activities), "memory": memory, "stack": stack, "ttl_s": ttl, "max_window_s": max_window,
-            "max_bytes": _bytes(max_bytes)}
+            "max_bytes": _bytes(max_bytes), "stage": stage}
+    if steps.strip().lower() != "next":
+        _steps(steps)  # said here, before the server is asked
     p = _request("POST", url + "/api/v1/profiles", headers, json=body)
+    first, last = p["request"]["steps"]
     typer.echo(f"Requested profile {p['id']}: steps {first}-{last} of {p['request']['project']}/{p['request']['experiment_name']}. "
                f"Watch it with `rl-insight profile show {p['id']}`.")
     if wait > 0:

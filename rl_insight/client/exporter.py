@@ -211,7 +211,7 @@ class Exporter:
         if lane not in prof.lanes:
             prof.lanes.add(lane)  # this process's lanes: what a profile request's --lanes selects
         if prof.hot:
-            prof.boundary(lane)  # a lane's first state (of a step): where a process without a step clock starts
+            prof.boundary(lane, name)  # a lane's first state (of a step): where a process without a step clock starts
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")

@@ -109,6 +109,8 @@ class StateBlock:
         self._lane, self._role, self._start = lane, role, now
         if role == _TOP:
             self._exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
+        elif role == _CHILD and self._exp.profiling.hot:
+            self._exp.profiling.boundary(lane_id, name)  # a nested state can open a stage profiling window
 
     def __exit__(self, *exc: object) -> bool:
         now = time_ns()
@@ -117,6 +119,8 @@ class StateBlock:
             attrs = _state_attrs(self._name, self._lane_id, self._labels)
             exp.span(exp.new_span_id(), lane.trace_id, lane.span_id, self._name, self._lane_id,
                      self._start, now, attrs, "state_child")
+            if exp.profiling.hot:
+                exp.profiling.stage_end(self._lane_id, self._name)
             return False
         table = self._table
         with table.lock:
@@ -126,6 +130,8 @@ class StateBlock:
                 del table.lanes[self._lane_id]
         if emit:
             exp.span(lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs, "state")
+            if exp.profiling.hot:
+                exp.profiling.stage_end(self._lane_id, lane.name)  # a stage profiling window ends with its state
         return False
 
     async def __aenter__(self) -> None:

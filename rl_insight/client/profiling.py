@@ -41,12 +41,13 @@ _CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches k
 class _Window:
     """An open profiling window (client/torch_window.py does the torch part)."""
 
-    __slots__ = ("req", "engine", "step", "t0", "start_ns", "steps")
+    __slots__ = ("req", "engine", "step", "t0", "start_ns", "steps", "lane")
 
-    def __init__(self, req: ProfileRequest, engine: Any, step: int) -> None:
+    def __init__(self, req: ProfileRequest, engine: Any, step: int, lane: str | None) -> None:
         self.req = req
         self.engine = engine
         self.step = step
+        self.lane = lane  # a stage window ends when this lane's state of that name ends
         self.t0 = time.monotonic()
         self.start_ns = time.time_ns()
         self.steps = [step]
@@ -187,20 +188,34 @@ class ProfileController:
         return self.run_step
 
     # ------------------------------------------------------------------ training thread: step boundaries
-    def boundary(self, lane: str | None = None) -> None:
+    def boundary(self, lane: str | None = None, state: str | None = None) -> None:
         """Called from the training thread at step boundaries while `hot`: the step metric (lane None) or a
-        lane's top-level state. Never raises."""
+        lane entering a state. Never raises."""
         # blocking: two lanes' threads often reach a boundary together, and skipping the chosen lane's call would
         # open the window a whole state late; the lock is held only while a window opens or closes
         self._boundary_lock.acquire()
         try:
-            self._boundary(lane)
+            self._boundary(lane, state)
         except Exception as exc:  # noqa: BLE001 - profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
 
-    def _boundary(self, lane: str | None) -> None:
+    def stage_end(self, lane: str, state: str) -> None:
+        """A lane's state ended (while `hot`): closes a stage window that this state opened."""
+        w = self._window
+        if w is None or not w.req.stage or w.req.stage != state or w.lane != lane:
+            return
+        self._boundary_lock.acquire()
+        try:
+            if self._window is w and w.engine.can_act_here():
+                self._stop(w, keep=True, note=f"stage {state} of step {w.step} profiled on {lane}; uploading")
+        except Exception as exc:  # noqa: BLE001 - profiling never breaks training
+            ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
+        finally:
+            self._boundary_lock.release()
+
+    def _boundary(self, lane: str | None, state: str | None) -> None:
         step = self._clock()
         w = self._window
         if w is not None:
@@ -247,9 +262,11 @@ class ProfileController:
                 return
             if req.lanes and lane not in req.lanes:
                 return  # torch records the thread that starts it: open the window in a chosen lane's thread
-            self._start(req, req.first_step)
+            if req.stage and state != req.stage:
+                return  # a stage window opens when that state begins
+            self._start(req, req.first_step, lane)
 
-    def _start(self, req: ProfileRequest, step: int) -> None:
+    def _start(self, req: ProfileRequest, step: int, lane: str | None) -> None:
         from .torch_window import TorchWindow
 
         try:
@@ -263,9 +280,10 @@ class ProfileController:
             return
         with self._lock:
             self._armed = None
-            self._window = _Window(req, engine, step)
+            self._window = _Window(req, engine, step, lane)
         how = "every thread" if engine.threaded else "the thread that opened the window"
-        self._status(req, "profiling", f"profiling step {step} on {', '.join(engine.activities)} ({how})")
+        what = f"stage {req.stage} of step {step} on {lane}" if req.stage else f"step {step}"
+        self._status(req, "profiling", f"profiling {what} on {', '.join(engine.activities)} ({how})")
 
     def _next_mark(self, w: _Window, step: int) -> None:
         w.engine.mark(step)

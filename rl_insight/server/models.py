@@ -111,7 +111,8 @@ class ProfileCreate(BaseModel):
     run_id: int | None = Field(None, description="the run (or project + experiment_name)")
     project: str | None = None
     experiment_name: str | None = None
-    steps: str = Field(description="one step `120` or a range `120-121`", max_length=64)
+    steps: str = Field(description="one step `120`, a range `120-121`, or `next`: the step after the one running now "
+                       "(by the run's step clock when the request is made)", max_length=64)
     lanes: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     roles: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     ranks: list[int] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
@@ -121,6 +122,8 @@ class ProfileCreate(BaseModel):
     ttl_s: float = Field(3600.0, description="the request expires when no process has taken it by then")
     max_window_s: float = Field(300.0, description="a window still open after this is closed by the client")
     max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, description="gzip'd trace size cap per process")
+    stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "
+                       "actor_update) in the one step given; empty: the whole step(s)")
     origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
                                              "`rl-insight profile upload` (never delivered to the job's processes)")
 

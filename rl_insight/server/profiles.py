@@ -88,7 +88,7 @@ class ProfileBook:
     def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: list[str] = (),
                roles: list[str] = (), ranks: list[int] = (), activities: list[str] = ("cpu", "cuda"),
                memory: bool = False, stack: bool = False, ttl_s: float = DEFAULT_TTL_S, max_window_s: float = 300.0,
-               max_bytes: int = DEFAULT_PROFILE_BYTES, origin: str = "api") -> dict[str, Any]:
+               max_bytes: int = DEFAULT_PROFILE_BYTES, origin: str = "api", stage: str = "") -> dict[str, Any]:
         if not project or not experiment_name:
             raise InvalidInputError("a profile request needs the run: project and experiment_name")
         if first_step < 0 or last_step < first_step or last_step - first_step >= MAX_PROFILE_STEPS:
@@ -101,12 +101,14 @@ class ProfileBook:
             raise InvalidInputError(f"max_window_s must be in [1, {MAX_PROFILE_WINDOW_S:.0f}]")
         if not 1 <= max_bytes <= MAX_PROFILE_BYTES:
             raise InvalidInputError(f"max_bytes must be in [1, {MAX_PROFILE_BYTES}]")
+        if stage and first_step != last_step:
+            raise InvalidInputError(f"stage {stage[:60]!r}: a stage is profiled in one step; give one step, not {first_step}-{last_step}")
         if not 1 <= ttl_s <= 7 * 86400:
             raise InvalidInputError("ttl_s must be between 1 s and 7 days")
         rid = os.urandom(8).hex()
         wire = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
                               tuple(ranks), "torch", tuple(activities), memory, stack, _now() + ttl_s, max_window_s,
-                              max_bytes).to_wire()
+                              max_bytes, stage).to_wire()
         ProfileRequest.from_wire(wire)  # the same validation a client applies
         rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
                "files": {}, "analysis": {"state": "none"}}
@@ -152,6 +154,10 @@ class ProfileBook:
             key = (project, experiment_name)
             if step > self._run_step.get(key, -1):
                 self._run_step[key] = int(step)
+
+    def run_step(self, project: str, experiment_name: str) -> int | None:
+        """The run's step clock as its clients' latest samples say (fresher than the run store)."""
+        return self._run_step.get((project, experiment_name))
 
     def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
         """What rides on an ingest reply: the run's active requests (authoritative: a request missing from

@@ -79,3 +79,25 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     rp.wait_for_selector("canvas")
     assert "train_batch" in rp.content() or "actor_compute_log_prob" in rp.content()
     rp.screenshot(path=str(DOCS_IMG / "ui-profile-report.png"), full_page=False)
+
+
+def test_profile_this_stage_from_the_step_breakdown(demo: str, page) -> None:  # noqa: F811
+    page.goto(demo + "/#/run/1")
+    page.wait_for_selector("#timeline .lane-label[data-lane='rank_0']")
+    page.wait_for_selector("#profile-list")  # the profiles section is ready: its stage menu follows the timeline
+    page.click("#timeline .lane-label[data-lane='rank_0']")
+    page.uncheck("#profile-cuda")
+    button = page.locator("#insight-step button[data-profile-stage='train_batch']")  # re-found: the cards refresh
+    button.wait_for(timeout=30_000)
+    button.click()
+    page.wait_for_function("document.querySelector('#profile-msg').textContent.startsWith('requested')", timeout=10_000)
+    rid = page.inner_text("#profile-msg").split()[1]
+    assert page.input_value("#profile-stage") == "train_batch"
+    page.wait_for_selector(f"#profile-list tr[data-profile='{rid}'][data-state='done']", timeout=90_000)
+    assert "stage train_batch" in page.inner_text(f"#profile-list tr[data-profile='{rid}']")
+    wait_until(lambda: httpx.get(f"{demo}/api/v1/profiles/{rid}").json()["analysis"]["state"] == "done", timeout=60,
+               what="analysis")
+    prof = httpx.get(f"{demo}/api/v1/profiles/{rid}").json()
+    stages = {s["name"] for s in prof["analysis"]["stages"]}
+    # the train_batch state only (its nested actor_update included): no generation, no log-prob stages
+    assert stages and stages <= {"train_batch", "actor_update"}, stages

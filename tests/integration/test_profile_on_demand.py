@@ -191,6 +191,11 @@ def test_the_cli_requests_waits_fetches_and_uploads(srv, tmp_path: Path) -> None
                       what="analysis of the upload")
     assert api.get(f"/api/v1/profiles/{uid}").json()["state"] == "done"
 
+    # "next": the step after the one running now, by the run's step clock (the job logged steps up to 10)
+    nxt = _cli("request", "--run", "gloo/cli", "--steps", "next", *u, home=home)
+    assert nxt.returncode == 0 and "steps 12-12 of gloo/cli" in nxt.stdout, nxt.stdout + nxt.stderr
+    assert "cancelled" in _cli("cancel", nxt.stdout.split()[2].rstrip(":"), *u, home=home).stdout
+
     bad = _cli("request", "--run", "gloo/cli", "--steps", "9-99", *u, home=home)
     assert bad.returncode == 2 and "at most 8 steps" in bad.stderr
     gone = _cli("cancel", "0123456789abcdef", *u, home=home)
@@ -247,3 +252,20 @@ def test_an_upload_interrupted_by_a_server_restart_resumes_where_the_server_is(t
         assert api.get(f"/api/v1/profiles/{rid}/files/{name}").content == data
     finally:
         second.stop()
+
+
+def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
+    api = _api(srv)
+    r = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4", "stage": "actor_update",
+                                           "lanes": ["rank_0"], "activities": ["cpu"]})
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    bad = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4-5", "stage": "x"})
+    assert bad.status_code == 422 and "one step" in bad.json()["detail"]
+    outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2))
+    assert "done" in outs[0], outs
+    p = wait_until(lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] == "done" and x, timeout=60, what="done")
+    (name,) = [n for n, f in p["files"].items() if f["complete"]]
+    trace = json.loads(gzip.decompress(api.get(f"/api/v1/profiles/{rid}/files/{name}").content))
+    marks = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith(("work_step", "gen_step"))}
+    assert marks == {"work_step4"}  # the actor_update state of step 4 only: not its generate, not step 5

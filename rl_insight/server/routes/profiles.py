@@ -53,12 +53,22 @@ def build_router(st: AppState) -> APIRouter:
         """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; expires
         after `ttl_s` when no process took it."""
         project, experiment = run_key(body.run_id, body.project, body.experiment_name)
-        first, last = parse_steps(body.steps)
+        if body.steps.strip().lower() == "next":  # the step after the one running now, by the freshest clock there is
+            clock = book.run_step(project, experiment)
+            if clock is None and st.reader is not None:
+                from ..runstore import queries as q
+
+                run_id = body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
+                if run_id is not None:
+                    clock = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get("last_step")
+            first = last = int(clock or 0) + 2
+        else:
+            first, last = parse_steps(body.steps)
         origin = body.origin if body.origin == "upload" else \
             ("ui" if request.cookies and not request.headers.get("authorization") else "api")
         return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
                            activities=body.activities, memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
-                           max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin)
+                           max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin, stage=body.stage)
 
     @read.get("")
     def list_profiles(run_id: int | None = Query(None), project: str | None = Query(None, max_length=2048),

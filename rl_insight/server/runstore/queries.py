@@ -63,6 +63,11 @@ def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, 
     return _run_dict(row, time.time(), live_window_s)
 
 
+def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) -> int | None:
+    row = conn.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)).fetchone()
+    return None if row is None else int(row[0])
+
+
 def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
     rows = conn.execute(

@@ -257,7 +257,9 @@ async function renderInsights(el, runId, idPrefix = "") {
       "insight-wait"),
     card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
       ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
-          h("li", {}, h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
+          h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
+              onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "⏺"),
+            h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
       : "–", "insight-step", true, lastStep?.step),
     card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
 }
@@ -579,15 +581,17 @@ class Profiles {
   constructor(el, run, timeline) {
     this.el = el; this.run = run; this.timeline = timeline; this.lanes = [];
     timeline.onSelect = (lanes) => { this.lanes = lanes; this.lanesInput.value = lanes.join(","); };
-    // the step after the one running now (profiled whole), from the run's step clock as of the click
-    const nextStep = async () => ((await api(`/api/v1/runs/${this.run.id}?config=false`)).last_step ?? 0) + 2;
+    // the step after the one running now (profiled whole): the server resolves "next" by the run's freshest clock
+    const nextStep = async () => "next";
     this.stepsInput = h("input", { id: "profile-steps", size: 8, placeholder: "120 or 120-121" });
     this.lanesInput = h("input", { id: "profile-lanes", size: 24, placeholder: "lanes (click names on the timeline)" });
     this.ranksInput = h("input", { id: "profile-ranks", size: 10, placeholder: "ranks, e.g. 0,3" });
     this.cuda = h("input", { type: "checkbox", id: "profile-cuda", checked: "" });
     this.memory = h("input", { type: "checkbox", id: "profile-memory" });
+    this.stage = h("select", { id: "profile-stage", title: "only this state of the step (one step)" }, h("option", { value: "" }, "whole step"));
     this.msg = h("span", { class: "muted", id: "profile-msg" });
-    this.form = h("div", { class: "bar profile-form" }, h("label", {}, "steps ", this.stepsInput), this.lanesInput, this.ranksInput,
+    this.nextStep = nextStep;
+    this.form = h("div", { class: "bar profile-form" }, h("label", {}, "steps ", this.stepsInput), this.stage, this.lanesInput, this.ranksInput,
       h("label", {}, this.cuda, " cuda"), h("label", {}, this.memory, " memory"),
       h("button", { id: "profile-next", onclick: async () => this.request(String(await nextStep())) }, "Profile next step"),
       h("button", { id: "profile-submit", onclick: () => this.request(this.stepsInput.value.trim()) }, "Profile these steps"), this.msg);
@@ -601,15 +605,27 @@ class Profiles {
   async request(steps, extra = {}) {
     if (!steps) { this.msg.textContent = "say which steps"; return; }
     const body = { run_id: this.run.id, steps, ...this.selection(), activities: this.cuda.checked ? ["cpu", "cuda"] : ["cpu"],
-      memory: this.memory.checked, ...extra };
+      memory: this.memory.checked, stage: this.stage.value, ...extra };
     try {
       const p = await api("/api/v1/profiles", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
       this.msg.textContent = `requested ${p.id} (steps ${p.request.steps[0]}–${p.request.steps[1]})`;
     } catch (e) { this.msg.textContent = `not requested: ${e.message}`; }
     await this.load();
   }
+  async requestStage(name) {  // from the step breakdown: this stage, at the next step
+    if (![...this.stage.options].some(o => o.value === name)) this.stage.append(h("option", { value: name }, name));
+    this.stage.value = name;
+    document.getElementById("profiles-h")?.scrollIntoView();
+    await this.request(String(await this.nextStep()));
+  }
+  stageOptions() {  // the states seen on the timeline, for the stage menu
+    const names = [...new Set((this.timeline.data.spans || []).map(sp => sp[2]))].sort();
+    const have = new Set([...this.stage.options].map(o => o.value));
+    for (const n of names) if (!have.has(n)) this.stage.append(h("option", { value: n }, n));
+  }
   async cancel(id) { try { await api(`/api/v1/profiles/${id}`, { method: "DELETE" }); } catch (e) { this.msg.textContent = e.message; } await this.load(); }
   async load() {
+    this.stageOptions();
     const { profiles } = await api(`/api/v1/profiles?run_id=${this.run.id}`).catch(() => ({ profiles: [] }));
     // the windows each process profiled, on the timeline
     // (over the lanes the request chose, else every lane of the process)
@@ -620,7 +636,8 @@ class Profiles {
     if (!profiles.length) { this.list.replaceChildren(h("p", { class: "muted" }, "No profile requests for this run yet.")); return; }
     const rows = profiles.map(p => {
       const req = p.request, a = p.analysis || {};
-      const sel = ["lanes", "roles", "ranks"].filter(k => req[k].length).map(k => `${k} ${req[k].join(",")}`).join(" · ") || "every process";
+      const sel = (req.stage ? `stage ${req.stage} · ` : "") +
+        (["lanes", "roles", "ranks"].filter(k => req[k].length).map(k => `${k} ${req[k].join(",")}`).join(" · ") || "every process");
       const procs = Object.values(p.processes).map(x => h("div", { class: "proc", "data-state": x.state },
         h("b", {}, x.rank !== null && x.rank !== undefined ? `rank ${x.rank}` : `${x.host}:${x.pid}`
           + (x.lanes?.length ? ` (${x.lanes.slice(0, 4).join(", ")}${x.lanes.length > 4 ? ", …" : ""})` : "")), ` ${x.state}`,
