@@ -95,8 +95,8 @@ def build_router(st: AppState) -> APIRouter:
         raw = await read_body(request, 64 * 1024)
         try:
             body = json.loads(raw)
-        except ValueError:
-            raise InvalidInputError("status body must be JSON") from None
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+            raise InvalidInputError("status body must be JSON (an object, not deeply nested)") from None
         if not isinstance(body, dict):
             raise InvalidInputError("status body must be a JSON object")
         return await run_in_threadpool(book.report, profile_id, body)
