@@ -59,6 +59,7 @@ def _hwm_mb():
 
 from pathlib import Path
 from rl_insight.analysis.load import load
+import pandas  # noqa: F401  (imported before t0, as upstream's child imports its parser, and pandas, before t0)
 t0 = time.perf_counter()
 loaded = load([Path(sys.argv[1])], detail=tuple(sys.argv[2].split(",")))
 dt = time.perf_counter() - t0
