@@ -20,9 +20,10 @@ MAX_OPEN_PER_CLIENT = 10_000
 
 
 class _Client:
-    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final")
+    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid")
 
     def __init__(self) -> None:
+        self.host, self.pid = "", None
         self.last_seen_mono = 0.0
         self.last_seen_ns = 0
         self.run: tuple[str, str] | None = None
@@ -36,6 +37,8 @@ class ClientTracker:
         self.silence_s = silence_s
         self._close_spans = close_spans
         self._mark_finished = mark_finished
+        # told (host, pid) of each client that went silent: what else it left half-done (a profiling window)
+        self.on_silent: list[Callable[[str, int], None]] = []
         self._lock = threading.Lock()
         self._clients: dict[str, _Client] = {}
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
@@ -62,6 +65,7 @@ class ClientTracker:
                     return
                 c = self._clients[client.id] = _Client()
             c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
+            c.host, c.pid = client.host, client.pid
             if client.project is not None or client.experiment_name is not None:
                 c.run = (client.project or "", client.experiment_name or "")
             for s in starts:  # starts first: a state may start and end within one batch
@@ -89,9 +93,12 @@ class ClientTracker:
         now_mono = time.monotonic() if now_mono is None else now_mono
         closed: list[SpanRecord] = []
         runs: set[tuple[str, str]] = set()
+        silent: list[tuple[str, int]] = []
         with self._lock:
             for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
                 c = self._clients.pop(cid)
+                if c.pid is not None:
+                    silent.append((c.host, c.pid))
                 closed.extend(self._cut(c, c.last_seen_ns, "client silent"))
                 run = self._run_done(c)
                 if run is not None:
@@ -100,6 +107,9 @@ class ClientTracker:
             self._close_spans(closed)
         for run in runs:
             self._mark_finished(*run)
+        for host, pid in silent:
+            for callback in self.on_silent:
+                callback(host, pid)
         return len(closed)
 
     def live_clients(self) -> int:

@@ -206,6 +206,19 @@ class ProfileBook:
             self._save(rec)
         return self.describe(rec)
 
+    def process_silent(self, host: str, pid: int) -> None:
+        """A client went silent (killed, crashed: no exit handler ran): its unfinished part of any request
+        ends as failed, with the reason, instead of "profiling" until the request expires."""
+        key = f"{host[:128]}:{pid}"
+        with self._lock:
+            for rec in self._records.values():
+                proc = rec["processes"].get(key)
+                if proc is not None and proc["state"] not in PROCESS_TERMINAL:
+                    proc.update(state="failed", updated_at=_now(),
+                                message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
+                                        "will come from it")
+                    self._save(rec)
+
     # ------------------------------------------------------------------ uploads
     def upload(self, rid: str, name: str, offset: int, total: int, data: bytes) -> dict[str, Any]:
         """Appends one chunk of a gzip'd trace at `offset` of `total` bytes. ConflictError carries the size

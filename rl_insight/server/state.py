@@ -153,6 +153,7 @@ class AppState:
         if self.writer is not None:  # a run removed by retention takes its profile traces with it
             self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
+        self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")

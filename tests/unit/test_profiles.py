@@ -207,3 +207,20 @@ def test_a_request_that_expires_before_its_window_says_so() -> None:
     ctl.boundary("rank_0")
     assert not ctl.hot and ctl._armed is None
     assert ctl._outbox[-1][1]["state"] == "expired" and "expired before its window" in ctl._outbox[-1][1]["message"]
+
+
+def test_a_process_that_goes_silent_mid_window_ends_failed(tmp_path: Path) -> None:
+    from rl_insight.protocol import ClientInfo
+    from rl_insight.server.clients import ClientTracker
+
+    book = _book(tmp_path)
+    rid = book.create("p", "e", 3, 3)["id"]
+    book.report(rid, {"state": "profiling", "process": {"host": "node1", "pid": 77, "rank": 2}})
+    tracker = ClientTracker(0.05, lambda spans: None, lambda p, e: None)
+    tracker.on_silent.append(book.process_silent)
+    tracker.seen(ClientInfo("c1", 77, "node1", "p", "e"), [], [], False)
+    time.sleep(0.1)
+    tracker.reap()
+    proc = next(iter(book.get(rid)["processes"].values()))
+    assert proc["state"] == "failed" and "went silent while profiling" in proc["message"]
+    assert book.get(rid)["state"] == "failed"
