@@ -5,6 +5,7 @@ stack). The public API is upstream RL-Insight's, which verl's `RLInsightLogger` 
 """
 
 from ._version import __version__
+from .agent_loop import agent_loop_session
 from .client.api import (
     finish,
     flush,
@@ -22,6 +23,7 @@ from .client.api import (
 
 __all__ = [
     "__version__",
+    "agent_loop_session",
     "finish",
     "flush",
     "init",

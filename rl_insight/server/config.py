@@ -20,6 +20,7 @@ class ServerConfig:
     data_dir: str = "~/.rl-insight/data"
     max_body_bytes: int = DEFAULT_MAX_BODY
     series_ttl_s: float = 3600.0  # series not updated for this long leave /metrics
+    agent_loop_series_ttl_s: float = 120.0  # agent_loop_* info series (one per trajectory) leave /metrics sooner
     max_series_per_metric: int = 10_000
     max_targets: int = 10_000
     # Size bounds of what the server holds in memory (beyond them new items are refused and counted)

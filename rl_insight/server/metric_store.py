@@ -41,6 +41,7 @@ class _Family:
     series: dict[tuple, _Series] = field(default_factory=dict)
     cost: int = 0
     owner: str = ""  # the client that created it (per-client family bound)
+    ttl: float | None = None  # its own series TTL (agent-loop info series), else the store's
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,11 @@ class MetricStore:
 
     def __init__(self, series_ttl_s: float = 3600.0, max_series_per_metric: int = 10_000,
                  max_families: int = 20_000, max_families_per_client: int = 5_000,
-                 max_bytes: int = 256 * 2**20) -> None:
+                 max_bytes: int = 256 * 2**20, ttl_by_prefix: dict[str, float] | None = None) -> None:
         self._ttl = series_ttl_s
+        # metric names (before the exposition prefix) whose series leave /metrics sooner: one series per agent-loop
+        # trajectory would otherwise pile up for an hour (Prometheus and the run store keep them)
+        self._ttl_by_prefix = dict(ttl_by_prefix or {})
         self._cap = max_series_per_metric
         self._max_families = max_families
         self._max_families_per_client = max_families_per_client
@@ -117,7 +121,8 @@ class MetricStore:
                 if self.bytes_used + cost > self._max_bytes:
                     raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); {name!r} refused")
                 fam = self._families[name] = _Family(name, kind, d.doc or f"{kind.capitalize()} {d.name}", d.bounds,
-                                                     cost=cost, owner=client_id)
+                                                     cost=cost, owner=client_id,
+                                                     ttl=next((t for p, t in self._ttl_by_prefix.items() if base.startswith(p)), None))
                 self._families_by_client[client_id] = mine + 1
                 self.bytes_used += cost
             elif fam.kind != kind:
@@ -170,9 +175,9 @@ class MetricStore:
             return sum(len(f.series) for f in self._families.values())
 
     def _sweep(self, now: float) -> None:
-        cutoff = now - self._ttl
         for name in list(self._families):
             fam = self._families[name]
+            cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
             for key in [k for k, s in fam.series.items() if s.touched < cutoff]:
                 self.bytes_used -= fam.series.pop(key).cost
             if not fam.series:
@@ -189,11 +194,11 @@ class MetricStore:
         now = time.monotonic()
         rows: list[tuple[str, Kind, str, tuple | None, list[tuple[dict, object]]]] = []
         with self._lock:
-            if now - self._last_sweep > min(60.0, self._ttl / 4):
+            if now - self._last_sweep > min(60.0, self._ttl / 4, *(t / 4 for t in self._ttl_by_prefix.values())):
                 self._sweep(now)
                 self._last_sweep = now
-            cutoff = now - self._ttl
             for fam in self._families.values():
+                cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
                 items: list[tuple[dict, object]] = []
                 for s in fam.series.values():
                     if s.touched < cutoff:

@@ -121,6 +121,7 @@ class AppState:
         self.host_names = local_names(config.host, config.allowed_hosts)
         self.registry = CollectorRegistry(auto_describe=False)
         self.store = MetricStore(config.series_ttl_s, config.max_series_per_metric, max_families=config.max_families,
+                                 ttl_by_prefix={"agent_loop_": config.agent_loop_series_ttl_s},
                                  max_families_per_client=config.max_families_per_client, max_bytes=config.max_metric_store_bytes)
         self.registry.register(StoreCollector(self.store))
         self.metrics = ServerMetrics(self.registry)

@@ -1,0 +1,113 @@
+"""Agent-loop sessions: upstream RL-Insight 0.3.0's `agent_loop_session` protocol, as its
+`agent_loop_trajectory` dashboard reads it.
+
+`agent_loop_session(experiment_name=…, sample=…, session=…)` fixes a session's identity and start time;
+`.finish(trajectories=…, status=…)` publishes the dashboard's hierarchy gauges (`agent_loop_run_info`,
+`agent_loop_sample_info`, `agent_loop_session_info`, one `agent_loop_traj_info` per trajectory, the first
+and last turn times) and one `agent_session` span (`monitor.trace_source="session"`), all through the
+public API, so they reach /metrics, Tempo and the run store like everything else.
+
+Differences from upstream, on purpose:
+* the gauges are info series (value 1, identity in labels): upstream keeps one series per sample,
+  session and trajectory on /metrics forever. The server drops `agent_loop_*` series after
+  `agent_loop_series_ttl_s` (default 120 s: several scrapes, so Prometheus has them) instead of its
+  hour-long default; the run store keeps everything;
+* `finish` runs once (a second call is ignored), accepts trajectories as objects or dicts
+  (`chain_id`, `reward_score`, `num_turns`), and never raises into the agent loop;
+* the `agent_session` span is on the session's lane (`state_lane_id`), so the run's timeline shows it.
+"""
+
+from __future__ import annotations
+
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+from .client.api import _internal_error, metric_gauge, trace_span
+
+STATUSES = ("success", "failure", "empty", "capacity_exhausted", "error")  # upstream's vocabulary
+
+
+def _sess_key(sample: Any, session: Any) -> str:
+    return f"sample={sample}/session={session}"
+
+
+def agent_loop_lane_id(experiment_name: Any, sample: Any, session: Any, traj: Any) -> str:
+    """The lane of one trajectory: `experiment=<exp>/sample=<s>/session=<sess>/traj=<t>` (upstream's)."""
+    return f"experiment={experiment_name}/{_sess_key(sample, session)}/traj={traj}"
+
+
+def _field(traj: Any, key: str, default: Any = None) -> Any:
+    if isinstance(traj, dict):
+        return traj.get(key, default)
+    return getattr(traj, key, default)
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return v if v - v == 0.0 else default  # finite
+
+
+class AgentLoopSession:
+    """One agent-loop session (one sample's rollout, its trajectories); `identity` is fixed at creation."""
+
+    __slots__ = ("identity", "start_ns", "_finished")
+
+    def __init__(self, identity: dict[str, Any], start_ns: int) -> None:
+        self.identity = identity
+        self.start_ns = start_ns
+        self._finished = False
+
+    def finish(self, *, trajectories: list[Any], status: str, runner_name: str | None = None,
+               reward_source: str | None = None, finished: bool | None = None) -> None:
+        """Publish the dashboard's gauges and the `agent_session` span. Once; never raises."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            end_ns = time.time_ns()
+            trajectories = list(trajectories or [])
+            self._gauges(trajectories, end_ns)
+            trace_span(name="agent_session", start_time_ns=self.start_ns, end_time_ns=end_ns, attributes={
+                **self.identity, "monitor.trace_source": "session", "runner_name": runner_name or "",
+                "status": str(status), "num_trajectories": len(trajectories), "reward_source": reward_source or "",
+                "finished": finished if finished is not None else ""})
+        except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
+            _internal_error("agent_loop_session.finish", exc)
+
+    def _gauges(self, trajectories: list[Any], end_ns: int) -> None:
+        ident = self.identity
+        exp, sample, session = ident["experiment_name"], ident["sample"], ident["session"]
+        steps = "" if ident["global_steps"] == "" else str(ident["global_steps"])
+        base = {"experiment_name": exp, "global_steps": steps}
+        metric_gauge("agent_loop_run_info", 1.0, **base, title=f"Experiment · {exp}")
+        metric_gauge("agent_loop_sample_info", 1.0, **base, sample=sample, title=f"Sample {sample}")
+        metric_gauge("agent_loop_session_info", 1.0, **base, sample=sample, session=session,
+                     sess_key=_sess_key(sample, session), title=f"Session {session}")
+        for index, traj in enumerate(trajectories):
+            chain_id = _field(traj, "chain_id")
+            traj_id = str(int(_number(chain_id)) - 1) if chain_id is not None else str(index)
+            reward = _number(_field(traj, "reward_score", 0))
+            turns = int(_number(_field(traj, "num_turns", 0)))
+            metric_gauge("agent_loop_traj_info", 1.0, **base, sample=sample, session=session, traj=traj_id,
+                         leaf=f"{_sess_key(sample, session)}/traj={traj_id}",
+                         title=f"Trajectory #{traj_id} · reward {reward:g} · {turns} turns")
+        metric_gauge("agent_loop_first_turn_unixtime", self.start_ns / 1e9, **base)
+        metric_gauge("agent_loop_last_turn_unixtime", end_ns / 1e9, **base)
+
+
+def agent_loop_session(*, project: Any = None, experiment_name: Any, sample: Any, session: Any, traj: Any = 0,
+                       uid: Any = None, global_steps: Any = None, session_id: Any = None) -> AgentLoopSession:
+    """The identity and start time of one agent-loop session (upstream 0.3.0's signature). `global_steps`
+    stays a number in the span (the dashboard's TraceQL matches it exactly)."""
+    exp, sample, session, traj = str(experiment_name), str(sample), str(session), str(traj)
+    identity = {"project": "" if project is None else str(project), "experiment_name": exp, "sample": sample,
+                "session": session, "traj": traj, "state_lane_id": agent_loop_lane_id(exp, sample, session, traj),
+                "uid": "" if uid is None else str(uid), "global_steps": "" if global_steps is None else global_steps,
+                "session_id": "" if session_id is None else str(session_id)}
+    return AgentLoopSession(identity, time.time_ns())
