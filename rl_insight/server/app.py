@@ -20,7 +20,7 @@ from .._version import __version__
 from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import clean_text
 from .config import ServerConfig
-from .routes import experiments, health, ingest, panels, profiles, runs, session, spans, targets
+from .routes import experiments, health, ingest, otlp, panels, profiles, runs, session, spans, targets
 from .security import SECURITY_HEADERS, guard_middleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -49,6 +49,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     app.include_router(health.build_router(st))
     app.include_router(ingest.build_router(st))
+    app.include_router(otlp.build_router(st))
     app.include_router(targets.build_router(st))
     app.include_router(experiments.build_router(st))
     app.include_router(spans.build_router(st))

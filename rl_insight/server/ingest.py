@@ -39,6 +39,17 @@ class IngestResult:
 
 def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> Any:
     """gunzip (bounded, against zip bombs) and parse JSON; errors name the problem."""
+    raw = gunzip_bounded(raw, content_encoding, max_bytes)
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise MalformedBodyError("body is nested too deeply to be a valid request") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}") from None
+
+
+def gunzip_bounded(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The body as sent, or gunzip'd without ever holding more than `max_bytes` (a zip bomb is a 413)."""
     if content_encoding and content_encoding.lower() == "gzip":
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
@@ -50,12 +61,7 @@ def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> Any
                                        hint="send smaller batches or raise --max-body-bytes")
     elif content_encoding and content_encoding.lower() not in ("identity", ""):
         raise MalformedBodyError(f"unsupported Content-Encoding {content_encoding!r}; use gzip or none")
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise MalformedBodyError("body is nested too deeply to be a valid request") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedBodyError(f"body is not valid JSON: {exc}") from None
+    return raw
 
 
 def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:

@@ -51,6 +51,8 @@ class ServerMetrics:
         self.clients = Gauge(p + "live_clients", "Client processes heard from within the silence timeout", registry=registry)
         self.cut_short = Gauge(p + "spans_cut_short", "Open states closed because their client went silent or finished",
                                registry=registry)
+        self.otlp_intake = Counter(p + "otlp_intake", "OTLP trace intake: attribute values capped, spans without a run "
+                                   "identity (kept under project 'unassigned')", ["what"], registry=registry)
         info = Gauge(p + "build_info", "Server version", ["version"], registry=registry)
         info.labels(__version__).set(1)
 

@@ -1,0 +1,184 @@
+"""OTLP trace intake: spans from any OpenTelemetry exporter (verl's MLflow rollout traces, vLLM's
+`--otlp-traces-endpoint`, the OTel SDK) become the same span records as our own ingest.
+
+`POST /v1/traces` takes OTLP/HTTP protobuf or JSON, gzip'd or not (routes/otlp.py). Each span is mapped
+to a run and a lane, then goes through `protocol.decode_batch` (the one validation) and the same sinks as
+ingested spans (memory, run store, Tempo forwarder).
+
+* **Run identity**, in this order: the span's attributes `project` + `experiment_name`; the resource's;
+  a `service.name` written `<project>/<experiment_name>`. A span with none of these is kept in a visible
+  run of project `unassigned` (experiment: its service.name, else `unknown`), never dropped silently.
+* **Lane**: the `state_lane_id` attribute, else `otlp/<service.name>`.
+* **Bounded**: attribute values longer than protocol.MAX_ATTRIBUTE_VALUE (prompt text) are cut and, past
+  protocol.MAX_ATTRIBUTES_BYTES per span, the largest values are replaced by a marker; both are counted
+  (`capped`), so a span is never refused for its size. Resource attributes are prefixed `resource.`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Iterator
+
+from ..errors import MalformedBodyError
+from ..protocol import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_ATTRIBUTES_BYTES
+
+UNASSIGNED = "unassigned"
+_RESOURCE_KEEP = ("service.name", "service.instance.id", "host.name", "process.pid", "telemetry.sdk.name")
+
+
+def _any_value(v: dict[str, Any]) -> Any:
+    """An OTLP AnyValue (JSON mapping or MessageToDict form) as a plain Python value."""
+    if not isinstance(v, dict):
+        return None
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in v:
+            return v[key]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])  # JSON carries int64 as a string
+        except (TypeError, ValueError):
+            return str(v["intValue"])
+    if "arrayValue" in v:
+        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])[:256]]
+    if "kvlistValue" in v:
+        return {str(kv.get("key")): _any_value(kv.get("value", {})) for kv in (v["kvlistValue"] or {}).get("values", [])[:256]}
+    if "bytesValue" in v:
+        return str(v["bytesValue"])
+    return None
+
+
+def _attrs(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in (items or [])[: MAX_ATTRIBUTES * 4]:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = _any_value(kv.get("value", {}))
+    return out
+
+
+def _hex(value: Any, size: int, from_base64: bool) -> str:
+    if not isinstance(value, str) or not value:
+        return ""
+    if from_base64:  # protobuf's MessageToDict renders bytes as base64
+        import base64
+        import binascii
+
+        try:
+            return base64.b64decode(value, validate=True).hex()[: size * 2]
+        except (binascii.Error, ValueError):
+            return ""
+    return value.lower()[: size * 2]
+
+
+def decode_request(raw: bytes, content_type: str) -> tuple[list[dict[str, Any]], bool]:
+    """The `resourceSpans` of an ExportTraceServiceRequest (as JSON-form dicts), and whether ids are base64
+    (the protobuf path) rather than hex (OTLP/JSON)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media == "application/json":
+        try:
+            doc = json.loads(raw)
+        except RecursionError:
+            raise MalformedBodyError("OTLP/JSON body is nested too deeply") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedBodyError(f"OTLP/JSON body is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise MalformedBodyError("OTLP/JSON body must be an ExportTraceServiceRequest object")
+        spans = doc.get("resourceSpans") or doc.get("resource_spans") or []
+        if not isinstance(spans, list):
+            raise MalformedBodyError("OTLP/JSON resourceSpans must be a list")
+        return spans, False
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(raw)
+    except (DecodeError, RecursionError) as exc:
+        raise MalformedBodyError(f"body is not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
+    return MessageToDict(req).get("resourceSpans", []), True
+
+
+def _cap(attrs: dict[str, Any], counts: Counter) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in list(attrs.items())[:MAX_ATTRIBUTES]:
+        if not isinstance(v, (str, bool, int, float)) and v is not None:
+            v = json.dumps(v, default=str, ensure_ascii=False)
+        if isinstance(v, str) and len(v) > MAX_ATTRIBUTE_VALUE:
+            v = v[: MAX_ATTRIBUTE_VALUE - 1] + "…"
+            counts["capped"] += 1
+        out[str(k)[:256]] = v
+    if len(attrs) > MAX_ATTRIBUTES:
+        counts["capped"] += len(attrs) - MAX_ATTRIBUTES
+    size = sum(len(k) + (len(v) if isinstance(v, str) else 16) for k, v in out.items())
+    for k in sorted(out, key=lambda key: -len(out[key]) if isinstance(out[key], str) else 0):
+        if size <= MAX_ATTRIBUTES_BYTES - 256:
+            break
+        v = out[k]
+        if isinstance(v, str) and len(v) > 64:
+            size -= len(v) - 40
+            out[k] = f"[{len(v)} characters dropped]"[:40]
+            counts["capped"] += 1
+    return out
+
+
+def _identity(attrs: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str]:
+    for src in (attrs, resource):
+        p, e = src.get("project"), src.get("experiment_name")
+        if isinstance(p, str) and p and isinstance(e, str) and e:
+            return p, e
+    service = resource.get("service.name")
+    if isinstance(service, str) and "/" in service:
+        p, _, e = service.partition("/")
+        if p and e:
+            return p, e
+    return UNASSIGNED, service if isinstance(service, str) and service else "unknown"
+
+
+def _spans(resource_spans: list[Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for rs in resource_spans:
+        if not isinstance(rs, dict):
+            continue
+        resource = _attrs((rs.get("resource") or {}).get("attributes"))
+        for ss in rs.get("scopeSpans") or rs.get("scope_spans") or []:
+            if not isinstance(ss, dict):
+                continue
+            for span in ss.get("spans") or []:
+                if isinstance(span, dict):
+                    yield resource, span
+
+
+def to_batches(resource_spans: list[Any], b64_ids: bool) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
+    """One ingest batch (protocol form) per run, and the counts of what was capped or unassigned."""
+    counts: Counter = Counter()
+    batches: dict[tuple[str, str], dict[str, Any]] = {}
+    for resource, span in _spans(resource_spans):
+        attrs = _attrs(span.get("attributes"))
+        project, experiment = _identity(attrs, resource)
+        if project == UNASSIGNED:
+            counts["unassigned"] += 1
+        service = resource.get("service.name") or "unknown"
+        merged = {**{f"resource.{k}": v for k, v in resource.items() if k in _RESOURCE_KEEP}, **attrs,
+                  "project": project, "experiment_name": experiment, "monitor.trace_source": attrs.get(
+                      "monitor.trace_source", "otlp")}
+        lane = attrs.get("state_lane_id")
+        record = {
+            "id": _hex(span.get("spanId"), 8, b64_ids), "trace_id": _hex(span.get("traceId"), 16, b64_ids),
+            "parent_id": _hex(span.get("parentSpanId"), 8, b64_ids) or None, "name": span.get("name") or "(unnamed)",
+            "lane": str(lane) if lane not in (None, "") else f"otlp/{service}"[:256], "kind": "span",
+            "start_ns": _int(span.get("startTimeUnixNano")), "end_ns": _int(span.get("endTimeUnixNano")),
+            "attributes": _cap(merged, counts)}
+        batch = batches.get((project, experiment))
+        if batch is None:
+            batch = batches[(project, experiment)] = {
+                "v": 1, "client": {"id": f"otlp:{service}"[:64], "host": str(resource.get("host.name") or "otlp")[:256],
+                                   "project": project, "experiment_name": experiment}, "spans": []}
+        batch["spans"].append(record)
+    return batches, counts
+
+
+def _int(v: Any) -> Any:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return v  # refused by the protocol's validation, with the reason

@@ -1,0 +1,65 @@
+"""POST /v1/traces: OTLP/HTTP trace intake (protobuf or JSON, gzip), behind the ingest token
+(server/otlp_intake.py maps spans to runs and lanes; the protocol validates; the span sinks store)."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..ingest import apply_batch, gunzip_bounded
+from ..models import error_responses
+from ..otlp_intake import decode_request, to_batches
+from ..state import AppState
+from .body import read_body
+
+ROUTE_OTLP_TRACES = "/v1/traces"
+
+
+def build_router(st: AppState) -> APIRouter:
+    r = APIRouter(tags=["otlp"], dependencies=[Depends(st.auth.require_write)])
+
+    def intake(raw: bytes, encoding: str | None, content_type: str) -> tuple[int, int, str]:
+        started = time.perf_counter()
+        body = gunzip_bounded(raw, encoding, st.config.max_body_bytes)
+        resource_spans, b64 = decode_request(body, content_type)
+        batches, counts = to_batches(resource_spans, b64)
+        accepted = rejected = 0
+        first_error = ""
+        m = st.metrics
+        for obj in batches.values():
+            batch, result = apply_batch(obj, st.store)
+            st.spans.put(result.span_starts, result.spans, batch.client.host, None)
+            accepted += result.accepted
+            rejected += result.rejected
+            if result.errors and not first_error:
+                first_error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
+            for reason, n in result.reasons.items():
+                m.rejected.labels(reason).inc(n)
+        m.accepted.labels("otlp_spans").inc(accepted)
+        for what, n in counts.items():  # capped attributes, spans without a run identity
+            m.otlp_intake.labels(what).inc(n)
+        m.latency.observe(time.perf_counter() - started)
+        return accepted, rejected, first_error
+
+    @r.post(ROUTE_OTLP_TRACES, responses=error_responses(400, 401, 403, 413, 415))
+    async def traces(request: Request) -> Response:
+        """OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json, optionally gzip).
+        Answers an ExportTraceServiceResponse; spans refused by validation are counted in `partialSuccess`."""
+        raw = await read_body(request, st.config.max_body_bytes)
+        content_type = request.headers.get("content-type", "application/x-protobuf")
+        accepted, rejected, error = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
+        if content_type.split(";", 1)[0].strip().lower() == "application/json":
+            body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
+            return JSONResponse(body)
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTracePartialSuccess,
+                                                                              ExportTraceServiceResponse)
+
+        msg = ExportTraceServiceResponse()
+        if rejected:
+            msg.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=error[:1000]))
+        return Response(msg.SerializeToString(), media_type="application/x-protobuf")
+
+    return r

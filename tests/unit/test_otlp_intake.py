@@ -1,0 +1,111 @@
+"""OTLP trace intake (POST /v1/traces) with the real OpenTelemetry SDK exporter over OTLP/HTTP (protobuf, gzip)
+and OTLP/JSON: spans land in the run store under the run their attributes, resource or service.name name,
+spans without identity in a visible `unassigned` run, huge attributes capped and counted, the token required."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import start_server
+
+TOKEN = "otlp-token"
+
+
+@pytest.fixture
+def srv(tmp_path: Path):
+    s = start_server(tmp_path, token=TOKEN)
+    yield s
+    s.stop()
+
+
+def _provider(url: str, service: str, token: str | None = TOKEN):
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", compression=Compression.Gzip,
+                                headers={"Authorization": f"Bearer {token}"} if token else {})
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def _runs(srv) -> dict[tuple[str, str], int]:
+    srv.app.state.st.writer.flush(10)
+    runs = httpx.get(srv.url + "/api/v1/runs", headers={"Authorization": f"Bearer {TOKEN}"}).json()["runs"]
+    return {(r["project"], r["experiment_name"]): r["id"] for r in runs}
+
+
+def _spans(srv, run_id: int) -> list[dict]:
+    h = {"Authorization": f"Bearer {TOKEN}"}
+    rows = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans", params={"from_ns": 0, "to_ns": time.time_ns()}, headers=h).json()["spans"]
+    return [httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans/{row[6]}", headers=h).json() for row in rows]
+
+
+def test_real_otel_sdk_spans_over_otlp_http_reach_their_run(srv) -> None:
+    provider = _provider(srv.url, "verl-rollout")
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("trajectory", attributes={"project": "agents", "experiment_name": "react", "step": 3,
+                                                               "sample_index": 7, "rollout_n": 1, "validate": False}):
+        with tracer.start_as_current_span("generate", attributes={"project": "agents", "experiment_name": "react",
+                                                                 "prompt": "p" * 50_000}):
+            pass
+        with tracer.start_as_current_span("tool_call", attributes={"project": "agents", "experiment_name": "react",
+                                                                  "tool": "search"}):
+            pass
+    mystery = _provider(srv.url, "mystery-service").get_tracer("t")
+    with mystery.start_as_current_span("lonely"):
+        pass
+    refused = _provider(srv.url, "intruder", token=None).get_tracer("t")
+    with refused.start_as_current_span("sneaky", attributes={"project": "agents", "experiment_name": "react"}):
+        pass
+
+    runs = _runs(srv)
+    spans = {s["name"]: s for s in _spans(srv, runs[("agents", "react")])}
+    assert set(spans) == {"trajectory", "generate", "tool_call"}  # the unauthenticated one was refused
+    root = spans["trajectory"]
+    assert root["attributes"]["step"] == 3 and root["attributes"]["sample_index"] == 7
+    assert root["attributes"]["resource.service.name"] == "verl-rollout"
+    assert spans["generate"]["parent_id"] == root["id"] and spans["generate"]["trace_id"] == root["trace_id"]
+    assert spans["generate"]["lane"] == "otlp/verl-rollout"
+    assert spans["generate"]["attributes"]["prompt"].endswith("…") and len(spans["generate"]["attributes"]["prompt"]) <= 4096
+    # no identity: kept, visibly, under the unassigned project, named after its service
+    assert [s["name"] for s in _spans(srv, runs[("unassigned", "mystery-service")])] == ["lonely"]
+    metrics = httpx.get(srv.url + "/metrics").text
+    assert 'rl_insight_server_otlp_intake_total{what="capped"} 1.0' in metrics
+    assert 'rl_insight_server_otlp_intake_total{what="unassigned"} 1.0' in metrics
+
+
+def test_otlp_json_gzip_and_hostile_bodies(srv) -> None:
+    h = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    now = time.time_ns()
+    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "vllm/qwen-run"}}]},
+                              "scopeSpans": [{"spans": [
+                                  {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+                                   "name": "llm_request", "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now),
+                                   "attributes": [{"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "42"}}]},
+                                  {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "c7ad6b7169203331",
+                                   "name": "backwards", "startTimeUnixNano": str(now), "endTimeUnixNano": str(now - 5)}]}]}]}
+    r = httpx.post(srv.url + "/v1/traces", content=gzip.compress(json.dumps(doc).encode()),
+                   headers={**h, "Content-Encoding": "gzip"})
+    assert r.status_code == 200 and r.json()["partialSuccess"]["rejectedSpans"] == "1"  # end before start: refused, said
+    assert "before" in r.json()["partialSuccess"]["errorMessage"]
+    spans = _spans(srv, _runs(srv)[("vllm", "qwen-run")])  # service.name "<project>/<experiment>"
+    assert [s["name"] for s in spans] == ["llm_request"] and spans[0]["attributes"]["gen_ai.usage.completion_tokens"] == 42
+    for body, headers, status in [
+        (b"not json", h, 400),
+        (b"\x0a\xff\xff\xff", {**h, "Content-Type": "application/x-protobuf"}, 400),
+        (b"[" * 100_000 + b"]" * 100_000, h, 400),
+        (gzip.compress(b"0" * (20 * 2**20)), {**h, "Content-Encoding": "gzip"}, 413),
+        (json.dumps(doc).encode(), {**h, "Content-Type": "text/plain"}, 415),
+    ]:
+        assert httpx.post(srv.url + "/v1/traces", content=body, headers=headers).status_code == status
+    assert httpx.get(srv.url + "/healthz").status_code == 200
