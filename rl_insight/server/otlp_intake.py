@@ -53,7 +53,27 @@ def _attrs(items: Any) -> dict[str, Any]:
     for kv in (items or [])[: MAX_ATTRIBUTES * 4]:
         if isinstance(kv, dict) and isinstance(kv.get("key"), str):
             out[kv["key"]] = _any_value(kv.get("value", {}))
-    return out
+    return _mlflow(out)
+
+
+# verl's rollout-trace tags (`rollout_trace_attr`), as MLflow would export trace tags: `mlflow.traceTag.<key>`
+VERL_TRACE_TAGS = ("step", "sample_index", "rollout_n", "validate", "experiment_name", "project")
+
+
+def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
+    """MLflow's OTLP export writes its string attributes JSON-encoded (`"\"tr-…\""`) and trace tags as
+    `mlflow.traceTag.<key>`: unquote the former; copy verl's tags to their plain names (docs/otlp.md)."""
+    for k, v in list(attrs.items()):
+        if not k.startswith("mlflow."):
+            continue
+        if isinstance(v, str) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+            try:
+                attrs[k] = v = json.loads(v)
+            except ValueError:
+                pass
+        if k.startswith("mlflow.traceTag.") and k[16:] in VERL_TRACE_TAGS and k[16:] not in attrs:
+            attrs[k[16:]] = v
+    return attrs
 
 
 def _hex(value: Any, size: int, from_base64: bool) -> str:
