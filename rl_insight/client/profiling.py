@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
 from .ratelog import ratelog
 
-FAST_POLL_S = 0.5  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
+FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
 _CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches keep flowing meanwhile
 
 
@@ -71,6 +71,9 @@ class ProfileController:
         self._exp = exporter
         self.hot = False  # read on the hot path: something is armed or profiling
         self.run_step: int | None = None
+        self.run_step_at = 0.0  # when the server saw the run's clock move (epoch s, the server's clock)
+        # lane -> (when, by which clock) it last entered a state while something was armed
+        self._entered: dict[str, tuple[float, int | None]] = {}
         self.lanes: set[str] = set()
         self._lock = threading.Lock()  # around the state below; never held across torch or the network
         self._boundary_lock = threading.Lock()
@@ -128,6 +131,8 @@ class ProfileController:
         listed = body.get("profile")
         run_step = body.get("run_step")
         if type(run_step) is int and run_step >= 0:
+            at = body.get("run_step_at")
+            self.run_step_at = float(at) if type(at) in (int, float) else 0.0
             self.run_step = run_step
         if not isinstance(listed, list):
             return
@@ -196,6 +201,8 @@ class ProfileController:
         self._boundary_lock.acquire()
         try:
             self._boundary(lane, state)
+            if lane is not None and self._armed is not None:
+                self._entered[lane] = (time.time(), self._clock())
         except Exception as exc:  # noqa: BLE001 - profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
@@ -251,6 +258,18 @@ class ProfileController:
                 self.hot = False
             self._status(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
         elif current == req.first_step - 1:
+            if req.lanes and lane not in req.lanes:
+                return  # torch records the thread that starts it: open the window in a chosen lane's thread
+            when, by_clock = self._entered.get(lane or "", (0.0, None))
+            if self._exp.step is None and by_clock is not None and by_clock < current and when > self.run_step_at > 0:
+                # this process follows the run's clock from replies, and this lane entered a state after the clock
+                # moved but while it still read the old one: step `first` began here unseen. Exact or nothing.
+                with self._lock:
+                    self._armed = None
+                    self.hot = False
+                self._status(req, "expired", f"step {req.first_step} began on {lane} before the run's step clock reached "
+                                             f"this process; ask for step {req.first_step + 1} or later")
+                return
             if self._armed_clock is not None and self._armed_clock >= current:
                 # armed while step first-1 was already over: step `first` may have begun here, so a window opened
                 # now could miss its start. Exact or nothing: say so.
@@ -260,8 +279,6 @@ class ProfileController:
                 self._status(req, "expired", f"the request arrived after step {current} had ended here, so step "
                                              f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later")
                 return
-            if req.lanes and lane not in req.lanes:
-                return  # torch records the thread that starts it: open the window in a chosen lane's thread
             if req.stage and state != req.stage:
                 return  # a stage window opens when that state begins
             self._start(req, req.first_step, lane)

@@ -48,7 +48,7 @@ class ProfileBook:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
-        self._run_step: dict[tuple[str, str], int] = {}  # the run's step clock, from its clients' samples
+        self._run_step: dict[tuple[str, str], tuple[int, float]] = {}  # the run's step clock and when it last moved
         self._max_active = max_active_per_run
         self._load()
         self._analyze = analyze
@@ -152,12 +152,13 @@ class ProfileBook:
     def note_step(self, project: str | None, experiment_name: str | None, step: float | None) -> None:
         if project and experiment_name and step is not None and step == step and 0 <= step <= 2**53:
             key = (project, experiment_name)
-            if step > self._run_step.get(key, -1):
-                self._run_step[key] = int(step)
+            if step > self._run_step.get(key, (-1, 0.0))[0]:
+                self._run_step[key] = (int(step), _now())
 
     def run_step(self, project: str, experiment_name: str) -> int | None:
         """The run's step clock as its clients' latest samples say (fresher than the run store)."""
-        return self._run_step.get((project, experiment_name))
+        clock = self._run_step.get((project, experiment_name))
+        return None if clock is None else clock[0]
 
     def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
         """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
@@ -170,9 +171,9 @@ class ProfileBook:
                   if _run_of(r) == key and r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
                   and _state(r) in ("pending", "running")]
         out: dict[str, Any] = {"profile": active}
-        step = self._run_step.get(key)
-        if step is not None:
-            out["run_step"] = step
+        clock = self._run_step.get(key)
+        if clock is not None:  # and when it moved: a process can tell whether a step began before it heard
+            out["run_step"], out["run_step_at"] = clock
         return out
 
     # ------------------------------------------------------------------ what processes report

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,26 +61,34 @@ def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
+@contextmanager
+def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int) -> Iterator[str]:
+    """An ingest server and `rl-insight demo` feeding it, until `min_steps` steps are in the run store; its URL."""
+    server, url = _server(tmp)
+    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
+                             str(step_seconds), "--replicas", str(replicas), "--ranks", str(ranks), "--experiment-name",
+                             experiment], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import httpx
+
+    try:
+        wait_until(lambda: ((httpx.get(url + "/api/v1/runs").json()["runs"] or [{}])[0].get("last_step") or 0) >= min_steps,
+                   timeout=90, interval=0.5, what="demo steps in the run store")
+        yield url
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(60)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+        server.terminate()
+        server.wait(10)
+
+
 @pytest.fixture(scope="module")
 def live_demo(tmp_path_factory: pytest.TempPathFactory):
     _need_browser()
-    tmp = tmp_path_factory.mktemp("ui")
-    server, url = _server(tmp)
-    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
-                             "1.2", "--replicas", "3", "--ranks", "2", "--experiment-name", "ui-test"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import httpx
-
-    wait_until(lambda: ((httpx.get(url + "/api/v1/runs").json()["runs"] or [{}])[0].get("last_step") or 0) >= 3,
-               timeout=60, interval=0.5, what="demo steps in the run store")
-    yield url
-    demo.send_signal(signal.SIGINT)
-    try:
-        demo.wait(60)
-    except subprocess.TimeoutExpired:
-        demo.kill()
-    server.terminate()
-    server.wait(10)
+    with running_demo(tmp_path_factory.mktemp("ui"), "ui-test", 1.2, replicas=3, ranks=2, min_steps=3) as url:
+        yield url
 
 
 @pytest.fixture

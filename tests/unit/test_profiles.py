@@ -224,3 +224,32 @@ def test_a_process_that_goes_silent_mid_window_ends_failed(tmp_path: Path) -> No
     proc = next(iter(book.get(rid)["processes"].values()))
     assert proc["state"] == "failed" and "went silent while profiling" in proc["message"]
     assert book.get(rid)["state"] == "failed"
+
+
+def test_a_step_that_began_before_the_runs_clock_arrived_is_not_profiled_partially() -> None:
+    """A process without a step metric hears of the run's clock through replies: if one of its lanes entered a
+    state after the clock moved but before the reply came, that step began unseen and is refused, not cut."""
+    ctl = ProfileController(_Exp())
+    ctl._torch = True
+    ctl.offer({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5})
+    ctl.boundary("rank_0", "generate")  # still step 2 here (the clock says 1)
+    moved_at = time.time()
+    time.sleep(0.01)
+    ctl.boundary("rank_0", "generate")  # step 3's first state, before this process heard that step 2 ended
+    ctl.offer({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": moved_at})
+    ctl.boundary("rank_0", "actor_update")
+    assert ctl._window is None and ctl._outbox[-1][1]["state"] == "expired"
+    assert "before the run's step clock reached this process" in ctl._outbox[-1][1]["message"]
+
+    # heard in time: the lane's last state was before the clock moved, so the window opens at the step's first state
+    pytest.importorskip("torch")
+    ctl = ProfileController(_Exp())
+    ctl.offer({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5})
+    ctl.boundary("rank_0", "generate")
+    time.sleep(0.01)
+    ctl.offer({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": time.time()})
+    ctl.boundary("rank_0", "generate")
+    assert ctl._window is not None
+    ctl.offer({"profile": [_req(3, 3)], "run_step": 3, "run_step_at": time.time()})
+    ctl.boundary("rank_0", "generate")
+    assert ctl._window is None

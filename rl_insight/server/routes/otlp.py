@@ -44,7 +44,14 @@ def build_router(st: AppState) -> APIRouter:
         m.latency.observe(time.perf_counter() - started)
         return accepted, rejected, first_error
 
-    @r.post(ROUTE_OTLP_TRACES, responses=error_responses(400, 401, 403, 413, 415))
+    otlp_200 = {200: {"description": "ExportTraceServiceResponse, in the request's encoding",
+                      "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                                  "application/json": {"schema": {"type": "object"}}}}}
+
+    @r.post(ROUTE_OTLP_TRACES, responses={**otlp_200, **error_responses(400, 401, 403, 413, 415)},
+            openapi_extra={"requestBody": {"required": True, "content": {
+                "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                "application/json": {"schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}}}}})
     async def traces(request: Request) -> Response:
         """OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json, optionally gzip).
         Answers an ExportTraceServiceResponse; spans refused by validation are counted in `partialSuccess`."""
