@@ -168,8 +168,9 @@ def _spans(resource_spans: list[Any]) -> Iterator[tuple[dict[str, Any], dict[str
                     yield resource, span
 
 
-def to_batches(resource_spans: list[Any], b64_ids: bool) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
-    """One ingest batch (protocol form) per run, and the counts of what was capped or unassigned."""
+def to_batches(resource_spans: list[Any], b64_ids: bool, clock: Any = None) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
+    """One ingest batch (protocol form) per run, and the counts of what was capped, unassigned, or given its step
+    from the run's step clock (`clock`: server/step_clock.py; `step_source: run_clock` says so)."""
     counts: Counter = Counter()
     batches: dict[tuple[str, str], dict[str, Any]] = {}
     for resource, span in _spans(resource_spans):
@@ -181,6 +182,12 @@ def to_batches(resource_spans: list[Any], b64_ids: bool) -> tuple[dict[tuple[str
         merged = {**{f"resource.{k}": v for k, v in resource.items() if k in _RESOURCE_KEEP}, **attrs,
                   "project": project, "experiment_name": experiment, "monitor.trace_source": attrs.get(
                       "monitor.trace_source", "otlp")}
+        if "step" not in merged and clock is not None and project != UNASSIGNED:
+            start = _int(span.get("startTimeUnixNano"))
+            step = clock.step_at(project, experiment, start / 1e9) if isinstance(start, int) else None
+            if step is not None:  # MLflow loses verl's step tag on export: the run's clock at the span's start says it
+                merged["step"], merged["step_source"] = step, "run_clock"
+                counts["step_from_clock"] += 1
         lane = attrs.get("state_lane_id")
         record = {
             "id": _hex(span.get("spanId"), 8, b64_ids), "trace_id": _hex(span.get("traceId"), 16, b64_ids),

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ..fsutil import atomic_write
+from .step_clock import StepClock
 from ..protocol import (DEFAULT_PROFILE_BYTES, MAX_PROFILE_BYTES, MAX_PROFILE_STEPS, MAX_PROFILE_WINDOW_S,
                         PROCESS_STATES, PROCESS_TERMINAL, PROFILE_ACTIVITIES, ProfileRequest)
 
@@ -43,12 +44,13 @@ def _now() -> float:
 
 
 class ProfileBook:
-    def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN) -> None:
+    def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
+                 clock: StepClock | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
-        self._run_step: dict[tuple[str, str], tuple[int, float]] = {}  # the run's step clock and when it last moved
+        self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
         self._max_active = max_active_per_run
         self._load()
         self._analyze = analyze
@@ -150,14 +152,11 @@ class ProfileBook:
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
     def note_step(self, project: str | None, experiment_name: str | None, step: float | None) -> None:
-        if project and experiment_name and step is not None and step == step and 0 <= step <= 2**53:
-            key = (project, experiment_name)
-            if step > self._run_step.get(key, (-1, 0.0))[0]:
-                self._run_step[key] = (int(step), _now())
+        self.clock.note(project, experiment_name, step)
 
     def run_step(self, project: str, experiment_name: str) -> int | None:
         """The run's step clock as its clients' latest samples say (fresher than the run store)."""
-        clock = self._run_step.get((project, experiment_name))
+        clock = self.clock.current(project, experiment_name)
         return None if clock is None else clock[0]
 
     def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
@@ -171,7 +170,7 @@ class ProfileBook:
                   if _run_of(r) == key and r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
                   and _state(r) in ("pending", "running")]
         out: dict[str, Any] = {"profile": active}
-        clock = self._run_step.get(key)
+        clock = self.clock.current(*key)
         if clock is not None:  # and when it moved: a process can tell whether a step began before it heard
             out["run_step"], out["run_step_at"] = clock
         return out

@@ -151,10 +151,13 @@ class AppState:
         from pathlib import Path
 
         from .profiles import ProfileBook
+        from .step_clock import StepClock
 
-        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles")
-        if self.writer is not None:  # a run removed by retention takes its profile traces with it
+        self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
+        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles", clock=self.step_clock)
+        if self.writer is not None:  # a run removed by retention takes its profile traces (and clock) with it
             self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
+            self.writer.on_runs_deleted.append(self.step_clock.forget)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")

@@ -157,3 +157,54 @@ def test_real_mlflow_tracing_exported_over_otlp_lands_in_the_run(srv, tmp_path: 
     root = spans.get("agent_loop")
     if root is not None:  # an MLflow that exports the root: verl's tags under their own names
         assert root["attributes"]["step"] == "3" and root["attributes"]["sample_index"] == "7"
+
+
+def test_spans_without_a_step_get_the_step_the_runs_clock_says_was_running(srv) -> None:
+    """MLflow loses verl's step tag on export: the intake takes the step in progress at the span's start from the
+    run's step clock (the step metric its trainer logs), and says so (`step_source: run_clock`)."""
+    h = {"Authorization": f"Bearer {TOKEN}"}
+
+    def log_step(step: int) -> None:
+        batch = {"v": 1, "client": {"id": "trainer", "project": "agents", "experiment_name": "clocked"},
+                 "series": [{"k": "g", "n": "training/global_step", "l": {}}], "samples": [[0, time.time(), step, float(step)]]}
+        assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=h).status_code == 200
+
+    before = time.time_ns() - 10**9  # before the run's clock remembers anything
+    log_step(1)
+    in_step_2 = time.time_ns() + 50_000_000
+    time.sleep(0.2)
+    log_step(2)
+    in_step_3 = time.time_ns() + 50_000_000
+    time.sleep(0.1)
+
+    def span(name: str, start: int, extra: list | None = None) -> dict:
+        return {"traceId": "1" * 32, "spanId": f"{abs(hash(name)) % 16**16:016x}", "name": name,
+                "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 1000),
+                "attributes": [{"key": "project", "value": {"stringValue": "agents"}},
+                               {"key": "experiment_name", "value": {"stringValue": "clocked"}}, *(extra or [])]}
+
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        span("early", before), span("mid", in_step_2), span("late", in_step_3),
+        span("tagged", in_step_3, [{"key": "step", "value": {"intValue": "9"}}])]}]}]}
+    assert httpx.post(srv.url + "/v1/traces", json=doc, headers=h).status_code == 200
+    spans = {s["name"]: s["attributes"] for s in _spans(srv, _runs(srv)[("agents", "clocked")])}
+    assert "step" not in spans["early"]
+    assert (spans["mid"]["step"], spans["mid"]["step_source"]) == (2, "run_clock")
+    assert spans["late"]["step"] == 3
+    assert spans["tagged"]["step"] == 9 and "step_source" not in spans["tagged"]  # a span's own step wins
+
+
+def test_the_step_clock_answers_the_step_in_progress_and_never_goes_back() -> None:
+    from rl_insight.server.step_clock import StepClock
+
+    c = StepClock()
+    c.note("p", "e", 1, now=100.0)
+    c.note("p", "e", 2, now=200.0)
+    c.note("p", "e", 1, now=250.0)  # a late sample of an older step: the clock stays at 2
+    c.note("p", "e", float("nan"))
+    c.note("", "e", 5)
+    assert c.current("p", "e") == (2, 200.0)
+    assert [c.step_at("p", "e", t) for t in (50.0, 100.0, 150.0, 200.0, 300.0)] == [None, 2, 2, 3, 3]
+    assert c.step_at("other", "e", 150.0) is None
+    c.forget({("p", "e")})
+    assert c.current("p", "e") is None

@@ -25,7 +25,7 @@ def build_router(st: AppState) -> APIRouter:
         started = time.perf_counter()
         body = gunzip_bounded(raw, encoding, st.config.max_body_bytes)
         resource_spans, b64 = decode_request(body, content_type)
-        batches, counts = to_batches(resource_spans, b64)
+        batches, counts = to_batches(resource_spans, b64, st.step_clock)
         accepted = rejected = 0
         first_error = ""
         m = st.metrics

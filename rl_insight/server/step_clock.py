@@ -1,0 +1,61 @@
+"""Each run's step clock as its clients' samples tell it: the last step metric value, when it moved, and a
+short history, so that "which step was running at time t" can be answered for data that carries no step
+(OTLP spans from MLflow, whose trace tags are lost on export) and profile requests can say "next".
+
+verl logs `training/global_step` N at the end of step N, so the clock reads the last *completed* step;
+the step in progress at time t is one more than the clock's value at t.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import deque
+
+MAX_RUNS = 10_000
+HISTORY = 4096  # clock moves kept per run (at one step a minute, almost three days)
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[tuple[str, str], deque[tuple[float, int]]] = {}
+
+    def note(self, project: str | None, experiment_name: str | None, step: float | None, now: float | None = None) -> None:
+        """A sample carried `step`: the clock moves forward (never back: a late sample of an older step)."""
+        if not project or not experiment_name or step is None or not (0 <= step <= 2**53):
+            return
+        key, value = (project, experiment_name), int(step)
+        with self._lock:
+            hist = self._runs.get(key)
+            if hist is None:
+                if len(self._runs) >= MAX_RUNS:
+                    return
+                hist = self._runs[key] = deque(maxlen=HISTORY)
+            if not hist or value > hist[-1][1]:
+                hist.append((time.time() if now is None else now, value))
+
+    def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
+        """(last completed step, when the server saw it), or None before the run's first step metric."""
+        hist = self._runs.get((project, experiment_name))
+        if not hist:
+            return None
+        at, step = hist[-1]
+        return step, at
+
+    def step_at(self, project: str, experiment_name: str, t: float) -> int | None:
+        """The step in progress at time t (epoch s): one past the clock's value then; None before the first
+        move the clock remembers."""
+        hist = self._runs.get((project, experiment_name))
+        if not hist:
+            return None
+        with self._lock:
+            times = [at for at, _ in hist]
+            i = bisect.bisect_right(times, t) - 1
+            return None if i < 0 else hist[i][1] + 1
+
+    def forget(self, keys: set[tuple[str, str]]) -> None:
+        with self._lock:
+            for k in keys:
+                self._runs.pop(k, None)
