@@ -68,11 +68,12 @@ def _run_fields(run: str) -> dict[str, Any]:
 
 
 def _steps(text: str) -> tuple[int, int]:
-    m = re.match(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$", text)
-    if not m:
-        raise InvalidInputError(f"--steps {text!r}: give one step (120) or a range (120-121)")
-    first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) else first
+    from ..server.profiles import parse_steps  # the server's rule (that module imports no web stack)
+
+    try:
+        return parse_steps(text)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"--{exc.message}") from None
 
 
 def verl_overrides(first: int, last: int, roles: list[str], ranks: list[int], tool: str, activities: list[str],

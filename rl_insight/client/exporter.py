@@ -33,7 +33,7 @@ from ..names import sanitize_metric_name
 from ..protocol import ROUTE_INGEST, ROUTE_TARGETS
 from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
-from .profiling import FAST_POLL_S, ProfileController
+from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
 from .urls import ServerUrl
 
@@ -208,7 +208,7 @@ class Exporter:
 
     def span_start(self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str) -> None:
         prof = self.profiling
-        if lane not in prof.lanes:
+        if lane not in prof.lanes and len(prof.lanes) < MAX_PROCESS_LANES:
             prof.lanes.add(lane)  # this process's lanes: what a profile request's --lanes selects
         if prof.hot:
             prof.boundary(lane, name)  # a lane's first state (of a step): where a process without a step clock starts

@@ -35,6 +35,7 @@ from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
 from .ratelog import ratelog
 
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
+MAX_PROCESS_LANES = 4096  # lanes remembered for --lanes matching (an agent loop makes one per trajectory)
 _CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches keep flowing meanwhile
 
 
@@ -151,10 +152,9 @@ class ProfileController:
             for live in (self._armed, self._window.req if self._window else None):
                 if live is not None and live.id not in ids:
                     self._cancelled.add(live.id)  # the training thread disarms or stops at its next boundary
-            if self._armed is not None and self._armed.id in self._cancelled:
-                self._status(self._armed, "cancelled", "cancelled before its window opened")
-                self._armed = None
-                self.hot = self._window is not None
+            cancelled = self._armed if self._armed is not None and self._armed.id in self._cancelled else None
+        if cancelled is not None:
+            self._give_up(cancelled, "cancelled", "cancelled before its window opened")
 
     def _take(self, req: ProfileRequest) -> None:
         if not self._torch_available():
@@ -243,20 +243,13 @@ class ProfileController:
             self.hot = False
             return
         if req.id in self._cancelled or time.time() > req.expires_at:
-            with self._lock:
-                self._armed = None
-                self.hot = False
-            if req.id not in self._cancelled:
-                self._status(req, "expired", "the request expired before its window opened")
+            self._give_up(req, None if req.id in self._cancelled else "expired", "the request expired before its window opened")
             return
         if step is None and req.first_step > 1:
             return  # no step clock yet (neither this process's step metric nor the server's)
         current = 0 if step is None else step
         if current >= req.first_step:
-            with self._lock:
-                self._armed = None
-                self.hot = False
-            self._status(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
+            self._give_up(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
         elif current == req.first_step - 1:
             if req.lanes and lane not in req.lanes:
                 return  # torch records the thread that starts it: open the window in a chosen lane's thread
@@ -264,24 +257,27 @@ class ProfileController:
             if self._exp.step is None and by_clock is not None and by_clock < current and when > self.run_step_at > 0:
                 # this process follows the run's clock from replies, and this lane entered a state after the clock
                 # moved but while it still read the old one: step `first` began here unseen. Exact or nothing.
-                with self._lock:
-                    self._armed = None
-                    self.hot = False
-                self._status(req, "expired", f"step {req.first_step} began on {lane} before the run's step clock reached "
-                                             f"this process; ask for step {req.first_step + 1} or later")
+                self._give_up(req, "expired", f"step {req.first_step} began on {lane} before the run's step clock reached "
+                                              f"this process; ask for step {req.first_step + 1} or later")
                 return
             if self._armed_clock is not None and self._armed_clock >= current:
                 # armed while step first-1 was already over: step `first` may have begun here, so a window opened
                 # now could miss its start. Exact or nothing: say so.
-                with self._lock:
-                    self._armed = None
-                    self.hot = False
-                self._status(req, "expired", f"the request arrived after step {current} had ended here, so step "
-                                             f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later")
+                self._give_up(req, "expired", f"the request arrived after step {current} had ended here, so step "
+                                              f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later")
                 return
             if req.stage and state != req.stage:
                 return  # a stage window opens when that state begins
             self._start(req, req.first_step, lane)
+
+    def _give_up(self, req: ProfileRequest, state: str | None, message: str) -> None:
+        """Disarm `req` (no window was opened for it) and say why (`state` None: say nothing)."""
+        with self._lock:
+            if self._armed is req:
+                self._armed = None
+            self.hot = self._armed is not None or self._window is not None
+        if state is not None:
+            self._status(req, state, message)
 
     def _start(self, req: ProfileRequest, step: int, lane: str | None) -> None:
         from .torch_window import TorchWindow
@@ -290,10 +286,7 @@ class ProfileController:
             engine = TorchWindow(req.activities, req.memory, req.stack)
             engine.open(step)
         except Exception as exc:  # noqa: BLE001 - e.g. another profiler (verl's) is already running
-            with self._lock:
-                self._armed = None
-                self.hot = False
-            self._status(req, "failed", f"torch.profiler did not start: {exc!r:.300}")
+            self._give_up(req, "failed", f"torch.profiler did not start: {exc!r:.300}")
             return
         with self._lock:
             self._armed = None

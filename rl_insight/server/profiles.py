@@ -39,6 +39,18 @@ MAX_PROCESSES_PER_REQUEST = 1024
 DEFAULT_TTL_S = 3600.0
 
 
+_STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """`120` or `120-121` as (first, last); the CLI and the route read steps the same way."""
+    m = _STEPS.match(text)
+    if not m:
+        raise InvalidInputError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
+    first = int(m.group(1))
+    return first, int(m.group(2)) if m.group(2) else first
+
+
 def _now() -> float:
     return time.time()
 
@@ -50,6 +62,7 @@ class ProfileBook:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
+        self._by_run: dict[tuple[str, str], list[str]] = {}  # request ids per run: every ingest reply looks one run up
         self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
         self._max_active = max_active_per_run
         self._load()
@@ -80,6 +93,7 @@ class ProfileBook:
             if rec.get("analysis", {}).get("state") == "running":
                 rec["analysis"]["state"] = "pending"  # interrupted by the restart: done again below
             self._records[d.name] = rec
+            self._by_run.setdefault(_run_of(rec), []).append(d.name)
 
     def _save(self, rec: dict[str, Any]) -> None:
         d = self.root / rec["request"]["id"]
@@ -115,11 +129,12 @@ class ProfileBook:
         rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
                "files": {}, "analysis": {"state": "none"}}
         with self._lock:
-            active = [r for r in self._records.values() if _run_of(r) == (project, experiment_name) and _state(r) in ("pending", "running")]
+            active = [r for r in self._of_run((project, experiment_name)) if _state(r) in ("pending", "running")]
             if len(active) >= self._max_active:
                 raise ConflictError(f"run {project}/{experiment_name} already has {len(active)} active profile requests",
                                     hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish")
             self._records[rid] = rec
+            self._by_run.setdefault((project, experiment_name), []).append(rid)
             self._save(rec)
         return self.describe(rec)
 
@@ -166,8 +181,8 @@ class ProfileBook:
             return {"profile": []}
         key = (project, experiment_name)
         now = _now()
-        active = [r["request"] for r in list(self._records.values())
-                  if _run_of(r) == key and r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
+        active = [r["request"] for r in self._of_run(key)
+                  if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
                   and _state(r) in ("pending", "running")]
         out: dict[str, Any] = {"profile": active}
         clock = self.clock.current(*key)
@@ -277,11 +292,13 @@ class ProfileBook:
         return p
 
     # ------------------------------------------------------------------ retention
-    def forget_runs(self, keep: set[tuple[str, str]] | None = None, drop: set[tuple[str, str]] | None = None) -> int:
+    def _of_run(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        return [self._records[rid] for rid in list(self._by_run.get(key, ())) if rid in self._records]
+
+    def forget_runs(self, drop: set[tuple[str, str]]) -> int:
         """Delete the requests (and their traces) of runs retention removed."""
         with self._lock:
-            gone = [rid for rid, r in self._records.items() if (drop is not None and _run_of(r) in drop)
-                    or (keep is not None and _run_of(r) not in keep)]
+            gone = [rid for key in drop for rid in self._by_run.pop(key, [])]
             for rid in gone:
                 self._records.pop(rid, None)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
@@ -348,16 +365,6 @@ class ProfileBook:
         with self._lock:
             rec["analysis"] = analysis
             self._save(rec)
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Until no analysis is queued or running (tests, shutdown)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._work.empty() and all(r.get("analysis", {}).get("state") not in ("pending", "running")
-                                          for r in list(self._records.values())):
-                return True
-            time.sleep(0.05)
-        return False
 
     def close(self) -> None:
         if self._thread is not None:

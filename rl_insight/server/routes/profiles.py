@@ -3,7 +3,6 @@ and the analysis of what arrived (see server/profiles.py)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -13,22 +12,12 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
 from ..models import ProfileCreate, error_responses
+from ..profiles import parse_steps
 from ..state import AppState
 from .body import read_body
 
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
 FileName = Path(max_length=200)
-_STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
-
-
-def parse_steps(text: str) -> tuple[int, int]:
-    m = _STEPS.match(text)
-    if not m:
-        raise InvalidInputError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
-    first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) else first
-
-
 def build_router(st: AppState) -> APIRouter:
     book = st.profiles
     write = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_write)], tags=["profiles"],
