@@ -24,6 +24,24 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
+def _profile_next_step(page, attempts: int = 3) -> str:  # noqa: F811
+    """Click "Profile next step" until a request is taken. Exact or nothing: when the trainer (idle between its
+    phases, so it hears of a request only at its next batch) arms it after that step began, it is refused with
+    the reason, as a user would see, and asked again, as a user would."""
+    for _ in range(attempts):
+        page.click("#profile-next")
+        page.wait_for_function("document.querySelector('#profile-msg').textContent.startsWith('requested')", timeout=10_000)
+        rid = page.inner_text("#profile-msg").split()[1]
+        row = f"#profile-list tr[data-profile='{rid}']"
+        page.wait_for_selector(f"{row}[data-state='done'], {row}[data-state='failed']", timeout=90_000)
+        if page.get_attribute(row, "data-state") == "done":
+            return rid
+        text = page.inner_text(row)
+        assert "expired" in text and ("begun" in text or "arrived after" in text), text  # refused only for that reason
+        page.evaluate("document.querySelector('#profile-msg').textContent = ''")
+    raise AssertionError(f"no request was taken in {attempts} tries")
+
+
 def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, page) -> None:  # noqa: F811
     page.goto(demo + "/#/run/1")
     page.wait_for_selector("#timeline .lane-label[data-lane='rank_1']")
@@ -31,9 +49,7 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     assert page.input_value("#profile-lanes") == "rank_1"
     assert "selected" in page.get_attribute("#timeline .lane-label[data-lane='rank_1']", "class")
     page.uncheck("#profile-cuda")
-    page.click("#profile-next")
-    page.wait_for_function("document.querySelector('#profile-msg').textContent.startsWith('requested')", timeout=10_000)
-    rid = page.inner_text("#profile-msg").split()[1]
+    rid = _profile_next_step(page)
     # the request rides on the trainer's ingest replies; its rank_1 thread profiles one whole step and uploads
     page.wait_for_selector(f"#profile-list tr[data-profile='{rid}'][data-state='done'] a[data-link='report']", timeout=90_000)
     row = page.inner_text(f"#profile-list tr[data-profile='{rid}']")
