@@ -438,7 +438,7 @@ def test_clicking_a_chart_point_or_the_breakdown_card_zooms_the_timeline_to_that
     card = page.wait_for_selector("#insight-step.link", timeout=30_000)
     step = int(card.inner_text().split("(")[1].split(",")[0])
     card.click()
-    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {step}", timeout=10_000)
+    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {step}", timeout=30_000)
     marks = dict(page.evaluate("state.timeline.stepMarks"))
     assert int(page.eval_on_selector("#timeline", "e => +e.dataset.toNs")) == marks[step]
     # a chart point: hover its first point and click
