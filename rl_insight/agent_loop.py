@@ -14,11 +14,17 @@ Differences from upstream, on purpose:
   hour-long default; the run store keeps everything;
 * `finish` runs once (a second call is ignored), accepts trajectories as objects or dicts
   (`chain_id`, `reward_score`, `num_turns`), and never raises into the agent loop;
-* the `agent_session` span is on the session's lane (`state_lane_id`), so the run's timeline shows it.
+* the `agent_session` span is on the session's lane (`state_lane_id`), so the run's timeline shows it,
+  and lists each trajectory's reward, turns and status (`trajectories`, JSON, at most 64) for the
+  server's trajectory view;
+* `generation(...)` and `tool_call(...)` emit the runtimes' turn spans (`gateway_generation` with
+  upstream's attributes, and `agent_tool`, ours) on the trajectory's lane, so an agent loop need not
+  spell the protocol out with `trace_span`.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 TYPE_CHECKING = False
@@ -56,12 +62,50 @@ def _number(value: Any, default: float = 0.0) -> float:
 class AgentLoopSession:
     """One agent-loop session (one sample's rollout, its trajectories); `identity` is fixed at creation."""
 
-    __slots__ = ("identity", "start_ns", "_finished")
+    __slots__ = ("identity", "start_ns", "_finished", "_turns")
 
     def __init__(self, identity: dict[str, Any], start_ns: int) -> None:
         self.identity = identity
         self.start_ns = start_ns
         self._finished = False
+        self._turns: dict[str, int] = {}
+
+    def _turn_attrs(self, traj: Any, turn: Any, source: str) -> dict[str, Any]:
+        ident = self.identity
+        traj = str(ident["traj"] if traj is None else traj)
+        if turn is None:  # numbered per trajectory in call order
+            turn = self._turns.get(traj, 0)
+            self._turns[traj] = turn + 1
+        return {**ident, "traj": traj, "state_lane_id": agent_loop_lane_id(ident["experiment_name"], ident["sample"], ident["session"], traj),
+                "monitor.trace_source": source, "turn": int(_number(turn))}
+
+    def generation(self, *, start_time_ns: int, end_time_ns: int, traj: Any = None, turn: Any = None, prompt_tokens: Any = None,
+                   completion_tokens: Any = None, finish_reason: str | None = None, tools: Any = None, replica: str | None = None,
+                   request_id: str | None = None, status: str = "success", error: str | None = None, type: str = "generate") -> None:
+        """One model call of a trajectory (upstream's `gateway_generation` span). Never raises."""
+        try:
+            attrs = {**self._turn_attrs(traj, turn, "gateway"), "type": type, "status": status,
+                     "prompt_tokens": int(_number(prompt_tokens)), "completion_tokens": int(_number(completion_tokens)),
+                     "finish_reason": finish_reason or "", "tools": ",".join(map(str, tools)) if isinstance(tools, (list, tuple)) else str(tools or "")}
+            for key, value in (("replica", replica), ("request_id", request_id), ("error", error)):
+                if value:
+                    attrs[key] = str(value)
+            trace_span(name="gateway_generation", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs)
+        except Exception as exc:  # noqa: BLE001
+            _internal_error("agent_loop_session.generation", exc)
+
+    def tool_call(self, tool: str, *, start_time_ns: int, end_time_ns: int, traj: Any = None, turn: Any = None,
+                  error: str | None = None, tool_args: str | None = None) -> None:
+        """One tool call of a trajectory (`agent_tool` span: `tool`, `error`). Never raises."""
+        try:
+            attrs = {**self._turn_attrs(traj, turn, "tool"), "tool": str(tool), "status": "error" if error else "success"}
+            if error:
+                attrs["error"] = str(error)
+            if tool_args:
+                attrs["tool_args"] = str(tool_args)
+            trace_span(name="agent_tool", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs)
+        except Exception as exc:  # noqa: BLE001
+            _internal_error("agent_loop_session.tool_call", exc)
 
     def finish(self, *, trajectories: list[Any], status: str, runner_name: str | None = None,
                reward_source: str | None = None, finished: bool | None = None) -> None:
@@ -72,15 +116,15 @@ class AgentLoopSession:
         try:
             end_ns = time.time_ns()
             trajectories = list(trajectories or [])
-            self._gauges(trajectories, end_ns)
+            listed = self._gauges(trajectories, end_ns)
             trace_span(name="agent_session", start_time_ns=self.start_ns, end_time_ns=end_ns, attributes={
                 **self.identity, "monitor.trace_source": "session", "runner_name": runner_name or "",
                 "status": str(status), "num_trajectories": len(trajectories), "reward_source": reward_source or "",
-                "finished": finished if finished is not None else ""})
+                "finished": finished if finished is not None else "", "trajectories": json.dumps(listed[:64])})
         except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
             _internal_error("agent_loop_session.finish", exc)
 
-    def _gauges(self, trajectories: list[Any], end_ns: int) -> None:
+    def _gauges(self, trajectories: list[Any], end_ns: int) -> list[dict[str, Any]]:
         ident = self.identity
         exp, sample, session = ident["experiment_name"], ident["sample"], ident["session"]
         steps = "" if ident["global_steps"] == "" else str(ident["global_steps"])
@@ -89,6 +133,7 @@ class AgentLoopSession:
         metric_gauge("agent_loop_sample_info", 1.0, **base, sample=sample, title=f"Sample {sample}")
         metric_gauge("agent_loop_session_info", 1.0, **base, sample=sample, session=session,
                      sess_key=_sess_key(sample, session), title=f"Session {session}")
+        listed = []
         for index, traj in enumerate(trajectories):
             chain_id = _field(traj, "chain_id")
             traj_id = str(int(_number(chain_id)) - 1) if chain_id is not None else str(index)
@@ -97,8 +142,13 @@ class AgentLoopSession:
             metric_gauge("agent_loop_traj_info", 1.0, **base, sample=sample, session=session, traj=traj_id,
                          leaf=f"{_sess_key(sample, session)}/traj={traj_id}",
                          title=f"Trajectory #{traj_id} · reward {reward:g} · {turns} turns")
+            item = {"traj": traj_id, "reward": reward, "turns": turns}
+            if _field(traj, "status") is not None:
+                item["status"] = str(_field(traj, "status"))
+            listed.append(item)
         metric_gauge("agent_loop_first_turn_unixtime", self.start_ns / 1e9, **base)
         metric_gauge("agent_loop_last_turn_unixtime", end_ns / 1e9, **base)
+        return listed
 
 
 def agent_loop_session(*, project: Any = None, experiment_name: Any, sample: Any, session: Any, traj: Any = 0,

@@ -20,7 +20,7 @@ from .._version import __version__
 from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import clean_text
 from .config import ServerConfig
-from .routes import experiments, health, ingest, otlp, panels, profiles, runs, session, spans, targets
+from .routes import experiments, health, ingest, otlp, panels, profiles, runs, session, spans, targets, trajectories
 from .security import SECURITY_HEADERS, guard_middleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -57,6 +57,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(profiles.build_router(st))
     if st.reader is not None:
         app.include_router(runs.build_router(st))
+        app.include_router(trajectories.build_router(st))
         app.include_router(panels.build_router(st))
     mount_ui(app, st.auth.require_read)
 

@@ -73,7 +73,44 @@ def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
                 pass
         if k.startswith("mlflow.traceTag.") and k[16:] in VERL_TRACE_TAGS and k[16:] not in attrs:
             attrs[k[16:]] = v
+    for key, derive in (("mlflow.spanInputs", _INPUT_FACTS), ("mlflow.spanOutputs", _OUTPUT_FACTS)):
+        if key in attrs:
+            _derive(attrs, attrs[key], derive)
     return attrs
+
+
+# What the trajectory view needs from verl's traced calls, read from the full inputs/outputs before they are
+# capped (prompt_ids alone outgrow the cap): `generate(request_id, prompt_ids=…)` → TokenOutput(token_ids,
+# stop_reason); `AgentLoop.run` → AgentLoopOutput(num_turns, reward_score).
+_INPUT_FACTS = {"request_id": ("request_id", str), "prompt_ids": ("gen_ai.usage.prompt_tokens", len)}
+def _finite(v: Any) -> float:
+    f = float(v)
+    if f - f != 0.0 or abs(f) > 2**53:  # the protocol refuses a span with a value SQLite/OTLP cannot hold
+        raise ValueError(v)
+    return f
+
+
+_OUTPUT_FACTS = {"token_ids": ("gen_ai.usage.completion_tokens", len), "stop_reason": ("finish_reason", str),
+                 "num_turns": ("num_turns", lambda v: int(_finite(v))), "reward_score": ("reward_score", _finite)}
+
+
+def _derive(attrs: dict[str, Any], raw: Any, wanted: dict[str, tuple[str, Any]]) -> None:
+    if not isinstance(raw, str) or not raw.startswith("{"):
+        return
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(doc, dict):
+        return
+    for field, (attr, convert) in wanted.items():
+        v = doc.get(field)
+        if v is None or attr in attrs or (convert is len and not isinstance(v, list)) or isinstance(v, (dict, list)) != (convert is len):
+            continue
+        try:
+            attrs[attr] = convert(v)[:256] if convert is str else convert(v)
+        except (TypeError, ValueError, OverflowError):
+            pass
 
 
 def _hex(value: Any, size: int, from_base64: bool) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 2  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index
+SCHEMA_VERSION = 3  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,6 +88,71 @@ CREATE TABLE IF NOT EXISTS step_summaries (
     end_ns INTEGER NOT NULL,
     PRIMARY KEY (run_id, kind, first_step)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trajectories (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    step INTEGER,
+    info_step INTEGER,
+    sample TEXT,
+    rollout_n INTEGER,
+    validate INTEGER,
+    source TEXT,
+    status TEXT,
+    reward REAL,
+    reported_turns INTEGER,
+    info_start_ns INTEGER,
+    info_end_ns INTEGER,
+    start_ns INTEGER,
+    end_ns INTEGER,
+    duration_s REAL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    generates INTEGER NOT NULL DEFAULT 0,
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    tool_errors INTEGER NOT NULL DEFAULT 0,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    generate_s REAL,
+    tool_s REAL,
+    replica TEXT,
+    tools TEXT,
+    UNIQUE (run_id, key)
+);
+CREATE INDEX IF NOT EXISTS trajectories_by_step ON trajectories (run_id, step, duration_s);
+CREATE TABLE IF NOT EXISTS turns (
+    traj INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    span_id TEXT NOT NULL,
+    end_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    step INTEGER,
+    replica TEXT,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    error TEXT,
+    request_id TEXT,
+    detail TEXT,
+    PRIMARY KEY (traj, start_ns, span_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS turns_by_request ON turns (request_id) WHERE request_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS llm_requests (
+    run_id INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    parent_id TEXT,
+    trace_id TEXT,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    replica TEXT,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    queue_s REAL,
+    ttft_s REAL,
+    prefill_s REAL,
+    decode_s REAL,
+    PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS llm_requests_by_parent ON llm_requests (run_id, parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;

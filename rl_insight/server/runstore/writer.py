@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from ...protocol import SpanRecord
 from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
+from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
@@ -104,6 +105,7 @@ class RunStoreWriter:
         # hangs off a run elsewhere (profile traces) goes with it
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], None]] = []
         self.stats = WriterStats()
+        self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
         self._stop = False
         self._last_prune = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="rl-insight-runstore", daemon=True)
@@ -244,6 +246,7 @@ class RunStoreWriter:
             pass
         self._runs.clear()  # ids created inside the rolled-back transaction are gone
         self._series.clear()
+        self.trajectories.forget()
 
     def _recovered(self) -> None:
         if self.stats.degraded_since is not None:
@@ -294,6 +297,7 @@ class RunStoreWriter:
             c.executemany(_UPSERT_END, span_ends)
         if span_cut:
             c.executemany(_CLOSE_CUT_SHORT, span_cut)
+        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs(touched)
         c.execute("COMMIT")
 
@@ -336,9 +340,31 @@ class RunStoreWriter:
                     self._count_drop("invalid_item", 1)
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"
                     log.warning("run store dropped one %s it cannot store: %s: %s", what, type(exc).__name__, exc)
+        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs({rid: t for rid, t in touched.items() if self._run_exists(rid)})
         c.execute("COMMIT")
         self.stats.batches += 1
+
+    def _index_trajectories(self, ended: list[SpanRecord], now: float) -> None:
+        """Trajectories and turns from the finished spans just written, on a savepoint of their own: a failure
+        here is counted (`trajectory_index`) and never costs the spans."""
+        if not ended:
+            return
+        c = self._conn
+        c.execute("SAVEPOINT trajectories")
+        try:
+            self.trajectories.apply(c, ended, lambda s: self._run_id(s.project, s.experiment_name, now))
+            c.execute("RELEASE trajectories")
+        except Exception as exc:  # noqa: BLE001
+            if _is_storage_failure(exc):
+                raise
+            c.execute("ROLLBACK TO trajectories")
+            c.execute("RELEASE trajectories")
+            self.trajectories.forget()
+            self._count_drop("trajectory_index", len(ended))
+            self.stats.last_error = f"trajectory index: {type(exc).__name__}: {exc}"
+            log.warning("run store could not index the trajectories of %d spans (they are stored): %s: %s",
+                        len(ended), type(exc).__name__, exc)
 
     def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
         project, experiment, config, tags = payload
@@ -450,10 +476,14 @@ class RunStoreWriter:
         c.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
         c.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
         c.execute(f"DELETE FROM spans WHERE run_id IN ({marks})", run_ids)
+        c.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))", run_ids)
+        c.execute(f"DELETE FROM trajectories WHERE run_id IN ({marks})", run_ids)
+        c.execute(f"DELETE FROM llm_requests WHERE run_id IN ({marks})", run_ids)
         c.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
         c.execute("COMMIT")
         self._runs = {k: v for k, v in self._runs.items() if v not in run_ids}
         self._series = {k: v for k, v in self._series.items() if k[0] not in run_ids}
+        self.trajectories.forget()
         for callback in self.on_runs_deleted:
             try:
                 callback(keys)

@@ -1,0 +1,56 @@
+"""`/api/v1/runs/{id}/trajectories…`: agent-loop trajectories per step (table, distributions, waterfall)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from ...protocol import INT64_MAX
+from ..models import error_responses
+from ..runstore import trajectory_queries as tq
+from ..state import AppState
+from .params import RunId
+
+Step = Query(None, ge=-INT64_MAX, le=INT64_MAX, description="the step (default: the newest with trajectories)")
+
+
+def build_router(st: AppState) -> APIRouter:
+    assert st.reader is not None
+    reader = st.reader
+    r = APIRouter(prefix="/api/v1/runs/{run_id}/trajectories", dependencies=[Depends(st.auth.require_read)], tags=["trajectories"],
+                  responses=error_responses(401, 403, 404, 422))
+
+    def _step(run_id: int, step: Optional[int], no_step: bool) -> Optional[int]:
+        if step is not None or no_step:
+            return step
+        newest = tq.steps(reader.conn(), run_id)["steps"]
+        return newest[0] if newest else None
+
+    @r.get("/steps")
+    def steps(run_id: RunId) -> dict[str, Any]:
+        """Steps that have trajectories, newest first; `without_step` when some have none."""
+        return tq.steps(reader.conn(), run_id)
+
+    @r.get("")
+    def page(run_id: RunId, step: Optional[int] = Step, no_step: bool = Query(False, description="trajectories without a step"),
+             sort: str = Query("duration", max_length=32, description=f"one of {sorted(tq.SORTS)}"), desc: bool = True,
+             status: Optional[str] = Query(None, max_length=64), tool: Optional[str] = Query(None, max_length=256),
+             replica: Optional[str] = Query(None, max_length=256), failed: bool = False,
+             min_turns: Optional[int] = Query(None, ge=0, le=1_000_000), offset: int = Query(0, ge=0, le=10_000_000),
+             limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
+        """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool, replica)."""
+        return tq.page(reader.conn(), run_id, _step(run_id, step, no_step), sort=sort, descending=desc, status=status, tool=tool,
+                       replica=replica, failed=failed, min_turns=min_turns, offset=offset, limit=limit)
+
+    @r.get("/stats")
+    def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> dict[str, Any]:
+        """A step's distributions: duration quantiles, turns, reward, tokens, tool latency p50/p99 by tool, replicas."""
+        return tq.stats(reader.conn(), run_id, _step(run_id, step, no_step))
+
+    @r.get("/{traj_id}")
+    def detail(run_id: RunId, traj_id: int = Path(ge=1, le=INT64_MAX)) -> dict[str, Any]:
+        """One trajectory's turns in time order (generate, tool …) with engine timings and the gaps between them."""
+        return tq.detail(reader.conn(), run_id, traj_id)
+
+    return r

@@ -1,0 +1,132 @@
+"""Write side of the trajectory model: turns, trajectory records and engine requests into the run store.
+
+Called by the writer thread inside its transaction with the spans it just stored (server/trajectories.py
+says what each span contributes). Turns are keyed by (trajectory, start, span id), so a turn that arrives
+twice is one turn; each touched trajectory's totals are then recomputed from its turns (not incremented),
+so turns arriving out of order, twice, or before their trajectory's own record give the same row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Callable, Iterable
+
+from ...protocol import SpanRecord
+from ..trajectories import LlmRequest, TrajectoryInfo, Turn, facts
+
+_MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
+
+_UPSERT_TURN = ("INSERT OR REPLACE INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
+                "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_UPSERT_REQUEST = ("INSERT OR REPLACE INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, tokens_in, "
+                   "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# a later record fills what it knows and keeps what an earlier one said
+_MERGE_INFO = ("UPDATE trajectories SET info_step = coalesce(?, info_step), sample = coalesce(?, sample), rollout_n = coalesce(?, rollout_n), "
+               "validate = coalesce(?, validate), source = coalesce(source, ?), status = coalesce(?, status), reward = coalesce(?, reward), "
+               "reported_turns = coalesce(?, reported_turns), info_start_ns = coalesce(?, info_start_ns), "
+               "info_end_ns = coalesce(?, info_end_ns) WHERE id = ?")
+# The engine request of a turn: by request id, or the request span is the turn span's child.
+_REQUEST_OF_TURN = ("LEFT JOIN llm_requests r ON r.run_id = ?1 AND (r.request_id = t.request_id OR "
+                    "(r.parent_id = t.span_id AND r.parent_id IS NOT NULL))")
+_TOTALS = (f"SELECT min(t.start_ns), max(t.end_ns), count(*), sum(t.kind = 'generate'), sum(t.kind = 'tool'), "
+           f"sum(t.kind = 'tool' AND t.error IS NOT NULL), sum(coalesce(t.tokens_in, r.tokens_in)), "
+           f"sum(coalesce(t.tokens_out, r.tokens_out)), sum(CASE WHEN t.kind = 'generate' THEN t.end_ns - t.start_ns END), "
+           f"sum(CASE WHEN t.kind = 'tool' THEN t.end_ns - t.start_ns END) FROM turns t {_REQUEST_OF_TURN} WHERE t.traj = ?2")
+_BUSIEST_REPLICA = (f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {_REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = 'generate' "
+                    f"AND rep IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1")
+_TOOLS = "SELECT DISTINCT name FROM turns WHERE traj = ? AND kind = 'tool' ORDER BY name LIMIT 32"
+_FIRST_STEP = "SELECT step FROM turns WHERE traj = ? AND step IS NOT NULL ORDER BY start_ns LIMIT 1"
+
+
+class TrajectoryStore:
+    """The writer thread's trajectory indexer (one per writer; not thread-safe by design)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, str], int] = {}
+        self.turns = 0
+        self.requests = 0
+
+    def forget(self) -> None:
+        """After a rollback or deleted runs: ids may be gone."""
+        self._ids.clear()
+
+    def apply(self, conn: sqlite3.Connection, spans: Iterable[SpanRecord], run_id_of: Callable[[SpanRecord], int]) -> int:
+        """Index the trajectory facts of finished spans; returns how many facts were found."""
+        touched: set[tuple[int, int]] = set()
+        turns: list[tuple] = []
+        requests: list[tuple] = []
+        found = 0
+        for span in spans:
+            found_here = facts(span)
+            if not found_here:
+                continue
+            run_id = run_id_of(span)
+            for f in found_here:
+                found += 1
+                if isinstance(f, Turn):
+                    tid = self._traj_id(conn, run_id, f.traj_key)
+                    turns.append((tid, f.start_ns, f.span_id, f.end_ns, f.kind, f.name, f.step, f.replica, f.tokens_in, f.tokens_out,
+                                  f.error, f.request_id, json.dumps(f.detail, default=str)[:2048] if f.detail else None))
+                    touched.add((run_id, tid))
+                elif isinstance(f, TrajectoryInfo):
+                    tid = self._traj_id(conn, run_id, f.traj_key)
+                    conn.execute(_MERGE_INFO, (f.step, f.sample, f.rollout_n, None if f.validate is None else int(f.validate), f.source,
+                                               f.status, f.reward, f.reported_turns, f.start_ns, f.end_ns, tid))
+                    touched.add((run_id, tid))
+                elif isinstance(f, LlmRequest):
+                    requests.append((run_id, f.request_id, f.parent_id, f.trace_id, f.start_ns, f.end_ns, f.replica, f.tokens_in,
+                                     f.tokens_out, f.queue_s, f.ttft_s, f.prefill_s, f.decode_s))
+        if turns:
+            conn.executemany(_UPSERT_TURN, turns)
+            self.turns += len(turns)
+        if requests:
+            conn.executemany(_UPSERT_REQUEST, requests)
+            self.requests += len(requests)
+            touched |= self._trajectories_of_requests(conn, requests)
+        for run_id, tid in touched:
+            self._recompute(conn, run_id, tid)
+        return found
+
+    def _traj_id(self, conn: sqlite3.Connection, run_id: int, key: str) -> int:
+        tid = self._ids.get((run_id, key))
+        if tid is None:
+            conn.execute("INSERT OR IGNORE INTO trajectories (run_id, key) VALUES (?, ?)", (run_id, key))
+            tid = conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND key = ?", (run_id, key)).fetchone()[0]
+            if len(self._ids) >= _MAX_CACHED:
+                self._ids.clear()
+            self._ids[(run_id, key)] = tid
+        return tid
+
+    @staticmethod
+    def _trajectories_of_requests(conn: sqlite3.Connection, requests: list[tuple]) -> set[tuple[int, int]]:
+        """Trajectories whose turns an engine request that arrived after them belongs to."""
+        out: set[tuple[int, int]] = set()
+        for run_id, request_id, parent_id, trace_id, *_ in requests:
+            for (tid,) in conn.execute("SELECT traj FROM turns WHERE request_id = ?", (request_id,)):
+                out.add((run_id, tid))
+            if parent_id:
+                # the parent is a generate turn of a trace-keyed trajectory: find it through the request's trace
+                row = conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND key = ?", (run_id, f"trace:{trace_id}")).fetchone()
+                if row:
+                    out.add((run_id, row[0]))
+        return out
+
+    @staticmethod
+    def _recompute(conn: sqlite3.Connection, run_id: int, tid: int) -> None:
+        (start, end, n, gens, tools, tool_errors, tok_in, tok_out, gen_ns, tool_ns) = conn.execute(_TOTALS, (run_id, tid)).fetchone()
+        replica = conn.execute(_BUSIEST_REPLICA, (run_id, tid)).fetchone()
+        names = [r[0] for r in conn.execute(_TOOLS, (tid,))]
+        first_step = conn.execute(_FIRST_STEP, (tid,)).fetchone()
+        conn.execute(
+            "UPDATE trajectories SET start_ns = ?, end_ns = ?, "
+            "step = coalesce(info_step, ?), turns = ?, generates = ?, tool_calls = ?, tool_errors = ?, tokens_in = ?, tokens_out = ?, "
+            "generate_s = ?, tool_s = ?, replica = ?, tools = ? WHERE id = ?",
+            (start, end, first_step[0] if first_step else None, n, gens or 0, tools or 0, tool_errors or 0, tok_in, tok_out,
+             None if gen_ns is None else gen_ns / 1e9, None if tool_ns is None else tool_ns / 1e9,
+             replica[0] if replica else None, "," + ",".join(names) + "," if names else None, tid))
+        # the trajectory's own record (an agent loop's root span) may begin before its first turn
+        conn.execute("UPDATE trajectories SET start_ns = min(coalesce(start_ns, info_start_ns), coalesce(info_start_ns, start_ns)), "
+                     "end_ns = max(coalesce(end_ns, info_end_ns), coalesce(info_end_ns, end_ns)) WHERE id = ?", (tid,))
+        conn.execute("UPDATE trajectories SET duration_s = (end_ns - start_ns) / 1e9 WHERE id = ? AND end_ns IS NOT NULL "
+                     "AND start_ns IS NOT NULL", (tid,))
