@@ -82,7 +82,8 @@ def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
 # What the trajectory view needs from verl's traced calls, read from the full inputs/outputs before they are
 # capped (prompt_ids alone outgrow the cap): `generate(request_id, prompt_ids=…)` → TokenOutput(token_ids,
 # stop_reason); `AgentLoop.run` → AgentLoopOutput(num_turns, reward_score).
-_INPUT_FACTS = {"request_id": ("request_id", str), "prompt_ids": ("gen_ai.usage.prompt_tokens", len)}
+# (verl's `request_id` is the trajectory's sticky-session id, the same for all its turns, not vLLM's request id)
+_INPUT_FACTS = {"request_id": ("verl.request_id", str), "prompt_ids": ("gen_ai.usage.prompt_tokens", len)}
 def _finite(v: Any) -> float:
     f = float(v)
     if f - f != 0.0 or abs(f) > 2**53:  # the protocol refuses a span with a value SQLite/OTLP cannot hold

@@ -12,8 +12,9 @@ Three sources describe the same thing, step → sample → trajectory → turns:
   (or TOOL) a tool call, `*AgentLoop.run` (or AGENT) the trajectory itself. The step is the span's, or
   the run's step clock at its start (MLflow loses verl's trace tags on export).
 * **vLLM's per-request spans** (`--otlp-traces-endpoint`, `gen_ai.*` attributes): queue, prefill and
-  decode time and tokens of one request, joined to the generate turn whose `request_id` is the
-  request's id or whose span is the request span's parent.
+  decode time and tokens of one request, joined to the generate turn whose span is the request span's
+  parent (trace context propagated into the engine), else whose `request_id` is the engine's request id
+  (verl's own `request_id` is a sticky-session id shared by a trajectory's turns: kept, never joined).
 
 `facts(span)` returns what one span contributes; runstore/trajectory_store.py merges them, so turns
 arriving out of order or twice make the same trajectory.
@@ -133,8 +134,10 @@ def _step(a: dict[str, Any]) -> int | None:
     return None
 
 
-def _replica(a: dict[str, Any]) -> str | None:
-    for key in ("replica", "rollout_replica", "server_address", "resource.service.instance.id"):
+def _replica(a: dict[str, Any], engine: bool = False) -> str | None:
+    """A turn's replica is what its span says; an engine request's is also its process (resource) identity."""
+    keys = ("replica", "rollout_replica", "server_address") + (("resource.service.instance.id", "resource.host.name") if engine else ())
+    for key in keys:
         if a.get(key) not in (None, ""):
             return _str(a[key])
     return None
@@ -195,7 +198,7 @@ def facts(span: SpanRecord) -> list[Fact]:
     lane = span.lane or ""
     if isinstance(a.get("gen_ai.request.id"), str) and ("gen_ai.latency.time_in_queue" in a or span.name == "llm_request"):
         return [LlmRequest(a["gen_ai.request.id"][:256], span.parent_id, span.trace_id, span.start_ns, span.end_ns,
-                           _replica(a) or _str(a.get("resource.service.name")),
+                           _replica(a, engine=True) or _str(a.get("resource.service.name")),
                            _int(a.get("gen_ai.usage.prompt_tokens")), _int(a.get("gen_ai.usage.completion_tokens")),
                            _float(a.get("gen_ai.latency.time_in_queue")), _float(a.get("gen_ai.latency.time_to_first_token")),
                            _float(a.get("gen_ai.latency.time_in_model_prefill")), _float(a.get("gen_ai.latency.time_in_model_decode")))]
@@ -224,5 +227,5 @@ def facts(span: SpanRecord) -> list[Fact]:
         name = span.name.split(".", 1)[0] if kind == "tool" else span.name
         return [Turn(key, span.id, kind, name[:256], span.start_ns, span.end_ns, _step(a), _replica(a),
                      _int(a.get("gen_ai.usage.prompt_tokens")), _int(a.get("gen_ai.usage.completion_tokens")), _error(a),
-                     _str(a.get("request_id")), {k: a[k] for k in ("finish_reason",) if k in a})]
+                     _str(a.get("gen_ai.request.id")), {k: a[k] for k in ("finish_reason", "verl.request_id") if k in a})]
     return []

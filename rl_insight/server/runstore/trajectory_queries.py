@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from ...errors import InvalidInputError, NotFoundError
+from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {"duration": "duration_s", "turns": "turns", "tool_calls": "tool_calls", "tool_errors": "tool_errors", "reward": "reward",
          "tokens_out": "tokens_out", "tokens_in": "tokens_in", "start": "start_ns", "generate_s": "generate_s", "tool_s": "tool_s"}
@@ -162,8 +163,7 @@ def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any
          prefill_s, decode_s, r_in, r_out) in conn.execute(
             "SELECT t.start_ns, t.end_ns, t.span_id, t.kind, t.name, t.step, t.replica, t.tokens_in, t.tokens_out, t.error, t.request_id, "
             "t.detail, r.replica, r.queue_s, r.ttft_s, r.prefill_s, r.decode_s, r.tokens_in, r.tokens_out FROM turns t "
-            "LEFT JOIN llm_requests r ON r.run_id = ?1 AND (r.request_id = t.request_id OR (r.parent_id = t.span_id AND r.parent_id IS NOT NULL)) "
-            "WHERE t.traj = ?2 ORDER BY t.start_ns, t.span_id LIMIT 10000", (run_id, traj_id)):
+            f"{REQUEST_OF_TURN} WHERE t.traj = ?2 ORDER BY t.start_ns, t.span_id LIMIT 10000", (run_id, traj_id)):
         turns.append({"start_ns": start, "end_ns": end, "span_id": span_id, "kind": kind, "name": name, "step": step,
                       "replica": replica or r_replica, "tokens_in": tok_in if tok_in is not None else r_in,
                       "tokens_out": tok_out if tok_out is not None else r_out, "error": error, "request_id": request_id,

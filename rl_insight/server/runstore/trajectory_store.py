@@ -27,13 +27,15 @@ _MERGE_INFO = ("UPDATE trajectories SET info_step = coalesce(?, info_step), samp
                "reported_turns = coalesce(?, reported_turns), info_start_ns = coalesce(?, info_start_ns), "
                "info_end_ns = coalesce(?, info_end_ns) WHERE id = ?")
 # The engine request of a turn: by request id, or the request span is the turn span's child.
-_REQUEST_OF_TURN = ("LEFT JOIN llm_requests r ON r.run_id = ?1 AND (r.request_id = t.request_id OR "
-                    "(r.parent_id = t.span_id AND r.parent_id IS NOT NULL))")
+# `r`: the request span whose parent is the turn's span (the first, if an engine retried), else the request
+# named by the turn's request id; one request per turn at most, so no turn is counted twice.
+REQUEST_OF_TURN = ("LEFT JOIN llm_requests r ON r.run_id = ?1 AND r.request_id = coalesce((SELECT p.request_id FROM llm_requests p "
+                    "WHERE p.run_id = ?1 AND p.parent_id = t.span_id ORDER BY p.start_ns LIMIT 1), t.request_id)")
 _TOTALS = (f"SELECT min(t.start_ns), max(t.end_ns), count(*), sum(t.kind = 'generate'), sum(t.kind = 'tool'), "
            f"sum(t.kind = 'tool' AND t.error IS NOT NULL), sum(coalesce(t.tokens_in, r.tokens_in)), "
            f"sum(coalesce(t.tokens_out, r.tokens_out)), sum(CASE WHEN t.kind = 'generate' THEN t.end_ns - t.start_ns END), "
-           f"sum(CASE WHEN t.kind = 'tool' THEN t.end_ns - t.start_ns END) FROM turns t {_REQUEST_OF_TURN} WHERE t.traj = ?2")
-_BUSIEST_REPLICA = (f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {_REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = 'generate' "
+           f"sum(CASE WHEN t.kind = 'tool' THEN t.end_ns - t.start_ns END) FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2")
+_BUSIEST_REPLICA = (f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = 'generate' "
                     f"AND rep IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1")
 _TOOLS = "SELECT DISTINCT name FROM turns WHERE traj = ? AND kind = 'tool' ORDER BY name LIMIT 32"
 _FIRST_STEP = "SELECT step FROM turns WHERE traj = ? AND step IS NOT NULL ORDER BY start_ns LIMIT 1"
