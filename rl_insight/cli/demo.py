@@ -51,6 +51,9 @@ def demo(
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
     fault: Optional[str] = typer.Option(None, help="Inject a fault at step 2 to see an alert fire: xid (GPU 0 reports "
                                                    "XID 79) or npu (NPU 0 reports unhealthy)."),
+    agent: bool = typer.Option(False, "--agent", help="The rollout is a multi-turn tool-calling agent loop, reported through "
+                               "agent_loop_session and (when MLflow is installed) verl's MLflow traces over OTLP; see the run "
+                               "page's trajectories."),
 ) -> int:
     """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
     from ..demo.run import Demo, DemoConfig
@@ -67,7 +70,7 @@ def demo(
         url, tok = server_url.rstrip("/"), token or ""
     else:
         url, tok, state = _stack_url(h)
-    experiment = experiment_name or f"demo-{mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    experiment = experiment_name or f"demo-{'agent-' if agent else ''}{mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     typer.echo(f"Sending to {url} as project={project} experiment_name={experiment}")
     typer.echo(f"  web UI:           {url}/")
     typer.echo(f"  trainer metrics:  {url}/metrics")
@@ -79,7 +82,7 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]
-                     fault=fault)
+                     fault=fault, agent=agent)
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")

@@ -41,6 +41,7 @@ class DemoConfig:
     max_concurrency: int = 8
     seed: int = 0
     fault: str | None = None  # "xid" | "npu": injected at step 2, so an alert fires
+    agent: bool = False  # the rollout is a multi-turn tool-calling agent loop (demo/agent.py)
 
     def plan(self, rng: random.Random) -> dict[str, float]:
         """Phase budgets (seconds) for one step; generation is the biggest, as in real RL jobs."""
@@ -75,15 +76,15 @@ class Demo:
         self.trainer, trainer_child = ctx.Pipe()
         self._procs = [
             ctx.Process(target=rollout_worker, name="demo-rollout",
-                        args=(rollout_child, c.engine, c.replicas, c.requests_per_replica, c.max_concurrency, c.seed)),
+                        args=(rollout_child, c.engine, c.replicas, c.requests_per_replica, c.max_concurrency, c.seed, c.agent)),
             ctx.Process(target=trainer_worker, name="demo-trainer", args=(trainer_child, c.ranks)),
         ]
         for p in self._procs:
             p.start()
         for conn, what in ((self.rollout, "rollout"), (self.trainer, "trainer")):
-            if not conn.poll(60):
-                raise RuntimeError(f"demo {what} worker did not start within 60 s")
-            conn.recv()
+            if not conn.poll(120):  # --agent: the rollout worker imports MLflow and prepares its store first
+                raise RuntimeError(f"demo {what} worker did not start within 120 s")
+            self._recv(conn, "ready")
 
     def _start_node_exporter(self) -> None:
         binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -104,6 +105,9 @@ class Demo:
             msg = conn.recv()
             if msg[0] == kind:
                 return msg
+            if msg[0] == "note":  # a worker's message for the user
+                self.report(msg[1])
+                continue
             self._stash[msg[0]] = msg
 
     def _tail(self, step: int) -> int:

@@ -8,6 +8,7 @@ RL_INSIGHT_EXPERIMENT_NAME), `trace_state` per lane, `update_prometheus_config` 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sys
 import signal
@@ -18,6 +19,7 @@ from typing import Any
 
 import rl_insight
 
+from .agent import Generated
 from .engines import ENGINES, Request
 from .hardware import DcgmStandIn, NpuStandIn
 
@@ -43,7 +45,8 @@ class _Replica:
     def _load(self) -> None:
         self.engine.set_load(self.running, self.waiting, min(0.99, 0.08 + 0.11 * self.running + 0.02 * self.waiting))
 
-    async def request(self, base_s: float, tail: float) -> None:
+    async def request(self, base_s: float, tail: float) -> tuple[int, int, str, dict[str, float]]:
+        """One generation on this replica: prompt tokens, generated tokens, finish reason, engine timings (s)."""
         rng = self.rng
         queued = time.monotonic()
         self.waiting += 1
@@ -68,9 +71,11 @@ class _Replica:
                                    queue_s=queue_s, prefill_s=ttft, decode_s=max(0.0, run_s - ttft),
                                    cached_tokens=int(prompt * rng.uniform(0.3, 0.6)), finished_reason=reason),
                            rng_preempt=rng.random() < 0.01)
+        return prompt, gen_tokens, reason, {"queue_s": queue_s, "ttft_s": ttft, "decode_s": max(0.0, run_s - ttft)}
 
 
-async def _generate(replicas: list[_Replica], requests: int, budget_s: float, tail_replica: int) -> dict[str, Any]:
+async def _generate(replicas: list[_Replica], requests: int, budget_s: float, tail_replica: int, step: int = 0,
+                    agent: Any = None) -> dict[str, Any]:
     t0 = time.monotonic()
     per_replica: list[float] = []
 
@@ -78,17 +83,37 @@ async def _generate(replicas: list[_Replica], requests: int, budget_s: float, ta
         start = time.monotonic()
         # two waves of `max_concurrency` requests fill the budget
         tail = 2.5 if rep.index == tail_replica else 1.0
-        await asyncio.gather(*(rep.request(budget_s / 2, tail) for _ in range(requests)))
+        if agent is None:
+            await asyncio.gather(*(rep.request(budget_s / 2, tail) for _ in range(requests)))
+        else:  # --agent: each request is a multi-turn trajectory (demo/agent.py)
+            counter = iter(range(10**9))
+
+            async def generate(share_s: float) -> Generated:
+                prompt, tokens, reason, timings = await rep.request(share_s, tail)
+                return Generated(prompt, tokens, reason, f"{rep.lane}-s{step}-{next(counter)}", **timings)
+
+            await asyncio.gather(*(agent.trajectory(step, rep.lane, rep.index * requests + i, generate, budget_s / 2)
+                                   for i in range(requests)))
         per_replica.append(time.monotonic() - start)
 
     await asyncio.gather(*(run(r) for r in replicas))
     return {"gen": time.monotonic() - t0, "per_replica": per_replica}
 
 
-def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, max_concurrency: int, seed: int) -> None:
+def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, max_concurrency: int, seed: int,
+                   agent: bool = False) -> None:
     _quiet_sigint()
     rl_insight.init()
     rng = random.Random(seed)
+    agent_loop = mlflow = engine_spans = None
+    if agent:
+        from .agent import AgentLoop, EngineSpans, mlflow_tracer
+
+        where = (os.environ["RL_INSIGHT_SERVER_URL"], os.environ.get("RL_INSIGHT_TOKEN", ""), os.environ.get("RL_INSIGHT_PROJECT", ""),
+                 os.environ.get("RL_INSIGHT_EXPERIMENT_NAME", ""))
+        mlflow = mlflow_tracer(*where, lambda m: conn.send(("note", m)))
+        engine_spans = EngineSpans(*where) if mlflow is not None else None
+        agent_loop = AgentLoop(rng, mlflow, engine_spans)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     reps = [_Replica(i, ENGINES[engine], max_concurrency, rng) for i in range(replicas)]
@@ -101,7 +126,7 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
             msg = conn.recv()
             if msg[0] == "generate":
                 _, step, budget_s, tail_replica = msg
-                result = loop.run_until_complete(_generate(reps, requests, budget_s, tail_replica))
+                result = loop.run_until_complete(_generate(reps, requests, budget_s, tail_replica, step, agent_loop))
                 conn.send(("generated", step, result))
             elif msg[0] == "update_weights":
                 t0 = time.monotonic()
@@ -121,6 +146,10 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
     finally:
         for r in reps:
             r.engine.close()
+        if mlflow is not None:
+            from .agent import flush_mlflow
+
+            flush_mlflow(mlflow, engine_spans)
         rl_insight.finish()
 
 

@@ -63,9 +63,9 @@ VERL_TRACE_TAGS = ("step", "sample_index", "rollout_n", "validate", "experiment_
 def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
     """MLflow's OTLP export writes its string attributes JSON-encoded (`"\"tr-…\""`) and trace tags as
     `mlflow.traceTag.<key>`: unquote the former; copy verl's tags to their plain names (docs/otlp.md)."""
-    for k, v in list(attrs.items()):
-        if not k.startswith("mlflow."):
-            continue
+    if not any(k.startswith("mlflow.") for k in attrs):
+        return attrs
+    for k, v in list(attrs.items()):  # MLflow encodes every attribute it sets, its own and the user's (span.set_attribute)
         if isinstance(v, str) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
             try:
                 attrs[k] = v = json.loads(v)

@@ -166,8 +166,8 @@ class ProfileBook:
         return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
-    def note_step(self, project: str | None, experiment_name: str | None, step: float | None) -> None:
-        self.clock.note(project, experiment_name, step)
+    def note_step(self, project: str | None, experiment_name: str | None, step: float | None, at: float | None = None) -> None:
+        self.clock.note(project, experiment_name, step, at)
 
     def run_step(self, project: str, experiment_name: str) -> int | None:
         """The run's step clock as its clients' latest samples say (fresher than the run store)."""

@@ -34,7 +34,8 @@ class StepClock:
                     return
                 hist = self._runs[key] = deque(maxlen=HISTORY)
             if not hist or value > hist[-1][1]:
-                hist.append((time.time() if now is None else now, value))
+                at = time.time() if now is None else now
+                hist.append((max(at, hist[-1][0]) if hist else at, value))  # kept in time order (clients' clocks differ)
 
     def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
         """(last completed step, when the server saw it), or None before the run's first step metric."""
@@ -45,15 +46,18 @@ class StepClock:
         return step, at
 
     def step_at(self, project: str, experiment_name: str, t: float) -> int | None:
-        """The step in progress at time t (epoch s): one past the clock's value then; None before the first
-        move the clock remembers."""
+        """The step in progress at time t (epoch s): one past the clock's value then. Before the first move the
+        clock remembers it is the step that move completed, while the history is whole (a run's first step logs
+        its metric only at its end); None once older moves were forgotten."""
         hist = self._runs.get((project, experiment_name))
         if not hist:
             return None
         with self._lock:
             times = [at for at, _ in hist]
             i = bisect.bisect_right(times, t) - 1
-            return None if i < 0 else hist[i][1] + 1
+            if i < 0:
+                return hist[0][1] if len(hist) < HISTORY else None
+            return hist[i][1] + 1
 
     def forget(self, keys: set[tuple[str, str]]) -> None:
         with self._lock:

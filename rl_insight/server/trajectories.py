@@ -154,6 +154,12 @@ def _error(a: dict[str, Any]) -> str | None:
     return None
 
 
+def _lane_key(lane: str, step: int | None) -> str:
+    """Upstream's lane names the sample, session and trajectory but not the step; a runtime that numbers its
+    samples per step would merge step 1's trajectory with step 2's, so the step is part of the key."""
+    return (lane if step is None else f"{lane}#step={step}")[:512]
+
+
 def _session_trajectories(span: SpanRecord, a: dict[str, Any]) -> list[TrajectoryInfo]:
     """An `agent_session` span: the session's status for each trajectory it names (our client lists them
     in `trajectories`; upstream's span names only its own `traj`)."""
@@ -170,10 +176,10 @@ def _session_trajectories(span: SpanRecord, a: dict[str, Any]) -> list[Trajector
     if isinstance(listed, list):
         for t in listed[:MAX_SESSION_TRAJECTORIES]:
             if isinstance(t, dict) and t.get("traj") is not None:
-                out.append(TrajectoryInfo(f"{base}/traj={t['traj']}"[:512], "session", step, sample, status=_str(t.get("status")) or status,
+                out.append(TrajectoryInfo(_lane_key(f"{base}/traj={t['traj']}", step), "session", step, sample, status=_str(t.get("status")) or status,
                                           reward=_float(t.get("reward")), reported_turns=_int(t.get("turns"))))
     if not out and lane.startswith(LANE_PREFIX):
-        out.append(TrajectoryInfo(lane[:512], "session", step, sample, status=status))
+        out.append(TrajectoryInfo(_lane_key(lane, step), "session", step, sample, status=status))
     return out
 
 
@@ -203,7 +209,7 @@ def facts(span: SpanRecord) -> list[Fact]:
                            _float(a.get("gen_ai.latency.time_in_queue")), _float(a.get("gen_ai.latency.time_to_first_token")),
                            _float(a.get("gen_ai.latency.time_in_model_prefill")), _float(a.get("gen_ai.latency.time_in_model_decode")))]
     if source in ("gateway", "tool", "task", "session") and lane.startswith(LANE_PREFIX):
-        key = lane[:512]
+        key = _lane_key(lane, _step(a))
         if source == "session":
             return list(_session_trajectories(span, a))
         if source == "task":

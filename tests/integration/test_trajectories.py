@@ -75,14 +75,14 @@ def test_agent_loop_sessions_become_trajectories_per_step_with_turns_tools_and_g
     page = _get(srv, base)  # the newest step, slowest first
     assert page["step"] == 2 and page["total"] == 3
     slowest = page["trajectories"][0]
-    assert slowest["key"].endswith("sample=2/session=s/traj=1") and slowest["duration_s"] == pytest.approx(1.72)
+    assert slowest["key"].endswith("sample=2/session=s/traj=1#step=2") and slowest["duration_s"] == pytest.approx(1.72)
     assert (slowest["turns"], slowest["generates"], slowest["tool_calls"], slowest["tools"]) == (3, 2, 1, ["search"])
     assert (slowest["tokens_in"], slowest["tokens_out"], slowest["replica"], slowest["reward"]) == (280, 60, "replica_1", 0.5)
 
     by_reward = _get(srv, base, step=1, sort="reward", desc="false")["trajectories"]
     assert [t["reward"] for t in by_reward] == [0.0, 0.5, 1.0]
     failed = _get(srv, base, step=1, failed="true")["trajectories"]
-    assert [t["tool_errors"] for t in failed] == [1] and failed[0]["key"].endswith("traj=2")
+    assert [t["tool_errors"] for t in failed] == [1] and failed[0]["key"].endswith("traj=2#step=1")
     assert _get(srv, base, step=1, tool="python")["total"] == 1
     assert _get(srv, base, step=2, replica="replica_1")["trajectories"][0]["id"] == slowest["id"]  # the long-tail link's query
 

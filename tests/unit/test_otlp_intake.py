@@ -188,7 +188,7 @@ def test_spans_without_a_step_get_the_step_the_runs_clock_says_was_running(srv) 
         span("tagged", in_step_3, [{"key": "step", "value": {"intValue": "9"}}])]}]}]}
     assert httpx.post(srv.url + "/v1/traces", json=doc, headers=h).status_code == 200
     spans = {s["name"]: s["attributes"] for s in _spans(srv, _runs(srv)[("agents", "clocked")])}
-    assert "step" not in spans["early"]
+    assert (spans["early"]["step"], spans["early"]["step_source"]) == (1, "run_clock")  # before the first step metric: step 1
     assert (spans["mid"]["step"], spans["mid"]["step_source"]) == (2, "run_clock")
     assert spans["late"]["step"] == 3
     assert spans["tagged"]["step"] == 9 and "step_source" not in spans["tagged"]  # a span's own step wins
@@ -204,7 +204,10 @@ def test_the_step_clock_answers_the_step_in_progress_and_never_goes_back() -> No
     c.note("p", "e", float("nan"))
     c.note("", "e", 5)
     assert c.current("p", "e") == (2, 200.0)
-    assert [c.step_at("p", "e", t) for t in (50.0, 100.0, 150.0, 200.0, 300.0)] == [None, 2, 2, 3, 3]
+    # before the first move: the step that move completed (a run's first step logs its metric at its end)
+    assert [c.step_at("p", "e", t) for t in (50.0, 100.0, 150.0, 200.0, 300.0)] == [1, 2, 2, 3, 3]
+    c.note("p", "e", 3, now=150.0)  # another client's clock is behind: the history stays in time order
+    assert c.step_at("p", "e", 210.0) == 4 and c.step_at("p", "e", 199.0) == 2
     assert c.step_at("other", "e", 150.0) is None
     c.forget({("p", "e")})
     assert c.current("p", "e") is None

@@ -81,7 +81,7 @@ def test_retention_deletes_a_runs_trajectories_turns_and_requests(store) -> None
     w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'e'", (time.time() - 90 * 86400,))
     assert w.prune() == 1
     c = r.conn()
-    assert [x[0] for x in c.execute("SELECT key FROM trajectories")] == [LANE]
+    assert [x[0] for x in c.execute("SELECT key FROM trajectories")] == [LANE + "#step=4"]  # upstream's lane + the step
     assert c.execute("SELECT count(*) FROM turns").fetchone()[0] == 1
     assert c.execute("SELECT count(*) FROM llm_requests").fetchone()[0] == 0
 

@@ -39,9 +39,13 @@ def build_router(st: AppState) -> APIRouter:
             m.replaced.inc(result.replaced_strings)
         m.latency.observe(time.perf_counter() - started)
         c = batch.client
-        steps = [r.step for r in result.samples if r.step is not None]
-        if steps:
-            st.profiles.note_step(c.project, c.experiment_name, max(steps))
+        stepped = [r for r in result.samples if r.step is not None]
+        if stepped:
+            # the clock moves when the client logged the step (its timestamp, never in the server's future), not when the
+            # batch arrived: spans timed by the same cluster's clocks are then put in the right step
+            top = max(r.step for r in stepped)
+            at = min(min(r.ts for r in stepped if r.step == top), time.time())
+            st.profiles.note_step(c.project, c.experiment_name, top, at)
         body = {"accepted": result.accepted, "rejected": result.rejected, "errors": result.errors, "boot_id": st.boot_id,
                 "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS),
                 # control rides on replies: the run's active profile requests and its step clock

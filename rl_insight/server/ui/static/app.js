@@ -176,7 +176,9 @@ async function renderRun(app, runId, compareIds) {
   const promEl = h("div", { id: "prom-sections" });
   const targetsEl = h("div", { id: "targets" });
   const profilesEl = h("div", { id: "profiles" });
-  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["profiles-h", "profiles"], ["metrics-h", "trainer metrics"],
+  const trajectoriesEl = h("div", { id: "trajectories" });
+  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["trajectories-h", "trajectories"], ["profiles-h", "profiles"],
+    ["metrics-h", "trainer metrics"],
     ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
   // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
@@ -194,6 +196,8 @@ async function renderRun(app, runId, compareIds) {
       + (compared.length ? " · click a step to show that step in every run" : ""))),
     compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
     ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
+    h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
+      + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
     h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
       + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
@@ -215,6 +219,8 @@ async function renderRun(app, runId, compareIds) {
   for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
   const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
   await profiles.load();
+  const trajectories = state.trajectories = new Trajectories(trajectoriesEl, runId);
+  await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
   await renderInsights(insightsEl, runId);
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
   renderTargets(targetsEl, runId);
@@ -232,6 +238,7 @@ async function renderRun(app, runId, compareIds) {
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
     profiles.run = r; await profiles.load();
   });
+  every(10000, async () => { if (run.status === "live" && !trajectories.steps?.length) await trajectories.load(); });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
   every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
   every(15000, () => renderTargets(targetsEl, runId));
@@ -249,7 +256,10 @@ async function renderInsights(el, runId, idPrefix = "") {
   const tail = s.long_tail[s.long_tail.length - 1];
   el.replaceChildren(
     card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
-    card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}` : "–",
+    card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
+      !idPrefix && state.trajectories?.steps?.length ? h("button", { class: "mini link", id: "long-tail-trajectories",
+        title: `the trajectories that kept ${tail.slowest_lane} busy at step ${tail.step}`,
+        onclick: (e) => { e.stopPropagation(); state.trajectories.focus({ step: tail.step, replica: tail.slowest_lane }); } }, "trajectories ›") : null) : "–",
       "insight-long-tail", false, tail?.step),
     card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),

@@ -1,0 +1,170 @@
+/* rl-insight UI: the run page's agent-loop trajectories (step → trajectory → turns).
+   Loaded before app.js; uses its helpers (h, api, fmtDur, fmtNum, fmtTick) only when a run page is drawn.
+   One step at a time: a sortable, filterable, paged table; the step's distributions; a trajectory's waterfall. */
+"use strict";
+
+const TRAJ_COLUMNS = [  // [sort key or null, header, cell]
+  [null, "trajectory", t => h("span", { title: t.key }, t.key.startsWith("trace:") ? `trace ${t.key.slice(6, 14)}…` : t.key.replace(/^experiment=[^/]*\//, ""))],
+  ["duration", "duration", t => t.duration_s === null ? "–" : fmtDur(t.duration_s)],
+  ["turns", "turns", t => `${t.turns}${t.reported_turns !== null && t.reported_turns !== t.turns ? ` (${t.reported_turns} reported)` : ""}`],
+  ["tool_calls", "tool calls", t => `${t.tool_calls}${t.tools.length ? " · " + t.tools.join(", ") : ""}`],
+  ["tool_errors", "tool errors", t => t.tool_errors ? h("b", { class: "error" }, String(t.tool_errors)) : "0"],
+  ["generate_s", "generate", t => t.generate_s === null ? "–" : fmtDur(t.generate_s)],
+  ["tool_s", "in tools", t => t.tool_s === null ? "–" : fmtDur(t.tool_s)],
+  ["tokens_out", "tokens in / out", t => `${t.tokens_in === null ? "–" : fmtTick(t.tokens_in)} / ${t.tokens_out === null ? "–" : fmtTick(t.tokens_out)}`],
+  ["reward", "reward", t => fmtNum(t.reward)],
+  [null, "status", t => h("span", { class: `badge ${/^(success|finished)$/.test(t.status || "finished") ? "done" : "failed"}` }, t.status || "–")],
+  [null, "replica", t => t.replica || "–"],
+];
+const PAGE = 50;
+
+class Trajectories {
+  constructor(el, runId) {
+    this.el = el; this.runId = runId;
+    this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, min_turns: "", offset: 0 };
+    this.stepSel = h("select", { id: "traj-step", onchange: () => this.set({ step: this.stepSel.value === "none" ? "none" : Number(this.stepSel.value), offset: 0 }) });
+    this.statusSel = h("select", { id: "traj-status", onchange: () => this.set({ status: this.statusSel.value, offset: 0 }) });
+    this.toolSel = h("select", { id: "traj-tool", onchange: () => this.set({ tool: this.toolSel.value, offset: 0 }) });
+    this.replicaSel = h("select", { id: "traj-replica", onchange: () => this.set({ replica: this.replicaSel.value, offset: 0 }) });
+    this.failed = h("input", { type: "checkbox", id: "traj-failed", onchange: () => this.set({ failed: this.failed.checked, offset: 0 }) });
+    this.minTurns = h("input", { id: "traj-min-turns", size: 4, placeholder: "≥ turns", onchange: () => this.set({ min_turns: this.minTurns.value.trim(), offset: 0 }) });
+    this.summary = h("span", { class: "muted", id: "traj-summary" });
+    this.dists = h("div", { class: "cards traj-dists", id: "traj-dists" });
+    this.table = h("div", { id: "traj-table" });
+    this.waterfall = h("div", { id: "traj-waterfall" });
+    this.bar = h("div", { class: "bar", id: "traj-controls" }, h("label", {}, "step ", this.stepSel), h("label", {}, "status ", this.statusSel),
+      h("label", {}, "tool ", this.toolSel), h("label", {}, "replica ", this.replicaSel), h("label", {}, this.failed, " failed only"), this.minTurns,
+      this.summary);
+  }
+
+  async load() {
+    const { steps, without_step } = await api(`/api/v1/runs/${this.runId}/trajectories/steps`);
+    this.steps = steps;
+    if (!steps.length && !without_step) {
+      this.el.replaceChildren(h("p", { class: "muted", id: "traj-empty" }, "No agent-loop trajectories in this run. They come from ",
+        h("code", {}, "rl_insight.agent_loop_session"), " or from verl's rollout traces over OTLP (trace.backend=mlflow; see docs/otlp.md)."));
+      return false;
+    }
+    // "none": trajectories no step could be given to (spans that arrived before the run's first step metric)
+    if (this.query.step === null || (this.query.step !== "none" && !steps.includes(this.query.step))) this.query.step = steps[0] ?? "none";
+    this.stepSel.replaceChildren(...steps.map(s => h("option", { value: s }, `step ${s}`)),
+      without_step ? h("option", { value: "none" }, "no step") : null);
+    this.stepSel.value = this.query.step;
+    if (!this.el.contains(this.bar)) this.el.replaceChildren(this.bar, this.dists, this.table, this.waterfall);
+    await Promise.all([this.loadStats(), this.loadPage()]);
+    return true;
+  }
+
+  async set(changes) { Object.assign(this.query, changes); await Promise.all([changes.step !== undefined ? this.loadStats() : null, this.loadPage()]); }
+
+  /** From the long-tail card: which trajectories kept this replica busy at this step. */
+  async focus({ step, replica }) {
+    Object.assign(this.query, { step: step ?? this.query.step, replica: replica || "", sort: "duration", desc: true, offset: 0, status: "", tool: "", failed: false });
+    document.getElementById("trajectories-h")?.scrollIntoView();
+    await this.load();
+  }
+
+  params() {
+    const q = this.query, p = new URLSearchParams({ sort: q.sort, desc: q.desc, offset: q.offset, limit: PAGE });
+    if (q.step === "none") p.set("no_step", "true"); else if (q.step !== null) p.set("step", q.step);
+    for (const k of ["status", "tool", "replica", "min_turns"]) if (q[k] !== "" && q[k] !== null) p.set(k, q[k]);
+    if (q.failed) p.set("failed", "true");
+    return p;
+  }
+
+  async loadStats() {
+    const s = this.stats = await api(`/api/v1/runs/${this.runId}/trajectories/stats?${this.query.step === "none" ? "no_step=true" : "step=" + this.query.step}`);
+    const options = (sel, values, current) => {
+      sel.replaceChildren(h("option", { value: "" }, "all"), ...values.map(v => h("option", { value: v }, v)));
+      if (current && !values.includes(current)) sel.append(h("option", { value: current }, current));
+      sel.value = current || "";
+    };
+    options(this.statusSel, Object.keys(s.statuses).sort(), this.query.status);
+    options(this.toolSel, s.tools.map(t => t.tool).sort(), this.query.tool);
+    options(this.replicaSel, s.replicas.map(r => r.replica).sort((a, b) => laneKey(a).localeCompare(laneKey(b))), this.query.replica);
+    const d = s.duration_s;
+    const card = (k, v, id) => h("div", { class: "card", id }, h("div", { class: "k" }, k), v);
+    this.dists.replaceChildren(
+      card(`${s.step === null ? "no step" : "step " + s.step}: ${s.trajectories} trajectories`, h("div", { class: "v small" },
+        d.p50 === null ? "–" : `p50 ${fmtDur(d.p50)} · p90 ${fmtDur(d.p90)} · p99 ${fmtDur(d.p99)} · max ${fmtDur(d.max)}`,
+        h("br"), `${s.failed} failed or with tool errors`), "traj-card-duration"),
+      card("duration", histogram(s.duration, fmtDur), "traj-hist-duration"),
+      card("turns per trajectory", histogram(s.turns, v => String(v)), "traj-hist-turns"),
+      card("reward", histogram(s.reward, fmtNum), "traj-hist-reward"),
+      card("tokens out per trajectory", histogram(s.tokens_out, fmtTick), "traj-hist-tokens"),
+      card("tool latency by tool", s.tools.length ? h("table", { class: "mini-table", id: "traj-tools" },
+        h("tr", {}, h("th", {}, "tool"), h("th", {}, "calls"), h("th", {}, "p50"), h("th", {}, "p99"), h("th", {}, "errors")),
+        ...s.tools.map(t => h("tr", { "data-tool": t.tool }, h("td", {}, h("a", { href: "#", onclick: (e) => { e.preventDefault(); this.set({ tool: t.tool, offset: 0 }); this.toolSel.value = t.tool; } }, t.tool)),
+          h("td", {}, t.calls), h("td", {}, fmtDur(t.p50_s)), h("td", {}, fmtDur(t.p99_s)), h("td", { class: t.errors ? "error" : "" }, t.errors))))
+        : h("div", { class: "muted" }, "no tool calls"), "traj-card-tools"));
+  }
+
+  async loadPage() {
+    const p = await api(`/api/v1/runs/${this.runId}/trajectories?${this.params()}`);
+    this.page = p;
+    const q = this.query;
+    const head = h("tr", {}, ...TRAJ_COLUMNS.map(([key, label]) => h("th", key ? {
+      class: "sortable" + (q.sort === key ? " sorted" : ""), "data-sort": key, title: "sort",
+      onclick: () => this.set({ sort: key, desc: q.sort === key ? !q.desc : key !== "reward", offset: 0 }) } : {},
+      label, key && q.sort === key ? (q.desc ? " ▼" : " ▲") : "")));
+    const rows = p.trajectories.map(t => h("tr", { "data-traj-id": t.id, class: this.selected === t.id ? "selected" : "",
+      onclick: () => this.show(t.id) }, ...TRAJ_COLUMNS.map(([, , cell]) => h("td", {}, cell(t)))));
+    const last = Math.min(p.total, q.offset + p.trajectories.length);
+    this.summary.textContent = p.total ? `${q.offset + 1}–${last} of ${p.total}` : "no trajectory matches";
+    const pager = h("div", { class: "bar" },
+      h("button", { id: "traj-prev", disabled: q.offset === 0 ? "" : null, onclick: () => this.set({ offset: Math.max(0, q.offset - PAGE) }) }, "‹ previous"),
+      h("button", { id: "traj-next", disabled: last >= p.total ? "" : null, onclick: () => this.set({ offset: q.offset + PAGE }) }, "next ›"),
+      q.replica ? h("span", { class: "muted" }, `trajectories that ran on ${q.replica} at step ${p.step}, slowest first`) : null);
+    this.table.replaceChildren(h("table", { class: "grid traj" }, head, ...rows), pager);
+    if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
+    else if (!p.trajectories.length) this.waterfall.replaceChildren();
+  }
+
+  /** A trajectory's turns as bars on its own time axis: generate → tool → generate …, gaps visible. */
+  async show(id) {
+    this.selected = id;
+    this.table.querySelectorAll("tr[data-traj-id]").forEach(tr => tr.classList.toggle("selected", Number(tr.dataset.trajId) === id));
+    const t = await api(`/api/v1/runs/${this.runId}/trajectories/${id}`);
+    const t0 = t.start_ns, total = Math.max(1, (t.end_ns ?? t0) - t0);
+    const pct = (ns) => `${(100 * (ns - t0) / total).toFixed(3)}%`;
+    const width = (a, b) => `${Math.max(0.15, 100 * (b - a) / total).toFixed(3)}%`;
+    const label = (x) => {
+      const dur = fmtDur((x.end_ns - x.start_ns) / 1e9);
+      if (x.kind === "tool") return `${x.name} ${dur}${x.error ? " ✗ " + x.error : ""}`;
+      const e = x.engine, tok = x.tokens_out !== null ? ` · ${x.tokens_in ?? "?"}→${x.tokens_out} tok` : "";
+      return `generate ${dur}${tok}${x.replica ? " · " + x.replica : ""}${e && e.queue_s !== null ? ` · queued ${fmtDur(e.queue_s)}` : ""}`
+        + (x.detail.finish_reason ? ` · ${x.detail.finish_reason}` : "");
+    };
+    const rows = t.turn_list.map((x, i) => h("div", { class: "wf-row", "data-kind": x.kind },
+      h("div", { class: "wf-label" }, `${i + 1}. ${x.kind === "tool" ? "tool" : "generate"}`),
+      h("div", { class: "wf-track" }, ...t.gaps.map(g => h("div", { class: "wf-gap", style: `left:${pct(g.start_ns)};width:${width(g.start_ns, g.end_ns)}` })),
+        h("div", { class: `wf-bar ${x.kind}${x.error ? " err" : ""}`, style: `left:${pct(x.start_ns)};width:${width(x.start_ns, x.end_ns)}`,
+          title: `${label(x)}\nstarts +${fmtDur((x.start_ns - t0) / 1e9)}${x.request_id ? "\nrequest " + x.request_id : ""}` }),
+        // text after the bar, or before it when the bar is in the right half (never clipped at the edge)
+        h("span", { class: "wf-text", style: (x.start_ns - t0) / total < 0.5 ? `left:calc(${pct(x.end_ns)} + 2px)`
+          : `right:calc(${(100 - 100 * (x.start_ns - t0) / total).toFixed(3)}% + 2px)` }, label(x)))));
+    this.waterfall.replaceChildren(h("h4", {}, `trajectory ${t.key}`),
+      h("div", { class: "muted", id: "traj-wf-summary" }, `${fmtDur(t.duration_s ?? 0)} · ${t.turns} turns · generate ${fmtDur(t.generate_s ?? 0)} · `
+        + `tools ${fmtDur(t.tool_s ?? 0)} · between turns ${fmtDur(t.gap_s)}${t.reward !== null ? ` · reward ${fmtNum(t.reward)}` : ""}`
+        + `${t.step !== null ? ` · step ${t.step}` : ""}`),
+      h("div", { class: "waterfall", id: "traj-wf" }, ...rows));
+  }
+}
+
+/** Bars of a histogram {edges, counts}, as a small SVG with the first and last edges under it. */
+function histogram(hist, fmt) {
+  if (!hist.counts.length) return h("div", { class: "muted" }, "not reported");
+  const max = Math.max(...hist.counts), n = hist.counts.length, W = 200, H = 48;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("class", "hist");
+  hist.counts.forEach((c, i) => {
+    const r = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    const bh = max ? Math.max(c ? 1 : 0, H * c / max) : 0;
+    r.setAttribute("x", (W * i / n + 0.5).toFixed(1)); r.setAttribute("width", Math.max(1, W / n - 1).toFixed(1));
+    r.setAttribute("y", (H - bh).toFixed(1)); r.setAttribute("height", bh.toFixed(1));
+    const tip = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    tip.textContent = `${fmt(hist.edges[i])} – ${fmt(hist.edges[i + 1])}: ${c}`;
+    r.append(tip); svg.append(r);
+  });
+  return h("div", {}, svg, h("div", { class: "hist-axis muted" }, h("span", {}, fmt(hist.edges[0])), h("span", {}, fmt(hist.edges[hist.edges.length - 1]))));
+}
