@@ -62,12 +62,13 @@ def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
 
 
 @contextmanager
-def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int) -> Iterator[str]:
+def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int,
+                 extra: tuple[str, ...] = ()) -> Iterator[str]:
     """An ingest server and `rl-insight demo` feeding it, until `min_steps` steps are in the run store; its URL."""
     server, url = _server(tmp)
     demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
                              str(step_seconds), "--replicas", str(replicas), "--ranks", str(ranks), "--experiment-name",
-                             experiment], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             experiment, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import httpx
 
     try:

@@ -1,0 +1,93 @@
+"""The run page's agent-loop trajectories in real headless Chromium, on `rl-insight demo --agent` (trajectories
+through agent_loop_session and through real MLflow over OTLP, engine request spans): the step's table sorts and
+filters, the distributions show every tool, a row opens its waterfall (generate → tool → generate …), and the
+long-tail card opens the trajectories that kept its replica busy at its step."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_ui import ARTIFACTS, _need_browser, page, running_demo  # noqa: F401  (the page fixture)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def agent_demo(tmp_path_factory: pytest.TempPathFactory):
+    _need_browser()
+    pytest.importorskip("mlflow")
+    with running_demo(tmp_path_factory.mktemp("ui-agent"), "agent-ui", 2.5, replicas=3, ranks=1, min_steps=4,
+                      extra=("--agent",)) as url:
+        yield url
+
+
+def _column(page, index: int) -> list[str]:  # noqa: F811
+    return page.eval_on_selector_all(f"#traj-table tr[data-traj-id] td:nth-child({index})", "els => els.map(e => e.innerText)")
+
+
+def _seconds(text: str) -> float:
+    value, unit = text.split()
+    return float(value) * {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}[unit]
+
+
+def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo: str, page) -> None:  # noqa: F811
+    page.goto(agent_demo + "/#/run/1")
+    page.wait_for_selector("#traj-table tr[data-traj-id]", timeout=60_000)
+    steps = [s for s in page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)") if s != "none"]
+    assert len(steps) >= 2
+    # a finished step (the newest is still being generated, and MLflow exports its spans in batches)
+    page.select_option("#traj-step", steps[1])
+    page.wait_for_function(f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {steps[1]}:')", timeout=10_000)
+    # slowest first by default, and both sources in one step: agent_loop_session lanes and MLflow traces
+    durations = [_seconds(t) for t in _column(page, 2)]
+    assert durations == sorted(durations, reverse=True)
+    names = _column(page, 1)
+    assert any(n.startswith("trace ") for n in names) and any(n.startswith("sample=") for n in names), names
+    # the distributions: every tool of the demo (two spellings: agent_loop_session's names, verl's tool classes)
+    page.wait_for_selector("#traj-tools tr[data-tool]")
+    tools = set(page.eval_on_selector_all("#traj-tools tr[data-tool]", "els => els.map(e => e.dataset.tool)"))
+    assert tools & {"search", "python", "browser", "calculator"} and any(t.endswith("Tool") for t in tools), tools
+    assert page.eval_on_selector_all("#traj-hist-turns svg rect", "els => els.length") >= 1
+
+    # sort by turns (one click: most first), then by reward ascending (two clicks)
+    page.click("#traj-table th[data-sort='turns']")
+    page.wait_for_selector("#traj-table th.sorted[data-sort='turns']")
+    turns = [int(t.split()[0]) for t in _column(page, 3)]
+    assert turns == sorted(turns, reverse=True) and turns[0] >= 3
+    page.click("#traj-table th[data-sort='reward']")
+    page.wait_for_selector("#traj-table th.sorted[data-sort='reward']")
+    rewards = [float(r) for r in _column(page, 9) if r != "–"]
+    assert rewards == sorted(rewards)
+
+    # a row opens its waterfall: turns in time order, generate first, tools between generates, gaps drawn
+    page.click("#traj-table th[data-sort='turns']")
+    page.wait_for_selector("#traj-table th.sorted[data-sort='turns']")
+    page.locator("#traj-table tr[data-traj-id]").first.click()
+    page.wait_for_selector("#traj-wf .wf-row")
+    kinds = page.eval_on_selector_all("#traj-wf .wf-row", "els => els.map(e => e.dataset.kind)")
+    assert kinds[0] == "generate" and kinds[-1] == "generate" and "tool" in kinds
+    assert all(a != b for a, b in zip(kinds, kinds[1:]))  # generate → tool → generate …
+    assert page.eval_on_selector_all("#traj-wf .wf-gap", "els => els.length") >= 1
+    assert "between turns" in page.inner_text("#traj-wf-summary")
+    page.screenshot(path=str(ARTIFACTS / "trajectories.png"), full_page=False)
+    page.locator("#traj-waterfall").screenshot(path=str(ARTIFACTS / "trajectory-waterfall.png"))
+
+    # filter by a tool: every row used it
+    tool = page.eval_on_selector("#traj-tools tr[data-tool]", "e => e.dataset.tool")
+    page.select_option("#traj-tool", tool)
+    page.wait_for_function(f"[...document.querySelectorAll('#traj-table tr[data-traj-id] td:nth-child(4)')].every(td => td.innerText.includes('{tool}'))",
+                           timeout=10_000)
+
+    # the long-tail card: "trajectories ›" shows the trajectories that ran on its replica at its step, slowest first
+    page.wait_for_selector("#long-tail-trajectories", timeout=60_000)
+    lane, step = page.get_attribute("#long-tail-trajectories", "data-lane"), page.get_attribute("#long-tail-trajectories", "data-step")
+    assert lane in page.inner_text("#insight-long-tail")
+    page.click("#long-tail-trajectories")
+    page.wait_for_function(f"document.querySelector('#traj-step').value === '{step}'", timeout=10_000)
+    page.wait_for_function(f"document.querySelector('#traj-replica').value === '{lane}'", timeout=10_000)
+    page.wait_for_selector("#traj-table tr[data-traj-id]")
+    replicas = set(_column(page, 11))
+    assert replicas == {lane}, replicas
+    assert page.input_value("#traj-tool") == ""  # the link starts from a clean filter
+    assert f"ran on {lane}" in page.inner_text("#traj-table")
+    page.screenshot(path=str(ARTIFACTS / "trajectories-long-tail.png"), full_page=False)
