@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 from .client.api import _internal_error, metric_gauge, trace_span
 
 STATUSES = ("success", "failure", "empty", "capacity_exhausted", "error")  # upstream's vocabulary
+# the gauges `finish` publishes (the agent_loop_trajectory dashboard reads them; tests check both)
+GAUGES = ("agent_loop_run_info", "agent_loop_sample_info", "agent_loop_session_info", "agent_loop_traj_info",
+          "agent_loop_first_turn_unixtime", "agent_loop_last_turn_unixtime")
 
 
 def _sess_key(sample: Any, session: Any) -> str:

@@ -433,6 +433,80 @@ def quick_start_demo() -> dict[str, Any]:
                      "Upstream's quick start: a state timeline and one panel per metric kind.", time_from="now-5m")
 
 
+def _info_var(name: str, label: str, metric: str, value_label: str, extra: str = "") -> dict[str, Any]:
+    """A row/panel repeat variable from an info series' labels (upstream's query_result + regex): value `value_label`,
+    text its `title` (query_result prints labels in name order, so `title` follows)."""
+    query = f'query_result(max_over_time({M}{metric}{{{S}, global_steps=~"$step"{extra}}}[$__range]))'
+    v = _query_var(name, label, query)
+    v["regex"] = f'/{value_label}="(?<value>[^"]*)".*title="(?<text>[^"]*)"/'
+    v["sort"] = 3  # numerical: sample 10 after sample 9
+    return v
+
+
+def _agent_traceql(where: str, select: str, limit: int) -> dict[str, Any]:
+    query = ('{' + where + ' && span.project =~ "${project:regex}" && span.experiment_name =~ "${experiment_name:regex}" && '
+             'span.global_steps = ${step}} | select(' + select + ')')
+    return {"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans", "limit": limit,
+            "spss": limit}
+
+
+def _agent_table(title: str, where: str, select: str, limit: int = 100, description: str = "") -> dict[str, Any]:
+    return {"type": "table", "title": title, "description": description, "datasource": TEMPO,
+            "targets": [_agent_traceql(where, select, limit)], "fieldConfig": {"defaults": {}, "overrides": []},
+            "options": {"showHeader": True}}
+
+
+def agent_loop_trajectory() -> dict[str, Any]:
+    """Upstream's agent_loop_trajectory (its title; upstream ships it in Grafana's v2 schema, which file provisioning
+    does not load), as classic JSON scoped like the others: PromQL over the `agent_loop_*_info` gauges that
+    `agent_loop_session` publishes, TraceQL over its spans. Row per session (repeat), turn details per trajectory."""
+    b = Board()
+    step = f'{S}, global_steps=~"$step"'
+    b.row("Step overview")
+    b.add(stat("trajectories", f"count(max_over_time({M}agent_loop_traj_info{{{step}}}[$__range]))",
+               description="Trajectories the step's sessions finished (agent_loop_traj_info)."), w=6, h=5)
+    b.add(stat("sessions", f"count(max_over_time({M}agent_loop_session_info{{{step}}}[$__range]))"), w=6, h=5)
+    b.add(stat("samples", f"count(max_over_time({M}agent_loop_sample_info{{{step}}}[$__range]))"), w=6, h=5)
+    b.add(stat("rollout span", f"max(max_over_time({M}agent_loop_last_turn_unixtime{{{step}}}[$__range])) - "
+                               f"min(min_over_time({M}agent_loop_first_turn_unixtime{{{step}}}[$__range]))", unit="s",
+               description="From the first session's start to the last session's end in this step."), w=6, h=5)
+    b.add(table("Trajectories", f"max by (sample, session, traj, title) (max_over_time({M}agent_loop_traj_info{{{step}}}[$__range]))",
+                description="One row per trajectory: its reward and turns in the title, as upstream's row titles say."), w=24, h=8)
+    b.row("Session ${session}")
+    b.panels[-1]["repeat"] = "session"
+    lane = 'span.state_lane_id =~ "experiment=${experiment_name}/${session}/traj=.*"'
+    b.add({**_agent_table("Trajectory overview", f"{lane} && span.turn >= 0", "span.turn, span.type, span.finish_reason, span.tool",
+                          limit=1000, description="Every turn of the session's trajectories: generate (gateway) and tool spans.")},
+          w=24, h=8)
+    b.add(_agent_table("Task summary", f'span.monitor.trace_source = "task" && {lane}',
+                       "span.task_name, span.status, span.reward, span.accuracy, span.finished, span.reward_posted, span.error"), w=12, h=6)
+    b.add(_agent_table("Session summary", f'span.monitor.trace_source = "session" && {lane}',
+                       "span.runner_name, span.status, span.num_trajectories, span.reward_source, span.finished"), w=12, h=6)
+    details = _agent_table("Turn details · trajectory ${traj}",
+                           'span.state_lane_id =~ "experiment=${experiment_name}/${session}/traj=${traj}" && span.turn >= 0',
+                           "span.turn, span.type, span.tools, span.tool_args, span.finish_reason, span.reasoning, span.content, "
+                           "span.prompt_tokens, span.completion_tokens, span.tool, span.error", limit=500)
+    details["repeat"], details["repeatDirection"] = "traj", "v"
+    b.add(details, w=24, h=8)
+    extra = [_query_var("step", "Step", f'label_values({M}agent_loop_run_info{{{S}}}, global_steps)', multi=False),
+             _info_var("sample", "Sample", "agent_loop_sample_info", "sample"),
+             _info_var("session", "Session", "agent_loop_session_info", "sess_key", ', sample=~"$sample"'),
+             _info_var("traj", "Trajectory", "agent_loop_traj_info", "traj", ', sample=~"$sample"')]
+    extra[0]["includeAll"] = False
+    extra[0]["sort"] = 4  # numerical, newest step first
+    extra[0]["current"] = {}
+    templating = variables(extra, tempo=True)
+    for v in templating["list"]:  # the agent-loop gauges name the runs here, not the trainer's step metric
+        if v["name"] == "project":
+            v["definition"] = v["query"]["query"] = f"label_values({M}agent_loop_run_info, project)"
+        elif v["name"] == "experiment_name":
+            v["definition"] = v["query"]["query"] = f'label_values({M}agent_loop_run_info{{project=~"$project"}}, experiment_name)'
+    return dashboard("agent-loop-trajectory", "agent_loop_trajectory", b, templating,
+                     "Agent-loop rollouts (upstream's protocol, rl_insight.agent_loop_session): per step, its sessions and "
+                     "trajectories and every turn. The built-in UI's trajectories view adds verl's MLflow traces, "
+                     "distributions and the long-tail link.", time_from="now-1h")
+
+
 def build_all() -> dict[str, dict[str, Any]]:
     return {
         "quick_start_demo.json": quick_start_demo(),
@@ -443,6 +517,7 @@ def build_all() -> dict[str, dict[str, Any]]:
         "rl_state_timeline.json": rl_state_timeline(),
         "transfer_queue.json": transfer_queue(),
         "hardware.json": hardware(),
+        "agent_loop_trajectory.json": agent_loop_trajectory(),
     }
 
 
@@ -464,6 +539,9 @@ ANSWERS = {
                          "lanes sorted by prefix then number, colour = state, plus a table of recent states.",
     "transfer_queue": "Is TransferQueue keeping up, and is it leaking? Request rate and latency by op, produced vs "
                       "cleared samples, partitions, storage units.",
+    "agent_loop_trajectory": "Agent-loop rollouts (upstream's `agent_loop_session` protocol): per step, how many "
+                             "trajectories, sessions and samples, each trajectory's reward and turns, and per session a "
+                             "row with every turn (Tempo), the task and session summaries and each trajectory's turn details.",
     "hardware": "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter, keyed on `instance` and `gpu`) and Ascend NPUs "
                 "(npu-exporter, keyed on `instance` and `id`).",
 }

@@ -54,7 +54,7 @@ def mlflow_tracer(server_url: str, token: str, project: str, experiment: str, re
     os.environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
     if token:
         os.environ["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] = f"Authorization=Bearer%20{token}"
-    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = f"project={project},experiment_name={experiment}"
+    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = f"service.name=verl-rollout-trace,project={project},experiment_name={experiment}"
     os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tempfile.mkdtemp(prefix='rl-insight-demo-mlflow-')}/mlflow.db")
     import logging
 

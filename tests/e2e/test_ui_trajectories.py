@@ -33,6 +33,11 @@ def _seconds(text: str) -> float:
 def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo: str, page) -> None:  # noqa: F811
     page.goto(agent_demo + "/#/run/1")
     page.wait_for_selector("#traj-table tr[data-traj-id]", timeout=60_000)
+    # the timeline keeps its ranks and replicas: one lane per trajectory would bury them; a link says where they are
+    lanes = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
+    assert {"rank_0", "replica_0", "replica_1", "replica_2"} <= set(lanes) and not any(x.startswith("experiment=") for x in lanes), lanes
+    assert "otlp/verl-rollout-trace" in lanes  # the MLflow spans' service, as the demo's env names it
+    assert "agent-loop trajectory lanes" in page.inner_text("#lanes-hidden")
     steps = [s for s in page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)") if s != "none"]
     assert len(steps) >= 2
     # a finished step (the newest is still being generated, and MLflow exports its spans in batches)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rl_insight.agent_loop import GAUGES as AGENT_LOOP_GAUGES
 from rl_insight.catalog import GAUGES_NAMED_TOTAL, exporter_metric_names
 from rl_insight.demo.trainer_metrics import verl_keys
 from rl_insight.names import sanitize_metric_name
@@ -71,6 +72,7 @@ def metric_references(expr: str) -> tuple[set[str], set[str]]:
 def known_metric_names() -> set[str]:
     names = set(exporter_metric_names())
     names |= {"rl_insight_monitor_" + sanitize_metric_name(k.replace("/", "_")) for k in verl_keys()}
+    names |= {"rl_insight_monitor_" + n for n in AGENT_LOOP_GAUGES}
     names |= {r.get("record") for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
               if r.get("record")}
     return names
@@ -194,3 +196,27 @@ def test_reference_extraction_finds_names() -> None:
         'histogram_quantile(0.9, sum by (le, replica) (rate({__name__=~"vllm[:_]x_bucket", project=~"$project"}[5m])))'
         ' / on (project) max(rl_insight:ratio{a="b"}) - node_load1{project=~"$project"}')
     assert names == {"rl_insight:ratio", "node_load1"} and regexes == {"vllm[:_]x_bucket"}
+
+
+def test_agent_loop_dashboard_reads_what_agent_loop_session_writes() -> None:
+    """Upstream's agent_loop_trajectory, classic JSON: its repeat variables take value and title from the info series'
+    labels, its TraceQL selects attributes our agent_loop_session and turn spans carry, turns filtered numerically."""
+    d = load(ROOT / "dashboards" / "agent_loop_trajectory.json")
+    v = {x["name"]: x for x in d["templating"]["list"]}
+    assert [n for n in v if n in ("step", "sample", "session", "traj")] == ["step", "sample", "session", "traj"]
+    line = ('{__name__="rl_insight_monitor_agent_loop_session_info", experiment_name="e", global_steps="7", project="p", '
+            'sample="3", sess_key="sample=3/session=s1", session="s1", title="Session s1"} 1 1700000000000')
+    m = re.search(v["session"]["regex"].strip("/").replace("(?<", "(?P<"), line)  # Grafana's regex, in Python's dialect
+    assert m and (m.group("value"), m.group("text")) == ("sample=3/session=s1", "Session s1")
+    rows = [p for p in d["panels"] if p["type"] == "row"]
+    assert any(r.get("repeat") == "session" for r in rows)
+    assert any(p.get("repeat") == "traj" for p in all_panels(d))
+    emitted = {"turn", "type", "tools", "tool_args", "finish_reason", "prompt_tokens", "completion_tokens", "tool", "error",
+               "runner_name", "status", "num_trajectories", "reward_source", "finished",
+               # the runtimes' agent_task spans (upstream's protocol; agent_loop_session does not write them)
+               "task_name", "reward", "accuracy", "reward_posted", "reasoning", "content"}
+    for q in traceql_targets(d):
+        assert q.count("{") == q.count("}") and q.count("(") == q.count(")"), q
+        assert "span.global_steps = ${step}" in q  # numeric: agent_loop_session keeps global_steps a number
+        selected = re.search(r"\| select\(([^)]*)\)", q).group(1)
+        assert {s.strip().removeprefix("span.") for s in selected.split(",")} <= emitted, q

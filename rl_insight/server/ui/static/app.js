@@ -411,15 +411,22 @@ class Timeline {
   width() { return Math.max(300, this.el.clientWidth); }
   async pageLanes() {
     // Many lanes (1,000 ranks): show and fetch one page at a time, like Grafana's perPage.
-    if (this.allLanes === null || this.follow) this.allLanes = (await api(`/api/v1/runs/${this.runId}/lanes`)).lanes.map(l => l.lane);
+    if (this.allLanes === null || this.follow) {
+      const all = (await api(`/api/v1/runs/${this.runId}/lanes`)).lanes.map(l => l.lane);
+      // agent-loop trajectory lanes (one per trajectory: thousands) are the trajectories section's, not the timeline's
+      this.allLanes = all.filter(l => !l.startsWith("experiment="));
+      this.hiddenLanes = all.length - this.allLanes.length;
+    }
     const n = this.allLanes.length;
-    if (n <= this.pageSize) { this.pager.replaceChildren(); return null; }
+    const hidden = this.hiddenLanes ? h("a", { href: "#", id: this.pid("lanes-hidden"), class: "muted", onclick: (e) => { e.preventDefault();
+      document.getElementById("trajectories-h")?.scrollIntoView(); } }, ` ${this.hiddenLanes} agent-loop trajectory lanes: see the trajectories`) : null;
+    if (n <= this.pageSize) { this.pager.replaceChildren(...(hidden ? [hidden] : [])); return this.hiddenLanes && n ? this.allLanes : null; }
     const pages = Math.ceil(n / this.pageSize); this.page = Math.min(this.page, pages - 1);
     const a = this.page * this.pageSize, b = Math.min(n, a + this.pageSize);
     const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
     this.pager.replaceChildren(h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
       h("span", { id: this.pid("lanes-page") }, `lanes ${a + 1}–${b} of ${n}`),
-      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"));
+      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"), hidden);
     return this.allLanes.slice(a, b);
   }
   async load() {
