@@ -91,6 +91,9 @@ def start(
     otlp_http_port: int = typer.Option(4318, help="Tempo OTLP HTTP port."),
     otlp_endpoint: Optional[str] = typer.Option(None, help="Forward spans to this OTLP receiver instead of a managed Tempo."),
     otlp_protocol: str = typer.Option("http/protobuf", help="http/protobuf or grpc."),
+    otlp_intake_grpc_port: int = typer.Option(0, "--otlp-intake-grpc-port", min=0, max=65535,
+                                              help="Also take OTLP traces over gRPC on this port (verl's MLflow traces, vLLM, "
+                                                   "any SDK; extra rl-insight[grpc]). 0: off; OTLP/HTTP at /v1/traces is always on."),
     no_grafana: bool = typer.Option(False, "--no-grafana", help="Do not run Grafana."),
     grafana_bin: Optional[str] = typer.Option(None, "--grafana-bin", help="Grafana binary to use (grafana or grafana-server)."),
     grafana_host: str = typer.Option("0.0.0.0", help="Grafana bind address (behind its login)."),
@@ -152,7 +155,7 @@ def start(
 
     if otlp_protocol not in ("http/protobuf", "grpc"):
         raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
-    if otlp_protocol == "grpc":
+    if otlp_protocol == "grpc" or otlp_intake_grpc_port:
         from ..server.otlp import require_grpc
 
         require_grpc()
@@ -175,6 +178,7 @@ def start(
                              tempo=not no_tempo, tempo_bin=tempo_bin, tempo_host=tempo_host, tempo_port=tempo_port,
                              tempo_retention=tempo_retention, otlp_host=otlp_host, otlp_grpc_port=otlp_grpc_port,
                              otlp_http_port=otlp_http_port, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
+                             otlp_intake_grpc_port=otlp_intake_grpc_port,
                              grafana=not no_grafana, grafana_bin=grafana_bin, grafana_host=grafana_host,
                              grafana_port=grafana_port)
     sup = Supervisor(settings, report=lambda msg: typer.echo(f"[rl-insight] {msg}", err=True))
@@ -302,6 +306,8 @@ def _print_training_side(state: StackState, token: str) -> None:
     typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.public_url}")
     if token:
         typer.echo(f"  export RL_INSIGHT_TOKEN={token}")
+    typer.echo(f"  OTLP traces (verl's trace.backend=mlflow, vLLM, any SDK): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={state.public_url}/v1/traces"
+               " (docs/otlp.md)")
 
 
 # ---------------------------------------------------------------------------- stop / status

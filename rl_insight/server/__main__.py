@@ -10,9 +10,10 @@ import argparse
 import logging
 import sys
 
-from ..errors import RLInsightError
+from ..errors import PortInUseError, RLInsightError
 from .config import ServerConfig
-from .net import bind_socket
+from .net import bind_socket, port_is_free
+from .otlp import require_grpc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = ServerConfig.from_file(args.config)
         sock = bind_socket(config.host, config.port)
+        if config.otlp_grpc_intake_port:  # its errors before uvicorn's start, as clear as the main port's
+            require_grpc()
+            if not port_is_free(config.host, config.otlp_grpc_intake_port):
+                raise PortInUseError(f"port {config.otlp_grpc_intake_port} (OTLP/gRPC intake) on {config.host} is already in use",
+                                     hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317")
         import uvicorn
 
         from .app import create_app

@@ -52,6 +52,7 @@ class ServerConfig:
     otlp_endpoint: str | None = None
     otlp_protocol: str = "http/protobuf"  # or "grpc"
     otlp_queue: int = 50_000
+    otlp_grpc_intake_port: int = 0  # OTLP/gRPC trace intake on this port (0: off; POST /v1/traces is always on)
     # Live export of every run's scalars and insight metrics (extras rl-insight[tensorboard] / [wandb])
     export_tensorboard: str | None = None  # log root: one dir per run, <project>/<experiment>
     export_wandb: bool = False  # one W&B run per run (WANDB_MODE=offline for `wandb sync` later)

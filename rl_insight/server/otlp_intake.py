@@ -247,3 +247,27 @@ def _int(v: Any) -> Any:
         return int(v)
     except (TypeError, ValueError):
         return v  # refused by the protocol's validation, with the reason
+
+
+def receive_spans(st: Any, resource_spans: list[Any], b64_ids: bool) -> tuple[int, int, str]:
+    """Map, validate and store one request's spans (the HTTP route and the gRPC service both end here): how many
+    spans were accepted and refused, and the first refusal's reason."""
+    from .ingest import apply_batch
+
+    batches, counts = to_batches(resource_spans, b64_ids, st.step_clock)
+    accepted = rejected = 0
+    first_error = ""
+    m = st.metrics
+    for obj in batches.values():
+        batch, result = apply_batch(obj, st.store)
+        st.spans.put(result.span_starts, result.spans, batch.client.host, None)
+        accepted += result.accepted
+        rejected += result.rejected
+        if result.errors and not first_error:
+            first_error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
+        for reason, n in result.reasons.items():
+            m.rejected.labels(reason).inc(n)
+    m.accepted.labels("otlp_spans").inc(accepted)
+    for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
+        m.otlp_intake.labels(what).inc(n)
+    return accepted, rejected, first_error

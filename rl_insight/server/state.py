@@ -136,6 +136,7 @@ class AppState:
                                        step_metric=config.step_metric, version_metric=config.version_metric,
                                        writer=self.writer)
                         if self.reader is not None else None)
+        self.grpc_intake: Any = None  # OTLP/gRPC trace intake (server/otlp_grpc.py), started with the server
         self.forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
                           if config.otlp_endpoint or endpoint_from_env() else None)
         self.memory_spans = MemorySpanSink(max_bytes=config.max_span_memory_bytes)
@@ -209,8 +210,15 @@ class AppState:
         if self.insight is not None:
             self.insight.start()
         self.clients.start()
+        if self.config.otlp_grpc_intake_port:
+            from .otlp_grpc import GrpcTraceIntake
+
+            self.grpc_intake = GrpcTraceIntake(self, self.config.host, self.config.otlp_grpc_intake_port)
+            self.grpc_intake.start()
 
     def stop(self) -> None:
+        if self.grpc_intake is not None:
+            self.grpc_intake.stop()
         self.clients.stop()
         if self.insight is not None:
             self.insight.stop()

@@ -78,6 +78,7 @@ class StackSettings:
     tempo_retention: str = "720h"
     otlp_endpoint: str | None = None  # an external collector/Tempo instead of the managed one
     otlp_protocol: str = "http/protobuf"
+    otlp_intake_grpc_port: int = 0  # the ingest server's own OTLP/gRPC trace intake (0: off)
     grafana: bool = True
     grafana_bin: str | None = None
     grafana_host: str = "0.0.0.0"  # behind its login (generated admin password)
@@ -130,6 +131,7 @@ class Supervisor:
         self.services: list[Service] = []
         self.missing: list[Missing] = []
         self.ingest_port = settings.port
+        self.intake_grpc_port = 0
         self.prometheus_port = settings.prometheus_port
         self._stopping = threading.Event()
         self.grafana_password_created = False
@@ -168,6 +170,7 @@ class Supervisor:
         s, home = self.s, self.s.home
         home.ensure()
         self.ingest_port = self._pick_port(s.host, s.port, "ingest server")
+        self.intake_grpc_port = self._pick_port(s.host, s.otlp_intake_grpc_port, "OTLP/gRPC intake") if s.otlp_intake_grpc_port else 0
         prom_bin = self._find("prometheus", s.prometheus, s.prometheus_bin)
         tempo_bin = self._find("tempo", s.tempo and not s.otlp_endpoint, s.tempo_bin)
         grafana_bin = self._find("grafana", s.grafana, s.grafana_bin)
@@ -206,6 +209,7 @@ class Supervisor:
                                   prometheus_url=prom_url, retention_days=s.store_retention_days,
                                   scrape_interval_s=duration_seconds(s.scrape_interval),
                                   store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
+                                  otlp_grpc_intake_port=self.intake_grpc_port,
                                   tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
                                   allowed_hosts=tuple(s.allowed_hosts),
                                   prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None,

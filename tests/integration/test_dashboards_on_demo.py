@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "dash-test"
 RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang"), "sync-omni": ("sync", "vllm-omni")}
+AGENT_RUN = "sync-vllm"  # its rollout is the --agent loop: agent_loop_session's gauges for agent_loop_trajectory
 ENGINE_BOARD = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json",
                 "vllm-omni": "verl_omni_trainer_v1_with_vllm_omni_engine.json"}
 SHARED_BOARDS = ["rl_insight_overview.json", "transfer_queue.json", "hardware.json", "quick_start_demo.json"]
@@ -37,7 +38,8 @@ NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_e
 def substitute(expr: str, experiment: str) -> str:
     return (expr.replace("$__rate_interval", "1m").replace("$__interval", "15s").replace("$__range", "5m")
             .replace("$project", PROJECT).replace("$experiment_name", experiment).replace("$replica", ".*")
-            .replace("$omni_model_name", ".*").replace("$stage", ".*"))
+            .replace("$omni_model_name", ".*").replace("$stage", ".*").replace("$step", ".*").replace("$sample", ".*")
+            .replace("$session", ".*").replace("$traj", ".*"))
 
 
 def query(prom_url: str, expr: str) -> tuple[str, list]:
@@ -53,6 +55,18 @@ def dashboard_exprs(name: str) -> list[tuple[str, str]]:
         for t in p.get("targets", []):
             if "expr" in t:
                 out.append((f"{name}: {p['title']}", t["expr"]))
+    return out
+
+
+def variable_exprs(name: str) -> list[tuple[str, str]]:
+    """The series a board's variables read (`label_values(X, label)` and `query_result(X)` run X)."""
+    d = json.loads((ROOT / "dashboards" / name).read_text())
+    out = []
+    for v in d["templating"]["list"]:
+        q = v.get("definition", "")
+        m = re.fullmatch(r"label_values\((.+),\s*\w+\)", q) or re.fullmatch(r"query_result\((.+)\)", q)
+        if m:
+            out.append((f"{name}: variable {v['name']}", m.group(1)))
     return out
 
 
@@ -82,7 +96,8 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory):
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "rl_insight", "demo", "--mode", mode, "--engine", engine, "--steps", "400",
              "--step-seconds", "1.5", "--replicas", "3", "--ranks", "2", "--project", PROJECT, "--experiment-name", exp,
-             "--server-url", stack.ingest_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+             "--server-url", stack.ingest_url, *(["--agent"] if exp == AGENT_RUN else [])], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
     try:
         yield stack
     finally:
@@ -107,10 +122,11 @@ def _wait_for_rules(stack: Stack) -> None:
 def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(demo_stack: Stack, experiment: str) -> None:
     _wait_for_rules(demo_stack)
     engine = RUNS[experiment][1]
-    exprs = [e for b in [ENGINE_BOARD[engine], *SHARED_BOARDS] for e in dashboard_exprs(b)] + rule_exprs()
+    boards = [ENGINE_BOARD[engine], *SHARED_BOARDS] + (["agent_loop_trajectory.json"] if experiment == AGENT_RUN else [])
+    exprs = [e for b in boards for e in dashboard_exprs(b)] + rule_exprs()
     missing: list[str] = []
     deadline = time.monotonic() + 90
-    pending = list(exprs)
+    pending = list(exprs) + (variable_exprs("agent_loop_trajectory.json") if experiment == AGENT_RUN else [])
     while pending and time.monotonic() < deadline:  # rates need two scrapes; give slow starters a little time
         still = []
         for where, expr in pending:

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..ingest import apply_batch, gunzip_bounded
+from ..ingest import gunzip_bounded
 from ..models import error_responses
-from ..otlp_intake import decode_request, to_batches
+from ..otlp_intake import decode_request, receive_spans
 from ..state import AppState
 from .body import read_body
 
@@ -25,24 +25,9 @@ def build_router(st: AppState) -> APIRouter:
         started = time.perf_counter()
         body = gunzip_bounded(raw, encoding, st.config.max_body_bytes)
         resource_spans, b64 = decode_request(body, content_type)
-        batches, counts = to_batches(resource_spans, b64, st.step_clock)
-        accepted = rejected = 0
-        first_error = ""
-        m = st.metrics
-        for obj in batches.values():
-            batch, result = apply_batch(obj, st.store)
-            st.spans.put(result.span_starts, result.spans, batch.client.host, None)
-            accepted += result.accepted
-            rejected += result.rejected
-            if result.errors and not first_error:
-                first_error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
-            for reason, n in result.reasons.items():
-                m.rejected.labels(reason).inc(n)
-        m.accepted.labels("otlp_spans").inc(accepted)
-        for what, n in counts.items():  # capped attributes, spans without a run identity
-            m.otlp_intake.labels(what).inc(n)
-        m.latency.observe(time.perf_counter() - started)
-        return accepted, rejected, first_error
+        result = receive_spans(st, resource_spans, b64)
+        st.metrics.latency.observe(time.perf_counter() - started)
+        return result
 
     otlp_200 = {200: {"description": "ExportTraceServiceResponse, in the request's encoding",
                       "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
