@@ -501,7 +501,7 @@ def agent_loop_trajectory() -> dict[str, Any]:
             v["definition"] = v["query"]["query"] = f"label_values({M}agent_loop_run_info, project)"
         elif v["name"] == "experiment_name":
             v["definition"] = v["query"]["query"] = f'label_values({M}agent_loop_run_info{{project=~"$project"}}, experiment_name)'
-    return dashboard("agent-loop-trajectory", "agent_loop_trajectory", b, templating,
+    return dashboard("a1b2c3d4-e5f6-7890-abcd-ef1234567890", "agent_loop_trajectory", b, templating,  # upstream's uid: its links work
                      "Agent-loop rollouts (upstream's protocol, rl_insight.agent_loop_session): per step, its sessions and "
                      "trajectories and every turn. The built-in UI's trajectories view adds verl's MLflow traces, "
                      "distributions and the long-tail link.", time_from="now-1h")
