@@ -17,7 +17,6 @@ Half the trajectories are reported each way a real job would, into the same run:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import tempfile

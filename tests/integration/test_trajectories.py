@@ -4,7 +4,6 @@ spans joined to their generate turns, and turns that arrive out of order or twic
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

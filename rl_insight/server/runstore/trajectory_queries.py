@@ -56,7 +56,7 @@ def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str =
     if column is None:
         raise InvalidInputError(f"sort must be one of {sorted(SORTS)}, got {sort!r}")
     clause, args = _step_clause(step)
-    where, params = [f"run_id = ?", clause], [run_id, *args]
+    where, params = ["run_id = ?", clause], [run_id, *args]
     if status:
         where.append("status = ?")
         params.append(status)

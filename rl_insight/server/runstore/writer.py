@@ -314,27 +314,8 @@ class RunStoreWriter:
             else:
                 items = [("start", s) for s in payload[0]] + [("end", s) for s in payload[1]]
             for what, item in items:
-                c.execute("SAVEPOINT item")
-                try:
-                    if what == "finished":
-                        self._touch(touched, self._run_id(*item, now), now, final=True)
-                    elif what == "run_info":
-                        self._run_info(item, now)
-                    elif what == "step_stats":
-                        self._step_stats(*item)
-                    elif what == "sample":
-                        c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
-                        self.stats.samples += 1
-                    else:
-                        stmt = _INSERT_START if what == "start" else _CLOSE_CUT_SHORT if _cut_short(item) else _UPSERT_END
-                        c.execute(stmt, self._span_row(item, touched, now))
-                        self.stats.spans += 1
-                    c.execute("RELEASE item")
-                except Exception as exc:  # noqa: BLE001
-                    if _is_storage_failure(exc):
-                        raise
-                    c.execute("ROLLBACK TO item")
-                    c.execute("RELEASE item")
+                exc = self._on_savepoint(lambda what=what, item=item: self._write_item(what, item, touched, now))
+                if exc is not None:
                     self._runs.clear()
                     self._series.clear()
                     self._count_drop("invalid_item", 1)
@@ -345,21 +326,45 @@ class RunStoreWriter:
         c.execute("COMMIT")
         self.stats.batches += 1
 
+    def _write_item(self, what: str, item: Any, touched: dict[int, list], now: float) -> None:
+        c = self._conn
+        if what == "finished":
+            self._touch(touched, self._run_id(*item, now), now, final=True)
+        elif what == "run_info":
+            self._run_info(item, now)
+        elif what == "step_stats":
+            self._step_stats(*item)
+        elif what == "sample":
+            c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
+            self.stats.samples += 1
+        else:
+            stmt = _INSERT_START if what == "start" else _CLOSE_CUT_SHORT if _cut_short(item) else _UPSERT_END
+            c.execute(stmt, self._span_row(item, touched, now))
+            self.stats.spans += 1
+
+    def _on_savepoint(self, work: Callable[[], None]) -> BaseException | None:
+        """Run `work` on a savepoint of the open transaction: a failure of the file itself propagates (the whole
+        batch is lost, counted by the caller); any other is rolled back alone and returned."""
+        c = self._conn
+        c.execute("SAVEPOINT part")
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001
+            if _is_storage_failure(exc):
+                raise
+            c.execute("ROLLBACK TO part")
+            c.execute("RELEASE part")
+            return exc
+        c.execute("RELEASE part")
+        return None
+
     def _index_trajectories(self, ended: list[SpanRecord], now: float) -> None:
         """Trajectories and turns from the finished spans just written, on a savepoint of their own: a failure
         here is counted (`trajectory_index`) and never costs the spans."""
         if not ended:
             return
-        c = self._conn
-        c.execute("SAVEPOINT trajectories")
-        try:
-            self.trajectories.apply(c, ended, lambda s: self._run_id(s.project, s.experiment_name, now))
-            c.execute("RELEASE trajectories")
-        except Exception as exc:  # noqa: BLE001
-            if _is_storage_failure(exc):
-                raise
-            c.execute("ROLLBACK TO trajectories")
-            c.execute("RELEASE trajectories")
+        exc = self._on_savepoint(lambda: self.trajectories.apply(self._conn, ended, lambda s: self._run_id(s.project, s.experiment_name, now)))
+        if exc is not None:
             self.trajectories.forget()
             self._count_drop("trajectory_index", len(ended))
             self.stats.last_error = f"trajectory index: {type(exc).__name__}: {exc}"
