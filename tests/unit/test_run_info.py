@@ -98,7 +98,9 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     assert run["config"] == {"lr": 0.1} and run["tags"] == ["x"] and run["last_step"] == 1.0
     assert q.series(RunStoreReader(path).conn(), 1, "loss")["series"][0]["points"]
     w.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    from rl_insight.server.runstore.schema import SCHEMA_VERSION
+
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
 
 
 def test_config_reaches_the_run_api_and_again_after_a_server_restart(server, monkeypatch: pytest.MonkeyPatch) -> None:
