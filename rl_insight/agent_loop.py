@@ -119,7 +119,11 @@ class AgentLoopSession:
         try:
             end_ns = time.time_ns()
             trajectories = list(trajectories or [])
-            listed = self._gauges(trajectories, end_ns)
+            ident = self.identity
+            _publish_agent_loop_session(experiment_name=ident["experiment_name"], sample=ident["sample"], session=ident["session"],
+                                        trajectories=trajectories, global_steps=ident["global_steps"], start_time_ns=self.start_ns,
+                                        end_time_ns=end_ns)
+            listed = _trajectory_items(trajectories)
             trace_span(name="agent_session", start_time_ns=self.start_ns, end_time_ns=end_ns, attributes={
                 **self.identity, "monitor.trace_source": "session", "runner_name": runner_name or "",
                 "status": str(status), "num_trajectories": len(trajectories), "reward_source": reward_source or "",
@@ -127,31 +131,41 @@ class AgentLoopSession:
         except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
             _internal_error("agent_loop_session.finish", exc)
 
-    def _gauges(self, trajectories: list[Any], end_ns: int) -> list[dict[str, Any]]:
-        ident = self.identity
-        exp, sample, session = ident["experiment_name"], ident["sample"], ident["session"]
-        steps = "" if ident["global_steps"] == "" else str(ident["global_steps"])
-        base = {"experiment_name": exp, "global_steps": steps}
+
+
+def _trajectory_items(trajectories: list[Any]) -> list[dict[str, Any]]:
+    """Each trajectory's id (`chain_id` - 1, else its index), reward, turns and status, whatever shape it has."""
+    items = []
+    for index, traj in enumerate(trajectories):
+        chain_id = _field(traj, "chain_id")
+        item = {"traj": str(int(_number(chain_id)) - 1) if chain_id is not None else str(index),
+                "reward": _number(_field(traj, "reward_score", 0)), "turns": int(_number(_field(traj, "num_turns", 0)))}
+        if _field(traj, "status") is not None:
+            item["status"] = str(_field(traj, "status"))
+        items.append(item)
+    return items
+
+
+def _publish_agent_loop_session(*, experiment_name: Any, sample: Any, session: Any, trajectories: list[Any] | None,
+                                global_steps: Any = None, start_time_ns: int | None = None, end_time_ns: int | None = None) -> None:
+    """The agent_loop_trajectory dashboard's hierarchy gauges (upstream's name and keywords): run, sample, session,
+    one per trajectory, the first and last turn times. Never raises."""
+    try:
+        exp, sample, session = str(experiment_name), str(sample), str(session)
+        base = {"experiment_name": exp, "global_steps": "" if global_steps in (None, "") else str(global_steps)}
         metric_gauge("agent_loop_run_info", 1.0, **base, title=f"Experiment · {exp}")
         metric_gauge("agent_loop_sample_info", 1.0, **base, sample=sample, title=f"Sample {sample}")
         metric_gauge("agent_loop_session_info", 1.0, **base, sample=sample, session=session,
                      sess_key=_sess_key(sample, session), title=f"Session {session}")
-        listed = []
-        for index, traj in enumerate(trajectories):
-            chain_id = _field(traj, "chain_id")
-            traj_id = str(int(_number(chain_id)) - 1) if chain_id is not None else str(index)
-            reward = _number(_field(traj, "reward_score", 0))
-            turns = int(_number(_field(traj, "num_turns", 0)))
-            metric_gauge("agent_loop_traj_info", 1.0, **base, sample=sample, session=session, traj=traj_id,
-                         leaf=f"{_sess_key(sample, session)}/traj={traj_id}",
-                         title=f"Trajectory #{traj_id} · reward {reward:g} · {turns} turns")
-            item = {"traj": traj_id, "reward": reward, "turns": turns}
-            if _field(traj, "status") is not None:
-                item["status"] = str(_field(traj, "status"))
-            listed.append(item)
-        metric_gauge("agent_loop_first_turn_unixtime", self.start_ns / 1e9, **base)
-        metric_gauge("agent_loop_last_turn_unixtime", end_ns / 1e9, **base)
-        return listed
+        for t in _trajectory_items(list(trajectories or [])):
+            metric_gauge("agent_loop_traj_info", 1.0, **base, sample=sample, session=session, traj=t["traj"],
+                         leaf=f"{_sess_key(sample, session)}/traj={t['traj']}",
+                         title=f"Trajectory #{t['traj']} · reward {t['reward']:g} · {t['turns']} turns")
+        now = time.time_ns()
+        metric_gauge("agent_loop_first_turn_unixtime", (start_time_ns if start_time_ns is not None else now) / 1e9, **base)
+        metric_gauge("agent_loop_last_turn_unixtime", (end_time_ns if end_time_ns is not None else now) / 1e9, **base)
+    except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
+        _internal_error("agent_loop_session gauges", exc)
 
 
 def agent_loop_session(*, project: Any = None, experiment_name: Any, sample: Any, session: Any, traj: Any = 0,

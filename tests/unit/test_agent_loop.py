@@ -4,6 +4,7 @@ store, and the info series leaving /metrics after their short TTL while the run 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -76,3 +77,31 @@ def test_a_session_reaches_metrics_and_the_run_store_then_leaves_metrics(tmp_pat
         assert "agent_loop_traj_info" in names  # the run store keeps them
     finally:
         srv.stop()
+
+
+def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) -> None:
+    """Upstream's private `_publish_agent_loop_session` keywords (its tests call it): run, sample, session, one per
+    trajectory, first and last turn; a failing gauge never reaches the agent loop, and the span still goes out."""
+    from rl_insight import agent_loop
+
+    seen: list[tuple[str, float, dict]] = []
+    monkeypatch.setattr(agent_loop, "metric_gauge", lambda name, value, **labels: seen.append((name, value, labels)))
+    agent_loop._publish_agent_loop_session(experiment_name="x", sample=2, session="s", global_steps=9, start_time_ns=3 * 10**9,
+                                           end_time_ns=5 * 10**9, trajectories=[{"chain_id": 4, "reward_score": 0.25, "num_turns": 6},
+                                                                                {"reward_score": float("inf")}])
+    assert [n for n, _, _ in seen] == ["agent_loop_run_info", "agent_loop_sample_info", "agent_loop_session_info",
+                                       "agent_loop_traj_info", "agent_loop_traj_info", "agent_loop_first_turn_unixtime",
+                                       "agent_loop_last_turn_unixtime"]
+    assert [v for _, v, _ in seen][-2:] == [3.0, 5.0] and seen[0][2]["global_steps"] == "9"
+    assert seen[3][2]["title"] == "Trajectory #3 · reward 0.25 · 6 turns" and seen[4][2]["title"] == "Trajectory #1 · reward 0 · 0 turns"
+
+    def broken(*_a, **_k):
+        raise RuntimeError("monitor down")
+    spans: list[dict] = []
+    monkeypatch.setattr(agent_loop, "metric_gauge", broken)
+    monkeypatch.setattr(agent_loop, "trace_span", lambda **kw: spans.append(kw))
+    agent_loop._publish_agent_loop_session(experiment_name="x", sample=1, session=0, trajectories=None)  # no exception
+    s = agent_loop.agent_loop_session(experiment_name="x", sample=1, session=0, global_steps=2)
+    s.finish(trajectories=[{"chain_id": 1, "reward_score": 1, "num_turns": 2, "status": "truncated"}], status="success")
+    assert spans[0]["name"] == "agent_session" and spans[0]["attributes"]["num_trajectories"] == 1
+    assert json.loads(spans[0]["attributes"]["trajectories"]) == [{"traj": "0", "reward": 1.0, "turns": 2, "status": "truncated"}]
