@@ -75,6 +75,8 @@ def demo(
     typer.echo(f"  web UI:           {url}/")
     typer.echo(f"  trainer metrics:  {url}/metrics")
     typer.echo(f"  open RL states:   {url}/api/v1/spans/open")
+    if agent:
+        typer.echo("  trajectories:     the run page's 'Agent-loop trajectories' section (docs/trajectories.md)")
     prom = state.service("prometheus") if state else None
     if prom is not None:
         typer.echo(f"  Prometheus:       {prom.url}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
