@@ -12,6 +12,7 @@ import bisect
 import threading
 import time
 from collections import deque
+from typing import Callable
 
 MAX_RUNS = 10_000
 HISTORY = 4096  # clock moves kept per run (at one step a minute, almost three days)
@@ -21,12 +22,16 @@ class StepClock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], deque[tuple[float, int]]] = {}
+        # called with (project, experiment_name, step, at) when a run's clock moves for the first time, so data that
+        # arrived before it (and could not be given a step) can be given one (the run store's trajectories)
+        self.on_first_move: list[Callable[[str, str, int, float], None]] = []
 
     def note(self, project: str | None, experiment_name: str | None, step: float | None, now: float | None = None) -> None:
         """A sample carried `step`: the clock moves forward (never back: a late sample of an older step)."""
         if not project or not experiment_name or step is None or not (0 <= step <= 2**53):
             return
         key, value = (project, experiment_name), int(step)
+        first = False
         with self._lock:
             hist = self._runs.get(key)
             if hist is None:
@@ -35,7 +40,14 @@ class StepClock:
                 hist = self._runs[key] = deque(maxlen=HISTORY)
             if not hist or value > hist[-1][1]:
                 at = time.time() if now is None else now
+                first = not hist
                 hist.append((max(at, hist[-1][0]) if hist else at, value))  # kept in time order (clients' clocks differ)
+        if first:
+            for listener in self.on_first_move:
+                try:
+                    listener(project, experiment_name, value, at)
+                except Exception:  # noqa: BLE001 - a listener never stops the clock
+                    pass
 
     def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
         """(last completed step, when the server saw it), or None before the run's first step metric."""

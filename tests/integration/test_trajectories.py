@@ -243,3 +243,27 @@ def test_otlp_turns_out_of_order_and_twice_make_one_trajectory(srv) -> None:
     assert t["duration_s"] == pytest.approx(0.35)
     counts = httpx.get(srv.url + "/metrics").text
     assert 'rl_insight_server_otlp_intake_total{what="capped"}' in counts  # the 100 kB prompts were cut, not refused
+
+
+def test_trajectories_that_came_before_the_first_step_metric_get_that_step(srv) -> None:
+    """A run's first step logs its metric only at its end: MLflow spans of step 1 arrive before any clock exists and are
+    listed without a step, until the clock's first move gives them the step it completed (and a later turn keeps it)."""
+    ident = {"project": "agents", "experiment_name": "early"}
+    t0 = time.time_ns() - 5 * 10**9
+    mlflow = {"mlflow.spanType": "LLM", "mlflow.traceRequestId": '"tr-9"', **ident}
+
+    def post(spans: list[dict]) -> None:
+        assert httpx.post(srv.url + "/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, headers=H).status_code == 200
+
+    post([_otlp_span("9a" * 16, "0000000000000001", "g", t0, t0 + 10**8, mlflow)])
+    rid = _run_id(srv, "early")
+    assert _get(srv, f"/api/v1/runs/{rid}/trajectories/steps") == {"steps": [], "without_step": True}
+    batch = {"v": 1, "client": {"id": "trainer", **ident}, "series": [{"k": "g", "n": "training/global_step", "l": {}}],
+             "samples": [[0, time.time(), 1, 1.0]]}
+    assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=H).status_code == 200
+    srv.app.state.st.writer.flush(10)
+    assert _get(srv, f"/api/v1/runs/{rid}/trajectories/steps") == {"steps": [1], "without_step": False}
+    post([_otlp_span("9a" * 16, "0000000000000002", "g", t0 + 2 * 10**8, t0 + 3 * 10**8, mlflow)])  # a later turn of it
+    srv.app.state.st.writer.flush(10)
+    page = _get(srv, f"/api/v1/runs/{rid}/trajectories", step=1)
+    assert page["total"] == 1 and page["trajectories"][0]["turns"] == 2

@@ -21,7 +21,7 @@ _UPSERT_TURN = ("INSERT OR REPLACE INTO turns (traj, start_ns, span_id, end_ns, 
                 "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _UPSERT_REQUEST = ("INSERT OR REPLACE INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, tokens_in, "
                    "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-# a later record fills what it knows and keeps what an earlier one said
+# a later record's known values win; what it does not know keeps what an earlier one said
 _MERGE_INFO = ("UPDATE trajectories SET info_step = coalesce(?, info_step), sample = coalesce(?, sample), rollout_n = coalesce(?, rollout_n), "
                "validate = coalesce(?, validate), source = coalesce(source, ?), status = coalesce(?, status), reward = coalesce(?, reward), "
                "reported_turns = coalesce(?, reported_turns), info_start_ns = coalesce(?, info_start_ns), "
@@ -99,6 +99,17 @@ class TrajectoryStore:
                 self._ids.clear()
             self._ids[(run_id, key)] = tid
         return tid
+
+    @staticmethod
+    def backfill_steps(conn: sqlite3.Connection, run_id: int, step: int, before_ns: int) -> int:
+        """The run's clock moved for the first time, to `step`, at `before_ns`: trajectories without a step that
+        began before it (their spans came before any step metric) were in that step. Returns how many."""
+        ids = [r[0] for r in conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND step IS NULL AND start_ns < ?",
+                                          (run_id, before_ns))]
+        for tid in ids:
+            conn.execute("UPDATE turns SET step = ? WHERE traj = ? AND step IS NULL", (step, tid))
+            conn.execute("UPDATE trajectories SET step = ? WHERE id = ?", (step, tid))
+        return len(ids)
 
     @staticmethod
     def _trajectories_of_requests(conn: sqlite3.Connection, requests: list[tuple]) -> set[tuple[int, int]]:

@@ -156,6 +156,11 @@ class RunStoreWriter:
         if rows or blocks:
             self._put("step_stats", (rows, list(blocks)), 1)
 
+    def put_step_backfill(self, project: str, experiment_name: str, step: int, at_s: float) -> None:
+        """The run's step clock moved for the first time (server/step_clock.py): trajectories that arrived before,
+        without a step, and began before `at_s` get `step`."""
+        self._put("step_backfill", (project, experiment_name, int(step), int(at_s * 1e9)), 1)
+
     def put_spans(self, starts: list[dict[str, Any]], spans: list[dict[str, Any]]) -> None:
         if starts or spans:
             self._put("spans", (starts, spans), len(starts) + len(spans))
@@ -201,7 +206,7 @@ class RunStoreWriter:
                         n += len(payload)
                     elif kind == "spans":
                         n += len(payload[0]) + len(payload[1])
-                    elif kind in ("finished", "run_info", "step_stats"):
+                    elif kind in ("finished", "run_info", "step_stats", "step_backfill"):
                         n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
@@ -281,6 +286,8 @@ class RunStoreWriter:
                 self._run_info(payload, now)
             elif kind == "step_stats":
                 self._step_stats(*payload)
+            elif kind == "step_backfill":
+                self._step_backfill(payload, now)
             elif kind == "samples":
                 for r in payload:
                     sample_rows.append(self._sample_row(r, touched, now))
@@ -307,7 +314,7 @@ class RunStoreWriter:
         now = time.time()
         touched: dict[int, list] = {}
         for kind, payload in work:
-            if kind in ("finished", "run_info", "step_stats"):
+            if kind in ("finished", "run_info", "step_stats", "step_backfill"):
                 items: list[tuple[str, Any]] = [(kind, payload)]
             elif kind == "samples":
                 items = [("sample", r) for r in payload]
@@ -334,6 +341,8 @@ class RunStoreWriter:
             self._run_info(item, now)
         elif what == "step_stats":
             self._step_stats(*item)
+        elif what == "step_backfill":
+            self._step_backfill(item, now)
         elif what == "sample":
             c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
             self.stats.samples += 1
@@ -370,6 +379,10 @@ class RunStoreWriter:
             self.stats.last_error = f"trajectory index: {type(exc).__name__}: {exc}"
             log.warning("run store could not index the trajectories of %d spans (they are stored): %s: %s",
                         len(ended), type(exc).__name__, exc)
+
+    def _step_backfill(self, payload: tuple[str, str, int, int], now: float) -> None:
+        project, experiment, step, before_ns = payload
+        self.trajectories.backfill_steps(self._conn, self._run_id(project, experiment, now), step, before_ns)
 
     def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
         project, experiment, config, tags = payload
