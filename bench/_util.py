@@ -57,7 +57,7 @@ class IngestServer:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(10)
+        self.proc.wait(60)  # the server writes what its run store queue still holds before it exits
 
 
 class NullSink:
