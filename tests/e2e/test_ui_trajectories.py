@@ -96,3 +96,6 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     assert page.input_value("#traj-tool") == ""  # the link starts from a clean filter
     assert f"ran on {lane}" in page.inner_text("#traj-table")
     page.screenshot(path=str(ARTIFACTS / "trajectories-long-tail.png"), full_page=False)
+    # live: the next steps join the step menu while the page stays open (refreshed every 10 s)
+    n = len(page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)"))
+    page.wait_for_function(f"document.querySelectorAll('#traj-step option').length > {n}", timeout=40_000)

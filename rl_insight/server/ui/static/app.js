@@ -238,7 +238,7 @@ async function renderRun(app, runId, compareIds) {
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
     profiles.run = r; await profiles.load();
   });
-  every(10000, async () => { if (run.status === "live" && !trajectories.steps?.length) await trajectories.load(); });
+  every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
   every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
   every(15000, () => renderTargets(targetsEl, runId));

@@ -55,6 +55,16 @@ class Trajectories {
     return true;
   }
 
+  /** While the run is live: new steps join the menu; a view on the newest step follows to the next one. */
+  async refresh() {
+    const { steps, without_step } = await api(`/api/v1/runs/${this.runId}/trajectories/steps`);
+    if (!this.steps?.length) { if (steps.length || without_step) await this.load(); return; }
+    if (steps[0] === this.steps[0]) return;
+    const following = this.query.step === this.steps[0];
+    if (following) Object.assign(this.query, { step: steps[0], offset: 0 });
+    await this.load();
+  }
+
   async set(changes) { Object.assign(this.query, changes); await Promise.all([changes.step !== undefined ? this.loadStats() : null, this.loadPage()]); }
 
   /** From the long-tail card: which trajectories kept this replica busy at this step. */
