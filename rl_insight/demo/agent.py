@@ -33,6 +33,7 @@ TOOLS: dict[str, tuple[float, float, float, float]] = {
     "browser": (0.25, 1.0, 0.04, 1.2),  # heavy tail: a few calls hit the timeout
     "calculator": (0.01, 0.3, 0.0, 0.5),
 }
+ROLLOUT_N = 4  # trajectories per sample (a rollout group)
 TOOL_CLASSES = {"search": "SearchTool", "python": "SandboxFusionTool", "browser": "BrowserTool", "calculator": "CalculatorTool"}
 
 
@@ -140,14 +141,16 @@ class AgentLoop:
                          budget_s: float) -> None:
         rounds = min(6, 1 + int(self.rng.expovariate(0.6)))
         tools = self._plan(rounds)
-        if self.mlflow is not None and sample % 2:
+        if self.mlflow is not None and (sample // ROLLOUT_N) % 2:  # a whole rollout group goes one way
             await self._traced_by_mlflow(step, replica, sample, generate, budget_s / rounds, tools)
         else:
             await self._agent_loop_session(step, replica, sample, generate, budget_s / rounds, tools)
 
     async def _agent_loop_session(self, step: int, replica: str, sample: int, generate: Callable[[float], Awaitable[Generated]],
                                   share_s: float, tools: list[tuple[str, float, str | None]]) -> None:
-        session = rl_insight.agent_loop_session(**self.identity, sample=sample, session=f"{replica}-{step}-{sample}", global_steps=step)
+        # GRPO-style groups: ROLLOUT_N trajectories answer the same sample (prompt), each its own session
+        session = rl_insight.agent_loop_session(**self.identity, sample=sample // ROLLOUT_N, session=f"{replica}-{step}-{sample}",
+                                                global_steps=step)
         errors, out = 0, None
         for turn in range(len(tools) + 1):
             t0 = time.time_ns()

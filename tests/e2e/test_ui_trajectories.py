@@ -77,6 +77,14 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     page.screenshot(path=str(ARTIFACTS / "trajectories.png"), full_page=False)
     page.locator("#traj-waterfall").screenshot(path=str(ARTIFACTS / "trajectory-waterfall.png"))
 
+    # a sample's rollout group: every row has that sample, and the chip clears it
+    page.locator("#traj-table a.traj-sample").first.click()
+    page.wait_for_selector("#traj-sample-clear")
+    samples = set(_column(page, 12))
+    assert len(samples) == 1 and len(_column(page, 12)) >= 1, samples
+    page.click("#traj-sample-clear")
+    page.wait_for_function("!document.querySelector('#traj-sample-clear')", timeout=10_000)
+
     # filter by a tool: every row used it
     tool = page.eval_on_selector("#traj-tools tr[data-tool]", "e => e.dataset.tool")
     page.select_option("#traj-tool", tool)

@@ -83,6 +83,7 @@ def test_agent_loop_sessions_become_trajectories_per_step_with_turns_tools_and_g
     failed = _get(srv, base, step=1, failed="true")["trajectories"]
     assert [t["tool_errors"] for t in failed] == [1] and failed[0]["key"].endswith("traj=2#step=1")
     assert _get(srv, base, step=1, tool="python")["total"] == 1
+    assert _get(srv, base, step=2, sample="2")["total"] == 3 and _get(srv, base, step=2, sample="9")["total"] == 0  # a rollout group
     assert _get(srv, base, step=2, replica="replica_1")["trajectories"][0]["id"] == slowest["id"]  # the long-tail link's query
 
     stats = _get(srv, base + "/stats", step=2)

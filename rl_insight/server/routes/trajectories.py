@@ -37,11 +37,12 @@ def build_router(st: AppState) -> APIRouter:
              sort: str = Query("duration", max_length=32, description=f"one of {sorted(tq.SORTS)}"), desc: bool = True,
              status: Optional[str] = Query(None, max_length=64), tool: Optional[str] = Query(None, max_length=256),
              replica: Optional[str] = Query(None, max_length=256), failed: bool = False,
+             sample: Optional[str] = Query(None, max_length=256, description="one sample's trajectories (its rollout group)"),
              min_turns: Optional[int] = Query(None, ge=0, le=1_000_000), offset: int = Query(0, ge=0, le=10_000_000),
              limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
         """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool, replica)."""
         return tq.page(reader.conn(), run_id, _step(run_id, step, no_step), sort=sort, descending=desc, status=status, tool=tool,
-                       replica=replica, failed=failed, min_turns=min_turns, offset=offset, limit=limit)
+                       replica=replica, failed=failed, min_turns=min_turns, sample=sample, offset=offset, limit=limit)
 
     @r.get("/stats")
     def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> dict[str, Any]:

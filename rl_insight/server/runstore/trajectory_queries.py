@@ -50,7 +50,7 @@ def _step_clause(step: int | None) -> tuple[str, tuple]:
 
 def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str = "duration", descending: bool = True,
          status: str | None = None, tool: str | None = None, replica: str | None = None, failed: bool = False,
-         min_turns: int | None = None, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+         min_turns: int | None = None, sample: str | None = None, offset: int = 0, limit: int = 50) -> dict[str, Any]:
     """One page of a step's trajectories and how many match (`step` None: those without a step)."""
     column = SORTS.get(sort)
     if column is None:
@@ -66,6 +66,9 @@ def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str =
     if replica:
         where.append("replica = ?")
         params.append(replica)
+    if sample:  # a sample's trajectories: its rollout group (GRPO's n responses to one prompt)
+        where.append("sample = ?")
+        params.append(sample)
     if failed:
         where.append(FAILED)
     if min_turns is not None:

@@ -15,13 +15,15 @@ const TRAJ_COLUMNS = [  // [sort key or null, header, cell]
   ["reward", "reward", t => fmtNum(t.reward)],
   [null, "status", t => h("span", { class: `badge ${/^(success|finished)$/.test(t.status || "finished") ? "done" : "failed"}` }, t.status || "–")],
   [null, "replica", t => t.replica || "–"],
+  [null, "sample", (t, view) => t.sample === null ? "–" : h("a", { href: "#", class: "traj-sample", title: "this sample's trajectories (its rollout group)",
+    onclick: (e) => { e.preventDefault(); e.stopPropagation(); view.set({ sample: t.sample, offset: 0 }); } }, t.sample)],
 ];
 const PAGE = 50;
 
 class Trajectories {
   constructor(el, runId) {
     this.el = el; this.runId = runId;
-    this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, min_turns: "", offset: 0 };
+    this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, min_turns: "", sample: "", offset: 0 };
     this.stepSel = h("select", { id: "traj-step", onchange: () => this.set({ step: this.stepSel.value === "none" ? "none" : Number(this.stepSel.value), offset: 0 }) });
     this.statusSel = h("select", { id: "traj-status", onchange: () => this.set({ status: this.statusSel.value, offset: 0 }) });
     this.toolSel = h("select", { id: "traj-tool", onchange: () => this.set({ tool: this.toolSel.value, offset: 0 }) });
@@ -69,7 +71,8 @@ class Trajectories {
 
   /** From the long-tail card: which trajectories kept this replica busy at this step. */
   async focus({ step, replica }) {
-    Object.assign(this.query, { step: step ?? this.query.step, replica: replica || "", sort: "duration", desc: true, offset: 0, status: "", tool: "", failed: false });
+    Object.assign(this.query, { step: step ?? this.query.step, replica: replica || "", sort: "duration", desc: true, offset: 0, status: "",
+      tool: "", failed: false, sample: "" });
     document.getElementById("trajectories-h")?.scrollIntoView();
     await this.load();
   }
@@ -77,7 +80,7 @@ class Trajectories {
   params() {
     const q = this.query, p = new URLSearchParams({ sort: q.sort, desc: q.desc, offset: q.offset, limit: PAGE });
     if (q.step === "none") p.set("no_step", "true"); else if (q.step !== null) p.set("step", q.step);
-    for (const k of ["status", "tool", "replica", "min_turns"]) if (q[k] !== "" && q[k] !== null) p.set(k, q[k]);
+    for (const k of ["status", "tool", "replica", "min_turns", "sample"]) if (q[k] !== "" && q[k] !== null) p.set(k, q[k]);
     if (q.failed) p.set("failed", "true");
     return p;
   }
@@ -118,13 +121,15 @@ class Trajectories {
       onclick: () => this.set({ sort: key, desc: q.sort === key ? !q.desc : key !== "reward", offset: 0 }) } : {},
       label, key && q.sort === key ? (q.desc ? " ▼" : " ▲") : "")));
     const rows = p.trajectories.map(t => h("tr", { "data-traj-id": t.id, class: this.selected === t.id ? "selected" : "",
-      onclick: () => this.show(t.id) }, ...TRAJ_COLUMNS.map(([, , cell]) => h("td", {}, cell(t)))));
+      onclick: () => this.show(t.id) }, ...TRAJ_COLUMNS.map(([, , cell]) => h("td", {}, cell(t, this)))));
     const last = Math.min(p.total, q.offset + p.trajectories.length);
     this.summary.textContent = p.total ? `${q.offset + 1}–${last} of ${p.total}` : "no trajectory matches";
     const pager = h("div", { class: "bar" },
       h("button", { id: "traj-prev", disabled: q.offset === 0 ? "" : null, onclick: () => this.set({ offset: Math.max(0, q.offset - PAGE) }) }, "‹ previous"),
       h("button", { id: "traj-next", disabled: last >= p.total ? "" : null, onclick: () => this.set({ offset: q.offset + PAGE }) }, "next ›"),
-      q.replica ? h("span", { class: "muted" }, `trajectories that ran on ${q.replica} at step ${p.step}, slowest first`) : null);
+      q.replica ? h("span", { class: "muted" }, `trajectories that ran on ${q.replica} at step ${p.step}, slowest first`) : null,
+      q.sample ? h("button", { id: "traj-sample-clear", title: "show every sample again", onclick: () => this.set({ sample: "", offset: 0 }) },
+        `sample ${q.sample} ✕`) : null);
     this.table.replaceChildren(h("table", { class: "grid traj" }, head, ...rows), pager);
     if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
     else if (!p.trajectories.length) this.waterfall.replaceChildren();
