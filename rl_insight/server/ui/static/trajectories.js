@@ -72,7 +72,8 @@ class Trajectories {
   /** From the long-tail card: which trajectories kept this replica busy at this step. */
   async focus({ step, replica }) {
     Object.assign(this.query, { step: step ?? this.query.step, replica: replica || "", sort: "duration", desc: true, offset: 0, status: "",
-      tool: "", failed: false, sample: "" });
+      tool: "", failed: false, sample: "", min_turns: "" });
+    this.failed.checked = false; this.minTurns.value = "";  // the controls the menus' refresh does not redraw
     document.getElementById("trajectories-h")?.scrollIntoView();
     await this.load();
   }
