@@ -454,9 +454,14 @@ class Timeline {
     } catch (e) { this.stepMarks = []; }
     this._stepsLoadedAt = Date.now();
   }
-  zoomToStep(step) {
-    const i = (this.stepMarks || []).findIndex(m => m[0] === step);
-    if (i < 0) return;
+  async zoomToStep(step) {
+    let i = (this.stepMarks || []).findIndex(m => m[0] === step);
+    if (i < 0) {  // a step newer than the marks this view fetched (the insight cards can be ahead of it): fetch them now
+      this._stepsLoadedAt = 0;
+      await this.loadSteps();
+      i = (this.stepMarks || []).findIndex(m => m[0] === step);
+      if (i < 0) return;
+    }
     // a step's metrics are logged when it ends: step N spans from the previous mark to its own
     const end = this.stepMarks[i][1], start = i > 0 ? this.stepMarks[i - 1][1] : this.data.from_ns;
     this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
