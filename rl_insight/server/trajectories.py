@@ -209,16 +209,17 @@ def facts(span: SpanRecord) -> list[Fact]:
                            _float(a.get("gen_ai.latency.time_in_queue")), _float(a.get("gen_ai.latency.time_to_first_token")),
                            _float(a.get("gen_ai.latency.time_in_model_prefill")), _float(a.get("gen_ai.latency.time_in_model_decode")))]
     if source in ("gateway", "tool", "task", "session") and lane.startswith(LANE_PREFIX):
-        key = _lane_key(lane, _step(a))
         if source == "session":
-            return list(_session_trajectories(span, a))
+            return _session_trajectories(span, a)
+        step = _step(a)
+        key = _lane_key(lane, step)
         if source == "task":
-            return [TrajectoryInfo(key, "task", _step(a), _str(a.get("sample")), status=_str(a.get("status")),
+            return [TrajectoryInfo(key, "task", step, _str(a.get("sample")), status=_str(a.get("status")),
                                    reward=_float(a.get("reward")), start_ns=span.start_ns, end_ns=span.end_ns)]
         if source == "tool":
-            return [Turn(key, span.id, "tool", _str(a.get("tool")) or span.name, span.start_ns, span.end_ns, _step(a), _replica(a),
+            return [Turn(key, span.id, "tool", _str(a.get("tool")) or span.name, span.start_ns, span.end_ns, step, _replica(a),
                          error=_error(a), detail={k: a[k] for k in ("turn", "tool_args") if k in a})]
-        return [Turn(key, span.id, "generate", span.name, span.start_ns, span.end_ns, _step(a), _replica(a),
+        return [Turn(key, span.id, "generate", span.name, span.start_ns, span.end_ns, step, _replica(a),
                      _int(a.get("prompt_tokens")), _int(a.get("completion_tokens")), _error(a), _str(a.get("request_id")),
                      {k: a[k] for k in ("turn", "type", "tools", "finish_reason") if k in a})]
     if "mlflow.traceRequestId" in a or "mlflow.spanType" in a:

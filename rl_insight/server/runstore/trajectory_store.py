@@ -131,15 +131,16 @@ class TrajectoryStore:
         replica = conn.execute(_BUSIEST_REPLICA, (run_id, tid)).fetchone()
         names = [r[0] for r in conn.execute(_TOOLS, (tid,))]
         first_step = conn.execute(_FIRST_STEP, (tid,)).fetchone()
+        # one statement: the trajectory's own record (an agent loop's root span) may begin before its first turn, so
+        # start/end are the wider of the turns' and the record's (SET sees the old row, hence the repeated expressions)
+        start_sql = "min(coalesce(:start, info_start_ns), coalesce(info_start_ns, :start))"
+        end_sql = "max(coalesce(:end, info_end_ns), coalesce(info_end_ns, :end))"
         conn.execute(
-            "UPDATE trajectories SET start_ns = ?, end_ns = ?, "
-            "step = coalesce(info_step, ?), turns = ?, generates = ?, tool_calls = ?, tool_errors = ?, tokens_in = ?, tokens_out = ?, "
-            "generate_s = ?, tool_s = ?, replica = ?, tools = ? WHERE id = ?",
-            (start, end, first_step[0] if first_step else None, n, gens or 0, tools or 0, tool_errors or 0, tok_in, tok_out,
-             None if gen_ns is None else gen_ns / 1e9, None if tool_ns is None else tool_ns / 1e9,
-             replica[0] if replica else None, "," + ",".join(names) + "," if names else None, tid))
-        # the trajectory's own record (an agent loop's root span) may begin before its first turn
-        conn.execute("UPDATE trajectories SET start_ns = min(coalesce(start_ns, info_start_ns), coalesce(info_start_ns, start_ns)), "
-                     "end_ns = max(coalesce(end_ns, info_end_ns), coalesce(info_end_ns, end_ns)) WHERE id = ?", (tid,))
-        conn.execute("UPDATE trajectories SET duration_s = (end_ns - start_ns) / 1e9 WHERE id = ? AND end_ns IS NOT NULL "
-                     "AND start_ns IS NOT NULL", (tid,))
+            f"UPDATE trajectories SET start_ns = {start_sql}, end_ns = {end_sql}, duration_s = ({end_sql} - {start_sql}) / 1e9, "
+            "step = coalesce(info_step, :first_step), turns = :n, generates = :gens, tool_calls = :tools, tool_errors = :tool_errors, "
+            "tokens_in = :tok_in, tokens_out = :tok_out, generate_s = :gen_s, tool_s = :tool_s, replica = :replica, tools = :names "
+            "WHERE id = :tid",
+            {"start": start, "end": end, "first_step": first_step[0] if first_step else None, "n": n, "gens": gens or 0,
+             "tools": tools or 0, "tool_errors": tool_errors or 0, "tok_in": tok_in, "tok_out": tok_out,
+             "gen_s": None if gen_ns is None else gen_ns / 1e9, "tool_s": None if tool_ns is None else tool_ns / 1e9,
+             "replica": replica[0] if replica else None, "names": "," + ",".join(names) + "," if names else None, "tid": tid})

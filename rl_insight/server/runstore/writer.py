@@ -67,6 +67,10 @@ _UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, 
                "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
 
 
+# hand-over kinds that are one item each (samples and spans come in lists)
+_SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
+
+
 def _cut_short(s: SpanRecord) -> bool:
     return s.attributes.get("cut_short") is True
 
@@ -206,7 +210,7 @@ class RunStoreWriter:
                         n += len(payload)
                     elif kind == "spans":
                         n += len(payload[0]) + len(payload[1])
-                    elif kind in ("finished", "run_info", "step_stats", "step_backfill"):
+                    elif kind in _SINGLE_ITEM_KINDS:
                         n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
@@ -280,14 +284,8 @@ class RunStoreWriter:
         span_cut: list[tuple] = []
         touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
         for kind, payload in work:
-            if kind == "finished":
-                self._touch(touched, self._run_id(*payload, now), now, final=True)
-            elif kind == "run_info":
-                self._run_info(payload, now)
-            elif kind == "step_stats":
-                self._step_stats(*payload)
-            elif kind == "step_backfill":
-                self._step_backfill(payload, now)
+            if kind in _SINGLE_ITEM_KINDS:
+                self._write_item(kind, payload, touched, now)
             elif kind == "samples":
                 for r in payload:
                     sample_rows.append(self._sample_row(r, touched, now))
@@ -314,7 +312,7 @@ class RunStoreWriter:
         now = time.time()
         touched: dict[int, list] = {}
         for kind, payload in work:
-            if kind in ("finished", "run_info", "step_stats", "step_backfill"):
+            if kind in _SINGLE_ITEM_KINDS:
                 items: list[tuple[str, Any]] = [(kind, payload)]
             elif kind == "samples":
                 items = [("sample", r) for r in payload]
