@@ -79,11 +79,6 @@ def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-# What the trajectory view needs from verl's traced calls, read from the full inputs/outputs before they are
-# capped (prompt_ids alone outgrow the cap): `generate(request_id, prompt_ids=…)` → TokenOutput(token_ids,
-# stop_reason); `AgentLoop.run` → AgentLoopOutput(num_turns, reward_score).
-# (verl's `request_id` is the trajectory's sticky-session id, the same for all its turns, not vLLM's request id)
-_INPUT_FACTS = {"request_id": ("verl.request_id", str), "prompt_ids": ("gen_ai.usage.prompt_tokens", len)}
 def _finite(v: Any) -> float:
     f = float(v)
     if f - f != 0.0 or abs(f) > 2**53:  # the protocol refuses a span with a value SQLite/OTLP cannot hold
@@ -91,6 +86,11 @@ def _finite(v: Any) -> float:
     return f
 
 
+# What the trajectory view needs from verl's traced calls, read from the full inputs/outputs before they are
+# capped (prompt_ids alone outgrow the cap): `generate(request_id, prompt_ids=…)` → TokenOutput(token_ids,
+# stop_reason); `AgentLoop.run` → AgentLoopOutput(num_turns, reward_score).
+# (verl's `request_id` is the trajectory's sticky-session id, the same for all its turns, not vLLM's request id)
+_INPUT_FACTS = {"request_id": ("verl.request_id", str), "prompt_ids": ("gen_ai.usage.prompt_tokens", len)}
 _OUTPUT_FACTS = {"token_ids": ("gen_ai.usage.completion_tokens", len), "stop_reason": ("finish_reason", str),
                  "num_turns": ("num_turns", lambda v: int(_finite(v))), "reward_score": ("reward_score", _finite)}
 
@@ -106,8 +106,8 @@ def _derive(attrs: dict[str, Any], raw: Any, wanted: dict[str, tuple[str, Any]])
         return
     for field, (attr, convert) in wanted.items():
         v = doc.get(field)
-        if v is None or attr in attrs or (convert is len and not isinstance(v, list)) or isinstance(v, (dict, list)) != (convert is len):
-            continue
+        if v is None or attr in attrs or isinstance(v, dict) or isinstance(v, list) != (convert is len):
+            continue  # counted lists only, scalars for the rest
         try:
             attrs[attr] = convert(v)[:256] if convert is str else convert(v)
         except (TypeError, ValueError, OverflowError):

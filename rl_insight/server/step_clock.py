@@ -50,7 +50,7 @@ class StepClock:
                     pass
 
     def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
-        """(last completed step, when the server saw it), or None before the run's first step metric."""
+        """(last completed step, when its client logged it), or None before the run's first step metric."""
         hist = self._runs.get((project, experiment_name))
         if not hist:
             return None
