@@ -17,7 +17,8 @@ from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {"duration": "duration_s", "turns": "turns", "tool_calls": "tool_calls", "tool_errors": "tool_errors", "reward": "reward",
          "tokens_out": "tokens_out", "tokens_in": "tokens_in", "start": "start_ns", "generate_s": "generate_s", "tool_s": "tool_s"}
-FAILED = "(tool_errors > 0 OR status IN ('error', 'failure', 'failed', 'aborted', 'timeout', 'truncated', 'capacity_exhausted'))"
+FAILED_STATUSES = ("error", "failure", "failed", "aborted", "timeout", "truncated", "capacity_exhausted")
+FAILED = f"(tool_errors > 0 OR status IN ({', '.join(repr(x) for x in FAILED_STATUSES)}))"  # "failed" = tool errors or one of these
 _COLUMNS = ("id", "key", "step", "sample", "rollout_n", "validate", "source", "status", "reward", "reported_turns", "start_ns", "end_ns",
             "duration_s", "turns", "generates", "tool_calls", "tool_errors", "tokens_in", "tokens_out", "generate_s", "tool_s", "replica",
             "tools")
@@ -149,8 +150,7 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
         "tokens_out": _histogram([r[4] for r in rows if r[4] is not None]),
         "duration": _histogram(durations),
         "tools": tool_rows, "replicas": replicas, "statuses": by_status,
-        "failed": sum(1 for r in rows if (r[7] or 0) > 0 or (r[6] or "") in ("error", "failure", "failed", "aborted", "timeout",
-                                                                             "truncated", "capacity_exhausted")),
+        "failed": sum(1 for r in rows if (r[7] or 0) > 0 or (r[6] or "") in FAILED_STATUSES),
     }
 
 
