@@ -62,6 +62,17 @@ class NotFoundError(RLInsightError):
     exit_code = 2
 
 
+class BusyError(RLInsightError):
+    """The server cannot take this now (too much in flight, the run store behind): send it again later.
+    Answered 503 with `Retry-After`, which OTLP exporters and our client honour by resending."""
+
+    http_status = 503
+
+    def __init__(self, message: str, *, hint: str | None = None, retry_after_s: int = 1) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
+
 class ConfigError(RLInsightError):
     """Invalid configuration (server config file, prometheus.yml rendering)."""
 

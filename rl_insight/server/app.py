@@ -17,7 +17,7 @@ from prometheus_client import disable_created_metrics
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
-from ..errors import RLInsightError, UnauthorizedError
+from ..errors import BusyError, RLInsightError, UnauthorizedError
 from ..protocol import clean_text
 from .config import ServerConfig
 from .routes import experiments, health, ingest, otlp, panels, profiles, runs, session, spans, targets, trajectories
@@ -83,7 +83,8 @@ def _error(status: int, detail: str, hint: str | None = None, errors: list | Non
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RLInsightError)
     async def _rl_error(request: Request, exc: RLInsightError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, UnauthorizedError) else None
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, UnauthorizedError) else \
+            {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BusyError) else None
         return _error(exc.http_status, exc.message, exc.hint, headers=headers)
 
     @app.exception_handler(RequestValidationError)

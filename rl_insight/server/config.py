@@ -59,6 +59,16 @@ class ServerConfig:
     wandb_project: str | None = None  # default: the run's project
     wandb_entity: str | None = None
     wandb_dir: str | None = None  # default <data_dir>/wandb
+    # Profile uploads are analysed in a child process bounded by these (analysis/isolated.py)
+    profile_analysis_timeout_s: float = 600.0
+    profile_analysis_max_memory_bytes: int = 8 * 2**30
+    # Slow or idle peers: seconds to send a request's headers, and to send its body (after which the
+    # connection is closed), and the most connections held at once (past it new ones are answered 503)
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    max_connections: int = 2048
+    # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
+    ack_timeout_s: float = 10.0
 
     @property
     def store_file(self) -> Path:

@@ -15,7 +15,7 @@ from concurrent import futures
 from typing import Any
 
 from ..errors import MalformedBodyError, PortInUseError
-from .otlp_intake import receive_spans
+from .otlp_intake import pb_spans, receive_spans
 
 log = logging.getLogger("rl_insight.server.otlp_grpc")
 MAX_CONCURRENT = 32
@@ -43,11 +43,8 @@ class GrpcTraceIntake:
                     if scheme.lower() != "bearer" or not st.auth.token_ok(supplied):
                         context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                       "missing or wrong bearer token: set OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>")
-                from google.protobuf.json_format import MessageToDict
-
                 try:
-                    spans = MessageToDict(request).get("resourceSpans", [])
-                    accepted, rejected, error = receive_spans(st, spans, True)
+                    accepted, rejected, error = receive_spans(st, pb_spans(request), True)
                 except MalformedBodyError as exc:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
                 except RecursionError:

@@ -12,6 +12,10 @@ ingested spans (memory, run store, Tempo forwarder).
 * **Bounded**: attribute values longer than protocol.MAX_ATTRIBUTE_VALUE (prompt text) are cut and, past
   protocol.MAX_ATTRIBUTES_BYTES per span, the largest values are replaced by a marker; both are counted
   (`capped`), so a span is never refused for its size. Resource attributes are prefixed `resource.`.
+* **Memory in proportion to what is kept**: a protobuf request is walked span by span (never converted
+  whole to dicts, which cost ~85x the body); attributes per span, values per array or list, nesting depth
+  and leaves per span are capped during the walk, and at most MAX_SPANS_PER_REQUEST spans of one request
+  are kept (the rest are refused and counted in the answer's partial success).
 """
 
 from __future__ import annotations
@@ -21,39 +25,98 @@ from collections import Counter
 from typing import Any, Iterator
 
 from ..errors import MalformedBodyError
-from ..protocol import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_ATTRIBUTES_BYTES
+from ..protocol import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_ATTRIBUTES_BYTES, MAX_SPAN_NAME
 
 UNASSIGNED = "unassigned"
 _RESOURCE_KEEP = ("service.name", "service.instance.id", "host.name", "process.pid", "telemetry.sdk.name")
+MAX_SPANS_PER_REQUEST = 20_000  # an SDK's batch is 512; more in one request are refused, counted
+MAX_VALUES = 256  # values of one array or key-value list attribute
+MAX_DEPTH = 8  # nesting of array / key-value list attributes
+MAX_LEAVES = 4096  # values of all of one span's attributes together, nested ones included
 
 
-def _any_value(v: dict[str, Any]) -> Any:
-    """An OTLP AnyValue (JSON mapping or MessageToDict form) as a plain Python value."""
-    if not isinstance(v, dict):
+class _Budget:
+    """Leaves left for one span's (or resource's) attributes: a request of millions of tiny nested values
+    costs at most MAX_LEAVES values per span."""
+
+    __slots__ = ("left", "capped")
+
+    def __init__(self) -> None:
+        self.left, self.capped = MAX_LEAVES, 0
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            self.capped += 1
+            return False
+        self.left -= 1
+        return True
+
+
+def _list(v: Any) -> list[Any]:
+    """A JSON field that must be a list (anything else, an object included, counts as absent)."""
+    return v if isinstance(v, list) else []
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _any_value(v: Any, budget: _Budget, depth: int = 0) -> Any:
+    """An OTLP/JSON AnyValue as a plain Python value, within the span's budget."""
+    if not isinstance(v, dict) or not budget.take():
         return None
     for key in ("stringValue", "boolValue", "doubleValue"):
         if key in v:
-            return v[key]
+            x = v[key]
+            return x if isinstance(x, (str, bool, int, float)) else None
     if "intValue" in v:
         try:
             return int(v["intValue"])  # JSON carries int64 as a string
         except (TypeError, ValueError):
-            return str(v["intValue"])
+            return str(v["intValue"])[:64]
+    if depth >= MAX_DEPTH:
+        return None
     if "arrayValue" in v:
-        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])[:256]]
+        return [_any_value(x, budget, depth + 1) for x in _list(_dict(v["arrayValue"]).get("values"))[:MAX_VALUES]]
     if "kvlistValue" in v:
-        return {str(kv.get("key")): _any_value(kv.get("value", {})) for kv in (v["kvlistValue"] or {}).get("values", [])[:256]}
+        return {str(kv.get("key"))[:256]: _any_value(kv.get("value"), budget, depth + 1)
+                for kv in _list(_dict(v["kvlistValue"]).get("values"))[:MAX_VALUES] if isinstance(kv, dict)}
     if "bytesValue" in v:
-        return str(v["bytesValue"])
+        return str(v["bytesValue"])[:MAX_ATTRIBUTE_VALUE]
     return None
 
 
-def _attrs(items: Any) -> dict[str, Any]:
+def _attrs(items: Any, budget: _Budget | None = None) -> dict[str, Any]:
+    budget = budget or _Budget()
     out: dict[str, Any] = {}
-    for kv in (items or [])[: MAX_ATTRIBUTES * 4]:
+    for kv in _list(items)[: MAX_ATTRIBUTES * 4]:
         if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = _any_value(kv.get("value", {}))
+            out[kv["key"]] = _any_value(kv.get("value"), budget)
     return _mlflow(out)
+
+
+def _pb_value(v: Any, budget: _Budget, depth: int = 0) -> Any:
+    """A protobuf AnyValue as a plain Python value, read field by field within the budget."""
+    if not budget.take():
+        return None
+    which = v.WhichOneof("value")
+    if which in ("string_value", "bool_value", "int_value", "double_value"):
+        return getattr(v, which)
+    if which == "bytes_value":
+        import base64
+
+        return base64.b64encode(v.bytes_value[:MAX_ATTRIBUTE_VALUE]).decode()
+    if depth >= MAX_DEPTH:
+        return None
+    if which == "array_value":
+        return [_pb_value(x, budget, depth + 1) for x in v.array_value.values[:MAX_VALUES]]
+    if which == "kvlist_value":
+        return {kv.key[:256]: _pb_value(kv.value, budget, depth + 1) for kv in v.kvlist_value.values[:MAX_VALUES]}
+    return None
+
+
+def _pb_attrs(items: Any, budget: _Budget) -> dict[str, Any]:
+    return _mlflow({kv.key: _pb_value(kv.value, budget) for kv in items[: MAX_ATTRIBUTES * 4]})
 
 
 # verl's rollout-trace tags (`rollout_trace_attr`), as MLflow would export trace tags: `mlflow.traceTag.<key>`
@@ -128,9 +191,12 @@ def _hex(value: Any, size: int, from_base64: bool) -> str:
     return value.lower()[: size * 2]
 
 
-def decode_request(raw: bytes, content_type: str) -> tuple[list[dict[str, Any]], bool]:
-    """The `resourceSpans` of an ExportTraceServiceRequest (as JSON-form dicts), and whether ids are base64
-    (the protobuf path) rather than hex (OTLP/JSON)."""
+SpanPairs = Iterator[tuple[dict[str, Any], dict[str, Any], _Budget]]
+
+
+def decode_request(raw: bytes, content_type: str) -> tuple[SpanPairs, bool]:
+    """The request's spans, one at a time, as (resource attributes, span in OTLP/JSON form, its attribute budget),
+    and whether ids are base64 (protobuf) rather than hex (OTLP/JSON)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media == "application/json":
         try:
@@ -144,8 +210,7 @@ def decode_request(raw: bytes, content_type: str) -> tuple[list[dict[str, Any]],
         spans = doc.get("resourceSpans") or doc.get("resource_spans") or []
         if not isinstance(spans, list):
             raise MalformedBodyError("OTLP/JSON resourceSpans must be a list")
-        return spans, False
-    from google.protobuf.json_format import MessageToDict
+        return json_spans(spans), False
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -154,7 +219,38 @@ def decode_request(raw: bytes, content_type: str) -> tuple[list[dict[str, Any]],
         req.ParseFromString(raw)
     except (DecodeError, RecursionError) as exc:
         raise MalformedBodyError(f"body is not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
-    return MessageToDict(req).get("resourceSpans", []), True
+    return pb_spans(req), True
+
+
+def json_spans(resource_spans: list[Any]) -> SpanPairs:
+    for rs in resource_spans:
+        if not isinstance(rs, dict):
+            continue
+        resource = _attrs(_dict(rs.get("resource")).get("attributes"))
+        for ss in _list(rs.get("scopeSpans") or rs.get("scope_spans")):
+            if not isinstance(ss, dict):
+                continue
+            for span in _list(ss.get("spans")):
+                if isinstance(span, dict):
+                    budget = _Budget()
+                    yield resource, {**span, "attributes": _attrs(span.get("attributes"), budget)}, budget
+
+
+def pb_spans(req: Any) -> SpanPairs:
+    """The spans of a parsed ExportTraceServiceRequest in OTLP/JSON form (ids base64), converted one at a time
+    with the caps applied as they are read: memory follows what is kept, not what was sent."""
+    import base64
+
+    b64 = base64.b64encode
+    for rs in req.resource_spans:
+        resource = _pb_attrs(rs.resource.attributes, _Budget())
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                budget = _Budget()
+                yield resource, {"spanId": b64(span.span_id[:8]).decode(), "traceId": b64(span.trace_id[:16]).decode(),
+                                 "parentSpanId": b64(span.parent_span_id[:8]).decode(), "name": span.name[:4 * MAX_SPAN_NAME],
+                                 "startTimeUnixNano": span.start_time_unix_nano, "endTimeUnixNano": span.end_time_unix_nano,
+                                 "attributes": _pb_attrs(span.attributes, budget)}, budget
 
 
 def _cap(attrs: dict[str, Any], counts: Counter) -> dict[str, Any]:
@@ -193,44 +289,42 @@ def _identity(attrs: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str
     return UNASSIGNED, service if isinstance(service, str) and service else "unknown"
 
 
-def _spans(resource_spans: list[Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for rs in resource_spans:
-        if not isinstance(rs, dict):
-            continue
-        resource = _attrs((rs.get("resource") or {}).get("attributes"))
-        for ss in rs.get("scopeSpans") or rs.get("scope_spans") or []:
-            if not isinstance(ss, dict):
-                continue
-            for span in ss.get("spans") or []:
-                if isinstance(span, dict):
-                    yield resource, span
-
-
-def to_batches(resource_spans: list[Any], b64_ids: bool, clock: Any = None) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
-    """One ingest batch (protocol form) per run, and the counts of what was capped, unassigned, or given its step
-    from the run's step clock (`clock`: server/step_clock.py; `step_source: run_clock` says so)."""
+def to_batches(spans: SpanPairs, b64_ids: bool, clock: Any = None) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
+    """One ingest batch (protocol form) per run, and the counts of what was capped, unassigned, given its step
+    from the run's step clock (`clock`: server/step_clock.py; `step_source: run_clock` says so), or refused for
+    passing MAX_SPANS_PER_REQUEST (`too_many`)."""
     counts: Counter = Counter()
     batches: dict[tuple[str, str], dict[str, Any]] = {}
-    for resource, span in _spans(resource_spans):
-        attrs = _attrs(span.get("attributes"))
+    kept = 0
+    for resource, span, budget in spans:
+        if kept >= MAX_SPANS_PER_REQUEST:
+            counts["too_many"] += 1
+            continue
+        kept += 1
+        attrs = span["attributes"]
+        counts["capped"] += budget.capped
         project, experiment = _identity(attrs, resource)
         if project == UNASSIGNED:
             counts["unassigned"] += 1
         service = resource.get("service.name") or "unknown"
+        if not isinstance(service, str):
+            service = str(service)[:256]
         merged = {**{f"resource.{k}": v for k, v in resource.items() if k in _RESOURCE_KEEP}, **attrs,
                   "project": project, "experiment_name": experiment, "monitor.trace_source": attrs.get(
                       "monitor.trace_source", "otlp")}
         if "step" not in merged and clock is not None and project != UNASSIGNED:
             start = _int(span.get("startTimeUnixNano"))
-            step = clock.step_at(project, experiment, start / 1e9) if isinstance(start, int) else None
+            step = clock.step_at(project, experiment, start / 1e9) if isinstance(start, int) and 0 <= start < 2**63 else None
             if step is not None:  # MLflow loses verl's step tag on export: the run's clock at the span's start says it
                 merged["step"], merged["step_source"] = step, "run_clock"
                 counts["step_from_clock"] += 1
         lane = attrs.get("state_lane_id")
+        name = span.get("name")
         record = {
             "id": _hex(span.get("spanId"), 8, b64_ids), "trace_id": _hex(span.get("traceId"), 16, b64_ids),
-            "parent_id": _hex(span.get("parentSpanId"), 8, b64_ids) or None, "name": span.get("name") or "(unnamed)",
-            "lane": str(lane) if lane not in (None, "") else f"otlp/{service}"[:256], "kind": "span",
+            "parent_id": _hex(span.get("parentSpanId"), 8, b64_ids) or None,
+            "name": name if isinstance(name, str) and name else "(unnamed)",
+            "lane": str(lane)[:256] if lane not in (None, "") else f"otlp/{service}"[:256], "kind": "span",
             "start_ns": _int(span.get("startTimeUnixNano")), "end_ns": _int(span.get("endTimeUnixNano")),
             "attributes": _cap(merged, counts)}
         batch = batches.get((project, experiment))
@@ -249,15 +343,17 @@ def _int(v: Any) -> Any:
         return v  # refused by the protocol's validation, with the reason
 
 
-def receive_spans(st: Any, resource_spans: list[Any], b64_ids: bool) -> tuple[int, int, str]:
+def receive_spans(st: Any, spans: SpanPairs, b64_ids: bool) -> tuple[int, int, str]:
     """Map, validate and store one request's spans (the HTTP route and the gRPC service both end here): how many
     spans were accepted and refused, and the first refusal's reason."""
     from .ingest import apply_batch
 
-    batches, counts = to_batches(resource_spans, b64_ids, st.step_clock)
-    accepted = rejected = 0
-    first_error = ""
+    batches, counts = to_batches(spans, b64_ids, st.step_clock)
+    accepted, rejected = 0, counts.pop("too_many", 0)
+    first_error = f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
     m = st.metrics
+    if rejected:
+        m.rejected.labels("too_many_spans").inc(rejected)
     for obj in batches.values():
         batch, result = apply_batch(obj, st.store)
         st.spans.put(result.span_starts, result.spans, batch.client.host, None)

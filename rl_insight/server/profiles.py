@@ -6,8 +6,15 @@ request lives in its own directory under `<data_dir>/profiles/<id>/` (`request.j
 `.json.gz` traces, partial uploads under `.partial/`, the analysis under `report/`), so requests,
 statuses and half-done uploads survive a server restart; the in-memory index is rebuilt from disk.
 
-Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in
-one background thread, so a burst of uploads never competes with ingest for more than one core.
+What processes report is appended to `processes.jsonl` (one line per report, compacted now and then), so a
+status report costs the same with 1,000 processes as with one; `request.json` is rewritten only when the
+request itself changes (cancelled, a file completed, the analysis moved).
+
+Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
+process bounded in time and memory (analysis/isolated.py), one request at a time: no upload can freeze or
+exhaust the server, and a burst of uploads never competes with ingest for more than one core. An analysis
+that fails or is killed ends `failed` with the reason; one interrupted by a server stop runs once more at
+the next start, never more.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
+from ..analysis.isolated import REPORT_FILES
 from ..fsutil import atomic_write
 from .step_clock import StepClock
-from ..protocol import (DEFAULT_PROFILE_BYTES, MAX_PROFILE_BYTES, MAX_PROFILE_STEPS, MAX_PROFILE_WINDOW_S,
-                        PROCESS_STATES, PROCESS_TERMINAL, PROFILE_ACTIVITIES, ProfileRequest)
+from ..protocol import (DEFAULT_PROFILE_BYTES, INT64_MAX, MAX_EXACT_INT, MAX_PROFILE_BYTES, MAX_PROFILE_STEPS,
+                        MAX_PROFILE_WINDOW_S, PROCESS_STATES, PROCESS_TERMINAL, PROFILE_ACTIVITIES, ProfileRequest)
 
 log = logging.getLogger("rl_insight.server.profiles")
 
@@ -37,6 +45,12 @@ REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
 MAX_PROCESSES_PER_REQUEST = 1024
 DEFAULT_TTL_S = 3600.0
+REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
+MAX_RANK = 2**31
+ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
+JOURNAL = "processes.jsonl"
+MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen yet (a job about to start)
+ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
 
 
 _STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
@@ -57,8 +71,15 @@ def _now() -> float:
 
 class ProfileBook:
     def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
-                 clock: StepClock | None = None) -> None:
+                 clock: StepClock | None = None, analysis_timeout_s: float = 600.0,
+                 analysis_max_memory_bytes: int = 8 * 2**30,
+                 run_exists: Callable[[str, str], bool] | None = None) -> None:
         self.root = root
+        # whether the run store knows a run: requests for runs that never appear are bounded and swept
+        self.run_exists = run_exists
+        self.analysis_timeout_s = analysis_timeout_s
+        self.analysis_max_memory_bytes = analysis_max_memory_bytes
+        self._journal_lines: dict[str, int] = {}
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
@@ -90,15 +111,55 @@ class ProfileBook:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping unreadable profile request %s: %s", d, exc)
                 continue
-            if rec.get("analysis", {}).get("state") == "running":
-                rec["analysis"]["state"] = "pending"  # interrupted by the restart: done again below
+            rec.setdefault("processes", {})
+            self._journal_lines[d.name] = self._replay(d / JOURNAL, rec["processes"])
+            analysis = rec.setdefault("analysis", {"state": "none"})
+            if analysis.get("state") == "running":  # interrupted by a server stop
+                if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
+                    rec["analysis"] = {"state": "failed", "attempts": analysis.get("attempts", 1),
+                                       "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times by a server stop; "
+                                                  "not tried again (the traces are kept: `rl-insight profile fetch`)"}
+                else:
+                    rec["analysis"] = {**analysis, "state": "pending"}  # done once more below
+                self._save(rec)
             self._records[d.name] = rec
             self._by_run.setdefault(_run_of(rec), []).append(d.name)
 
+    @staticmethod
+    def _replay(journal: Path, procs: dict[str, Any]) -> int:
+        """Apply the process journal (the last line of a process wins); a torn last line is skipped."""
+        try:
+            lines = journal.read_text().splitlines()
+        except OSError:
+            return 0
+        for line in lines:
+            try:
+                item = json.loads(line)
+                procs[str(item["key"])] = dict(item["entry"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return len(lines)
+
     def _save(self, rec: dict[str, Any]) -> None:
+        """request.json without the processes (they live in the journal)."""
         d = self.root / rec["request"]["id"]
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / "request.json", json.dumps(rec, indent=1))
+        atomic_write(d / "request.json", json.dumps({**rec, "processes": {}}, indent=1))
+
+    def _journal(self, rec: dict[str, Any], key: str) -> None:
+        """One process's entry appended (O(1)); the journal is rewritten once it holds 4x more lines than processes."""
+        rid = rec["request"]["id"]
+        d = self.root / rid
+        d.mkdir(parents=True, exist_ok=True)
+        n = self._journal_lines.get(rid, 0) + 1
+        procs = rec["processes"]
+        if n > 4 * len(procs) + 64:
+            atomic_write(d / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items()))
+            n = len(procs)
+        else:
+            with open(d / JOURNAL, "a") as f:
+                f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
+        self._journal_lines[rid] = n
 
     # ------------------------------------------------------------------ requests
     def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: list[str] = (),
@@ -128,7 +189,15 @@ class ProfileBook:
         ProfileRequest.from_wire(wire)  # the same validation a client applies
         rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
                "files": {}, "analysis": {"state": "none"}}
+        self.sweep()
+        unknown_run = self.run_exists is not None and not self.run_exists(project, experiment_name)
         with self._lock:
+            if unknown_run:
+                waiting = sum(1 for r in self._records.values() if r.get("unknown_run") and _state(r) == "pending")
+                if waiting >= MAX_UNKNOWN_RUN_REQUESTS:
+                    raise ConflictError(f"{waiting} profile requests already wait for runs that have not sent data yet",
+                                        hint="start the job, or cancel requests for runs that will not come")
+                rec["unknown_run"] = True
             active = [r for r in self._of_run((project, experiment_name)) if _state(r) in ("pending", "running")]
             if len(active) >= self._max_active:
                 raise ConflictError(f"run {project}/{experiment_name} already has {len(active)} active profile requests",
@@ -192,21 +261,25 @@ class ProfileBook:
 
     # ------------------------------------------------------------------ what processes report
     def report(self, rid: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Record what one process did; the answer is that process's entry and the request's state (never the
+        whole request: a report costs the same with 1,000 processes as with one)."""
         state = body.get("state")
         if state not in PROCESS_STATES:
             raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
         proc = body.get("process")
-        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or type(proc.get("pid")) is not int:
-            raise InvalidInputError("process must be an object with host (string) and pid (integer)")
+        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or type(proc.get("pid")) is not int \
+                or not 0 <= proc["pid"] <= INT64_MAX:
+            raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
+        rank = proc.get("rank")
+        if rank is not None and not (type(rank) is int and 0 <= rank < MAX_RANK):
+            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(rank)[:40]!r}")
         key = f"{proc['host'][:128]}:{proc['pid']}"
-        entry = {"host": proc["host"][:128], "pid": proc["pid"], "rank": proc.get("rank") if type(proc.get("rank")) is int else None,
+        entry = {"host": proc["host"][:128], "pid": proc["pid"], "rank": rank,
                  "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
                  "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
                  "state": state, "message": str(body.get("message") or "")[:2000], "updated_at": _now()}
-        window = body.get("window")
-        if isinstance(window, dict) and all(type(window.get(k)) is int for k in ("start_ns", "end_ns")):
-            entry["window"] = {"start_ns": window["start_ns"], "end_ns": window["end_ns"],
-                               "steps": window.get("steps") if isinstance(window.get("steps"), list) else None}
+        if body.get("window") is not None:
+            entry["window"] = _window(body["window"])
         if isinstance(body.get("file"), str) and FILE_NAME.match(body["file"]):
             entry["file"] = body["file"]
         with self._lock:
@@ -215,11 +288,10 @@ class ProfileBook:
             if key not in procs and len(procs) >= MAX_PROCESSES_PER_REQUEST:
                 raise ConflictError(f"profile request {rid} already has {MAX_PROCESSES_PER_REQUEST} processes")
             previous = procs.get(key, {})
-            if previous.get("state") in PROCESS_TERMINAL and state not in PROCESS_TERMINAL:
-                return self.describe(rec)  # a late, out-of-order report never reopens a finished process
-            procs[key] = {**previous, **entry}
-            self._save(rec)
-        return self.describe(rec)
+            if not (previous.get("state") in PROCESS_TERMINAL and state not in PROCESS_TERMINAL):
+                procs[key] = {**previous, **entry}  # a late, out-of-order report never reopens a finished process
+                self._journal(rec, key)
+            return {"id": rid, "state": _state(rec), "process": procs[key]}
 
     def process_silent(self, host: str, pid: int) -> None:
         """A client went silent (killed, crashed: no exit handler ran): its unfinished part of any request
@@ -232,7 +304,7 @@ class ProfileBook:
                     proc.update(state="failed", updated_at=_now(),
                                 message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
                                         "will come from it")
-                    self._save(rec)
+                    self._journal(rec, key)
 
     # ------------------------------------------------------------------ uploads
     def upload(self, rid: str, name: str, offset: int, total: int, data: bytes) -> dict[str, Any]:
@@ -252,6 +324,20 @@ class ProfileBook:
             done = rec["files"].get(name)
             if done and done.get("complete"):
                 raise ConflictError(f"{name} is already complete", hint="nothing to resend")
+            if done is None and rec["request"]["expires_at"] <= _now() and _state(rec) != "done":
+                raise ConflictError(f"profile request {rid} expired at {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(rec['request']['expires_at']))} UTC; "
+                                    "it takes no new traces", hint="request the profile again")
+            if done is not None and done.get("total") != total:
+                raise InvalidInputError(f"{name} was declared as {done.get('total')} bytes; a chunk now says {total}",
+                                        hint="an upload keeps its total; start a new file name to send another trace")
+            if not data:
+                raise InvalidInputError(f"empty chunk for {name} at byte {offset}: send at least one byte")
+            budget = REQUEST_FILES_FACTOR * cap
+            committed = sum(f.get("total", 0) for n, f in rec["files"].items() if n != name)
+            if done is None and committed + total > budget:
+                raise PayloadTooLargeError(f"profile request {rid} already holds {committed} bytes of traces; {name} "
+                                           f"({total} bytes) would pass its limit of {budget} bytes "
+                                           f"({REQUEST_FILES_FACTOR} x the per-file cap)")
             partial = self._dir(rid) / ".partial" / name
             partial.parent.mkdir(parents=True, exist_ok=True)
             size = partial.stat().st_size if partial.exists() else 0
@@ -268,9 +354,11 @@ class ProfileBook:
             if complete:
                 final = self._dir(rid) / name
                 os.replace(partial, final)
-                rec["analysis"] = {"state": "pending"}
+                rec["analysis"] = {"state": "pending"}  # new input: analysed again (attempts start over)
+            first = done is None
             rec["files"][name] = {"bytes": size, "total": total, "complete": complete, "updated_at": _now()}
-            self._save(rec)
+            if complete or first:  # the declared total is what later chunks are held to; progress is `.partial`'s size
+                self._save(rec)
         if complete and self._analyze:
             self._work.put(rid)
         return {"size": size, "complete": complete}
@@ -283,7 +371,7 @@ class ProfileBook:
 
     def report_file(self, rid: str, name: str) -> Path:
         self._record(rid)
-        if name not in ("timeline.html", "summary.json", "trace.perfetto.json", "summary.md"):
+        if name not in REPORT_FILES:
             raise NotFoundError(f"no report file {name[:80]!r}")
         p = self._dir(rid) / "report" / name
         if not p.is_file():
@@ -294,6 +382,30 @@ class ProfileBook:
     # ------------------------------------------------------------------ retention
     def _of_run(self, key: tuple[str, str]) -> list[dict[str, Any]]:
         return [self._records[rid] for rid in list(self._by_run.get(key, ())) if rid in self._records]
+
+    def sweep(self, now: float | None = None) -> int:
+        """Delete ended requests (expired, cancelled) of runs the store never saw, a day after they expired:
+        retention deletes a run's requests with the run, and these have no run to go with."""
+        if self.run_exists is None:
+            return 0
+        now = _now() if now is None else now
+        with self._lock:
+            stale = [(rid, rec) for rid, rec in self._records.items() if rec.get("unknown_run")
+                     and rec["request"]["expires_at"] + ORPHAN_GRACE_S < now and _state(rec) in ("expired", "cancelled")]
+        gone = {_run_of(rec) for rid, rec in stale if not self.run_exists(*_run_of(rec))}
+        return self._forget([rid for rid, rec in stale if _run_of(rec) in gone])
+
+    def _forget(self, rids: list[str]) -> int:
+        with self._lock:
+            for rid in rids:
+                rec = self._records.pop(rid, None)
+                if rec is not None:
+                    ids = self._by_run.get(_run_of(rec), [])
+                    if rid in ids:
+                        ids.remove(rid)
+                self._journal_lines.pop(rid, None)
+                shutil.rmtree(self.root / rid, ignore_errors=True)
+        return len(rids)
 
     def forget_runs(self, drop: set[tuple[str, str]]) -> int:
         """Delete the requests (and their traces) of runs retention removed."""
@@ -310,7 +422,11 @@ class ProfileBook:
             if rec.get("analysis", {}).get("state") == "pending":
                 self._work.put(rid)
         while True:
-            rid = self._work.get()
+            try:
+                rid = self._work.get(timeout=600)
+            except queue.Empty:
+                self.sweep()
+                continue
             if rid is None:
                 return
             while not self._work.empty():  # several files arrived meanwhile: analyse the request once
@@ -322,44 +438,30 @@ class ProfileBook:
                     break
             try:
                 self._analyse(rid)
-            except Exception as exc:  # noqa: BLE001 - one bad trace never stops the thread
+            except Exception as exc:  # noqa: BLE001 - the thread survives, and the request never stays "running"
                 log.warning("analysis of profile request %s failed: %r", rid, exc)
+                rec = self._records.get(rid)
+                if rec is not None:
+                    self._set_analysis(rec, {**rec.get("analysis", {}), "state": "failed",
+                                             "message": f"the analysis could not run: {type(exc).__name__}"})
 
     def _analyse(self, rid: str) -> None:
+        """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
+        from ..analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
+
         rec = self._records.get(rid)
         if rec is None:
             return
-        self._set_analysis(rec, {"state": "running"})
-        try:
-            from ..analysis.analyze import summarize
-            from ..analysis.load import load
-            from ..analysis.render import export, html
-        except ImportError as exc:
-            self._set_analysis(rec, {"state": "unavailable", "message": f"the analysis extra is not installed ({exc.name}): "
-                                     'pip install "rl-insight[analysis]"'})
-            return
-        d = self._dir(rid)
-        files = [d / n for n, f in rec["files"].items() if f.get("complete")]
-        # one or a few steps: keep operators and kernels too (the report's levels of detail handle millions)
-        loaded = load(files, workers=1, detail=("annotations", "ops", "kernels"))
-        out = d / "report"
-        out.mkdir(exist_ok=True)
-        df = loaded.events
-        problems = loaded.report.warnings + loaded.report.errors
-        if df.empty:
-            self._set_analysis(rec, {"state": "failed", "message": "; ".join(problems) or "no events in the uploaded traces"})
-            return
+        attempts = int(rec.get("analysis", {}).get("attempts", 0)) + 1
+        self._set_analysis(rec, {"state": "running", "attempts": attempts, "started_at": _now()})
         req = rec["request"]
         title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
-        result = summarize(df, loaded.metrics, loaded.memory)
-        html.render(df, out / "timeline.html", title, result=result)
-        export.perfetto(df, out / "trace.perfetto.json", title)
-        export.summary(result, out, loaded.report.parsed, problems)
-        stages = [{"name": str(s["name"]), "rank": _int_or_none(s.get("rank")), "count": int(s["count"]), "total_s": float(s["total_s"])}
-                  for s in _top_stages(result)]
-        self._set_analysis(rec, {"state": "done", "events": int(len(df)), "lanes": sorted(str(x) for x in df["lane"].unique()),
-                                 "problems": problems[:20], "stages": stages, "analysed_at": _now(),
-                                 "overlap": result.get("overlap"), "memory": bool(result.get("memory", {}).get("lanes"))})
+        names = [n for n, f in rec["files"].items() if f.get("complete")]
+        # bound on what one trace may inflate to: tied to the request's byte cap, and within the child's memory
+        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], self.analysis_max_memory_bytes // 2))
+        result = run_isolated(self._dir(rid), names, title, inflate_limit=inflate_limit,
+                              max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
+        self._set_analysis(rec, {**result, "attempts": attempts})
 
     def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
         with self._lock:
@@ -388,13 +490,13 @@ def _state(rec: dict[str, Any]) -> str:
     return "done" if any(p["state"] == "uploaded" for p in procs) else "failed"
 
 
-def _top_stages(result: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = result.get("stage_stats") or []
-    return sorted(rows, key=lambda s: -float(s.get("total_s", 0)))[:20] if isinstance(rows, list) else []
-
-
-def _int_or_none(x: Any) -> int | None:
-    try:
-        return int(x)
-    except (TypeError, ValueError):  # None, NaN, pandas' NA
-        return None
+def _window(w: Any) -> dict[str, Any]:
+    """A profiling window as reported: epoch nanoseconds start <= end, in int64, and at most a few steps."""
+    if not isinstance(w, dict) or not all(type(w.get(k)) is int and 0 <= w[k] <= INT64_MAX for k in ("start_ns", "end_ns")) \
+            or w["start_ns"] > w["end_ns"]:
+        raise InvalidInputError("window must be an object with start_ns <= end_ns, both integers in [0, 2**63)")
+    steps = w.get("steps")
+    if steps is not None and not (isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS
+                                  and all(type(x) is int and 0 <= x <= MAX_EXACT_INT for x in steps)):
+        raise InvalidInputError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
+    return {"start_ns": w["start_ns"], "end_ns": w["end_ns"], "steps": steps}

@@ -155,7 +155,10 @@ class AppState:
         from .step_clock import StepClock
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
-        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles", clock=self.step_clock)
+        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles", clock=self.step_clock,
+                                    analysis_timeout_s=config.profile_analysis_timeout_s,
+                                    analysis_max_memory_bytes=config.profile_analysis_max_memory_bytes,
+                                    run_exists=self._run_exists if self.reader is not None else None)
         if self.writer is not None:  # a run removed by retention takes its profile traces (and clock) with it
             self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
             self.writer.on_runs_deleted.append(self.step_clock.forget)
@@ -187,6 +190,12 @@ class AppState:
                 return {"prometheus_converged": False, "prometheus_message":
                         "Prometheus did not reflect the change within %.0f s (it re-reads file_sd files periodically)" % timeout_s}
             await asyncio.sleep(0.5)
+
+    def _run_exists(self, project: str, experiment_name: str) -> bool:
+        from .runstore import queries as q
+
+        assert self.reader is not None
+        return q.find_run_id(self.reader.conn(), project, experiment_name) is not None
 
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")

@@ -17,7 +17,7 @@ from typing import Any, Union
 import msgspec
 
 from ..table import Columns, Report
-from .jsonscan import scan_objects
+from .jsonscan import int_after_key, object_after_key, scan_objects
 from .names import identify
 from .step_marks import split_by_step_marks
 from .torch_select import category_pattern, select
@@ -73,9 +73,50 @@ def _inflate(raw: bytes) -> bytes:
     return igzip.decompress(raw)
 
 
-def read_bytes(path: Path, report: Report) -> bytes:
+class InflateLimitError(ValueError):
+    """A gzip'd trace inflates past the bound it is read under (a gzip bomb, or a trace too large to analyse here)."""
+
+
+# Set by a process that reads traces it did not write (the server's analysis worker); None reads any size.
+inflate_limit: int | None = None
+
+
+def _inflate_bounded(raw: bytes, limit: int) -> tuple[bytes, bool]:
+    """gzip members to at most `limit` bytes (InflateLimitError past it) and whether the stream ended cleanly.
+    Never holds more than `limit` + one chunk of output, whatever the compression ratio."""
+    out: list[bytes] = []
+    size, rest = 0, raw
+    while rest[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = rest
+        while pending:
+            try:
+                chunk = d.decompress(pending, 1 << 20)
+            except zlib.error:
+                return b"".join(out), False
+            size += len(chunk)
+            if size > limit:
+                raise InflateLimitError(f"inflates past {limit} bytes (a gzip bomb, or a trace too large to analyse here)")
+            out.append(chunk)
+            pending = d.unconsumed_tail
+        if not d.eof:
+            return b"".join(out), False  # truncated: keep what decompressed
+        rest = d.unused_data
+    return b"".join(out), True
+
+
+def read_bytes(path: Path, report: Report, limit: int | None = None) -> bytes:
+    """The trace's bytes, gunzip'd when gzip'd; a truncated gzip stream gives what decompresses, with a
+    warning. `limit` (default: the module's `inflate_limit`) bounds the inflated size."""
     raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
+    limit = inflate_limit if limit is None else limit
+    if raw[:2] != b"\x1f\x8b":
+        if limit is not None and len(raw) > limit:
+            raise InflateLimitError(f"{len(raw)} bytes exceeds the limit of {limit} bytes")
+        return raw
+    if limit is not None:
+        data, clean = _inflate_bounded(raw, limit)
+    else:
         try:
             return _inflate(raw)
         except (EOFError, OSError, zlib.error, ValueError):
@@ -84,25 +125,36 @@ def read_bytes(path: Path, report: Report) -> bytes:
                 data = d.decompress(raw)
             except zlib.error:
                 data = b""
-            report.warn(path, "gzip stream is truncated; reading the part that decompresses")
-            return data
-    return raw
+            clean = False
+    if not clean:
+        report.warn(path, "gzip stream is truncated; reading the part that decompresses")
+    return data
+
+
+MAX_RANK = 2**31  # a rank past this is damage, not a process group
+MAX_BASE_NS = 2**62  # year 2116: a larger base is damage (and would overflow int64 once events are added)
+_HEADER_OBJECT_MAX = 1 << 20  # distributedInfo is a few hundred bytes; anything longer is not it
 
 
 def _header(data: bytes) -> Header:
     """The top-level keys around `traceEvents` (torch writes them before it, other writers after), read
-    without decoding the events."""
+    without decoding the events. Linear in the file: the first occurrence of each key is read with one
+    forward scan (a damaged file that repeats a key thousands of times costs no more than a clean one)."""
     begin = data.find(b'"traceEvents"')
     head = data[:begin] if begin >= 0 else b""
     tail = data[-65536:] if begin >= 0 else b""
-    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', head) or re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', tail)
-    dist = re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*,\s*"', head, re.S) or \
-        re.search(rb'"distributedInfo"\s*:\s*(\{.*?\})\s*[,}]', tail, re.S)
-    try:
-        return Header(baseTimeNanoseconds=int(base.group(1)) if base else None,
-                      distributedInfo=msgspec.json.decode(dist.group(1)) if dist else None)
-    except msgspec.DecodeError:
-        return Header(baseTimeNanoseconds=int(base.group(1)) if base else None)
+    base = int_after_key(head, b"baseTimeNanoseconds")
+    if base is None:
+        base = int_after_key(tail, b"baseTimeNanoseconds")
+    dist_raw = object_after_key(head, b"distributedInfo", _HEADER_OBJECT_MAX) or \
+        object_after_key(tail, b"distributedInfo", _HEADER_OBJECT_MAX)
+    dist = None
+    if dist_raw is not None:
+        try:
+            dist = msgspec.json.decode(dist_raw)
+        except msgspec.DecodeError:
+            dist = None
+    return Header(baseTimeNanoseconds=base, distributedInfo=dist if isinstance(dist, dict) else None)
 
 
 def _salvage(data: bytes, path: Path, report: Report) -> Trace:
@@ -162,11 +214,14 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
     trace = _decode(data, path, report, detail)
     ident = identify(path, root)
     info = trace.distributedInfo or {}
-    if isinstance(info.get("rank"), int) and info["rank"] >= 0 and ident.replica is None:
+    if type(info.get("rank")) is int and 0 <= info["rank"] < MAX_RANK and ident.replica is None:
         ident = ident.with_rank(info["rank"])  # the process group's rank beats the file name
     rank, role, lane = ident.rank, ident.role, ident.lane()
     base = trace.baseTimeNanoseconds or 0
-    if not trace.baseTimeNanoseconds:
+    if not 0 <= base < MAX_BASE_NS:
+        report.warn(path, f"baseTimeNanoseconds {str(base)[:24]} is not a time; reading the trace on its own clock")
+        base = 0
+    elif not base:
         report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with other files")
     keep_ops, keep_kernels = "ops" in detail, "kernels" in detail
     fname = str(path)

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..ingest import gunzip_bounded
+from ..intake_gate import IntakeGate
 from ..models import error_responses
 from ..otlp_intake import decode_request, receive_spans
 from ..state import AppState
@@ -18,8 +19,13 @@ from .body import read_body
 ROUTE_OTLP_TRACES = "/v1/traces"
 
 
+MAX_IN_FLIGHT = 4  # OTLP/HTTP requests decoded at once (like the gRPC intake's worker threads)
+
+
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["otlp"], dependencies=[Depends(st.auth.require_write)])
+    # a parsed request costs a few times its body: hold at most this many bodies' worth at once
+    gate = IntakeGate(MAX_IN_FLIGHT, 4 * st.config.max_body_bytes, "OTLP trace intake busy")
 
     def intake(raw: bytes, encoding: str | None, content_type: str) -> tuple[int, int, str]:
         started = time.perf_counter()
@@ -33,16 +39,22 @@ def build_router(st: AppState) -> APIRouter:
                       "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                                   "application/json": {"schema": {"type": "object"}}}}}
 
-    @r.post(ROUTE_OTLP_TRACES, responses={**otlp_200, **error_responses(400, 401, 403, 413, 415)},
+    @r.post(ROUTE_OTLP_TRACES, responses={**otlp_200, **error_responses(400, 401, 403, 413, 415, 503)},
             openapi_extra={"requestBody": {"required": True, "content": {
                 "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                 "application/json": {"schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}}}}})
     async def traces(request: Request) -> Response:
         """OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json, optionally gzip).
         Answers an ExportTraceServiceResponse; spans refused by validation are counted in `partialSuccess`."""
-        raw = await read_body(request, st.config.max_body_bytes)
-        content_type = request.headers.get("content-type", "application/x-protobuf")
-        accepted, rejected, error = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
+        declared = request.headers.get("content-length", "")
+        gzipped = (request.headers.get("content-encoding") or "").lower() == "gzip"  # inflates up to the body limit
+        size = int(declared) if declared.isdigit() and int(declared) <= st.config.max_body_bytes and not gzipped \
+            else st.config.max_body_bytes
+        with gate.admit(size):
+            raw = await read_body(request, st.config.max_body_bytes)
+            content_type = request.headers.get("content-type", "application/x-protobuf")
+            accepted, rejected, error = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"),
+                                                                content_type)
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
             return JSONResponse(body)

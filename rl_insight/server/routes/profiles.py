@@ -112,10 +112,10 @@ def build_router(st: AppState) -> APIRouter:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
         path = book.report_file(profile_id, name)
-        media = {"html": "text/html", "json": "application/json", "md": "text/markdown"}[name.rsplit(".", 1)[-1]]
+        media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[name.rsplit(".", 1)[-1]]
         headers = {"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                    "img-src data:; frame-ancestors 'self'"} if media == "text/html" else {}
-        disposition = "attachment" if name.endswith(".perfetto.json") else "inline"
+        disposition = "attachment" if name.endswith((".perfetto.json", ".csv")) else "inline"
         return FileResponse(path, media_type=media, headers=headers, content_disposition_type=disposition,
                             filename=name if disposition == "attachment" else None)
 
