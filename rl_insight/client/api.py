@@ -91,6 +91,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
                 exp.register_targets(payload)
             _reg_only.shutdown(0)
             _reg_only = None
+        exp.open_states = _open_states
         _rt = exp
         if not _atexit_registered:
             atexit.register(_at_exit)
@@ -163,6 +164,10 @@ def _at_exit() -> None:
             pass
 
 
+def _open_states() -> list:
+    return _lanes.open_starts()  # the module's table now (a forked child has a fresh one)
+
+
 def _after_fork_in_child() -> None:
     """Ray, DataLoader and vLLM fork: the child gets a fresh queue, thread and cumulative state."""
     global _rt, _reg_only, _lanes, _init_lock, _pid_lane
@@ -175,6 +180,7 @@ def _after_fork_in_child() -> None:
     if parent is not None:
         try:
             _rt = Exporter(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
+            _rt.open_states = _open_states
         except Exception:
             _rt = None
 

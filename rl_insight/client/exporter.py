@@ -119,6 +119,7 @@ class Exporter:
         self._protocol = 1  # 2 (compact spans, shared attributes) once the server says it accepts it
         self._last_step_mark_ts = float("-inf")  # when the step metric was last logged (step bursts)
         self._resend_all = False
+        self.open_states: Any = None  # () -> start events of the open trace_state lanes (client/lanes.py), resent on a restart
         self._failures = 0
         self._next_self_metrics = 0.0
         self._last_sent = time.monotonic()
@@ -525,6 +526,12 @@ class Exporter:
         if resend:
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
+            if self.open_states is not None:  # states still open: the restarted server learns they are claimed
+                announced = {s_[0] if isinstance(s_, list) else s_.get("id") for s_ in span_starts}
+                for item in self.open_states():
+                    entry = span_entry(item)
+                    if (entry[0] if isinstance(entry, list) else entry.get("id")) not in announced:
+                        span_starts.append(entry)
         n_user = len(samples) + len(span_starts) + len(spans)
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)

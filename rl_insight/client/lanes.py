@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .exporter import Exporter
+from .exporter import _SPAN_START, Exporter
 
 _TOP, _MERGED, _CHILD = 0, 1, 2
 
@@ -35,6 +35,13 @@ class LaneTable:
         """Forget open lanes; blocks still open exit without emitting (identity check below)."""
         with self.lock:
             self.lanes = {}
+
+    def open_starts(self) -> list[tuple]:
+        """The start events of the states open now, as queued: announced again to a restarted server, which
+        otherwise closes states of the previous boot that nobody claims (their process died meanwhile)."""
+        with self.lock:
+            return [(_SPAN_START, lane.span_id, lane.trace_id, None, lane.name, lane_id, lane.start_ns, None, lane.attrs,
+                     "state") for lane_id, lane in self.lanes.items()]
 
 
 class _Lane:

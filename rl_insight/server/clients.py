@@ -5,6 +5,11 @@ batch arrives. Clients send a heartbeat while idle (`client/exporter.py`), so si
 `silence_s` means the process is gone. Its open states are then closed at its last-seen time and
 marked `cut_short` (the RL state timeline shows where a process died instead of a state open
 forever), and a run whose clients have all finished or gone silent is marked finished.
+
+Across a restart: the tracker starts empty, so states the previous boot stored as open are handed to it
+(`inherit`). A live client announces its open states again when it sees the new boot id; whatever nobody
+claims (announced again or ended) within `silence_s` of the boot belonged to a process that died while the
+server was down, and is closed as cut short at its run's last sign of life before the restart.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class ClientTracker:
         self.on_silent: list[Callable[[str, int], None]] = []
         self._lock = threading.Lock()
         self._clients: dict[str, _Client] = {}
+        # states open at the previous boot, by (project, experiment, span id): (record, end if nobody claims it)
+        self._orphans: dict[tuple[str, str, str], tuple[SpanRecord, int]] = {}
+        self._orphans_due = 0.0
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
         self._stop = threading.Event()
@@ -52,12 +60,26 @@ class ClientTracker:
     def stop(self) -> None:
         self._stop.set()
 
+    def inherit(self, spans: Sequence[tuple[SpanRecord, int]]) -> None:
+        """States the previous boot left open, each with the end it gets if no client claims it in `silence_s`."""
+        with self._lock:
+            for s, end_ns in spans:
+                self._orphans[(s.project, s.experiment_name, s.id)] = (s, end_ns)
+            self._orphans_due = time.monotonic() + self.silence_s
+
+    def orphans(self) -> int:
+        with self._lock:
+            return len(self._orphans)
+
     def seen(self, client: ClientInfo, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], final: bool) -> None:
         """Record one batch of a client (called by ingest)."""
         now_mono, now_ns = time.monotonic(), time.time_ns()
         closed: list[SpanRecord] = []
         finished_run: tuple[str, str] | None = None
         with self._lock:
+            if self._orphans:  # announced again or ended: claimed by a live process
+                for s in (*starts, *ends):
+                    self._orphans.pop((s.project, s.experiment_name, s.id), None)
             c = self._clients.get(client.id)
             if c is None:
                 if len(self._clients) >= MAX_CLIENTS:
@@ -95,6 +117,16 @@ class ClientTracker:
         runs: set[tuple[str, str]] = set()
         silent: list[tuple[str, int]] = []
         with self._lock:
+            if self._orphans and now_mono >= self._orphans_due:
+                for s, end_ns in self._orphans.values():
+                    closed.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
+                                             max(s.start_ns, end_ns), {**s.attributes, "cut_short": True, "cut_short_reason":
+                                                                       "client silent across a server restart"}, s.size + 48))
+                    run = (s.project, s.experiment_name)
+                    if not any(c.run == run for c in self._clients.values()):
+                        runs.add(run)
+                self.cut_short += len(self._orphans)
+                self._orphans.clear()
             for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
                 c = self._clients.pop(cid)
                 if c.pid is not None:

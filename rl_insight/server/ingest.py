@@ -6,13 +6,15 @@ the validated records onto the live metric store, the run store and the span fan
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
+from concurrent.futures import Future
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidInputError, MalformedBodyError, PayloadTooLargeError
+from ..errors import BusyError, InvalidInputError, MalformedBodyError, PayloadTooLargeError
 from ..protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
 from .metric_store import MetricStore, SeriesRef
 from .runstore.writer import NO_IDENTITY, SampleRow
@@ -62,6 +64,38 @@ def gunzip_bounded(raw: bytes, content_encoding: str | None, max_bytes: int) -> 
     elif content_encoding and content_encoding.lower() not in ("identity", ""):
         raise MalformedBodyError(f"unsupported Content-Encoding {content_encoding!r}; use gzip or none")
     return raw
+
+
+def _not_stored(detail: str) -> BusyError:
+    return BusyError(f"the run store has not stored this batch ({detail}); nothing of it is acknowledged: send it again",
+                     hint="resends are stored once; `rl-insight server status` and /healthz say why the store is behind",
+                     retry_after_s=2)
+
+
+async def until_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
+    """Return once the run store committed what a request handed over (RunStoreWriter.durable); BusyError (503,
+    the client resends) when it failed or is not done within `timeout_s`. An answer is never sent for data
+    that a crash could still lose."""
+    if durable is None:
+        return
+    try:
+        ok = await asyncio.wait_for(asyncio.wrap_future(durable), timeout_s)
+    except asyncio.TimeoutError:
+        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
+    if not ok:
+        raise _not_stored("a write failed or the hand-over queue was full")
+
+
+def wait_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
+    """until_stored for a caller on a thread (the gRPC intake)."""
+    if durable is None:
+        return
+    try:
+        ok = durable.result(timeout_s)
+    except TimeoutError:
+        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
+    if not ok:
+        raise _not_stored("a write failed or the hand-over queue was full")
 
 
 def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:

@@ -14,7 +14,8 @@ import logging
 from concurrent import futures
 from typing import Any
 
-from ..errors import MalformedBodyError, PortInUseError
+from ..errors import BusyError, MalformedBodyError, PortInUseError
+from .ingest import wait_stored
 from .otlp_intake import pb_spans, receive_spans
 
 log = logging.getLogger("rl_insight.server.otlp_grpc")
@@ -44,9 +45,12 @@ class GrpcTraceIntake:
                         context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                       "missing or wrong bearer token: set OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>")
                 try:
-                    accepted, rejected, error = receive_spans(st, pb_spans(request), True)
+                    accepted, rejected, error, durable = receive_spans(st, pb_spans(request), True)
+                    wait_stored(durable, st.config.ack_timeout_s)  # answered once stored, like the HTTP intake
                 except MalformedBodyError as exc:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+                except BusyError as exc:  # UNAVAILABLE: the exporter retries
+                    context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
                 except RecursionError:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OTLP request nested too deeply")
                 answer = trace_service_pb2.ExportTraceServiceResponse()

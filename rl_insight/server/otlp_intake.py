@@ -343,11 +343,13 @@ def _int(v: Any) -> Any:
         return v  # refused by the protocol's validation, with the reason
 
 
-def receive_spans(st: Any, spans: SpanPairs, b64_ids: bool) -> tuple[int, int, str]:
+def receive_spans(st: Any, spans: SpanPairs, b64_ids: bool) -> tuple[int, int, str, Any]:
     """Map, validate and store one request's spans (the HTTP route and the gRPC service both end here): how many
-    spans were accepted and refused, and the first refusal's reason."""
+    spans were accepted and refused, the first refusal's reason, and the run store's `durable` future to answer
+    after (None without a run store)."""
     from .ingest import apply_batch
 
+    since = st.writer.seq() if st.writer is not None else None
     batches, counts = to_batches(spans, b64_ids, st.step_clock)
     accepted, rejected = 0, counts.pop("too_many", 0)
     first_error = f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
@@ -366,4 +368,5 @@ def receive_spans(st: Any, spans: SpanPairs, b64_ids: bool) -> tuple[int, int, s
     m.accepted.labels("otlp_spans").inc(accepted)
     for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
         m.otlp_intake.labels(what).inc(n)
-    return accepted, rejected, first_error
+    durable = st.writer.durable(since) if since is not None and accepted else None
+    return accepted, rejected, first_error, durable

@@ -216,9 +216,32 @@ class AppState:
         if self.insight is not None:
             self.registry.register(self.insight)
 
+    def _inherit_open_states(self, limit: int = 100_000) -> None:
+        """States the previous boot stored as open go to the client tracker (closed if nobody claims them)."""
+        import json
+
+        from .runstore import queries as q
+
+        assert self.reader is not None
+        found = []
+        for project, experiment, last_seen, (sid, trace, parent, name, lane, start, attrs) in \
+                q.open_states(self.reader.conn(), limit):
+            try:
+                a = json.loads(attrs)
+            except ValueError:
+                a = {}
+            a = {**(a if isinstance(a, dict) else {}), "project": project, "experiment_name": experiment}
+            found.append((SpanRecord(sid, trace, parent, name, lane, "state", start, None, a, 256), int(last_seen * 1e9)))
+        if found:
+            self.clients.inherit(found)
+            log.info("%d states were open when the server last stopped; closed as cut short in %.0f s unless their "
+                     "processes announce them", len(found), self.config.client_silence_s)
+
     def start(self) -> None:
         if self.insight is not None:
             self.insight.start()
+        if self.reader is not None:
+            self._inherit_open_states()
         self.clients.start()
         if self.config.otlp_grpc_intake_port:
             from .otlp_grpc import GrpcTraceIntake

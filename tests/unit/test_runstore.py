@@ -30,8 +30,8 @@ def store(tmp_path: Path):
     w.close()
 
 
-def write_series(w: RunStoreWriter, n: int, name: str = "reward", exp: str = "e") -> None:
-    rows = [SampleRow("p", exp, name, "gauge", "{}", float(i), 1_000.0 + i, float((i * 37) % 101)) for i in range(n)]
+def write_series(w: RunStoreWriter, n: int, name: str = "reward", exp: str = "e", t0: float = 1_000.0) -> None:
+    rows = [SampleRow("p", exp, name, "gauge", "{}", float(i), t0 + i, float((i * 37) % 101)) for i in range(n)]
     w.put_samples(rows)
     assert w.flush(30)
 
@@ -139,7 +139,7 @@ def test_data_survives_a_restart(tmp_path: Path) -> None:
         r = RunStoreReader(tmp_path / "rs.sqlite")
         assert q.list_runs(r.conn())[0]["last_step"] == 49.0
         assert q.span_detail(r.conn(), 1, "a")["end_ns"] == 5
-        write_series(w2, 60)  # the same run and series continue after the restart
+        write_series(w2, 60, t0=2_000.0)  # the same run and series continue after the restart
         assert q.metric_names(r.conn(), 1)[0]["samples"] == 110
     finally:
         w2.close()
@@ -170,12 +170,15 @@ def test_full_disk_is_reported_not_raised(tmp_path: Path) -> None:
         write_series(w, 10)
         pages = w._conn.execute("PRAGMA page_count").fetchone()[0]
         w._conn.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLite answers SQLITE_FULL
+        since = w.seq()
         w.put_samples([SampleRow("p", "e", f"m{i}", "gauge", "{}", 1.0, 1.0, 1.0) for i in range(20_000)])
-        assert w.flush(10)
+        assert w.durable(since).result(10) is False  # what ingest waits on: never acknowledged
         assert w.stats.degraded_since is not None and "full" in (w.stats.last_error or "")
         assert w.stats.by_reason.get("disk_full") == 20_000
         w._conn.execute("PRAGMA max_page_count = 1073741823")
-        write_series(w, 20)  # space again: writes resume and the degraded flag clears
+        since = w.seq()
+        write_series(w, 20, t0=3_000.0)  # space again: writes resume and the degraded flag clears
+        assert w.durable(since).result(10) is True
         assert w.stats.degraded_since is None
         assert q.metric_names(RunStoreReader(tmp_path / "rs.sqlite").conn(), 1)[0]["samples"] == 30
     finally:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
-from ..ingest import apply_batch, decode_body
+from ..ingest import apply_batch, decode_body, until_stored
 from ..models import IngestAnswer, IngestBody, error_responses
 from ..state import AppState
 from .body import read_body
@@ -18,15 +19,18 @@ from .body import read_body
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["ingest"], dependencies=[Depends(st.auth.require_write)])
 
-    def ingest_sync(raw: bytes, encoding: str | None) -> tuple[dict, int]:
+    def ingest_sync(raw: bytes, encoding: str | None) -> tuple[dict, int, "Future[bool] | None"]:
         started = time.perf_counter()
         obj = decode_body(raw, encoding, st.config.max_body_bytes)
         batch, result = apply_batch(obj, st.store)
+        since = st.writer.seq() if st.writer is not None else None
+        run_info = False
         if st.writer is not None:
             st.writer.put_samples(result.samples)
             c = batch.client
             if c.run_config is not None and c.project and c.experiment_name:
                 st.writer.put_run_info(c.project, c.experiment_name, c.run_config, c.run_tags or [])
+                run_info = True
         st.exporters.samples(result.samples)
         st.spans.put(result.span_starts, result.spans, batch.client.host, batch.client.namespace)
         st.clients.seen(batch.client, result.span_starts, result.spans, batch.final)
@@ -50,12 +54,15 @@ def build_router(st: AppState) -> APIRouter:
                 "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS),
                 # control rides on replies: the run's active profile requests and its step clock
                 **st.profiles.for_client(c.project, c.experiment_name)}
+        # answered once the run store committed it (see RunStoreWriter.durable): an acknowledged item is never lost
+        durable = st.writer.durable(since) if since is not None and (result.samples or result.spans or result.span_starts
+                                                                      or run_info or batch.final) else None
         if result.rejected and not result.accepted:
             body["detail"] = f"all {result.rejected} items of the batch were refused; see errors"
-            return body, 422
-        return body, 200
+            return body, 422, durable
+        return body, 200, durable
 
-    @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422),
+    @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                 "schema": IngestBody.model_json_schema()}}}})
     async def ingest(request: Request) -> JSONResponse:
@@ -64,7 +71,8 @@ def build_router(st: AppState) -> APIRouter:
         was accepted."""
         raw = await read_body(request, st.config.max_body_bytes)
         # decoding and validation are CPU work: off the event loop, so /metrics and /healthz stay responsive
-        body, status = await run_in_threadpool(ingest_sync, raw, request.headers.get("content-encoding"))
+        body, status, durable = await run_in_threadpool(ingest_sync, raw, request.headers.get("content-encoding"))
+        await until_stored(durable, st.config.ack_timeout_s)
         return JSONResponse(body, status_code=status)
 
     return r

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..ingest import gunzip_bounded
+from ..ingest import gunzip_bounded, until_stored
 from ..intake_gate import IntakeGate
 from ..models import error_responses
 from ..otlp_intake import decode_request, receive_spans
@@ -27,7 +28,7 @@ def build_router(st: AppState) -> APIRouter:
     # a parsed request costs a few times its body: hold at most this many bodies' worth at once
     gate = IntakeGate(MAX_IN_FLIGHT, 4 * st.config.max_body_bytes, "OTLP trace intake busy")
 
-    def intake(raw: bytes, encoding: str | None, content_type: str) -> tuple[int, int, str]:
+    def intake(raw: bytes, encoding: str | None, content_type: str) -> tuple[int, int, str, Any]:
         started = time.perf_counter()
         body = gunzip_bounded(raw, encoding, st.config.max_body_bytes)
         resource_spans, b64 = decode_request(body, content_type)
@@ -53,8 +54,9 @@ def build_router(st: AppState) -> APIRouter:
         with gate.admit(size):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
-            accepted, rejected, error = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"),
-                                                                content_type)
+            accepted, rejected, error, durable = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"),
+                                                                         content_type)
+            await until_stored(durable, st.config.ack_timeout_s)
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
             return JSONResponse(body)

@@ -63,6 +63,16 @@ def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, 
     return _run_dict(row, time.time(), live_window_s)
 
 
+def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, float, tuple]]:
+    """States stored as started and never ended, across runs (at boot: what the previous boot left open):
+    (project, experiment_name, the run's last_seen, (id, trace_id, parent_id, name, lane, start_ns, attributes))."""
+    rows = conn.execute(
+        "SELECT r.project, r.experiment_name, r.last_seen, s.id, s.trace_id, s.parent_id, s.name, s.lane, s.start_ns, "
+        "s.attributes FROM runs r JOIN spans s ON s.run_id = r.id AND s.end_ns IS NULL WHERE s.kind = 'state' LIMIT ?",
+        (limit,))
+    return [(p, e, seen, tuple(rest)) for p, e, seen, *rest in rows]
+
+
 def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) -> int | None:
     row = conn.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)).fetchone()
     return None if row is None else int(row[0])

@@ -13,7 +13,8 @@ from pathlib import Path
 from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 3  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories
+SCHEMA_VERSION = 4  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+# 4: a sample is unique per (series, time), so a resend is stored once
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -44,7 +45,6 @@ CREATE TABLE IF NOT EXISTS samples (
     value REAL
 );
 CREATE INDEX IF NOT EXISTS samples_by_step ON samples (series_id, step);
-CREATE INDEX IF NOT EXISTS samples_by_ts ON samples (series_id, ts);
 CREATE TABLE IF NOT EXISTS spans (
     run_id INTEGER NOT NULL,
     id TEXT NOT NULL,
@@ -200,6 +200,14 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 conn.execute("UPDATE runs SET max_span_ns = (SELECT max(end_ns - start_ns) FROM spans WHERE run_id = runs.id)")
     # version 1 -> 2: the timeline scan reads a covering index (no table lookups) instead of (run_id, lane, start_ns)
     conn.execute("DROP INDEX IF EXISTS spans_by_lane")
+    # version 3 -> 4: (series, time) unique, so a resent sample is stored once; copies stored before are removed first
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'samples_once'").fetchone() is None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DELETE FROM samples WHERE rowid IN (SELECT s.rowid FROM samples s WHERE EXISTS (SELECT 1 FROM samples t "
+                     "WHERE t.series_id = s.series_id AND t.ts = s.ts AND t.rowid < s.rowid))")
+        conn.execute("CREATE UNIQUE INDEX samples_once ON samples (series_id, ts)")
+        conn.execute("DROP INDEX IF EXISTS samples_by_ts")
+        conn.execute("COMMIT")
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:

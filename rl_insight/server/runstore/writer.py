@@ -1,15 +1,23 @@
 """Batching writer: ingest hands over validated items and returns at once; one thread writes them.
 
-Ingest never waits on disk. The hand-over queue is bounded (items); past the bound a batch is
+Hand-over never waits on disk. The hand-over queue is bounded (items); past the bound a batch is
 dropped and counted (`dropped`), as is a batch that fails to write (disk full, I/O error), which
 also marks the store `degraded` with the error until a later write succeeds. Retention (by age and
 by size) runs in the same thread, so it never contends with writes.
+
+Durability for acknowledgements: every hand-over gets a sequence number; `durable(since)` is a future
+that resolves once everything handed over before it is committed: True when nothing handed over after
+`since` was dropped or failed, else False. Ingest takes `seq()` before it hands over and answers only
+when its future says True, so nothing it acknowledged can be lost by a crash (the commit is in the WAL).
+A failure of someone else's items after `since` also gives False: the answer is then a resend, never a
+loss, and writes are idempotent (samples are unique per series and time, spans per id).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import Future
 import sqlite3
 import threading
 import time
@@ -52,7 +60,8 @@ class WriterStats:
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
-_INSERT_SAMPLE = "INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
+# a resent sample (a lost answer, a restart) is the same series and time: stored once
+_INSERT_SAMPLE = "INSERT OR IGNORE INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
 _UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)")
 # a late start never reopens a span whose end is already stored
@@ -97,8 +106,10 @@ class RunStoreWriter:
         self._retention_s = retention_days * 86400
         self._max_bytes = max_bytes
         self._prune_every = prune_every_s
-        self._queue: deque[tuple[str, Any]] = deque()
+        self._queue: deque[tuple[str, Any, int]] = deque()
         self._queued = 0
+        self._seq = 0  # hand-overs so far
+        self._failed_seq = 0  # the latest hand-over that was dropped or failed to write
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._idle = threading.Condition()
@@ -132,14 +143,30 @@ class RunStoreWriter:
     # ------------------------------------------------------------------ hand-over (called by ingest)
     def _put(self, kind: str, payload: Any, n: int) -> None:
         with self._lock:
+            self._seq += 1
             if self._queued + n > self._max_items:
+                self._failed_seq = self._seq
                 self.stats.dropped += n
                 self.stats.by_reason["queue_full"] = self.stats.by_reason.get("queue_full", 0) + n
                 return
-            self._queue.append((kind, payload))
+            self._queue.append((kind, payload, self._seq))
             self._queued += n
         if self._queued >= 20_000:
             self._wake.set()
+
+    def seq(self) -> int:
+        """The hand-over count now: what a later `durable(since)` is measured from."""
+        return self._seq
+
+    def durable(self, since: int) -> "Future[bool]":
+        """Resolves once everything handed over so far is committed: True when nothing handed over after `since`
+        was dropped or failed (see the module docstring). The writer is woken at once (commits group themselves:
+        whatever queued meanwhile goes into the same transaction)."""
+        fut: Future[bool] = Future()
+        with self._lock:
+            self._queue.append(("mark", (since, fut), self._seq))
+        self._wake.set()
+        return fut
 
     def put_samples(self, rows: list[SampleRow]) -> None:
         if rows:
@@ -171,11 +198,11 @@ class RunStoreWriter:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything handed over so far is written (tests, shutdown)."""
-        done = threading.Event()
-        with self._lock:
-            self._queue.append(("mark", done))
-        self._wake.set()
-        return done.wait(timeout)
+        try:
+            self.durable(self._seq).result(timeout)
+            return True
+        except TimeoutError:
+            return False
 
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout)
@@ -204,8 +231,8 @@ class RunStoreWriter:
                     return
                 batch, n = [], 0
                 while self._queue and n < 50_000:
-                    kind, payload = self._queue.popleft()
-                    batch.append((kind, payload))
+                    kind, payload, seq = self._queue.popleft()
+                    batch.append((kind, payload, seq))
                     if kind == "samples":
                         n += len(payload)
                     elif kind == "spans":
@@ -214,15 +241,18 @@ class RunStoreWriter:
                         n += 1
                 self._queued -= n
                 self.stats.queue_items = self._queued
-            marks = [p for k, p in batch if k == "mark"]
-            work = [(k, p) for k, p in batch if k != "mark"]
-            if work:
-                self._write(work, n)
-            for m in marks:
-                m.set()
+            marks = [p for k, p, _ in batch if k == "mark"]
+            work = [(k, p) for k, p, _ in batch if k != "mark"]
+            if work and not self._write(work, n):
+                with self._lock:
+                    self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
+            for since, fut in marks:
+                fut.set_result(self._failed_seq <= since)
 
-    def _write(self, work: list[tuple[str, Any]], n: int) -> None:
-        """Write a drained batch in one transaction; if an item breaks it, isolate items one by one."""
+    def _write(self, work: list[tuple[str, Any]], n: int) -> bool:
+        """Write a drained batch in one transaction; if an item breaks it, isolate items one by one. False when
+        the batch is lost (the file cannot be written); items refused one by one (values SQLite cannot hold)
+        are counted, not lost: a resend would be refused the same way."""
         t0 = time.perf_counter()
         try:
             self._write_batch(work)
@@ -230,20 +260,23 @@ class RunStoreWriter:
             self.stats.spans += sum(len(p[0]) + len(p[1]) for k, p in work if k == "spans")
             self.stats.batches += 1
             self._recovered()
+            return True
         except Exception as exc:  # noqa: BLE001 - whatever it is, the transaction must not stay open
             self._rollback()
             if _is_storage_failure(exc):
                 self._storage_failed(exc, n)
-            else:
-                # One bad item (a value SQLite cannot bind, a constraint) must not cost the others:
-                # write each on its own savepoint and drop only those that fail, counted.
-                log.warning("run store batch failed (%s: %s); writing its %d items one by one", type(exc).__name__, exc, n)
-                try:
-                    self._write_isolated(work)
-                    self._recovered()
-                except Exception as exc2:  # noqa: BLE001
-                    self._rollback()
-                    self._storage_failed(exc2, n)
+                return False
+            # One bad item (a value SQLite cannot bind, a constraint) must not cost the others:
+            # write each on its own savepoint and drop only those that fail, counted.
+            log.warning("run store batch failed (%s: %s); writing its %d items one by one", type(exc).__name__, exc, n)
+            try:
+                self._write_isolated(work)
+                self._recovered()
+                return True
+            except Exception as exc2:  # noqa: BLE001
+                self._rollback()
+                self._storage_failed(exc2, n)
+                return False
         finally:
             self.stats.write_seconds += time.perf_counter() - t0
 
