@@ -578,6 +578,7 @@ MAX_PROFILE_BYTES = 2 * 2**30
 PROFILE_CHUNK_BYTES = 2**20
 MAX_PROFILE_CHUNK_BYTES = 8 * 2**20
 MAX_PROFILE_SELECTORS = 256
+CLIENT_HEARTBEAT_S = 10.0  # an idle client still sends this often: the longest a process may take to hear a request
 # what a process reports about a request (status route); terminal ones end its part of the request
 PROCESS_STATES = ("armed", "profiling", "uploading", "uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
 PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "expired")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 from .._version import __version__
 from ..names import sanitize_metric_name
-from ..protocol import ROUTE_INGEST, ROUTE_TARGETS
+from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS
 from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
@@ -43,7 +43,7 @@ _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
 wire: Any = None  # rl_insight.client.wire, imported by the sender thread
 
 _SELF_METRICS_EVERY_S = 10.0
-HEARTBEAT_S = 10.0  # an idle client still sends this often (the server's silence timeout is 3x this)
+HEARTBEAT_S = CLIENT_HEARTBEAT_S  # an idle client still sends this often (the server's silence timeout is 3x this)
 _MAX_BACKOFF_S = 30.0
 _FLOAT_MAX = 1.7976931348623157e308
 

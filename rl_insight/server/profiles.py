@@ -238,11 +238,6 @@ class ProfileBook:
     def note_step(self, project: str | None, experiment_name: str | None, step: float | None, at: float | None = None) -> None:
         self.clock.note(project, experiment_name, step, at)
 
-    def run_step(self, project: str, experiment_name: str) -> int | None:
-        """The run's step clock as its clients' latest samples say (fresher than the run store)."""
-        clock = self.clock.current(project, experiment_name)
-        return None if clock is None else clock[0]
-
     def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
         """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
         the list is cancelled or over) and the run's step clock, for processes that do not log the step."""

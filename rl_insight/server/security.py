@@ -2,7 +2,8 @@
 and the security headers of every answer.
 
 One rule for authentication: when a token is configured, every state-changing route and every read
-of run data, spans or targets needs it (bearer header, or the UI's session cookie for reads);
+of run data, spans or targets needs it (bearer header, or the UI's session cookie for reads and for
+the actions a person takes in the UI: requesting and cancelling a profile);
 `/metrics`, `/healthz` and service discovery stay open so that Prometheus and probes work.
 
 Without a token the server relies on being reachable only from trusted places (loopback by
@@ -63,6 +64,14 @@ class Auth:
         if self.token and not self.bearer_ok(request):
             raise UnauthorizedError("missing or wrong bearer token",
                                     hint="set RL_INSIGHT_TOKEN (training) or --token (CLI) to the server's token")
+
+    def require_operator(self, request: Request) -> None:
+        """Actions a person takes in the UI (request or cancel a profile): bearer token or the UI's session cookie.
+        The cookie is SameSite=Strict and every state-changing request passes the cross-site guard below, so a
+        foreign page cannot use it."""
+        if self.token and not self.authenticated(request):
+            raise UnauthorizedError("missing or wrong bearer token or UI session",
+                                    hint="sign in on the UI, or send 'Authorization: Bearer <token>'")
 
     def require_read(self, request: Request) -> None:
         """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie."""

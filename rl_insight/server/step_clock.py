@@ -57,6 +57,26 @@ class StepClock:
         at, step = hist[-1]
         return step, at
 
+    def first_step_starting_after(self, project: str, experiment_name: str, t: float) -> int | None:
+        """The first step expected to begin at or after time t (epoch s), at the run's pace (the median of its
+        last steps' durations); the step after the one in progress when the pace is not known yet. None before
+        the run's first step metric. ("Profile the next step" asks for the first step every process will have
+        heard of before it begins: a process idle between phases hears only at its next batch or heartbeat.)"""
+        hist = self._runs.get((project, experiment_name))
+        if not hist:
+            return None
+        with self._lock:
+            recent = list(hist)[-9:]
+        at, step = recent[-1]
+        first = step + 2  # step+1 is in progress
+        gaps = sorted((b[0] - a[0]) / max(1, b[1] - a[1]) for a, b in zip(recent, recent[1:]))
+        pace = gaps[len(gaps) // 2] if gaps else 0.0
+        if pace <= 0:
+            return first
+        # step k begins when step k-1 is logged: at about at + (k - step - 1) * pace
+        ahead = max(0.0, t - at) / pace
+        return max(first, step + 1 + int(-(-ahead // 1)))
+
     def step_at(self, project: str, experiment_name: str, t: float) -> int | None:
         """The step in progress at time t (epoch s): one past the clock's value then. Before the first move the
         clock remembers it is the step that move completed, while the history is whole (a run's first step logs

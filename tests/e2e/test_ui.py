@@ -63,17 +63,20 @@ def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
 
 @contextmanager
 def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int,
-                 extra: tuple[str, ...] = ()) -> Iterator[str]:
-    """An ingest server and `rl-insight demo` feeding it, until `min_steps` steps are in the run store; its URL."""
-    server, url = _server(tmp)
+                 extra: tuple[str, ...] = (), token: str = "") -> Iterator[str]:
+    """An ingest server (with `token`, as every network-facing server has one) and `rl-insight demo` feeding it,
+    until `min_steps` steps are in the run store; its URL."""
+    server, url = _server(tmp, token)
     demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
                              str(step_seconds), "--replicas", str(replicas), "--ranks", str(ranks), "--experiment-name",
-                             experiment, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             experiment, *(["--token", token] if token else []), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import httpx
 
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        wait_until(lambda: ((httpx.get(url + "/api/v1/runs").json()["runs"] or [{}])[0].get("last_step") or 0) >= min_steps,
-                   timeout=90, interval=0.5, what="demo steps in the run store")
+        wait_until(lambda: ((httpx.get(url + "/api/v1/runs", headers=auth).json()["runs"] or [{}])[0].get("last_step") or 0)
+                   >= min_steps, timeout=90, interval=0.5, what="demo steps in the run store")
         yield url
     finally:
         demo.send_signal(signal.SIGINT)
@@ -90,6 +93,14 @@ def live_demo(tmp_path_factory: pytest.TempPathFactory):
     _need_browser()
     with running_demo(tmp_path_factory.mktemp("ui"), "ui-test", 1.2, replicas=3, ranks=2, min_steps=3) as url:
         yield url
+
+
+def sign_in(page, url: str, token: str) -> None:  # noqa: ANN001
+    """The UI's sign-in form, as a person on a token server uses it (the session cookie does the rest)."""
+    page.goto(url + "/")
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#runs-table tr[data-run-id]")
 
 
 @pytest.fixture

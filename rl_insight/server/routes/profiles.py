@@ -3,6 +3,7 @@ and the analysis of what arrived (see server/profiles.py)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -10,12 +11,13 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError
-from ...protocol import MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
+from ...protocol import CLIENT_HEARTBEAT_S, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
 from ..models import ProfileCreate, error_responses
 from ..profiles import parse_steps
 from ..state import AppState
 from .body import read_body
 
+HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
 FileName = Path(max_length=200)
 def build_router(st: AppState) -> APIRouter:
@@ -24,6 +26,9 @@ def build_router(st: AppState) -> APIRouter:
                       responses=error_responses(401, 403, 404, 409, 422))
     read = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_read)], tags=["profiles"],
                      responses=error_responses(401, 403, 404))
+    # what the UI's buttons do: token or the UI's session cookie (processes' reports and uploads: token only)
+    operate = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_operator)], tags=["profiles"],
+                        responses=error_responses(401, 403, 404, 409, 422))
 
     def run_key(body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
         if body_run_id is not None:
@@ -37,20 +42,23 @@ def build_router(st: AppState) -> APIRouter:
             raise InvalidInputError("say which run: run_id, or project and experiment_name")
         return project, experiment
 
-    @write.post("", status_code=201)
+    @operate.post("", status_code=201)
     def create(body: ProfileCreate, request: Request) -> dict[str, Any]:
         """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; expires
         after `ttl_s` when no process took it."""
         project, experiment = run_key(body.run_id, body.project, body.experiment_name)
-        if body.steps.strip().lower() == "next":  # the step after the one running now, by the freshest clock there is
-            clock = book.run_step(project, experiment)
-            if clock is None and st.reader is not None:
+        if body.steps.strip().lower() == "next":
+            # the first step that begins after every process of the run has heard of the request (an idle process
+            # hears at its next batch, at the latest its heartbeat): exact, and never refused as already begun
+            first = book.clock.first_step_starting_after(project, experiment, time.time() + HEAR_WITHIN_S)
+            if first is None and st.reader is not None:  # no step metric since this server started: the store's last step
                 from ..runstore import queries as q
 
                 run_id = body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
                 if run_id is not None:
-                    clock = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get("last_step")
-            first = last = int(clock or 0) + 2
+                    last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get("last_step")
+                    first = int(last_step) + 2 if last_step is not None else None
+            first = last = first if first is not None else 2
         else:
             first, last = parse_steps(body.steps)
         origin = body.origin if body.origin == "upload" else \
@@ -71,7 +79,7 @@ def build_router(st: AppState) -> APIRouter:
     def get(profile_id: str = ProfileId) -> dict[str, Any]:
         return book.get(profile_id)
 
-    @write.delete("/{profile_id}")
+    @operate.delete("/{profile_id}")
     def cancel(profile_id: str = ProfileId) -> dict[str, Any]:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step boundary."""
         return book.cancel(profile_id)
@@ -120,6 +128,7 @@ def build_router(st: AppState) -> APIRouter:
                             filename=name if disposition == "attachment" else None)
 
     parent = APIRouter()
+    parent.include_router(operate)
     parent.include_router(write)
     parent.include_router(read)
     return parent

@@ -665,9 +665,12 @@ class Profiles {
           + (x.lanes?.length ? ` (${x.lanes.slice(0, 4).join(", ")}${x.lanes.length > 4 ? ", …" : ""})` : "")), ` ${x.state}`,
         x.message ? h("span", { class: "muted" }, ` — ${x.message}`) : null));
       const links = [];
-      if (a.state === "done") {
-        links.push(h("a", { href: `/api/v1/profiles/${p.id}/report/timeline.html`, target: "_blank", class: "button", "data-link": "report" }, "analysis"));
-        links.push(h("a", { href: `/api/v1/profiles/${p.id}/report/trace.perfetto.json`, class: "button", "data-link": "perfetto" }, "Perfetto"));
+      if (a.state === "done") {  // what the analysis wrote: a memory snapshot alone has no timeline
+        const files = a.files || ["timeline.html", "trace.perfetto.json"], at = (f) => `/api/v1/profiles/${p.id}/report/${f}`;
+        if (files.includes("timeline.html")) links.push(h("a", { href: at("timeline.html"), target: "_blank", class: "button", "data-link": "report" }, "analysis"));
+        else links.push(h("a", { href: at("summary.md"), target: "_blank", class: "button", "data-link": "summary" }, "summary"));
+        if (files.includes("trace.perfetto.json")) links.push(h("a", { href: at("trace.perfetto.json"), class: "button", "data-link": "perfetto" }, "Perfetto"));
+        if (files.includes("memory.csv")) links.push(h("a", { href: at("memory.csv"), class: "button", "data-link": "memory" }, "memory CSV"));
       } else if (a.state && a.state !== "none") links.push(h("span", { class: "muted" }, `analysis ${a.state}${a.message ? ": " + a.message : ""}`));
       links.push(h("button", { onclick: () => showStep(req.steps[0]), "data-link": "timeline" }, "on the timeline"));
       if (p.state === "pending" || p.state === "running") links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
