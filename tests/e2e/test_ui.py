@@ -401,10 +401,15 @@ def test_timeline_marks_steps_and_a_click_zooms_to_one(live_demo: str, page) -> 
     page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 2", timeout=30_000)
     steps = page.eval_on_selector("#timeline", "e => JSON.parse(e.dataset.steps)")
     target = steps[-1]
-    before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
-    x = page.evaluate(f"state.timeline.stepHits.find(h => h[1] === {target})[0]")
-    box = page.eval_on_selector("#timeline canvas", "c => { const r = c.getBoundingClientRect(); return [r.x, r.y]; }")
-    page.mouse.click(box[0] + x, box[1] + 26)
+    # One synchronous act, as a click is: the mark's place read and clicked in the same frame. A live page moves
+    # between separate steps (the followed timeline redraws, sections above it grow), so a position measured in
+    # one call and clicked in the next can land beside the mark.
+    before = page.evaluate(f"""() => {{
+        const tl = document.querySelector('#timeline'), c = tl.querySelector('canvas'), r = c.getBoundingClientRect();
+        const x = state.timeline.stepHits.find(h => h[1] === {target})[0];
+        const view = [+tl.dataset.fromNs, +tl.dataset.toNs];
+        c.dispatchEvent(new MouseEvent('click', {{clientX: r.left + x, clientY: r.top + 26, bubbles: true}}));
+        return view; }}""")
     page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs < {before[1]}", timeout=10_000)
     after = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
     marks = page.evaluate("state.timeline.stepMarks")

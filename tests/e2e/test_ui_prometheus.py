@@ -129,6 +129,8 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:  # n
     assert "GPU 0" in text and "XID 79" in text and "What to check" in text
     alert.screenshot(path=str(ARTIFACTS / "ui-alerts.png"))
     page.wait_for_function("document.querySelectorAll('.chart[data-panel][data-points]').length >= 30", timeout=60_000)
+    # the sections say when every panel has been drawn once: read then, not when 30 of them happen to be
+    page.wait_for_function("+document.querySelector('#prom-sections').dataset.refreshed >= 1", timeout=60_000)
     kv = page.eval_on_selector('.chart[data-panel="vllm_kv_cache"]', "e => [+e.dataset.series, JSON.parse(e.dataset.last)]")
     assert kv[0] == 3 and [n for n, _ in kv[1]] == ["r0", "r1", "r2"]  # one line per replica
     assert all(v is not None and 0 <= v <= 1 for _, v in kv[1])
