@@ -3,11 +3,17 @@
 verl passes its whole trainer config (an OmegaConf DictConfig) to `init`; the run page shows it so
 a curve can be read next to the learning rate, batch size and engine settings that produced it.
 Stdlib only, computed once at `init()`; anything odd in the config is skipped, never raised.
+
+Secrets (rl_insight/redact.py): keys that name one are masked, credentials inside values are cut out,
+command-line lists lose the values of their secret flags, and objects are never stored as `repr()` (a
+dataclass is walked like a mapping; anything else is its type name), nor is what lies past the depth limit.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ..redact import MASK, redact_args, redact_flat, secret_key
 
 MAX_KEYS = 2000
 MAX_KEY = 256
@@ -15,12 +21,7 @@ MAX_VALUE = 1024
 MAX_TAGS = 64
 MAX_TAG = 128
 MAX_DEPTH = 12
-_SECRET_WORDS = ("token", "password", "passwd", "secret", "api_key", "apikey", "credential", "private_key", "auth")
-
-
-def _is_secret(key: str) -> bool:
-    k = key.lower()
-    return any(w in k for w in _SECRET_WORDS)
+TOO_DEEP = "<nested too deeply>"
 
 
 def _scalar(v: Any) -> Any:
@@ -30,14 +31,21 @@ def _scalar(v: Any) -> Any:
         if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
             return str(v)  # JSON has no spelling for NaN/inf
         return v
-    s = v if isinstance(v, str) else repr(v)
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    # an object's repr() can hold anything (its fields' values, a secret among them): its type name only
+    s = v if isinstance(v, str) else f"<{type(v).__name__}>"
     return s if len(s) <= MAX_VALUE else s[: MAX_VALUE - 1] + "…"
 
 
 def _items(node: Any) -> list[tuple[Any, Any]] | None:
-    """Mapping-like (dict, OmegaConf DictConfig) → items; sequence-like → indexed items; else None."""
+    """Mapping-like (dict, OmegaConf DictConfig) → items; a dataclass → its fields; sequence-like → indexed
+    items; else None."""
     if isinstance(node, (str, bytes)):
         return None
+    fields = getattr(type(node), "__dataclass_fields__", None)
+    if isinstance(fields, dict) and not isinstance(node, type):
+        return [(name, getattr(node, name, None)) for name in fields]
     if hasattr(node, "items"):
         try:
             return list(node.items())
@@ -61,21 +69,27 @@ def flatten(config: Any) -> dict[str, Any]:
         if len(out) >= MAX_KEYS:
             return
         try:
-            items = _items(node) if depth < MAX_DEPTH else None
+            items = _items(node)
         except Exception:  # noqa: BLE001  (a broken __len__ or keys())
             out[(prefix or "config")[:MAX_KEY]] = "<unreadable>"
+            return
+        if items and depth >= MAX_DEPTH:
+            out[(prefix or "config")[:MAX_KEY]] = TOO_DEEP
             return
         if items is None or not items:
             if prefix:
                 out[prefix[:MAX_KEY]] = _scalar(node) if items is None else ("{}" if hasattr(node, "items") else "[]")
             return
         if all(not isinstance(k, str) for k, _ in items) and all(_items(v) is None for _, v in items):
-            out[prefix[:MAX_KEY]] = _scalar("[" + ", ".join(str(_scalar(v)) for _, v in items) + "]")  # short lists read better inline
+            values = [str(_scalar(v)) for _, v in items]
+            if any(v.startswith("-") for v in values):  # a command line: the values of its secret flags go
+                values = redact_args(values)
+            out[prefix[:MAX_KEY]] = _scalar("[" + ", ".join(values) + "]")  # short lists read better inline
             return
         for k, v in items:
             key = f"{prefix}.{k}" if prefix else str(k)
-            if _is_secret(str(k)):
-                out[key[:MAX_KEY]] = "***"
+            if secret_key(key):
+                out[key[:MAX_KEY]] = MASK
                 continue
             try:
                 walk(v, key, depth + 1)
@@ -85,7 +99,7 @@ def flatten(config: Any) -> dict[str, Any]:
                 return
 
     walk(config, "", 0)
-    return out
+    return redact_flat(out)[0]  # credentials inside values; values of secret names in name/value lists
 
 
 def _tags(config: Any) -> list[str]:

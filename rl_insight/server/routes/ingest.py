@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
+from ...redact import redact_flat
 from ..ingest import apply_batch, decode_body, until_stored
 from ..models import IngestAnswer, IngestBody, error_responses
 from ..state import AppState
@@ -29,7 +30,8 @@ def build_router(st: AppState) -> APIRouter:
             st.writer.put_samples(result.samples)
             c = batch.client
             if c.run_config is not None and c.project and c.experiment_name:
-                st.writer.put_run_info(c.project, c.experiment_name, c.run_config, c.run_tags or [])
+                config, _ = redact_flat(c.run_config)  # again here: a client of another version may not have
+                st.writer.put_run_info(c.project, c.experiment_name, config, c.run_tags or [])
                 run_info = True
         st.exporters.samples(result.samples)
         st.spans.put(result.span_starts, result.spans, batch.client.host, batch.client.namespace)

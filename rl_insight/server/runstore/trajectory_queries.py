@@ -93,22 +93,25 @@ def _quantile(sorted_values: list[float], q: float) -> float | None:
 
 
 def _histogram(values: list[float], bins: int = 20, integer: bool = False) -> dict[str, Any]:
-    """Equal-width bins over [min, max] (integers: one bin per value while they fit)."""
+    """Equal-width bins over [min, max] (integers: one bin per value while they fit). Computed on halves, so
+    that values at both ends of the float range (±1.7e308: max - min overflows) still bin; non-finite skipped."""
+    values = [v for v in values if v - v == 0.0]
     if not values:
         return {"edges": [], "counts": []}
     lo, hi = min(values), max(values)
     if lo == hi:
         return {"edges": [lo, lo + 1 if integer else lo], "counts": [len(values)]}
-    if integer and hi - lo + 1 <= bins:
+    half_span = hi / 2 - lo / 2  # finite for any two finite floats
+    if integer and half_span <= (bins - 1) / 2:
         edges = [lo + i for i in range(int(hi - lo) + 2)]
     else:
-        width = (hi - lo) / bins or 1.0
-        edges = [lo + i * width for i in range(bins + 1)]
+        step = half_span / bins  # half a bin's width
+        edges = [(lo + i * step) + i * step if i < bins else hi for i in range(bins + 1)]  # never past the float range
     counts = [0] * (len(edges) - 1)
-    span = edges[-1] - edges[0] or 1.0
     n = len(counts)
+    top = edges[-1] / 2 - edges[0] / 2
     for v in values:
-        counts[min(n - 1, int((v - edges[0]) / span * n))] += 1
+        counts[min(n - 1, max(0, int((v / 2 - lo / 2) / top * n)))] += 1
     return {"edges": edges, "counts": counts}
 
 
