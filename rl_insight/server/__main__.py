@@ -37,12 +37,23 @@ def main(argv: list[str] | None = None) -> int:
         from .app import create_app
 
         app = create_app(config)
-        server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5))
+        server = uvicorn.Server(uvicorn_config(app, config, log_level=args.log_level))
         server.run(sockets=[sock])
     except RLInsightError as exc:
         print(f"rl-insight server: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> "uvicorn.Config":
+    """uvicorn as the server runs it: slow or idle peers bounded (server/slow_peers.py)."""
+    import uvicorn
+
+    from .slow_peers import guarded_protocol
+
+    return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]
+                          http=guarded_protocol(config.header_timeout_s, config.body_timeout_s, config.max_connections),
+                          **kw)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from ...protocol import INT64_MAX
 from .params import FromNs, RunId, ToNs
 
 
+DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) start still open its default window
+
+
 def build_router(st: AppState) -> APIRouter:
     """The run store's read API; every route needs the token (or the UI's cookie) when one is set."""
     assert st.reader is not None
@@ -76,10 +79,23 @@ def build_router(st: AppState) -> APIRouter:
               limit: int = Query(200_000, ge=1, le=1_000_000)) -> JSONResponse:
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
         conn = reader.conn()
+        left_out = None
         if from_ns is None or to_ns is None:
-            # the run's own bounds (kept up to date by the writer) instead of a scan over every span
-            first, last = q.span_bounds(conn, run_id)
+            # the run's own bounds (kept up to date by the writer) instead of a scan over every span; spans whose
+            # clocks say they began long before the run did (a node at 1970) are left out of the default window,
+            # and the answer says how many
             run = q.get_run(conn, run_id, live_window_s)
+            floor = int((run["first_seen"] - DEFAULT_WINDOW_SLACK_S) * 1e9)
+            first, last = q.span_bounds(conn, run_id, floor)
+            if first is None:  # nothing after the floor (spans imported from the past): the data's own start
+                first, last = q.span_bounds(conn, run_id)
+            elif from_ns is None:
+                early = q.spans_before(conn, run_id, floor)
+                if early:
+                    left_out = {"spans": early, "before_ns": floor,
+                                "why": f"{early}{'+' if early >= 100_000 else ''} spans start more than "
+                                       f"{DEFAULT_WINDOW_SLACK_S / 3600:.0f} h before the run began (a client clock far "
+                                       "behind); ask for them with from_ns"}
             now = time.time_ns()
             end = max(int(run["last_seen"] * 1e9), last or 0, now if _has_open(conn, run_id) else 0) + 1
             from_ns = from_ns if from_ns is not None else min(int(run["first_seen"] * 1e9), first or end - 1)
@@ -87,6 +103,8 @@ def build_router(st: AppState) -> APIRouter:
         lane_list = [x for x in (lanes or "").split(",") if x] or None
         body = q.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
                               lane_names=lane_list, limit=limit)
+        if left_out is not None:
+            body["left_out"] = left_out
         return JSONResponse(body)
 
     @r.get("/runs/{run_id}/spans/{span_id}")

@@ -271,13 +271,21 @@ def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: 
             "truncated": truncated}
 
 
-def span_bounds(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, int | None]:
-    """(first start, last end) of a run's spans from the start-time index: two short index walks, no full scan
-    (client clocks may differ from the server's, so the run's first/last_seen alone could hide spans)."""
-    first = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
+def span_bounds(conn: sqlite3.Connection, run_id: int, floor_ns: int | None = None) -> tuple[int | None, int | None]:
+    """(first start at or after `floor_ns`, last end) of a run's spans from the start-time index: two short index
+    walks, no full scan (client clocks may differ from the server's, so the run's first/last_seen alone could hide
+    spans)."""
+    first = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ? AND start_ns >= ?",
+                         (run_id, floor_ns if floor_ns is not None else -(2**63))).fetchone()[0]
     last = conn.execute("SELECT max(coalesce(end_ns, start_ns)) FROM (SELECT end_ns, start_ns FROM spans WHERE run_id = ? "
                         "ORDER BY start_ns DESC LIMIT 1000)", (run_id,)).fetchone()[0]
     return first, last
+
+
+def spans_before(conn: sqlite3.Connection, run_id: int, floor_ns: int, cap: int = 100_000) -> int:
+    """How many of a run's spans start before `floor_ns` (counted up to `cap`: one bounded index range)."""
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM spans WHERE run_id = ? AND start_ns < ? LIMIT ?)",
+                        (run_id, floor_ns, cap)).fetchone()[0]
 
 
 def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
+PLAUSIBLE_PAST_S = 86400.0  # client times older than this (by the server's clock, when written) never move a run's start
 
 
 @dataclass
@@ -444,7 +445,9 @@ class RunStoreWriter:
             t[2] = True
         if step is not None and (t[1] is None or step > t[1]):
             t[1] = step
-        if earliest is not None:
+        # a client's time moves the run's start back only while plausible: one span at 1 ns (a node whose clock
+        # says 1970) is stored, but never stretches the run to 57 years (the views' default windows start here)
+        if earliest is not None and earliest >= now - PLAUSIBLE_PAST_S:
             t[3] = min(t[3], earliest)
 
     def _sample_row(self, r: SampleRow, touched: dict[int, list], now: float) -> tuple:

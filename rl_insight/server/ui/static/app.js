@@ -442,6 +442,12 @@ class Timeline {
     if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
     else if (this.follow) this.view = [d.from_ns, d.to_ns];
     this.data = d;
+    // spans whose clocks say they began long before the run (a node at 1970) are not in the default window: say so
+    if (d.left_out) this.el.dataset.leftOut = d.left_out.spans;
+    if (d.left_out && !this.leftOutNote) {
+      this.leftOutNote = h("p", { class: "muted", id: this.pid("timeline-left-out") }, `${d.left_out.why}.`);
+      this.pager.after(this.leftOutNote);
+    }
     await this.loadSteps();
     this.draw();
   }
