@@ -57,9 +57,12 @@ class Section:
 
 
 def render(expr: str, selector: str, window: str) -> str:
-    return expr.replace(SEL, selector).replace(WINDOW, window)
+    """The template with its placeholders filled in one pass: text substituted for one placeholder is never read
+    for the other (a run named `acme<W>` stays `acme<W>` inside its quoted selector)."""
+    return _PLACEHOLDER.sub(lambda m: selector if m.group(0) == SEL else window, expr)
 
 
+_PLACEHOLDER = re.compile(re.escape(SEL) + "|" + re.escape(WINDOW))
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 

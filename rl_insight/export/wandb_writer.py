@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError
-from . import Point
+from . import Point, safe_name
 
 
 LAG_STEPS = 2  # steps kept open for late points (other processes, the insight metrics of the step)
@@ -39,10 +39,18 @@ class WandbRun:
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
         self.id = stable_run_id(project, experiment_name)
-        self._run = wandb.init(project=wandb_project or project, entity=entity, name=experiment_name, id=self.id,
-                               resume="allow", reinit="create_new", dir=str(directory) if directory else None,
-                               config={"project": project, "experiment_name": experiment_name, **(config or {})},
-                               settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+        # W&B project names refuse `/ \\ # ? % :` and more than 128 characters: a safe spelling (with a hash when
+        # changed), the original kept in the run's config; the display name is cut to what W&B shows
+        self.project = safe_name(wandb_project or project, max_len=128)
+        try:
+            self._run = wandb.init(project=self.project, entity=entity, name=experiment_name[:128], id=self.id,
+                                   resume="allow", reinit="create_new", dir=str(directory) if directory else None,
+                                   config={"project": project, "experiment_name": experiment_name, **(config or {})},
+                                   settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+        except Exception as exc:  # noqa: BLE001 - W&B's own errors (bad entity, offline dir, refused name) as one clear one
+            raise ConfigError(f"W&B refused the run {project}/{experiment_name} (as project {self.project!r}): "
+                              f"{type(exc).__name__}: {str(exc)[:300]}",
+                              hint="check WANDB_MODE, WANDB_API_KEY and the entity, or use WANDB_MODE=offline") from None
         self._pending: dict[int, dict[str, float]] = {}
         self._last_logged = self._run.step - 1 if getattr(self._run, "step", 0) else -1
         self.late = 0
