@@ -7,7 +7,7 @@ they describe the same shape for the schema and for clients generated from it.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,7 +62,7 @@ class SpanBody(BaseModel):
     name: str = Field(min_length=1, max_length=p.MAX_SPAN_NAME)
     lane: str | None = Field(None, max_length=p.MAX_LANE)
     kind: str | None = Field(None, description="state | state_child | op | span")
-    start_ns: int = Field(ge=0, le=p.INT64_MAX, description="epoch nanoseconds")
+    start_ns: int = Field(ge=0, lt=2**63, description="epoch nanoseconds")
     end_ns: int | None = Field(None, ge=0, le=p.INT64_MAX, description="absent for a span start")
     attributes: dict[str, Any] | None = Field(None, max_length=p.MAX_ATTRIBUTES)
 
@@ -105,32 +105,92 @@ class IngestAnswer(BaseModel):
 
 
 # --------------------------------------------------------------------------- profiles
-class ProfileCreate(BaseModel):
-    """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all)."""
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema with its `$defs` written in place, for an `openapi_extra` request body (a route that
+    reads its body itself, bounded, and documents it with the model)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
 
-    run_id: int | None = Field(None, description="the run (or project + experiment_name)")
-    project: str | None = None
-    experiment_name: str | None = None
-    steps: str = Field(description="one step `120`, a range `120-121`, or `next`: the step after the one running now "
-                       "(by the run's step clock when the request is made)", max_length=64)
-    lanes: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    roles: list[str] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    ranks: list[int] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    activities: list[str] = Field(["cpu", "cuda"], max_length=4)
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref[8:]])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+STEPS_PATTERN = r"^\s*(next|[0-9]{1,15}(\s*-\s*[0-9]{1,15})?)\s*$"
+
+
+class ProfileCreate(BaseModel):
+    """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all). The run
+    is `run_id`, or `project` and `experiment_name`."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["run_id"], "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.INT64_MAX}}},
+        {"required": ["project", "experiment_name"], "properties": {"project": {"type": "string", "minLength": 1},
+                                                                    "experiment_name": {"type": "string", "minLength": 1}}}]})
+
+    run_id: int | None = Field(None, ge=0, lt=2**63, description="the run (or project + experiment_name)")
+    project: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
+    experiment_name: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
+    steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "
+                       f"{p.MAX_PROFILE_STEPS} steps), or `next`: the first step every process of the run hears of "
+                       "before it begins", max_length=64, pattern=STEPS_PATTERN)
+    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    activities: list[Literal["cpu", "cuda"]] = Field(["cpu", "cuda"], min_length=1, max_length=2)
     memory: bool = False
     stack: bool = False
-    ttl_s: float = Field(3600.0, description="the request expires when no process has taken it by then")
-    max_window_s: float = Field(300.0, description="a window still open after this is closed by the client")
-    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, description="gzip'd trace size cap per process")
+    ttl_s: float = Field(3600.0, ge=1, le=7 * 86400, description="the request expires when no process has taken it by then")
+    max_window_s: float = Field(300.0, ge=1, le=p.MAX_PROFILE_WINDOW_S,
+                                description="a window still open after this is closed by the client")
+    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, ge=1, le=p.MAX_PROFILE_BYTES, description="gzip'd trace size cap per process")
     stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "
                        "actor_update) in the one step given; empty: the whole step(s)")
     origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
                                              "`rl-insight profile upload` (never delivered to the job's processes)")
 
 
+class ProfileProcess(BaseModel):
+    host: str = Field(max_length=1024)
+    pid: int = Field(ge=0, lt=2**63)
+    rank: int | None = Field(None, ge=0, lt=2**31)
+    lanes: list[str] = []
+    roles: list[str] = []
+
+
+class ProfileWindow(BaseModel):
+    start_ns: int = Field(ge=0, lt=2**63, description="epoch nanoseconds; start_ns <= end_ns")
+    end_ns: int = Field(ge=0, lt=2**63)
+    steps: list[Annotated[int, Field(ge=0, le=p.MAX_EXACT_INT)]] | None = Field(None, max_length=p.MAX_PROFILE_STEPS)
+
+
+class ProfileStatus(BaseModel):
+    """What one process did with a profile request (POST /api/v1/profiles/{id}/status; documents the body the
+    route reads itself, within 64 KiB)."""
+
+    state: Literal[p.PROCESS_STATES]  # type: ignore[valid-type]
+    process: ProfileProcess
+    message: str = Field("", max_length=2000)
+    window: ProfileWindow | None = None
+    file: str | None = Field(None, max_length=200)
+
+
 # --------------------------------------------------------------------------- targets
+# the shape of a target; what a pattern cannot say (the port's range, a valid IPv4/IPv6 address) targets.py checks
+TARGET_PATTERN = r"^\s*(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9._-]*[A-Za-z0-9_])?):[0-9]{1,5}\s*$"
+Target = Annotated[str, Field(max_length=300, pattern=TARGET_PATTERN, description="host:port, or [IPv6]:port")]
+
+
 class TargetItem(BaseModel):
-    target: str = Field(description="host:port")
+    target: Target
     labels: dict[str, str | int | float | bool] | None = None
 
 
@@ -138,7 +198,7 @@ class TargetRegistration(BaseModel):
     """Upstream RL-Insight's body: `targets` as `host:port` strings or {target, labels} objects."""
 
     model_config = ConfigDict(extra="allow")
-    targets: list[Union[str, TargetItem]] = Field(min_length=1)
+    targets: list[Union[Target, TargetItem]] = Field(min_length=1)
     job_name: str | None = None
     labels: dict[str, str | int | float | bool] | None = None
     project: str | None = None

@@ -186,7 +186,10 @@ class ProfileBook:
         wire = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
                               tuple(ranks), "torch", tuple(activities), memory, stack, _now() + ttl_s, max_window_s,
                               max_bytes, stage).to_wire()
-        ProfileRequest.from_wire(wire)  # the same validation a client applies
+        try:
+            ProfileRequest.from_wire(wire)  # the same validation a client applies
+        except ValueError as exc:
+            raise InvalidInputError(f"profile request: {exc}") from None
         rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
                "files": {}, "analysis": {"state": "none"}}
         self.sweep()
@@ -262,14 +265,14 @@ class ProfileBook:
         if state not in PROCESS_STATES:
             raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
         proc = body.get("process")
-        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or type(proc.get("pid")) is not int \
-                or not 0 <= proc["pid"] <= INT64_MAX:
+        pid = _whole(proc.get("pid")) if isinstance(proc, dict) else None
+        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or pid is None or not 0 <= pid <= INT64_MAX:
             raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
-        rank = proc.get("rank")
-        if rank is not None and not (type(rank) is int and 0 <= rank < MAX_RANK):
-            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(rank)[:40]!r}")
-        key = f"{proc['host'][:128]}:{proc['pid']}"
-        entry = {"host": proc["host"][:128], "pid": proc["pid"], "rank": rank,
+        rank = _whole(proc.get("rank"))
+        if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
+            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(proc.get('rank'))[:40]!r}")
+        key = f"{proc['host'][:128]}:{pid}"
+        entry = {"host": proc["host"][:128], "pid": pid, "rank": rank,
                  "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
                  "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
                  "state": state, "message": str(body.get("message") or "")[:2000], "updated_at": _now()}
@@ -485,13 +488,23 @@ def _state(rec: dict[str, Any]) -> str:
     return "done" if any(p["state"] == "uploaded" for p in procs) else "failed"
 
 
+def _whole(x: Any) -> int | None:
+    """An integer as JSON may spell it (`7` or `7.0`); None for anything else."""
+    if type(x) is int:
+        return x
+    if type(x) is float and x.is_integer() and abs(x) <= 2**63:
+        return int(x)
+    return None
+
+
 def _window(w: Any) -> dict[str, Any]:
     """A profiling window as reported: epoch nanoseconds start <= end, in int64, and at most a few steps."""
-    if not isinstance(w, dict) or not all(type(w.get(k)) is int and 0 <= w[k] <= INT64_MAX for k in ("start_ns", "end_ns")) \
-            or w["start_ns"] > w["end_ns"]:
+    start, end = (_whole(w.get("start_ns")), _whole(w.get("end_ns"))) if isinstance(w, dict) else (None, None)
+    if start is None or end is None or not 0 <= start <= end <= INT64_MAX:
         raise InvalidInputError("window must be an object with start_ns <= end_ns, both integers in [0, 2**63)")
     steps = w.get("steps")
-    if steps is not None and not (isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS
-                                  and all(type(x) is int and 0 <= x <= MAX_EXACT_INT for x in steps)):
-        raise InvalidInputError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
-    return {"start_ns": w["start_ns"], "end_ns": w["end_ns"], "steps": steps}
+    if steps is not None:
+        steps = [_whole(x) for x in steps] if isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS else [None]
+        if not all(x is not None and 0 <= x <= MAX_EXACT_INT for x in steps):
+            raise InvalidInputError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
+    return {"start_ns": start, "end_ns": end, "steps": steps}

@@ -10,14 +10,14 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
 from ..ingest import decode_body
-from ..models import error_responses
+from ..models import error_responses, inline_schema
 from ..state import AppState
 from .body import read_body
 
 
 class ExperimentRef(BaseModel):
-    project: str = Field(min_length=1, max_length=2048)
-    experiment_name: str = Field(min_length=1, max_length=2048)
+    project: str = Field(min_length=1, max_length=2048, pattern=r"\S")
+    experiment_name: str = Field(min_length=1, max_length=2048, pattern=r"\S")
 
 
 def _identity(project: Optional[str], experiment_name: Optional[str]) -> tuple[str, str]:
@@ -39,8 +39,8 @@ def build_router(st: AppState) -> APIRouter:
         return {"experiments": items, "count": len(items)}
 
     @reads.get("/targets")
-    def experiment_targets(project: Optional[str] = Query(None, max_length=2048),
-                           experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
+    def experiment_targets(project: str = Query(..., min_length=1, max_length=2048, pattern=r"\S"),
+                           experiment_name: str = Query(..., min_length=1, max_length=2048, pattern=r"\S")) -> dict[str, Any]:
         return st.experiments.targets(*_identity(project, experiment_name))
 
     async def _ref(request: Request) -> tuple[str, str]:
@@ -51,7 +51,7 @@ def build_router(st: AppState) -> APIRouter:
         p, e = body.get("project"), body.get("experiment_name")
         return _identity(p if isinstance(p, str) else None, e if isinstance(e, str) else None)
 
-    extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": ExperimentRef.model_json_schema()}}}}
+    extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}}
 
     @writes.post("/archive", openapi_extra=extra)
     async def archive(request: Request) -> dict[str, Any]:

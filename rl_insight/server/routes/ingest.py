@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
 from ...redact import redact_flat
 from ..ingest import apply_batch, decode_body, until_stored
-from ..models import IngestAnswer, IngestBody, error_responses
+from ..models import IngestAnswer, IngestBody, error_responses, inline_schema
 from ..state import AppState
 from .body import read_body
 
@@ -66,7 +66,7 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                "schema": IngestBody.model_json_schema()}}}})
+                "schema": inline_schema(IngestBody)}}}})
     async def ingest(request: Request) -> JSONResponse:
         """Metric samples, span starts and finished spans of one client. Invalid items are refused one by one
         (listed in `errors`, counted by reason on /metrics); the rest of the batch is kept. 422 only when nothing

@@ -11,15 +11,17 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError
-from ...protocol import CLIENT_HEARTBEAT_S, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
-from ..models import ProfileCreate, error_responses
-from ..profiles import parse_steps
+from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
+from ..models import ProfileCreate, ProfileStatus, error_responses, inline_schema
+from ..profiles import FILE_NAME, parse_steps
 from ..state import AppState
 from .body import read_body
 
 HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
-FileName = Path(max_length=200)
+FileName = Path(max_length=200, pattern=FILE_NAME.pattern, description="the trace file's name (letters, digits, . _ = + -; "
+                "ending in .json.gz, .sqlite, .pickle or .pkl)")
+ReportName = Path(max_length=200)
 def build_router(st: AppState) -> APIRouter:
     book = st.profiles
     write = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_write)], tags=["profiles"],
@@ -28,7 +30,7 @@ def build_router(st: AppState) -> APIRouter:
                      responses=error_responses(401, 403, 404))
     # what the UI's buttons do: token or the UI's session cookie (processes' reports and uploads: token only)
     operate = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_operator)], tags=["profiles"],
-                        responses=error_responses(401, 403, 404, 409, 422))
+                        responses=error_responses(400, 401, 403, 404, 409, 422))
 
     def run_key(body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
         if body_run_id is not None:
@@ -68,7 +70,7 @@ def build_router(st: AppState) -> APIRouter:
                            max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin, stage=body.stage)
 
     @read.get("")
-    def list_profiles(run_id: int | None = Query(None), project: str | None = Query(None, max_length=2048),
+    def list_profiles(run_id: int | None = Query(None, ge=0, le=INT64_MAX), project: str | None = Query(None, max_length=2048),
                       experiment_name: str | None = Query(None, max_length=2048)) -> dict[str, Any]:
         if run_id is not None:
             project, experiment_name = run_key(run_id, None, None)
@@ -84,7 +86,8 @@ def build_router(st: AppState) -> APIRouter:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step boundary."""
         return book.cancel(profile_id)
 
-    @write.post("/{profile_id}/status")
+    @write.post("/{profile_id}/status", openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": inline_schema(ProfileStatus)}}}})
     async def status(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """What one process did with the request (armed, profiling, uploading, uploaded, failed, unsupported, …)."""
         import json
@@ -116,7 +119,7 @@ def build_router(st: AppState) -> APIRouter:
         return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
 
     @read.get("/{profile_id}/report/{name}")
-    def report(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+    def report(profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
         path = book.report_file(profile_id, name)

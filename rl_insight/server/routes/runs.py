@@ -49,15 +49,17 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/runs/{run_id}/series")
     def series(run_id: RunId, name: str = Query(..., max_length=1024), x: Literal["step", "time"] = "step",
-               points: int = Query(1000, description="about this many points per series (2..20000)"),
+               points: int = Query(1000, ge=2, le=20_000, description="about this many points per series"),
                agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = Query(None, alias="from", ge=-1e300, le=1e300),
                x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300)) -> dict[str, Any]:
         """A metric of a run by step or by time, downsampled server-side."""
         return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
     @r.get("/series")
-    def compare(name: str = Query(..., max_length=1024), runs: str = Query(..., max_length=2000, description="comma-separated run ids"), x: Literal["step", "time"] = "step",
-                points: int = 1000, agg: Literal["minmax", "lttb", "none"] = "minmax") -> dict[str, Any]:
+    def compare(name: str = Query(..., max_length=1024),
+                runs: str = Query(..., max_length=400, pattern=r"^ *[0-9]{1,18} *(, *[0-9]{1,18} *){0,19}$",
+                                  description="1 to 20 comma-separated run ids"), x: Literal["step", "time"] = "step",
+                points: int = Query(1000, ge=2, le=20_000), agg: Literal["minmax", "lttb", "none"] = "minmax") -> dict[str, Any]:
         """The same metric of several runs side by side."""
         try:
             ids = [int(v) for v in runs.split(",") if v.strip()]

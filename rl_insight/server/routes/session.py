@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..._version import __version__
 from ...errors import InvalidInputError, UnauthorizedError
 from ..ingest import decode_body
-from ..models import LoginBody, error_responses
+from ..models import LoginBody, error_responses, inline_schema
 from ..security import install_cookie
 from ..state import AppState
 from .body import read_body
@@ -20,7 +20,7 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", tags=["session"])
 
     @r.post("/login", responses=error_responses(400, 401, 403, 413, 415, 422),
-            openapi_extra={"requestBody": {"content": {"application/json": {"schema": LoginBody.model_json_schema()}}}})
+            openapi_extra={"requestBody": {"content": {"application/json": {"schema": inline_schema(LoginBody)}}}})
     async def login(request: Request) -> JSONResponse:
         """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
         raw = await read_body(request, 64 * 1024)

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
 from ..ingest import decode_body
-from ..models import TargetRegistered, TargetRegistration, error_responses
+from ..models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema
 from ..state import AppState
 from ..targets import parse_registration, registration_identity
 from .body import read_body
@@ -22,7 +22,7 @@ def build_router(st: AppState) -> APIRouter:
 
     @writes.post(ROUTE_TARGETS, response_model=TargetRegistered, responses=error_responses(400, 401, 403, 409, 413, 415),
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                     "schema": TargetRegistration.model_json_schema()}}}})
+                     "schema": inline_schema(TargetRegistration)}}}})
     async def register_targets(request: Request) -> dict[str, Any]:
         """Upstream-compatible registration: `targets` (strings or {target, labels}), `labels`, `job_name`.
         Prometheus watches the file_sd file, so no reload is needed."""
@@ -49,7 +49,9 @@ def build_router(st: AppState) -> APIRouter:
         return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
 
     @writes.delete("/api/v1/targets", responses=error_responses(401, 403, 422))
-    async def delete_targets(target: Optional[str] = Query(None, max_length=300), job: Optional[str] = Query(None, max_length=200),
+    async def delete_targets(target: Optional[str] = Query(None, max_length=300, pattern=TARGET_PATTERN,
+                                                           description="host:port, or [IPv6]:port"),
+                             job: Optional[str] = Query(None, max_length=200),
                              project: Optional[str] = Query(None, max_length=2048),
                              experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
         """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets."""

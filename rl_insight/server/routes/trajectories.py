@@ -34,7 +34,7 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("")
     def page(run_id: RunId, step: Optional[int] = Step, no_step: bool = Query(False, description="trajectories without a step"),
-             sort: str = Query("duration", max_length=32, description=f"one of {sorted(tq.SORTS)}"), desc: bool = True,
+             sort: tq.Sort = Query("duration"), desc: bool = True,
              status: Optional[str] = Query(None, max_length=64), tool: Optional[str] = Query(None, max_length=256),
              replica: Optional[str] = Query(None, max_length=256), failed: bool = False,
              sample: Optional[str] = Query(None, max_length=256, description="one sample's trajectories (its rollout group)"),

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import Any, Literal
 
 from ...errors import InvalidInputError, NotFoundError
 from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {"duration": "duration_s", "turns": "turns", "tool_calls": "tool_calls", "tool_errors": "tool_errors", "reward": "reward",
          "tokens_out": "tokens_out", "tokens_in": "tokens_in", "start": "start_ns", "generate_s": "generate_s", "tool_s": "tool_s"}
+Sort = Literal["duration", "turns", "tool_calls", "tool_errors", "reward", "tokens_in", "tokens_out", "generate_s", "tool_s",
+               "start"]  # the keys of SORTS, for the API's schema (a test checks they match)
 FAILED_STATUSES = ("error", "failure", "failed", "aborted", "timeout", "truncated", "capacity_exhausted")
 FAILED = f"(tool_errors > 0 OR status IN ({', '.join(repr(x) for x in FAILED_STATUSES)}))"  # "failed" = tool errors or one of these
 _COLUMNS = ("id", "key", "step", "sample", "rollout_n", "validate", "source", "status", "reward", "reported_turns", "start_ns", "end_ns",
