@@ -16,7 +16,6 @@ from typing import Any, Iterable
 from ..errors import ConfigError
 from . import Point, safe_name
 
-
 LAG_STEPS = 2  # steps kept open for late points (other processes, the insight metrics of the step)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from ..errors import PortInUseError, RLInsightError
 from .config import ServerConfig
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> "uvicorn.Config":
+def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> Any:
     """uvicorn as the server runs it: slow or idle peers bounded (server/slow_peers.py)."""
     import uvicorn
 

@@ -90,9 +90,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
+        expected = _parameter_descriptions(request)
         for e in exc.errors()[:20]:
-            where = ".".join(str(x) for x in e.get("loc", ()))
-            problems.append({"loc": clean_text(where), "msg": clean_text(str(e.get("msg", "")))})
+            loc = e.get("loc", ())
+            where = ".".join(str(x) for x in loc)
+            msg = str(e.get("msg", ""))
+            if e.get("type") == "string_pattern_mismatch" and loc and expected.get(str(loc[-1])):
+                msg = f"expected {expected[str(loc[-1])]}"  # the pattern itself says little to a person
+            problems.append({"loc": clean_text(where), "msg": clean_text(msg)})
         first = problems[0] if problems else {"loc": "request", "msg": "invalid"}
         return _error(422, f"invalid {first['loc']}: {first['msg']}", "see /openapi.json for the expected parameters", problems)
 
@@ -113,6 +118,17 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error ({type(exc).__name__}); it was logged", "please report it with the server log")
+
+
+def _parameter_descriptions(request: Request) -> dict[str, str]:
+    """The route's query and path parameters' descriptions, by name (what a validation message can quote)."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    out: dict[str, str] = {}
+    for field in [*getattr(dependant, "query_params", []), *getattr(dependant, "path_params", [])]:
+        description = getattr(field.field_info, "description", None)
+        if description:
+            out[field.alias] = description
+    return out
 
 
 def _install_metrics_middleware(app: FastAPI, st: AppState) -> None:

@@ -122,9 +122,9 @@ class ClientTracker:
                     closed.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
                                              max(s.start_ns, end_ns), {**s.attributes, "cut_short": True, "cut_short_reason":
                                                                        "client silent across a server restart"}, s.size + 48))
-                    run = (s.project, s.experiment_name)
-                    if not any(c.run == run for c in self._clients.values()):
-                        runs.add(run)
+                    orphan_run = (s.project, s.experiment_name)
+                    if not any(c.run == orphan_run for c in self._clients.values()):
+                        runs.add(orphan_run)
                 self.cut_short += len(self._orphans)
                 self._orphans.clear()
             for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:

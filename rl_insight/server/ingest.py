@@ -9,13 +9,25 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from concurrent.futures import Future
 from collections import Counter
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BusyError, InvalidInputError, MalformedBodyError, PayloadTooLargeError
-from ..protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
+from ..errors import (
+    BusyError,
+    InvalidInputError,
+    MalformedBodyError,
+    PayloadTooLargeError,
+)
+from ..protocol import (
+    MAX_ERRORS_REPORTED,
+    Batch,
+    BatchError,
+    ItemError,
+    SpanRecord,
+    decode_batch,
+)
 from .metric_store import MetricStore, SeriesRef
 from .runstore.writer import NO_IDENTITY, SampleRow
 

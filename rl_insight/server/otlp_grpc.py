@@ -32,7 +32,10 @@ class GrpcTraceIntake:
     def start(self) -> None:
         """Bind and serve; PortInUseError when the port is taken, ServiceError-like ImportError when grpc is missing."""
         import grpc
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+        from opentelemetry.proto.collector.trace.v1 import (
+            trace_service_pb2,
+            trace_service_pb2_grpc,
+        )
 
         st = self.st
 

@@ -25,7 +25,12 @@ from collections import Counter
 from typing import Any, Iterator
 
 from ..errors import MalformedBodyError
-from ..protocol import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_ATTRIBUTES_BYTES, MAX_SPAN_NAME
+from ..protocol import (
+    MAX_ATTRIBUTE_VALUE,
+    MAX_ATTRIBUTES,
+    MAX_ATTRIBUTES_BYTES,
+    MAX_SPAN_NAME,
+)
 
 UNASSIGNED = "unassigned"
 _RESOURCE_KEEP = ("service.name", "service.instance.id", "host.name", "process.pid", "telemetry.sdk.name")
@@ -212,7 +217,9 @@ def decode_request(raw: bytes, content_type: str) -> tuple[SpanPairs, bool]:
             raise MalformedBodyError("OTLP/JSON resourceSpans must be a list")
         return json_spans(spans), False
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
     req = ExportTraceServiceRequest()
     try:

@@ -30,12 +30,27 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ..analysis.isolated import REPORT_FILES
+from ..errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
 from ..fsutil import atomic_write
+from ..protocol import (
+    DEFAULT_PROFILE_BYTES,
+    INT64_MAX,
+    MAX_EXACT_INT,
+    MAX_PROFILE_BYTES,
+    MAX_PROFILE_STEPS,
+    MAX_PROFILE_WINDOW_S,
+    PROCESS_STATES,
+    PROCESS_TERMINAL,
+    PROFILE_ACTIVITIES,
+    ProfileRequest,
+)
 from .step_clock import StepClock
-from ..protocol import (DEFAULT_PROFILE_BYTES, INT64_MAX, MAX_EXACT_INT, MAX_PROFILE_BYTES, MAX_PROFILE_STEPS,
-                        MAX_PROFILE_WINDOW_S, PROCESS_STATES, PROCESS_TERMINAL, PROFILE_ACTIVITIES, ProfileRequest)
 
 log = logging.getLogger("rl_insight.server.profiles")
 
@@ -438,14 +453,16 @@ class ProfileBook:
                 self._analyse(rid)
             except Exception as exc:  # noqa: BLE001 - the thread survives, and the request never stays "running"
                 log.warning("analysis of profile request %s failed: %r", rid, exc)
-                rec = self._records.get(rid)
-                if rec is not None:
-                    self._set_analysis(rec, {**rec.get("analysis", {}), "state": "failed",
-                                             "message": f"the analysis could not run: {type(exc).__name__}"})
+                failed = self._records.get(rid)
+                if failed is not None:
+                    self._set_analysis(failed, {**failed.get("analysis", {}), "state": "failed",
+                                                "message": f"the analysis could not run: {type(exc).__name__}"})
 
     def _analyse(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
-        from ..analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
+        from ..analysis.isolated import (
+            run_isolated,  # (stdlib only; the child imports the analysis stack)
+        )
 
         rec = self._records.get(rid)
         if rec is None:

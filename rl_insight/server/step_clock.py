@@ -57,11 +57,13 @@ class StepClock:
         at, step = hist[-1]
         return step, at
 
-    def first_step_starting_after(self, project: str, experiment_name: str, t: float) -> int | None:
+    def first_step_starting_after(self, project: str, experiment_name: str, t: float, now: float | None = None) -> int | None:
         """The first step expected to begin at or after time t (epoch s), at the run's pace (the median of its
         last steps' durations); the step after the one in progress when the pace is not known yet. None before
-        the run's first step metric. ("Profile the next step" asks for the first step every process will have
-        heard of before it begins: a process idle between phases hears only at its next batch or heartbeat.)"""
+        the run's first step metric. A step in progress longer than the pace (a stalled or finished run) is
+        taken to end `now`, not to have ended when the pace said. ("Profile the next step" asks for the first
+        step every process will have heard of before it begins: a process idle between phases hears only at
+        its next batch or heartbeat.)"""
         hist = self._runs.get((project, experiment_name))
         if not hist:
             return None
@@ -73,9 +75,11 @@ class StepClock:
         pace = gaps[len(gaps) // 2] if gaps else 0.0
         if pace <= 0:
             return first
-        # step k begins when step k-1 is logged: at about at + (k - step - 1) * pace
-        ahead = max(0.0, t - at) / pace
-        return max(first, step + 1 + int(-(-ahead // 1)))
+        # step k (k >= step + 2) begins when step k-1 is logged: the one in progress ends at at + pace (or now,
+        # if that has passed), and each after it takes a pace
+        ends = max(at + pace, time.time() if now is None else now)
+        ahead = max(0.0, t - ends) / pace
+        return first + int(-(-ahead // 1))
 
     def step_at(self, project: str, experiment_name: str, t: float) -> int | None:
         """The step in progress at time t (epoch s): one past the clock's value then. Before the first move the

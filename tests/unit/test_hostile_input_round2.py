@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import pickle
 import socket
 import subprocess
@@ -23,7 +22,12 @@ import pytest
 import rl_insight
 from rl_insight.analysis.parsers import torch_trace
 from rl_insight.analysis.table import Report
-from rl_insight.errors import BusyError, ConflictError, InvalidInputError, PayloadTooLargeError
+from rl_insight.errors import (
+    BusyError,
+    ConflictError,
+    InvalidInputError,
+    PayloadTooLargeError,
+)
 from rl_insight.server.profiles import JOURNAL, ProfileBook
 from tests.conftest import free_port, start_server, wait_until
 
@@ -124,7 +128,9 @@ def test_r2_02_an_analysis_interrupted_by_stops_runs_once_more_then_never(tmp_pa
 
 # ---------------------------------------------------------------------------------------------------- case 3
 def test_r2_03_otlp_protobuf_is_walked_with_caps_not_converted_whole() -> None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
     from rl_insight.server.otlp_intake import MAX_LEAVES, decode_request, to_batches
 
@@ -458,8 +464,7 @@ def test_r2_16_17_status_reports_are_appended_validated_and_replayed(tmp_path: P
 # ---------------------------------------------------------------------------------------------------- case 18
 def test_r2_18_export_names_never_share_a_directory_and_wandb_errors_are_clear(monkeypatch) -> None:
     from rl_insight.errors import ConfigError
-    from rl_insight.export import run_dir_name
-    from rl_insight.export import wandb_writer
+    from rl_insight.export import run_dir_name, wandb_writer
 
     dirs = {run_dir_name("team", n) for n in ("team/x", "team_x", "team\\x", "team:x")}
     assert len(dirs) == 4 and all("/" not in d.split("/", 1)[1] for d in dirs)
@@ -487,8 +492,11 @@ def test_next_is_the_first_step_every_process_hears_of_before_it_begins() -> Non
     clock = StepClock()
     for step in range(1, 6):
         clock.note("p", "e", step, 1000.0 + 3.0 * step)  # a step every 3 s; step 5 logged at 1015
-    assert clock.first_step_starting_after("p", "e", 1015.5) == 7  # 6 is running; 7 begins at 1018
-    assert clock.first_step_starting_after("p", "e", 1015.5 + 11.0) == 10  # heard within 11 s: 10 begins at 1027
+    assert clock.first_step_starting_after("p", "e", 1015.5, now=1015.5) == 7  # 6 is running; 7 begins at 1018
+    # heard within 11 s: step 10 begins at 1027
+    assert clock.first_step_starting_after("p", "e", 1015.5 + 11.0, now=1015.5) == 10
+    # a run stalled in step 6 since 1015: when it moves on, each step takes 3 s from now (1100) on
+    assert clock.first_step_starting_after("p", "e", 1111.0, now=1100.0) == 11
     assert clock.first_step_starting_after("p", "other", 0) is None
 
 

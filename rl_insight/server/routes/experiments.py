@@ -39,8 +39,9 @@ def build_router(st: AppState) -> APIRouter:
         return {"experiments": items, "count": len(items)}
 
     @reads.get("/targets")
-    def experiment_targets(project: str = Query(..., min_length=1, max_length=2048, pattern=r"\S"),
-                           experiment_name: str = Query(..., min_length=1, max_length=2048, pattern=r"\S")) -> dict[str, Any]:
+    def experiment_targets(project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
+                           experiment_name: Optional[str] = Query(None, max_length=2048,
+                                                                  description="required (400 without, as upstream)")) -> dict[str, Any]:
         return st.experiments.targets(*_identity(project, experiment_name))
 
     async def _ref(request: Request) -> tuple[str, str]:

@@ -60,8 +60,10 @@ def build_router(st: AppState) -> APIRouter:
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
             return JSONResponse(body)
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTracePartialSuccess,
-                                                                              ExportTraceServiceResponse)
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTracePartialSuccess,
+            ExportTraceServiceResponse,
+        )
 
         msg = ExportTraceServiceResponse()
         if rejected:

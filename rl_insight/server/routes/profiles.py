@@ -11,7 +11,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError
-from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES
+from ...protocol import (
+    CLIENT_HEARTBEAT_S,
+    INT64_MAX,
+    MAX_PROFILE_CHUNK_BYTES,
+    ROUTE_PROFILES,
+)
 from ..models import ProfileCreate, ProfileStatus, error_responses, inline_schema
 from ..profiles import FILE_NAME, parse_steps
 from ..state import AppState
@@ -66,7 +71,7 @@ def build_router(st: AppState) -> APIRouter:
         origin = body.origin if body.origin == "upload" else \
             ("ui" if request.cookies and not request.headers.get("authorization") else "api")
         return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
-                           activities=body.activities, memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
+                           activities=list(body.activities), memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
                            max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin, stage=body.stage)
 
     @read.get("")

@@ -10,7 +10,13 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
 from ..ingest import decode_body
-from ..models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema
+from ..models import (
+    TARGET_PATTERN,
+    TargetRegistered,
+    TargetRegistration,
+    error_responses,
+    inline_schema,
+)
 from ..state import AppState
 from ..targets import parse_registration, registration_identity
 from .body import read_body

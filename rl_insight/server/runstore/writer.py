@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import logging
-from concurrent.futures import Future
 import sqlite3
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
