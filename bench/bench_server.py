@@ -2,7 +2,9 @@
 
     python bench/bench_server.py [--seconds 10]
 
-Reports samples/s and spans/s accepted by one `python -m rl_insight.server` process. Senders run in
+Reports samples/s and spans/s accepted by one `python -m rl_insight.server` process, and with the run store
+on also the rate *stored*: accepted items over the load time plus the time the writer still needed after it
+(since issue 21 an answer comes after the commit, so the two agree; before, the store could lag behind). Senders run in
 this process (2 threads); on a 2-core machine they compete with the server for CPU, so the numbers
 are a lower bound of what the server does on a host of its own.
 """
@@ -68,6 +70,29 @@ def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> 
     return rate, lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
 
 
+def written(url: str) -> tuple[float, float]:
+    """(items the run store has written, items waiting for its writer), from the server's /metrics."""
+    total = queue = 0.0
+    for ln in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+        if ln.startswith("rl_insight_server_store_items_written_total"):
+            total += float(ln.rsplit(" ", 1)[1])
+        elif ln.startswith("rl_insight_server_store_queue_items "):
+            queue = float(ln.rsplit(" ", 1)[1])
+    return total, queue
+
+
+def drain_seconds(url: str) -> float:
+    """How long the writer still works after the load stopped: until nothing waits and nothing more is written."""
+    t0 = time.monotonic()
+    last = -1.0
+    while True:
+        total, queue = written(url)
+        if queue == 0 and total == last:
+            return max(0.0, time.monotonic() - t0 - 0.1)  # the last poll only confirmed it
+        last = total
+        time.sleep(0.1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
@@ -82,10 +107,13 @@ def main() -> None:
         server = IngestServer(store=store, **extra)
         try:
             rate, p50, p99 = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
-            print(f"  [{label}] metric samples: {rate:,.0f}/s, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
+            stored = f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            print(f"  [{label}] metric samples: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
                   f"(batches of 5,000, {args.threads} sender threads)")
             rate, p50, p99 = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
-            print(f"  [{label}] finished spans: {rate:,.0f}/s, request p50 {p50:.0f} ms p99 {p99:.0f} ms (batches of 2,000)")
+            stored = f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            print(f"  [{label}] finished spans: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
+                  f"(batches of 2,000)")
             if store:
                 stats = httpx.get(server.url + "/metrics").text
                 dropped = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")]

@@ -81,6 +81,9 @@ _UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, 
 _SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
 
 
+_encode_attributes = json.JSONEncoder(default=str).encode  # one encoder (json.dumps with options builds one a call)
+
+
 def _cut_short(s: SpanRecord) -> bool:
     return s.attributes.get("cut_short") is True
 
@@ -326,8 +329,8 @@ class RunStoreWriter:
             else:
                 starts, ends = payload
                 span_starts.extend(self._span_row(s, touched, now) for s in starts)
-                span_ends.extend(self._span_row(s, touched, now) for s in ends if not _cut_short(s))
-                span_cut.extend(self._span_row(s, touched, now) for s in ends if _cut_short(s))
+                for s in ends:
+                    (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
         if sample_rows:
             c.executemany(_INSERT_SAMPLE, sample_rows)
         if span_starts:
@@ -461,7 +464,7 @@ class RunStoreWriter:
         self._touch(touched, run_id, now, earliest=s.start_ns / 1e9)
         if s.end_ns is not None and s.end_ns - s.start_ns > touched[run_id][4]:
             touched[run_id][4] = s.end_ns - s.start_ns  # the run's longest span bounds window scans from below
-        attrs = json.dumps(s.attributes, default=str)
+        attrs = _encode_attributes(s.attributes)
         if s.end_ns is None:
             return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, attrs)
         return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, s.end_ns, attrs)
