@@ -38,9 +38,8 @@ def object_end(data: bytes, i: int, limit: int | None = None) -> int | None:
     return None
 
 
-def object_after_key(data: bytes, key: bytes, limit: int) -> bytes | None:
-    """The raw object that is the value of the first `"key":` in `data` (at most `limit` bytes), or None.
-    Only the first occurrence is tried: a damaged file full of the key costs one scan, not one per copy."""
+def _value_at(data: bytes, key: bytes) -> int | None:
+    """Where the value of the first `"key":` in `data` begins (spaces skipped), or None."""
     at = data.find(b'"' + key + b'"')
     if at < 0:
         return None
@@ -52,7 +51,14 @@ def object_after_key(data: bytes, key: bytes, limit: int) -> bytes | None:
     i += 1
     while i < n and data[i] in _SPACE:
         i += 1
-    if i >= n or data[i] != 0x7B:
+    return i if i < n else None
+
+
+def object_after_key(data: bytes, key: bytes, limit: int) -> bytes | None:
+    """The raw object that is the value of the first `"key":` in `data` (at most `limit` bytes), or None.
+    Only the first occurrence is tried: a damaged file full of the key costs one scan, not one per copy."""
+    i = _value_at(data, key)
+    if i is None or data[i] != 0x7B:  # "{"
         return None
     end = object_end(data, i, limit)
     return None if end is None else data[i: end + 1]
@@ -60,18 +66,10 @@ def object_after_key(data: bytes, key: bytes, limit: int) -> bytes | None:
 
 def int_after_key(data: bytes, key: bytes, max_digits: int = 20) -> int | None:
     """The non-negative integer value of the first `"key":` in `data`, or None."""
-    at = data.find(b'"' + key + b'"')
-    if at < 0:
+    i = _value_at(data, key)
+    if i is None:
         return None
-    i, n = at + len(key) + 2, len(data)
-    while i < n and data[i] in _SPACE:
-        i += 1
-    if i >= n or data[i] != 0x3A:
-        return None
-    i += 1
-    while i < n and data[i] in _SPACE:
-        i += 1
-    j = i
+    j, n = i, len(data)
     while j < n and j - i <= max_digits and 0x30 <= data[j] <= 0x39:
         j += 1
     return int(data[i:j]) if i < j <= i + max_digits else None
