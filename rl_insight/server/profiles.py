@@ -126,8 +126,10 @@ class ProfileBook:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping unreadable profile request %s: %s", d, exc)
                 continue
-            rec.setdefault("processes", {})
+            in_file = bool(rec.setdefault("processes", {}))  # written by a version before the journal
             self._journal_lines[d.name] = self._replay(d / JOURNAL, rec["processes"])
+            if in_file:
+                self._compact(rec)  # into the journal, before the next save writes request.json without them
             analysis = rec.setdefault("analysis", {"state": "none"})
             if analysis.get("state") == "running":  # interrupted by a server stop
                 if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
@@ -169,12 +171,18 @@ class ProfileBook:
         n = self._journal_lines.get(rid, 0) + 1
         procs = rec["processes"]
         if n > 4 * len(procs) + 64:
-            atomic_write(d / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items()))
-            n = len(procs)
-        else:
-            with open(d / JOURNAL, "a") as f:
-                f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
+            self._compact(rec)
+            return
+        with open(d / JOURNAL, "a") as f:
+            f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
         self._journal_lines[rid] = n
+
+    def _compact(self, rec: dict[str, Any]) -> None:
+        """The journal rewritten with one line per process (atomically)."""
+        rid, procs = rec["request"]["id"], rec["processes"]
+        (self.root / rid).mkdir(parents=True, exist_ok=True)
+        atomic_write(self.root / rid / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items()))
+        self._journal_lines[rid] = len(procs)
 
     # ------------------------------------------------------------------ requests
     def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: list[str] = (),

@@ -461,6 +461,18 @@ def test_r2_16_17_status_reports_are_appended_validated_and_replayed(tmp_path: P
     assert len(procs) == 300 and procs["h:7"]["state"] == "uploaded" and procs["h:7"]["window"]["end_ns"] == 2
 
 
+def test_r2_16_a_request_written_before_the_journal_keeps_its_processes(tmp_path: Path) -> None:
+    book = _book(tmp_path)
+    rid = book.create("p", "e", 1, 1)["id"]
+    f = tmp_path / "profiles" / rid / "request.json"
+    old = json.loads(f.read_text())  # as the version before the journal wrote it: processes inside request.json
+    old["processes"] = {"h:1": {"host": "h", "pid": 1, "rank": 0, "lanes": [], "roles": [], "state": "armed", "message": "",
+                                "updated_at": 0}}
+    f.write_text(json.dumps(old))
+    _book(tmp_path).cancel(rid)  # a save after the upgrade
+    assert list(_book(tmp_path).get(rid)["processes"]) == ["h:1"]
+
+
 # ---------------------------------------------------------------------------------------------------- case 18
 def test_r2_18_export_names_never_share_a_directory_and_wandb_errors_are_clear(monkeypatch) -> None:
     from rl_insight.errors import ConfigError
