@@ -53,7 +53,7 @@ def _hostile_body() -> bytes:
 
 
 def _otlp_child(path: str) -> None:
-    from rl_insight.server.otlp_intake import decode_request, to_batches
+    from rl_insight.server.intake.otlp import decode_request, to_batches
 
     raw = Path(path).read_bytes()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -75,7 +75,7 @@ def otlp() -> None:
 
 
 def reports() -> None:
-    from rl_insight.server.profiles import ProfileBook
+    from rl_insight.server.live.profiles import ProfileBook
 
     book = ProfileBook(Path(tempfile.mkdtemp()) / "profiles", analyze=False)
     rid = book.create("p", "e", 1, 1)["id"]

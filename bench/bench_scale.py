@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine, timed  # noqa: E402
 
 from rl_insight.protocol import SpanRecord  # noqa: E402
-from rl_insight.server.insight_service import run_insights  # noqa: E402
+from rl_insight.server.live.insight_service import run_insights  # noqa: E402
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
 from rl_insight.server.runstore import queries as q  # noqa: E402
 
@@ -104,8 +104,8 @@ def main() -> None:
     lo, hi = q.span_bounds(conn, 1)
     # what the server's insight service does in the background as steps complete (here: all at once)
     from rl_insight import insights as ins
-    from rl_insight.server import step_stats
-    from rl_insight.server.insight_service import metric_samples
+    from rl_insight.server.runstore import step_stats
+    from rl_insight.server.live.insight_service import metric_samples
 
     w = RunStoreWriter(path)
     t0 = time.perf_counter()

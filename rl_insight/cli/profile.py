@@ -68,7 +68,7 @@ def _run_fields(run: str) -> dict[str, Any]:
 
 
 def _steps(text: str) -> tuple[int, int]:
-    from ..server.profiles import parse_steps  # the server's rule (that module imports no web stack)
+    from ..server.live.profiles import parse_steps  # the server's rule (that module imports no web stack)
 
     try:
         return parse_steps(text)

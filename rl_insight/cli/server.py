@@ -17,7 +17,7 @@ import yaml
 from .. import env
 from ..errors import ConflictError, NotFoundError
 from ..errors import InvalidInputError, RLInsightError, ServiceError, UnauthorizedError
-from ..server.targets import TargetRegistry, parse_registration
+from ..server.prometheus.targets import TargetRegistry, parse_registration
 from ..server.config import ServerConfig
 from ..services import process
 from ..services.home import Home
@@ -156,7 +156,7 @@ def start(
     if otlp_protocol not in ("http/protobuf", "grpc"):
         raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
     if otlp_protocol == "grpc" or otlp_intake_grpc_port:
-        from ..server.otlp import require_grpc
+        from ..server.outbound.otlp import require_grpc
 
         require_grpc()
     if detach:

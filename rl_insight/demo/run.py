@@ -16,7 +16,7 @@ from typing import Callable, Literal
 
 import rl_insight
 
-from ..server.net import free_port
+from ..server.http.net import free_port
 from .trainer_metrics import TrainerMetricModel, omni_metrics
 from .transfer_queue import TransferQueueStandIn
 from .workers import rollout_worker, trainer_worker

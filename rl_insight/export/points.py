@@ -69,7 +69,7 @@ def store_points(conn: Any, run_id: int) -> Iterator[Point]:
 
 def run_insight_points(conn: Any, run: dict[str, Any], step_metric: str, version_metric: str) -> list[Point]:
     """Insight metrics over the whole run, per step (for exports after the fact)."""
-    from ..server.insight_service import run_insights
+    from ..server.live.insight_service import run_insights
 
     frm, to = int(run["first_seen"] * 1e9), int(run["last_seen"] * 1e9) + 1
     summary = run_insights(conn, run["id"], frm, to, step_metric, version_metric)

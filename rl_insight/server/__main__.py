@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import PortInUseError, RLInsightError
 from .config import ServerConfig
-from .net import bind_socket, port_is_free
-from .otlp import require_grpc
+from .http.net import bind_socket, port_is_free
+from .outbound.otlp import require_grpc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> Any:
-    """uvicorn as the server runs it: slow or idle peers bounded (server/slow_peers.py)."""
+    """uvicorn as the server runs it: slow or idle peers bounded (server/http/slow_peers.py)."""
     import uvicorn
 
-    from .slow_peers import guarded_protocol
+    from .http.slow_peers import guarded_protocol
 
     return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]
                           http=guarded_protocol(config.header_timeout_s, config.body_timeout_s, config.max_connections),

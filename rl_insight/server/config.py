@@ -62,7 +62,7 @@ class ServerConfig:
     # Profile uploads are analysed in a child process bounded by these (analysis/isolated.py)
     profile_analysis_timeout_s: float = 600.0
     profile_analysis_max_memory_bytes: int = 8 * 2**30
-    # Slow or idle peers (server/slow_peers.py): seconds to send a request's headers, and to send its body
+    # Slow or idle peers (server/http/slow_peers.py): seconds to send a request's headers, and to send its body
     # (after which the connection is closed), and the most connections held at once (past it new ones are closed)
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0

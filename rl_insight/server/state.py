@@ -15,19 +15,19 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .._version import __version__
 from ..protocol import SpanRecord
-from .clients import ClientTracker
+from .live.clients import ClientTracker
 from .config import ServerConfig
-from .experiments import ExperimentBook
-from .insight_service import InsightService
-from .metric_store import MetricStore, StoreCollector
-from .otlp import OtlpForwarder, endpoint_from_env
+from .prometheus.experiments import ExperimentBook
+from .live.insight_service import InsightService
+from .live.metric_store import MetricStore, StoreCollector
+from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .runstore import RunStoreReader, RunStoreWriter
 from .security import Auth, local_names
-from .spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
-from .targets import TargetRegistry
+from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
+from .prometheus.targets import TargetRegistry
 
 if TYPE_CHECKING:
-    from .exporters import Exporters
+    from .outbound.exporters import Exporters
 
 log = logging.getLogger("rl_insight.server")
 
@@ -66,7 +66,7 @@ class ServiceProbe:
         self._cached: tuple[float, str] = (0.0, "unknown")
 
     async def _targets(self) -> list[dict[str, Any]] | None:
-        from .prom_api import PrometheusApi, PrometheusUnavailable
+        from .prometheus.api import PrometheusApi, PrometheusUnavailable
 
         api = PrometheusApi(self.url, timeout_s=2.0)
         try:
@@ -104,7 +104,7 @@ class ServiceProbe:
 def _build_exporters(config: ServerConfig) -> "Exporters":
     from pathlib import Path
 
-    from .exporters import Exporters, tensorboard_exporter, wandb_exporter
+    from .outbound.exporters import Exporters, tensorboard_exporter, wandb_exporter
 
     found = []
     if config.export_tensorboard:
@@ -136,7 +136,7 @@ class AppState:
                                        step_metric=config.step_metric, version_metric=config.version_metric,
                                        writer=self.writer)
                         if self.reader is not None else None)
-        self.grpc_intake: Any = None  # OTLP/gRPC trace intake (server/otlp_grpc.py), started with the server
+        self.grpc_intake: Any = None  # OTLP/gRPC trace intake (server/intake/otlp_grpc.py), started with the server
         self.forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
                           if config.otlp_endpoint or endpoint_from_env() else None)
         self.memory_spans = MemorySpanSink(max_bytes=config.max_span_memory_bytes)
@@ -151,8 +151,8 @@ class AppState:
             self.insight.on_refresh.append(self.exporters.insights)
         from pathlib import Path
 
-        from .profiles import ProfileBook
-        from .step_clock import StepClock
+        from .live.profiles import ProfileBook
+        from .live.step_clock import StepClock
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
         self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles", clock=self.step_clock,
@@ -205,7 +205,7 @@ class AppState:
             self.writer.mark_finished(project, experiment_name)
 
     def _register_collectors(self) -> None:
-        from .collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector
+        from .live.collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector
 
         if self.exporters.all:
             self.registry.register(ExportCollector(self.exporters))
@@ -244,7 +244,7 @@ class AppState:
             self._inherit_open_states()
         self.clients.start()
         if self.config.otlp_grpc_intake_port:
-            from .otlp_grpc import GrpcTraceIntake
+            from .intake.otlp_grpc import GrpcTraceIntake
 
             self.grpc_intake = GrpcTraceIntake(self, self.config.host, self.config.otlp_grpc_intake_port)
             self.grpc_intake.start()

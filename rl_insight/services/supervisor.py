@@ -23,7 +23,7 @@ from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
 from ..server.config import ServerConfig
-from ..server.net import detect_ip, free_port, port_is_free
+from ..server.http.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
 from .home import Home
@@ -58,7 +58,7 @@ class StackSettings:
     allowed_hosts: tuple[str, ...] = ()  # extra Host names a token-less ingest server answers to
     data_dir: Path | None = None  # default <home>/data (upstream's server.data_dir)
     extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
-    export_tensorboard: str | None = None  # live export (server/exporters.py)
+    export_tensorboard: str | None = None  # live export (server/outbound/exporters.py)
     export_wandb: bool = False
     wandb_project: str | None = None
     wandb_entity: str | None = None

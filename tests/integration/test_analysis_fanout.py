@@ -14,7 +14,7 @@ import pytest
 
 from rl_insight.analysis import analyze as an
 from rl_insight.analysis.load import load
-from tests.unit.test_analysis import torch_traces  # noqa: F401  (real 2-rank gloo traces)
+from tests.unit.analysis.test_analysis import torch_traces  # noqa: F401  (real 2-rank gloo traces)
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 
 from rl_insight import panels
 from rl_insight.catalog import REMOVED_FALLBACKS, exporter_metric_names
-from rl_insight.server.prom_panels import query_step_s, rate_window_s, scope_selector
+from rl_insight.server.prometheus.panels import query_step_s, rate_window_s, scope_selector
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA_SCOPE = 'project=~"$project", experiment_name=~"$experiment_name"'

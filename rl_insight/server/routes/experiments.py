@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
-from ..ingest import decode_body
-from ..models import error_responses, inline_schema
+from ..intake.ingest import decode_body
+from .models import error_responses, inline_schema
 from ..state import AppState
 from .body import read_body
 

@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
 from ...redact import redact_flat
-from ..ingest import apply_batch, decode_body, until_stored
-from ..models import IngestAnswer, IngestBody, error_responses, inline_schema
+from ..intake.ingest import apply_batch, decode_body, until_stored
+from .models import IngestAnswer, IngestBody, error_responses, inline_schema
 from ..state import AppState
 from .body import read_body
 

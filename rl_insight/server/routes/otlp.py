@@ -1,5 +1,5 @@
 """POST /v1/traces: OTLP/HTTP trace intake (protobuf or JSON, gzip), behind the ingest token
-(server/otlp_intake.py maps spans to runs and lanes; the protocol validates; the span sinks store)."""
+(server/intake/otlp.py maps spans to runs and lanes; the protocol validates; the span sinks store)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..ingest import gunzip_bounded, until_stored
-from ..intake_gate import IntakeGate
-from ..models import error_responses
-from ..otlp_intake import decode_request, receive_spans
+from ..intake.ingest import gunzip_bounded, until_stored
+from ..intake.gate import IntakeGate
+from .models import error_responses
+from ..intake.otlp import decode_request, receive_spans
 from ..state import AppState
 from .body import read_body
 

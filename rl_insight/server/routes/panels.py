@@ -13,9 +13,9 @@ from fastapi import APIRouter, Depends, Query
 
 from ... import panels as catalogue
 from ...errors import NotFoundError
-from ..models import error_responses
-from ..prom_api import PrometheusApi, PrometheusUnavailable
-from ..prom_panels import alerts, availability, run_time_range, section_data
+from .models import error_responses
+from ..prometheus.api import PrometheusApi, PrometheusUnavailable
+from ..prometheus.panels import alerts, availability, run_time_range, section_data
 from ..runstore import queries as q
 from ..state import AppState
 from .params import RunId

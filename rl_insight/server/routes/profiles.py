@@ -1,5 +1,5 @@
 """`/api/v1/profiles…`: profile requests (create, list, cancel), what processes report, trace uploads,
-and the analysis of what arrived (see server/profiles.py)."""
+and the analysis of what arrived (see server/live/profiles.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from ...protocol import (
     MAX_PROFILE_CHUNK_BYTES,
     ROUTE_PROFILES,
 )
-from ..models import ProfileCreate, ProfileStatus, error_responses, inline_schema
-from ..profiles import FILE_NAME, parse_steps
+from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
+from ..live.profiles import FILE_NAME, parse_steps
 from ..state import AppState
 from .body import read_body
 

@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
-from ..insight_service import run_insights
-from ..models import error_responses
+from ..live.insight_service import run_insights
+from .models import error_responses
 from ..runstore import queries as q
 from ..state import AppState
 from .params import FromNs, RunId, ToNs

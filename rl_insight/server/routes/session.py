@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse
 
 from ..._version import __version__
 from ...errors import InvalidInputError, UnauthorizedError
-from ..ingest import decode_body
-from ..models import LoginBody, error_responses, inline_schema
+from ..intake.ingest import decode_body
+from .models import LoginBody, error_responses, inline_schema
 from ..security import install_cookie
 from ..state import AppState
 from .body import read_body

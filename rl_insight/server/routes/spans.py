@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
-from ..models import error_responses
+from .models import error_responses
 from ..state import AppState
 
 

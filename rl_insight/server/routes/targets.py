@@ -9,8 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
-from ..ingest import decode_body
-from ..models import (
+from ..intake.ingest import decode_body
+from .models import (
     TARGET_PATTERN,
     TargetRegistered,
     TargetRegistration,
@@ -18,7 +18,7 @@ from ..models import (
     inline_schema,
 )
 from ..state import AppState
-from ..targets import parse_registration, registration_identity
+from ..prometheus.targets import parse_registration, registration_identity
 from .body import read_body
 
 

@@ -1,6 +1,6 @@
 """Write side of the trajectory model: turns, trajectory records and engine requests into the run store.
 
-Called by the writer thread inside its transaction with the spans it just stored (server/trajectories.py
+Called by the writer thread inside its transaction with the spans it just stored (server/runstore/trajectory_facts.py
 says what each span contributes). Turns are keyed by (trajectory, start, span id), so a turn that arrives
 twice is one turn; each touched trajectory's totals are then recomputed from its turns (not incremented),
 so turns arriving out of order, twice, or before their trajectory's own record give the same row.
@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable, Iterable
 
 from ...protocol import SpanRecord
-from ..trajectories import LlmRequest, TrajectoryInfo, Turn, facts
+from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 
 _MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
 

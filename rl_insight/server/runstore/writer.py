@@ -186,13 +186,13 @@ class RunStoreWriter:
 
     def put_step_stats(self, rows: list[tuple[int, int, int, int, str, str, float]],
                        blocks: list[tuple[int, int, int, int, list[int]]] = ()) -> None:
-        """Per-step insight rows (server/step_stats.py), and blocks of complete steps to sum up once the rows
+        """Per-step insight rows (server/runstore/step_stats.py), and blocks of complete steps to sum up once the rows
         are in: (run_id, first_step, start_ns, end_ns, steps). A step or block computed again replaces its rows."""
         if rows or blocks:
             self._put("step_stats", (rows, list(blocks)), 1)
 
     def put_step_backfill(self, project: str, experiment_name: str, step: int, at_s: float) -> None:
-        """The run's step clock moved for the first time (server/step_clock.py): trajectories that arrived before,
+        """The run's step clock moved for the first time (server/live/step_clock.py): trajectories that arrived before,
         without a step, and began before `at_s` get `step`."""
         self._put("step_backfill", (project, experiment_name, int(step), int(at_s * 1e9)), 1)
 

@@ -1,0 +1,171 @@
+"""Ingest: body decoding (bounded gunzip, JSON) and applying a decoded batch to the sinks.
+
+Validation lives in `rl_insight.protocol` (the one check at the boundary); this module only maps
+the validated records onto the live metric store, the run store and the span fan-out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zlib
+from collections import Counter
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import (
+    BusyError,
+    InvalidInputError,
+    MalformedBodyError,
+    PayloadTooLargeError,
+)
+from ...protocol import (
+    MAX_ERRORS_REPORTED,
+    Batch,
+    BatchError,
+    ItemError,
+    SpanRecord,
+    decode_batch,
+)
+from ..live.metric_store import MetricStore, SeriesRef
+from ..runstore.writer import NO_IDENTITY, SampleRow
+
+
+@dataclass
+class IngestResult:
+    accepted: int = 0
+    rejected: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    reasons: Counter = field(default_factory=Counter)
+    accepted_by_section: Counter = field(default_factory=Counter)
+    samples: list[SampleRow] = field(default_factory=list)  # for the run store
+    span_starts: list[SpanRecord] = field(default_factory=list)
+    spans: list[SpanRecord] = field(default_factory=list)
+    replaced_strings: int = 0
+
+    def reject(self, section: str, index: int, err: ItemError) -> None:
+        self.rejected += 1
+        self.reasons[err.reason] += 1
+        if len(self.errors) < MAX_ERRORS_REPORTED:
+            self.errors.append({"section": section, "index": index, "reason": err.reason, "detail": str(err)})
+
+
+def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> Any:
+    """gunzip (bounded, against zip bombs) and parse JSON; errors name the problem."""
+    raw = gunzip_bounded(raw, content_encoding, max_bytes)
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise MalformedBodyError("body is nested too deeply to be a valid request") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}") from None
+
+
+def gunzip_bounded(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The body as sent, or gunzip'd without ever holding more than `max_bytes` (a zip bomb is a 413)."""
+    if content_encoding and content_encoding.lower() == "gzip":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            raw = d.decompress(raw, max_bytes + 1)
+        except zlib.error as exc:
+            raise MalformedBodyError(f"body is not valid gzip: {exc}") from None
+        if len(raw) > max_bytes or d.unconsumed_tail:
+            raise PayloadTooLargeError(f"decompressed body exceeds the limit of {max_bytes} bytes",
+                                       hint="send smaller batches or raise --max-body-bytes")
+    elif content_encoding and content_encoding.lower() not in ("identity", ""):
+        raise MalformedBodyError(f"unsupported Content-Encoding {content_encoding!r}; use gzip or none")
+    return raw
+
+
+def _not_stored(detail: str) -> BusyError:
+    return BusyError(f"the run store has not stored this batch ({detail}); nothing of it is acknowledged: send it again",
+                     hint="resends are stored once; `rl-insight server status` and /healthz say why the store is behind",
+                     retry_after_s=2)
+
+
+async def until_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
+    """Return once the run store committed what a request handed over (RunStoreWriter.durable); BusyError (503,
+    the client resends) when it failed or is not done within `timeout_s`. An answer is never sent for data
+    that a crash could still lose."""
+    if durable is None:
+        return
+    try:
+        ok = await asyncio.wait_for(asyncio.wrap_future(durable), timeout_s)
+    except asyncio.TimeoutError:
+        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
+    if not ok:
+        raise _not_stored("a write failed or the hand-over queue was full")
+
+
+def wait_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
+    """until_stored for a caller on a thread (the gRPC intake)."""
+    if durable is None:
+        return
+    try:
+        ok = durable.result(timeout_s)
+    except TimeoutError:
+        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
+    if not ok:
+        raise _not_stored("a write failed or the hand-over queue was full")
+
+
+def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:
+    """(project, experiment_name, name, labels JSON) under which the run store records a series."""
+    labels = {k: v for k, v in ref.labels.items() if k not in ("project", "experiment_name")}
+    return (ref.labels.get("project", NO_IDENTITY), ref.labels.get("experiment_name", NO_IDENTITY), ref.base_name,
+            json.dumps(labels, sort_keys=True, separators=(",", ":")))
+
+
+def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
+    """Validate `obj`, apply its samples to the live store; return the records the other sinks take."""
+    try:
+        batch = decode_batch(obj)
+    except BatchError as exc:
+        raise InvalidInputError(str(exc), hint="upgrade the server or the client so that they match"
+                                if "version" in str(exc) else None) from None
+    result = IngestResult(replaced_strings=batch.replaced)
+    for section, index, err in batch.errors:
+        result.reject(section, index, err)
+    client_id = batch.client.id
+    refs: list[SeriesRef | ItemError] = []
+    for d in batch.series:
+        if isinstance(d, ItemError):
+            refs.append(d)
+            continue
+        try:
+            refs.append(store.resolve(d, client_id, batch.client.namespace))
+        except ItemError as err:
+            refs.append(err)
+    identities: dict[int, tuple[str, str, str, str]] = {}
+    rows = result.samples
+    for i, sample in batch.samples:
+        ref = refs[sample.series]
+        try:
+            if isinstance(ref, ItemError):
+                raise ref
+            exposed = store.apply(ref, client_id, sample.ts, sample.value)
+        except ItemError as err:
+            result.reject("samples", i, err)
+            continue
+        result.accepted += 1
+        result.accepted_by_section["samples"] += 1
+        if ref.namespace is not None:  # client self-metrics stay on /metrics only
+            continue
+        ident = identities.get(sample.series)
+        if ident is None:
+            ident = identities[sample.series] = _store_identity(ref)
+        project, experiment, name, labels = ident
+        kind = ref.family.kind
+        if kind == "histogram":
+            total, count = exposed  # type: ignore[misc]
+            rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts, count))
+            rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts, total))
+        else:
+            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]
+    for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
+        if records:
+            result.accepted += len(records)
+            result.accepted_by_section[section] += len(records)
+    result.span_starts, result.spans = batch.span_starts, batch.spans
+    return batch, result

@@ -1,0 +1,177 @@
+"""Client liveness: which training processes are alive, and what they left open when they went silent.
+
+verl's workers are Ray actors that never call `finish()`; `ray.shutdown()` kills them, so no final
+batch arrives. Clients send a heartbeat while idle (`client/exporter.py`), so silence for
+`silence_s` means the process is gone. Its open states are then closed at its last-seen time and
+marked `cut_short` (the RL state timeline shows where a process died instead of a state open
+forever), and a run whose clients have all finished or gone silent is marked finished.
+
+Across a restart: the tracker starts empty, so states the previous boot stored as open are handed to it
+(`inherit`). A live client announces its open states again when it sees the new boot id; whatever nobody
+claims (announced again or ended) within `silence_s` of the boot belonged to a process that died while the
+server was down, and is closed as cut short at its run's last sign of life before the restart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Sequence
+
+from ...protocol import ClientInfo, SpanRecord
+
+MAX_CLIENTS = 100_000
+MAX_OPEN_PER_CLIENT = 10_000
+
+
+class _Client:
+    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid")
+
+    def __init__(self) -> None:
+        self.host, self.pid = "", None
+        self.last_seen_mono = 0.0
+        self.last_seen_ns = 0
+        self.run: tuple[str, str] | None = None
+        self.open: dict[str, SpanRecord] = {}
+        self.final = False
+
+
+class ClientTracker:
+    def __init__(self, silence_s: float, close_spans: Callable[[list[SpanRecord]], None],
+                 mark_finished: Callable[[str, str], None]) -> None:
+        self.silence_s = silence_s
+        self._close_spans = close_spans
+        self._mark_finished = mark_finished
+        # told (host, pid) of each client that went silent: what else it left half-done (a profiling window)
+        self.on_silent: list[Callable[[str, int], None]] = []
+        self._lock = threading.Lock()
+        self._clients: dict[str, _Client] = {}
+        # states open at the previous boot, by (project, experiment, span id): (record, end if nobody claims it)
+        self._orphans: dict[tuple[str, str, str], tuple[SpanRecord, int]] = {}
+        self._orphans_due = 0.0
+        self.cut_short = 0  # spans closed because their client went silent or finished with them open
+        self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rl-insight-liveness", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def inherit(self, spans: Sequence[tuple[SpanRecord, int]]) -> None:
+        """States the previous boot left open, each with the end it gets if no client claims it in `silence_s`."""
+        with self._lock:
+            for s, end_ns in spans:
+                self._orphans[(s.project, s.experiment_name, s.id)] = (s, end_ns)
+            self._orphans_due = time.monotonic() + self.silence_s
+
+    def orphans(self) -> int:
+        with self._lock:
+            return len(self._orphans)
+
+    def seen(self, client: ClientInfo, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], final: bool) -> None:
+        """Record one batch of a client (called by ingest)."""
+        now_mono, now_ns = time.monotonic(), time.time_ns()
+        closed: list[SpanRecord] = []
+        finished_run: tuple[str, str] | None = None
+        with self._lock:
+            if self._orphans:  # announced again or ended: claimed by a live process
+                for s in (*starts, *ends):
+                    self._orphans.pop((s.project, s.experiment_name, s.id), None)
+            c = self._clients.get(client.id)
+            if c is None:
+                if len(self._clients) >= MAX_CLIENTS:
+                    self.untracked += 1
+                    return
+                c = self._clients[client.id] = _Client()
+            c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
+            c.host, c.pid = client.host, client.pid
+            if client.project is not None or client.experiment_name is not None:
+                c.run = (client.project or "", client.experiment_name or "")
+            for s in starts:  # starts first: a state may start and end within one batch
+                if s.kind != "state":
+                    continue
+                if len(c.open) >= MAX_OPEN_PER_CLIENT:
+                    self.untracked += 1
+                    continue
+                c.open[s.id] = s
+            for s in ends:
+                c.open.pop(s.id, None)
+            if final:
+                # finish() / exit: states still open were abandoned by the process (e.g. an exception)
+                closed = self._cut(c, now_ns, "client finished")
+                c.final = True
+                finished_run = self._run_done(c)
+                del self._clients[client.id]
+        if closed:
+            self._close_spans(closed)
+        if finished_run is not None:
+            self._mark_finished(*finished_run)
+
+    def reap(self, now_mono: float | None = None) -> int:
+        """Close the open states of clients silent for `silence_s`; returns how many were closed."""
+        now_mono = time.monotonic() if now_mono is None else now_mono
+        closed: list[SpanRecord] = []
+        runs: set[tuple[str, str]] = set()
+        silent: list[tuple[str, int]] = []
+        with self._lock:
+            if self._orphans and now_mono >= self._orphans_due:
+                for s, end_ns in self._orphans.values():
+                    closed.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
+                                             max(s.start_ns, end_ns), {**s.attributes, "cut_short": True, "cut_short_reason":
+                                                                       "client silent across a server restart"}, s.size + 48))
+                    orphan_run = (s.project, s.experiment_name)
+                    if not any(c.run == orphan_run for c in self._clients.values()):
+                        runs.add(orphan_run)
+                self.cut_short += len(self._orphans)
+                self._orphans.clear()
+            for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
+                c = self._clients.pop(cid)
+                if c.pid is not None:
+                    silent.append((c.host, c.pid))
+                closed.extend(self._cut(c, c.last_seen_ns, "client silent"))
+                run = self._run_done(c)
+                if run is not None:
+                    runs.add(run)
+        if closed:
+            self._close_spans(closed)
+        for run in runs:
+            self._mark_finished(*run)
+        for host, pid in silent:
+            for callback in self.on_silent:
+                callback(host, pid)
+        return len(closed)
+
+    def live_clients(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+    def _cut(self, c: _Client, end_ns: int, why: str) -> list[SpanRecord]:
+        out = []
+        for s in c.open.values():
+            attrs = {**s.attributes, "cut_short": True, "cut_short_reason": why}
+            out.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
+                                  max(s.start_ns, end_ns), attrs, s.size + 48))
+        c.open.clear()
+        self.cut_short += len(out)
+        return out
+
+    def _run_done(self, gone: _Client) -> tuple[str, str] | None:
+        """The gone client's run, when no other tracked client still belongs to it (lock held)."""
+        if gone.run is None:
+            return None
+        if any(c.run == gone.run for c in self._clients.values() if c is not gone):
+            return None
+        return gone.run
+
+    def _loop(self) -> None:
+        interval = max(0.2, min(5.0, self.silence_s / 4))
+        while not self._stop.wait(interval):
+            try:
+                self.reap()
+            except Exception:  # noqa: BLE001 - the reaper must survive a sink's failure
+                import logging
+
+                logging.getLogger("rl_insight.server.live.clients").exception("liveness reaper failed")

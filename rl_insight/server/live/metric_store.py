@@ -1,0 +1,241 @@
+"""Latest value per series for /metrics: gauges, cumulative counters and histograms of all runs.
+
+Counters and histograms arrive *cumulative per client* (each client process has a random id), so
+the store keeps the last total per (series, client) and exposes the sum. Applying the same batch
+twice, or a resent snapshot after a server restart, therefore never double counts.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Literal
+
+from prometheus_client.metrics_core import Metric
+
+from ...names import METRIC_PREFIX, InvalidNameError, sanitize_label_name, sanitize_metric_name
+from ...protocol import ItemError, SeriesDef
+
+Kind = Literal["gauge", "counter", "histogram"]
+PREFIXES = {None: METRIC_PREFIX, "client": "rl_insight_client_"}
+
+
+@dataclass
+class _Series:
+    labels: dict[str, str]
+    touched: float = 0.0  # monotonic time of the last update
+    value: float = 0.0  # gauge value
+    ts: float = -math.inf  # client timestamp of the gauge value
+    per_client: dict[str, object] = field(default_factory=dict)  # counter: float; histogram: (sum, count, cumulative)
+    cost: int = 0  # estimated bytes (labels), for the store's size bound
+
+
+@dataclass
+class _Family:
+    name: str  # exposed name (counters without `_total`)
+    kind: Kind
+    doc: str
+    bounds: tuple[float, ...] | None = None
+    series: dict[tuple, _Series] = field(default_factory=dict)
+    cost: int = 0
+    owner: str = ""  # the client that created it (per-client family bound)
+    ttl: float | None = None  # its own series TTL (agent-loop info series), else the store's
+
+
+@dataclass(frozen=True)
+class SeriesRef:
+    """A validated series definition from a batch, resolved once per batch."""
+
+    family: _Family
+    key: tuple
+    labels: dict[str, str]
+    base_name: str = ""  # sanitized name without the namespace prefix (what the run store records)
+    namespace: str | None = None
+
+
+def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
+    """Label names mapped onto Prometheus' alphabet (values were validated by the protocol)."""
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        try:
+            name = sanitize_label_name(k)
+        except InvalidNameError as exc:
+            raise ItemError("invalid_label_name", str(exc)) from None
+        if name in out:
+            raise ItemError("invalid_label_name", f"labels {k!r} and another label both become {name!r} after sanitizing")
+        out[name] = v
+    return out
+
+
+
+class MetricStore:
+    """Bounded by count *and* size: series per metric, metric families in all and per client, and an
+    estimate of the bytes the names, docs and labels take. Past a bound new series are refused and
+    counted; existing series keep updating, so one client's flood never costs another's data."""
+
+    def __init__(self, series_ttl_s: float = 3600.0, max_series_per_metric: int = 10_000,
+                 max_families: int = 20_000, max_families_per_client: int = 5_000,
+                 max_bytes: int = 256 * 2**20, ttl_by_prefix: dict[str, float] | None = None) -> None:
+        self._ttl = series_ttl_s
+        # metric names (before the exposition prefix) whose series leave /metrics sooner: one series per agent-loop
+        # trajectory would otherwise pile up for an hour (Prometheus and the run store keep them)
+        self._ttl_by_prefix = dict(ttl_by_prefix or {})
+        self._cap = max_series_per_metric
+        self._max_families = max_families
+        self._max_families_per_client = max_families_per_client
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._families: dict[str, _Family] = {}
+        self._families_by_client: dict[str, int] = {}
+        self.bytes_used = 0
+        self._last_sweep = time.monotonic()
+
+    # ----------------------------------------------------------------- ingest
+    def resolve(self, d: SeriesDef, client_id: str = "", namespace: str | None = None) -> SeriesRef:
+        """Map a validated series definition onto its exposed family and series (creating them)."""
+        try:
+            base = sanitize_metric_name(d.name)
+        except InvalidNameError as exc:
+            raise ItemError("invalid_metric_name", str(exc)) from None
+        kind: Kind = d.kind  # type: ignore[assignment]
+        if kind == "counter" and base.endswith("_total"):
+            base = base[: -len("_total")] or base
+        # a client's `server.namespace` replaces the trainer-scalar prefix (upstream's meaning of it)
+        name = (namespace + "_" if namespace and d.ns is None else PREFIXES[d.ns]) + base
+        labels = _exposed_labels(d.labels)
+        if kind == "histogram" and "le" in labels:
+            raise ItemError("invalid_label_name", "label 'le' is reserved for histogram buckets")
+        key = tuple(sorted(labels.items()))
+        with self._lock:
+            fam = self._families.get(name)
+            if fam is None:
+                if len(self._families) >= self._max_families:
+                    raise ItemError("family_cap", f"the server already exposes {self._max_families} metrics; new metric {name!r} refused")
+                mine = self._families_by_client.get(client_id, 0)
+                if mine >= self._max_families_per_client:
+                    raise ItemError("family_cap", f"this client already created {mine} metrics (the per-client limit); "
+                                                  f"new metric {name!r} refused")
+                cost = len(name) + len(d.doc) + 100
+                if self.bytes_used + cost > self._max_bytes:
+                    raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); {name!r} refused")
+                fam = self._families[name] = _Family(name, kind, d.doc or f"{kind.capitalize()} {d.name}", d.bounds,
+                                                     cost=cost, owner=client_id,
+                                                     ttl=next((t for p, t in self._ttl_by_prefix.items() if base.startswith(p)), None))
+                self._families_by_client[client_id] = mine + 1
+                self.bytes_used += cost
+            elif fam.kind != kind:
+                raise ItemError("type_conflict", f"metric {name!r} is a {fam.kind}; cannot record a {kind} under the same name")
+            elif d.bounds is not None and fam.bounds != d.bounds:
+                raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got {list(d.bounds)}")
+            if key not in fam.series and len(fam.series) >= self._cap:
+                raise ItemError("series_cap", f"metric {name!r} already has {self._cap} series (max_series_per_metric); new series refused")
+        return SeriesRef(fam, key, labels, base, d.ns)
+
+    def apply(self, ref: SeriesRef, client_id: str, ts: float, value: object) -> float | tuple[float, float]:
+        """Apply one validated sample; return the series' exposed value (gauge value, counter total across
+        clients, histogram (sum, count) across clients)."""
+        fam = ref.family
+        now = time.monotonic()
+        with self._lock:
+            s = self._series(fam, ref)
+            s.touched = now
+            if fam.kind == "gauge":
+                if ts >= s.ts:  # a late or resent older sample never overwrites a newer one
+                    s.value, s.ts = value, ts  # type: ignore[assignment]
+                return value  # type: ignore[return-value]
+            if fam.kind == "counter":
+                prev = s.per_client.get(client_id, 0.0)
+                s.per_client[client_id] = max(prev, value)  # type: ignore[type-var,call-overload]
+                total = math.fsum(s.per_client.values())  # type: ignore[arg-type]
+                return total if math.isfinite(total) else 1.7976931348623157e308
+            total_sum, count, _ = value  # type: ignore[misc]
+            prev = s.per_client.get(client_id)
+            if prev is None or count >= prev[1]:  # type: ignore[index]
+                s.per_client[client_id] = value
+            parts = s.per_client.values()
+            return (math.fsum(p[0] for p in parts), float(sum(p[1] for p in parts)))  # type: ignore[index]
+
+    def _series(self, fam: _Family, ref: SeriesRef) -> _Series:
+        s = fam.series.get(ref.key)
+        if s is None:
+            if len(fam.series) >= self._cap:
+                raise ItemError("series_cap", f"metric {fam.name!r} already has {self._cap} series; new series refused")
+            cost = sum(len(k) + len(v) for k, v in ref.labels.items()) + 120
+            if self.bytes_used + cost > self._max_bytes:
+                raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); new series refused")
+            s = fam.series[ref.key] = _Series(ref.labels, cost=cost)
+            self.bytes_used += cost
+        return s
+
+    # ----------------------------------------------------------------- exposition
+    def series_count(self) -> int:
+        with self._lock:
+            return sum(len(f.series) for f in self._families.values())
+
+    def _sweep(self, now: float) -> None:
+        for name in list(self._families):
+            fam = self._families[name]
+            cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
+            for key in [k for k, s in fam.series.items() if s.touched < cutoff]:
+                self.bytes_used -= fam.series.pop(key).cost
+            if not fam.series:
+                del self._families[name]
+                self.bytes_used -= fam.cost
+                left = self._families_by_client.get(fam.owner, 1) - 1
+                if left > 0:
+                    self._families_by_client[fam.owner] = left
+                else:
+                    self._families_by_client.pop(fam.owner, None)
+
+    def snapshot(self) -> list[Metric]:
+        """Build exposition families. The lock is held only to copy state."""
+        now = time.monotonic()
+        rows: list[tuple[str, Kind, str, tuple | None, list[tuple[dict, object]]]] = []
+        with self._lock:
+            if now - self._last_sweep > min(60.0, self._ttl / 4, *(t / 4 for t in self._ttl_by_prefix.values())):
+                self._sweep(now)
+                self._last_sweep = now
+            for fam in self._families.values():
+                cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
+                items: list[tuple[dict, object]] = []
+                for s in fam.series.values():
+                    if s.touched < cutoff:
+                        continue
+                    if fam.kind == "gauge":
+                        items.append((s.labels, s.value))
+                    else:
+                        items.append((s.labels, list(s.per_client.values())))
+                rows.append((fam.name, fam.kind, fam.doc, fam.bounds, items))
+        return [self._metric(*row) for row in rows if row[4]]
+
+    @staticmethod
+    def _metric(name: str, kind: Kind, doc: str, bounds: tuple | None, items: Iterable[tuple[dict, object]]) -> Metric:
+        m = Metric(name, doc, kind)
+        for labels, value in items:
+            if kind == "gauge":
+                m.add_sample(name, labels, value)  # type: ignore[arg-type]
+            elif kind == "counter":
+                m.add_sample(name + "_total", labels, float(sum(value)))  # type: ignore[arg-type]
+            else:
+                parts = value  # list of (sum, count, cumulative) per client
+                total = sum(p[0] for p in parts)  # type: ignore[index]
+                count = sum(p[1] for p in parts)  # type: ignore[index]
+                cum = [sum(p[2][i] for p in parts) for i in range(len(bounds or ()) + 1)]  # type: ignore[index]
+                for bound, c in zip(list(bounds or ()) + [math.inf], cum):
+                    le = "+Inf" if math.isinf(bound) else repr(float(bound))
+                    m.add_sample(name + "_bucket", {**labels, "le": le}, float(c))
+                m.add_sample(name + "_count", labels, float(count))
+                m.add_sample(name + "_sum", labels, total)
+        return m
+
+
+class StoreCollector:
+    """prometheus_client collector adapter for a MetricStore."""
+
+    def __init__(self, store: MetricStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterable[Metric]:
+        return self._store.snapshot()

@@ -1,0 +1,535 @@
+"""Profile requests and the traces they bring back: the server side of "profile step N on these ranks".
+
+A request is created by the CLI or the UI, rides on the ingest replies of its run's clients (they match
+it to their lanes, role and rank), and collects what each matching process reports and uploads. Each
+request lives in its own directory under `<data_dir>/profiles/<id>/` (`request.json` plus the uploaded
+`.json.gz` traces, partial uploads under `.partial/`, the analysis under `report/`), so requests,
+statuses and half-done uploads survive a server restart; the in-memory index is rebuilt from disk.
+
+What processes report is appended to `processes.jsonl` (one line per report, compacted now and then), so a
+status report costs the same with 1,000 processes as with one; `request.json` is rewritten only when the
+request itself changes (cancelled, a file completed, the analysis moved).
+
+Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
+process bounded in time and memory (analysis/isolated.py), one request at a time: no upload can freeze or
+exhaust the server, and a burst of uploads never competes with ingest for more than one core. An analysis
+that fails or is killed ends `failed` with the reason; one interrupted by a server stop runs once more at
+the next start, never more.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ...analysis.isolated import REPORT_FILES
+from ...errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
+from ...fsutil import atomic_write
+from ...protocol import (
+    DEFAULT_PROFILE_BYTES,
+    INT64_MAX,
+    MAX_EXACT_INT,
+    MAX_PROFILE_BYTES,
+    MAX_PROFILE_STEPS,
+    MAX_PROFILE_WINDOW_S,
+    PROCESS_STATES,
+    PROCESS_TERMINAL,
+    PROFILE_ACTIVITIES,
+    ProfileRequest,
+)
+from .step_clock import StepClock
+
+log = logging.getLogger("rl_insight.server.live.profiles")
+
+# gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe unpickler)
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite|pickle|pkl)$")
+REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
+MAX_ACTIVE_PER_RUN = 8
+MAX_PROCESSES_PER_REQUEST = 1024
+DEFAULT_TTL_S = 3600.0
+REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
+MAX_RANK = 2**31
+ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
+JOURNAL = "processes.jsonl"
+MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen yet (a job about to start)
+ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
+
+
+_STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """`120` or `120-121` as (first, last); the CLI and the route read steps the same way."""
+    m = _STEPS.match(text)
+    if not m:
+        raise InvalidInputError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
+    first = int(m.group(1))
+    return first, int(m.group(2)) if m.group(2) else first
+
+
+def _now() -> float:
+    return time.time()
+
+
+class ProfileBook:
+    def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
+                 clock: StepClock | None = None, analysis_timeout_s: float = 600.0,
+                 analysis_max_memory_bytes: int = 8 * 2**30,
+                 run_exists: Callable[[str, str], bool] | None = None) -> None:
+        self.root = root
+        # whether the run store knows a run: requests for runs that never appear are bounded and swept
+        self.run_exists = run_exists
+        self.analysis_timeout_s = analysis_timeout_s
+        self.analysis_max_memory_bytes = analysis_max_memory_bytes
+        self._journal_lines: dict[str, int] = {}
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._records: dict[str, dict[str, Any]] = {}
+        self._by_run: dict[tuple[str, str], list[str]] = {}  # request ids per run: every ingest reply looks one run up
+        self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
+        self._max_active = max_active_per_run
+        self._load()
+        self._analyze = analyze
+        self._work: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        if analyze:
+            self._thread = threading.Thread(target=self._analysis_loop, name="rl-insight-profile-analysis", daemon=True)
+            self._thread.start()
+
+    # ------------------------------------------------------------------ persistence
+    def _dir(self, rid: str) -> Path:
+        if not REQUEST_ID.match(rid):
+            raise NotFoundError(f"no profile request {rid!r}")
+        return self.root / rid
+
+    def _load(self) -> None:
+        for d in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            f = d / "request.json"
+            if not REQUEST_ID.match(d.name) or not f.is_file():
+                continue
+            try:
+                rec = json.loads(f.read_text())
+                ProfileRequest.from_wire(rec["request"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping unreadable profile request %s: %s", d, exc)
+                continue
+            in_file = bool(rec.setdefault("processes", {}))  # written by a version before the journal
+            self._journal_lines[d.name] = self._replay(d / JOURNAL, rec["processes"])
+            if in_file:
+                self._compact(rec)  # into the journal, before the next save writes request.json without them
+            analysis = rec.setdefault("analysis", {"state": "none"})
+            if analysis.get("state") == "running":  # interrupted by a server stop
+                if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
+                    rec["analysis"] = {"state": "failed", "attempts": analysis.get("attempts", 1),
+                                       "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times by a server stop; "
+                                                  "not tried again (the traces are kept: `rl-insight profile fetch`)"}
+                else:
+                    rec["analysis"] = {**analysis, "state": "pending"}  # done once more below
+                self._save(rec)
+            self._records[d.name] = rec
+            self._by_run.setdefault(_run_of(rec), []).append(d.name)
+
+    @staticmethod
+    def _replay(journal: Path, procs: dict[str, Any]) -> int:
+        """Apply the process journal (the last line of a process wins); a torn last line is skipped."""
+        try:
+            lines = journal.read_text().splitlines()
+        except OSError:
+            return 0
+        for line in lines:
+            try:
+                item = json.loads(line)
+                procs[str(item["key"])] = dict(item["entry"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return len(lines)
+
+    def _save(self, rec: dict[str, Any]) -> None:
+        """request.json without the processes (they live in the journal)."""
+        d = self.root / rec["request"]["id"]
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write(d / "request.json", json.dumps({**rec, "processes": {}}, indent=1))
+
+    def _journal(self, rec: dict[str, Any], key: str) -> None:
+        """One process's entry appended (O(1)); the journal is rewritten once it holds 4x more lines than processes."""
+        rid = rec["request"]["id"]
+        d = self.root / rid
+        d.mkdir(parents=True, exist_ok=True)
+        n = self._journal_lines.get(rid, 0) + 1
+        procs = rec["processes"]
+        if n > 4 * len(procs) + 64:
+            self._compact(rec)
+            return
+        with open(d / JOURNAL, "a") as f:
+            f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
+        self._journal_lines[rid] = n
+
+    def _compact(self, rec: dict[str, Any]) -> None:
+        """The journal rewritten with one line per process (atomically)."""
+        rid, procs = rec["request"]["id"], rec["processes"]
+        (self.root / rid).mkdir(parents=True, exist_ok=True)
+        atomic_write(self.root / rid / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items()))
+        self._journal_lines[rid] = len(procs)
+
+    # ------------------------------------------------------------------ requests
+    def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: list[str] = (),
+               roles: list[str] = (), ranks: list[int] = (), activities: list[str] = ("cpu", "cuda"),
+               memory: bool = False, stack: bool = False, ttl_s: float = DEFAULT_TTL_S, max_window_s: float = 300.0,
+               max_bytes: int = DEFAULT_PROFILE_BYTES, origin: str = "api", stage: str = "") -> dict[str, Any]:
+        if not project or not experiment_name:
+            raise InvalidInputError("a profile request needs the run: project and experiment_name")
+        if first_step < 0 or last_step < first_step or last_step - first_step >= MAX_PROFILE_STEPS:
+            raise InvalidInputError(f"steps {first_step}-{last_step}: give first <= last, at most {MAX_PROFILE_STEPS} steps "
+                                    "(a profile of more steps is too large to be useful)")
+        bad = [a for a in activities if a not in PROFILE_ACTIVITIES]
+        if bad or not activities:
+            raise InvalidInputError(f"activities {bad or activities}: choose from {', '.join(PROFILE_ACTIVITIES)}")
+        if not 1 <= max_window_s <= MAX_PROFILE_WINDOW_S:
+            raise InvalidInputError(f"max_window_s must be in [1, {MAX_PROFILE_WINDOW_S:.0f}]")
+        if not 1 <= max_bytes <= MAX_PROFILE_BYTES:
+            raise InvalidInputError(f"max_bytes must be in [1, {MAX_PROFILE_BYTES}]")
+        if stage and first_step != last_step:
+            raise InvalidInputError(f"stage {stage[:60]!r}: a stage is profiled in one step; give one step, not {first_step}-{last_step}")
+        if not 1 <= ttl_s <= 7 * 86400:
+            raise InvalidInputError("ttl_s must be between 1 s and 7 days")
+        rid = os.urandom(8).hex()
+        wire = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
+                              tuple(ranks), "torch", tuple(activities), memory, stack, _now() + ttl_s, max_window_s,
+                              max_bytes, stage).to_wire()
+        try:
+            ProfileRequest.from_wire(wire)  # the same validation a client applies
+        except ValueError as exc:
+            raise InvalidInputError(f"profile request: {exc}") from None
+        rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
+               "files": {}, "analysis": {"state": "none"}}
+        self.sweep()
+        unknown_run = self.run_exists is not None and not self.run_exists(project, experiment_name)
+        with self._lock:
+            if unknown_run:
+                waiting = sum(1 for r in self._records.values() if r.get("unknown_run") and _state(r) == "pending")
+                if waiting >= MAX_UNKNOWN_RUN_REQUESTS:
+                    raise ConflictError(f"{waiting} profile requests already wait for runs that have not sent data yet",
+                                        hint="start the job, or cancel requests for runs that will not come")
+                rec["unknown_run"] = True
+            active = [r for r in self._of_run((project, experiment_name)) if _state(r) in ("pending", "running")]
+            if len(active) >= self._max_active:
+                raise ConflictError(f"run {project}/{experiment_name} already has {len(active)} active profile requests",
+                                    hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish")
+            self._records[rid] = rec
+            self._by_run.setdefault((project, experiment_name), []).append(rid)
+            self._save(rec)
+        return self.describe(rec)
+
+    def get(self, rid: str) -> dict[str, Any]:
+        return self.describe(self._record(rid))
+
+    def _record(self, rid: str) -> dict[str, Any]:
+        rec = self._records.get(rid)
+        if rec is None:
+            raise NotFoundError(f"no profile request {rid!r}", hint="`rl-insight profile list` shows them")
+        return rec
+
+    def list(self, project: str | None = None, experiment_name: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            recs = list(self._records.values())
+        out = [self.describe(r) for r in recs if (project is None or r["request"]["project"] == project)
+               and (experiment_name is None or r["request"]["experiment_name"] == experiment_name)]
+        return sorted(out, key=lambda r: r["created_at"], reverse=True)
+
+    def cancel(self, rid: str) -> dict[str, Any]:
+        with self._lock:
+            rec = self._record(rid)
+            if _state(rec) in ("pending", "running"):
+                rec["cancelled_at"] = _now()
+                self._save(rec)
+        return self.describe(rec)
+
+    def describe(self, rec: dict[str, Any]) -> dict[str, Any]:
+        return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
+
+    # ------------------------------------------------------------------ delivery (every ingest reply)
+    def note_step(self, project: str | None, experiment_name: str | None, step: float | None, at: float | None = None) -> None:
+        self.clock.note(project, experiment_name, step, at)
+
+    def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
+        """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
+        the list is cancelled or over) and the run's step clock, for processes that do not log the step."""
+        if not project or not experiment_name:
+            return {"profile": []}
+        key = (project, experiment_name)
+        now = _now()
+        active = [r["request"] for r in self._of_run(key)
+                  if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
+                  and _state(r) in ("pending", "running")]
+        out: dict[str, Any] = {"profile": active}
+        clock = self.clock.current(*key)
+        if clock is not None:  # and when it moved: a process can tell whether a step began before it heard
+            out["run_step"], out["run_step_at"] = clock
+        return out
+
+    # ------------------------------------------------------------------ what processes report
+    def report(self, rid: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Record what one process did; the answer is that process's entry and the request's state (never the
+        whole request: a report costs the same with 1,000 processes as with one)."""
+        state = body.get("state")
+        if state not in PROCESS_STATES:
+            raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
+        proc = body.get("process")
+        pid = _whole(proc.get("pid")) if isinstance(proc, dict) else None
+        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or pid is None or not 0 <= pid <= INT64_MAX:
+            raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
+        rank = _whole(proc.get("rank"))
+        if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
+            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(proc.get('rank'))[:40]!r}")
+        key = f"{proc['host'][:128]}:{pid}"
+        entry = {"host": proc["host"][:128], "pid": pid, "rank": rank,
+                 "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
+                 "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
+                 "state": state, "message": str(body.get("message") or "")[:2000], "updated_at": _now()}
+        if body.get("window") is not None:
+            entry["window"] = _window(body["window"])
+        if isinstance(body.get("file"), str) and FILE_NAME.match(body["file"]):
+            entry["file"] = body["file"]
+        with self._lock:
+            rec = self._record(rid)
+            procs = rec["processes"]
+            if key not in procs and len(procs) >= MAX_PROCESSES_PER_REQUEST:
+                raise ConflictError(f"profile request {rid} already has {MAX_PROCESSES_PER_REQUEST} processes")
+            previous = procs.get(key, {})
+            if not (previous.get("state") in PROCESS_TERMINAL and state not in PROCESS_TERMINAL):
+                procs[key] = {**previous, **entry}  # a late, out-of-order report never reopens a finished process
+                self._journal(rec, key)
+            return {"id": rid, "state": _state(rec), "process": procs[key]}
+
+    def process_silent(self, host: str, pid: int) -> None:
+        """A client went silent (killed, crashed: no exit handler ran): its unfinished part of any request
+        ends as failed, with the reason, instead of "profiling" until the request expires."""
+        key = f"{host[:128]}:{pid}"
+        with self._lock:
+            for rec in self._records.values():
+                proc = rec["processes"].get(key)
+                if proc is not None and proc["state"] not in PROCESS_TERMINAL:
+                    proc.update(state="failed", updated_at=_now(),
+                                message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
+                                        "will come from it")
+                    self._journal(rec, key)
+
+    # ------------------------------------------------------------------ uploads
+    def upload(self, rid: str, name: str, offset: int, total: int, data: bytes) -> dict[str, Any]:
+        """Appends one chunk of a gzip'd trace at `offset` of `total` bytes. ConflictError carries the size
+        the server has when the offset is not it (resume from there)."""
+        if not FILE_NAME.match(name):
+            raise InvalidInputError(f"file name {name[:80]!r}: letters, digits, . _ = + - only, ending in .json.gz, .sqlite, "
+                                    ".pickle or .pkl")
+        with self._lock:
+            rec = self._record(rid)
+            cap = rec["request"]["max_bytes"]
+            if not 0 < total <= cap:
+                raise PayloadTooLargeError(f"a trace of {total} bytes exceeds this request's cap of {cap} bytes",
+                                           hint="profile fewer steps, or request a larger --max-bytes")
+            if rec["cancelled_at"] is not None:
+                raise ConflictError(f"profile request {rid} was cancelled")
+            done = rec["files"].get(name)
+            if done and done.get("complete"):
+                raise ConflictError(f"{name} is already complete", hint="nothing to resend")
+            if done is None and rec["request"]["expires_at"] <= _now() and _state(rec) != "done":
+                raise ConflictError(f"profile request {rid} expired at {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(rec['request']['expires_at']))} UTC; "
+                                    "it takes no new traces", hint="request the profile again")
+            if done is not None and done.get("total") != total:
+                raise InvalidInputError(f"{name} was declared as {done.get('total')} bytes; a chunk now says {total}",
+                                        hint="an upload keeps its total; start a new file name to send another trace")
+            if not data:
+                raise InvalidInputError(f"empty chunk for {name} at byte {offset}: send at least one byte")
+            budget = REQUEST_FILES_FACTOR * cap
+            committed = sum(f.get("total", 0) for n, f in rec["files"].items() if n != name)
+            if done is None and committed + total > budget:
+                raise PayloadTooLargeError(f"profile request {rid} already holds {committed} bytes of traces; {name} "
+                                           f"({total} bytes) would pass its limit of {budget} bytes "
+                                           f"({REQUEST_FILES_FACTOR} x the per-file cap)")
+            partial = self._dir(rid) / ".partial" / name
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            size = partial.stat().st_size if partial.exists() else 0
+            if offset != size:
+                err = ConflictError(f"upload of {name} continues at byte {size}, not {offset}")
+                err.size = size  # type: ignore[attr-defined]
+                raise err
+            if size + len(data) > total:
+                raise InvalidInputError(f"chunk ends at byte {size + len(data)}, past the declared total {total}")
+            with open(partial, "ab") as f:
+                f.write(data)
+            size += len(data)
+            complete = size == total
+            if complete:
+                final = self._dir(rid) / name
+                os.replace(partial, final)
+                rec["analysis"] = {"state": "pending"}  # new input: analysed again (attempts start over)
+            first = done is None
+            rec["files"][name] = {"bytes": size, "total": total, "complete": complete, "updated_at": _now()}
+            if complete or first:  # the declared total is what later chunks are held to; progress is `.partial`'s size
+                self._save(rec)
+        if complete and self._analyze:
+            self._work.put(rid)
+        return {"size": size, "complete": complete}
+
+    def file(self, rid: str, name: str) -> Path:
+        rec = self._record(rid)
+        if name not in rec["files"] or not rec["files"][name].get("complete"):
+            raise NotFoundError(f"no complete trace {name[:80]!r} in profile request {rid}")
+        return self._dir(rid) / name
+
+    def report_file(self, rid: str, name: str) -> Path:
+        self._record(rid)
+        if name not in REPORT_FILES:
+            raise NotFoundError(f"no report file {name[:80]!r}")
+        p = self._dir(rid) / "report" / name
+        if not p.is_file():
+            raise NotFoundError(f"the analysis of profile request {rid} has no {name} yet",
+                                hint="it is written when the first trace has arrived and been analysed")
+        return p
+
+    # ------------------------------------------------------------------ retention
+    def _of_run(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        return [self._records[rid] for rid in list(self._by_run.get(key, ())) if rid in self._records]
+
+    def sweep(self, now: float | None = None) -> int:
+        """Delete ended requests (expired, cancelled) of runs the store never saw, a day after they expired:
+        retention deletes a run's requests with the run, and these have no run to go with."""
+        if self.run_exists is None:
+            return 0
+        now = _now() if now is None else now
+        with self._lock:
+            stale = [(rid, rec) for rid, rec in self._records.items() if rec.get("unknown_run")
+                     and rec["request"]["expires_at"] + ORPHAN_GRACE_S < now and _state(rec) in ("expired", "cancelled")]
+        gone = {_run_of(rec) for rid, rec in stale if not self.run_exists(*_run_of(rec))}
+        return self._forget([rid for rid, rec in stale if _run_of(rec) in gone])
+
+    def _forget(self, rids: list[str]) -> int:
+        with self._lock:
+            for rid in rids:
+                rec = self._records.pop(rid, None)
+                if rec is not None:
+                    ids = self._by_run.get(_run_of(rec), [])
+                    if rid in ids:
+                        ids.remove(rid)
+                self._journal_lines.pop(rid, None)
+                shutil.rmtree(self.root / rid, ignore_errors=True)
+        return len(rids)
+
+    def forget_runs(self, drop: set[tuple[str, str]]) -> int:
+        """Delete the requests (and their traces) of runs retention removed."""
+        with self._lock:
+            gone = [rid for key in drop for rid in self._by_run.pop(key, [])]
+            for rid in gone:
+                self._records.pop(rid, None)
+                shutil.rmtree(self.root / rid, ignore_errors=True)
+        return len(gone)
+
+    # ------------------------------------------------------------------ analysis on arrival
+    def _analysis_loop(self) -> None:
+        for rid, rec in list(self._records.items()):
+            if rec.get("analysis", {}).get("state") == "pending":
+                self._work.put(rid)
+        while True:
+            try:
+                rid = self._work.get(timeout=600)
+            except queue.Empty:
+                self.sweep()
+                continue
+            if rid is None:
+                return
+            while not self._work.empty():  # several files arrived meanwhile: analyse the request once
+                nxt = self._work.get()
+                if nxt is None:
+                    return
+                if nxt != rid:
+                    self._work.put(nxt)
+                    break
+            try:
+                self._analyse(rid)
+            except Exception as exc:  # noqa: BLE001 - the thread survives, and the request never stays "running"
+                log.warning("analysis of profile request %s failed: %r", rid, exc)
+                failed = self._records.get(rid)
+                if failed is not None:
+                    self._set_analysis(failed, {**failed.get("analysis", {}), "state": "failed",
+                                                "message": f"the analysis could not run: {type(exc).__name__}"})
+
+    def _analyse(self, rid: str) -> None:
+        """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
+        from ...analysis.isolated import (
+            run_isolated,  # (stdlib only; the child imports the analysis stack)
+        )
+
+        rec = self._records.get(rid)
+        if rec is None:
+            return
+        attempts = int(rec.get("analysis", {}).get("attempts", 0)) + 1
+        self._set_analysis(rec, {"state": "running", "attempts": attempts, "started_at": _now()})
+        req = rec["request"]
+        title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
+        names = [n for n, f in rec["files"].items() if f.get("complete")]
+        # bound on what one trace may inflate to: tied to the request's byte cap, and within the child's memory
+        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], self.analysis_max_memory_bytes // 2))
+        result = run_isolated(self._dir(rid), names, title, inflate_limit=inflate_limit,
+                              max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
+        self._set_analysis(rec, {**result, "attempts": attempts})
+
+    def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
+        with self._lock:
+            rec["analysis"] = analysis
+            self._save(rec)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._work.put(None)
+            self._thread.join(timeout=5)
+
+
+def _run_of(rec: dict[str, Any]) -> tuple[str, str]:
+    return rec["request"]["project"], rec["request"]["experiment_name"]
+
+
+def _state(rec: dict[str, Any]) -> str:
+    """pending (no process has answered) → running → done / failed; cancelled; expired (nobody answered in time)."""
+    if rec.get("cancelled_at") is not None:
+        return "cancelled"
+    procs = list(rec["processes"].values())
+    if not procs:
+        return "expired" if rec["request"]["expires_at"] <= _now() else "pending"
+    if any(p["state"] not in PROCESS_TERMINAL for p in procs):
+        return "running" if rec["request"]["expires_at"] > _now() else "expired"
+    return "done" if any(p["state"] == "uploaded" for p in procs) else "failed"
+
+
+def _whole(x: Any) -> int | None:
+    """An integer as JSON may spell it (`7` or `7.0`); None for anything else."""
+    if type(x) is int:
+        return x
+    if type(x) is float and x.is_integer() and abs(x) <= 2**63:
+        return int(x)
+    return None
+
+
+def _window(w: Any) -> dict[str, Any]:
+    """A profiling window as reported: epoch nanoseconds start <= end, in int64, and at most a few steps."""
+    start, end = (_whole(w.get("start_ns")), _whole(w.get("end_ns"))) if isinstance(w, dict) else (None, None)
+    if start is None or end is None or not 0 <= start <= end <= INT64_MAX:
+        raise InvalidInputError("window must be an object with start_ns <= end_ns, both integers in [0, 2**63)")
+    steps = w.get("steps")
+    if steps is not None:
+        steps = [_whole(x) for x in steps] if isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS else [None]
+        if not all(x is not None and 0 <= x <= MAX_EXACT_INT for x in steps):
+            raise InvalidInputError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
+    return {"start_ns": start, "end_ns": end, "steps": steps}

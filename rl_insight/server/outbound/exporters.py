@@ -1,0 +1,200 @@
+"""Live exporters: the server sends each run's trainer scalars (at their step) and its insight metrics
+(`rl_insight/…`) to TensorBoard and/or W&B while the job runs.
+
+Off the ingest path: ingest hands points to a bounded queue and returns; one thread per exporter
+writes them (one log dir / W&B run per run, created on first data). Past the bound, points are
+dropped and counted by reason, as are writes that fail; neither ever slows or fails ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ...export import Point, run_dir_name
+from ...export.points import config_text, insight_points, series_tag
+
+log = logging.getLogger("rl_insight.server.outbound.exporters")
+RunKey = tuple[str, str]
+
+
+class LiveExporter:
+    """One target (TensorBoard or W&B); `make_writer(project, experiment)` opens a run's writer."""
+
+    def __init__(self, name: str, make_writer: Callable[[str, str], Any], max_points: int = 200_000,
+                 flush_interval_s: float = 2.0) -> None:
+        self.name = name
+        self._make = make_writer
+        self._max = max_points
+        self._interval = flush_interval_s
+        self._queue: deque[tuple[RunKey, list[Point]]] = deque()
+        self._queued = 0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self._writers: dict[RunKey, Any] = {}
+        self._broken: set[RunKey] = set()
+        self.written = 0
+        self.dropped: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, name=f"rl-insight-export-{name}", daemon=True)
+        self._thread.start()
+
+    def _drop(self, reason: str, n: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def put(self, run: RunKey, points: list[Point]) -> None:
+        if not points:
+            return
+        with self._lock:
+            if self._queued + len(points) > self._max:
+                self._drop("queue_full", len(points))
+                return
+            self._queue.append((run, points))
+            self._queued += len(points)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._queue and not getattr(self, "_busy", False):
+                    break
+            time.sleep(0.02)
+        else:
+            return False
+        for w in list(self._writers.values()):
+            try:
+                w.flush()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%s exporter flush failed: %s", self.name, exc)
+        return True
+
+    def close(self) -> None:
+        self.flush(10.0)
+        self._stop = True
+        self._wake.set()
+        self._thread.join(10)
+        for w in self._writers.values():
+            try:
+                w.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%s exporter close failed: %s", self.name, exc)
+
+    def _writer(self, run: RunKey) -> Any:
+        w = self._writers.get(run)
+        if w is None and run not in self._broken:
+            try:
+                w = self._writers[run] = self._make(*run)
+            except Exception as exc:  # noqa: BLE001 - a failing exporter never affects ingest
+                self._broken.add(run)
+                log.error("%s exporter cannot open run %s/%s: %s", self.name, run[0], run[1], exc)
+        return w
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        break
+                    run, points = self._queue.popleft()
+                    self._queued -= len(points)
+                    self._busy = True
+                try:
+                    w = self._writer(run)
+                    if w is None:
+                        self._drop("writer_unavailable", len(points))
+                    else:
+                        self.written += w.scalars(points)
+                except Exception as exc:  # noqa: BLE001
+                    self._drop("write_error", len(points))
+                    log.warning("%s exporter failed to write %d points of %s/%s: %s", self.name, len(points), *run, exc)
+                finally:
+                    self._busy = False
+
+
+class Exporters:
+    """The enabled live exporters, fed by ingest and by the insight refresh."""
+
+    def __init__(self, exporters: Iterable[LiveExporter]) -> None:
+        self.all = list(exporters)
+        self._insight_step: dict[RunKey, int] = {}  # newest step whose insights were exported, per run
+
+    def samples(self, rows: Iterable[Any]) -> None:
+        """Run-store sample rows of one batch → points with a step, per run."""
+        if not self.all:
+            return
+        by_run: dict[RunKey, list[Point]] = {}
+        for r in rows:
+            if r.step is None:
+                continue
+            by_run.setdefault((r.project, r.experiment_name), []).append(Point(series_tag(r.name, r.labels), int(r.step), r.ts,
+                                                                               float(r.value)))
+        for run, points in by_run.items():
+            for e in self.all:
+                e.put(run, points)
+
+    def insights(self, latest: dict[RunKey, dict[str, Any]]) -> None:
+        """Insight metrics of the steps completed since the last refresh (each step exported once)."""
+        now = time.time()
+        for run, summary in latest.items():
+            done = self._insight_step.get(run, -1)
+            points = [p for p in insight_points(summary, now) if p.step > done]
+            if not points:
+                continue
+            self._insight_step[run] = max(p.step for p in points)
+            for e in self.all:
+                e.put(run, points)
+
+    def runs(self) -> set[RunKey]:
+        return {run for e in self.all for run in list(e._writers)}
+
+    def final_insights(self, reader: Any, step_metric: str, version_metric: str) -> None:
+        """At shutdown: the insights of every exported run's steps not exported yet (the last steps of a run
+        that finished between two refreshes), computed over the run's whole history."""
+        from ...export.points import run_insight_points
+        from ..runstore import queries as q
+
+        conn = reader.conn()
+        by_key = {(r["project"], r["experiment_name"]): r for r in q.list_runs(conn)}
+        for run in self.runs():
+            info = by_key.get(run)
+            if info is None:
+                continue
+            done = self._insight_step.get(run, -1)
+            points = [p for p in run_insight_points(conn, info, step_metric, version_metric) if p.step > done]
+            for e in self.all:
+                e.put(run, points)
+
+    def close(self) -> None:
+        for e in self.all:
+            e.close()
+
+
+def tensorboard_exporter(root: Path) -> LiveExporter:
+    from ...export.tensorboard_writer import TensorBoardRun, _import
+
+    _import()  # a missing extra is an error at start, not a silent no-op
+
+    def make(project: str, experiment: str) -> Any:
+        w = TensorBoardRun(root / run_dir_name(project, experiment))
+        w.text("rl_insight/run", config_text({"project": project, "experiment_name": experiment}))
+        return w
+
+    return LiveExporter("tensorboard", make)
+
+
+def wandb_exporter(wandb_project: str | None, entity: str | None, directory: Path) -> LiveExporter:
+    from ...export.wandb_writer import WandbRun, _import
+
+    _import()
+
+    def make(project: str, experiment: str) -> Any:
+        return WandbRun(project, experiment, wandb_project=wandb_project, entity=entity, directory=directory)
+
+    return LiveExporter("wandb", make)

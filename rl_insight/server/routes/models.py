@@ -1,0 +1,220 @@
+"""Request and response bodies as pydantic models, so `/openapi.json` documents the contract.
+
+The ingest route does not parse its body with these models (a batch holds up to hundreds of
+thousands of items, and `rl_insight.protocol` validates it item by item without pydantic's cost);
+they describe the same shape for the schema and for clients generated from it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ... import protocol as p
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: what was wrong, and usually what to do next."""
+
+    model_config = ConfigDict(extra="allow")
+    detail: str = Field(description="what was expected, what was found, and where")
+    hint: str | None = Field(None, description="the next step")
+    errors: list[dict[str, Any]] | None = Field(None, description="per-item or per-field problems, when there are several")
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {400: "malformed body (not JSON, bad gzip, nested too deeply)", 401: "missing or wrong token",
+            403: "cross-site or foreign-host request refused", 404: "not found",
+            409: "conflict with the current state", 413: "body too large",
+            415: "unsupported Content-Type (state-changing routes take application/json)",
+            422: "well-formed but invalid input", 503: "the run store is disabled or unavailable"}
+    return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
+
+
+# --------------------------------------------------------------------------- ingest
+class ClientBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(min_length=1, max_length=p.MAX_CLIENT_ID, description="random per process; makes counters idempotent")
+    pid: int | None = None
+    host: str | None = None
+    project: str | None = None
+    experiment_name: str | None = None
+
+
+class SeriesBody(BaseModel):
+    k: Literal["g", "c", "h"] = Field(description="gauge, counter (cumulative per client) or histogram")
+    n: str = Field(min_length=1, max_length=p.MAX_METRIC_NAME, description="metric name (sanitized for Prometheus)")
+    l: dict[str, str | int | float | bool] | None = Field(None, max_length=p.MAX_LABELS, description="labels")  # noqa: E741
+    d: str | None = Field(None, description=f"documentation (cut to {p.MAX_DOC} characters)")
+    b: list[float] | None = Field(None, max_length=p.MAX_BUCKETS, description="histogram bucket bounds, increasing")
+    ns: Literal["client"] | None = Field(None, description="'client' for the client's own delivery metrics")
+
+
+HistogramValue = tuple[float, int, list[int]]
+
+
+class SpanBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(min_length=1, max_length=p.MAX_ID)
+    trace_id: str | None = Field(None, max_length=p.MAX_ID)
+    parent_id: str | None = Field(None, max_length=p.MAX_ID)
+    name: str = Field(min_length=1, max_length=p.MAX_SPAN_NAME)
+    lane: str | None = Field(None, max_length=p.MAX_LANE)
+    kind: str | None = Field(None, description="state | state_child | op | span")
+    start_ns: int = Field(ge=0, lt=2**63, description="epoch nanoseconds")
+    end_ns: int | None = Field(None, ge=0, le=p.INT64_MAX, description="absent for a span start")
+    attributes: dict[str, Any] | None = Field(None, max_length=p.MAX_ATTRIBUTES)
+
+
+CompactSpan = tuple[str, Union[str, None], Union[str, None], str, Union[str, None], int, Union[int, None], str, Union[int, None]]
+
+
+class IngestBody(BaseModel):
+    """One batch (protocol 1). Invalid items are refused one by one; the rest of the batch is kept."""
+
+    v: Literal[1, 2] = Field(p.PROTOCOL_VERSION, description="2 adds `span_attrs` and compact spans (see rl_insight/protocol.py)")
+    client: ClientBody
+    series: list[SeriesBody] = []
+    samples: list[tuple[int, float, float | None, Union[float, HistogramValue]]] = Field(
+        [], description="[series_index, unix_ts_s, step|null, value]; histogram value [sum, count, [cumulative counts]]")
+    span_starts: list[Union[SpanBody, CompactSpan]] = []
+    spans: list[Union[SpanBody, CompactSpan]] = []
+    span_attrs: list[dict[str, Any]] = Field([], description="protocol 2: attribute table that compact spans index")
+    final: bool | None = Field(None, description="the process is done (finish() or exit)")
+
+
+class ItemProblem(BaseModel):
+    section: str
+    index: int
+    reason: str
+    detail: str
+
+
+class IngestAnswer(BaseModel):
+    accepted: int
+    rejected: int
+    errors: list[ItemProblem] = Field(description=f"the first {p.MAX_ERRORS_REPORTED} refused items")
+    boot_id: str = Field(description="changes when the server restarts; the client then resends its totals")
+    replaced_strings: int = Field(0, description="strings whose undecodable characters were replaced by U+FFFD")
+    protocols: list[int] = Field([1], description="ingest protocol versions this server accepts")
+    profile: list[dict[str, Any]] = Field([], description="the run's active profile requests (protocol.ProfileRequest); "
+                                          "authoritative: one missing from the list is cancelled or over")
+    run_step: int | None = Field(None, description="the run's step clock, for processes that do not log the step metric")
+    detail: str | None = None
+
+
+# --------------------------------------------------------------------------- profiles
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema with its `$defs` written in place, for an `openapi_extra` request body (a route that
+    reads its body itself, bounded, and documents it with the model)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref[8:]])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+STEPS_PATTERN = r"^\s*(next|[0-9]{1,15}(\s*-\s*[0-9]{1,15})?)\s*$"
+
+
+class ProfileCreate(BaseModel):
+    """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all). The run
+    is `run_id`, or `project` and `experiment_name`."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["run_id"], "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.INT64_MAX}}},
+        {"required": ["project", "experiment_name"], "properties": {"project": {"type": "string", "minLength": 1},
+                                                                    "experiment_name": {"type": "string", "minLength": 1}}}]})
+
+    run_id: int | None = Field(None, ge=0, lt=2**63, description="the run (or project + experiment_name)")
+    project: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
+    experiment_name: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
+    steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "
+                       f"{p.MAX_PROFILE_STEPS} steps), or `next`: the first step every process of the run hears of "
+                       "before it begins", max_length=64, pattern=STEPS_PATTERN)
+    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    activities: list[Literal["cpu", "cuda"]] = Field(["cpu", "cuda"], min_length=1, max_length=2)
+    memory: bool = False
+    stack: bool = False
+    ttl_s: float = Field(3600.0, ge=1, le=7 * 86400, description="the request expires when no process has taken it by then")
+    max_window_s: float = Field(300.0, ge=1, le=p.MAX_PROFILE_WINDOW_S,
+                                description="a window still open after this is closed by the client")
+    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, ge=1, le=p.MAX_PROFILE_BYTES, description="gzip'd trace size cap per process")
+    stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "
+                       "actor_update) in the one step given; empty: the whole step(s)")
+    origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
+                                             "`rl-insight profile upload` (never delivered to the job's processes)")
+
+
+class ProfileProcess(BaseModel):
+    host: str = Field(max_length=1024)
+    pid: int = Field(ge=0, lt=2**63)
+    rank: int | None = Field(None, ge=0, lt=2**31)
+    lanes: list[str] = []
+    roles: list[str] = []
+
+
+class ProfileWindow(BaseModel):
+    start_ns: int = Field(ge=0, lt=2**63, description="epoch nanoseconds; start_ns <= end_ns")
+    end_ns: int = Field(ge=0, lt=2**63)
+    steps: list[Annotated[int, Field(ge=0, le=p.MAX_EXACT_INT)]] | None = Field(None, max_length=p.MAX_PROFILE_STEPS)
+
+
+class ProfileStatus(BaseModel):
+    """What one process did with a profile request (POST /api/v1/profiles/{id}/status; documents the body the
+    route reads itself, within 64 KiB)."""
+
+    state: Literal[p.PROCESS_STATES]  # type: ignore[valid-type]
+    process: ProfileProcess
+    message: str = Field("", max_length=2000)
+    window: ProfileWindow | None = None
+    file: str | None = Field(None, max_length=200)
+
+
+# --------------------------------------------------------------------------- targets
+# the shape of a target; what a pattern cannot say (the port's range, a valid IPv4/IPv6 address) targets.py checks
+TARGET_PATTERN = r"^\s*(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9._-]*[A-Za-z0-9_])?):[0-9]{1,5}\s*$"
+Target = Annotated[str, Field(max_length=300, pattern=TARGET_PATTERN, description="host:port, or [IPv6]:port")]
+
+
+class TargetItem(BaseModel):
+    target: Target
+    labels: dict[str, str | int | float | bool] | None = None
+
+
+class TargetRegistration(BaseModel):
+    """Upstream RL-Insight's body: `targets` as `host:port` strings or {target, labels} objects."""
+
+    model_config = ConfigDict(extra="allow")
+    targets: list[Union[Target, TargetItem]] = Field(min_length=1)
+    job_name: str | None = None
+    labels: dict[str, str | int | float | bool] | None = None
+    project: str | None = None
+    experiment_name: str | None = None
+
+
+class TargetRegistered(BaseModel):
+    status: str
+    prometheus_reloaded: bool = Field(description="true: the targets are in effect (the file_sd file Prometheus watches "
+                                                  "was written; no reload is needed)")
+    reload_needed: bool
+    job_name: str
+    target_count: int = Field(description="targets now registered for this job")
+    targets_file: str
+    config_file: str | None = Field(None, description="the rendered prometheus.yml, when this server's stack runs Prometheus")
+
+
+class LoginBody(BaseModel):
+    token: str = Field(max_length=4096)

@@ -1,0 +1,144 @@
+"""Per-step insight statistics: any window answered from stored steps plus raw edges equals the insights
+computed from every span of the window (the definition, rl_insight/insights.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rl_insight import insights
+from rl_insight.protocol import SpanRecord
+from rl_insight.server.runstore import step_stats
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import queries as q
+
+S = 10**9
+T0 = 1_790_000_000 * S
+ID = {"project": "p", "experiment_name": "e"}
+
+
+def _build(path: Path, steps: int = 30) -> tuple[RunStoreWriter, list[tuple[float, float]], list[tuple[float, float]]]:
+    rng = random.Random(7)
+    w = RunStoreWriter(path, flush_interval_s=0.01)
+    spans, step_samples, versions, seq = [], [], [], 0
+
+    def add(name: str, lane: str, a: int, b: int | None, attrs: dict | None = None, kind: str = "state") -> None:
+        nonlocal seq
+        seq += 1
+        spans.append(SpanRecord(f"{seq:016x}", "t" * 32, None, name, lane, kind, a, b, {**ID, **(attrs or {})}))
+
+    for step in range(1, steps + 1):
+        base = T0 + (step - 1) * 2 * S
+        for r in range(3):  # replica 2 is the long tail on odd steps; generation overlaps the previous step's training
+            d = int(0.8 * S * rng.uniform(0.7, 1.0) * (1.8 if r == 2 and step % 2 else 1.0))
+            add("vllm_generate", f"replica_{r}", base - S // 3, base - S // 3 + d, {"param_version": step - 1 - (r == 1)})
+            add("update_weights", f"replica_{r}", base + int(1.7 * S), base + int(1.8 * S))
+        for k in range(2):
+            a = base + int(0.6 * S * rng.uniform(0.9, 1.1))
+            add("train_batch", f"rank_{k}", a, a + int(0.9 * S))
+            add("actor_update", f"rank_{k}", a + S // 10, a + int(0.8 * S), kind="state_child")
+        step_samples.append(((base + 2 * S) / S, float(step)))
+        versions.append(((base + int(1.75 * S)) / S, float(step)))
+    add("vllm_generate", "replica_0", T0 + steps * 2 * S + S // 2, None)  # still running
+    w.put_spans([spans[-1]], spans[:-1])
+    w.put_samples([SampleRow("p", "e", "training_global_step", "gauge", "{}", v, ts, v) for ts, v in step_samples])
+    w.put_samples([SampleRow("p", "e", "current_param_version", "gauge", "{}", v, ts, v) for ts, v in versions])
+    assert w.flush()
+    return w, step_samples, versions
+
+
+def _close(a: dict, b: dict, what: str) -> None:
+    a = {k: v for k, v in a.items() if not (isinstance(v, float) and abs(v) < 1e-9)}
+    b = {k: v for k, v in b.items() if not (isinstance(v, float) and abs(v) < 1e-9)}
+    assert set(a) == set(b), (what, set(a) ^ set(b))
+    for k in a:
+        if isinstance(a[k], dict):
+            _close(a[k], b[k], f"{what}.{k}")
+        elif isinstance(a[k], float):
+            assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-6), (what, k, a[k], b[k])
+        else:
+            assert a[k] == b[k], (what, k)
+
+
+@pytest.fixture(autouse=True)
+def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step_stats, "BLOCK", 8)  # a 30-step run then has blocks, single steps and raw edges
+
+
+@pytest.mark.parametrize("window", [(0, 60), (3.3, 17.9), (10, 12), (10.5, 10.9), (-5, 80), (21.0, 40.0)])
+def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, window: tuple[float, float]) -> None:
+    w, step_samples, versions = _build(tmp_path / "store.sqlite")
+    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    now = T0 + 200 * S
+    windows = insights.step_windows(step_samples)
+    todo = step_stats.pending_steps(conn, 1, windows, now)
+    assert [x[0] for x in todo] == [x[0] for x in windows]  # nothing stored yet
+    done = {x[0] for x in todo}
+    blocks = step_stats.complete_blocks(windows, done, set())
+    assert blocks  # 30 steps: a block of the first step_stats.BLOCK of them
+    w.put_step_stats(step_stats.compute_steps(conn, 1, todo, versions, now), [(1, *b) for b in blocks])
+    assert w.flush()
+    assert step_stats.pending_steps(conn, 1, windows, now) == []
+    assert step_stats.stored_steps(conn, 1, "block") == {b[0] for b in blocks}
+    t0, t1 = T0 + int(window[0] * S), T0 + int(window[1] * S)
+    fast = step_stats.window_insights(conn, 1, t0, t1, now, windows, versions)
+    raw_spans = q.spans_in(conn, 1, t0, t1)
+    raw = insights.summarize(raw_spans, t0, t1, now, step_samples, versions)
+    _close(fast["lanes"], raw["lanes"], "lanes")
+    _close(fast["busy"], raw["busy"], "busy")
+    _close(fast["overlap"], raw["overlap"], "overlap")
+    # steps overlapping the window, each as a whole step (its own window's spans, even where the query window cuts it)
+    assert [s["step"] for s in fast["steps"]] == [s["step"] for s in raw["steps"]]
+    tails = {t["step"]: t for t in fast["long_tail"]}
+    for f in fast["steps"]:
+        ref = insights.summarize(q.spans_in(conn, 1, f["start_ns"], f["end_ns"]), f["start_ns"], f["end_ns"], now,
+                                 step_samples, versions)
+        one = next(x for x in ref["steps"] if x["step"] == f["step"])
+        _close(f["states"], one["states"], f"step {f['step']}")
+        ref_tail = next((t for t in ref["long_tail"] if t["step"] == f["step"]), None)
+        assert (ref_tail is None) == (f["step"] not in tails)
+        if ref_tail:
+            assert (tails[f["step"]]["slowest_lane"], tails[f["step"]]["ratio"]) == (ref_tail["slowest_lane"], pytest.approx(ref_tail["ratio"]))
+    # rollout wait per step: each step's own spans (and the step before it), as a whole step
+    waits = {w["step"]: w["wait_s"] for w in fast["rollout_wait"]}
+    for f in fast["steps"]:
+        a, b = f["start_ns"], f["end_ns"]
+        ref = insights.rollout_wait(q.spans_in(conn, 1, a - (b - a), b), [(f["step"], a, b)], now)
+        assert ([r["wait_s"] for r in ref] or [None])[0] == (pytest.approx(waits[f["step"]]) if f["step"] in waits else None)
+    # staleness counts the generation states that ended inside the window
+    ended = [s for s in raw_spans if s["end_ns"] is not None and t0 <= s["end_ns"] < t1]
+    values = insights.staleness_values(ended, versions, now)
+    if values:
+        assert fast["staleness"]["samples"] == len(values)
+        assert fast["staleness"]["mean"] == pytest.approx(sum(values) / len(values))
+    else:
+        assert fast["staleness"] is None
+    w.close()
+
+
+def test_windows_without_stored_steps_fall_back_to_spans_and_open_states_are_seen(tmp_path: Path) -> None:
+    w, step_samples, versions = _build(tmp_path / "store.sqlite", steps=6)
+    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    now = T0 + 6 * 2 * S + 3600 * S  # the open state has run for an hour: stalled (no history needed)
+    windows = insights.step_windows(step_samples)
+    t0, t1 = T0, now
+    fast = step_stats.window_insights(conn, 1, t0, t1, now, windows, versions)
+    raw = insights.summarize(q.spans_in(conn, 1, t0, t1), t0, t1, now, step_samples, versions)
+    _close(fast["lanes"], raw["lanes"], "lanes")
+    assert [s["lane"] for s in fast["stalled"]] == ["replica_0"]
+    w.close()
+
+
+def test_a_window_scan_reads_only_from_the_runs_longest_span(tmp_path: Path) -> None:
+    """spans_in is bounded below by the run's longest finished span (plus open spans): same answer as a full scan."""
+    w, _, _ = _build(tmp_path / "store.sqlite")
+    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    longest = conn.execute("SELECT max_span_ns FROM runs WHERE id = 1").fetchone()[0]
+    assert longest == conn.execute("SELECT max(end_ns - start_ns) FROM spans").fetchone()[0]
+    a, b = T0 + 20 * S, T0 + 30 * S
+    got = {s["id"] for s in q.spans_in(conn, 1, a, b)}
+    want = {r[0] for r in conn.execute("SELECT id FROM spans WHERE start_ns < ? AND (end_ns IS NULL OR end_ns > ?)", (b, a))}
+    assert got == want
+    w.close()
