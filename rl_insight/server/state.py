@@ -11,50 +11,26 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
-from .._version import __version__
 from ..protocol import SpanRecord
-from .live.clients import ClientTracker
 from .config import ServerConfig
-from .prometheus.experiments import ExperimentBook
+from .intake.pipeline import IntakePipeline
+from .live.clients import ClientTracker
 from .live.insight_service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
+from .live.server_metrics import ServerMetrics
+from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
+from .prometheus.experiments import ExperimentBook
+from .prometheus.targets import TargetRegistry
 from .runstore import RunStoreReader, RunStoreWriter
 from .security import Auth, local_names
-from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
-from .prometheus.targets import TargetRegistry
 
 if TYPE_CHECKING:
     from .outbound.exporters import Exporters
 
 log = logging.getLogger("rl_insight.server")
-
-
-class ServerMetrics:
-    """The server's own metrics (`rl_insight_server_*`), in the app's isolated registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        p = "rl_insight_server_"
-        self.requests = Counter(p + "http_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=registry)
-        self.accepted = Counter(p + "ingest_items_accepted", "Ingested items stored, by section", ["section"], registry=registry)
-        self.rejected = Counter(p + "ingest_items_rejected", "Ingested items refused, by reason", ["reason"], registry=registry)
-        self.replaced = Counter(p + "ingest_strings_replaced", "Strings with undecodable characters replaced by U+FFFD",
-                                registry=registry)
-        self.latency = Histogram(p + "ingest_duration_seconds", "Time to decode, validate and store one ingest batch",
-                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=registry)
-        self.series = Gauge(p + "series", "Trainer series currently exposed", registry=registry)
-        self.store_bytes = Gauge(p + "metric_store_bytes", "Estimated bytes of names and labels held for /metrics", registry=registry)
-        self.open_states = Gauge(p + "open_states", "RL states that have started and not yet ended", registry=registry)
-        self.targets = Gauge(p + "targets", "Registered scrape targets", registry=registry)
-        self.clients = Gauge(p + "live_clients", "Client processes heard from within the silence timeout", registry=registry)
-        self.cut_short = Gauge(p + "spans_cut_short", "Open states closed because their client went silent or finished",
-                               registry=registry)
-        self.otlp_intake = Counter(p + "otlp_intake", "OTLP trace intake: attribute values capped, spans without a run "
-                                   "identity (kept under project 'unassigned')", ["what"], registry=registry)
-        info = Gauge(p + "build_info", "Server version", ["version"], registry=registry)
-        info.labels(__version__).set(1)
 
 
 class ServiceProbe:
@@ -165,6 +141,9 @@ class AppState:
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
+        # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
+        self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,
+                                     clock=self.step_clock, exporters=self.exporters, metrics=self.metrics)
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
@@ -205,7 +184,11 @@ class AppState:
             self.writer.mark_finished(project, experiment_name)
 
     def _register_collectors(self) -> None:
-        from .live.collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector
+        from .live.collectors import (
+            ExportCollector,
+            OtlpCollector,
+            RunStoreHealthCollector,
+        )
 
         if self.exporters.all:
             self.registry.register(ExportCollector(self.exporters))
@@ -246,7 +229,9 @@ class AppState:
         if self.config.otlp_grpc_intake_port:
             from .intake.otlp_grpc import GrpcTraceIntake
 
-            self.grpc_intake = GrpcTraceIntake(self, self.config.host, self.config.otlp_grpc_intake_port)
+            self.grpc_intake = GrpcTraceIntake(self.intake, self.auth, self.config.host, self.config.otlp_grpc_intake_port,
+                                               max_body_bytes=self.config.max_body_bytes,
+                                               ack_timeout_s=self.config.ack_timeout_s)
             self.grpc_intake.start()
 
     def stop(self) -> None:

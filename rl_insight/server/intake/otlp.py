@@ -348,32 +348,3 @@ def _int(v: Any) -> Any:
         return int(v)
     except (TypeError, ValueError):
         return v  # refused by the protocol's validation, with the reason
-
-
-def receive_spans(st: Any, spans: SpanPairs, b64_ids: bool) -> tuple[int, int, str, Any]:
-    """Map, validate and store one request's spans (the HTTP route and the gRPC service both end here): how many
-    spans were accepted and refused, the first refusal's reason, and the run store's `durable` future to answer
-    after (None without a run store)."""
-    from .ingest import apply_batch
-
-    since = st.writer.seq() if st.writer is not None else None
-    batches, counts = to_batches(spans, b64_ids, st.step_clock)
-    accepted, rejected = 0, counts.pop("too_many", 0)
-    first_error = f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
-    m = st.metrics
-    if rejected:
-        m.rejected.labels("too_many_spans").inc(rejected)
-    for obj in batches.values():
-        batch, result = apply_batch(obj, st.store)
-        st.spans.put(result.span_starts, result.spans, batch.client.host, None)
-        accepted += result.accepted
-        rejected += result.rejected
-        if result.errors and not first_error:
-            first_error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
-        for reason, n in result.reasons.items():
-            m.rejected.labels(reason).inc(n)
-    m.accepted.labels("otlp_spans").inc(accepted)
-    for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
-        m.otlp_intake.labels(what).inc(n)
-    durable = st.writer.durable(since) if since is not None and accepted else None
-    return accepted, rejected, first_error, durable

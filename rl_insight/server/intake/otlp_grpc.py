@@ -1,7 +1,7 @@
 """OTLP/gRPC trace intake on a port of its own (`--otlp-intake-grpc-port`; off by default): for exporters that
 speak only gRPC (MLflow's and most SDKs' default protocol). Same auth as ingest (`authorization: Bearer <token>`
 metadata, which `OTEL_EXPORTER_OTLP_TRACES_HEADERS` sets), same mapping and sinks as `POST /v1/traces`
-(otlp_intake.receive_spans).
+(the intake pipeline's `otlp`), answered once the run store committed the spans.
 
 Bounded and never blocking: messages over the body limit are refused by gRPC itself (RESOURCE_EXHAUSTED),
 at most `MAX_CONCURRENT` exports run at once (more are refused the same way, and the exporter retries), on
@@ -15,8 +15,10 @@ from concurrent import futures
 from typing import Any
 
 from ...errors import BusyError, MalformedBodyError, PortInUseError
+from ..security import Auth
 from .ingest import wait_stored
-from .otlp import pb_spans, receive_spans
+from .otlp import pb_spans
+from .pipeline import IntakePipeline
 
 log = logging.getLogger("rl_insight.server.intake.otlp_grpc")
 MAX_CONCURRENT = 32
@@ -24,8 +26,10 @@ WORKERS = 4
 
 
 class GrpcTraceIntake:
-    def __init__(self, st: Any, host: str, port: int) -> None:
-        self.st, self.host, self.port = st, host, port
+    def __init__(self, intake: IntakePipeline, auth: Auth, host: str, port: int, *, max_body_bytes: int,
+                 ack_timeout_s: float) -> None:
+        self.intake, self.auth, self.host, self.port = intake, auth, host, port
+        self.max_body_bytes, self.ack_timeout_s = max_body_bytes, ack_timeout_s
         self._server: Any = None
         self.bound_port = 0
 
@@ -37,19 +41,19 @@ class GrpcTraceIntake:
             trace_service_pb2_grpc,
         )
 
-        st = self.st
+        intake, auth, ack_timeout_s = self.intake, self.auth, self.ack_timeout_s
 
         class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's method name
-                if st.auth.token:
+                if auth.token:
                     meta = dict(context.invocation_metadata())
                     scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
-                    if scheme.lower() != "bearer" or not st.auth.token_ok(supplied):
+                    if scheme.lower() != "bearer" or not auth.token_ok(supplied):
                         context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                       "missing or wrong bearer token: set OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>")
                 try:
-                    accepted, rejected, error, durable = receive_spans(st, pb_spans(request), True)
-                    wait_stored(durable, st.config.ack_timeout_s)  # answered once stored, like the HTTP intake
+                    got = intake.otlp(pb_spans(request), True)
+                    wait_stored(got.durable, ack_timeout_s)  # answered once stored, like the HTTP intake
                 except MalformedBodyError as exc:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
                 except BusyError as exc:  # UNAVAILABLE: the exporter retries
@@ -57,15 +61,15 @@ class GrpcTraceIntake:
                 except RecursionError:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OTLP request nested too deeply")
                 answer = trace_service_pb2.ExportTraceServiceResponse()
-                if rejected:
-                    answer.partial_success.rejected_spans = rejected
-                    answer.partial_success.error_message = error[:1000]
+                if got.rejected:
+                    answer.partial_success.rejected_spans = got.rejected
+                    answer.partial_success.error_message = got.error[:1000]
                 return answer
 
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rl-insight-otlp-grpc"),
             maximum_concurrent_rpcs=MAX_CONCURRENT,
-            options=[("grpc.max_receive_message_length", st.config.max_body_bytes), ("grpc.so_reuseport", 0)])
+            options=[("grpc.max_receive_message_length", self.max_body_bytes), ("grpc.so_reuseport", 0)])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:

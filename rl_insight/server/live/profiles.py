@@ -261,9 +261,6 @@ class ProfileBook:
         return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
-    def note_step(self, project: str | None, experiment_name: str | None, step: float | None, at: float | None = None) -> None:
-        self.clock.note(project, experiment_name, step, at)
-
     def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
         """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
         the list is cancelled or over) and the run's step clock, for processes that do not log the step."""

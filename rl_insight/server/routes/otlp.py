@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..intake.ingest import gunzip_bounded, until_stored
 from ..intake.gate import IntakeGate
-from .models import error_responses
-from ..intake.otlp import decode_request, receive_spans
+from ..intake.ingest import gunzip_bounded, until_stored
+from ..intake.otlp import decode_request
+from ..intake.pipeline import SpansReceived
 from ..state import AppState
 from .body import read_body
+from .models import error_responses
 
 ROUTE_OTLP_TRACES = "/v1/traces"
 
@@ -28,13 +26,9 @@ def build_router(st: AppState) -> APIRouter:
     # a parsed request costs a few times its body: hold at most this many bodies' worth at once
     gate = IntakeGate(MAX_IN_FLIGHT, 4 * st.config.max_body_bytes, "OTLP trace intake busy")
 
-    def intake(raw: bytes, encoding: str | None, content_type: str) -> tuple[int, int, str, Any]:
-        started = time.perf_counter()
-        body = gunzip_bounded(raw, encoding, st.config.max_body_bytes)
-        resource_spans, b64 = decode_request(body, content_type)
-        result = receive_spans(st, resource_spans, b64)
-        st.metrics.latency.observe(time.perf_counter() - started)
-        return result
+    def intake(raw: bytes, encoding: str | None, content_type: str) -> SpansReceived:
+        spans, b64 = decode_request(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
+        return st.intake.otlp(spans, b64)
 
     otlp_200 = {200: {"description": "ExportTraceServiceResponse, in the request's encoding",
                       "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
@@ -54,9 +48,9 @@ def build_router(st: AppState) -> APIRouter:
         with gate.admit(size):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
-            accepted, rejected, error, durable = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"),
-                                                                         content_type)
-            await until_stored(durable, st.config.ack_timeout_s)
+            got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
+            await until_stored(got.durable, st.config.ack_timeout_s)
+        rejected, error = got.rejected, got.error
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
             return JSONResponse(body)

@@ -97,6 +97,8 @@ def test_a_busy_port_is_a_clear_error(tmp_path: Path) -> None:
         srv = start_server(tmp_path)
         try:
             with pytest.raises(PortInUseError, match=f"{port}"):
-                GrpcTraceIntake(srv.app.state.st, "127.0.0.1", port).start()
+                st = srv.app.state.st
+                GrpcTraceIntake(st.intake, st.auth, "127.0.0.1", port, max_body_bytes=st.config.max_body_bytes,
+                                ack_timeout_s=st.config.ack_timeout_s).start()
         finally:
             srv.stop()

@@ -46,7 +46,7 @@ def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(tmp_path: Path,
     a = book.create("p", "e", 3, 3, ranks=[1])
     b = book.create("p", "e", 4, 4, ttl_s=1)
     other = book.create("p", "other", 3, 3)
-    book.note_step("p", "e", 2)
+    book.clock.note("p", "e", 2)
     got = book.for_client("p", "e")
     assert {r["id"] for r in got["profile"]} == {a["id"], b["id"]} and got["run_step"] == 2
     assert ProfileRequest.from_wire(got["profile"][0]).to_wire() == got["profile"][0]  # what a client accepts

@@ -1,0 +1,116 @@
+"""One intake pipeline: every decoded record goes from here to each place that takes it, for our JSON ingest
+and both OTLP intakes alike.
+
+The places: the live metric store (`/metrics`), the run store, the span sinks (memory view, run store, Tempo),
+the client tracker (liveness, open states), the run's step clock, the live exporters, and the server's own
+counters. Routes decode, call one method, and answer; nothing else wires sinks together.
+
+Invariant: what a caller acknowledges is in the run store. Each method returns the run store's `durable`
+future for what it handed over (None when there is nothing to store, or no store), and the caller answers
+only once it resolved true (intake/ingest.until_stored / wait_stored).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from ...protocol import Batch
+from ...redact import redact_flat
+from ..live.clients import ClientTracker
+from ..live.metric_store import MetricStore
+from ..live.server_metrics import ServerMetrics
+from ..live.spans import SpanFanout
+from ..live.step_clock import StepClock
+from ..outbound.exporters import Exporters
+from ..runstore.writer import RunStoreWriter
+from .ingest import IngestResult, apply_batch
+from .otlp import MAX_SPANS_PER_REQUEST, SpanPairs, to_batches
+
+
+@dataclass
+class Ingested:
+    """What one JSON batch came to: the batch, the per-item result, and when it is stored."""
+
+    batch: Batch
+    result: IngestResult
+    durable: "Future[bool] | None"
+
+
+@dataclass
+class SpansReceived:
+    """What one OTLP request came to: spans accepted and refused, the first refusal's reason, when it is stored."""
+
+    accepted: int
+    rejected: int
+    error: str
+    durable: "Future[bool] | None"
+
+
+class IntakePipeline:
+    def __init__(self, *, store: MetricStore, writer: RunStoreWriter | None, spans: SpanFanout, clients: ClientTracker,
+                 clock: StepClock, exporters: Exporters, metrics: ServerMetrics) -> None:
+        self.store, self.writer, self.spans, self.clients = store, writer, spans, clients
+        self.clock, self.exporters, self.metrics = clock, exporters, metrics
+
+    def batch(self, obj: Any) -> Ingested:
+        """A decoded ingest body (protocol form): validated item by item, then to every sink."""
+        started = time.perf_counter()
+        batch, result = apply_batch(obj, self.store)
+        since = self.writer.seq() if self.writer is not None else None
+        run_info = False
+        c = batch.client
+        if self.writer is not None:
+            self.writer.put_samples(result.samples)
+            if c.run_config is not None and c.project and c.experiment_name:
+                config, _ = redact_flat(c.run_config)  # again here: a client of another version may not have
+                self.writer.put_run_info(c.project, c.experiment_name, config, c.run_tags or [])
+                run_info = True
+        self.exporters.samples(result.samples)
+        self.spans.put(result.span_starts, result.spans, c.host, c.namespace)
+        self.clients.seen(c, result.span_starts, result.spans, batch.final)
+        self._count(result.accepted_by_section, result.reasons)
+        if result.replaced_strings:
+            self.metrics.replaced.inc(result.replaced_strings)
+        stepped = [r for r in result.samples if r.step is not None]
+        if stepped:
+            # the clock moves when the client logged the step (its timestamp, never in the server's future), not when
+            # the batch arrived: spans timed by the same cluster's clocks are then put in the right step
+            top = max(r.step for r in stepped)
+            at = min(min(r.ts for r in stepped if r.step == top), time.time())
+            self.clock.note(c.project, c.experiment_name, top, at)
+        self.metrics.latency.observe(time.perf_counter() - started)
+        stores = result.samples or result.spans or result.span_starts or run_info or batch.final
+        return Ingested(batch, result, self.writer.durable(since) if since is not None and stores else None)
+
+    def otlp(self, spans: SpanPairs, b64_ids: bool) -> SpansReceived:
+        """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored."""
+        started = time.perf_counter()
+        since = self.writer.seq() if self.writer is not None else None
+        batches, counts = to_batches(spans, b64_ids, self.clock)
+        accepted, rejected = 0, counts.pop("too_many", 0)
+        error = f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
+        reasons: Counter = Counter({"too_many_spans": rejected} if rejected else {})
+        for obj in batches.values():
+            batch, result = apply_batch(obj, self.store)
+            self.spans.put(result.span_starts, result.spans, batch.client.host, None)
+            accepted += result.accepted
+            rejected += result.rejected
+            if result.errors and not error:
+                error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
+            reasons.update(result.reasons)
+        self._count({"otlp_spans": accepted}, reasons)
+        for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
+            self.metrics.otlp_intake.labels(what).inc(n)
+        self.metrics.latency.observe(time.perf_counter() - started)
+        return SpansReceived(accepted, rejected, error,
+                             self.writer.durable(since) if since is not None and accepted else None)
+
+    def _count(self, accepted: "dict[str, int] | Counter", refused: "dict[str, int] | Counter") -> None:
+        for section, n in accepted.items():
+            self.metrics.accepted.labels(section).inc(n)
+        for reason, n in refused.items():
+            self.metrics.rejected.labels(reason).inc(n)
