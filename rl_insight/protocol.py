@@ -584,6 +584,18 @@ PROCESS_STATES = ("armed", "profiling", "uploading", "uploaded", "failed", "unsu
 PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
 
 
+def parse_steps(text: str) -> tuple[int, int]:
+    """`120` or `120-121` as (first, last), the one grammar of profile steps (the CLI, the route, the UI's field);
+    ValueError naming the problem otherwise. No `re`: the client imports this module."""
+    first_s, sep, last_s = text.strip().partition("-")
+    first_s, last_s = first_s.strip(), last_s.strip()
+    if not (first_s.isdigit() and first_s.isascii() and len(first_s) <= 15) or \
+            (sep and not (last_s.isdigit() and last_s.isascii() and len(last_s) <= 15)):
+        raise ValueError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
+    first = int(first_s)
+    return first, int(last_s) if sep else first
+
+
 class ProfileRequest:
     """What to profile: steps first..last of one run (or, with `stage`, that state of one step), on the processes
     whose lanes, role or rank match (no selector: every process of the run), with which options, until when."""

@@ -68,12 +68,12 @@ def _run_fields(run: str) -> dict[str, Any]:
 
 
 def _steps(text: str) -> tuple[int, int]:
-    from ..server.live.profiles import parse_steps  # the server's rule (that module imports no web stack)
+    from ..protocol import parse_steps  # the contract's grammar, the same the server reads
 
     try:
         return parse_steps(text)
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"--{exc.message}") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"--{exc}") from None
 
 
 def verl_overrides(first: int, last: int, roles: list[str], ranks: list[int], tool: str, activities: list[str],

@@ -68,18 +68,6 @@ MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen
 ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
 
 
-_STEPS = re.compile(r"^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$")
-
-
-def parse_steps(text: str) -> tuple[int, int]:
-    """`120` or `120-121` as (first, last); the CLI and the route read steps the same way."""
-    m = _STEPS.match(text)
-    if not m:
-        raise InvalidInputError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
-    first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) else first
-
-
 def _now() -> float:
     return time.time()
 

@@ -18,7 +18,7 @@ from ...protocol import (
     ROUTE_PROFILES,
 )
 from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
-from ..live.profiles import FILE_NAME, parse_steps
+from ..live.profiles import FILE_NAME
 from ..state import AppState
 from .body import read_body
 
@@ -67,7 +67,10 @@ def build_router(st: AppState) -> APIRouter:
                     first = int(last_step) + 2 if last_step is not None else None
             first = last = first if first is not None else 2
         else:
-            first, last = parse_steps(body.steps)
+            try:
+                first, last = parse_steps(body.steps)
+            except ValueError as exc:
+                raise InvalidInputError(str(exc)) from None
         origin = body.origin if body.origin == "upload" else \
             ("ui" if request.cookies and not request.headers.get("authorization") else "api")
         return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
