@@ -56,15 +56,11 @@ def insight_points(summary: dict[str, Any], wall_time: float) -> Iterator[Point]
 
 def store_points(conn: Any, run_id: int) -> Iterator[Point]:
     """Every sample of a run that has a step, in (tag, step) order, from the run store."""
-    cur = conn.execute("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
-                       "WHERE s.run_id = ? AND p.step IS NOT NULL AND p.value IS NOT NULL ORDER BY p.step, p.ts", (run_id,))
-    while True:
-        rows = cur.fetchmany(5000)
-        if not rows:
-            return
-        for name, labels, step, ts, value in rows:
-            if math.isfinite(value):
-                yield Point(series_tag(name, labels), int(step), float(ts), float(value))
+    from ..server.runstore.queries import stepped_samples
+
+    for name, labels, step, ts, value in stepped_samples(conn, run_id):
+        if math.isfinite(value):
+            yield Point(series_tag(name, labels), int(step), float(ts), float(value))
 
 
 def run_insight_points(conn: Any, run: dict[str, Any], step_metric: str, version_metric: str) -> list[Point]:

@@ -25,10 +25,7 @@ log = logging.getLogger("rl_insight.server.insights")
 
 def metric_samples(conn: Any, run_id: int, metric: str) -> list[tuple[float, float]]:
     """(unix ts, value) of every series of the run whose sanitized name equals `metric`'s."""
-    want = sanitize_metric_name(metric)
-    rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
-                        "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, want)).fetchall()
-    return [(r[0], r[1]) for r in rows if r[1] is not None]
+    return q.metric_values(conn, run_id, sanitize_metric_name(metric))
 
 
 VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off_policy_trajectory_staleness_max")

@@ -168,4 +168,4 @@ class CSVResponse(StreamingResponse):
 
 
 def _has_open(conn: Any, run_id: RunId) -> bool:
-    return conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone() is not None
+    return q.has_open_spans(conn, run_id)

@@ -73,6 +73,30 @@ def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, fl
     return [(p, e, seen, tuple(rest)) for p, e, seen, *rest in rows]
 
 
+def has_open_spans(conn: sqlite3.Connection, run_id: int) -> bool:
+    """Whether any state of the run is still open (the partial index of open spans: one look-up)."""
+    return conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone() is not None
+
+
+def metric_values(conn: sqlite3.Connection, run_id: int, name: str) -> list[tuple[float, float]]:
+    """(unix ts, value) of every series of the run named `name` (as stored: sanitized), in time order."""
+    rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+                        "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, name)).fetchall()
+    return [(r[0], r[1]) for r in rows if r[1] is not None]
+
+
+def stepped_samples(conn: sqlite3.Connection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
+    """Every sample of a run that has a step and a value: (name, labels JSON, step, ts, value), by step then time,
+    read in chunks (a run of millions of samples streams)."""
+    cur = conn.execute("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+                       "WHERE s.run_id = ? AND p.step IS NOT NULL AND p.value IS NOT NULL ORDER BY p.step, p.ts", (run_id,))
+    while True:
+        rows = cur.fetchmany(5000)
+        if not rows:
+            return
+        yield from rows
+
+
 def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) -> int | None:
     row = conn.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)).fetchone()
     return None if row is None else int(row[0])
