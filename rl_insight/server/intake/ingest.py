@@ -1,4 +1,5 @@
-"""Ingest: body decoding (bounded gunzip, JSON) and applying a decoded batch to the sinks.
+"""Ingest: applying a decoded batch to the live store (the records the other sinks take), and answering only
+once the run store has what was handed over (`until_stored`). Body decoding is the routes' (routes/body.py).
 
 Validation lives in `rl_insight.protocol` (the one check at the boundary); this module only maps
 the validated records onto the live metric store, the run store and the span fan-out.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import zlib
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -17,8 +17,6 @@ from typing import Any
 from ...errors import (
     BusyError,
     InvalidInputError,
-    MalformedBodyError,
-    PayloadTooLargeError,
 )
 from ...protocol import (
     MAX_ERRORS_REPORTED,
@@ -49,33 +47,6 @@ class IngestResult:
         self.reasons[err.reason] += 1
         if len(self.errors) < MAX_ERRORS_REPORTED:
             self.errors.append({"section": section, "index": index, "reason": err.reason, "detail": str(err)})
-
-
-def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> Any:
-    """gunzip (bounded, against zip bombs) and parse JSON; errors name the problem."""
-    raw = gunzip_bounded(raw, content_encoding, max_bytes)
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise MalformedBodyError("body is nested too deeply to be a valid request") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedBodyError(f"body is not valid JSON: {exc}") from None
-
-
-def gunzip_bounded(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
-    """The body as sent, or gunzip'd without ever holding more than `max_bytes` (a zip bomb is a 413)."""
-    if content_encoding and content_encoding.lower() == "gzip":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            raw = d.decompress(raw, max_bytes + 1)
-        except zlib.error as exc:
-            raise MalformedBodyError(f"body is not valid gzip: {exc}") from None
-        if len(raw) > max_bytes or d.unconsumed_tail:
-            raise PayloadTooLargeError(f"decompressed body exceeds the limit of {max_bytes} bytes",
-                                       hint="send smaller batches or raise --max-body-bytes")
-    elif content_encoding and content_encoding.lower() not in ("identity", ""):
-        raise MalformedBodyError(f"unsupported Content-Encoding {content_encoding!r}; use gzip or none")
-    return raw
 
 
 def _not_stored(detail: str) -> BusyError:

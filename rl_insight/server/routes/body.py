@@ -1,10 +1,15 @@
-"""Reading a request body with a size bound (declared and actual)."""
+"""Request bodies: read with a size bound (declared and actual), gunzip'd without ever holding more than that
+bound (a zip bomb is a 413), parsed as JSON with the nesting bounded; errors name the problem."""
 
 from __future__ import annotations
 
+import json
+import zlib
+from typing import Any
+
 from fastapi import Request
 
-from ...errors import PayloadTooLargeError
+from ...errors import MalformedBodyError, PayloadTooLargeError
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -19,3 +24,30 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes", hint="send smaller batches or raise max_body_bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> Any:
+    """gunzip (bounded, against zip bombs) and parse JSON; errors name the problem."""
+    raw = gunzip_bounded(raw, content_encoding, max_bytes)
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise MalformedBodyError("body is nested too deeply to be a valid request") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}") from None
+
+
+def gunzip_bounded(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The body as sent, or gunzip'd without ever holding more than `max_bytes` (a zip bomb is a 413)."""
+    if content_encoding and content_encoding.lower() == "gzip":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            raw = d.decompress(raw, max_bytes + 1)
+        except zlib.error as exc:
+            raise MalformedBodyError(f"body is not valid gzip: {exc}") from None
+        if len(raw) > max_bytes or d.unconsumed_tail:
+            raise PayloadTooLargeError(f"decompressed body exceeds the limit of {max_bytes} bytes",
+                                       hint="send smaller batches or raise --max-body-bytes")
+    elif content_encoding and content_encoding.lower() not in ("identity", ""):
+        raise MalformedBodyError(f"unsupported Content-Encoding {content_encoding!r}; use gzip or none")
+    return raw

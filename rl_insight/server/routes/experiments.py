@@ -9,10 +9,9 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
-from ..intake.ingest import decode_body
-from .models import error_responses, inline_schema
 from ..state import AppState
-from .body import read_body
+from .body import decode_body, read_body
+from .models import error_responses, inline_schema
 
 
 class ExperimentRef(BaseModel):

@@ -9,9 +9,9 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
-from ..intake.ingest import decode_body, until_stored
+from ..intake.ingest import until_stored
 from ..state import AppState
-from .body import read_body
+from .body import decode_body, read_body
 from .models import IngestAnswer, IngestBody, error_responses, inline_schema
 
 

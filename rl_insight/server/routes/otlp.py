@@ -8,11 +8,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..intake.gate import IntakeGate
-from ..intake.ingest import gunzip_bounded, until_stored
+from ..intake.ingest import until_stored
 from ..intake.otlp import decode_request
 from ..intake.pipeline import SpansReceived
 from ..state import AppState
-from .body import read_body
+from .body import gunzip_bounded, read_body
 from .models import error_responses
 
 ROUTE_OTLP_TRACES = "/v1/traces"

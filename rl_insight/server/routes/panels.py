@@ -13,11 +13,11 @@ from fastapi import APIRouter, Depends, Query
 
 from ... import panels as catalogue
 from ...errors import NotFoundError
-from .models import error_responses
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import alerts, availability, run_time_range, section_data
 from ..runstore import queries as q
 from ..state import AppState
+from .models import error_responses
 from .params import RunId
 
 FromS = Query(None, ge=0, le=1e11, description="window start, epoch seconds (default: the run's last 30 minutes)")

@@ -16,11 +16,12 @@ from ...protocol import (
     INT64_MAX,
     MAX_PROFILE_CHUNK_BYTES,
     ROUTE_PROFILES,
+    parse_steps,
 )
-from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
 from ..live.profiles import FILE_NAME
 from ..state import AppState
 from .body import read_body
+from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
 
 HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")

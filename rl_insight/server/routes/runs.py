@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
 from ..live.insight_service import run_insights
-from .models import error_responses
 from ..runstore import queries as q
 from ..state import AppState
+from .models import error_responses
 from .params import FromNs, RunId, ToNs
 
 DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) start still open its default window

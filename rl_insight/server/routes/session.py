@@ -9,11 +9,10 @@ from fastapi.responses import JSONResponse
 
 from ..._version import __version__
 from ...errors import InvalidInputError, UnauthorizedError
-from ..intake.ingest import decode_body
-from .models import LoginBody, error_responses, inline_schema
 from ..security import install_cookie
 from ..state import AppState
-from .body import read_body
+from .body import decode_body, read_body
+from .models import LoginBody, error_responses, inline_schema
 
 
 def build_router(st: AppState) -> APIRouter:

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
-from .models import error_responses
 from ..state import AppState
+from .models import error_responses
 
 
 def build_router(st: AppState) -> APIRouter:

@@ -9,7 +9,9 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
-from ..intake.ingest import decode_body
+from ..prometheus.targets import parse_registration, registration_identity
+from ..state import AppState
+from .body import decode_body, read_body
 from .models import (
     TARGET_PATTERN,
     TargetRegistered,
@@ -17,9 +19,6 @@ from .models import (
     error_responses,
     inline_schema,
 )
-from ..state import AppState
-from ..prometheus.targets import parse_registration, registration_identity
-from .body import read_body
 
 
 def build_router(st: AppState) -> APIRouter:

@@ -7,9 +7,9 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Path, Query
 
 from ...protocol import INT64_MAX
-from .models import error_responses
 from ..runstore import trajectory_queries as tq
 from ..state import AppState
+from .models import error_responses
 from .params import RunId
 
 Step = Query(None, ge=-INT64_MAX, le=INT64_MAX, description="the step (default: the newest with trajectories)")
