@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 import os
 import signal
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
@@ -15,10 +15,21 @@ import typer
 import yaml
 
 from .. import env
-from ..errors import ConflictError, NotFoundError
-from ..errors import InvalidInputError, RLInsightError, ServiceError, UnauthorizedError
+from ..errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    RLInsightError,
+    ServiceError,
+    UnauthorizedError,
+)
+from ..server.config import (
+    DEFAULT_PORT,
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_STORE_MAX_BYTES,
+    ServerConfig,
+)
 from ..server.prometheus.targets import TargetRegistry, parse_registration
-from ..server.config import ServerConfig
 from ..services import process
 from ..services.home import Home
 from ..services.state import StackState
@@ -62,7 +73,7 @@ def start(
     wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help="W&B project (default: the run's project)."),
     wandb_entity: Optional[str] = typer.Option(None, "--wandb-entity", help="W&B entity."),
     host: str = typer.Option("0.0.0.0", help="Ingest server bind address."),
-    port: int = typer.Option(18080, help="Ingest server port."),
+    port: int = typer.Option(DEFAULT_PORT, help="Ingest server port."),
     log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Directory for service logs (default <home>/logs)."),
     prometheus_bin: Optional[str] = typer.Option(None, "--prometheus-bin", help="Prometheus binary to use."),
     prometheus_host: str = typer.Option("127.0.0.1", help="Prometheus bind address (loopback by default)."),
@@ -70,8 +81,8 @@ def start(
     no_prometheus: bool = typer.Option(False, "--no-prometheus", help="Run only the ingest server."),
     scrape_interval: str = typer.Option("10s", help="Prometheus scrape interval."),
     retention: str = typer.Option("30d", help="Prometheus TSDB retention time."),
-    store_retention_days: float = typer.Option(30.0, min=0.01, help="Run store: delete runs not seen for this many days."),
-    store_max_gb: float = typer.Option(20.0, min=0.01, help="Run store: delete the oldest runs while the file is larger."),
+    store_retention_days: float = typer.Option(DEFAULT_RETENTION_DAYS, min=0.01, help="Run store: delete runs not seen for this many days."),
+    store_max_gb: float = typer.Option(DEFAULT_STORE_MAX_BYTES / 2**30, min=0.01, help="Run store: delete the oldest runs while the file is larger."),
     auto_port: bool = typer.Option(False, "--auto-port", help="Pick free ports for every service whose port is busy."),
     token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN,
                                         help="Bearer token for state-changing routes (default: generated when not on loopback)."),
@@ -660,12 +671,12 @@ def bundle(
 
 # ---------------------------------------------------------------------------- experiments (upstream main)
 def _experiments_client(h: Home, server_url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
-    """Server URL: --server-url, then RL_INSIGHT_SERVER_URL, then this home's running server, then :18080."""
+    """Server URL: --server-url, then RL_INSIGHT_SERVER_URL, then this home's running server, then the default port."""
     url = server_url or env.get(env.SERVER_URL) or None
     client = _client_for(h, url, token)
     if client is None:
         tok = token or h.running_token()
-        return "http://127.0.0.1:18080", ({"Authorization": f"Bearer {tok}"} if tok else {})
+        return f"http://127.0.0.1:{DEFAULT_PORT}", ({"Authorization": f"Bearer {tok}"} if tok else {})
     return client
 
 

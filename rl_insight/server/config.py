@@ -10,6 +10,9 @@ from ..errors import ConfigError
 
 DEFAULT_PORT = 18080
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+# run store retention: the server, the stack settings, the CLI's flags and the writer read these (stated once)
+DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_STORE_MAX_BYTES = 20 * 2**30
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,8 @@ class ServerConfig:
     # Run store (SQLite under data_dir): runs not seen for retention_days are deleted, and the
     # oldest runs go first when the file holds more than store_max_bytes.
     store_enabled: bool = True
-    retention_days: float = 30.0
-    store_max_bytes: int = 20 * 2**30
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
     live_window_s: float = 60.0  # a run counts as live while data arrived this recently
     step_metric: str = "training/global_step"
     version_metric: str = "current_param_version"  # trainer parameter version, for staleness

@@ -18,20 +18,30 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-
 from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
-from ..server.config import ServerConfig
+from ..server.config import (
+    DEFAULT_PORT,
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_STORE_MAX_BYTES,
+    ServerConfig,
+)
 from ..server.http.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
-from .home import Home
-from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
 from .grafana import write_config as write_grafana
-from .prometheus import PrometheusSettings, command, duration_seconds, install_rules, render_config
+from .home import Home
+from .prometheus import (
+    PrometheusSettings,
+    command,
+    duration_seconds,
+    install_rules,
+    render_config,
+)
+from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .tempo import TempoSettings
 from .tempo import command as tempo_command
 from .tempo import render as render_tempo
@@ -45,7 +55,7 @@ MAX_RESTARTS_IN_WINDOW = 5
 class StackSettings:
     home: Home
     host: str = "0.0.0.0"
-    port: int = 18080
+    port: int = DEFAULT_PORT
     token: str = ""
     log_dir: Path | None = None
     prometheus: bool = True
@@ -63,8 +73,8 @@ class StackSettings:
     wandb_project: str | None = None
     wandb_entity: str | None = None
     ready_timeout_s: float = 60.0
-    store_retention_days: float = 30.0
-    store_max_bytes: int = 20 * 2**30
+    store_retention_days: float = DEFAULT_RETENTION_DAYS
+    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
     remote_write_url: str | None = None
     tempo: bool = True
     tempo_bin: str | None = None

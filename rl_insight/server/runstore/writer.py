@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...protocol import SpanRecord
+from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
 from .trajectory_store import TrajectoryStore
 
@@ -98,7 +99,8 @@ def _is_storage_failure(exc: BaseException) -> bool:
 
 class RunStoreWriter:
     def __init__(self, path: Path, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
-                 retention_days: float = 30.0, max_bytes: int = 20 * 2**30, prune_every_s: float = 60.0) -> None:
+                 retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
+                 prune_every_s: float = 60.0) -> None:
         self.path = path
         self._conn = connect(path)  # raises StoreError for a foreign or damaged file before the server starts
         # large stores skip the start-up check (minutes near the size limit); it runs in the background instead
