@@ -527,11 +527,9 @@ class Exporter:
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             if self.open_states is not None:  # states still open: the restarted server learns they are claimed
-                announced = {s_[0] if isinstance(s_, list) else s_.get("id") for s_ in span_starts}
-                for item in self.open_states():
-                    entry = span_entry(item)
-                    if (entry[0] if isinstance(entry, list) else entry.get("id")) not in announced:
-                        span_starts.append(entry)
+                # (a state that started in this very batch is in it already; both wire forms lead with the hex id)
+                announced = {e[0] if isinstance(e, list) else e["id"] for e in span_starts}
+                span_starts.extend(span_entry(it) for it in self.open_states() if f"{it[1]:016x}" not in announced)
         n_user = len(samples) + len(span_starts) + len(spans)
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)

@@ -59,24 +59,28 @@ async def until_stored(durable: "Future[bool] | None", timeout_s: float) -> None
     """Return once the run store committed what a request handed over (RunStoreWriter.durable); BusyError (503,
     the client resends) when it failed or is not done within `timeout_s`. An answer is never sent for data
     that a crash could still lose."""
-    if durable is None:
-        return
-    try:
-        ok = await asyncio.wait_for(asyncio.wrap_future(durable), timeout_s)
-    except asyncio.TimeoutError:
-        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
-    if not ok:
-        raise _not_stored("a write failed or the hand-over queue was full")
+    if durable is not None:
+        try:
+            ok = await asyncio.wait_for(asyncio.wrap_future(durable), timeout_s)
+        except asyncio.TimeoutError:
+            ok = None
+        _verdict(ok, timeout_s)
 
 
 def wait_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
     """until_stored for a caller on a thread (the gRPC intake)."""
-    if durable is None:
-        return
-    try:
-        ok = durable.result(timeout_s)
-    except TimeoutError:
-        raise _not_stored(f"not committed within {timeout_s:.0f} s") from None
+    if durable is not None:
+        try:
+            ok: bool | None = durable.result(timeout_s)
+        except TimeoutError:
+            ok = None
+        _verdict(ok, timeout_s)
+
+
+def _verdict(ok: bool | None, timeout_s: float) -> None:
+    """Nothing (stored), or the BusyError that says why not: None is a timeout, False a failed write."""
+    if ok is None:
+        raise _not_stored(f"not committed within {timeout_s:.0f} s")
     if not ok:
         raise _not_stored("a write failed or the hand-over queue was full")
 

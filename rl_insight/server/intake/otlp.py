@@ -94,7 +94,9 @@ def _any_value(v: Any, budget: _Budget, depth: int = 0) -> Any:
 def _attrs(items: Any, budget: _Budget | None = None) -> dict[str, Any]:
     budget = budget or _Budget()
     out: dict[str, Any] = {}
-    for kv in _list(items)[: MAX_ATTRIBUTES * 4]:
+    items = _list(items)
+    budget.capped += max(0, len(items) - MAX_ATTRIBUTES * 4)  # never read: counted as capped
+    for kv in items[: MAX_ATTRIBUTES * 4]:
         if isinstance(kv, dict) and isinstance(kv.get("key"), str):
             out[kv["key"]] = _any_value(kv.get("value"), budget)
     return _mlflow(out)
@@ -121,6 +123,7 @@ def _pb_value(v: Any, budget: _Budget, depth: int = 0) -> Any:
 
 
 def _pb_attrs(items: Any, budget: _Budget) -> dict[str, Any]:
+    budget.capped += max(0, len(items) - MAX_ATTRIBUTES * 4)  # never read: counted as capped
     return _mlflow({kv.key: _pb_value(kv.value, budget) for kv in items[: MAX_ATTRIBUTES * 4]})
 
 
@@ -196,7 +199,9 @@ def _hex(value: Any, size: int, from_base64: bool) -> str:
     return value.lower()[: size * 2]
 
 
-SpanPairs = Iterator[tuple[dict[str, Any], dict[str, Any], _Budget]]
+# (resource attributes, the span in OTLP/JSON form, its attribute budget); past MAX_SPANS_PER_REQUEST the span and
+# budget are None: counted as refused, never converted
+SpanPairs = Iterator[tuple[dict[str, Any], "dict[str, Any] | None", "_Budget | None"]]
 
 
 def decode_request(raw: bytes, content_type: str) -> tuple[SpanPairs, bool]:
@@ -230,6 +235,7 @@ def decode_request(raw: bytes, content_type: str) -> tuple[SpanPairs, bool]:
 
 
 def json_spans(resource_spans: list[Any]) -> SpanPairs:
+    kept = 0
     for rs in resource_spans:
         if not isinstance(rs, dict):
             continue
@@ -238,9 +244,14 @@ def json_spans(resource_spans: list[Any]) -> SpanPairs:
             if not isinstance(ss, dict):
                 continue
             for span in _list(ss.get("spans")):
-                if isinstance(span, dict):
-                    budget = _Budget()
-                    yield resource, {**span, "attributes": _attrs(span.get("attributes"), budget)}, budget
+                if not isinstance(span, dict):
+                    continue
+                kept += 1
+                if kept > MAX_SPANS_PER_REQUEST:
+                    yield resource, None, None
+                    continue
+                budget = _Budget()
+                yield resource, {**span, "attributes": _attrs(span.get("attributes"), budget)}, budget
 
 
 def pb_spans(req: Any) -> SpanPairs:
@@ -249,10 +260,15 @@ def pb_spans(req: Any) -> SpanPairs:
     import base64
 
     b64 = base64.b64encode
+    kept = 0
     for rs in req.resource_spans:
         resource = _pb_attrs(rs.resource.attributes, _Budget())
         for ss in rs.scope_spans:
             for span in ss.spans:
+                kept += 1
+                if kept > MAX_SPANS_PER_REQUEST:
+                    yield resource, None, None
+                    continue
                 budget = _Budget()
                 yield resource, {"spanId": b64(span.span_id[:8]).decode(), "traceId": b64(span.trace_id[:16]).decode(),
                                  "parentSpanId": b64(span.parent_span_id[:8]).decode(), "name": span.name[:4 * MAX_SPAN_NAME],
@@ -302,12 +318,10 @@ def to_batches(spans: SpanPairs, b64_ids: bool, clock: Any = None) -> tuple[dict
     passing MAX_SPANS_PER_REQUEST (`too_many`)."""
     counts: Counter = Counter()
     batches: dict[tuple[str, str], dict[str, Any]] = {}
-    kept = 0
     for resource, span, budget in spans:
-        if kept >= MAX_SPANS_PER_REQUEST:
+        if span is None or budget is None:  # past MAX_SPANS_PER_REQUEST (the generators stop converting there)
             counts["too_many"] += 1
             continue
-        kept += 1
         attrs = span["attributes"]
         counts["capped"] += budget.capped
         project, experiment = _identity(attrs, resource)

@@ -152,8 +152,8 @@ def test_r2_03_otlp_protobuf_is_walked_with_caps_not_converted_whole() -> None:
     batches, counts = to_batches(pairs, b64)
     (batch,) = batches.values()
     attrs = batch["spans"][0]["attributes"]
-    assert len(attrs) <= 128 + 8 and counts["capped"] > 0
-    assert MAX_LEAVES == 4096
+    assert len(attrs) <= 128 + 8 and counts["capped"] >= 20_000 - 128  # every attribute not kept is counted
+    assert json.dumps(attrs).count(",") < 2 * MAX_LEAVES  # the nested 40,000 values: at most a span's budget
 
 
 def test_r2_03_the_otlp_http_intake_refuses_past_its_bound_with_503() -> None:
@@ -335,7 +335,7 @@ def test_r2_10_one_span_at_1970_does_not_stretch_the_runs_window(server) -> None
     assert body["to_ns"] - body["from_ns"] < 3600 * 10**9
     assert body["left_out"]["spans"] == 1 and "from_ns" in body["left_out"]["why"]
     everything = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/spans", params={"from_ns": 0, "to_ns": now}).json()
-    assert body["left_out"]["before_ns"] > 2 and any(s for s in json.dumps(everything).split('"early"')[1:])  # still stored
+    assert body["left_out"]["before_ns"] > 2 and '"early"' in json.dumps(everything)  # still stored, and shown when asked
 
 
 # ---------------------------------------------------------------------------------------------------- case 11
