@@ -18,6 +18,7 @@ from typing import Any, Optional
 import typer
 
 from ..errors import InvalidInputError
+from ..protocol import DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_TTL_S, DEFAULT_PROFILE_WINDOW_S, parse_steps
 from .server import HomeOpt, ServerUrlOpt, TokenOpt, _echo_table, _experiments_client, _request
 from ..services.home import Home
 
@@ -68,9 +69,7 @@ def _run_fields(run: str) -> dict[str, Any]:
 
 
 def _steps(text: str) -> tuple[int, int]:
-    from ..protocol import parse_steps  # the contract's grammar, the same the server reads
-
-    try:
+    try:  # the contract's grammar, the same the server reads
         return parse_steps(text)
     except ValueError as exc:
         raise InvalidInputError(f"--{exc}") from None
@@ -131,11 +130,11 @@ def request(run: str = RunOpt,
             stage: str = typer.Option("", "--stage", help="Only this state (a trace_state name, e.g. actor_update) of the "
                                                             "one step given."),
             tool: str = typer.Option("torch", help="torch (on request); with --emit-verl-config also nsys, npu, torch_memory."),
-            activities: str = typer.Option("cpu,cuda", help="cpu, cuda (comma list)."),
+            activities: str = typer.Option(",".join(DEFAULT_PROFILE_ACTIVITIES), help="cpu, cuda (comma list)."),
             memory: bool = typer.Option(False, "--memory", help="Record allocations (profile_memory)."),
             stack: bool = typer.Option(False, "--stack", help="Record Python stacks (with_stack)."),
-            ttl: float = typer.Option(3600.0, "--ttl", help="Seconds until the request expires when no process took it."),
-            max_window: float = typer.Option(300.0, "--max-window", help="Seconds a profiling window may stay open."),
+            ttl: float = typer.Option(DEFAULT_PROFILE_TTL_S, "--ttl", help="Seconds until the request expires when no process took it."),
+            max_window: float = typer.Option(DEFAULT_PROFILE_WINDOW_S, "--max-window", help="Seconds a profiling window may stay open."),
             max_bytes: str = typer.Option("256MiB", "--max-bytes", help="Cap on each process's gzip'd trace."),
             emit_verl_config: bool = typer.Option(False, "--emit-verl-config",
                                                   help="Print verl's own profiler overrides for these steps and ranks instead."),

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 from .._version import __version__
 from ..names import sanitize_metric_name
-from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS
+from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS, IngestReply
 from .aggregate import Aggregates, labels_key
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
@@ -399,16 +399,14 @@ class Exporter:
             ratelog.log(LOG_ERROR, "rejected", "[rl-insight] %s rejected a batch (HTTP %s): %.300s", where, resp.status,
                         resp.body.get("detail") or resp.body)
         else:
-            rb = resp.body
-            rejected = rb.get("rejected", 0)
-            rejected = rejected if isinstance(rejected, int) and 0 <= rejected <= n + 1000 else 0
-            if rejected:
-                self.drop("rejected", rejected)
-                ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where, rejected,
-                            (rb.get("errors") or [None])[0])
-            self.sent_items += max(0, n - rejected)
+            reply = IngestReply.from_wire(resp.body, n)
+            if reply.rejected:
+                self.drop("rejected", reply.rejected)
+                ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where,
+                            reply.rejected, (reply.errors or [None])[0])
+            self.sent_items += max(0, n - reply.rejected)
             self.sent_batches += 1
-            boot = rb.get("boot_id")
+            boot = reply.boot_id
             if self._run_info_in_flight:
                 self._run_info_due = self._run_info_in_flight = False
             if boot and self._server_boot and boot != self._server_boot:
@@ -416,11 +414,10 @@ class Exporter:
                 self._resend_all = True
                 self._run_info_due = self.run_info is not None
                 self._wake.set()
-            if isinstance(boot, str):
+            if boot is not None:
                 self._server_boot = boot
-            protocols = rb.get("protocols")
-            self._protocol = 2 if isinstance(protocols, list) and 2 in protocols else 1
-            self.profiling.offer(rb)
+            self._protocol = 2 if 2 in reply.protocols else 1
+            self.profiling.offer(reply.control)
         return True
 
     def _retry_later(self, why: str) -> bool:

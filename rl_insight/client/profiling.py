@@ -31,7 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
+from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest, RunControl
 from .ratelog import ratelog
 
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
@@ -126,23 +126,15 @@ class ProfileController:
             or bool(self._outbox)
 
     # ------------------------------------------------------------------ sender thread: requests from replies
-    def offer(self, body: dict[str, Any]) -> None:
-        if "profile" not in body:
+    def offer(self, control: RunControl) -> None:
+        """What one reply asks of this run: take a new matching request, and let go of one no longer listed."""
+        if control.profile is None:
             return  # a server that does not profile: nothing to learn from this reply
-        listed = body.get("profile")
-        run_step = body.get("run_step")
-        if type(run_step) is int and run_step >= 0:
-            at = body.get("run_step_at")
-            self.run_step_at = float(at) if type(at) in (int, float) else 0.0
-            self.run_step = run_step
-        if not isinstance(listed, list):
-            return
+        if control.run_step is not None:
+            self.run_step_at = control.run_step_at
+            self.run_step = control.run_step
         ids: set[str] = set()
-        for entry in listed[:64]:
-            try:
-                req = ProfileRequest.from_wire(entry)
-            except ValueError:
-                continue
+        for req in control.profile:
             ids.add(req.id)
             if req.id in self._seen or not req.matches(self.lanes, self.roles(), self.rank()):
                 continue

@@ -1,4 +1,4 @@
-"""Wire encoding of a batch (format: rl_insight/protocol.py), in bounded slices.
+"""Wire encoding of a batch (format: rl_insight/protocol/batch.py), in bounded slices.
 
 The exporter thread must never hold the GIL for long: a training loop (vLLM's scheduler, verl's
 driver) that waits for it stalls. So a batch is built and JSON-encoded a slice at a time, and the

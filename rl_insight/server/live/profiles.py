@@ -28,7 +28,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ...analysis.isolated import REPORT_FILES
 from ...errors import (
@@ -39,16 +39,9 @@ from ...errors import (
 )
 from ...fsutil import atomic_write
 from ...protocol import (
-    DEFAULT_PROFILE_BYTES,
-    INT64_MAX,
-    MAX_EXACT_INT,
-    MAX_PROFILE_BYTES,
-    MAX_PROFILE_STEPS,
-    MAX_PROFILE_WINDOW_S,
-    PROCESS_STATES,
-    PROCESS_TERMINAL,
-    PROFILE_ACTIVITIES,
-    ProfileRequest,
+    DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_BYTES, DEFAULT_PROFILE_TOOL, DEFAULT_PROFILE_TTL_S,
+    DEFAULT_PROFILE_WINDOW_S, INT64_MAX, MAX_EXACT_INT, MAX_PROFILE_STEPS, MAX_PROFILE_TTL_S, PROCESS_STATES, PROCESS_TERMINAL,
+    ProfileRequest, RunControl,
 )
 from .step_clock import StepClock
 
@@ -59,7 +52,6 @@ FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
 MAX_PROCESSES_PER_REQUEST = 1024
-DEFAULT_TTL_S = 3600.0
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
 MAX_RANK = 2**31
 ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
@@ -86,6 +78,7 @@ class ProfileBook:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
+        self._requests: dict[str, ProfileRequest] = {}  # each record's request, decoded once (every reply lists them)
         self._by_run: dict[tuple[str, str], list[str]] = {}  # request ids per run: every ingest reply looks one run up
         self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
         self._max_active = max_active_per_run
@@ -110,7 +103,7 @@ class ProfileBook:
                 continue
             try:
                 rec = json.loads(f.read_text())
-                ProfileRequest.from_wire(rec["request"])
+                request = ProfileRequest.from_wire(rec["request"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping unreadable profile request %s: %s", d, exc)
                 continue
@@ -128,6 +121,7 @@ class ProfileBook:
                     rec["analysis"] = {**analysis, "state": "pending"}  # done once more below
                 self._save(rec)
             self._records[d.name] = rec
+            self._requests[d.name] = request
             self._by_run.setdefault(_run_of(rec), []).append(d.name)
 
     @staticmethod
@@ -173,34 +167,24 @@ class ProfileBook:
         self._journal_lines[rid] = len(procs)
 
     # ------------------------------------------------------------------ requests
-    def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: list[str] = (),
-               roles: list[str] = (), ranks: list[int] = (), activities: list[str] = ("cpu", "cuda"),
-               memory: bool = False, stack: bool = False, ttl_s: float = DEFAULT_TTL_S, max_window_s: float = 300.0,
+    def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: Sequence[str] = (),
+               roles: Sequence[str] = (), ranks: Sequence[int] = (), activities: Sequence[str] = DEFAULT_PROFILE_ACTIVITIES,
+               memory: bool = False, stack: bool = False, ttl_s: float = DEFAULT_PROFILE_TTL_S,
+               max_window_s: float = DEFAULT_PROFILE_WINDOW_S,
                max_bytes: int = DEFAULT_PROFILE_BYTES, origin: str = "api", stage: str = "") -> dict[str, Any]:
         if not project or not experiment_name:
             raise InvalidInputError("a profile request needs the run: project and experiment_name")
-        if first_step < 0 or last_step < first_step or last_step - first_step >= MAX_PROFILE_STEPS:
-            raise InvalidInputError(f"steps {first_step}-{last_step}: give first <= last, at most {MAX_PROFILE_STEPS} steps "
-                                    "(a profile of more steps is too large to be useful)")
-        bad = [a for a in activities if a not in PROFILE_ACTIVITIES]
-        if bad or not activities:
-            raise InvalidInputError(f"activities {bad or activities}: choose from {', '.join(PROFILE_ACTIVITIES)}")
-        if not 1 <= max_window_s <= MAX_PROFILE_WINDOW_S:
-            raise InvalidInputError(f"max_window_s must be in [1, {MAX_PROFILE_WINDOW_S:.0f}]")
-        if not 1 <= max_bytes <= MAX_PROFILE_BYTES:
-            raise InvalidInputError(f"max_bytes must be in [1, {MAX_PROFILE_BYTES}]")
-        if stage and first_step != last_step:
-            raise InvalidInputError(f"stage {stage[:60]!r}: a stage is profiled in one step; give one step, not {first_step}-{last_step}")
-        if not 1 <= ttl_s <= 7 * 86400:
+        if not 1 <= ttl_s <= MAX_PROFILE_TTL_S:  # the server's policy: the request itself carries expires_at
             raise InvalidInputError("ttl_s must be between 1 s and 7 days")
         rid = os.urandom(8).hex()
-        wire = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
-                              tuple(ranks), "torch", tuple(activities), memory, stack, _now() + ttl_s, max_window_s,
-                              max_bytes, stage).to_wire()
+        draft = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
+                               tuple(ranks), DEFAULT_PROFILE_TOOL, tuple(activities), memory, stack, _now() + ttl_s,
+                               max_window_s, max_bytes, stage)
         try:
-            ProfileRequest.from_wire(wire)  # the same validation a client applies
+            request = ProfileRequest.from_wire(draft.to_wire())  # the one validation, the same a client applies
         except ValueError as exc:
-            raise InvalidInputError(f"profile request: {exc}") from None
+            raise InvalidInputError(str(exc)) from None
+        wire = request.to_wire()
         rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
                "files": {}, "analysis": {"state": "none"}}
         self.sweep()
@@ -217,6 +201,7 @@ class ProfileBook:
                 raise ConflictError(f"run {project}/{experiment_name} already has {len(active)} active profile requests",
                                     hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish")
             self._records[rid] = rec
+            self._requests[rid] = request
             self._by_run.setdefault((project, experiment_name), []).append(rid)
             self._save(rec)
         return self.describe(rec)
@@ -249,21 +234,20 @@ class ProfileBook:
         return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
-    def for_client(self, project: str | None, experiment_name: str | None) -> dict[str, Any]:
+    def for_client(self, project: str | None, experiment_name: str | None) -> RunControl:
         """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
         the list is cancelled or over) and the run's step clock, for processes that do not log the step."""
         if not project or not experiment_name:
-            return {"profile": []}
+            return RunControl([])
         key = (project, experiment_name)
         now = _now()
-        active = [r["request"] for r in self._of_run(key)
+        active = [self._requests[r["request"]["id"]] for r in self._of_run(key)
                   if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
                   and _state(r) in ("pending", "running")]
-        out: dict[str, Any] = {"profile": active}
         clock = self.clock.current(*key)
-        if clock is not None:  # and when it moved: a process can tell whether a step began before it heard
-            out["run_step"], out["run_step_at"] = clock
-        return out
+        if clock is None:
+            return RunControl(active)
+        return RunControl(active, *clock)  # and when it moved: a process can tell whether a step began before it heard
 
     # ------------------------------------------------------------------ what processes report
     def report(self, rid: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -405,6 +389,7 @@ class ProfileBook:
         with self._lock:
             for rid in rids:
                 rec = self._records.pop(rid, None)
+                self._requests.pop(rid, None)
                 if rec is not None:
                     ids = self._by_run.get(_run_of(rec), [])
                     if rid in ids:
@@ -419,6 +404,7 @@ class ProfileBook:
             gone = [rid for key in drop for rid in self._by_run.pop(key, [])]
             for rid in gone:
                 self._records.pop(rid, None)
+                self._requests.pop(rid, None)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
         return len(gone)
 

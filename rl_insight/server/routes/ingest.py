@@ -1,4 +1,4 @@
-"""POST /api/v1/ingest: a batch from a training client (protocol: rl_insight/protocol.py)."""
+"""POST /api/v1/ingest: a batch from a training client (protocol: rl_insight/protocol/batch.py; the answer: protocol/reply.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST
+from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
 from ..intake.ingest import until_stored
 from ..state import AppState
 from .body import decode_body, read_body
@@ -21,14 +21,11 @@ def build_router(st: AppState) -> APIRouter:
     def ingest_sync(raw: bytes, encoding: str | None) -> tuple[dict, int, "Future[bool] | None"]:
         done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes))
         result, c = done.result, done.batch.client
-        body = {"accepted": result.accepted, "rejected": result.rejected, "errors": result.errors, "boot_id": st.boot_id,
-                "replaced_strings": result.replaced_strings, "protocols": list(PROTOCOL_VERSIONS),
-                # control rides on replies: the run's active profile requests and its step clock
-                **st.profiles.for_client(c.project, c.experiment_name)}
-        if result.rejected and not result.accepted:
-            body["detail"] = f"all {result.rejected} items of the batch were refused; see errors"
-            return body, 422, done.durable
-        return body, 200, done.durable
+        refused_all = bool(result.rejected and not result.accepted)
+        reply = IngestReply(result.accepted, result.rejected, result.errors, st.boot_id, result.replaced_strings,
+                            PROTOCOL_VERSIONS, st.profiles.for_client(c.project, c.experiment_name),
+                            f"all {result.rejected} items of the batch were refused; see errors" if refused_all else None)
+        return reply.to_wire(), 422 if refused_all else 200, done.durable
 
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {

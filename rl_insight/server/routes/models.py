@@ -73,7 +73,7 @@ CompactSpan = tuple[str, Union[str, None], Union[str, None], str, Union[str, Non
 class IngestBody(BaseModel):
     """One batch (protocol 1). Invalid items are refused one by one; the rest of the batch is kept."""
 
-    v: Literal[1, 2] = Field(p.PROTOCOL_VERSION, description="2 adds `span_attrs` and compact spans (see rl_insight/protocol.py)")
+    v: Literal[1, 2] = Field(p.PROTOCOL_VERSION, description="2 adds `span_attrs` and compact spans (see rl_insight/protocol/batch.py)")
     client: ClientBody
     series: list[SeriesBody] = []
     samples: list[tuple[int, float, float | None, Union[float, HistogramValue]]] = Field(
@@ -132,11 +132,12 @@ class ProfileCreate(BaseModel):
     is `run_id`, or `project` and `experiment_name`."""
 
     model_config = ConfigDict(json_schema_extra={"anyOf": [
-        {"required": ["run_id"], "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.INT64_MAX}}},
+        {"required": ["run_id"], "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.MAX_EXACT_INT}}},
         {"required": ["project", "experiment_name"], "properties": {"project": {"type": "string", "minLength": 1},
                                                                     "experiment_name": {"type": "string", "minLength": 1}}}]})
 
-    run_id: int | None = Field(None, ge=0, lt=2**63, description="the run (or project + experiment_name)")
+    # at most 2^53: a run id the UI's JavaScript holds exactly (and an integer bound schema tools read exactly)
+    run_id: int | None = Field(None, ge=0, le=p.MAX_EXACT_INT, description="the run (or project + experiment_name)")
     project: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     experiment_name: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "
@@ -145,11 +146,12 @@ class ProfileCreate(BaseModel):
     lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    activities: list[Literal["cpu", "cuda"]] = Field(["cpu", "cuda"], min_length=1, max_length=2)
+    activities: list[Literal["cpu", "cuda"]] = Field(list(p.DEFAULT_PROFILE_ACTIVITIES), min_length=1,
+                                                     max_length=len(p.PROFILE_ACTIVITIES))
     memory: bool = False
     stack: bool = False
-    ttl_s: float = Field(3600.0, ge=1, le=7 * 86400, description="the request expires when no process has taken it by then")
-    max_window_s: float = Field(300.0, ge=1, le=p.MAX_PROFILE_WINDOW_S,
+    ttl_s: float = Field(p.DEFAULT_PROFILE_TTL_S, ge=1, le=p.MAX_PROFILE_TTL_S, description="the request expires when no process has taken it by then")
+    max_window_s: float = Field(p.DEFAULT_PROFILE_WINDOW_S, ge=1, le=p.MAX_PROFILE_WINDOW_S,
                                 description="a window still open after this is closed by the client")
     max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, ge=1, le=p.MAX_PROFILE_BYTES, description="gzip'd trace size cap per process")
     stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "

@@ -1,4 +1,4 @@
-"""The wire contract (rl_insight/protocol.py), property-based: whatever decodes can be stored in the
+"""The wire contract (rl_insight/protocol/), property-based: whatever decodes can be stored in the
 live metric store and exposed on /metrics, written to SQLite, and encoded as OTLP protobuf; the
 client's encoding round-trips; hostile values are refused item by item, never raised."""
 

@@ -14,7 +14,7 @@ import pytest
 from rl_insight.client.profiling import ProfileController, _Upload
 from rl_insight.client.transport import Response
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
-from rl_insight.protocol import ProfileRequest
+from rl_insight.protocol import ProfileRequest, RunControl
 from rl_insight.server.live.profiles import ProfileBook
 from tests.conftest import wait_until
 
@@ -47,15 +47,15 @@ def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(tmp_path: Path,
     b = book.create("p", "e", 4, 4, ttl_s=1)
     other = book.create("p", "other", 3, 3)
     book.clock.note("p", "e", 2)
-    got = book.for_client("p", "e")
+    got = book.for_client("p", "e").to_wire()
     assert {r["id"] for r in got["profile"]} == {a["id"], b["id"]} and got["run_step"] == 2
     assert ProfileRequest.from_wire(got["profile"][0]).to_wire() == got["profile"][0]  # what a client accepts
     book.cancel(a["id"])
     real = time.time
     monkeypatch.setattr("rl_insight.server.live.profiles._now", lambda: real() + 5)
-    assert book.for_client("p", "e")["profile"] == []
+    assert book.for_client("p", "e").to_wire()["profile"] == []
     assert book.get(b["id"])["state"] == "expired" and book.get(a["id"])["state"] == "cancelled"
-    assert [r["id"] for r in book.for_client("p", "other")["profile"]] == [other["id"]]
+    assert [r["id"] for r in book.for_client("p", "other").to_wire()["profile"]] == [other["id"]]
 
 
 def test_reports_never_reopen_a_finished_process_and_hostile_fields_are_capped(tmp_path: Path) -> None:
@@ -124,14 +124,14 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
     pytest.importorskip("torch")
     exp = _Exp()
     ctl = ProfileController(exp)
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 1})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 1}))
     assert ctl.hot and ctl._outbox[-1][1]["state"] == "armed"
     ctl.boundary()
     assert ctl._window is None  # the run is at step 1: not yet
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 2})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 2}))
     ctl.boundary()
     assert ctl._window is not None and ctl._window.steps == [3]
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 3})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 3}))
     ctl.boundary()
     assert ctl._window is None
     wait_until(lambda: ctl._upload is not None, timeout=30, what="the export (on the profiler's thread)")
@@ -142,10 +142,10 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
 def test_a_request_that_no_longer_matches_the_reply_is_cancelled_before_its_window() -> None:
     ctl = ProfileController(_Exp())
     ctl._torch = True
-    ctl.offer({"profile": [_req(5, 5)], "run_step": 1})
-    ctl.offer({"profile": [], "run_step": 1})
+    ctl.offer(RunControl.from_wire({"profile": [_req(5, 5)], "run_step": 1}))
+    ctl.offer(RunControl.from_wire({"profile": [], "run_step": 1}))
     assert not ctl.hot and ctl._outbox[-1][1]["state"] == "cancelled"
-    ctl.offer({"profile": [_req(5, 5, ranks=(99,))]})  # a request for another rank: never taken
+    ctl.offer(RunControl.from_wire({"profile": [_req(5, 5, ranks=(99,))]}))  # a request for another rank: never taken
     assert ctl._armed is None
 
 
@@ -201,7 +201,7 @@ def test_a_request_that_expires_before_its_window_says_so() -> None:
     exp = _Exp()
     ctl = ProfileController(exp)
     ctl._torch = True
-    ctl.offer({"profile": [{**_req(9, 9), "expires_at": time.time() + 0.2}], "run_step": 1})
+    ctl.offer(RunControl.from_wire({"profile": [{**_req(9, 9), "expires_at": time.time() + 0.2}], "run_step": 1}))
     assert ctl.hot
     time.sleep(0.3)
     ctl.boundary("rank_0")
@@ -231,12 +231,12 @@ def test_a_step_that_began_before_the_runs_clock_arrived_is_not_profiled_partial
     state after the clock moved but before the reply came, that step began unseen and is refused, not cut."""
     ctl = ProfileController(_Exp())
     ctl._torch = True
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5}))
     ctl.boundary("rank_0", "generate")  # still step 2 here (the clock says 1)
     moved_at = time.time()
     time.sleep(0.01)
     ctl.boundary("rank_0", "generate")  # step 3's first state, before this process heard that step 2 ended
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": moved_at})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": moved_at}))
     ctl.boundary("rank_0", "actor_update")
     assert ctl._window is None and ctl._outbox[-1][1]["state"] == "expired"
     assert "before the run's step clock reached this process" in ctl._outbox[-1][1]["message"]
@@ -244,12 +244,12 @@ def test_a_step_that_began_before_the_runs_clock_arrived_is_not_profiled_partial
     # heard in time: the lane's last state was before the clock moved, so the window opens at the step's first state
     pytest.importorskip("torch")
     ctl = ProfileController(_Exp())
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 1, "run_step_at": time.time() - 5}))
     ctl.boundary("rank_0", "generate")
     time.sleep(0.01)
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": time.time()})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": time.time()}))
     ctl.boundary("rank_0", "generate")
     assert ctl._window is not None
-    ctl.offer({"profile": [_req(3, 3)], "run_step": 3, "run_step_at": time.time()})
+    ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 3, "run_step_at": time.time()}))
     ctl.boundary("rank_0", "generate")
     assert ctl._window is None

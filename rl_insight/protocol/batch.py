@@ -1,7 +1,4 @@
-"""The wire contract between the training client and the ingest server: one home for it.
-
-Stdlib only and free of `re`, `dataclasses` and `typing` at import time, because training processes
-import it (through the client) on every start.
+"""A batch from a client, its records, and `decode_batch`, the one validation of it at the boundary.
 
 A batch (``POST /api/v1/ingest``, JSON, optionally gzip)::
 
@@ -29,57 +26,37 @@ and sizes are capped.
 
 from __future__ import annotations
 
+from .limits import (
+    INT64_MAX,
+    KINDS,
+    MAX_ATTRIBUTE_KEY,
+    MAX_ATTRIBUTE_VALUE,
+    MAX_ATTRIBUTES,
+    MAX_ATTRIBUTES_BYTES,
+    MAX_BUCKETS,
+    MAX_CLIENT_ID,
+    MAX_DOC,
+    MAX_EXACT_INT,
+    MAX_ID,
+    MAX_KIND,
+    MAX_LABEL_NAME,
+    MAX_LABEL_VALUE,
+    MAX_LABELS,
+    MAX_LABELS_BYTES,
+    MAX_LANE,
+    MAX_METRIC_NAME,
+    MAX_SPAN_NAME,
+    MAX_TS_S,
+    NAMESPACES,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS,
+)
+from .values import BatchError, ItemError, TextCleaner, epoch_ns, finite_float, short_repr
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL_VERSION = 1  # what a client speaks until the server says more
-PROTOCOL_VERSIONS = (1, 2)  # what this server accepts (sent back in every ingest answer as `protocols`)
-
-# Routes (the client and the server both use these constants).
-ROUTE_INGEST = "/api/v1/ingest"
-ROUTE_TARGETS = "/api/v1/prometheus/targets"
-
-# Series kinds on the wire and their names.
-KIND_GAUGE, KIND_COUNTER, KIND_HISTOGRAM = "g", "c", "h"
-KINDS = {KIND_GAUGE: "gauge", KIND_COUNTER: "counter", KIND_HISTOGRAM: "histogram"}
-NAMESPACES = (None, "client")  # None: trainer scalars; "client": the client's own delivery metrics
-
-# Limits. The server enforces them; the client respects them so that it never sends what is refused.
-INT64_MAX = 2**63 - 1
-MAX_EXACT_INT = 2**53  # counts and steps beyond this cannot be represented exactly as floats
-MAX_TS_S = INT64_MAX / 1e9  # client timestamps (s) must fit epoch nanoseconds in int64 (year 2262)
-MAX_METRIC_NAME = 256
-MAX_SPAN_NAME = 1024
-MAX_LANE = 256
-MAX_ID = 32
-MAX_KIND = 32
-MAX_LABELS = 64
-MAX_LABEL_NAME = 128
-MAX_LABEL_VALUE = 2048
-MAX_LABELS_BYTES = 8192  # all names and values of one series together
-MAX_DOC = 512
-MAX_BUCKETS = 64
-MAX_ATTRIBUTES = 128
-MAX_ATTRIBUTE_KEY = 256
-MAX_ATTRIBUTE_VALUE = 4096  # longer string values are truncated (marked with "…")
-MAX_ATTRIBUTES_BYTES = 16384
-MAX_CLIENT_ID = 64
-MAX_ERRORS_REPORTED = 100
-
-SPAN_KINDS = ("state", "state_child", "op", "span")
-
-
-class ItemError(ValueError):
-    """One invalid item of a batch; `reason` is a short machine-readable key counted by the server."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class BatchError(ValueError):
-    """The batch as a whole cannot be used (wrong shape or version): answered with one 4xx."""
 
 
 # --------------------------------------------------------------------------- records
@@ -180,77 +157,6 @@ class Batch:
 
 
 # --------------------------------------------------------------------------- scalar checks
-def is_number(x: object) -> bool:
-    return (type(x) is int or type(x) is float) and not isinstance(x, bool)
-
-
-def finite_float(x: object, what: str, lo: float = -1.7976931348623157e308, hi: float = 1.7976931348623157e308) -> float:
-    """x as a finite float in [lo, hi]; ItemError naming `what` otherwise (also for ints past float range)."""
-    if type(x) is float and lo <= x <= hi:  # fast path (NaN fails the comparison)
-        return x
-    if type(x) is int:
-        if lo <= x <= hi:  # type: ignore[operator]
-            return float(x)
-        raise ItemError("out_of_range", f"{what} must be in [{lo:g}, {hi:g}], found {_short(x)}")
-    if not is_number(x):
-        raise ItemError("invalid_value", f"{what} must be a number, found {_short(x)}")
-    try:
-        f = float(x)  # type: ignore[arg-type]
-    except OverflowError:
-        raise ItemError("out_of_range", f"{what} {_short(x)} is beyond the float range") from None
-    if f != f or f in (float("inf"), float("-inf")):
-        raise ItemError("non_finite", f"{what} must be finite, found {f!r}")
-    if not lo <= f <= hi:
-        raise ItemError("out_of_range", f"{what} must be in [{lo:g}, {hi:g}], found {f!r}")
-    return f
-
-
-def epoch_ns(x: object, what: str) -> int:
-    """A non-negative integer that fits int64 (SQLite INTEGER, OTLP fixed64 nanoseconds)."""
-    if type(x) is not int:
-        raise ItemError("invalid_span", f"{what} must be an integer (epoch ns), found {_short(x)}")
-    if not 0 <= x <= INT64_MAX:  # type: ignore[operator]
-        raise ItemError("out_of_range", f"{what} must be in [0, 2^63-1], found {_short(x)}")
-    return x  # type: ignore[return-value]
-
-
-def _short(x: object) -> str:
-    try:
-        r = repr(x)
-    except Exception:  # pragma: no cover - repr of decoded JSON never fails, but be safe
-        r = f"<{type(x).__name__}>"
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
-class _Strings:
-    """Cleans strings to valid UTF-8 and counts how many needed it."""
-
-    __slots__ = ("replaced",)
-
-    def __init__(self) -> None:
-        self.replaced = 0
-
-    def clean(self, s: str) -> str:
-        try:
-            s.encode("utf-8")
-            return s
-        except UnicodeEncodeError:  # lone surrogates (e.g. os.fsdecode of undecodable bytes)
-            self.replaced += 1
-            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in s)
-
-    def text(self, x: object, what: str, max_len: int, *, empty_ok: bool = False, reason: str = "invalid_name") -> str:
-        if not isinstance(x, str):
-            raise ItemError(reason, f"{what} must be a string, found {type(x).__name__}")
-        if not x and not empty_ok:
-            raise ItemError(reason, f"{what} must not be empty")
-        if len(x) > max_len:
-            raise ItemError("too_long", f"{what} is {len(x)} characters; at most {max_len}")
-        return self.clean(x)
-
-
-def clean_text(s: str) -> str:
-    """A string made valid UTF-8 (lone surrogates replaced with U+FFFD)."""
-    return _Strings().clean(s)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -260,9 +166,9 @@ def decode_batch(obj: Any) -> Batch:
         raise BatchError(f"ingest body must be a JSON object, found {type(obj).__name__}")
     version = obj.get("v", PROTOCOL_VERSION)
     if isinstance(version, bool) or version not in PROTOCOL_VERSIONS:
-        raise BatchError(f"unsupported ingest protocol version {_short(version)}; this server speaks "
+        raise BatchError(f"unsupported ingest protocol version {short_repr(version)}; this server speaks "
                          f"{', '.join(map(str, PROTOCOL_VERSIONS))}")
-    strings = _Strings()
+    strings = TextCleaner()
     client = obj.get("client")
     if not isinstance(client, dict):
         raise BatchError("ingest body needs 'client': {'id': <non-empty string>}: the id makes cumulative counters idempotent")
@@ -329,7 +235,7 @@ MAX_RUN_TAGS = 64
 MAX_RUN_TAG = 128
 
 
-def _run_info(run: dict[str, Any], strings: _Strings) -> tuple[dict[str, Any], list[str]]:
+def _run_info(run: dict[str, Any], strings: TextCleaner) -> tuple[dict[str, Any], list[str]]:
     """The run's config (flat `key: scalar`) and tags. Entries that are not that shape, or past the caps,
     are left out; the run's data never depends on them."""
     config: dict[str, Any] = {}
@@ -369,19 +275,19 @@ def _namespace(ns: Any) -> str | None:
         return None
     first = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
     if ns[0] not in first or any(c not in first + "0123456789:" for c in ns):
-        raise BatchError(f"'client.namespace' {_short(ns)} is not a valid metric-name prefix ([a-zA-Z_][a-zA-Z0-9_:]*)")
+        raise BatchError(f"'client.namespace' {short_repr(ns)} is not a valid metric-name prefix ([a-zA-Z_][a-zA-Z0-9_:]*)")
     return ns
 
 
-def _series(entry: Any, strings: _Strings) -> SeriesDef:
+def _series(entry: Any, strings: TextCleaner) -> SeriesDef:
     if not isinstance(entry, dict):
         raise ItemError("invalid_series", f"series entry must be an object, found {type(entry).__name__}")
     k, ns = entry.get("k"), entry.get("ns")
     kind = KINDS.get(k) if isinstance(k, str) else None
     if kind is None:
-        raise ItemError("invalid_series", f"series kind must be one of {sorted(KINDS)}, found {_short(k)}")
+        raise ItemError("invalid_series", f"series kind must be one of {sorted(KINDS)}, found {short_repr(k)}")
     if not (ns is None or (isinstance(ns, str) and ns in NAMESPACES)):
-        raise ItemError("invalid_series", f"unknown namespace {_short(ns)}")
+        raise ItemError("invalid_series", f"unknown namespace {short_repr(ns)}")
     name = entry.get("n")
     if isinstance(name, str) and not name.strip():
         raise ItemError("invalid_metric_name", "metric name must not be blank")
@@ -400,7 +306,7 @@ def _series(entry: Any, strings: _Strings) -> SeriesDef:
     return SeriesDef(kind, name, labels, doc, bounds, ns)
 
 
-def _labels(raw: Any, strings: _Strings) -> dict[str, str]:
+def _labels(raw: Any, strings: TextCleaner) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -414,7 +320,7 @@ def _labels(raw: Any, strings: _Strings) -> dict[str, str]:
         if isinstance(v, str):
             sv = v
         elif v is None or isinstance(v, (bool, int, float)):
-            sv = "None" if v is None else str(v) if not (type(v) is int and abs(v) > INT64_MAX) else _short(v)
+            sv = "None" if v is None else str(v) if not (type(v) is int and abs(v) > INT64_MAX) else short_repr(v)
         else:
             raise ItemError("invalid_label_value", f"label {key!r} must be a scalar, found {type(v).__name__}")
         if len(sv) > MAX_LABEL_VALUE:
@@ -431,7 +337,7 @@ def _sample(raw: Any, series: list[SeriesDef | ItemError], n: int) -> Sample:
         raise ItemError("invalid_sample", "sample must be [series_index, timestamp_s, step, value]")
     idx, ts, step, value = raw
     if type(idx) is not int or not 0 <= idx < n:
-        raise ItemError("invalid_sample", f"series index {_short(idx)} is not in 0..{n - 1}")
+        raise ItemError("invalid_sample", f"series index {short_repr(idx)} is not in 0..{n - 1}")
     ref = series[idx]
     if isinstance(ref, ItemError):
         raise ref
@@ -454,7 +360,7 @@ def _histogram_value(value: Any, n: int) -> tuple[float, int, tuple[int, ...]]:
     if type(count) is float and count.is_integer():
         count = int(count)
     if type(count) is not int or not 0 <= count <= MAX_EXACT_INT:
-        raise ItemError("out_of_range", f"histogram count must be an integer in [0, 2^53], found {_short(count)}")
+        raise ItemError("out_of_range", f"histogram count must be an integer in [0, 2^53], found {short_repr(count)}")
     cum = value[2]
     if not all(type(c) is int and 0 <= c <= MAX_EXACT_INT for c in cum):
         raise ItemError("out_of_range", "histogram bucket counts must be integers in [0, 2^53]")
@@ -463,7 +369,7 @@ def _histogram_value(value: Any, n: int) -> tuple[float, int, tuple[int, ...]]:
     return total, count, tuple(cum)
 
 
-def _span(item: Any, finished: bool, strings: _Strings) -> SpanRecord:
+def _span(item: Any, finished: bool, strings: TextCleaner) -> SpanRecord:
     if not isinstance(item, dict):
         raise ItemError("invalid_span", f"span must be an object, found {type(item).__name__}")
     sid = strings.text(item.get("id"), "span 'id'", MAX_ID, reason="invalid_span")
@@ -510,7 +416,7 @@ def _compact_span(raw: list, table: list) -> dict[str, Any]:
         attrs: Any = None
     else:
         if type(ai) is not int or not 0 <= ai < len(table):
-            raise ItemError("invalid_span", f"attrs index {_short(ai)} is not in 0..{len(table) - 1}")
+            raise ItemError("invalid_span", f"attrs index {short_repr(ai)} is not in 0..{len(table) - 1}")
         entry = table[ai]
         if isinstance(entry, ItemError):
             raise entry
@@ -519,7 +425,7 @@ def _compact_span(raw: list, table: list) -> dict[str, Any]:
             "end_ns": end, "kind": kind, "attributes": attrs}
 
 
-def _attributes(raw: Any, strings: _Strings) -> tuple[dict[str, Any], int]:
+def _attributes(raw: Any, strings: TextCleaner) -> tuple[dict[str, Any], int]:
     if isinstance(raw, _Resolved):
         return raw.attrs, raw.size
     if raw is None:
@@ -540,7 +446,7 @@ def _attributes(raw: Any, strings: _Strings) -> tuple[dict[str, Any], int]:
     return out, size
 
 
-def _attribute_value(v: Any, strings: _Strings) -> Any:
+def _attribute_value(v: Any, strings: TextCleaner) -> Any:
     """Scalars OTLP can carry: str, bool, int64, finite float; anything else becomes a string."""
     if isinstance(v, bool) or v is None:
         return v
@@ -561,126 +467,3 @@ def _attribute_value(v: Any, strings: _Strings) -> Any:
     if len(text) > MAX_ATTRIBUTE_VALUE:
         text = text[: MAX_ATTRIBUTE_VALUE - 1] + "…"
     return strings.clean(text)
-
-
-# --------------------------------------------------------------------------- profile requests
-# Control rides on replies: every ingest answer of a server that profiles carries `profile`, the list of
-# the client's run's active requests (ProfileRequest.to_wire); a client matches them to its identity
-# (lanes, role, rank) and reports back on ROUTE_PROFILES/<id>/status, uploading its trace in chunks to
-# ROUTE_PROFILES/<id>/upload/<file name>?offset=&total= (409 with the server's `size` to resume elsewhere).
-ROUTE_PROFILES = "/api/v1/profiles"
-PROFILE_TOOLS = ("torch",)
-PROFILE_ACTIVITIES = ("cpu", "cuda")
-MAX_PROFILE_STEPS = 8  # steps in one window
-MAX_PROFILE_WINDOW_S = 900.0  # a window still open after this is closed by the client
-DEFAULT_PROFILE_BYTES = 256 * 2**20  # gzip'd trace size cap per process
-MAX_PROFILE_BYTES = 2 * 2**30
-PROFILE_CHUNK_BYTES = 2**20
-MAX_PROFILE_CHUNK_BYTES = 8 * 2**20
-MAX_PROFILE_SELECTORS = 256
-CLIENT_HEARTBEAT_S = 10.0  # an idle client still sends this often: the longest a process may take to hear a request
-# what a process reports about a request (status route); terminal ones end its part of the request
-PROCESS_STATES = ("armed", "profiling", "uploading", "uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
-PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
-
-
-def parse_steps(text: str) -> tuple[int, int]:
-    """`120` or `120-121` as (first, last), the one grammar of profile steps (the CLI, the route, the UI's field);
-    ValueError naming the problem otherwise. No `re`: the client imports this module."""
-    first_s, sep, last_s = text.strip().partition("-")
-    first_s, last_s = first_s.strip(), last_s.strip()
-    if not (first_s.isdigit() and first_s.isascii() and len(first_s) <= 15) or \
-            (sep and not (last_s.isdigit() and last_s.isascii() and len(last_s) <= 15)):
-        raise ValueError(f"steps {text[:40]!r}: give one step (120) or a range (120-121)")
-    first = int(first_s)
-    return first, int(last_s) if sep else first
-
-
-class ProfileRequest:
-    """What to profile: steps first..last of one run (or, with `stage`, that state of one step), on the processes
-    whose lanes, role or rank match (no selector: every process of the run), with which options, until when."""
-
-    __slots__ = ("id", "project", "experiment_name", "first_step", "last_step", "lanes", "roles", "ranks", "tool",
-                 "activities", "memory", "stack", "expires_at", "max_window_s", "max_bytes", "stage")
-
-    def __init__(self, id: str, project: str, experiment_name: str, first_step: int, last_step: int,
-                 lanes: tuple[str, ...] = (), roles: tuple[str, ...] = (), ranks: tuple[int, ...] = (),
-                 tool: str = "torch", activities: tuple[str, ...] = ("cpu", "cuda"), memory: bool = False,
-                 stack: bool = False, expires_at: float = 0.0, max_window_s: float = 300.0,
-                 max_bytes: int = DEFAULT_PROFILE_BYTES, stage: str = "") -> None:
-        self.id = id
-        self.project = project
-        self.experiment_name = experiment_name
-        self.first_step = first_step
-        self.last_step = last_step
-        self.lanes = lanes
-        self.roles = roles
-        self.ranks = ranks
-        self.tool = tool
-        self.activities = activities
-        self.memory = memory
-        self.stack = stack
-        self.expires_at = expires_at
-        self.max_window_s = max_window_s
-        self.max_bytes = max_bytes
-        self.stage = stage  # "" = the whole step(s); else the window is that state (trace_state name) of the step
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"id": self.id, "project": self.project, "experiment_name": self.experiment_name,
-                "steps": [self.first_step, self.last_step], "lanes": list(self.lanes), "roles": list(self.roles),
-                "ranks": list(self.ranks), "tool": self.tool, "activities": list(self.activities), "memory": self.memory,
-                "stack": self.stack, "expires_at": self.expires_at, "max_window_s": self.max_window_s,
-                "max_bytes": self.max_bytes, "stage": self.stage}
-
-    @classmethod
-    def from_wire(cls, d: Any) -> "ProfileRequest":
-        """Validated; ValueError naming the problem otherwise (a client ignores such an entry)."""
-        if not isinstance(d, dict):
-            raise ValueError("a profile request must be an object")
-        rid = d.get("id")
-        if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
-            raise ValueError("profile request id must be 1-32 lowercase hex digits")
-        steps = d.get("steps")
-        if not (isinstance(steps, list) and len(steps) == 2 and all(type(s) is int and 0 <= s <= MAX_EXACT_INT for s in steps)
-                and steps[0] <= steps[1] and steps[1] - steps[0] < MAX_PROFILE_STEPS):
-            raise ValueError(f"steps must be [first, last] with first <= last, at most {MAX_PROFILE_STEPS} steps")
-        strings = _Strings()
-
-        def texts(key: str, max_len: int) -> tuple[str, ...]:
-            v = d.get(key) or []
-            if not isinstance(v, list) or len(v) > MAX_PROFILE_SELECTORS:
-                raise ValueError(f"{key} must be a list of at most {MAX_PROFILE_SELECTORS}")
-            return tuple(strings.text(x, key, max_len) for x in v)
-
-        ranks = d.get("ranks") or []
-        if not isinstance(ranks, list) or len(ranks) > MAX_PROFILE_SELECTORS or \
-                not all(type(r) is int and 0 <= r <= INT64_MAX for r in ranks):
-            raise ValueError("ranks must be a list of non-negative integers")
-        activities = texts("activities", 16)
-        if not activities or any(a not in PROFILE_ACTIVITIES for a in activities):
-            raise ValueError(f"activities must be some of {', '.join(PROFILE_ACTIVITIES)}")
-        tool = d.get("tool", "torch")
-        if tool not in PROFILE_TOOLS:
-            raise ValueError(f"tool must be one of {', '.join(PROFILE_TOOLS)}")
-        try:
-            expires_at = finite_float(d.get("expires_at", 0.0), "expires_at", 0.0, MAX_TS_S)
-            window = finite_float(d.get("max_window_s", 300.0), "max_window_s", 1.0, MAX_PROFILE_WINDOW_S)
-            max_bytes = finite_float(d.get("max_bytes", DEFAULT_PROFILE_BYTES), "max_bytes", 1.0, MAX_PROFILE_BYTES)
-            project = strings.text(d.get("project"), "project", MAX_LABEL_VALUE)
-            experiment = strings.text(d.get("experiment_name"), "experiment_name", MAX_LABEL_VALUE)
-            lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
-            stage = strings.text(d.get("stage") or "", "stage", MAX_SPAN_NAME, empty_ok=True)
-        except ItemError as exc:
-            raise ValueError(str(exc)) from None
-        if stage and steps[0] != steps[1]:
-            raise ValueError("a stage is profiled in one step: give steps [N, N]")
-        return cls(rid, project, experiment, steps[0], steps[1], lanes, roles, tuple(ranks), tool, activities,
-                   d.get("memory") is True, d.get("stack") is True, expires_at, window, int(max_bytes), stage)
-
-    def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
-        """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""
-        if not (self.lanes or self.roles or self.ranks):
-            return True
-        norm = {r.replace("-", "_") for r in roles}
-        return bool(set(self.lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in self.roles) or \
-            (rank is not None and rank in self.ranks)
