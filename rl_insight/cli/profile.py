@@ -19,8 +19,8 @@ import typer
 
 from ..errors import InvalidInputError
 from ..protocol import DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_TTL_S, DEFAULT_PROFILE_WINDOW_S, parse_steps
-from .server import HomeOpt, ServerUrlOpt, TokenOpt, _echo_table, _experiments_client, _request
-from ..services.home import Home
+from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
+from .reach import Server, require_server
 
 profile_app = typer.Typer(help="Profile chosen steps on chosen ranks of a running job (torch.profiler, on request).",
                           no_args_is_help=True)
@@ -98,8 +98,8 @@ def verl_overrides(first: int, last: int, roles: list[str], ranks: list[int], to
     return out
 
 
-def _client(server_url: Optional[str], token: Optional[str], home: Optional[Path]) -> tuple[str, dict[str, str]]:
-    return _experiments_client(Home.resolve(home), server_url, token)
+def _client(server_url: Optional[str], token: Optional[str], home: Optional[Path]) -> Server:
+    return require_server(home, server_url, token, None)
 
 
 def _describe(p: dict[str, Any], url: str) -> None:
@@ -152,20 +152,21 @@ def request(run: str = RunOpt,
         return 0
     if tool != "torch":
         raise InvalidInputError(f"--tool {tool}: on-request profiling runs torch.profiler; for {tool} use --emit-verl-config")
-    url, headers = _client(server_url, token, home)
+    server = _client(server_url, token, home)
+    url = server.url
     body = {**_run_fields(run), "steps": steps, "lanes": _csv(lanes), "roles": _csv(roles), "ranks": _ranks(ranks),
             "activities": _csv(activities), "memory": memory, "stack": stack, "ttl_s": ttl, "max_window_s": max_window,
             "max_bytes": _bytes(max_bytes), "stage": stage}
     if steps.strip().lower() != "next":
         _steps(steps)  # said here, before the server is asked
-    p = _request("POST", url + "/api/v1/profiles", headers, json=body)
+    p = server.request("POST", "/api/v1/profiles", json=body)
     first, last = p["request"]["steps"]
     typer.echo(f"Requested profile {p['id']}: steps {first}-{last} of {p['request']['project']}/{p['request']['experiment_name']}. "
                f"Watch it with `rl-insight profile show {p['id']}`.")
     if wait > 0:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            p = _request("GET", f"{url}/api/v1/profiles/{p['id']}", headers)
+            p = server.request("GET", f"/api/v1/profiles/{p['id']}")
             if p["state"] in ("done", "failed", "cancelled", "expired") and p.get("analysis", {}).get("state") not in ("pending", "running"):
                 break
             time.sleep(1.0)
@@ -178,8 +179,8 @@ def request(run: str = RunOpt,
 def list_(run: Optional[str] = typer.Option(None, "--run", help="Only this run (PROJECT/EXPERIMENT or run id)."),
           server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
     """Profile requests, newest first."""
-    url, headers = _client(server_url, token, home)
-    items = _request("GET", url + "/api/v1/profiles", headers, params=_run_fields(run) if run else None)["profiles"]
+    server = _client(server_url, token, home)
+    items = server.request("GET", "/api/v1/profiles", params=_run_fields(run) if run else None)["profiles"]
     if not items:
         typer.echo("No profile requests.")
         return 0
@@ -187,7 +188,7 @@ def list_(run: Optional[str] = typer.Option(None, "--run", help="Only this run (
              f"{p['request']['steps'][0]}-{p['request']['steps'][1]}",
              str(sum(1 for x in p["processes"].values() if x["state"] == "uploaded")), p.get("analysis", {}).get("state", "")]
             for p in items]
-    _echo_table(rows, ["ID", "STATE", "RUN", "STEPS", "TRACES", "ANALYSIS"])
+    echo_table(rows, ["ID", "STATE", "RUN", "STEPS", "TRACES", "ANALYSIS"])
     return 0
 
 
@@ -195,8 +196,9 @@ def list_(run: Optional[str] = typer.Option(None, "--run", help="Only this run (
 def show(profile_id: str = typer.Argument(..., help="The request's id."), server_url: Optional[str] = ServerUrlOpt,
          token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
     """One request: what each process did, the traces, the analysis."""
-    url, headers = _client(server_url, token, home)
-    _describe(_request("GET", f"{url}/api/v1/profiles/{profile_id}", headers), url)
+    server = _client(server_url, token, home)
+    url = server.url
+    _describe(server.request("GET", f"/api/v1/profiles/{profile_id}"), url)
     return 0
 
 
@@ -204,8 +206,8 @@ def show(profile_id: str = typer.Argument(..., help="The request's id."), server
 def cancel(profile_id: str = typer.Argument(..., help="The request's id."), server_url: Optional[str] = ServerUrlOpt,
            token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
     """Cancel: armed processes disarm; a process that is profiling stops and discards at its next step boundary."""
-    url, headers = _client(server_url, token, home)
-    p = _request("DELETE", f"{url}/api/v1/profiles/{profile_id}", headers)
+    server = _client(server_url, token, home)
+    p = server.request("DELETE", f"/api/v1/profiles/{profile_id}")
     typer.echo(f"profile {p['id']}: {p['state']}")
     return 0
 
@@ -217,8 +219,9 @@ def fetch(profile_id: str = typer.Argument(..., help="The request's id."),
     """Download a request's traces (and its analysis) for `rl-insight analyze`, Perfetto or HTA."""
     import httpx
 
-    url, headers = _client(server_url, token, home)
-    p = _request("GET", f"{url}/api/v1/profiles/{profile_id}", headers)
+    server = _client(server_url, token, home)
+    url, headers = server.url, server.headers
+    p = server.request("GET", f"/api/v1/profiles/{profile_id}")
     target = out / f"profile-{profile_id}"
     target.mkdir(parents=True, exist_ok=True)
     wrote = []
@@ -253,12 +256,12 @@ def upload(directory: Path = typer.Argument(..., exists=True, file_okay=True, he
     files = [directory] if directory.is_file() else sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(UPLOADABLE))
     if not files:
         raise InvalidInputError(f"no traces under {directory} (looked for {', '.join(UPLOADABLE)})")
-    url, headers = _client(server_url, token, home)
+    server = _client(server_url, token, home)
     body = {**_run_fields(run), "steps": steps, "activities": ["cpu"], "ttl_s": 86400.0, "max_bytes": 2 * 2**30}
-    p = _request("POST", url + "/api/v1/profiles", headers, json={**body, "origin": "upload"})
+    p = server.request("POST", "/api/v1/profiles", json={**body, "origin": "upload"})
     rid = p["id"]
     proc = {"host": socket.gethostname(), "pid": os.getpid(), "lanes": [], "roles": ["upload"]}
-    _request("POST", f"{url}/api/v1/profiles/{rid}/status", headers, json={"state": "uploading", "process": proc,
+    server.request("POST", f"/api/v1/profiles/{rid}/status", json={"state": "uploading", "process": proc,
                                                                             "message": f"{len(files)} file(s) from {directory}"})
     sent = 0
     for f in files:
@@ -268,11 +271,11 @@ def upload(directory: Path = typer.Argument(..., exists=True, file_okay=True, he
             data, name = gzip.compress(data, 6), name + ".gz"
         name = re.sub(r"[^A-Za-z0-9._=+-]", "-", name)[-180:].lstrip("-.") or "trace.json.gz"
         for off in range(0, len(data), 4 * 2**20):
-            _request("POST", f"{url}/api/v1/profiles/{rid}/upload/{name}", {**headers, "Content-Type": "application/octet-stream"},
+            server.request("POST", f"/api/v1/profiles/{rid}/upload/{name}", headers={"Content-Type": "application/octet-stream"},
                      params={"offset": off, "total": len(data)}, content=data[off: off + 4 * 2**20])
         sent += 1
         typer.echo(f"  uploaded {f} ({len(data):,} bytes)")
-    _request("POST", f"{url}/api/v1/profiles/{rid}/status", headers,
+    server.request("POST", f"/api/v1/profiles/{rid}/status",
              json={"state": "uploaded", "process": proc, "message": f"{sent} file(s) uploaded from {directory}"})
     typer.echo(f"Uploaded {sent} file(s) as profile {rid}; `rl-insight profile show {rid}` follows the analysis.")
     return 0

@@ -36,26 +36,22 @@ def _str(v: Any) -> str:
     return str(v).strip()
 
 
-def _not(v: Any) -> bool:
-    return not _bool(v)
-
-
 MAPPING: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "server.port": ("port", _int),
     "server.host": ("host", _str),
     "server.data_dir": ("data_dir", _str),
     "server.install_dir": ("install_dir", _str),
-    "prometheus.enable": ("no_prometheus", _not),
+    "prometheus.enable": ("prometheus", _bool),
     "prometheus.prometheus_port": ("prometheus_port", _int),
     "prometheus.binary_path": ("prometheus_bin", _str),
     "prometheus.retention_time": ("retention", _str),
     "prometheus.scrape_interval": ("scrape_interval", _str),
-    "tempo.enable": ("no_tempo", _not),
+    "tempo.enable": ("tempo", _bool),
     "tempo.query_port": ("tempo_port", _int),
     "tempo.binary_path": ("tempo_bin", _str),
     "tempo.retention_time": ("tempo_retention", _str),
     "otel.otel_port": ("otlp_http_port", _int),
-    "grafana.enable": ("no_grafana", _not),
+    "grafana.enable": ("grafana", _bool),
     "grafana.port": ("grafana_port", _int),
     "grafana.binary_path": ("grafana_bin", _str),
     "grafana.extra_dashboard_dir": ("extra_dashboard_dir", _str),

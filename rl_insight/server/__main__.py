@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = ServerConfig.from_file(args.config)
         sock = bind_socket(config.host, config.port)
-        if config.otlp_grpc_intake_port:  # its errors before uvicorn's start, as clear as the main port's
+        if config.otlp_intake_grpc_port:  # its errors before uvicorn's start, as clear as the main port's
             require_grpc()
-            if not port_is_free(config.host, config.otlp_grpc_intake_port):
-                raise PortInUseError(f"port {config.otlp_grpc_intake_port} (OTLP/gRPC intake) on {config.host} is already in use",
+            if not port_is_free(config.host, config.otlp_intake_grpc_port):
+                raise PortInUseError(f"port {config.otlp_intake_grpc_port} (OTLP/gRPC intake) on {config.host} is already in use",
                                      hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317")
         import uvicorn
 

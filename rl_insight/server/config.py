@@ -1,4 +1,9 @@
-"""Server configuration: one frozen dataclass, written as JSON by `server start` for the child."""
+"""Server configuration: one frozen dataclass, written as JSON by `server start` for the child.
+
+Each option has one name from flag to file to field: `rl-insight server start --store-max-gb 5` is the parameter
+`store_max_gb`, the key `store_max_gb` in the runtime `server.json`, and `ServerConfig.store_max_gb` (the CLI
+builds this dataclass from its parameters by name, and reads its defaults from here). Adding an option is one
+field here plus one flag in `cli/stack.py`."""
 
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ DEFAULT_PORT = 18080
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 # run store retention: the server, the stack settings, the CLI's flags and the writer read these (stated once)
 DEFAULT_RETENTION_DAYS = 30.0
-DEFAULT_STORE_MAX_BYTES = 20 * 2**30
+DEFAULT_STORE_MAX_GB = 20.0
+DEFAULT_STORE_MAX_BYTES = int(DEFAULT_STORE_MAX_GB * 2**30)
+# keys of runtime files written by earlier versions, read under today's names
+RENAMED = {"retention_days": "store_retention_days", "otlp_grpc_intake_port": "otlp_intake_grpc_port"}
 
 
 @dataclass(frozen=True)
@@ -37,10 +45,10 @@ class ServerConfig:
     # Host names (besides loopback, this machine's names and the bound address) a token-less server answers to.
     allowed_hosts: tuple[str, ...] = ()
     # Run store (SQLite under data_dir): runs not seen for retention_days are deleted, and the
-    # oldest runs go first when the file holds more than store_max_bytes.
+    # oldest runs go first when the file holds more than store_max_gb.
     store_enabled: bool = True
-    retention_days: float = DEFAULT_RETENTION_DAYS
-    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
+    store_retention_days: float = DEFAULT_RETENTION_DAYS
+    store_max_gb: float = DEFAULT_STORE_MAX_GB
     live_window_s: float = 60.0  # a run counts as live while data arrived this recently
     step_metric: str = "training/global_step"
     version_metric: str = "current_param_version"  # trainer parameter version, for staleness
@@ -55,7 +63,7 @@ class ServerConfig:
     otlp_endpoint: str | None = None
     otlp_protocol: str = "http/protobuf"  # or "grpc"
     otlp_queue: int = 50_000
-    otlp_grpc_intake_port: int = 0  # OTLP/gRPC trace intake on this port (0: off; POST /v1/traces is always on)
+    otlp_intake_grpc_port: int = 0  # OTLP/gRPC trace intake on this port (0: off; POST /v1/traces is always on)
     # Live export of every run's scalars and insight metrics (extras rl-insight[tensorboard] / [wandb])
     export_tensorboard: str | None = None  # log root: one dir per run, <project>/<experiment>
     export_wandb: bool = False  # one W&B run per run (WANDB_MODE=offline for `wandb sync` later)
@@ -74,6 +82,10 @@ class ServerConfig:
     ack_timeout_s: float = 10.0
 
     @property
+    def store_max_bytes(self) -> int:
+        return int(self.store_max_gb * 2**30)
+
+    @property
     def store_file(self) -> Path:
         return Path(self.data_dir).expanduser() / "runstore.sqlite"
 
@@ -85,7 +97,7 @@ class ServerConfig:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ServerConfig":
+    def from_file(cls, path: str | Path) -> ServerConfig:
         p = Path(path)
         try:
             raw = json.loads(p.read_text())
@@ -95,6 +107,9 @@ class ServerConfig:
             raise ConfigError(f"server config {p} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"server config {p} must hold a JSON object, found {type(raw).__name__}")
+        raw = {RENAMED.get(k, k): v for k, v in raw.items()}
+        if "store_max_bytes" in raw and isinstance(raw["store_max_bytes"], (int, float)):  # before store_max_gb
+            raw["store_max_gb"] = raw.pop("store_max_bytes") / 2**30
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:

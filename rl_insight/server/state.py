@@ -105,7 +105,7 @@ class AppState:
         self.metrics = ServerMetrics(self.registry)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
         self.experiments = ExperimentBook(self.targets)
-        self.writer = RunStoreWriter(config.store_file, retention_days=config.retention_days,
+        self.writer = RunStoreWriter(config.store_file, retention_days=config.store_retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
         self.insight = (InsightService(self.reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
@@ -226,10 +226,10 @@ class AppState:
         if self.reader is not None:
             self._inherit_open_states()
         self.clients.start()
-        if self.config.otlp_grpc_intake_port:
+        if self.config.otlp_intake_grpc_port:
             from .intake.otlp_grpc import GrpcTraceIntake
 
-            self.grpc_intake = GrpcTraceIntake(self.intake, self.auth, self.config.host, self.config.otlp_grpc_intake_port,
+            self.grpc_intake = GrpcTraceIntake(self.intake, self.auth, self.config.host, self.config.otlp_intake_grpc_port,
                                                max_body_bytes=self.config.max_body_bytes,
                                                ack_timeout_s=self.config.ack_timeout_s)
             self.grpc_intake.start()

@@ -14,19 +14,14 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
-from ..server.config import (
-    DEFAULT_PORT,
-    DEFAULT_RETENTION_DAYS,
-    DEFAULT_STORE_MAX_BYTES,
-    ServerConfig,
-)
+from ..server.config import ServerConfig
 from ..server.http.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
@@ -54,9 +49,9 @@ MAX_RESTARTS_IN_WINDOW = 5
 @dataclass(frozen=True)
 class StackSettings:
     home: Home
-    host: str = "0.0.0.0"
-    port: int = DEFAULT_PORT
-    token: str = ""
+    # the ingest server's own options (host, port, token, run store, exports, OTLP): one ServerConfig, never restated;
+    # the supervisor fills in what it decides (ports picked, where the other services run, the data directory)
+    server: ServerConfig = field(default_factory=ServerConfig)
     log_dir: Path | None = None
     prometheus: bool = True
     prometheus_bin: str | None = None
@@ -65,16 +60,9 @@ class StackSettings:
     scrape_interval: str = "10s"
     retention: str = "30d"
     auto_port: bool = False
-    allowed_hosts: tuple[str, ...] = ()  # extra Host names a token-less ingest server answers to
     data_dir: Path | None = None  # default <home>/data (upstream's server.data_dir)
     extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
-    export_tensorboard: str | None = None  # live export (server/outbound/exporters.py)
-    export_wandb: bool = False
-    wandb_project: str | None = None
-    wandb_entity: str | None = None
-    ready_timeout_s: float = 60.0
-    store_retention_days: float = DEFAULT_RETENTION_DAYS
-    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
+    ready_timeout: float = 60.0
     remote_write_url: str | None = None
     tempo: bool = True
     tempo_bin: str | None = None
@@ -86,9 +74,6 @@ class StackSettings:
     tempo_grpc_port: int = 9095
     tempo_memberlist_port: int = 7946
     tempo_retention: str = "720h"
-    otlp_endpoint: str | None = None  # an external collector/Tempo instead of the managed one
-    otlp_protocol: str = "http/protobuf"
-    otlp_intake_grpc_port: int = 0  # the ingest server's own OTLP/gRPC trace intake (0: off)
     grafana: bool = True
     grafana_bin: str | None = None
     grafana_host: str = "0.0.0.0"  # behind its login (generated admin password)
@@ -140,7 +125,7 @@ class Supervisor:
         self.report = report
         self.services: list[Service] = []
         self.missing: list[Missing] = []
-        self.ingest_port = settings.port
+        self.ingest_port = settings.server.port
         self.intake_grpc_port = 0
         self.prometheus_port = settings.prometheus_port
         self._stopping = threading.Event()
@@ -177,12 +162,13 @@ class Supervisor:
         """Resolve ports and binaries and render configs; raises before anything is spawned.
 
         Start order: Prometheus, Tempo, Grafana, then the ingest server (which forwards spans to Tempo)."""
-        s, home = self.s, self.s.home
+        s, home, srv = self.s, self.s.home, self.s.server
         home.ensure()
-        self.ingest_port = self._pick_port(s.host, s.port, "ingest server")
-        self.intake_grpc_port = self._pick_port(s.host, s.otlp_intake_grpc_port, "OTLP/gRPC intake") if s.otlp_intake_grpc_port else 0
+        self.ingest_port = self._pick_port(srv.host, srv.port, "ingest server")
+        self.intake_grpc_port = self._pick_port(srv.host, srv.otlp_intake_grpc_port, "OTLP/gRPC intake") \
+            if srv.otlp_intake_grpc_port else 0
         prom_bin = self._find("prometheus", s.prometheus, s.prometheus_bin)
-        tempo_bin = self._find("tempo", s.tempo and not s.otlp_endpoint, s.tempo_bin)
+        tempo_bin = self._find("tempo", s.tempo and not srv.otlp_endpoint, s.tempo_bin)
         grafana_bin = self._find("grafana", s.grafana, s.grafana_bin)
         if prom_bin:
             self.prometheus_port = self._pick_port(s.prometheus_host, s.prometheus_port, "Prometheus")
@@ -204,7 +190,7 @@ class Supervisor:
                                   otlp_grpc_port=ports["otlp_grpc"], otlp_http_port=ports["otlp_http"], grpc_port=ports["grpc"],
                                   memberlist_port=ports["memberlist"], data_dir=self.data_dir / "tempo",
                                   config_file=home.runtime_dir / "tempo.yaml", retention=s.tempo_retention)
-        otlp_endpoint, otlp_protocol = s.otlp_endpoint, s.otlp_protocol
+        otlp_endpoint, otlp_protocol = srv.otlp_endpoint, srv.otlp_protocol
         if tempo is not None and not otlp_endpoint:
             host = probe_host(s.otlp_host)
             otlp_endpoint = (f"http://{host}:{tempo.otlp_http_port}" if otlp_protocol == "http/protobuf"
@@ -215,16 +201,11 @@ class Supervisor:
                                       runtime_dir=home.runtime_dir, prometheus_url=prom_url, tempo_url=tempo.url if tempo else None,
                                       scrape_interval=s.scrape_interval, extra_dashboard_dir=s.extra_dashboard_dir)
 
-        server_cfg = ServerConfig(host=s.host, port=self.ingest_port, token=s.token, data_dir=str(self.data_dir),
-                                  prometheus_url=prom_url, retention_days=s.store_retention_days,
-                                  scrape_interval_s=duration_seconds(s.scrape_interval),
-                                  store_max_bytes=s.store_max_bytes, otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol,
-                                  otlp_grpc_intake_port=self.intake_grpc_port,
-                                  tempo_url=tempo.url if tempo else None, grafana_url=grafana.url if grafana else None,
-                                  allowed_hosts=tuple(s.allowed_hosts),
-                                  prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None,
-                                  export_tensorboard=s.export_tensorboard, export_wandb=s.export_wandb,
-                                  wandb_project=s.wandb_project, wandb_entity=s.wandb_entity)
+        server_cfg = replace(srv, port=self.ingest_port, data_dir=str(self.data_dir), prometheus_url=prom_url,
+                             scrape_interval_s=duration_seconds(s.scrape_interval), otlp_endpoint=otlp_endpoint,
+                             otlp_intake_grpc_port=self.intake_grpc_port, tempo_url=tempo.url if tempo else None,
+                             grafana_url=grafana.url if grafana else None,
+                             prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
 
@@ -232,7 +213,7 @@ class Supervisor:
             prom = PrometheusSettings(
                 host=s.prometheus_host, port=self.prometheus_port, data_dir=self.data_dir / "prometheus",
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
-                ingest_target=f"{probe_host(s.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
+                ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url)
             install_rules(prom.rules_dir)  # type: ignore[arg-type]
             prom.data_dir.mkdir(parents=True, exist_ok=True)
@@ -257,7 +238,7 @@ class Supervisor:
                 name="grafana", argv=grafana_command(grafana_bin.path, grafana), ready_url=grafana.url + "/api/health",
                 url=grafana.url, port=grafana.http_port, log=s.logs / "grafana.log", version=grafana_bin.version_str,
                 env={"GF_SECURITY_ADMIN_PASSWORD": password, "GF_SECURITY_ADMIN_USER": "admin"}))
-        ingest_probe = f"http://{probe_host(s.host)}:{self.ingest_port}"
+        ingest_probe = f"http://{probe_host(s.server.host)}:{self.ingest_port}"
         self.services.append(Service(
             name="ingest", argv=[sys.executable, "-m", "rl_insight.server", "--config", str(cfg_path)],
             ready_url=ingest_probe + "/healthz", url=ingest_probe, port=self.ingest_port,
@@ -267,9 +248,9 @@ class Supervisor:
     def _spawn(self, svc: Service) -> None:
         svc.state = "starting"
         svc.proc = process.spawn(svc.argv, svc.log, env={**os.environ, "PYTHONUNBUFFERED": "1", **svc.env})
-        if not process.wait_ready(svc.ready_url, self.s.ready_timeout_s, svc.proc):
+        if not process.wait_ready(svc.ready_url, self.s.ready_timeout, svc.proc):
             code = svc.proc.poll()
-            why = f"exited with code {code}" if code is not None else f"not ready after {self.s.ready_timeout_s:.0f}s"
+            why = f"exited with code {code}" if code is not None else f"not ready after {self.s.ready_timeout:.0f}s"
             raise ServiceError(f"{svc.name} {why} ({svc.ready_url}); last log lines of {svc.log}:\n{_tail(svc.log)}")
         svc.state = "running"
 
@@ -337,16 +318,16 @@ class Supervisor:
     # ------------------------------------------------------------------ state file
     def write_state(self, ready: bool) -> None:
         ip = detect_ip()
-        public_host = ip if self.s.host in ("0.0.0.0", "::") and ip else probe_host(self.s.host)
+        public_host = ip if self.s.server.host in ("0.0.0.0", "::") and ip else probe_host(self.s.server.host)
         StackState(
             version=__version__,
             supervisor=ProcessRecord(os.getpid(), process.cmdline(os.getpid()) or ""),
             ready=ready,
             started_at=time.time(),
             home=str(self.s.home.root),
-            ingest_url=f"http://{probe_host(self.s.host)}:{self.ingest_port}",
+            ingest_url=f"http://{probe_host(self.s.server.host)}:{self.ingest_port}",
             public_url=f"http://{public_host}:{self.ingest_port}",
-            token_required=bool(self.s.token),
+            token_required=bool(self.s.server.token),
             services=tuple(ServiceRecord(svc.name, svc.proc.pid if svc.proc else None, svc.marker, svc.url, svc.ready_url,
                                          svc.port, str(svc.log), svc.version, svc.state) for svc in self.services),
             missing=tuple(MissingRecord(m.name, m.reason, m.hint) for m in self.missing),

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from rl_insight.errors import BinaryNotFoundError
+from rl_insight.server.config import ServerConfig
 from rl_insight.services import binaries
 from rl_insight.services.home import Home
 from rl_insight.services.prometheus import PrometheusSettings, render_config
@@ -37,24 +38,32 @@ def test_auto_port_picks_a_free_port(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
-        sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=busy, prometheus=False, auto_port=True))
+        sup = Supervisor(StackSettings(home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=busy), prometheus=False,
+                                       auto_port=True))
         sup.plan()
     assert sup.ingest_port != busy
     assert sup.services[0].url.endswith(f":{sup.ingest_port}")
 
 
 def test_store_retention_settings_reach_the_server_config(tmp_path: Path) -> None:
-    sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=free_port(), prometheus=False,
-                                   store_retention_days=2.5, store_max_bytes=123456789))
+    server = ServerConfig(host="127.0.0.1", port=free_port(), store_retention_days=2.5, store_max_gb=0.5)
+    sup = Supervisor(StackSettings(home=Home(tmp_path), server=server, prometheus=False))
     sup.plan()
-    cfg = json.loads((tmp_path / "runtime" / "server.json").read_text())
-    assert (cfg["retention_days"], cfg["store_max_bytes"]) == (2.5, 123456789)
+    cfg = ServerConfig.from_file(tmp_path / "runtime" / "server.json")
+    assert (cfg.store_retention_days, cfg.store_max_bytes) == (2.5, 2**29)
+
+
+def test_a_runtime_config_of_the_previous_version_reads_under_todays_names(tmp_path: Path) -> None:
+    f = tmp_path / "server.json"
+    f.write_text(json.dumps({"retention_days": 3.0, "store_max_bytes": 2**30, "otlp_grpc_intake_port": 4399}))
+    cfg = ServerConfig.from_file(f)
+    assert (cfg.store_retention_days, cfg.store_max_gb, cfg.otlp_intake_grpc_port) == (3.0, 1.0, 4399)
 
 
 def test_missing_prometheus_degrades_to_ingest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binaries, "_SYSTEM_PATHS", {"prometheus": []})
     monkeypatch.setattr(binaries.shutil, "which", lambda name: None)
-    sup = Supervisor(StackSettings(home=Home(tmp_path), host="127.0.0.1", port=free_port()))
+    sup = Supervisor(StackSettings(home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=free_port())))
     sup.plan()
     assert [s.name for s in sup.services] == ["ingest"]
     assert sup.missing[0].name == "prometheus" and "apt-get install prometheus" in (sup.missing[0].hint or "")

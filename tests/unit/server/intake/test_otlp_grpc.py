@@ -20,7 +20,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
 
 @pytest.fixture
 def srv(tmp_path: Path):
-    s = start_server(tmp_path, token=TOKEN, otlp_grpc_intake_port=free_port())
+    s = start_server(tmp_path, token=TOKEN, otlp_intake_grpc_port=free_port())
     yield s
     s.stop()
 
@@ -39,7 +39,7 @@ def _provider(port: int, token: str):
 
 
 def test_spans_over_otlp_grpc_reach_their_run_and_trajectories(srv) -> None:
-    port = srv.config.otlp_grpc_intake_port
+    port = srv.config.otlp_intake_grpc_port
     provider, _ = _provider(port, TOKEN)
     tracer = provider.get_tracer("verl")
     with tracer.start_as_current_span("ToolAgentLoop.run", attributes={"mlflow.spanType": "AGENT", "mlflow.traceRequestId": "tr-1",
@@ -70,7 +70,7 @@ def test_the_token_is_required_and_named(srv) -> None:
     import grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-    with grpc.insecure_channel(f"127.0.0.1:{srv.config.otlp_grpc_intake_port}") as ch:
+    with grpc.insecure_channel(f"127.0.0.1:{srv.config.otlp_intake_grpc_port}") as ch:
         stub = trace_service_pb2_grpc.TraceServiceStub(ch)
         for metadata in ((), (("authorization", "Bearer wrong"),)):
             with pytest.raises(grpc.RpcError) as err:

@@ -1,0 +1,425 @@
+"""`rl-insight server start | stop | status | credentials | logs`: the stack this home runs.
+
+`start` reads each ingest-server option under its `ServerConfig` field name, with the dataclass's default, and
+builds the config from its parameters by name (`server_config`); the supervisor's own options are `StackSettings`
+fields built the same way. A new option is a field plus a flag; no table maps one name to another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .. import env
+from ..errors import InvalidInputError, ServiceError
+from ..server.config import ServerConfig
+from ..services import process
+from ..services.home import Home
+from ..services.state import StackState
+from ..services.supervisor import StackSettings, Supervisor, service_status
+from .options import ConfigOpt, HomeOpt, apply_config_file, config_url, echo_table
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SERVER = ServerConfig()  # the ingest server's defaults, read by the flags below
+STACK = StackSettings(home=Home(Path(".")))  # the supervisor's defaults
+# parameters that are neither: how this command runs, or resolved before the configs are built
+NOT_CONFIG = {"ctx", "config", "detach", "attach_logs", "no_token", "home", "data_dir"}
+
+
+def start(
+    ctx: typer.Context,
+    config: Optional[Path] = ConfigOpt,
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return once ready."),
+    attach_logs: bool = typer.Option(False, "--attach-logs", help="In the foreground, also print every service's log "
+                                                                  "lines prefixed with [service] (not with --detach)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where the run store, TSDB, traces and Grafana keep "
+                                                                     "data (default <home>/data; upstream's server.data_dir)."),
+    extra_dashboard_dir: Optional[Path] = typer.Option(None, "--extra-dashboard-dir",
+                                                       help="More Grafana dashboards (classic JSON) provisioned next to ours."),
+    export_tensorboard: Optional[Path] = typer.Option(None, "--export-tensorboard", metavar="DIR",
+                                                      help="Write every run's scalars and insight metrics as TensorBoard "
+                                                           "events under DIR/<project>/<experiment> (extra "
+                                                           "rl-insight[tensorboard])."),
+    export_wandb: bool = typer.Option(SERVER.export_wandb, "--export-wandb",
+                                      help="One W&B run per run, resumed across restarts (extra rl-insight[wandb]; "
+                                           "WANDB_MODE=offline for `wandb sync`)."),
+    wandb_project: Optional[str] = typer.Option(SERVER.wandb_project, "--wandb-project",
+                                                help="W&B project (default: the run's project)."),
+    wandb_entity: Optional[str] = typer.Option(SERVER.wandb_entity, "--wandb-entity", help="W&B entity."),
+    host: str = typer.Option(SERVER.host, help="Ingest server bind address."),
+    port: int = typer.Option(SERVER.port, help="Ingest server port."),
+    log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Directory for service logs (default <home>/logs)."),
+    prometheus: bool = typer.Option(STACK.prometheus, "--prometheus/--no-prometheus",
+                                    help="Run Prometheus (--no-prometheus: only the ingest server)."),
+    prometheus_bin: Optional[str] = typer.Option(None, "--prometheus-bin", help="Prometheus binary to use."),
+    prometheus_host: str = typer.Option(STACK.prometheus_host, help="Prometheus bind address (loopback by default)."),
+    prometheus_port: int = typer.Option(STACK.prometheus_port, help="Prometheus port."),
+    scrape_interval: str = typer.Option(STACK.scrape_interval, help="Prometheus scrape interval."),
+    retention: str = typer.Option(STACK.retention, help="Prometheus TSDB retention time."),
+    store_retention_days: float = typer.Option(SERVER.store_retention_days, min=0.01,
+                                               help="Run store: delete runs not seen for this many days."),
+    store_max_gb: float = typer.Option(SERVER.store_max_gb, min=0.01,
+                                       help="Run store: delete the oldest runs while the file is larger."),
+    auto_port: bool = typer.Option(STACK.auto_port, "--auto-port", help="Pick free ports for every service whose port is busy."),
+    token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN,
+                                        help="Bearer token for state-changing routes (default: generated when not on "
+                                             "loopback)."),
+    no_token: bool = typer.Option(False, "--no-token", help="Accept writes without a token even on a network address."),
+    allowed_hosts: list[str] = typer.Option(list(SERVER.allowed_hosts), "--allowed-host", metavar="NAME",
+                                            help="Another name clients use for this server (DNS name behind a proxy); "
+                                                 "without a token, requests for other Host names are refused "
+                                                 "(DNS-rebinding defence). Repeatable."),
+    ready_timeout: float = typer.Option(STACK.ready_timeout, help="Seconds to wait for each service to become ready."),
+    remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, "
+                                                              "VictoriaMetrics)."),
+    tempo: bool = typer.Option(STACK.tempo, "--tempo/--no-tempo", help="Run Tempo (when installed)."),
+    tempo_bin: Optional[str] = typer.Option(None, "--tempo-bin", help="Tempo binary to use."),
+    tempo_host: str = typer.Option(STACK.tempo_host, help="Tempo HTTP API bind address."),
+    tempo_port: int = typer.Option(STACK.tempo_port, help="Tempo HTTP API port."),
+    tempo_retention: str = typer.Option(STACK.tempo_retention, help="Tempo block retention."),
+    otlp_host: str = typer.Option(STACK.otlp_host, help="Tempo OTLP receivers' bind address (0.0.0.0 to accept other "
+                                                        "hosts)."),
+    otlp_grpc_port: int = typer.Option(STACK.otlp_grpc_port, help="Tempo OTLP gRPC port."),
+    otlp_http_port: int = typer.Option(STACK.otlp_http_port, help="Tempo OTLP HTTP port."),
+    otlp_endpoint: Optional[str] = typer.Option(SERVER.otlp_endpoint, help="Forward spans to this OTLP receiver instead "
+                                                                          "of a managed Tempo."),
+    otlp_protocol: str = typer.Option(SERVER.otlp_protocol, help="http/protobuf or grpc."),
+    otlp_intake_grpc_port: int = typer.Option(SERVER.otlp_intake_grpc_port, "--otlp-intake-grpc-port", min=0, max=65535,
+                                              help="Also take OTLP traces over gRPC on this port (verl's MLflow traces, "
+                                                   "vLLM, any SDK; extra rl-insight[grpc]). 0: off; OTLP/HTTP at "
+                                                   "/v1/traces is always on."),
+    grafana: bool = typer.Option(STACK.grafana, "--grafana/--no-grafana", help="Run Grafana (when installed)."),
+    grafana_bin: Optional[str] = typer.Option(None, "--grafana-bin", help="Grafana binary to use (grafana or "
+                                                                          "grafana-server)."),
+    grafana_host: str = typer.Option(STACK.grafana_host, help="Grafana bind address (behind its login)."),
+    grafana_port: int = typer.Option(STACK.grafana_port, help="Grafana port."),
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Start the ingest server (and Prometheus when available) and supervise them."""
+    if config is not None and not apply_config_file(ctx, config).enabled:
+        typer.echo("RL-Insight server management is disabled by config.")
+        return 0
+    p = ctx.params  # from here on: flag > upstream's file > default, for every option
+    if p["detach"] and p["attach_logs"]:
+        raise typer.BadParameter("--attach-logs prints the logs of a foreground stack; it cannot be used with --detach",
+                                 param_hint="--attach-logs")
+    _refuse_what_cannot_run(p)
+    h = Home.resolve(home)
+    h.ensure()
+    state = StackState.read(h)
+    if state and state.supervisor_alive():
+        return _already_running(h, state)
+
+    tok = _token(h, p)
+    if p["detach"]:
+        env_vars = {k: v for k, v in os.environ.items() if k != "RL_INSIGHT_TOKEN"}
+        if tok:
+            env_vars["RL_INSIGHT_TOKEN"] = tok  # through the environment: argv is visible to every user in `ps`
+        return _start_detached(h, _rerun_args(ctx, h), p["ready_timeout"], env_vars, tok, p["no_token"])
+
+    sup = Supervisor(stack_settings(h, p, server_config(p, tok)),
+                     report=lambda msg: typer.echo(f"[rl-insight] {msg}", err=True))
+    sup.plan()
+    stop_now = lambda *_: sup.request_stop()  # noqa: E731 - a signal handler: one expression, named for reading
+    signal.signal(signal.SIGTERM, stop_now)
+    signal.signal(signal.SIGINT, stop_now)
+    offsets = {svc.name: (svc.log.stat().st_size if svc.log.exists() else 0) for svc in sup.services}
+    sup.start()
+    _print_started(h, StackState.read(h), tok)
+    typer.echo("Press Ctrl+C to stop.")
+    if p["attach_logs"]:  # from where each log stood before this start: its start-up lines too
+        _follow_logs([(svc.name, svc.log, offsets.get(svc.name, 0)) for svc in sup.services], stop=sup._stopping)
+    return sup.watch()
+
+
+def server_config(params: dict[str, Any], token: str) -> ServerConfig:
+    """The ingest server's config from `start`'s parameters, each read under its field name."""
+    given = {f.name: params[f.name] for f in fields(ServerConfig)
+             if f.name in params and f.name not in NOT_CONFIG and params[f.name] is not None}
+    given["allowed_hosts"] = tuple(given.get("allowed_hosts", ()))
+    if given.get("export_tensorboard"):
+        given["export_tensorboard"] = str(Path(given["export_tensorboard"]).expanduser().resolve())
+    return ServerConfig(**{**given, "token": token})
+
+
+def stack_settings(h: Home, params: dict[str, Any], server: ServerConfig) -> StackSettings:
+    """The supervisor's settings from `start`'s parameters, each read under its field name."""
+    given = {f.name: params[f.name] for f in fields(StackSettings)
+             if f.name in params and f.name not in NOT_CONFIG and params[f.name] is not None}
+    for path in ("log_dir", "extra_dashboard_dir"):
+        if path in given:
+            given[path] = Path(given[path])
+    data_dir = params.get("data_dir")
+    return StackSettings(home=h, server=server, data_dir=Path(data_dir) if data_dir else None, **given)
+
+
+def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
+    """Name a missing extra, a bad directory or a bad value before anything starts."""
+    if p["export_tensorboard"] is not None:
+        from ..export.tensorboard_writer import _import as need_tensorboard
+
+        need_tensorboard()
+    if p["export_wandb"]:
+        from ..export.wandb_writer import _import as need_wandb
+
+        need_wandb()
+    if p["extra_dashboard_dir"] is not None:
+        from ..services.grafana import extra_dashboards
+
+        extra_dashboards(Path(p["extra_dashboard_dir"]))
+    if p["otlp_protocol"] not in ("http/protobuf", "grpc"):
+        raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
+    if p["otlp_protocol"] == "grpc" or p["otlp_intake_grpc_port"]:
+        from ..server.outbound.otlp import require_grpc
+
+        require_grpc()
+
+
+def _token(h: Home, p: dict[str, Any]) -> str:
+    if p["no_token"]:
+        if p["host"] not in LOOPBACK:
+            typer.secho(f"warning: --no-token: anyone who can reach {p['host']}:{p['port']} can write metrics and "
+                        "scrape targets", err=True, fg="yellow")
+        return ""
+    if p["token"]:
+        return str(p["token"])
+    return "" if p["host"] in LOOPBACK else h.ensure_token()
+
+
+def _already_running(h: Home, state: StackState) -> int:
+    typer.echo(f"rl-insight server is already running (supervisor pid {state.supervisor.pid}).")
+    rc = _print_status(h, state)
+    _print_training_side(state, h.running_token())
+    loopback = any(state.ingest_url.startswith(f"http://{n}") for n in ("127.", "localhost", "[::1]"))
+    if loopback or not state.token_required:
+        what = " and ".join(w for w, bad in (("listens on loopback only", loopback),
+                                             ("has no token", not state.token_required)) if bad)
+        typer.secho(f"warning: the running server {what} (e.g. one `rl-insight demo` started); training processes on "
+                    "other hosts cannot use it. To serve a real job: `rl-insight server stop`, then start again.",
+                    err=True, fg="yellow")
+    return rc
+
+
+def _follow_logs(logs: list[tuple[str, Path, int]], stop: Any) -> None:
+    """--attach-logs: print new lines of every service log, prefixed with [service], until `stop` is set."""
+    import threading
+
+    def follow() -> None:
+        handles: dict[str, Any] = {}
+        for name, path, offset in logs:
+            try:
+                f = open(path, "r", errors="replace")
+                f.seek(min(offset, path.stat().st_size))
+                handles[name] = f
+            except OSError:
+                pass
+        while True:
+            for name, f in handles.items():
+                for line in f.readlines():
+                    typer.echo(f"[{name}] {line.rstrip()}")
+            if stop.wait(0.3):
+                break
+        for f in handles.values():
+            f.close()
+
+    threading.Thread(target=follow, name="rl-insight-attach-logs", daemon=True).start()
+
+
+def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
+    """This `server start` command line without --detach and --token (the token goes through the environment),
+    rebuilt from the parsed options, so it works however the CLI was invoked."""
+    args = ["server", "start", "--home", str(h.root)]
+    for p in ctx.command.params:
+        if p.name in ("detach", "token", "home") or not getattr(p, "opts", None) or p.param_type_name != "option":
+            continue
+        value = ctx.params.get(p.name)
+        if value is None or value == p.default:
+            continue
+        if p.is_flag:
+            if value:
+                args.append(p.opts[0])
+            elif p.secondary_opts:  # --prometheus/--no-prometheus given as --no-prometheus
+                args.append(p.secondary_opts[0])
+        elif isinstance(value, (list, tuple)):  # repeatable options
+            for v in value:
+                args += [p.opts[0], str(v)]
+        else:
+            args += [p.opts[0], str(value)]
+    return args
+
+
+def _start_detached(h: Home, args: list[str], ready_timeout: float, env: dict[str, str], tok: str, no_token: bool) -> int:
+    """Re-run `server start` without --detach as a background supervisor, then wait until it is ready."""
+    if no_token and "--no-token" not in args:
+        args.append("--no-token")
+    log = h.logs_dir / "supervisor.log"
+    proc = process.spawn([sys.executable, "-m", "rl_insight", *args], log, env=env)
+    deadline = time.monotonic() + ready_timeout * 2 + 10
+    while time.monotonic() < deadline:
+        state = StackState.read(h)
+        if state and state.ready and state.supervisor.pid == proc.pid:
+            _print_started(h, state, tok)
+            typer.echo(f"Running in the background (supervisor pid {proc.pid}); stop with `rl-insight server stop`.")
+            return 0
+        if proc.poll() is not None:
+            raise ServiceError(f"the background server exited with code {proc.returncode}; see {log}:\n{_tail(log)}")
+        time.sleep(0.2)
+    raise ServiceError(f"the background server did not become ready in time; see {log}")
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _print_started(h: Home, state: StackState | None, token: str) -> None:
+    if state is None:
+        raise ServiceError(f"the server started but its state file {h.state_file} cannot be read")
+    typer.echo(f"rl-insight server is ready (home {h.root}).")
+    rows = [[s.name, str(s.pid), s.url or "", s.version, s.log] for s in state.services]
+    echo_table(rows, ["SERVICE", "PID", "URL", "VERSION", "LOG"])
+    for m in state.missing:
+        typer.secho(f"{m.name} is not running: {m.reason}", fg="yellow")
+        if m.hint:
+            typer.echo(f"  to get it: {m.hint}")
+    if state.grafana_password_new:
+        typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
+                   "(generated now; `rl-insight server credentials` shows it again)")
+    _print_training_side(state, token)
+
+
+def _print_training_side(state: StackState, token: str) -> None:
+    typer.echo("\nTraining side (verl: also add rl_insight to trainer.logger):")
+    typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.public_url}")
+    if token:
+        typer.echo(f"  export RL_INSIGHT_TOKEN={token}")
+    typer.echo(f"  OTLP traces (verl's trace.backend=mlflow, vLLM, any SDK): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={state.public_url}/v1/traces"
+               " (docs/otlp.md)")
+
+
+def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killing."), home: Optional[Path] = HomeOpt,
+         config: Optional[Path] = ConfigOpt) -> int:
+    """Stop what `server start` started (and nothing else). `--config` is accepted as upstream's; stop needs nothing from it."""
+    if config is not None:
+        from . import upstream_config
+
+        upstream_config.load(Path(config))  # a broken file is still reported
+    h = Home.resolve(home)
+    state = StackState.read(h)
+    if not state:
+        typer.echo("No running rl-insight server was found.")
+        return 0
+    sup = state.supervisor
+    if sup.alive():
+        result = process.terminate(sup.pid, sup.marker, timeout)
+        typer.echo(f"supervisor (pid {sup.pid}): {result}")
+    for svc in reversed(state.services):
+        if svc.alive():
+            typer.echo(f"{svc.name} (pid {svc.pid}): {process.terminate(svc.pid, svc.marker, timeout)}")
+    try:
+        h.state_file.unlink()
+    except FileNotFoundError:
+        pass
+    typer.echo("rl-insight server stopped.")
+    return 0
+
+
+def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."), home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+    """Show each service (pid, port, ready, version); exit 1 when the stack is not running."""
+    config_url(config)  # upstream's --config: validated; this command needs nothing from it
+    h = Home.resolve(home)
+    state = StackState.read(h)
+    if not state:
+        if as_json:
+            typer.echo(json.dumps({"running": False, "services": []}))
+        else:
+            typer.echo("rl-insight server is not running.")
+        return 1
+    return _print_status(h, state, as_json)
+
+
+def _print_status(h: Home, state: StackState, as_json: bool = False) -> int:
+    services = [service_status(s) for s in state.services]
+    running = state.supervisor_alive() and all(s["alive"] and s["ready"] for s in services)
+    if as_json:
+        typer.echo(json.dumps({"running": running, "supervisor": asdict(state.supervisor), "services": services,
+                               "missing": [asdict(m) for m in state.missing], "public_url": state.public_url}, indent=2))
+    else:
+        rows = [[s["name"], str(s["pid"]) if s["alive"] else "-", str(s["port"]), "yes" if s["ready"] else "no",
+                 s["version"], s["url"]] for s in services]
+        rows += [[m.name, "-", "-", "missing", "-", m.hint or ""] for m in state.missing]
+        echo_table(rows, ["SERVICE", "PID", "PORT", "READY", "VERSION", "URL"])
+        if not state.supervisor_alive():
+            typer.echo("The supervisor is not running (stale state); run `rl-insight server stop` then start again.")
+    return 0 if running else 1
+
+
+def credentials(home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+    """Show the Grafana admin login and the ingest token of this home."""
+    config_url(config)  # upstream's --config: validated; this command needs nothing from it
+    h = Home.resolve(home)
+    state = StackState.read(h)
+    grafana = state.service("grafana") if state else None
+    pw_file = h.root / "grafana-admin-password"
+    if pw_file.exists():
+        typer.echo(f"Grafana:  {grafana.url if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
+    else:
+        typer.echo("Grafana:  no password yet (it is generated the first time `server start` runs Grafana)")
+    token = h.running_token()
+    typer.echo(f"Ingest token (RL_INSIGHT_TOKEN): {token}" if token else "Ingest token: none (the server runs without one)")
+    return 0
+
+
+SERVICES = ("prometheus", "tempo", "grafana", "ingest", "supervisor")
+
+
+def logs(service: Optional[str] = typer.Argument(None, help=f"One of {', '.join(SERVICES)} (default: all)."),
+         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+         lines: int = typer.Option(50, "-n", "--lines", help="Lines to show from the end of each log."),
+         home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+    """Print the services' logs (from the running stack's state, else the home's log directory)."""
+    config_url(config)  # upstream's --config: validated; this command needs nothing from it
+    h = Home.resolve(home)
+    if service is not None and service not in SERVICES:
+        raise InvalidInputError(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
+    state = StackState.read(h)
+    files = {s.name: Path(s.log) for s in (state.services if state else ())}
+    defaults = {"prometheus": "prometheus.log", "tempo": "tempo.log", "grafana": "grafana.log",
+                "ingest": "rl-insight-server.log", "supervisor": "supervisor.log"}
+    for name, fname in defaults.items():
+        files.setdefault(name, h.logs_dir / fname)
+    wanted = [service] if service else [n for n in SERVICES if files[n].exists()]
+    if not wanted or (service and not files[service].exists()):
+        typer.echo(f"No logs in {h.logs_dir} yet.")
+        return 1
+    prefix = len(wanted) > 1
+    positions = {}
+    for name in wanted:
+        text = files[name].read_text(errors="replace").splitlines()
+        for line in text[-lines:]:
+            typer.echo(f"[{name}] {line}" if prefix else line)
+        positions[name] = files[name].stat().st_size
+    while follow:
+        time.sleep(0.5)
+        for name in wanted:
+            size = files[name].stat().st_size if files[name].exists() else 0
+            if size < positions[name]:
+                positions[name] = 0  # rotated
+            if size > positions[name]:
+                with open(files[name], "rb") as f:
+                    f.seek(positions[name])
+                    chunk = f.read().decode(errors="replace")
+                positions[name] = size
+                for line in chunk.splitlines():
+                    typer.echo(f"[{name}] {line}" if prefix else line)
+    return 0
