@@ -9,17 +9,9 @@ Stdlib only.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Iterator, NamedTuple
 
-_LANE = re.compile(r"^(.+?)(?:[_-](\d+))?$")
-
-
-def lane_sort_key(lane: str) -> tuple[str, int, str]:
-    m = _LANE.match(lane or "")
-    if not m:
-        return (lane, -1, lane)
-    return (m.group(1), int(m.group(2)) if m.group(2) else -1, lane)
+from .lane_order import lane_sort_key
 
 
 class Slice(NamedTuple):

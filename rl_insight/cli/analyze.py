@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from ..errors import InvalidInputError, MissingExtraError
+from .options import int_ranges
 
 FORMATS = ("html", "png", "perfetto", "csv", "parquet", "summary", "tensorboard")
 ANALYSIS_MODULES = ("numpy", "pandas", "msgspec", "matplotlib")  # the `analysis` extra
@@ -26,20 +27,7 @@ def _import_renderers(png_too: bool) -> tuple[Any, Any, Any, Any]:
 
 
 def _ints(text: Optional[str], what: str) -> set[int] | None:
-    if not text:
-        return None
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                out.update(range(int(a), int(b) + 1))
-            elif part:
-                out.add(int(part))
-        except ValueError:
-            raise InvalidInputError(f"--{what} takes numbers and ranges like 0,2,4-7; got {text!r}") from None
-    return out
+    return set(int_ranges(text, f"--{what}")) if text else None
 
 
 def analyze(

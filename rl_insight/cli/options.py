@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from .. import env
+from ..errors import InvalidInputError
 
 HomeOpt = typer.Option(None, "--home", envvar=env.HOME, help="State directory (default ~/.rl-insight).")
 ConfigOpt = typer.Option(None, "--config", exists=True, dir_okay=False,
@@ -55,3 +56,27 @@ def apply_config_file(ctx: typer.Context, path: Path) -> Any:
     if cfg.ignored:
         typer.echo(f"note: {path}: not needed by rl-insight (it renders these itself): {', '.join(cfg.ignored)}", err=True)
     return cfg
+
+
+MAX_RANGE_ITEMS = 1 << 16  # `0-99999999` would build a list the size of memory
+
+
+def int_ranges(text: str | None, flag: str) -> list[int]:
+    """`0,2,4-7` as [0, 2, 4, 5, 6, 7]: the one grammar of `--ranks` and `--steps` lists (in order, no repeats).
+    InvalidInputError naming the flag otherwise."""
+    out: dict[int, None] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        first_s, sep, last_s = part.partition("-")
+        try:
+            first = int(first_s)
+            last = int(last_s) if sep else first
+        except ValueError:
+            raise InvalidInputError(f"{flag} takes numbers and ranges like 0,2,4-7; got {text!r}") from None
+        if first < 0 or last < first or last - first >= MAX_RANGE_ITEMS or len(out) >= MAX_RANGE_ITEMS:
+            raise InvalidInputError(f"{flag} {part!r}: give non-negative ranges first-last with first <= last "
+                                    f"(at most {MAX_RANGE_ITEMS} numbers)")
+        out.update(dict.fromkeys(range(first, last + 1)))
+    return list(out)

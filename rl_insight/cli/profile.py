@@ -19,7 +19,7 @@ import typer
 
 from ..errors import InvalidInputError
 from ..protocol import DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_TTL_S, DEFAULT_PROFILE_WINDOW_S, parse_steps
-from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
+from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table, int_ranges
 from .reach import Server, require_server
 
 profile_app = typer.Typer(help="Profile chosen steps on chosen ranks of a running job (torch.profiler, on request).",
@@ -38,17 +38,7 @@ def _csv(text: Optional[str]) -> list[str]:
 
 
 def _ranks(text: Optional[str]) -> list[int]:
-    out: list[int] = []
-    for part in _csv(text):
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                out += list(range(int(a), int(b) + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise InvalidInputError(f"--ranks takes numbers and ranges like 0,2,4-7; got {text!r}") from None
-    return out
+    return int_ranges(text, "--ranks")
 
 
 def _bytes(text: str) -> int:

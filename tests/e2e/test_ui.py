@@ -538,3 +538,15 @@ def test_offline_report_tables_link_to_the_timeline_with_depth_rows_steps_and_se
     page.fill("#search", "")
     page.click("#reset")
     page.screenshot(path=str(ARTIFACTS / "offline-report.png"), full_page=True)
+
+
+def test_lanes_are_in_one_order_in_python_and_in_the_ui(live_demo: str, page) -> None:
+    """rl_insight/lane_order.py and static/lanes.js: the server's lists, the offline renderers and the UI agree."""
+    from rl_insight.lane_order import lane_sort_key
+
+    names = ["replica_10", "replica_2", "replica", "Replica_1", "replica-3", "actor/rank10", "actor/rank2", "actor_rank_0",
+             "_x", "z", "ünïcode_1", "ünïcode_01", "replica_2b", "a_99999999999", "a_100000000000", "", "trainer"]
+    page.goto(live_demo + "/")
+    page.wait_for_selector("#runs-table tr[data-run-id]")
+    in_js = page.evaluate("names => import('/ui/lanes.js').then(m => [...names].sort(m.compareLanes))", names)
+    assert in_js == sorted(names, key=lane_sort_key)

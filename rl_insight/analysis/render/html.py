@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...perfetto import lane_sort_key
+from ...lane_order import lane_sort_key
 from .merge import MIXED, merge_below
 
 FULL_DETAIL_LIMIT = 300_000  # events embedded unmerged at the finest level when there are at most this many
@@ -54,7 +54,6 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     levels.sort(key=lambda L: -L["resolution_ms"])
     from ...palette import MIXED as MIXED_COLOR
     from ...palette import color_of
-
     from .report_tables import tables
 
     depth = df.groupby(df["lane"].astype(str), observed=True)["depth"].max()

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...perfetto import lane_sort_key
-from .merge import merge_below
-
+from ...lane_order import lane_sort_key
 from ...palette import color_of
+from .merge import merge_below
 
 
 def backend() -> None:

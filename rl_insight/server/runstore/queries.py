@@ -9,24 +9,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import sqlite3
 import time
 from typing import Any, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
+from ...lane_order import lane_sort_key
 
 XAxis = Literal["step", "time"]
-_LANE = re.compile(r"^(.+?)(?:[_-](\d+))?$")
 MAX_POINTS = 20_000
-
-
-def lane_sort_key(lane: str) -> tuple[str, int, str]:
-    """`replica_2` < `replica_10`: prefix, then number, then the raw name."""
-    m = _LANE.match(lane or "")
-    if not m:
-        return (lane, -1, lane)
-    return (m.group(1), int(m.group(2)) if m.group(2) else -1, lane)
 
 
 def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> str:

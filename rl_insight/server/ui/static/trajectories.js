@@ -1,7 +1,10 @@
-/* rl-insight UI: the run page's agent-loop trajectories (step → trajectory → turns).
-   Loaded before app.js; uses its helpers (h, api, fmtDur, fmtNum, fmtTick) only when a run page is drawn.
-   One step at a time: a sortable, filterable, paged table; the step's distributions; a trajectory's waterfall. */
-"use strict";
+/* rl-insight UI, trajectories.js: the run page's agent-loop trajectories (step -> trajectory -> turns).
+   One step at a time: a sortable, filterable, paged table; the step's distributions; a trajectory's waterfall.
+   A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { api, every } from "./api.js";
+import { h } from "./dom.js";
+import { fmtDur, fmtNum, fmtTick } from "./format.js";
+import { compareLanes } from "./lanes.js";
 
 const TRAJ_COLUMNS = [  // [sort key or null, header, cell]
   [null, "trajectory", t => h("span", { title: t.key }, t.key.startsWith("trace:") ? `trace ${t.key.slice(6, 14)}…` : t.key.replace(/^experiment=[^/]*\//, ""))],
@@ -20,7 +23,7 @@ const TRAJ_COLUMNS = [  // [sort key or null, header, cell]
 ];
 const PAGE = 50;
 
-class Trajectories {
+export class Trajectories {
   constructor(el, runId) {
     this.el = el; this.runId = runId;
     this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, min_turns: "", sample: "", offset: 0 };
@@ -95,7 +98,7 @@ class Trajectories {
     };
     options(this.statusSel, Object.keys(s.statuses).sort(), this.query.status);
     options(this.toolSel, s.tools.map(t => t.tool).sort(), this.query.tool);
-    options(this.replicaSel, s.replicas.map(r => r.replica).sort((a, b) => laneKey(a).localeCompare(laneKey(b))), this.query.replica);
+    options(this.replicaSel, s.replicas.map(r => r.replica).sort((a, b) => compareLanes(a, b)), this.query.replica);
     const d = s.duration_s;
     const card = (k, v, id) => h("div", { class: "card", id }, h("div", { class: "k" }, k), v);
     this.dists.replaceChildren(

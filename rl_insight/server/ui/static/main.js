@@ -1,0 +1,44 @@
+/* rl-insight UI, main.js: the UI's entry point (`<script type="module">`): routing between the runs list and a run page, and the login.
+   A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { ApiError, api, clearTimers, state } from "./api.js";
+import { colorOf, showStep } from "./timeline.js";
+import { $, h } from "./dom.js";
+import { fmtTick, fmtUnit, timeTicks, yRange } from "./format.js";
+import { renderRun } from "./run_page.js";
+import { renderRuns } from "./runs.js";
+
+export async function render() {
+  clearTimers();
+  const app = $("#app");
+  if (!state.session) state.session = await (await fetch("/api/v1/session", { credentials: "same-origin" })).json();
+  const links = $("#links");
+  links.replaceChildren();
+  if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
+  if (state.session.grafana_url) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
+  if (state.session.auth_required && !state.session.authenticated) return renderLogin(app);
+  const m = location.hash.match(/^#\/run\/(\d+)(?:\?compare=([\d,]+))?/);
+  try {
+    if (m) await renderRun(app, +m[1], (m[2] || "").split(",").filter(Boolean).map(Number));
+    else await renderRuns(app);
+  } catch (e) { if (!(e instanceof ApiError && e.message === "login required")) app.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }
+}
+window.addEventListener("hashchange", render);
+
+function renderLogin(app) {
+  const input = h("input", { type: "password", id: "token", placeholder: "token", autocomplete: "current-password" });
+  const err = h("p", { class: "error" });
+  const form = h("form", { class: "login", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const r = await fetch("/api/v1/login", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: input.value }) });
+    if (r.ok) { state.session = null; render(); } else err.textContent = (await r.json()).detail;
+  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the server's token: the one given to `rl-insight server start --token` (or RL_INSIGHT_TOKEN), or the generated one it printed; `rl-insight server credentials` shows it."),
+    input, h("button", { type: "submit" }, "Sign in"), err);
+  app.replaceChildren(form);
+}
+
+
+// For the console and the browser tests: the page's state and its pure helpers, by the names they had as globals.
+Object.assign(window, { state, fmtTick, fmtUnit, yRange, timeTicks, colorOf, showStep });
+
+render();

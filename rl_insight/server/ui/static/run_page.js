@@ -1,0 +1,160 @@
+/* rl-insight UI, run_page.js: a run page: insights, targets, config, alerts, and the places the other parts are drawn into.
+   A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { api, every, state } from "./api.js";
+import { ChartGrid } from "./charts.js";
+import { $, h } from "./dom.js";
+import { ago, fmtDur, fmtNum } from "./format.js";
+import { compareLanes } from "./lanes.js";
+import { PromSections } from "./panels.js";
+import { Profiles } from "./profiles.js";
+import { Timeline, paletteReady, showStep } from "./timeline.js";
+import { Trajectories } from "./trajectories.js";
+
+export async function renderRun(app, runId, compareIds) {
+  const run = await api(`/api/v1/runs/${runId}`);
+  // compared runs are named by project/experiment everywhere, even when the page was opened by URL
+  const others = await Promise.all(compareIds.map(id => api(`/api/v1/runs/${id}?config=false`).catch(() => null)));
+  state.runNames = { ...(state.runNames || {}), [run.id]: `${run.project}/${run.experiment_name}`,
+    ...Object.fromEntries(others.filter(Boolean).map(r => [r.id, `${r.project}/${r.experiment_name}`])) };
+  const compared = others.filter(Boolean);
+  $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"), " / ", `${run.project} / ${run.experiment_name}`);
+  const header = h("div", { class: "bar", id: "run-header" });
+  const insightsEl = h("div", { class: "cards", id: "insights" });
+  const timelineEl = h("div", { id: "timeline" });
+  const chartsEl = h("div", { id: "charts" });
+  const alertsEl = h("div", { id: "alerts" });
+  const promEl = h("div", { id: "prom-sections" });
+  const targetsEl = h("div", { id: "targets" });
+  const profilesEl = h("div", { id: "profiles" });
+  const trajectoriesEl = h("div", { id: "trajectories" });
+  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["trajectories-h", "trajectories"], ["profiles-h", "profiles"],
+    ["metrics-h", "trainer metrics"],
+    ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
+    onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
+  // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
+  const cmpCards = compared.map(r => ({ run: r, el: h("div", { class: "cards", "data-run-id": r.id }) }));
+  const cmpTimelines = compared.map(r => ({ run: r, el: h("div", { class: "timeline", "data-run-id": r.id }) }));
+  const insightsBlock = compared.length
+    ? h("div", { class: "compare-cols", id: "compare-insights" }, h("div", {}, h("h4", {}, state.runNames[run.id]), insightsEl),
+        ...cmpCards.map(c => h("div", {}, h("h4", {}, state.runNames[c.run.id]), c.el)))
+    : insightsEl;
+  app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
+      compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
+    header, nav, renderConfig(run.config || {}), alertsEl,
+    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsBlock,
+    h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
+      + (compared.length ? " · click a step to show that step in every run" : ""))),
+    compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
+    ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
+    h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
+      + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
+    h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
+      + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
+    h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
+    h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")), promEl,
+    h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
+
+  const setHeader = (r) => header.replaceChildren(
+    h("span", { class: `badge ${r.status}`, id: "run-status" }, r.status), h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
+    h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
+      + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
+    h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),
+    h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
+  setHeader(run);
+
+  await paletteReady;  // stage colours before the first draw
+  state.timeline = new Timeline(timelineEl, runId, run.status === "live");
+  await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
+  state.timelines = [state.timeline];
+  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
+  const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
+  await profiles.load();
+  const trajectories = state.trajectories = new Trajectories(trajectoriesEl, runId);
+  await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
+  await renderInsights(insightsEl, runId);
+  for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
+  renderTargets(targetsEl, runId);
+  renderAlerts(alertsEl, runId);
+  const charts = new ChartGrid(chartsEl, runId, compareIds);
+  await charts.load();
+  const prom = state.prom = new PromSections(promEl, runId);
+  await prom.load();
+
+  let headerStep = null;
+  every(3000, async () => {
+    const r = await api(`/api/v1/runs/${runId}?config=false`);
+    setHeader(r);
+    if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
+    if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+    profiles.run = r; await profiles.load();
+  });
+  every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
+  every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
+  every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
+  every(15000, () => renderTargets(targetsEl, runId));
+}
+
+async function renderInsights(el, runId, idPrefix = "") {
+  const s = await api(`/api/v1/runs/${runId}/insights?window_s=300`);
+  const card = (k, v, id, small, step) => h("div", { class: step !== undefined && step !== null ? "card link" : "card", id: idPrefix + id,
+    "data-card": id,
+    title: step !== undefined && step !== null ? `show step ${step} on the timeline` : null,
+    onclick: step !== undefined && step !== null ? () => showStep(step) : null },
+    h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
+  const lanes = Object.entries(s.lanes).sort((a, b) => compareLanes(a[0], b[0]));
+  const lastStep = s.steps[s.steps.length - 1];
+  const tail = s.long_tail[s.long_tail.length - 1];
+  el.replaceChildren(
+    card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
+    card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
+      !idPrefix && state.trajectories?.steps?.length ? h("button", { class: "mini link", id: "long-tail-trajectories", "data-lane": tail.slowest_lane, "data-step": tail.step,
+        title: `the trajectories that kept ${tail.slowest_lane} busy at step ${tail.step}`,
+        onclick: (e) => { e.stopPropagation(); state.trajectories.focus({ step: tail.step, replica: tail.slowest_lane }); } }, "trajectories ›") : null) : "–",
+      "insight-long-tail", false, tail?.step),
+    card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
+    card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
+    card("rollout → training wait (last step)", (w => w ? fmtDur(w.wait_s) : "–")((s.rollout_wait || [])[(s.rollout_wait || []).length - 1]),
+      "insight-wait"),
+    card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
+      ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
+          h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
+              onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "⏺"),
+            h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
+      : "–", "insight-step", true, lastStep?.step),
+    card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
+}
+
+async function renderTargets(el, runId) {
+  const { targets } = await api(`/api/v1/runs/${runId}/targets`);
+  const t = h("table", { class: "grid" }, h("tr", {}, h("th", {}, "job"), h("th", {}, "target"), h("th", {}, "labels"), h("th", {}, "health")));
+  for (const x of targets) t.append(h("tr", {}, h("td", {}, x.job), h("td", {}, x.target),
+    h("td", {}, Object.entries(x.labels).map(([k, v]) => `${k}=${v}`).join(", ")), h("td", {}, x.health ?? "unknown")));
+  el.replaceChildren(targets.length ? t : h("p", { class: "muted" }, "No targets registered for this run."));
+}
+
+// What init(config=...) described (verl: the whole trainer config), searchable.
+function renderConfig(config) {
+  const keys = Object.keys(config);
+  if (!keys.length) return h("div", { id: "run-config", class: "muted" }, "No run config (pass config=… to rl_insight.init to see it here).");
+  const rows = h("tbody");
+  const fill = (q) => rows.replaceChildren(...keys.filter(k => !q || k.toLowerCase().includes(q) || String(config[k]).toLowerCase().includes(q))
+    .slice(0, 500).map(k => h("tr", {}, h("td", { class: "key" }, k), h("td", {}, String(config[k])))));
+  fill("");
+  return h("details", { id: "run-config" }, h("summary", {}, `Run config (${keys.length} keys)`),
+    h("input", { type: "search", id: "config-search", placeholder: "filter keys and values", oninput: (e) => fill(e.target.value.trim().toLowerCase()) }),
+    h("table", { class: "grid config" }, rows));
+}
+
+async function renderAlerts(el, runId) {
+  const a = await api(`/api/v1/runs/${runId}/alerts`).catch(() => null);
+  if (!a || a.prometheus.state !== "ok" || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
+  const item = (x) => h("div", { class: `alert ${x.state}`, "data-alert": x.alertname, "data-state": x.state },
+    h("div", { class: "head" }, h("span", { class: `badge ${x.state}` }, x.state), h("b", {}, x.alertname),
+      x.severity ? h("span", { class: "muted" }, x.severity) : null,
+      h("span", { class: "muted" }, x.since ? `since ${new Date(x.since).toLocaleTimeString([], { hour12: false })}`
+        : x.last_firing ? `last fired ${ago(x.last_firing)}` : "")),
+    h("div", {}, x.summary), x.description ? h("div", { class: "muted" }, x.description) : null,
+    x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null);
+  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
+    ...a.active.map(item), ...a.recent.map(item));
+}

@@ -1,0 +1,254 @@
+/* rl-insight UI, timeline.js: the RL state timeline: lanes x time, stage colours, step marks, zoom; and `showStep`, the jump other parts use.
+   A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { api, every, state } from "./api.js";
+import { $, h } from "./dom.js";
+import { PLUMBING, fmtDur, timeTicks } from "./format.js";
+
+export const PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4f46e5", "#059669"];
+// Stage colours: rl_insight/palette.py (served as /ui/palette.json), the same in the offline HTML and PNG.
+let STAGE_COLORS = { stages: {}, fallback: PALETTE, mixed: "#9ca3af" };
+export const paletteReady = fetch("/ui/palette.json").then(r => r.ok ? r.json() : null)
+  .then(p => { if (p && p.stages && Array.isArray(p.fallback) && p.fallback.length) STAGE_COLORS = p; }).catch(() => {});
+const fnv1a = (text) => { let h = 0x811c9dc5; for (const b of new TextEncoder().encode(text)) { h ^= b; h = Math.imul(h, 0x01000193) >>> 0; } return h; };
+export const colorOf = (name) => STAGE_COLORS.stages[name] || STAGE_COLORS.fallback[fnv1a(name) % STAGE_COLORS.fallback.length];
+
+export class Timeline {
+  updateLegend() {
+    const names = [...new Set(this.data.spans.map(sp => sp[2]))].sort();
+    const key = names.join("\u0000");
+    if (key === this._legendKey) return;
+    this._legendKey = key;
+    this.legend.replaceChildren(...names.map(n => h("span", { class: "item", "data-stage": n, "data-color": colorOf(n) },
+      h("i", { style: `background:${colorOf(n)}` }), n)));
+  }
+  constructor(el, runId, follow) {
+    this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
+    this.pageSize = 64; this.page = 0; this.allLanes = null;
+    const main = el.id === "timeline";  // compared runs' timelines carry no ids (they would repeat)
+    const pid = (id) => main ? id : null;
+    this.pid = pid;
+    this.pager = h("div", { class: "bar", id: pid("lane-pager") });
+    this.el.before(this.pager);
+    this.canvas = h("canvas"); this.el.append(this.canvas);
+    this.legend = h("div", { class: "legend", id: pid("timeline-legend") }); this.el.after(this.legend);
+    this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
+    this.selected = new Set(); this.onSelect = null;  // lanes chosen for a profile request (click their names)
+    this.windows = [];  // profiled windows drawn over their lanes: [{lanes, start_ns, end_ns, id}]
+    this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
+    this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
+    window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
+    window.addEventListener("mousemove", (e) => this.onMove(e));
+    this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; });
+    this.canvas.addEventListener("click", (e) => {
+      if (e.offsetY > this.axisH + 14) return;  // the step band under the time axis
+      // the nearest step mark within 30 px (marks can be closer than that when many steps are in view)
+      const hit = (this.stepHits || []).filter(([x]) => Math.abs(x - e.offsetX) < 30)
+        .sort((p, q) => Math.abs(p[0] - e.offsetX) - Math.abs(q[0] - e.offsetX))[0];
+      if (hit) (state.timelines?.includes(this) ? showStep(hit[1]) : this.zoomToStep(hit[1]));  // compare: every run at that step
+    });
+    this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
+  }
+  width() { return Math.max(300, this.el.clientWidth); }
+  async pageLanes() {
+    // Many lanes (1,000 ranks): show and fetch one page at a time, like Grafana's perPage.
+    if (this.allLanes === null || this.follow) {
+      const all = (await api(`/api/v1/runs/${this.runId}/lanes`)).lanes.map(l => l.lane);
+      // agent-loop trajectory lanes (one per trajectory: thousands) are the trajectories section's, not the timeline's
+      this.allLanes = all.filter(l => !l.startsWith("experiment="));
+      this.hiddenLanes = all.length - this.allLanes.length;
+    }
+    const n = this.allLanes.length;
+    const hidden = this.hiddenLanes ? h("a", { href: "#", id: this.pid("lanes-hidden"), class: "muted", onclick: (e) => { e.preventDefault();
+      document.getElementById("trajectories-h")?.scrollIntoView(); } }, ` ${this.hiddenLanes} agent-loop trajectory lanes: see the trajectories`) : null;
+    if (n <= this.pageSize) { this.pager.replaceChildren(...(hidden ? [hidden] : [])); return this.hiddenLanes && n ? this.allLanes : null; }
+    const pages = Math.ceil(n / this.pageSize); this.page = Math.min(this.page, pages - 1);
+    const a = this.page * this.pageSize, b = Math.min(n, a + this.pageSize);
+    const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
+    this.pager.replaceChildren(h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
+      h("span", { id: this.pid("lanes-page") }, `lanes ${a + 1}–${b} of ${n}`),
+      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"), hidden);
+    return this.allLanes.slice(a, b);
+  }
+  async load() {
+    const w = this.width() - this.gutter;
+    const page = await this.pageLanes();
+    let q = page ? `&lanes=${encodeURIComponent(page.join(","))}` : "";
+    if (this.view && !this.follow) q += `&from_ns=${Math.round(this.view[0])}&to_ns=${Math.round(this.view[1])}`;
+    else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q += `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
+    const res = this.view ? Math.max(0, Math.floor((this.view[1] - this.view[0]) / w)) : 0;
+    const d = await api(`/api/v1/runs/${this.runId}/spans?resolution_ns=${res}${q}`);
+    if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
+    else if (this.follow) this.view = [d.from_ns, d.to_ns];
+    this.data = d;
+    // spans whose clocks say they began long before the run (a node at 1970) are not in the default window: say so
+    if (d.left_out) this.el.dataset.leftOut = d.left_out.spans;
+    if (d.left_out && !this.leftOutNote) {
+      this.leftOutNote = h("p", { class: "muted", id: this.pid("timeline-left-out") }, `${d.left_out.why}.`);
+      this.pager.after(this.leftOutNote);
+    }
+    await this.loadSteps();
+    this.draw();
+  }
+  async loadSteps() {
+    // step boundaries: the first time each value of the step metric was seen
+    if (this.stepMarks && !this.follow && this._stepsLoadedAt && Date.now() - this._stepsLoadedAt < 30000) return;
+    try {
+      const r = await api(`/api/v1/runs/${this.runId}/series?name=training_global_step&x=time&agg=none&points=20000`);
+      const first = new Map();
+      for (const s of r.series) for (const [ts, step] of s.points) if (!first.has(step) || first.get(step) > ts) first.set(step, ts);
+      this.stepMarks = [...first.entries()].map(([step, ts]) => [step, ts * 1e9]).sort((a, b) => a[1] - b[1]);
+    } catch (e) { this.stepMarks = []; }
+    this._stepsLoadedAt = Date.now();
+  }
+  async zoomToStep(step) {
+    let i = (this.stepMarks || []).findIndex(m => m[0] === step);
+    if (i < 0) {  // a step newer than the marks this view fetched (the insight cards can be ahead of it): fetch them now
+      this._stepsLoadedAt = 0;
+      await this.loadSteps();
+      i = (this.stepMarks || []).findIndex(m => m[0] === step);
+      if (i < 0) return;
+    }
+    // a step's metrics are logged when it ends: step N spans from the previous mark to its own
+    const end = this.stepMarks[i][1], start = i > 0 ? this.stepMarks[i - 1][1] : this.data.from_ns;
+    this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
+  }
+  fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load(), 120); }
+  zoom(px, factor) {
+    const [a, b] = this.view; const x = a + (b - a) * Math.max(0, px - this.gutter) / (this.width() - this.gutter);
+    this.view = [Math.round(x - (x - a) * factor), Math.round(x + (b - x) * factor)]; this.follow = false; this.draw(); this.fetchSoon();
+  }
+  layout() {
+    const rows = []; let prev = null;
+    this.data.lanes.forEach((lane, i) => {
+      const prefix = (/^(.+?)(?:[_-]\d+)?$/.exec(lane) || [null, lane])[1];
+      if (prefix !== prev) { rows.push({ group: prefix }); prev = prefix; }
+      rows.push({ lane, index: i });
+    });
+    return rows;
+  }
+  draw() {
+    const rows = this.layout(); const dpr = window.devicePixelRatio || 1;
+    const W = this.width(), H = this.axisH + rows.length * this.rowH + 4;
+    this.canvas.width = W * dpr; this.canvas.height = H * dpr; this.canvas.style.width = `${W}px`; this.canvas.style.height = `${H}px`;
+    const ctx = this.canvas.getContext("2d"); ctx.scale(dpr, dpr); ctx.clearRect(0, 0, W, H);
+    const [a, b] = this.view; const plotW = W - this.gutter; const xOf = (t) => this.gutter + (t - a) / (b - a) * plotW;
+    this.el.dataset.fromNs = a; this.el.dataset.toNs = b; this.el.dataset.laneCount = this.data.lanes.length; this.el.dataset.spanCount = this.data.spans.length;
+    // axis
+    ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#e5e7eb";
+    const ticks = 8;
+    const labels = timeTicks(a, b, ticks);
+    this.el.dataset.ticks = JSON.stringify(labels);
+    for (let i = 0; i <= ticks; i++) {
+      const t = a + (b - a) * i / ticks, x = xOf(t);
+      ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
+      ctx.fillText(labels[i], Math.min(x + 2, W - 60), 14);
+    }
+    // step boundaries (a step ends when its step metric is logged)
+    const visible = (this.stepMarks || []).filter(([, t]) => t >= a && t <= b);
+    this.el.dataset.steps = JSON.stringify(visible.map(m => m[0]));
+    this.stepHits = [];
+    ctx.save(); ctx.strokeStyle = "#94a3b8"; ctx.setLineDash([3, 3]); ctx.fillStyle = "#475569"; ctx.font = "10px system-ui";
+    let lastLabelX = -1e9;
+    for (const [step, t] of visible) {
+      const x = xOf(t);
+      ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
+      if (x - lastLabelX > 44) {  // right-aligned to its line, kept inside the canvas
+        const label = `end of step ${step}`, w = ctx.measureText(label).width;
+        ctx.fillText(label, Math.min(Math.max(this.gutter, x - w - 2), W - w - 2), this.axisH + 9); lastLabelX = x;
+      }
+      this.stepHits.push([x, step]);
+    }
+    ctx.restore();
+    // rows and labels
+    this.el.querySelectorAll(".lane-label").forEach(n => n.remove());
+    this.rowOf = new Map();
+    rows.forEach((r, i) => {
+      const y = this.axisH + i * this.rowH;
+      const label = h("div", { class: (r.group !== undefined ? "lane-label lane-group" : "lane-label")
+        + (this.selected.has(r.lane) ? " selected" : ""), style: `top:${y + 2}px` }, r.group ?? r.lane);
+      if (r.lane !== undefined) {
+        label.dataset.lane = r.lane; this.rowOf.set(r.index, y);
+        if (this.onSelect) { label.title = "click: choose this lane for a profile request"; label.onclick = () => this.toggleLane(r.lane); }
+      }
+      this.el.append(label);
+    });
+    // spans
+    this.rects = [];
+    this.updateLegend();
+    for (const s of this.data.spans) {
+      const [lane, depth, name, start, end, count, id, open] = s;
+      const y0 = this.rowOf.get(lane); if (y0 === undefined) continue;
+      const x0 = Math.max(this.gutter, xOf(start)), x1 = Math.min(W, xOf(end));
+      if (x1 < this.gutter || x0 > W) continue;
+      const y = y0 + (depth ? 9 : 2), hgt = depth ? 7 : 12, w = Math.max(1, x1 - x0);
+      ctx.fillStyle = colorOf(name); ctx.globalAlpha = count > 1 ? 0.6 : 0.9; ctx.fillRect(x0, y, w, hgt); ctx.globalAlpha = 1;
+      if (open) {  // in progress: hatched, with an open right edge
+        ctx.strokeStyle = "#fff"; ctx.save(); ctx.beginPath(); ctx.rect(x0, y, w, hgt); ctx.clip();
+        for (let x = x0 - hgt; x < x0 + w; x += 6) { ctx.beginPath(); ctx.moveTo(x, y + hgt); ctx.lineTo(x + hgt, y); ctx.stroke(); }
+        ctx.restore();
+      }
+      this.rects.push({ x0, x1: x0 + w, y, y1: y + hgt, span: s });
+    }
+    this.drawWindows(ctx, xOf, W, H);
+  }
+  toggleLane(lane) {
+    if (this.selected.has(lane)) this.selected.delete(lane); else this.selected.add(lane);
+    this.draw(); this.onSelect?.([...this.selected]);
+  }
+  drawWindows(ctx, xOf, W, H) {
+    // profiled windows: an amber band over the profiled lanes (every lane when the process named none in view)
+    const shown = [];
+    for (const w of this.windows) {
+      const x0 = Math.max(this.gutter, xOf(w.start_ns)), x1 = Math.min(W, xOf(w.end_ns));
+      if (x1 < this.gutter || x0 > W) continue;
+      const ys = this.data.lanes.map((l, i) => w.lanes.includes(l) ? this.rowOf.get(i) : undefined).filter(y => y !== undefined);
+      const bands = ys.length ? ys.map(y => [y, this.rowH]) : [[this.axisH, H - this.axisH]];
+      ctx.save(); ctx.fillStyle = "rgba(245, 158, 11, 0.18)"; ctx.strokeStyle = "#d97706"; ctx.setLineDash([4, 2]);
+      for (const [y, hh] of bands) { ctx.fillRect(x0, y, Math.max(2, x1 - x0), hh); ctx.strokeRect(x0, y, Math.max(2, x1 - x0), hh); }
+      ctx.fillStyle = "#92400e"; ctx.font = "10px system-ui"; ctx.fillText(`profiled (${w.id.slice(0, 6)})`, x0 + 2, bands[0][0] + 10);
+      ctx.restore(); shown.push(w.id);
+    }
+    this.el.dataset.profiled = JSON.stringify(shown);
+  }
+  spanRect(i) { const r = this.rects[i]; if (!r) return null; const b = this.canvas.getBoundingClientRect();
+    return { x: b.left + (r.x0 + r.x1) / 2, y: b.top + (r.y + r.y1) / 2, name: r.span[2] }; }
+  onMove(e) {
+    if (this.drag) {
+      const dx = e.clientX - this.drag.x, span = this.drag.to - this.drag.from, dt = dx / (this.width() - this.gutter) * span;
+      this.view = [this.drag.from - dt, this.drag.to - dt]; this.follow = false; this.draw(); return;
+    }
+    if (e.target !== this.canvas) return;
+    const x = e.offsetX, y = e.offsetY, tip = $("#tooltip");
+    const hit = (this.rects || []).filter(r => x >= r.x0 - 1 && x <= r.x1 + 1 && y >= r.y && y <= r.y1).pop();
+    if (!hit) { tip.hidden = true; return; }
+    const [laneI, , name, start, end, count, id, open] = hit.span;
+    const step = this.stepOf(start);
+    const lines = [`${name}  on ${this.data.lanes[laneI]}`,
+      `${step !== null ? "step " + step + " · " : ""}started ${timeTicks(start, start, 1)[0]} · ${open ? "in progress, " : ""}${fmtDur((end - start) / 1e9)}`,
+      count > 1 ? `${count} merged spans (zoom in to separate)` : ""];
+    tip.textContent = lines.filter(Boolean).join("\n"); tip.hidden = false;
+    tip.dataset.step = step ?? ""; tip.dataset.detailed = "";
+    tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`;
+    if (id && count === 1) this.detail(id).then(d => { if (!tip.hidden && d) tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
+      Object.entries(d.attributes).filter(([k]) => !PLUMBING.has(k)).map(([k, v]) => `${k}: ${v}`).join("\n");
+      tip.dataset.detailed = "1"; });
+  }
+  stepOf(ns) {
+    // the step a moment belongs to: the first step whose end mark is at or after it
+    const m = (this.stepMarks || []).find(([, t]) => t >= ns);
+    return m ? m[0] : null;
+  }
+  async detail(id) {
+    if (!this.detailCache.has(id)) this.detailCache.set(id, api(`/api/v1/runs/${this.runId}/spans/${id}`).catch(() => null));
+    return this.detailCache.get(id);
+  }
+}
+
+
+// Chart point or breakdown card → the timeline zoomed to that step (double-click the timeline to go back).
+export function showStep(step) {
+  if (!state.timeline) return;
+  for (const t of state.timelines || [state.timeline]) t.zoomToStep(step);
+  document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });
+}
+export function showTime(ns) { const step = state.timeline?.stepOf(ns); if (step !== null && step !== undefined) showStep(step); }
