@@ -2,8 +2,11 @@
 
 The built-in UI's engine / TransferQueue / hardware sections (the ingest server runs these queries
 against its own Prometheus, scoped to one run) and the Grafana dashboards
-(`tools/build_dashboards.py` renders the same panels with dashboard variables) both come from
-`SECTIONS`. A test renders both and compares them, so a query fixed in one place is fixed in both.
+(`tools/build_dashboards.py` only renders them, with dashboard variables) both come from `SECTIONS`
+(and the verl-omni dashboard's `OMNI_SECTIONS`). A test renders both and compares them, so a query
+fixed in one place is fixed in both. The trainer's metric families (`TRAINER_FAMILIES`) are here too:
+Grafana draws one row per family, and the UI groups its metric charts by the same families (it reads
+them from the server, `GET /api/v1/metric-families`).
 
 Expressions are PromQL templates with two placeholders, replaced by plain string substitution
 (PromQL's own braces make `str.format` unreadable):
@@ -54,6 +57,18 @@ class Section:
     enable: str  # what turns this section on, shown when it is empty
     panels: tuple[Panel, ...] = field(default_factory=tuple)
     per_replica: bool = False  # Grafana adds its `$replica` variable to the scope
+    variables: tuple[tuple[str, str], ...] = ()  # more (label, Grafana variable) pairs in Grafana's scope
+
+
+@dataclass(frozen=True)
+class TrainerFamily:
+    """verl's trainer metrics of one family. `id` is the first word of their names (how the UI groups any metric,
+    documented or not); `title` names the Grafana row; `key` families are open by default in the UI."""
+
+    id: str
+    title: str
+    metrics: tuple[str, ...]
+    key: bool = False
 
 
 def render(expr: str, selector: str, window: str) -> str:
@@ -275,6 +290,111 @@ HOST = Section("host", "Hosts (node_exporter)", "node_cpu_seconds_total",
 
 SECTIONS: tuple[Section, ...] = (VLLM, SGLANG, TRANSFER_QUEUE, GPU, NPU, HOST)
 BY_ID: dict[str, Section] = {s.id: s for s in SECTIONS}
+
+
+# ----------------------------------------------------------------------------- vLLM-Omni (the verl-omni dashboard)
+def _omni(name: str) -> str:
+    return f'__name__=~"vllm_omni[:_]{name}"'
+
+
+def _omni_q(pct: float, metric: str, by: str = "stage, replica") -> str:
+    return f"histogram_quantile({pct}, sum by (le, {by}) (rate({{{_omni(metric + '_bucket')}, {SEL}}}[{WINDOW}])))"
+
+
+_OMNI_SCOPE = (("model_name", "omni_model_name"), ("stage", "stage"))
+_OMNI_ENABLE = "verl-omni's vLLM-Omni rollout replicas register their /metrics (stage-labelled)"
+OMNI_PIPELINE = Section("vllm_omni", "vLLM-Omni pipeline", "vllm_omni[:_]num_requests_running", _OMNI_ENABLE,
+                        per_replica=True, variables=_OMNI_SCOPE, panels=(
+    Panel("omni_requests", "Requests by stage", (
+        Query(f"sum by (stage) ({{{_omni('num_requests_running')}, {SEL}}})", "running {{stage}}"),
+        Query(f"sum by (stage) ({{{_omni('num_requests_waiting')}, {SEL}}})", "waiting {{stage}}"))),
+    Panel("omni_tokens", "Token throughput by stage", (
+        Query(f"sum by (stage) (rate({{{_omni('generation_tokens_total')}, {SEL}}}[{WINDOW}]))", "generation {{stage}}"),
+        Query(f"sum by (stage) (rate({{{_omni('prompt_tokens_total')}, {SEL}}}[{WINDOW}]))", "prompt {{stage}}")),
+        unit="tps"),
+    Panel("omni_finished", "Finished requests by stage", (
+        Query(f"sum by (stage) (rate({{{_omni('requests_success_total')}, {SEL}}}[{WINDOW}]))", "{{stage}}"),),
+        unit="reqps"),
+    Panel("omni_e2e", "End-to-end latency", (Query(_omni_q(0.5, "e2e_request_latency_s"), "p50 {{stage}} r{{replica}}"),
+                                             Query(_omni_q(0.99, "e2e_request_latency_s"), "p99 {{stage}} r{{replica}}")),
+          unit="s"),
+))
+OMNI_DIFFUSION = Section("vllm_omni_diffusion", "vLLM-Omni diffusion", "vllm_omni[:_]diffusion_exec_s_bucket",
+                         _OMNI_ENABLE, per_replica=True, variables=_OMNI_SCOPE, panels=(
+    Panel("omni_diffusion", "Diffusion execution", (Query(_omni_q(0.5, "diffusion_exec_s"), "p50 r{{replica}}"),
+                                                    Query(_omni_q(0.99, "diffusion_exec_s"), "p99 r{{replica}}")), unit="s"),
+    Panel("omni_denoise", "Time per denoising step", (Query(_omni_q(0.5, "diffusion_exec_per_step_s"), "p50 r{{replica}}"),),
+          unit="s"),
+    Panel("omni_breakdown", "Timing breakdown (p50)", (
+        Query(_omni_q(0.5, "diffusion_preprocess_s", "replica"), "preprocess r{{replica}}"),
+        Query(_omni_q(0.5, "diffusion_exec_s", "replica"), "execute r{{replica}}"),
+        Query(_omni_q(0.5, "diffusion_postprocess_s", "replica"), "postprocess r{{replica}}")), unit="s", stack=True),
+    Panel("omni_audio", "Audio time to first packet", (Query(_omni_q(0.5, "audio_ttfp_s"), "p50 r{{replica}}"),
+                                                       Query(_omni_q(0.99, "audio_ttfp_s"), "p99 r{{replica}}")), unit="s"),
+))
+OMNI_AR = Section("vllm_omni_ar", "vLLM-Omni AR stage (vLLM metrics with a stage label)", "vllm[:_]num_requests_running",
+                  _OMNI_ENABLE, per_replica=True, variables=(("stage", "stage"),), panels=(
+    Panel("omni_ar_running", "AR running requests", (
+        Query(f"sum by (stage, replica) ({{{_n('vllm', 'num_requests_running')}, {SEL}}})", "{{stage}} r{{replica}}"),)),
+    Panel("omni_ar_kv", "AR KV cache usage", (
+        Query(f"max by (stage, replica) ({{{_n('vllm', 'kv_cache_usage_perc')}, {SEL}}})", "{{stage}} r{{replica}}"),),
+        unit="percentunit"),
+    Panel("omni_ar_tokens", "AR generation tokens/s", (Query(
+        f"sum by (stage, replica) (rate({{{_n('vllm', 'generation_tokens_total')}, {SEL}}}[{WINDOW}]))",
+        "{{stage}} r{{replica}}"),), unit="tps"),
+    Panel("omni_ar_ttft", "AR time to first token", (Query(
+        f"histogram_quantile(0.5, sum by (le, stage) (rate({{{_n('vllm', 'time_to_first_token_seconds_bucket')}, {SEL}}}"
+        f"[{WINDOW}])))", "p50 {{stage}}"),), unit="s"),
+))
+OMNI_SECTIONS: tuple[Section, ...] = (OMNI_PIPELINE, OMNI_DIFFUSION, OMNI_AR)
+
+
+# ----------------------------------------------------------------------------- trainer metric families (verl)
+def _each(prefix: str, keys: tuple[str, ...], suffixes: tuple[str, ...] = ("",)) -> tuple[str, ...]:
+    return tuple(f"{prefix}{k}{s}" for k in keys for s in suffixes)
+
+
+# In the order verl's docs list them (upstream-monitor.md §8.2); names as exposed (rl_insight_monitor_ prefix off).
+TRAINER_FAMILIES: tuple[TrainerFamily, ...] = (
+    TrainerFamily("actor", "actor", (
+        "actor_pg_loss", "actor_loss", "actor_entropy", "actor_entropy_loss", "actor_grad_norm", "actor_kl_loss",
+        "actor_kl_coef", "actor_ppo_kl", "actor_pg_clipfrac", "actor_pg_clipfrac_lower", "actor_lr",
+        "actor_perf_max_memory_allocated_gb", "actor_perf_max_memory_reserved_gb", "actor_perf_cpu_memory_used_gb"),
+        key=True),
+    TrainerFamily("critic", "critic", _each("critic_", ("score", "rewards", "advantages", "returns"),
+                                            ("_mean", "_max", "_min")), key=True),
+    TrainerFamily("perf", "perf", ("perf_throughput", "perf_time_per_step", "perf_mfu_actor", "perf_total_num_tokens"),
+                  key=True),
+    TrainerFamily("timing", "timing", _each("timing_s_", ("step", "gen", "old_log_prob", "ref", "update_actor",
+                                                          "update_weights", "adv", "testing"))
+                  + _each("timing_per_token_ms_", ("gen", "ref", "update_actor", "adv")), key=True),
+    TrainerFamily("response", "response_length", (
+        "response_length_mean", "response_length_max", "response_length_min", "response_length_clip_ratio",
+        "response_length_non_aborted_mean", "response_length_non_aborted_max", "response_length_non_aborted_min",
+        "response_length_non_aborted_clip_ratio", "response_aborted_ratio")),
+    TrainerFamily("prompt", "prompt_length", _each("prompt_length_", ("mean", "max", "min", "clip_ratio"))),
+    TrainerFamily("global", "global_seqlen", _each("global_seqlen_", ("mean", "max", "min", "balanced_max",
+                                                                      "balanced_min", "minmax_diff"))),
+    TrainerFamily("rollout", "rollout_corr", _each("rollout_corr_", (
+        "kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max",
+        "log_ppl_diff_min", "rollout_ppl", "training_ppl", "rollout_log_ppl", "training_log_ppl"))),
+    TrainerFamily("training", "training", (
+        "training_global_step", "training_epoch", "training_rollout_probs_diff_mean", "training_rollout_probs_diff_max",
+        "training_rollout_probs_diff_std", "training_rollout_probs_diff_valid",
+        "training_rollout_actor_probs_pearson_corr", "training_num_turns_mean", "training_num_turns_max",
+        "training_num_turns_min")
+        + _each("training_off_policy_trajectory_", ("staleness_mean", "staleness_max", "staleness_worst_mean",
+                                                    "staleness_worst_max", "staleness_worst_min", "spans_mean",
+                                                    "spans_max", "spans_min"))),
+    TrainerFamily("val", "val", ("val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1",
+                                 "val_aux_num_turns_mean", "val_aux_num_turns_max", "val_aux_num_turns_min")),
+)
+# verl-omni's trainer metrics beyond verl's (its dashboard's "training · omni" row)
+OMNI_TRAINER_METRICS: tuple[str, ...] = (
+    "actor_pg_clipfrac_higher", "actor_ratio_mean", "actor_ratio_std", "critic_reward_clap_mean",
+    "critic_reward_imagebind_mean", "critic_reward_combined_mean", "critic_rewards_zero_std_ratio",
+    "perf_total_num_images", "timing_per_image_ms_gen", "timing_per_image_ms_update_actor",
+    "rollout_corr_logprob_abs_diff_mean")
 
 
 def metric_names() -> set[str]:

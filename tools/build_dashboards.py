@@ -28,37 +28,6 @@ TEMPO = {"type": "tempo", "uid": "${tempo_datasource}"}
 S = 'project=~"$project", experiment_name=~"$experiment_name"'  # every PromQL selector carries this scope
 M = "rl_insight_monitor_"
 
-# verl trainer metric families, in the order verl's docs list them (upstream-monitor.md §8.2).
-TRAINER_FAMILIES: dict[str, list[str]] = {
-    "actor": ["actor_pg_loss", "actor_loss", "actor_entropy", "actor_entropy_loss", "actor_grad_norm", "actor_kl_loss",
-              "actor_kl_coef", "actor_ppo_kl", "actor_pg_clipfrac", "actor_pg_clipfrac_lower", "actor_lr",
-              "actor_perf_max_memory_allocated_gb", "actor_perf_max_memory_reserved_gb", "actor_perf_cpu_memory_used_gb"],
-    "critic": [f"critic_{k}_{s}" for k in ("score", "rewards", "advantages", "returns") for s in ("mean", "max", "min")],
-    "perf": ["perf_throughput", "perf_time_per_step", "perf_mfu_actor", "perf_total_num_tokens"],
-    "timing": [f"timing_s_{k}" for k in ("step", "gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv", "testing")]
-    + [f"timing_per_token_ms_{k}" for k in ("gen", "ref", "update_actor", "adv")],
-    "response_length": ["response_length_mean", "response_length_max", "response_length_min", "response_length_clip_ratio",
-                        "response_length_non_aborted_mean", "response_length_non_aborted_max",
-                        "response_length_non_aborted_min", "response_length_non_aborted_clip_ratio", "response_aborted_ratio"],
-    "prompt_length": ["prompt_length_mean", "prompt_length_max", "prompt_length_min", "prompt_length_clip_ratio"],
-    "global_seqlen": ["global_seqlen_mean", "global_seqlen_max", "global_seqlen_min", "global_seqlen_balanced_max",
-                      "global_seqlen_balanced_min", "global_seqlen_minmax_diff"],
-    "rollout_corr": [f"rollout_corr_{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff",
-                                                    "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min",
-                                                    "rollout_ppl", "training_ppl", "rollout_log_ppl", "training_log_ppl")],
-    "training": ["training_global_step", "training_epoch", "training_rollout_probs_diff_mean", "training_rollout_probs_diff_max",
-                 "training_rollout_probs_diff_std", "training_rollout_probs_diff_valid",
-                 "training_rollout_actor_probs_pearson_corr", "training_num_turns_mean", "training_num_turns_max",
-                 "training_num_turns_min", "training_off_policy_trajectory_staleness_mean",
-                 "training_off_policy_trajectory_staleness_max", "training_off_policy_trajectory_staleness_worst_mean",
-                 "training_off_policy_trajectory_staleness_worst_max", "training_off_policy_trajectory_staleness_worst_min",
-                 "training_off_policy_trajectory_spans_mean", "training_off_policy_trajectory_spans_max",
-                 "training_off_policy_trajectory_spans_min"],
-    "val": ["val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1", "val_aux_num_turns_mean",
-            "val_aux_num_turns_max", "val_aux_num_turns_min"],
-}
-
-
 # ----------------------------------------------------------------------------- building blocks
 class Board:
     """Collects panels and lays them out on Grafana's 24-column grid."""
@@ -220,15 +189,16 @@ def dashboard(uid: str, title: str, board: Board, templating: dict[str, Any], de
 
 # ----------------------------------------------------------------------------- sections
 def trainer_section(b: Board) -> None:
-    for family, names in TRAINER_FAMILIES.items():
-        b.row(f"training · {family}")
-        for name in names:
+    for family in panels.TRAINER_FAMILIES:
+        b.row(f"training · {family.title}")
+        for name in family.metrics:
             b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
 
 
 def catalogue_section(b: Board, section: panels.Section) -> None:
     """One section of rl_insight/panels.py (the catalogue the built-in UI queries too) as a dashboard row."""
     scope = S + (', replica=~"$replica"' if section.per_replica else "")
+    scope += "".join(f', {label}=~"${var}"' for label, var in section.variables)
     b.row(section.title)
     for p in section.panels:
         exprs = [panels.render(q.expr, scope, "$__rate_interval") for q in p.queries]
@@ -247,59 +217,15 @@ def sglang_section(b: Board) -> None:
     catalogue_section(b, panels.SGLANG)
 
 
-OMNI_TRAINER = ["actor_pg_clipfrac_higher", "actor_ratio_mean", "actor_ratio_std", "critic_reward_clap_mean",
-                "critic_reward_imagebind_mean", "critic_reward_combined_mean", "critic_rewards_zero_std_ratio",
-                "perf_total_num_images", "timing_per_image_ms_gen", "timing_per_image_ms_update_actor",
-                "rollout_corr_logprob_abs_diff_mean"]
-
-
 def omni_trainer_section(b: Board) -> None:
     b.row("training · omni (verl-omni)")
-    for name in OMNI_TRAINER:
+    for name in panels.OMNI_TRAINER_METRICS:
         b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
 
 
 def vllm_omni_section(b: Board) -> None:
-    sel = S + ', replica=~"$replica", model_name=~"$omni_model_name", stage=~"$stage"'
-    n = lambda name: f'__name__=~"vllm_omni[:_]{name}"'  # noqa: E731
-
-    def q(pct: float, metric: str, by: str = "stage, replica") -> str:
-        return f"histogram_quantile({pct}, sum by (le, {by}) (rate({{{n(metric + '_bucket')}, {sel}}}[$__rate_interval])))"
-
-    b.row("vLLM-Omni pipeline")
-    b.add(timeseries("Requests by stage", [
-        prom(f"sum by (stage) ({{{n('num_requests_running')}, {sel}}})", "running {{stage}}"),
-        prom(f"sum by (stage) ({{{n('num_requests_waiting')}, {sel}}})", "waiting {{stage}}")]))
-    b.add(timeseries("Token throughput by stage", [
-        prom(f"sum by (stage) (rate({{{n('generation_tokens_total')}, {sel}}}[$__rate_interval]))", "generation {{stage}}"),
-        prom(f"sum by (stage) (rate({{{n('prompt_tokens_total')}, {sel}}}[$__rate_interval]))", "prompt {{stage}}")], unit="tps"))
-    b.add(timeseries("Finished requests by stage", [prom(
-        f"sum by (stage) (rate({{{n('requests_success_total')}, {sel}}}[$__rate_interval]))", "{{stage}}")], unit="reqps"))
-    b.add(timeseries("End-to-end latency", [prom(q(0.5, "e2e_request_latency_s"), "p50 {{stage}} r{{replica}}"),
-                                            prom(q(0.99, "e2e_request_latency_s"), "p99 {{stage}} r{{replica}}")], unit="s"))
-    b.row("vLLM-Omni diffusion")
-    b.add(timeseries("Diffusion execution", [prom(q(0.5, "diffusion_exec_s"), "p50 r{{replica}}"),
-                                             prom(q(0.99, "diffusion_exec_s"), "p99 r{{replica}}")], unit="s"))
-    b.add(timeseries("Time per denoising step", [prom(q(0.5, "diffusion_exec_per_step_s"), "p50 r{{replica}}")], unit="s"))
-    b.add(timeseries("Timing breakdown (p50)", [prom(q(0.5, "diffusion_preprocess_s", "replica"), "preprocess r{{replica}}"),
-                                                prom(q(0.5, "diffusion_exec_s", "replica"), "execute r{{replica}}"),
-                                                prom(q(0.5, "diffusion_postprocess_s", "replica"), "postprocess r{{replica}}")],
-                     unit="s", stack=True))
-    b.add(timeseries("Audio time to first packet", [prom(q(0.5, "audio_ttfp_s"), "p50 r{{replica}}"),
-                                                    prom(q(0.99, "audio_ttfp_s"), "p99 r{{replica}}")], unit="s"))
-    b.row("vLLM-Omni AR stage (vLLM metrics with a stage label)")
-    ar = S + ', replica=~"$replica", stage=~"$stage"'
-    v = lambda name: f'__name__=~"vllm[:_]{name}"'  # noqa: E731
-    b.add(timeseries("AR running requests", [prom(f"sum by (stage, replica) ({{{v('num_requests_running')}, {ar}}})",
-                                                  "{{stage}} r{{replica}}")]))
-    b.add(timeseries("AR KV cache usage", [prom(f"max by (stage, replica) ({{{v('kv_cache_usage_perc')}, {ar}}})",
-                                                "{{stage}} r{{replica}}")], unit="percentunit"))
-    b.add(timeseries("AR generation tokens/s", [prom(
-        f"sum by (stage, replica) (rate({{{v('generation_tokens_total')}, {ar}}}[$__rate_interval]))", "{{stage}} r{{replica}}")],
-        unit="tps"))
-    b.add(timeseries("AR time to first token", [prom(
-        f"histogram_quantile(0.5, sum by (le, stage) (rate({{{v('time_to_first_token_seconds_bucket')}, {ar}}}[$__rate_interval])))",
-        "p50 {{stage}}")], unit="s"))
+    for section in panels.OMNI_SECTIONS:
+        catalogue_section(b, section)
 
 
 def transfer_queue_section(b: Board) -> None:

@@ -132,6 +132,7 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     assert int(page.eval_on_selector("#timeline", "e => e.dataset.laneCount")) == 5  # rank_0..1, replica_0..2
     labels = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
     assert labels == ["rank_0", "rank_1", "replica_0", "replica_1", "replica_2"]
+    page.wait_for_selector('.chart[data-metric="critic_score_mean"][data-points]', timeout=30_000)  # open families load in turn
     points = page.eval_on_selector('.chart[data-metric="critic_score_mean"]', "e => +e.dataset.points")
     assert points >= 3
     assert page.inner_text("#insight-overlap").endswith("%")

@@ -100,3 +100,20 @@ def test_without_prometheus_the_panels_say_why(server, monkeypatch: pytest.Monke
     r = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/panels/<script>")
     assert r.status_code == 404 and "no panel section" in r.json()["detail"]
     assert httpx.get(f"{server.url}/api/v1/runs/999/panels").status_code == 404
+
+
+def test_the_verl_omni_dashboard_runs_exactly_the_catalogue_queries() -> None:
+    board = _board_panels("verl_omni_trainer_v1_with_vllm_omni_engine.json")
+    for section in panels.OMNI_SECTIONS:
+        scope = GRAFANA_SCOPE + ', replica=~"$replica"' + "".join(f', {lb}=~"${v}"' for lb, v in section.variables)
+        for p in section.panels:
+            key = f"{section.title}/{p.title}"
+            assert board[key] == [panels.render(q.expr, scope, "$__rate_interval") for q in p.queries], key
+
+
+def test_trainer_families_are_one_catalogue_for_grafana_and_the_ui() -> None:
+    board = _board_panels("verl_trainer_v1_with_vllm_engine.json")
+    for family in panels.TRAINER_FAMILIES:
+        assert all(m.split("_")[0] == family.id for m in family.metrics), family.id  # the UI groups by first word
+        assert [k.split("/", 1)[1] for k in board if k.startswith(f"training · {family.title}/")] == list(family.metrics)
+    assert len({f.id for f in panels.TRAINER_FAMILIES}) == len(panels.TRAINER_FAMILIES)

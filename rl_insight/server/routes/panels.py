@@ -41,6 +41,13 @@ def build_router(st: AppState) -> APIRouter:
     def run_of(run_id: int) -> dict[str, Any]:
         return q.get_run(reader.conn(), run_id, cfg.live_window_s)
 
+    @r.get("/metric-families")
+    def metric_families() -> dict[str, Any]:
+        """The trainer's metric families (panel catalogue): the UI groups a run's metric charts by them, in this
+        order; a metric whose first word is no family's id goes to "other"."""
+        return {"families": [{"id": f.id, "title": f.title, "key": f.key, "metrics": list(f.metrics)}
+                             for f in catalogue.TRAINER_FAMILIES]}
+
     @r.get("/runs/{run_id}/panels")
     async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> dict[str, Any]:
         """The catalogue's sections for this run: which have data, and what turns the empty ones on."""

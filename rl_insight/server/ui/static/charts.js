@@ -5,11 +5,16 @@ import { h } from "./dom.js";
 import { fmtTick, yRange } from "./format.js";
 import { PALETTE, showStep, showTime } from "./timeline.js";
 
-const FAMILIES = ["critic", "actor", "training", "timing", "perf", "response", "prompt", "rollout", "val", "global"];
+// The trainer's metric families come from the server's panel catalogue (rl_insight/panels.py), in its order; the key
+// ones (loss, reward, throughput, timing) start open, the rest collapsed and load when opened.
+let FAMILIES = [];
+const KEY_FAMILIES = new Set(["pinned"]);
+let familiesReady = null;  // asked once, when the first run page draws its charts (after any sign-in)
+const loadFamilies = () => familiesReady ??= api("/api/v1/metric-families").then(body => {
+  FAMILIES = body.families.map(f => f.id);
+  for (const f of body.families) if (f.key) KEY_FAMILIES.add(f.id);
+}).catch(() => { familiesReady = null; });  // asked again next time; meanwhile every chart is drawn, under "other"
 function familyOf(name) { const f = name.split("_")[0]; return FAMILIES.includes(f) ? f : "other"; }
-
-// Families open by default: reward, loss, throughput, timing. The rest start collapsed and load when opened.
-const KEY_FAMILIES = new Set(["pinned", "critic", "actor", "perf", "timing"]);
 const PINS_KEY = "rl-insight.pinned-metrics";
 const loadPins = () => { try { return new Set(JSON.parse(localStorage.getItem(PINS_KEY) || "[]")); } catch (e) { return new Set(); } };
 
@@ -39,6 +44,7 @@ export class ChartGrid {
     this.byName.clear();
   }
   async rebuild() {
+    await loadFamilies();
     this.destroyPlots();
     this.el.querySelectorAll("#x-step, #x-time").forEach(b => b.classList.toggle("on", b.id === `x-${this.x}`));
     const groups = new Map([["pinned", []]]);
