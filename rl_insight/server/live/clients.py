@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
+from ...batch_worker import Periodic
 from ...protocol import ClientInfo, SpanRecord
 
 MAX_CLIENTS = 100_000
@@ -51,14 +52,13 @@ class ClientTracker:
         self._orphans_due = 0.0
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="rl-insight-liveness", daemon=True)
+        self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
 
     def start(self) -> None:
-        self._thread.start()
+        self._reaper.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._reaper.stop()
 
     def inherit(self, spans: Sequence[tuple[SpanRecord, int]]) -> None:
         """States the previous boot left open, each with the end it gets if no client claims it in `silence_s`."""
@@ -165,13 +165,3 @@ class ClientTracker:
         if any(c.run == gone.run for c in self._clients.values() if c is not gone):
             return None
         return gone.run
-
-    def _loop(self) -> None:
-        interval = max(0.2, min(5.0, self.silence_s / 4))
-        while not self._stop.wait(interval):
-            try:
-                self.reap()
-            except Exception:  # noqa: BLE001 - the reaper must survive a sink's failure
-                import logging
-
-                logging.getLogger("rl_insight.server.live.clients").exception("liveness reaper failed")

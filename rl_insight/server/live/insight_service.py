@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from ... import insights
+from ...batch_worker import Periodic
 from ...names import sanitize_metric_name
 from ..runstore import step_stats
 from ..runstore import RunStoreReader
@@ -62,21 +63,13 @@ class InsightService:
         self._latest: dict[tuple[str, str], dict[str, Any]] = {}
         self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
         self.on_refresh: list[Any] = []  # callbacks taking {(project, experiment): summary} (live exporters)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="rl-insight-insights", daemon=True)
+        self._refresher = Periodic("insights", interval_s, self.refresh)  # a failed round is logged; the next comes
 
     def start(self) -> None:
-        self._thread.start()
+        self._refresher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.refresh()
-            except Exception as exc:  # a bad run must not stop the others' insights
-                log.warning("insight refresh failed: %s", exc)
+        self._refresher.stop()
 
     def summarize_steps(self, conn: Any, run_id: int, budget: int = 2000) -> int:
         """Compute and store the statistics of up to `budget` complete steps not yet summarized."""

@@ -1,20 +1,19 @@
 """Live exporters: the server sends each run's trainer scalars (at their step) and its insight metrics
 (`rl_insight/…`) to TensorBoard and/or W&B while the job runs.
 
-Off the ingest path: ingest hands points to a bounded queue and returns; one thread per exporter
-writes them (one log dir / W&B run per run, created on first data). Past the bound, points are
+Off the ingest path: ingest hands points to a bounded queue and returns; one batch worker per exporter
+(rl_insight/batch_worker.py) writes them (one log dir / W&B run per run, created on first data). Past the bound, points are
 dropped and counted by reason, as are writes that fail; neither ever slows or fails ingest.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ...batch_worker import BatchWorker
 from ...export import Point, run_dir_name
 from ...export.points import config_text, insight_points, series_tag
 
@@ -29,55 +28,34 @@ class LiveExporter:
                  flush_interval_s: float = 2.0) -> None:
         self.name = name
         self._make = make_writer
-        self._max = max_points
-        self._interval = flush_interval_s
-        self._queue: deque[tuple[RunKey, list[Point]]] = deque()
-        self._queued = 0
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = False
         self._writers: dict[RunKey, Any] = {}
         self._broken: set[RunKey] = set()
         self.written = 0
-        self.dropped: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._run, name=f"rl-insight-export-{name}", daemon=True)
-        self._thread.start()
+        self._worker: BatchWorker[tuple[RunKey, list[Point]]] = BatchWorker(
+            f"export-{name}", self._write, max_weight=max_points, max_batch_weight=max_points,
+            interval_s=flush_interval_s, weight=lambda item: len(item[1]))
 
-    def _drop(self, reason: str, n: int) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + n
+    @property
+    def dropped(self) -> dict[str, int]:
+        return self._worker.dropped
 
     def put(self, run: RunKey, points: list[Point]) -> None:
-        if not points:
-            return
-        with self._lock:
-            if self._queued + len(points) > self._max:
-                self._drop("queue_full", len(points))
-                return
-            self._queue.append((run, points))
-            self._queued += len(points)
+        if points:
+            self._worker.put((run, points))
 
     def flush(self, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        self._wake.set()
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._queue and not getattr(self, "_busy", False):
-                    break
-            time.sleep(0.02)
-        else:
+        if not self._worker.flush(timeout):
             return False
         for w in list(self._writers.values()):
             try:
                 w.flush()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failing exporter never affects ingest
                 log.warning("%s exporter flush failed: %s", self.name, exc)
         return True
 
     def close(self) -> None:
         self.flush(10.0)
-        self._stop = True
-        self._wake.set()
-        self._thread.join(10)
+        self._worker.stop(10.0)
         for w in self._writers.values():
             try:
                 w.close()
@@ -94,28 +72,18 @@ class LiveExporter:
                 log.error("%s exporter cannot open run %s/%s: %s", self.name, run[0], run[1], exc)
         return w
 
-    def _run(self) -> None:
-        while not self._stop:
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            while True:
-                with self._lock:
-                    if not self._queue:
-                        break
-                    run, points = self._queue.popleft()
-                    self._queued -= len(points)
-                    self._busy = True
-                try:
-                    w = self._writer(run)
-                    if w is None:
-                        self._drop("writer_unavailable", len(points))
-                    else:
-                        self.written += w.scalars(points)
-                except Exception as exc:  # noqa: BLE001
-                    self._drop("write_error", len(points))
-                    log.warning("%s exporter failed to write %d points of %s/%s: %s", self.name, len(points), *run, exc)
-                finally:
-                    self._busy = False
+    def _write(self, batch: list[tuple[RunKey, list[Point]]]) -> None:
+        """The worker thread: each run's points to its writer; a run whose writer fails loses only its points."""
+        for run, points in batch:
+            try:
+                w = self._writer(run)
+                if w is None:
+                    self._worker.drop("writer_unavailable", len(points))
+                else:
+                    self.written += w.scalars(points)
+            except Exception as exc:  # noqa: BLE001
+                self._worker.drop("write_error", len(points))
+                log.warning("%s exporter failed to write %d points of %s/%s: %s", self.name, len(points), *run, exc)
 
 
 class Exporters:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
-import time
-from collections import deque
 from typing import Any, Sequence
 
+from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 
 log = logging.getLogger("rl_insight.server.outbound.otlp")
@@ -66,21 +64,21 @@ class OtlpForwarder:
         self.endpoint = endpoint
         self.protocol = protocol
         self._exporter = self._make_exporter(endpoint, protocol, timeout_s)
-        self._queue: deque[tuple[SpanRecord, str]] = deque()
-        self._max = max_queue
-        self._max_bytes = max_queue_bytes  # spans carry up to 16 KiB of attributes: bound by size too
-        self._queued_bytes = 0
-        self._batch = batch_size
-        self._interval = flush_interval_s
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = False
         self.sent = 0
-        self.dropped: dict[str, int] = {}
         self.failures = 0
         self._resources: dict[tuple[str, str, str], Any] = {}
-        self._thread = threading.Thread(target=self._run, name="rl-insight-otlp", daemon=True)
-        self._thread.start()
+        # oldest spans go first when full (by count, and by size: spans carry up to 16 KiB of attributes)
+        self._worker: BatchWorker[tuple[SpanRecord, tuple[str, str]]] = BatchWorker(
+            "otlp", self._export, max_weight=max_queue, max_batch_weight=batch_size, interval_s=flush_interval_s,
+            max_bytes=max_queue_bytes, size=lambda item: item[0].size, overflow="drop_oldest")
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return self._worker.dropped
+
+    @property
+    def queued(self) -> int:
+        return len(self._worker)
 
     @staticmethod
     def _make_exporter(endpoint: str | None, protocol: str, timeout_s: float) -> Any:
@@ -95,42 +93,21 @@ class OtlpForwarder:
             endpoint = endpoint.rstrip("/") + "/v1/traces"
         return HttpExporter(endpoint=endpoint, timeout=timeout_s) if endpoint else HttpExporter(timeout=timeout_s)
 
-    def _drop(self, reason: str, n: int) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + n
-
     def add(self, spans: Sequence[SpanRecord], host: str, service: str | None = None) -> None:
         """Queue finished spans (open states are not exported: Tempo stores completed spans)."""
-        with self._lock:
-            for s in spans:
-                if s.end_ns is None:
-                    continue
-                while self._queue and (len(self._queue) >= self._max or self._queued_bytes + s.size > self._max_bytes):
-                    gone, _ = self._queue.popleft()
-                    self._queued_bytes -= gone.size
-                    self._drop("queue_full", 1)
-                self._queue.append((s, (host, service or SERVICE_NAME)))
-                self._queued_bytes += s.size
-        if len(self._queue) >= self._batch:
-            self._wake.set()
+        origin = (host, service or SERVICE_NAME)
+        for s in spans:
+            if s.end_ns is not None:
+                self._worker.put((s, origin))
 
     def flush(self, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._queue and not getattr(self, "_busy", False):
-                    return True
-            self._wake.set()
-            time.sleep(0.02)
-        return False
+        return self._worker.flush(timeout)
 
-    def shutdown(self) -> None:
-        self.flush(5.0)
-        self._stop = True
-        self._wake.set()
-        self._thread.join(5)
+    def shutdown(self, timeout: float = 5.0) -> None:
+        self._worker.stop(timeout)
         try:
             self._exporter.shutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
             pass
 
     # ------------------------------------------------------------------ exporter thread
@@ -163,34 +140,22 @@ class OtlpForwarder:
                             attributes=attrs, kind=SpanKind.INTERNAL, start_time=span.start_ns,
                             end_time=span.end_ns, instrumentation_scope=InstrumentationScope("rl_insight"))
 
-    def _run(self) -> None:
+    def _export(self, batch: list[tuple[SpanRecord, tuple[str, str]]]) -> bool:
+        """The worker thread: one batch to the receiver; False (back off until the next interval) when it failed."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        while not self._stop:
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            while True:
-                with self._lock:
-                    if not self._queue:
-                        break
-                    n = min(self._batch, len(self._queue))
-                    batch = [self._queue.popleft() for _ in range(n)]
-                    self._queued_bytes -= sum(sp.size for sp, _ in batch)
-                    self._busy = True
-                try:
-                    result = self._exporter.export([self._to_readable(s, h) for s, h in batch])
-                except Exception as exc:  # the exporter must never take the thread down
-                    log.warning("OTLP export failed: %s", exc)
-                    result = None
-                finally:
-                    self._busy = False
-                if result == SpanExportResult.SUCCESS:
-                    self.sent += len(batch)
-                    self.failures = 0
-                else:
-                    self.failures += 1
-                    self._drop("export_failed", len(batch))
-                    if self.failures in (1, 10, 100) or self.failures % 1000 == 0:
-                        log.warning("OTLP receiver %s refused or did not answer (%d failures); %d spans dropped",
-                                    self.endpoint or "(from OTEL_* env)", self.failures, len(batch))
-                    break  # back off until the next interval
+        try:
+            result = self._exporter.export([self._to_readable(s, h) for s, h in batch])
+        except Exception as exc:  # noqa: BLE001 - the exporter must never take the thread down
+            log.warning("OTLP export failed: %s", exc)
+            result = None
+        if result == SpanExportResult.SUCCESS:
+            self.sent += len(batch)
+            self.failures = 0
+            return True
+        self.failures += 1
+        self._worker.drop("export_failed", len(batch))
+        if self.failures in (1, 10, 100) or self.failures % 1000 == 0:
+            log.warning("OTLP receiver %s refused or did not answer (%d failures); %d spans dropped",
+                        self.endpoint or "(from OTEL_* env)", self.failures, len(batch))
+        return False

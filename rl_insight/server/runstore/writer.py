@@ -1,4 +1,5 @@
-"""Batching writer: ingest hands over validated items and returns at once; one thread writes them.
+"""Batching writer: ingest hands over validated items and returns at once; one batch worker
+(rl_insight/batch_worker.py) writes them.
 
 Hand-over never waits on disk. The hand-over queue is bounded (items); past the bound a batch is
 dropped and counted (`dropped`), as is a batch that fails to write (disk full, I/O error), which
@@ -20,12 +21,12 @@ import logging
 import sqlite3
 import threading
 import time
-from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
@@ -33,6 +34,8 @@ from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
+MAX_TRANSACTION_ITEMS = 50_000  # items written in one transaction (a longer one holds readers' snapshots back)
+WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting for its interval
 PLAUSIBLE_PAST_S = 86400.0  # client times older than this (by the server's clock, when written) never move a run's start
 
 
@@ -82,6 +85,16 @@ _UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, 
 _SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
 
 
+def _weight(item: tuple[str, Any, int]) -> int:
+    """What a hand-over counts against the queue bound and a transaction's size."""
+    kind, payload, _ = item
+    if kind == "samples":
+        return len(payload)
+    if kind == "spans":
+        return len(payload[0]) + len(payload[1])
+    return 1 if kind in _SINGLE_ITEM_KINDS else 0
+
+
 _encode_attributes = json.JSONEncoder(default=str).encode  # one encoder (json.dumps with options builds one a call)
 
 
@@ -107,19 +120,12 @@ class RunStoreWriter:
         self.integrity = "ok" if path.stat().st_size <= QUICK_CHECK_MAX_BYTES else "checking"
         if self.integrity == "checking":
             threading.Thread(target=self._check_integrity, name="rl-insight-integrity", daemon=True).start()
-        self._max_items = max_queue_items
-        self._interval = flush_interval_s
         self._retention_s = retention_days * 86400
         self._max_bytes = max_bytes
         self._prune_every = prune_every_s
-        self._queue: deque[tuple[str, Any, int]] = deque()
-        self._queued = 0
         self._seq = 0  # hand-overs so far
         self._failed_seq = 0  # the latest hand-over that was dropped or failed to write
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._idle = threading.Condition()
-        self._pending_marks = 0
+        self._lock = threading.Lock()  # hand-overs take their sequence number and their queue place together
         self._runs: dict[tuple[str, str], int] = {}
         self._series: dict[tuple[int, str, str, str], int] = {}
         # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
@@ -127,10 +133,11 @@ class RunStoreWriter:
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], None]] = []
         self.stats = WriterStats()
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
-        self._stop = False
         self._last_prune = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="rl-insight-runstore", daemon=True)
-        self._thread.start()
+        # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
+        self._worker: BatchWorker[tuple[str, Any, int]] = BatchWorker(
+            "runstore", self._export, max_weight=max_queue_items, max_batch_weight=MAX_TRANSACTION_ITEMS,
+            interval_s=flush_interval_s, weight=_weight, wake_at=WAKE_AT_ITEMS, on_idle=self._upkeep)
 
     def _check_integrity(self) -> None:
         try:
@@ -150,15 +157,11 @@ class RunStoreWriter:
     def _put(self, kind: str, payload: Any, n: int) -> None:
         with self._lock:
             self._seq += 1
-            if self._queued + n > self._max_items:
+            if not self._worker.put((kind, payload, self._seq)):
                 self._failed_seq = self._seq
                 self.stats.dropped += n
                 self.stats.by_reason["queue_full"] = self.stats.by_reason.get("queue_full", 0) + n
-                return
-            self._queue.append((kind, payload, self._seq))
-            self._queued += n
-        if self._queued >= 20_000:
-            self._wake.set()
+        self.stats.queue_items = self._worker.queued_weight
 
     def seq(self) -> int:
         """The hand-over count now: what a later `durable(since)` is measured from."""
@@ -170,8 +173,8 @@ class RunStoreWriter:
         whatever queued meanwhile goes into the same transaction)."""
         fut: Future[bool] = Future()
         with self._lock:
-            self._queue.append(("mark", (since, fut), self._seq))
-        self._wake.set()
+            self._worker.put(("mark", (since, fut), self._seq))
+        self._worker.wake()
         return fut
 
     def put_samples(self, rows: list[SampleRow]) -> None:
@@ -212,48 +215,26 @@ class RunStoreWriter:
 
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout)
-        self._stop = True
-        self._wake.set()
-        self._thread.join(timeout)
-
-    # ------------------------------------------------------------------ writer thread
-    def _run(self) -> None:
-        while not self._stop:
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            try:
-                self._drain()
-                if time.monotonic() - self._last_prune > self._prune_every:
-                    self._last_prune = time.monotonic()
-                    self.prune()
-            except Exception as exc:  # keep the thread alive whatever happens
-                log.exception("run store writer error: %s", exc)
+        self._worker.stop(timeout)
         self._conn.close()
 
-    def _drain(self) -> None:
-        while True:
+    # ------------------------------------------------------------------ the worker thread
+    def _upkeep(self) -> None:
+        if time.monotonic() - self._last_prune > self._prune_every:
+            self._last_prune = time.monotonic()
+            self.prune()
+
+    def _export(self, batch: list[tuple[str, Any, int]]) -> None:
+        """One transaction for the batch; then the marks in it learn whether what they wait for is stored."""
+        marks = [p for k, p, _ in batch if k == "mark"]
+        work = [(k, p) for k, p, _ in batch if k != "mark"]
+        n = sum(_weight(item) for item in batch)
+        self.stats.queue_items = self._worker.queued_weight
+        if work and not self._write(work, n):
             with self._lock:
-                if not self._queue:
-                    return
-                batch, n = [], 0
-                while self._queue and n < 50_000:
-                    kind, payload, seq = self._queue.popleft()
-                    batch.append((kind, payload, seq))
-                    if kind == "samples":
-                        n += len(payload)
-                    elif kind == "spans":
-                        n += len(payload[0]) + len(payload[1])
-                    elif kind in _SINGLE_ITEM_KINDS:
-                        n += 1
-                self._queued -= n
-                self.stats.queue_items = self._queued
-            marks = [p for k, p, _ in batch if k == "mark"]
-            work = [(k, p) for k, p, _ in batch if k != "mark"]
-            if work and not self._write(work, n):
-                with self._lock:
-                    self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
-            for since, fut in marks:
-                fut.set_result(self._failed_seq <= since)
+                self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
+        for since, fut in marks:
+            fut.set_result(self._failed_seq <= since)
 
     def _write(self, work: list[tuple[str, Any]], n: int) -> bool:
         """Write a drained batch in one transaction; if an item breaks it, isolate items one by one. False when

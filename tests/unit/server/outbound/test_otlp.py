@@ -161,6 +161,6 @@ def test_forwarding_queue_is_bounded_by_bytes_too() -> None:
     f = OtlpForwarder("http://127.0.0.1:9/v1/traces", max_queue=1_000_000, max_queue_bytes=100_000, flush_interval_s=3600)
     try:
         f.add([SpanRecord(f"s{i}", "t", None, "n", None, "span", 1, 2, {}, size=10_000) for i in range(50)], "h")
-        assert len(f._queue) == 10 and f.dropped["queue_full"] == 40
+        assert f.queued == 10 and f.dropped["queue_full"] == 40
     finally:
-        f._stop = True
+        f.shutdown(0.1)
