@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 from .. import env as _env
 from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
-from .exporter import LOG_ERROR, LOG_WARNING, Exporter
+from .delivery import LOG_ERROR, LOG_WARNING, Delivery
 from . import lanes as _lanes_mod
 from .lanes import NOOP_BLOCK, DeferredNoop, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
@@ -27,8 +27,8 @@ from .urls import parse_server_url
 
 # Process-local state. `_rt` is the enabled exporter, or None while disabled: the hot path checks
 # only this one global.
-_rt: Exporter | None = None
-_reg_only: Exporter | None = None  # exporter used by update_prometheus_config before init()
+_rt: Delivery | None = None
+_reg_only: Delivery | None = None  # exporter used by update_prometheus_config before init()
 _lanes = LaneTable()
 _init_lock = threading.Lock()
 _pid_lane = str(os.getpid())
@@ -80,7 +80,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             except Exception as exc:  # noqa: BLE001
                 _internal_error("init", exc)
         try:
-            exp = Exporter(cfg, url, labels, transport, run_info=run_info)
+            exp = Delivery(cfg, url, labels, transport, run_info=run_info)
         except Exception as exc:
             _internal_error("init", exc)
             return
@@ -179,7 +179,7 @@ def _after_fork_in_child() -> None:
     _rt = None
     if parent is not None:
         try:
-            _rt = Exporter(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
+            _rt = Delivery(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
             _rt.open_states = _open_states
         except Exception:
             _rt = None
@@ -360,7 +360,7 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
                     except ValueError as exc:
                         ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] cannot register targets: %s", exc)
                         return
-                    exp = _reg_only = Exporter(ClientConfig(url=url, token=resolve_token(None)), parsed, {})
+                    exp = _reg_only = Delivery(ClientConfig(url=url, token=resolve_token(None)), parsed, {})
                     _register_atexit()
         exp.register_targets(payload)
     except Exception as exc:

@@ -21,7 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .exporter import _SPAN_START, Exporter
+from .batching import _SPAN_START
+from .delivery import Delivery
 
 _TOP, _MERGED, _CHILD = 0, 1, 2
 
@@ -91,7 +92,7 @@ class StateBlock:
 
     __slots__ = ("_exp", "_table", "_name", "_lane_id", "_labels", "_lane", "_role", "_start")
 
-    def __init__(self, exp: Exporter, table: LaneTable, name: str, lane_id: str, labels: dict) -> None:
+    def __init__(self, exp: Delivery, table: LaneTable, name: str, lane_id: str, labels: dict) -> None:
         self._exp = exp
         self._table = table
         self._name = name

@@ -29,7 +29,16 @@ from collections import deque
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
+
+    class ProcessSide(Protocol):
+        """All the controller sees of its process's delivery pipeline (client/delivery.py)."""
+
+        host: str
+        pid: int
+        step: int | float | None  # the step this process logged last (None: it does not log one)
+
+        def wake(self) -> None: ...  # the sender thread: a status or an upload chunk waits
 
 from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest, RunControl
 from .ratelog import ratelog
@@ -68,8 +77,8 @@ class _Upload:
 
 
 class ProfileController:
-    def __init__(self, exporter: Any) -> None:
-        self._exp = exporter
+    def __init__(self, process: ProcessSide) -> None:
+        self._exp = process
         self.hot = False  # read on the hot path: something is armed or profiling
         self.run_step: int | None = None
         self.run_step_at = 0.0  # when the server saw the run's clock move (epoch s, the server's clock)
@@ -121,9 +130,20 @@ class ProfileController:
     def has_statuses(self) -> bool:
         return bool(self._outbox)
 
+    @property
+    def phase(self) -> str:
+        """Where this process is with its one request at a time: idle, armed (waiting for its step), profiling
+        (the window is open), exporting (the window closed, the trace being written) or uploading."""
+        if self._window is not None:
+            return "profiling"
+        if self._exporting:
+            return "exporting"
+        if self._upload is not None:
+            return "uploading"
+        return "armed" if self._armed is not None else "idle"
+
     def busy(self) -> bool:
-        return self._armed is not None or self._window is not None or self._upload is not None or self._exporting \
-            or bool(self._outbox)
+        return self.phase != "idle" or bool(self._outbox)
 
     # ------------------------------------------------------------------ sender thread: requests from replies
     def offer(self, control: RunControl) -> None:
@@ -153,7 +173,7 @@ class ProfileController:
             self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to profile with")
             return
         with self._lock:
-            if self._armed is not None or self._window is not None or self._upload is not None or self._exporting:
+            if self.phase != "idle":
                 taken = (self._armed or (self._window.req if self._window else None)
                          or (self._upload.req if self._upload else None))
                 taken_id = taken.id if taken is not None else "(exporting)"

@@ -127,7 +127,7 @@ def test_a_state_left_open_by_a_process_that_died_with_the_server_is_closed_afte
 def test_a_live_process_claims_its_open_state_after_a_restart(tmp_path: Path, monkeypatch) -> None:
     cfg_file, url = _config(tmp_path, client_silence_s=1.0)
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", url)
-    monkeypatch.setattr("rl_insight.client.exporter.HEARTBEAT_S", 0.2)  # alive within the 1 s silence limit
+    monkeypatch.setattr("rl_insight.client.delivery.HEARTBEAT_S", 0.2)  # alive within the 1 s silence limit
     server = _start(cfg_file, url)
     try:
         rl_insight.init(project="durable", experiment_name="claimed")

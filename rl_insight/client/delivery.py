@@ -1,4 +1,4 @@
-"""Batching exporter: the hot path appends to a bounded deque; one named daemon thread sends.
+"""The client's delivery pipeline: the hot path appends to a bounded deque; one named daemon thread sends.
 
 Modelled on OpenTelemetry's BatchSpanProcessor, minus its gaps:
 
@@ -12,7 +12,8 @@ Modelled on OpenTelemetry's BatchSpanProcessor, minus its gaps:
   everything since the previous flush was delivered; shutdown honours its deadline;
 * batches are encoded in slices (`wire.py`) so the thread never holds the GIL for long.
 
-Parts: `Aggregates` (cumulative state), `wire` (encoding), a `Transport` (injected; HTTP by default).
+Parts: `Aggregates` (cumulative state), `BatchBuilder` (batching.py: what is queued, as one batch), `wire`
+(encoding), a `Transport` (injected; HTTP by default), `ProfileController` (profiling.py: requests on replies).
 """
 
 from __future__ import annotations
@@ -31,51 +32,21 @@ if TYPE_CHECKING:
 from .._version import __version__
 from ..names import sanitize_metric_name
 from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS, IngestReply
-from .aggregate import Aggregates, labels_key
+from .aggregate import Aggregates
+from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, BatchBuilder
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
 from .urls import ServerUrl
 
-# Queue item tags (first tuple element).
-_GAUGE, _SPAN_START, _SPAN = 0, 1, 2
-
-wire: Any = None  # rl_insight.client.wire, imported by the sender thread
-
-_SELF_METRICS_EVERY_S = 10.0
 HEARTBEAT_S = CLIENT_HEARTBEAT_S  # an idle client still sends this often (the server's silence timeout is 3x this)
 _MAX_BACKOFF_S = 30.0
-_FLOAT_MAX = 1.7976931348623157e308
 
-LOG_WARNING = 30
 LOG_ERROR = 40
 LOG_INFO = 20
 
 
-STEP_BURST_S = 0.05
-
-
-def _assign_burst_steps(samples: list[list], marks: list[tuple[int, float, Any]], previous_mark_ts: float) -> float:
-    """verl logs a step's metrics as one dict whose `training/global_step` key comes after most others:
-    gauges logged in the same burst just before the step metric (within STEP_BURST_S) belong to the
-    step it announces, not to the previous one. Not when the previous step metric is itself part of
-    the burst (steps logged in quick succession, each before its metrics). Returns the last mark's time."""
-    marked = {index for index, _, _ in marks}
-    for index, mark_ts, new_step in marks:
-        if new_step is not None and mark_ts - previous_mark_ts > STEP_BURST_S:
-            j = index - 1
-            while j >= 0 and j not in marked:
-                sample = samples[j]
-                if sample[1] < mark_ts - STEP_BURST_S:
-                    break
-                if sample[2] is None or sample[2] < new_step:
-                    sample[2] = new_step
-                j -= 1
-        previous_mark_ts = mark_ts
-    return previous_mark_ts
-
-
-class Exporter:
+class Delivery(BatchBuilder):
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
     def __init__(self, cfg: ClientConfig, url: ServerUrl, base_labels: dict[str, str],
@@ -304,7 +275,6 @@ class Exporter:
                 return
 
     def _make_transport(self) -> Any:
-        global wire
         from . import wire  # lazy: json/gzip stay out of `import rl_insight`
 
         wire.warm_up()
@@ -435,6 +405,8 @@ class Exporter:
         where = f"{self.url}{ROUTE_TARGETS}"
         for i, payload in enumerate(todo):
             try:
+                from . import wire
+
                 resp = transport.post(ROUTE_TARGETS, wire.encode_json(payload), {})
             except TransportError as exc:
                 self._retry_later(f"target registration: server unreachable at {where} ({exc})")
@@ -458,134 +430,3 @@ class Exporter:
         if keep:
             with self._reg_lock:
                 self._registrations[:0] = keep
-
-    # ------------------------------------------------------------------ batch building
-    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:  # noqa: C901
-        """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
-        table = wire.SeriesTable(self.base_labels)
-        samples: list[list] = []
-        span_starts: list[Any] = []
-        spans: list[Any] = []
-        attrs_table: dict[int, tuple[int, dict]] | None = {} if self._protocol == 2 else None
-        span_entry = self._span_json if attrs_table is None else (lambda it: self._span_compact(it, attrs_table))
-        latest = self._latest_gauges
-        max_series = self.cfg.max_series
-        q = self.queue
-        budget = self.cfg.batch_size
-        since_check = 0
-        pause = wire.Yielder.for_backlog(len(q))
-        step_marks: list[tuple[int, float, Any]] = []  # (index in samples, ts, new step) of step-metric samples
-        while budget > 0:
-            try:
-                item = q.popleft()
-            except IndexError:
-                break
-            budget -= 1
-            since_check += 1
-            if since_check >= wire.SLICE:
-                since_check = 0
-                pause()  # let the training thread run
-            tag = item[0]
-            if tag == _GAUGE:
-                _, name, value, labels, doc, ts, step = item
-                try:
-                    v = float(value)
-                except (TypeError, ValueError, OverflowError):
-                    v = float("nan")
-                if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
-                    self.drop("invalid_value")
-                    ratelog.log(LOG_WARNING, "gauge-value", "[rl-insight] metric_gauge(%r) got %.80r, not a finite number; dropped",
-                                name, value)
-                    continue
-                lkey = labels_key(labels)
-                gkey = (name, lkey)
-                if gkey not in latest and len(latest) >= max_series:
-                    self.drop("series_limit")
-                    continue
-                latest[gkey] = (v, ts, step, doc, labels)
-                if self._step_names.get(name):
-                    step_marks.append((len(samples), ts, step))
-                samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
-            elif tag == _SPAN:
-                spans.append(span_entry(item))
-            else:
-                span_starts.append(span_entry(item))
-
-        self._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self._last_step_mark_ts)
-        # Cumulative series: all of them after a server restart, else only those that changed.
-        resend = self._resend_all
-        self._resend_all = False
-        counters, hists = self.agg.take(resend)
-        for name, lkey, total, ts, step, doc, labels in counters:
-            samples.append([table.ref("c", name, lkey, labels, doc), ts, step, total])
-        for name, lkey, total, count, cumulative, ts, step, doc, labels, bounds in hists:
-            samples.append([table.ref("h", name, lkey, labels, doc, bounds), ts, step, [total, count, cumulative]])
-        if resend:
-            for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
-                samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
-            if self.open_states is not None:  # states still open: the restarted server learns they are claimed
-                # (a state that started in this very batch is in it already; both wire forms lead with the hex id)
-                announced = {e[0] if isinstance(e, list) else e["id"] for e in span_starts}
-                span_starts.extend(span_entry(it) for it in self.open_states() if f"{it[1]:016x}" not in announced)
-        n_user = len(samples) + len(span_starts) + len(spans)
-        if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
-            self._add_self_metrics(table, samples, force=force)
-        client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
-        if self.cfg.namespace:
-            client["namespace"] = self.cfg.namespace
-        if self._run_info_due:
-            client["run"] = self.run_info
-            self._run_info_in_flight = True
-        span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
-        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final, span_attrs, pause)
-        body, headers = wire.compress(body)
-        return body, headers, n_user, bool(n_user)
-
-    def _add_self_metrics(self, table: Any, samples: list, force: bool = False) -> None:
-        now = time.time()
-        if now < self._next_self_metrics and not force:
-            return
-        self._next_self_metrics = now + _SELF_METRICS_EVERY_S
-        labels = {"pid": str(self.pid), "host": self.host}
-        doc = "rl-insight client self-metric"
-        values: list[tuple[str, str, dict, float]] = [
-            ("c", "events_sent", labels, float(self.sent_items)),
-            ("c", "batches_sent", labels, float(self.sent_batches)),
-            ("c", "send_retries", labels, float(self.retries)),
-            ("g", "queue_depth", labels, float(len(self.queue))),
-        ]
-        with self._drop_lock:
-            drops = dict(self.drops)
-        for reason, n in drops.items():
-            values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
-        for kind, name, lab, value in values:
-            samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.step, value])
-
-    def _span_compact(self, item: tuple, attrs_table: dict[int, tuple[int, dict]]) -> list:
-        """Protocol 2: a list, its attributes an index into the batch's table. Spans of a lane share their
-        attributes object (lanes.py), so each is encoded once per batch."""
-        _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
-        key = id(attrs)  # the queue items keep every attrs object alive for the whole batch
-        entry = attrs_table.get(key)
-        if entry is None:
-            merged = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
-            entry = attrs_table[key] = (len(attrs_table), merged)
-        return [f"{span_id:016x}", f"{trace_id:032x}", f"{parent_id:016x}" if parent_id is not None else None,
-                name, lane, start_ns, end_ns, kind, entry[0]]
-
-    def _span_json(self, item: tuple) -> dict:
-        _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
-        attributes = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
-        out = {
-            "id": f"{span_id:016x}",
-            "trace_id": f"{trace_id:032x}",
-            "parent_id": f"{parent_id:016x}" if parent_id is not None else None,
-            "name": name,
-            "lane": lane,
-            "start_ns": start_ns,
-            "kind": kind,
-            "attributes": attributes,
-        }
-        if end_ns is not None:
-            out["end_ns"] = end_ns
-        return out
