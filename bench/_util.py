@@ -32,7 +32,9 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    return (
+        f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    )
 
 
 class IngestServer:
@@ -42,9 +44,20 @@ class IngestServer:
         self.dir = tempfile.mkdtemp(prefix="rl-bench-")
         self.port = free_port()
         cfg = Path(self.dir) / "server.json"
-        cfg.write_text(json.dumps({"host": "127.0.0.1", "port": self.port, "data_dir": self.dir, "store_enabled": store,
-                                   **{k: (str(Path(self.dir) / v) if k == "export_tensorboard" else v) for k, v in extra.items()}}))
-        self.proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"])
+        cfg.write_text(
+            json.dumps(
+                {
+                    "host": "127.0.0.1",
+                    "port": self.port,
+                    "data_dir": self.dir,
+                    "store_enabled": store,
+                    **{k: (str(Path(self.dir) / v) if k == "export_tensorboard" else v) for k, v in extra.items()},
+                }
+            )
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"]
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -68,7 +81,7 @@ class NullSink:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # else headers and body are 40 ms apart (Nagle + delayed ACK)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 body = b'{"accepted":0,"rejected":0,"errors":[],"boot_id":"sink"}'
                 self.send_response(200)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import machine  # noqa: E402
+from _util import machine
 
 STAGES = ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"]
 
@@ -35,17 +35,59 @@ def synth(path: Path, n: int, rank: int = 0) -> None:
     t = 5.0e12
     for i in range(n):
         if i % 1000 == 0:  # a verl stage every 1,000 events, with a micro batch inside
-            events.append({"ph": "X", "cat": "user_annotation", "name": STAGES[(i // 1000) % 3], "pid": 100, "tid": 100, "ts": t,
-                           "dur": 2000.0, "args": {"External id": i, "Record function id": 0, "Ev Idx": i}})
-            events.append({"ph": "X", "cat": "user_annotation", "name": "micro_batch0", "pid": 100, "tid": 100, "ts": t + 1,
-                           "dur": 900.0, "args": {"External id": i + 1, "Record function id": 0, "Ev Idx": i + 1}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": STAGES[(i // 1000) % 3],
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": t,
+                    "dur": 2000.0,
+                    "args": {"External id": i, "Record function id": 0, "Ev Idx": i},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "micro_batch0",
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": t + 1,
+                    "dur": 900.0,
+                    "args": {"External id": i + 1, "Record function id": 0, "Ev Idx": i + 1},
+                }
+            )
         dur = rng.uniform(0.5, 2.0)
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm" if i % 7 else "gloo:all_reduce", "pid": 100, "tid": 100,
-                       "ts": t, "dur": dur, "args": {"External id": i, "Record function id": 0, "Sequence number": i,
-                                                    "Fwd thread id": 0, "Ev Idx": i}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm" if i % 7 else "gloo:all_reduce",
+                "pid": 100,
+                "tid": 100,
+                "ts": t,
+                "dur": dur,
+                "args": {
+                    "External id": i,
+                    "Record function id": 0,
+                    "Sequence number": i,
+                    "Fwd thread id": 0,
+                    "Ev Idx": i,
+                },
+            }
+        )
         t += 2.0
-    doc = {"schemaVersion": 1, "deviceProperties": [], "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 1},
-           "displayTimeUnit": "ms", "baseTimeNanoseconds": 1790000000000000000, "traceEvents": events, "traceName": str(path)}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [],
+        "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 1},
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": 1790000000000000000,
+        "traceEvents": events,
+        "traceName": str(path),
+    }
     path.write_text(json.dumps(doc))
 
 
@@ -105,9 +147,23 @@ def end_to_end(upstream: str, root: Path, rounds: int) -> None:
     """The two command lines on the same directory, interleaved so the machine's noise hits both alike."""
     cli = [sys.executable, "-m", "rl_insight"]
     runs = {
-        "upstream recipe (HTML timeline)": [upstream, "-m", "recipe.main", f"input.path={root}", "timeline.parser.type=torch",
-                                            f"output.path={root.parent / 'out-upstream'}"],
-        "rl-insight analyze --format html": [*cli, "analyze", str(root), "--out", str(root.parent / "out-html"), "--format", "html"],
+        "upstream recipe (HTML timeline)": [
+            upstream,
+            "-m",
+            "recipe.main",
+            f"input.path={root}",
+            "timeline.parser.type=torch",
+            f"output.path={root.parent / 'out-upstream'}",
+        ],
+        "rl-insight analyze --format html": [
+            *cli,
+            "analyze",
+            str(root),
+            "--out",
+            str(root.parent / "out-html"),
+            "--format",
+            "html",
+        ],
         "rl-insight analyze (default formats)": [*cli, "analyze", str(root), "--out", str(root.parent / "out-all")],
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
@@ -144,8 +200,11 @@ def main() -> None:
                   f"peak RSS {r['rss_mb']:.0f} MiB")
     if args.upstream:
         r = run(args.upstream, UPSTREAM, str(gz))
-        print(f"  upstream 0.3.0 torch parser on the .json.gz (one row per file): {r['seconds']:.2f} s, {r['rows']} row(s), "
-              f"peak RSS {r['rss_mb']:.0f} MiB")
+        print(
+            f"  upstream 0.3.0 torch parser on the .json.gz (one row per file): {r['seconds']:.2f} s, {r['rows']} "
+            "row(s), "
+            f"peak RSS {r['rss_mb']:.0f} MiB"
+        )
         f.unlink()  # the directory now holds only the .json.gz, upstream's recipe input
         end_to_end(args.upstream, f.parent, args.rounds)
 

@@ -17,7 +17,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import IngestServer, NullSink, free_port, machine  # noqa: E402
+from _util import IngestServer, NullSink, free_port, machine
 
 
 def per_call_us(fn, rounds: int = 200, calls: int = 1000) -> float:
@@ -35,13 +35,17 @@ def hot_path(url: str, label: str) -> dict[str, float]:
 
     os.environ["RL_INSIGHT_SERVER_URL"] = url
     rl_insight.init(project="bench", experiment_name="hot")
-    gauge = lambda: rl_insight.metric_gauge("actor_pg_loss", 0.5)  # noqa: E731
+    def gauge() -> None:
+        rl_insight.metric_gauge("actor_pg_loss", 0.5)
+
 
     def state() -> None:
         with rl_insight.trace_state("actor_update", state_lane_id="rank_0"):
             pass
 
-    count = lambda: rl_insight.metric_count("tokens", 1.0)  # noqa: E731
+    def count() -> None:
+        rl_insight.metric_count("tokens", 1.0)
+
     out = {"metric_gauge": per_call_us(gauge), "trace_state": per_call_us(state), "metric_count": per_call_us(count)}
     rl_insight.finish(timeout=5 if "reachable" in label else 0)
     print(f"  hot path, server {label}: " + ", ".join(f"{k} {v:.2f} µs" for k, v in out.items()))
@@ -82,8 +86,11 @@ def memory_bound(n: int) -> None:
     st = rl_insight.stats()
     rl_insight.finish(timeout=0)
     tracemalloc.stop()
-    print(f"  memory with server down, queue 100k: after each {n // 4:,} calls {', '.join(f'{p:.1f}' for p in peaks)} MiB; "
-          f"dropped {st['dropped'].get('queue_full', 0):,} (queue_full)")
+    print(
+        f"  memory with server down, queue 100k: after each {n // 4:,} calls {', '.join(f'{p:.1f}' for p in peaks)} "
+        "MiB; "
+        f"dropped {st['dropped'].get('queue_full', 0):,} (queue_full)"
+    )
 
 
 def import_cost(runs: int) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import free_port, machine  # noqa: E402
+from _util import free_port, machine
 
 
 def main() -> None:
@@ -47,7 +47,9 @@ def main() -> None:
             t0 = time.monotonic()
             rl_insight.metric_gauge("e2e_probe", value)
             while True:
-                r = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/query", params={"query": "rl_insight_monitor_e2e_probe"})
+                r = httpx.get(
+                    f"http://127.0.0.1:{prom_port}/api/v1/query", params={"query": "rl_insight_monitor_e2e_probe"}
+                )
                 res = r.json()["data"]["result"]
                 if res and float(res[0]["value"][1]) == value:
                     break

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import machine  # noqa: E402
-from bench_analysis import synth  # noqa: E402
+from _util import machine
+from bench_analysis import synth
 
 CODE = """
 import sys, time, json
@@ -35,8 +35,13 @@ print(json.dumps({"s": time.perf_counter() - t, "events": len(d.events), "errors
 
 
 def once(folder: Path, kw: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", CODE, str(folder), json.dumps(kw)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+    out = subprocess.run(
+        [sys.executable, "-c", CODE, str(folder), json.dumps(kw)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -52,14 +57,20 @@ def main() -> None:
     first = d / "seed.json.gz"
     synth(first, args.events)
     for r in range(args.files):
-        shutil.copy(first, d / f"actor-rollout-ref_e2e_step1_rank{r}-of-{args.files}_pid{1000 + r}_20261130120000123.json.gz")
+        shutil.copy(
+            first, d / f"actor-rollout-ref_e2e_step1_rank{r}-of-{args.files}_pid{1000 + r}_20261130120000123.json.gz"
+        )
     first.unlink()
     size = sum(f.stat().st_size for f in d.iterdir()) / 2**20
     print(f"  {args.files} files x {args.events:,} events ({size:.0f} MiB gzipped)")
     modes = {"one process": {"workers": 1}, f"--workers {cores}": {"workers": cores}}
     if args.ray:
-        subprocess.run(["ray", "start", "--head", "--include-dashboard=false", "--port", "0"], check=True, capture_output=True,
-                       env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+        subprocess.run(
+            ["ray", "start", "--head", "--include-dashboard=false", "--port", "0"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        )
         modes["--ray auto"] = {"ray_address": "auto"}
     times: dict[str, list[float]] = {m: [] for m in modes}
     try:

@@ -26,9 +26,7 @@ sys.path.insert(0, str(Path.cwd()))
 
 
 def _hostile_body() -> bytes:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
@@ -70,7 +68,9 @@ def _otlp_child(path: str) -> None:
 def otlp() -> None:
     body = Path(tempfile.mkdtemp()) / "otlp.bin"
     body.write_bytes(_hostile_body())
-    out = subprocess.run([sys.executable, __file__, "_otlp_child", str(body)], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, __file__, "_otlp_child", str(body)], capture_output=True, text=True, timeout=600
+    )
     print(out.stdout.strip() or out.stderr[-2000:])
 
 

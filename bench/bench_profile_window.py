@@ -24,21 +24,34 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _util import machine  # noqa: E402
-from tests.conftest import free_port, start_server  # noqa: E402
+from _util import machine
+
+from tests.conftest import free_port, start_server
 
 TOKEN = "bench"
 
 
 def run_job(url: str, experiment: str, steps: int, iters: int) -> dict[int, float]:
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "RL_INSIGHT_SERVER_URL": url, "RL_INSIGHT_TOKEN": TOKEN, "JOB_PROJECT": "bench", "JOB_EXPERIMENT": experiment,
-           "PROFILE_JOB_ITERS": str(iters), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "RL_INSIGHT_SERVER_URL": url,
+        "RL_INSIGHT_TOKEN": TOKEN,
+        "JOB_PROJECT": "bench",
+        "JOB_EXPERIMENT": experiment,
+        "PROFILE_JOB_ITERS": str(iters),
+        "PYTHONPATH": str(ROOT),
+    }
     out = subprocess.run([sys.executable, "-m", "tests.profile_job", str(steps), "0"], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-2000:])
-    return {int(line.split()[1]): float(line.split()[2]) for line in out.stdout.splitlines() if line.startswith("step ")}
+    return {
+        int(line.split()[1]): float(line.split()[2]) for line in out.stdout.splitlines() if line.startswith("step ")
+    }
 
 
 def main() -> None:
@@ -65,12 +78,19 @@ def main() -> None:
     finally:
         srv.stop()
     b, p = statistics.median(base), statistics.median(prof)
-    print(f"  {args.steps} steps of {args.iters} 64x64 matmuls; request for step {target}; outside = steps {outside[0]}.."
-          f"{outside[-1]} except {target - 2}..{target + 2}; {args.rounds} rounds interleaved")
-    print(f"  no request:        median step outside the window {b * 1e3:.1f} ms (runs {', '.join(f'{x * 1e3:.1f}' for x in base)})")
-    print(f"  request, step {target}: median step outside the window {p * 1e3:.1f} ms (runs {', '.join(f'{x * 1e3:.1f}' for x in prof)})"
-          f"  ratio {p / b:.3f}")
-    print(f"  the profiled step itself: {statistics.median(window) * 1e3:.1f} ms ({statistics.median(window) / b:.2f}x)")
+    print(
+        f"  {args.steps} steps of {args.iters} 64x64 matmuls; request for step {target}; outside = steps {outside[0]}.."
+        f"{outside[-1]} except {target - 2}..{target + 2}; {args.rounds} rounds interleaved"
+    )
+    print(f"  no request:        median step outside the window {b * 1e3:.1f} ms (runs "
+          f"{', '.join(f'{x * 1e3:.1f}' for x in base)})")
+    print(
+        f"  request, step {target}: median step outside the window {p * 1e3:.1f} ms (runs "
+        f"{', '.join(f'{x * 1e3:.1f}' for x in prof)})"
+        f"  ratio {p / b:.3f}"
+    )
+    print(f"  the profiled step itself: {statistics.median(window) * 1e3:.1f} ms "
+          f"({statistics.median(window) / b:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import machine  # noqa: E402
+from _util import machine
 
-from rl_insight.analysis import analyze as an  # noqa: E402
-from rl_insight.analysis.render import html  # noqa: E402
-from rl_insight.analysis.table import Columns, with_depth  # noqa: E402
+from rl_insight.analysis import analyze as an
+from rl_insight.analysis.render import html
+from rl_insight.analysis.table import Columns, with_depth
 
 
 def build(n: int):
@@ -33,7 +33,9 @@ def build(n: int):
         name = f"actor/rank{lane}"
         for step in range(steps):
             t = step * 1000 * ms
-            c.add("torch", "actor", lane, name, "actor_update", "annotation", t + 100 * ms, t + 900 * ms, step, None, "f")
+            c.add(
+                "torch", "actor", lane, name, "actor_update", "annotation", t + 100 * ms, t + 900 * ms, step, None, "f"
+            )
             for k in range(per - 1):
                 a = t + 100 * ms + k * (800 * ms // per)
                 c.add("torch", "actor", lane, name, "all_reduce", "communication", a, a + 200_000, step, None, "f")
@@ -53,7 +55,9 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox", "--disable-gpu"])
+        b = p.chromium.launch(
+            executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
         pg = b.new_page(viewport={"width": 1600, "height": 1000})
         times = []
         for _ in range(3):

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import free_port, machine, timed  # noqa: E402
+from _util import free_port, machine, timed
 
-from rl_insight.protocol import SpanRecord  # noqa: E402
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
-from rl_insight.server.runstore import queries as q  # noqa: E402
+from rl_insight.protocol import SpanRecord
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import queries as q
 
 S = 10**9
 HOUR = 3600 * S
@@ -39,10 +39,19 @@ def build(path: Path, lanes: int, per_lane: int) -> tuple[float, float]:
         spans = []
         for i in range(per_lane):
             start = base + i * step + (lane * 7919 % 500) * 10**6
-            spans.append(SpanRecord(f"{lane:04x}{i:06x}", "t", None,
-                                    names[i % 2] if prefix == "replica" else ("actor_update", "ref_compute_log_prob")[i % 2],
-                                    f"{prefix}_{lane // 2}", "state", start, start + int(step * 0.8),
-                                    {"project": "bench", "experiment_name": "spans"}))
+            spans.append(
+                SpanRecord(
+                    f"{lane:04x}{i:06x}",
+                    "t",
+                    None,
+                    names[i % 2] if prefix == "replica" else ("actor_update", "ref_compute_log_prob")[i % 2],
+                    f"{prefix}_{lane // 2}",
+                    "state",
+                    start,
+                    start + int(step * 0.8),
+                    {"project": "bench", "experiment_name": "spans"},
+                )
+            )
         w.put_spans([], spans)
     w.flush(600)
     span_rate = lanes * per_lane / (time.perf_counter() - t0)
@@ -83,8 +92,10 @@ def browser_draw(data_dir: Path) -> float:
                 pg.goto("about:blank")
                 t0 = time.perf_counter()
                 pg.goto(f"http://127.0.0.1:{port}/?load={i}#/run/1")  # a fresh document each time
-                pg.wait_for_function("document.querySelector('#timeline') && +document.querySelector('#timeline').dataset.spanCount > 0",
-                                     timeout=60_000)
+                pg.wait_for_function(
+                    "document.querySelector('#timeline') && +document.querySelector('#timeline').dataset.spanCount > 0",
+                    timeout=60_000,
+                )
                 times.append(time.perf_counter() - t0)
             b.close()
         return statistics.median(times)

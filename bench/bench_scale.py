@@ -18,12 +18,12 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import machine, timed  # noqa: E402
+from _util import machine, timed
 
-from rl_insight.protocol import SpanRecord  # noqa: E402
-from rl_insight.server.live.insight_service import run_insights  # noqa: E402
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow  # noqa: E402
-from rl_insight.server.runstore import queries as q  # noqa: E402
+from rl_insight.protocol import SpanRecord
+from rl_insight.server.live.insight_service import run_insights
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import queries as q
 
 S = 10**9
 ID = {"project": "bench", "experiment_name": "soak"}
@@ -54,7 +54,9 @@ def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> t
                 d = int(0.4 * step_s * S / 3 * rng.uniform(0.5, 1.0) * (1.6 if r == tail and k == 2 else 1.0))
                 spans.append(span("vllm_generate", f"replica_{r}", t, min(t + d, gen_end)))
                 t += d
-            spans.append(span("update_weights", f"replica_{r}", base + int(0.92 * step_s * S), base + int(0.97 * step_s * S)))
+            spans.append(
+                span("update_weights", f"replica_{r}", base + int(0.92 * step_s * S), base + int(0.97 * step_s * S))
+            )
         for k in range(ranks):
             a = gen_end
             for name, frac in (("actor_compute_log_prob", 0.1), ("ref_compute_log_prob", 0.1)):
@@ -71,7 +73,10 @@ def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> t
         n_spans += len(spans)
         ts = (base + step_s * S) / S
         rows = [SampleRow("bench", "soak", "training_global_step", "gauge", "{}", float(step), ts, float(step))]
-        rows += [SampleRow("bench", "soak", f"metric_{i:02d}", "gauge", "{}", float(step), ts, rng.random()) for i in range(96)]
+        rows += [
+            SampleRow("bench", "soak", f"metric_{i:02d}", "gauge", "{}", float(step), ts, rng.random())
+            for i in range(96)
+        ]
         w.put_samples(rows)
         n_samples += len(rows)
         if step % 200 == 0:
@@ -90,7 +95,8 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=1, help="multiply the steps (10: the 10x soak)")
     ap.add_argument("--replicas", type=int, default=64)
     ap.add_argument("--ranks", type=int, default=64)
-    ap.add_argument("--skip-trace", action="store_true", help="leave out the trace.json export (slow under tracemalloc)")
+    ap.add_argument("--skip-trace", action="store_true", help="leave out the trace.json export (slow under "
+                                                              "tracemalloc)")
     args = ap.parse_args()
     steps = args.steps * args.scale
     print(f"machine: {machine()}")
@@ -104,8 +110,8 @@ def main() -> None:
     lo, hi = q.span_bounds(conn, 1)
     # what the server's insight service does in the background as steps complete (here: all at once)
     from rl_insight import insights as ins
-    from rl_insight.server.runstore import step_stats
     from rl_insight.server.live.insight_service import metric_samples
+    from rl_insight.server.runstore import step_stats
 
     w = RunStoreWriter(path)
     t0 = time.perf_counter()
@@ -116,8 +122,10 @@ def main() -> None:
     w.flush(1200)
     w.close()
     took = time.perf_counter() - t0
-    print(f"  per-step statistics of {len(todo):,} steps: {took:.1f} s ({took / max(1, len(todo)) * 1000:.1f} ms a step, "
-          "once per step in the background)")
+    print(
+        f"  per-step statistics of {len(todo):,} steps: {took:.1f} s ({took / max(1, len(todo)) * 1000:.1f} ms a step, "
+        "once per step in the background)"
+    )
     lanes = [x["lane"] for x in q.lanes(conn, 1)]
     page = lanes[:64]
     for label, frm, to in (("whole run", lo, hi), ("10 minutes", hi - 600 * S, hi), ("60 s", hi - 60 * S, hi),

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import IngestServer, machine  # noqa: E402
+from _util import IngestServer, machine
 
 
 def metric_batch(n: int, client: str) -> bytes:
@@ -107,16 +107,22 @@ def main() -> None:
         server = IngestServer(store=store, **extra)
         try:
             rate, p50, p99 = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
-            stored = f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            stored = (
+                f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            )
             print(f"  [{label}] metric samples: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
                   f"(batches of 5,000, {args.threads} sender threads)")
             rate, p50, p99 = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
-            stored = f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            stored = (
+                f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
+            )
             print(f"  [{label}] finished spans: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
                   f"(batches of 2,000)")
             if store:
                 stats = httpx.get(server.url + "/metrics").text
-                dropped = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")]
+                dropped = [
+                    ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")
+                ]
                 print(f"  [{label}] run store drops: {dropped or 'none'}")
                 exported = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_export_points")]
                 if exported:

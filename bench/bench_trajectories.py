@@ -24,12 +24,12 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import IngestServer, machine  # noqa: E402
+from _util import IngestServer, machine
 
-from rl_insight.protocol import SpanRecord  # noqa: E402
-from rl_insight.server.runstore import RunStoreWriter  # noqa: E402
-from rl_insight.server.runstore.schema import connect  # noqa: E402
-from rl_insight.server.runstore.trajectory_store import TrajectoryStore  # noqa: E402
+from rl_insight.protocol import SpanRecord
+from rl_insight.server.runstore import RunStoreWriter
+from rl_insight.server.runstore.schema import connect
+from rl_insight.server.runstore.trajectory_store import TrajectoryStore
 
 TOOLS = ("search", "python", "browser", "calculator")
 REPLICAS = 16
@@ -40,45 +40,65 @@ def build(path: Path, steps: int, per_step: int) -> tuple[int, int, float]:
     """Trajectories with 2-20 turns (generate, tool, generate, …), some tools slow, a few failing."""
     conn = connect(path)
     t0 = time.perf_counter()
-    conn.execute("INSERT INTO runs (id, project, experiment_name, first_seen, last_seen, last_step) VALUES (1, 'bench', 'agents', ?, ?, ?)",
-                 (time.time(), time.time(), steps))
+    conn.execute(
+        "INSERT INTO runs (id, project, experiment_name, first_seen, last_seen, last_step) VALUES (1, 'bench', "
+        "'agents', ?, ?, ?)",
+        (time.time(), time.time(), steps),
+    )
     base = time.time_ns() - steps * 60_000 * MS
     conn.execute("BEGIN")
     for step in range(1, steps + 1):
         first = (step - 1) * per_step + 1
         conn.execute(
             "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
-            "INSERT INTO trajectories (id, run_id, key, info_step, step, sample, source, status, reward, reported_turns, replica) "
-            "SELECT ? + i, 1, 'experiment=agents/sample=' || (i / 8) || '/session=s/traj=' || (i % 8) || '/step=' || ?, ?, ?, i / 8, 'session', "
+            "INSERT INTO trajectories (id, run_id, key, info_step, step, sample, source, status, reward, "
+            "reported_turns, replica) "
+            "SELECT ? + i, 1, 'experiment=agents/sample=' || (i / 8) || '/session=s/traj=' || (i % 8) || '/step=' || "
+            "?, ?, ?, i / 8, 'session', "
             "CASE WHEN abs(random()) % 200 = 0 THEN 'error' ELSE 'success' END, (abs(random()) % 1000) / 1000.0, "
-            "2 + abs(random()) % 19, 'replica_' || (i % ?) FROM n", (per_step - 1, first, step, step, step, REPLICAS))
+            "2 + abs(random()) % 19, 'replica_' || (i % ?) FROM n",
+            (per_step - 1, first, step, step, step, REPLICAS),
+        )
         # turns: even k generate (on the trajectory's replica), odd k a tool; a turn starts 5 ms after the previous ends
         conn.execute(
             "WITH RECURSIVE t(traj, k, n, start, tool) AS ("
-            "  SELECT id, 0, reported_turns, ? + (id % 1000) * ?, abs(random()) % 4 FROM trajectories WHERE run_id = 1 AND info_step = ? "
-            "  UNION ALL SELECT traj, k + 1, n, start + 5000000 + CASE WHEN k % 2 = 0 THEN (50 + abs(random()) % 400) ELSE "
-            "    CASE tool WHEN 2 THEN 200 + abs(random()) % 3000 ELSE 20 + abs(random()) % 300 END END * 1000000, abs(random()) % 4 "
+            "  SELECT id, 0, reported_turns, ? + (id % 1000) * ?, abs(random()) % 4 FROM trajectories WHERE run_id = "
+            "1 AND info_step = ? "
+            "  UNION ALL SELECT traj, k + 1, n, start + 5000000 + CASE WHEN k % 2 = 0 THEN (50 + abs(random()) % "
+            "400) ELSE "
+            "    CASE tool WHEN 2 THEN 200 + abs(random()) % 3000 ELSE 20 + abs(random()) % 300 END END * 1000000, "
+            "abs(random()) % 4 "
             "  FROM t WHERE k + 1 < n) "
-            "INSERT INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, error) "
-            "SELECT traj, start, printf('%08x%08x', traj, k), start + CASE WHEN k % 2 = 0 THEN (50 + abs(random()) % 400) ELSE "
+            "INSERT INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
+            "error) "
+            "SELECT traj, start, printf('%08x%08x', traj, k), start + CASE WHEN k % 2 = 0 THEN (50 + abs(random()) % "
+            "400) ELSE "
             "  CASE tool WHEN 2 THEN 200 + abs(random()) % 3000 ELSE 20 + abs(random()) % 300 END END * 1000000, "
             "CASE WHEN k % 2 = 0 THEN 'generate' ELSE 'tool' END, "
-            "CASE WHEN k % 2 = 0 THEN 'gateway_generation' ELSE CASE tool WHEN 0 THEN 'search' WHEN 1 THEN 'python' WHEN 2 THEN 'browser' "
+            "CASE WHEN k % 2 = 0 THEN 'gateway_generation' ELSE CASE tool WHEN 0 THEN 'search' WHEN 1 THEN 'python' "
+            "WHEN 2 THEN 'browser' "
             "  ELSE 'calculator' END END, ?, CASE WHEN k % 2 = 0 THEN 'replica_' || (traj % ?) END, "
             "CASE WHEN k % 2 = 0 THEN 500 + k * 300 END, CASE WHEN k % 2 = 0 THEN 20 + abs(random()) % 500 END, "
             "CASE WHEN k % 2 = 1 AND abs(random()) % 100 = 0 THEN 'timeout' END FROM t",
-            (base + step * 60_000 * MS, 10 * MS, step, step, REPLICAS))
+            (base + step * 60_000 * MS, 10 * MS, step, step, REPLICAS),
+        )
         # every trajectory's totals, as TrajectoryStore._recompute computes them one by one
         conn.execute(
-            "UPDATE trajectories SET start_ns = a.s, end_ns = a.e, duration_s = (a.e - a.s) / 1e9, turns = a.n, generates = a.g, "
-            "tool_calls = a.tc, tool_errors = a.te, tokens_in = a.ti, tokens_out = a.tout, generate_s = a.gs, tool_s = a.ts, tools = a.names "
-            "FROM (SELECT traj, min(start_ns) s, max(end_ns) e, count(*) n, sum(kind = 'generate') g, sum(kind = 'tool') tc, "
+            "UPDATE trajectories SET start_ns = a.s, end_ns = a.e, duration_s = (a.e - a.s) / 1e9, turns = a.n, "
+            "generates = a.g, "
+            "tool_calls = a.tc, tool_errors = a.te, tokens_in = a.ti, tokens_out = a.tout, generate_s = a.gs, tool_s "
+            "= a.ts, tools = a.names "
+            "FROM (SELECT traj, min(start_ns) s, max(end_ns) e, count(*) n, sum(kind = 'generate') g, sum(kind = "
+            "'tool') tc, "
             "  sum(kind = 'tool' AND error IS NOT NULL) te, sum(tokens_in) ti, sum(tokens_out) tout, "
-            "  sum(CASE WHEN kind = 'generate' THEN end_ns - start_ns END) / 1e9 gs, sum(CASE WHEN kind = 'tool' THEN end_ns - start_ns END) / 1e9 ts, "
-            "  (SELECT ',' || group_concat(name, ',') || ',' FROM (SELECT DISTINCT name FROM turns x WHERE x.traj = turns.traj AND kind = 'tool' "
+            "  sum(CASE WHEN kind = 'generate' THEN end_ns - start_ns END) / 1e9 gs, sum(CASE WHEN kind = 'tool' "
+            "THEN end_ns - start_ns END) / 1e9 ts, "
+            "  (SELECT ',' || group_concat(name, ',') || ',' FROM (SELECT DISTINCT name FROM turns x WHERE x.traj = "
+            "turns.traj AND kind = 'tool' "
             "   ORDER BY name)) names "
             "  FROM turns WHERE traj BETWEEN ? AND ? GROUP BY traj) a WHERE trajectories.id = a.traj",
-            (first, first + per_step - 1))
+            (first, first + per_step - 1),
+        )
         if step % 20 == 0:
             conn.execute("COMMIT")
             print(f"  built step {step}/{steps} ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -87,9 +107,11 @@ def build(path: Path, steps: int, per_step: int) -> tuple[int, int, float]:
     n_traj, n_turns = conn.execute("SELECT count(*), sum(turns) FROM trajectories").fetchone()
     # the bulk totals are what the writer's indexer would have computed
     for (tid,) in conn.execute("SELECT id FROM trajectories ORDER BY random() LIMIT 20").fetchall():
-        before = conn.execute("SELECT turns, tool_calls, tool_errors, tokens_out, duration_s, tools FROM trajectories WHERE id = ?", (tid,)).fetchone()
+        before = conn.execute("SELECT turns, tool_calls, tool_errors, tokens_out, duration_s, tools FROM "
+                              "trajectories WHERE id = ?", (tid,)).fetchone()
         TrajectoryStore._recompute(conn, 1, tid)
-        after = conn.execute("SELECT turns, tool_calls, tool_errors, tokens_out, duration_s, tools FROM trajectories WHERE id = ?", (tid,)).fetchone()
+        after = conn.execute("SELECT turns, tool_calls, tool_errors, tokens_out, duration_s, tools FROM trajectories "
+                             "WHERE id = ?", (tid,)).fetchone()
         assert before[:4] == after[:4] and abs(before[4] - after[4]) < 1e-6 and before[5] == after[5], (before, after)
     conn.execute("ANALYZE")
     conn.close()
@@ -100,19 +122,34 @@ def measure(url: str, steps: int, per_step: int, n: int) -> dict[str, list[float
     rng = random.Random(7)
     times: dict[str, list[float]] = {"table page": [], "waterfall": [], "distributions": [], "steps list": []}
     base = f"{url}/api/v1/runs/1/trajectories"
-    sorts = [("duration", "true"), ("reward", "false"), ("turns", "true"), ("tool_errors", "true"), ("tokens_out", "true")]
+    sorts = [
+        ("duration", "true"),
+        ("reward", "false"),
+        ("turns", "true"),
+        ("tool_errors", "true"),
+        ("tokens_out", "true"),
+    ]
     with httpx.Client(timeout=60) as c:
         c.get(base + "/steps").raise_for_status()  # warm the connection and the server
         for i in range(n):  # the kinds interleaved, so machine noise hits them alike
             step = rng.randint(1, steps)
             sort, desc = rng.choice(sorts)
             params = {"step": step, "sort": sort, "desc": desc, "offset": rng.choice([0, 0, 50, 5000]), "limit": 50}
-            extra = rng.choice([{}, {"tool": rng.choice(TOOLS)}, {"replica": f"replica_{rng.randrange(REPLICAS)}"}, {"failed": "true"},
-                                {"min_turns": 15}])
-            for kind, path, p in (("table page", base, {**params, **extra}),
-                                  ("waterfall", f"{base}/{rng.randint(1, steps * per_step)}", {}),
-                                  ("distributions", base + "/stats", {"step": step}) if i % 4 == 0 else (None, None, None),
-                                  ("steps list", base + "/steps", {}) if i % 4 == 1 else (None, None, None)):
+            extra = rng.choice(
+                [
+                    {},
+                    {"tool": rng.choice(TOOLS)},
+                    {"replica": f"replica_{rng.randrange(REPLICAS)}"},
+                    {"failed": "true"},
+                    {"min_turns": 15},
+                ]
+            )
+            for kind, path, p in (
+                ("table page", base, {**params, **extra}),
+                ("waterfall", f"{base}/{rng.randint(1, steps * per_step)}", {}),
+                ("distributions", base + "/stats", {"step": step}) if i % 4 == 0 else (None, None, None),
+                ("steps list", base + "/steps", {}) if i % 4 == 1 else (None, None, None),
+            ):
                 if kind is None:
                     continue
                 t0 = time.perf_counter()
@@ -133,10 +170,28 @@ def indexing_cost(turns: int) -> tuple[float, float]:
                 spans = []
                 for i in range(turns):
                     lane = f"experiment=e/sample={i // 80}/session=s/traj={i // 10 % 8}"
-                    attrs = {"project": "p", "experiment_name": "e", "global_steps": i // 10_000, "prompt_tokens": 100, "completion_tokens": 20}
+                    attrs = {
+                        "project": "p",
+                        "experiment_name": "e",
+                        "global_steps": i // 10_000,
+                        "prompt_tokens": 100,
+                        "completion_tokens": 20,
+                    }
                     if indexed:
                         attrs["monitor.trace_source"] = "gateway" if i % 2 == 0 else "tool"
-                    spans.append(SpanRecord(f"{i:016x}", "t" * 32, None, "gateway_generation", lane, "span", i * MS, i * MS + MS // 2, attrs))
+                    spans.append(
+                        SpanRecord(
+                            f"{i:016x}",
+                            "t" * 32,
+                            None,
+                            "gateway_generation",
+                            lane,
+                            "span",
+                            i * MS,
+                            i * MS + MS // 2,
+                            attrs,
+                        )
+                    )
                 for k in range(0, turns, 2000):
                     w.put_spans([], spans[k:k + 2000])
                 assert w.flush(600)
@@ -162,7 +217,8 @@ def main() -> None:
     try:
         if not store.exists():
             n_traj, n_turns, secs = build(store, a.steps, a.per_step)
-            print(f"built {n_traj:,} trajectories, {n_turns:,} turns in {secs:.0f} s; store {store.stat().st_size / 2**30:.2f} GiB")
+            print(f"built {n_traj:,} trajectories, {n_turns:,} turns in {secs:.0f} s; store "
+                  f"{store.stat().st_size / 2**30:.2f} GiB")
         srv = IngestServer(data_dir=str(d))
         try:
             times = measure(srv.url, a.steps, a.per_step, a.requests)
@@ -172,11 +228,19 @@ def main() -> None:
         for kind, ts in times.items():
             ts.sort()
             p95 = ts[min(len(ts) - 1, int(0.95 * len(ts)))]
-            target = f" (target < {targets[kind] * 1e3:.0f} ms: {'met' if p95 < targets[kind] else 'MISSED'} at p95)" if kind in targets else ""
-            print(f"{kind:14s} n={len(ts):4d}  median {statistics.median(ts) * 1e3:7.1f} ms  p95 {p95 * 1e3:7.1f} ms  max {ts[-1] * 1e3:7.1f} ms{target}")
+            target = (
+                f" (target < {targets[kind] * 1e3:.0f} ms: {'met' if p95 < targets[kind] else 'MISSED'} at p95)"
+                if kind in targets
+                else ""
+            )
+            print(f"{kind:14s} n={len(ts):4d}  median {statistics.median(ts) * 1e3:7.1f} ms  p95 {p95 * 1e3:7.1f} ms "
+                  f" max {ts[-1] * 1e3:7.1f} ms{target}")
         plain, indexed = indexing_cost(a.index_turns)
-        print(f"writer: {a.index_turns:,} spans as plain spans {plain:.2f} s, as agent-loop turns (indexed) {indexed:.2f} s: "
-              f"{indexed / plain:.2f}x, {a.index_turns / indexed:,.0f} turns/s")
+        print(
+            f"writer: {a.index_turns:,} spans as plain spans {plain:.2f} s, as agent-loop turns (indexed) "
+            f"{indexed:.2f} s: "
+            f"{indexed / plain:.2f}x, {a.index_turns / indexed:,.0f} turns/s"
+        )
     finally:
         if not a.keep:
             shutil.rmtree(d, ignore_errors=True)

@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 import time
 
+from .client.api import _internal_error, metric_gauge, trace_span
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-from .client.api import _internal_error, metric_gauge, trace_span
 
 STATUSES = ("success", "failure", "empty", "capacity_exhausted", "error")  # upstream's vocabulary
 # the gauges `finish` publishes (the agent_loop_trajectory dashboard reads them; tests check both)
@@ -79,35 +79,71 @@ class AgentLoopSession:
         if turn is None:  # numbered per trajectory in call order
             turn = self._turns.get(traj, 0)
             self._turns[traj] = turn + 1
-        return {**ident, "traj": traj, "state_lane_id": agent_loop_lane_id(ident["experiment_name"], ident["sample"], ident["session"], traj),
-                "monitor.trace_source": source, "turn": int(_number(turn))}
+        return {
+            **ident,
+            "traj": traj,
+            "state_lane_id": agent_loop_lane_id(ident["experiment_name"], ident["sample"], ident["session"], traj),
+            "monitor.trace_source": source,
+            "turn": int(_number(turn)),
+        }
 
-    def generation(self, *, start_time_ns: int, end_time_ns: int, traj: Any = None, turn: Any = None, prompt_tokens: Any = None,
-                   completion_tokens: Any = None, finish_reason: str | None = None, tools: Any = None, replica: str | None = None,
-                   request_id: str | None = None, status: str = "success", error: str | None = None, type: str = "generate") -> None:
+    def generation(
+        self,
+        *,
+        start_time_ns: int,
+        end_time_ns: int,
+        traj: Any = None,
+        turn: Any = None,
+        prompt_tokens: Any = None,
+        completion_tokens: Any = None,
+        finish_reason: str | None = None,
+        tools: Any = None,
+        replica: str | None = None,
+        request_id: str | None = None,
+        status: str = "success",
+        error: str | None = None,
+        type: str = "generate",
+    ) -> None:
         """One model call of a trajectory (upstream's `gateway_generation` span). Never raises."""
         try:
-            attrs = {**self._turn_attrs(traj, turn, "gateway"), "type": type, "status": status,
-                     "prompt_tokens": int(_number(prompt_tokens)), "completion_tokens": int(_number(completion_tokens)),
-                     "finish_reason": finish_reason or "", "tools": ",".join(map(str, tools)) if isinstance(tools, (list, tuple)) else str(tools or "")}
+            attrs = {
+                **self._turn_attrs(traj, turn, "gateway"),
+                "type": type,
+                "status": status,
+                "prompt_tokens": int(_number(prompt_tokens)),
+                "completion_tokens": int(_number(completion_tokens)),
+                "finish_reason": finish_reason or "",
+                "tools": ",".join(map(str, tools)) if isinstance(tools, (list, tuple)) else str(tools or ""),
+            }
             for key, value in (("replica", replica), ("request_id", request_id), ("error", error)):
                 if value:
                     attrs[key] = str(value)
-            trace_span(name="gateway_generation", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs)
-        except Exception as exc:  # noqa: BLE001
+            trace_span(
+                name="gateway_generation",
+                start_time_ns=int(start_time_ns),
+                end_time_ns=int(end_time_ns),
+                attributes=attrs,
+            )
+        except Exception as exc:
             _internal_error("agent_loop_session.generation", exc)
 
     def tool_call(self, tool: str, *, start_time_ns: int, end_time_ns: int, traj: Any = None, turn: Any = None,
                   error: str | None = None, tool_args: str | None = None) -> None:
         """One tool call of a trajectory (`agent_tool` span: `tool`, `error`). Never raises."""
         try:
-            attrs = {**self._turn_attrs(traj, turn, "tool"), "tool": str(tool), "status": "error" if error else "success"}
+            attrs = {
+                **self._turn_attrs(traj, turn, "tool"),
+                "tool": str(tool),
+                "status": "error" if error else "success",
+            }
             if error:
                 attrs["error"] = str(error)
             if tool_args:
                 attrs["tool_args"] = str(tool_args)
-            trace_span(name="agent_tool", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs)
-        except Exception as exc:  # noqa: BLE001
+            trace_span(
+                name="agent_tool", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs
+            )
+        except Exception as exc:
             _internal_error("agent_loop_session.tool_call", exc)
 
     def finish(self, *, trajectories: list[Any], status: str, runner_name: str | None = None,
@@ -120,15 +156,21 @@ class AgentLoopSession:
             end_ns = time.time_ns()
             trajectories = list(trajectories or [])
             ident = self.identity
-            _publish_agent_loop_session(experiment_name=ident["experiment_name"], sample=ident["sample"], session=ident["session"],
-                                        trajectories=trajectories, global_steps=ident["global_steps"], start_time_ns=self.start_ns,
-                                        end_time_ns=end_ns)
+            _publish_agent_loop_session(
+                experiment_name=ident["experiment_name"],
+                sample=ident["sample"],
+                session=ident["session"],
+                trajectories=trajectories,
+                global_steps=ident["global_steps"],
+                start_time_ns=self.start_ns,
+                end_time_ns=end_ns,
+            )
             listed = _trajectory_items(trajectories)
             trace_span(name="agent_session", start_time_ns=self.start_ns, end_time_ns=end_ns, attributes={
                 **self.identity, "monitor.trace_source": "session", "runner_name": runner_name or "",
                 "status": str(status), "num_trajectories": len(trajectories), "reward_source": reward_source or "",
                 "finished": finished if finished is not None else "", "trajectories": json.dumps(listed[:64])})
-        except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
+        except Exception as exc:  # the agent loop never pays for monitoring
             _internal_error("agent_loop_session.finish", exc)
 
 
@@ -146,8 +188,16 @@ def _trajectory_items(trajectories: list[Any]) -> list[dict[str, Any]]:
     return items
 
 
-def _publish_agent_loop_session(*, experiment_name: Any, sample: Any, session: Any, trajectories: list[Any] | None,
-                                global_steps: Any = None, start_time_ns: int | None = None, end_time_ns: int | None = None) -> None:
+def _publish_agent_loop_session(
+    *,
+    experiment_name: Any,
+    sample: Any,
+    session: Any,
+    trajectories: list[Any] | None,
+    global_steps: Any = None,
+    start_time_ns: int | None = None,
+    end_time_ns: int | None = None,
+) -> None:
     """The agent_loop_trajectory dashboard's hierarchy gauges (upstream's name and keywords): run, sample, session,
     one per trajectory, the first and last turn times. Never raises."""
     try:
@@ -162,9 +212,11 @@ def _publish_agent_loop_session(*, experiment_name: Any, sample: Any, session: A
                          leaf=f"{_sess_key(sample, session)}/traj={t['traj']}",
                          title=f"Trajectory #{t['traj']} · reward {t['reward']:g} · {t['turns']} turns")
         now = time.time_ns()
-        metric_gauge("agent_loop_first_turn_unixtime", (start_time_ns if start_time_ns is not None else now) / 1e9, **base)
+        metric_gauge(
+            "agent_loop_first_turn_unixtime", (start_time_ns if start_time_ns is not None else now) / 1e9, **base
+        )
         metric_gauge("agent_loop_last_turn_unixtime", (end_time_ns if end_time_ns is not None else now) / 1e9, **base)
-    except Exception as exc:  # noqa: BLE001 - the agent loop never pays for monitoring
+    except Exception as exc:  # the agent loop never pays for monitoring
         _internal_error("agent_loop_session gauges", exc)
 
 

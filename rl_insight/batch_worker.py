@@ -137,7 +137,7 @@ class BatchWorker(Generic[T]):
             if self._on_idle is not None:
                 try:
                     self._on_idle()
-                except Exception:  # noqa: BLE001 - upkeep failing never stops the work
+                except Exception:  # upkeep failing never stops the work
                     log.exception("%s: periodic upkeep failed", self.name)
         self._drain()
 
@@ -157,7 +157,7 @@ class BatchWorker(Generic[T]):
             back_off = False
             try:
                 back_off = self._export(batch) is False
-            except Exception as exc:  # noqa: BLE001 - one bad batch never ends the worker
+            except Exception as exc:  # one bad batch never ends the worker
                 self.drop("export_error", weight)
                 log.exception("%s: a batch of %d failed: %s", self.name, len(batch), exc)
             with self._done:
@@ -192,5 +192,5 @@ class Periodic:
         while not self._stop.wait(self._interval):
             try:
                 self._fn()
-            except Exception:  # noqa: BLE001 - the next tick still comes
+            except Exception:  # the next tick still comes
                 log.exception("%s: periodic task failed", self.name)

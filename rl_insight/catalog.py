@@ -30,13 +30,16 @@ EXPORTERS: dict[str, list[str]] = {
     ],
     "vLLM-Omni (`vllm_omni:` prefix, label `stage`; its AR stage's `vllm:` metrics carry `stage` too)": [
         "vllm_omni:num_requests_running", "vllm_omni:num_requests_waiting", "vllm_omni:prompt_tokens_total",
-        "vllm_omni:generation_tokens_total", "vllm_omni:requests_success_total", "vllm_omni:e2e_request_latency_s_bucket",
-        "vllm_omni:diffusion_exec_s_bucket", "vllm_omni:diffusion_exec_s_count", "vllm_omni:diffusion_exec_per_step_s_bucket",
+        "vllm_omni:generation_tokens_total", "vllm_omni:requests_success_total",
+            "vllm_omni:e2e_request_latency_s_bucket",
+        "vllm_omni:diffusion_exec_s_bucket", "vllm_omni:diffusion_exec_s_count",
+            "vllm_omni:diffusion_exec_per_step_s_bucket",
         "vllm_omni:diffusion_preprocess_s_bucket", "vllm_omni:diffusion_postprocess_s_bucket",
         "vllm_omni:audio_ttfp_s_bucket", "vllm_omni:audio_ttfp_s_count",
     ],
     "verl-omni trainer keys (the demo emits them with `--engine vllm-omni`)": [
-        "rl_insight_monitor_actor_pg_clipfrac_higher", "rl_insight_monitor_actor_ratio_mean", "rl_insight_monitor_actor_ratio_std",
+        "rl_insight_monitor_actor_pg_clipfrac_higher", "rl_insight_monitor_actor_ratio_mean",
+            "rl_insight_monitor_actor_ratio_std",
         "rl_insight_monitor_critic_reward_clap_mean", "rl_insight_monitor_critic_reward_imagebind_mean",
         "rl_insight_monitor_critic_reward_combined_mean", "rl_insight_monitor_critic_rewards_zero_std_ratio",
         "rl_insight_monitor_perf_total_num_images", "rl_insight_monitor_timing_per_image_ms_gen",
@@ -57,7 +60,8 @@ EXPORTERS: dict[str, list[str]] = {
         "node_disk_written_bytes_total", "node_filesystem_avail_bytes",
     ],
     "NVIDIA dcgm-exporter": [
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
         "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS",
     ],
     "Ascend npu-exporter (MindCluster)": [
@@ -67,7 +71,8 @@ EXPORTERS: dict[str, list[str]] = {
     ],
     "Prometheus": ["up", "ALERTS"],
     "upstream's quick start example (`metric_count`, `metric_gauge`, `metric_histogram`; the demo emits them)": [
-        "rl_insight_monitor_train_step_total", "rl_insight_monitor_reward_mean", "rl_insight_monitor_step_latency_ms_bucket",
+        "rl_insight_monitor_train_step_total", "rl_insight_monitor_reward_mean",
+            "rl_insight_monitor_step_latency_ms_bucket",
     ],
 }
 

@@ -33,7 +33,6 @@ Definitions (docs/insights.md states them for users; the offline analysis uses t
 from __future__ import annotations
 
 import math
-
 import statistics
 from bisect import bisect_right
 from typing import Any, Iterable, Sequence
@@ -171,7 +170,9 @@ def step_windows(step_samples: Sequence[tuple[float, float]]) -> list[tuple[int,
     return out
 
 
-def step_breakdown(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+def step_breakdown(
+    spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int
+) -> list[dict[str, Any]]:
     per_name: dict[str, list[Interval]] = {}
     for s in states(spans):
         per_name.setdefault(s["name"], []).append((s["start_ns"], _end(s, now_ns)))
@@ -204,7 +205,9 @@ def tail_of_step(step: int, busy: dict[str, float]) -> dict[str, Any] | None:
             "ratio": busy[slowest] / median if median else float("inf"), "lanes": dict(sorted(busy.items()))}
 
 
-def long_tail(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+def long_tail(
+    spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int
+) -> list[dict[str, Any]]:
     merged = generation_lanes(spans, now_ns)
     out = []
     for step, a, b in windows:
@@ -234,12 +237,22 @@ def stalled(spans: Sequence[dict[str, Any]], now_ns: int, factor: float = 3.0, m
         else:
             p95, threshold = None, no_history_seconds
         if open_s > threshold:
-            out.append({"lane": s["lane"], "state": s["name"], "open_s": open_s, "threshold_s": threshold, "usual_p95_s": p95,
-                        "span_id": s.get("id")})
+            out.append(
+                {
+                    "lane": s["lane"],
+                    "state": s["name"],
+                    "open_s": open_s,
+                    "threshold_s": threshold,
+                    "usual_p95_s": p95,
+                    "span_id": s.get("id"),
+                }
+            )
     return sorted(out, key=lambda d: -d["open_s"])
 
 
-def staleness(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int) -> dict[str, Any] | None:
+def staleness(
+    spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int
+) -> dict[str, Any] | None:
     """`versions`: (unix ts, trainer parameter version) samples. None when the job reports no versions."""
     values = staleness_values(spans, versions, now_ns)
     if not values:
@@ -247,7 +260,9 @@ def staleness(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, f
     return {"mean": sum(values) / len(values), "max": max(values), "samples": len(values)}
 
 
-def staleness_values(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int) -> list[float]:
+def staleness_values(
+    spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int
+) -> list[float]:
     """One staleness value per generation state that carries `param_version`."""
     if not versions:
         return []
@@ -269,7 +284,9 @@ def staleness_values(spans: Sequence[dict[str, Any]], versions: Sequence[tuple[f
     return values
 
 
-def rollout_wait(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int) -> list[dict[str, Any]]:
+def rollout_wait(
+    spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int, int]], now_ns: int
+) -> list[dict[str, Any]]:
     """Per step window: the first training start in it, the last generation end before that, the wait."""
     train_starts = sorted(s["start_ns"] for s in states(spans) if phase(s["name"], s["lane"]) == "training")
     gen_ends = sorted(_end(s, now_ns) for s in states(spans) if s.get("end_ns") is not None
@@ -283,12 +300,20 @@ def rollout_wait(spans: Sequence[dict[str, Any]], windows: Sequence[tuple[int, i
         j = bisect_right(gen_ends, t) - 1
         if j < 0:
             continue
-        out.append({"step": step, "rollout_end_ns": gen_ends[j], "training_start_ns": t, "wait_s": (t - gen_ends[j]) / NS})
+        out.append(
+            {"step": step, "rollout_end_ns": gen_ends[j], "training_start_ns": t, "wait_s": (t - gen_ends[j]) / NS}
+        )
     return out
 
 
-def summarize(spans: Sequence[dict[str, Any]], t0: int, t1: int, now_ns: int,
-              step_samples: Sequence[tuple[float, float]] = (), version_samples: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+def summarize(
+    spans: Sequence[dict[str, Any]],
+    t0: int,
+    t1: int,
+    now_ns: int,
+    step_samples: Sequence[tuple[float, float]] = (),
+    version_samples: Sequence[tuple[float, float]] = (),
+) -> dict[str, Any]:
     """Every insight for one run over [t0, t1): what the API and /metrics expose."""
     windows = [w for w in step_windows(step_samples) if w[2] > t0 and w[1] < t1]
     return {

@@ -10,18 +10,45 @@ from __future__ import annotations
 
 STAGES: dict[str, str] = {
     # generation (every engine)
-    "vllm_generate": "#16a34a", "sglang_generate": "#16a34a", "omni_generate": "#16a34a", "generate_sequences": "#16a34a",
-    "rollout": "#22c55e", "async_rollout": "#22c55e",
+    "vllm_generate": "#16a34a",
+    "sglang_generate": "#16a34a",
+    "omni_generate": "#16a34a",
+    "generate_sequences": "#16a34a",
+    "rollout": "#22c55e",
+    "async_rollout": "#22c55e",
     # weight sync
-    "update_weights": "#f97316", "sync_weights": "#f97316", "weight_sync": "#f97316",
+    "update_weights": "#f97316",
+    "sync_weights": "#f97316",
+    "weight_sync": "#f97316",
     # training
-    "train_batch": "#7c3aed", "actor_update": "#2563eb", "update_actor": "#2563eb", "forward_backward": "#1d4ed8",
-    "actor_compute_log_prob": "#dc2626", "compute_log_prob": "#dc2626", "ref_compute_log_prob": "#0891b2",
-    "compute_ref_log_prob": "#0891b2", "critic_update": "#db2777", "compute_values": "#ca8a04", "adv": "#a16207",
-    "testing": "#64748b", "save_checkpoint": "#475569",
+    "train_batch": "#7c3aed",
+    "actor_update": "#2563eb",
+    "update_actor": "#2563eb",
+    "forward_backward": "#1d4ed8",
+    "actor_compute_log_prob": "#dc2626",
+    "compute_log_prob": "#dc2626",
+    "ref_compute_log_prob": "#0891b2",
+    "compute_ref_log_prob": "#0891b2",
+    "critic_update": "#db2777",
+    "compute_values": "#ca8a04",
+    "adv": "#a16207",
+    "testing": "#64748b",
+    "save_checkpoint": "#475569",
 }
-FALLBACK = ["#4f46e5", "#059669", "#b45309", "#be185d", "#0e7490", "#65a30d", "#9333ea", "#c2410c", "#0369a1", "#a21caf",
-            "#15803d", "#b91c1c"]
+FALLBACK = [
+    "#4f46e5",
+    "#059669",
+    "#b45309",
+    "#be185d",
+    "#0e7490",
+    "#65a30d",
+    "#9333ea",
+    "#c2410c",
+    "#0369a1",
+    "#a21caf",
+    "#15803d",
+    "#b91c1c",
+]
 MIXED = "#9ca3af"  # several short events merged below the resolution
 
 

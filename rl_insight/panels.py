@@ -118,15 +118,19 @@ _KV = ((None, "green"), (0.9, "orange"), (0.95, "red"))
 _DISABLE_LOG_STATS = ("verl registers each rollout replica's /metrics when the engine logs stats: set "
                       "`actor_rollout_ref.rollout.disable_log_stats=False` (and `prometheus.enable=True`).")
 
-VLLM = Section("vllm", "Rollout engine · vLLM", "vllm[:_]num_requests_running", _DISABLE_LOG_STATS, per_replica=True, panels=(
+VLLM = Section("vllm", "Rollout engine · vLLM", "vllm[:_]num_requests_running", _DISABLE_LOG_STATS, per_replica=True,
+    panels=(
     Panel("vllm_requests", "Running and waiting requests", (
         Query(f"sum by (replica) ({{{_n('vllm', 'num_requests_running')}, {SEL}}})", "running r{{replica}}"),
         Query(f"sum by (replica) ({{{_n('vllm', 'num_requests_waiting')}, {SEL}}})", "waiting r{{replica}}")),
-        description="Requests in the batch and in the queue per replica: waiting > 0 for long means the replica is saturated."),
+        description="Requests in the batch and in the queue per replica: waiting > 0 for long means the replica is "
+                    "saturated."),
     Panel("vllm_kv_cache", "KV cache usage", (
-        Query(f"max by (replica) ({{{_n('vllm', '(kv_cache_usage_perc|gpu_cache_usage_perc)')}, {SEL}}})", "r{{replica}}"),),
+        Query(f"max by (replica) ({{{_n('vllm', '(kv_cache_usage_perc|gpu_cache_usage_perc)')}, {SEL}}})",
+            "r{{replica}}"),),
         unit="percentunit", thresholds=_KV,
-        description="`kv_cache_usage_perc` (removed name `gpu_cache_usage_perc` as fallback). Near 1: preemptions follow."),
+        description="`kv_cache_usage_perc` (removed name `gpu_cache_usage_perc` as fallback). Near 1: preemptions "
+                    "follow."),
     Panel("vllm_prefix_hit", "Prefix cache hit rate", (Query(
         f"({_rate('vllm', 'prefix_cache_hits_total')} or {_rate('vllm', 'gpu_prefix_cache_hits_total')}) / "
         f"({_rate('vllm', 'prefix_cache_queries_total')} or {_rate('vllm', 'gpu_prefix_cache_queries_total')})",
@@ -142,14 +146,17 @@ VLLM = Section("vllm", "Rollout engine · vLLM", "vllm[:_]num_requests_running",
                                                              "time_per_output_token_seconds"), unit="s",
           description="`inter_token_latency_seconds`; before vLLM 0.11 `time_per_output_token_seconds` (fallback)."),
     Panel("vllm_e2e", "End-to-end request latency", _p50_p99("vllm", "e2e_request_latency_seconds"), unit="s"),
-    Panel("vllm_queue", "Queue time", (Query(_quantile(0.99, "vllm", "request_queue_time_seconds"), "p99 r{{replica}}"),),
+    Panel("vllm_queue", "Queue time", (Query(_quantile(0.99, "vllm", "request_queue_time_seconds"),
+        "p99 r{{replica}}"),),
           unit="s"),
     Panel("vllm_preemptions", "Preemptions", (Query(
         f"sum by (replica) (increase({{{_n('vllm', 'num_preemptions_total')}, {SEL}}}[{WINDOW}]))", "r{{replica}}"),),
         description="Requests evicted for lack of KV cache and recomputed later."),
     Panel("vllm_sleep", "Engine sleep state", (Query(
-        f'max by (replica, sleep_state) ({{{_n("vllm", "engine_sleep_state")}, {SEL}}})', "{{sleep_state}} r{{replica}}"),),
-        description="awake = 1 while serving; weights_offloaded / discard_all = 1 while asleep around weight sync (RL)."),
+        f'max by (replica, sleep_state) ({{{_n("vllm", "engine_sleep_state")}, {SEL}}})',
+            "{{sleep_state}} r{{replica}}"),),
+        description="awake = 1 while serving; weights_offloaded / discard_all = 1 while asleep around weight sync "
+                    "(RL)."),
     Panel("vllm_finish", "Finish reasons", (Query(_rate("vllm", "request_success_total", "finished_reason"),
                                                  "{{finished_reason}}"),), unit="reqps", stack=True,
           description="A rising `length` share means responses hit max_tokens (see response_length/clip_ratio)."),
@@ -161,13 +168,16 @@ VLLM = Section("vllm", "Rollout engine · vLLM", "vllm[:_]num_requests_running",
         f"sum(rate({{{_n('vllm', 'spec_decode_num_draft_tokens_total')}, {SEL}}}[{WINDOW}]))", "acceptance rate"),),
         unit="percentunit", description="Only with speculative decoding configured."),
     Panel("vllm_gen_len", "Generation length", (Query(
-        f"sum by (le) (increase({{{_n('vllm', 'request_generation_tokens_bucket')}, {SEL}}}[{WINDOW}]))"),), kind="heatmap"),
+        f"sum by (le) (increase({{{_n('vllm', 'request_generation_tokens_bucket')}, {SEL}}}[{WINDOW}]))"),),
+            kind="heatmap"),
     Panel("vllm_prompt_len", "Prompt length", (Query(
-        f"sum by (le) (increase({{{_n('vllm', 'request_prompt_tokens_bucket')}, {SEL}}}[{WINDOW}]))"),), kind="heatmap"),
+        f"sum by (le) (increase({{{_n('vllm', 'request_prompt_tokens_bucket')}, {SEL}}}[{WINDOW}]))"),),
+            kind="heatmap"),
 ))
 
 SGLANG = Section("sglang", "Rollout engine · SGLang", "sglang[:_]num_running_reqs",
-                 _DISABLE_LOG_STATS + " SGLang also needs `--enable-metrics` (verl passes it).", per_replica=True, panels=(
+                 _DISABLE_LOG_STATS + " SGLang also needs `--enable-metrics` (verl passes it).", per_replica=True,
+                     panels=(
     Panel("sglang_requests", "Running and queued requests", (
         Query(f"sum by (replica) ({{{_n('sglang', 'num_running_reqs')}, {SEL}}})", "running r{{replica}}"),
         Query(f"sum by (replica) ({{{_n('sglang', 'num_queue_reqs')}, {SEL}}})", "queued r{{replica}}"),
@@ -179,7 +189,8 @@ SGLANG = Section("sglang", "Rollout engine · SGLang", "sglang[:_]num_running_re
     Panel("sglang_prefix_hit", "Prefix cache hit rate", (Query(
         f"{_rate('sglang', 'cached_tokens_total')} / {_rate('sglang', 'prompt_tokens_total')}", "r{{replica}}"),),
         unit="percentunit",
-        description="From the counters (cached over prompt tokens). SGLang's `cache_hit_rate` gauge is the last prefill "
+        description="From the counters (cached over prompt tokens). SGLang's `cache_hit_rate` gauge is the last "
+                    "prefill "
                     "batch's ratio and resets to 0 at every decode log, so averaging it reads low."),
     Panel("sglang_tokens", "Token throughput", (
         Query(_rate("sglang", "generation_tokens_total"), "generation r{{replica}}"),
@@ -188,7 +199,8 @@ SGLANG = Section("sglang", "Rollout engine · SGLang", "sglang[:_]num_running_re
     Panel("sglang_ttft", "Time to first token", _p50_p99("sglang", "time_to_first_token_seconds"), unit="s"),
     Panel("sglang_itl", "Inter-token latency", _p50_p99("sglang", "inter_token_latency_seconds"), unit="s"),
     Panel("sglang_e2e", "End-to-end request latency", _p50_p99("sglang", "e2e_request_latency_seconds"), unit="s"),
-    Panel("sglang_queue", "Queue time", (Query(_quantile(0.99, "sglang", "queue_time_seconds"), "p99 r{{replica}}"),), unit="s"),
+    Panel("sglang_queue", "Queue time", (Query(_quantile(0.99, "sglang", "queue_time_seconds"), "p99 r{{replica}}"),),
+        unit="s"),
     Panel("sglang_retractions", "Retractions (preemptions)", (
         Query(f"sum by (replica) (increase({{{_n('sglang', 'num_retracted_requests_total')}, {SEL}}}[{WINDOW}]))",
               "retracted r{{replica}}"),
@@ -198,25 +210,30 @@ SGLANG = Section("sglang", "Rollout engine · SGLang", "sglang[:_]num_running_re
 ))
 
 TRANSFER_QUEUE = Section("transfer_queue", "TransferQueue", "tq_controller_uptime_seconds",
-                         "TransferQueue exports metrics only when enabled: `transfer_queue.metrics.enabled=True` in the "
+                         "TransferQueue exports metrics only when enabled: `transfer_queue.metrics.enabled=True` in "
+                         "the "
                          "TransferQueue config (verl then registers the controller endpoint).", panels=(
     Panel("tq_requests", "Controller requests by op", (Query(
         f"sum by (op_type) (rate(tq_controller_request_total{{{SEL}}}[{WINDOW}]))", "{{op_type}}"),), unit="reqps"),
     Panel("tq_latency", "Controller request latency p99", (Query(
-        f"histogram_quantile(0.99, sum by (le, op_type) (rate(tq_controller_request_duration_seconds_bucket{{{SEL}}}[{WINDOW}])))",
+        "histogram_quantile(0.99, sum by (le, op_type) "
+        f"(rate(tq_controller_request_duration_seconds_bucket{{{SEL}}}[{WINDOW}])))",
         "{{op_type}}"),), unit="s"),
     Panel("tq_produced_cleared", "Produced vs cleared samples", (
-        Query(f'sum(rate(tq_controller_request_samples_total{{op_type="NOTIFY_DATA_UPDATE", {SEL}}}[{WINDOW}]))', "produced"),
+        Query(f'sum(rate(tq_controller_request_samples_total{{op_type="NOTIFY_DATA_UPDATE", {SEL}}}[{WINDOW}]))',
+            "produced"),
         Query(f'sum(rate(tq_controller_request_samples_total{{op_type="CLEAR_META", {SEL}}}[{WINDOW}]))', "cleared")),
         description="Diverging lines mean samples are produced and never cleared: a TransferQueue leak (backlog)."),
     Panel("tq_errors", "Request errors", (Query(
-        f"sum by (op_type) (rate(tq_controller_request_errors_total{{{SEL}}}[{WINDOW}]))", "{{op_type}}"),), unit="reqps"),
+        f"sum by (op_type) (rate(tq_controller_request_errors_total{{{SEL}}}[{WINDOW}]))", "{{op_type}}"),),
+            unit="reqps"),
     Panel("tq_partitions", "Partitions and samples (gauges)", (
         Query(f"sum(tq_partitions_total{{{SEL}}})", "partitions"),
         Query(f"sum(tq_partition_samples_total{{{SEL}}})", "samples"))),
     Panel("tq_progress", "Partition progress", (
         Query(f"tq_partition_production_progress{{{SEL}}}", "produce {{partition_id}}/{{task_name}}"),
-        Query(f"tq_partition_consumption_progress{{{SEL}}}", "consume {{partition_id}}/{{task_name}}")), unit="percentunit"),
+        Query(f"tq_partition_consumption_progress{{{SEL}}}", "consume {{partition_id}}/{{task_name}}")),
+            unit="percentunit"),
     Panel("tq_storage_util", "Storage utilization", (Query(
         f"tq_storage_utilization_ratio{{{SEL}}}", "unit {{storage_unit_id}}"),), unit="percentunit",
         description="Absent when storage capacity is unlimited."),
@@ -245,7 +262,8 @@ GPU = Section("gpu", "GPUs (dcgm-exporter)", "DCGM_FI_DEV_GPU_UTIL",
     Panel("gpu_fb_used", "Framebuffer used", (Query(f"DCGM_FI_DEV_FB_USED{{{SEL}}}", _GPU),), unit="decmbytes"),
     Panel("gpu_power", "Power", (Query(f"DCGM_FI_DEV_POWER_USAGE{{{SEL}}}", _GPU),), unit="watt"),
     Panel("gpu_temp", "Temperature", (Query(f"DCGM_FI_DEV_GPU_TEMP{{{SEL}}}", _GPU),), unit="celsius"),
-    Panel("gpu_xid", "XID errors (last code)", (Query(f"max by (instance, gpu) (DCGM_FI_DEV_XID_ERRORS{{{SEL}}})", _GPU),),
+    Panel("gpu_xid", "XID errors (last code)", (Query(f"max by (instance, gpu) (DCGM_FI_DEV_XID_ERRORS{{{SEL}}})",
+        _GPU),),
           thresholds=((None, "green"), (1, "red"))),
 ))
 
@@ -262,7 +280,8 @@ NPU = Section("npu", "NPUs (npu-exporter)", "npu_chip_info_utilization",
           thresholds=((None, "red"), (1, "green")),
           description="1 healthy, 0 unhealthy, 2147483647 unknown: anything but 1 needs a look."),
     Panel("npu_bandwidth", "Interface bandwidth", (Query(f"npu_chip_info_bandwidth_rx{{{SEL}}}", "rx " + _NPU),
-                                                   Query(f"npu_chip_info_bandwidth_tx{{{SEL}}}", "tx " + _NPU)), unit="MBs",
+                                                   Query(f"npu_chip_info_bandwidth_tx{{{SEL}}}", "tx " + _NPU)),
+                                                       unit="MBs",
           description="Only on training cards."),
 ))
 
@@ -270,13 +289,16 @@ HOST = Section("host", "Hosts (node_exporter)", "node_cpu_seconds_total",
                "Run prometheus-node-exporter on each node and register it: "
                "`rl-insight server targets add HOST:9100 --job node --project P --experiment-name E`.", panels=(
     Panel("host_cpu", "CPU utilization", (Query(
-        f'100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{{mode="idle", {SEL}}}[{WINDOW}])))', "{{instance}}"),),
+        f'100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{{mode="idle", {SEL}}}[{WINDOW}])))',
+            "{{instance}}"),),
         unit="percent"),
     Panel("host_memory", "Memory used", (Query(
-        f"node_memory_MemTotal_bytes{{{SEL}}} - node_memory_MemAvailable_bytes{{{SEL}}}", "{{instance}}"),), unit="bytes"),
+        f"node_memory_MemTotal_bytes{{{SEL}}} - node_memory_MemAvailable_bytes{{{SEL}}}", "{{instance}}"),),
+            unit="bytes"),
     Panel("host_load", "Load (1m)", (Query(f"node_load1{{{SEL}}}", "{{instance}}"),)),
     Panel("host_network", "Network", (
-        Query(f'sum by (instance) (rate(node_network_receive_bytes_total{{device!="lo", {SEL}}}[{WINDOW}]))', "rx {{instance}}"),
+        Query(f'sum by (instance) (rate(node_network_receive_bytes_total{{device!="lo", {SEL}}}[{WINDOW}]))',
+            "rx {{instance}}"),
         Query(f'sum by (instance) (rate(node_network_transmit_bytes_total{{device!="lo", {SEL}}}[{WINDOW}]))',
               "tx {{instance}}")), unit="Bps"),
     Panel("host_disk", "Disk I/O", (
@@ -309,33 +331,40 @@ OMNI_PIPELINE = Section("vllm_omni", "vLLM-Omni pipeline", "vllm_omni[:_]num_req
         Query(f"sum by (stage) ({{{_omni('num_requests_running')}, {SEL}}})", "running {{stage}}"),
         Query(f"sum by (stage) ({{{_omni('num_requests_waiting')}, {SEL}}})", "waiting {{stage}}"))),
     Panel("omni_tokens", "Token throughput by stage", (
-        Query(f"sum by (stage) (rate({{{_omni('generation_tokens_total')}, {SEL}}}[{WINDOW}]))", "generation {{stage}}"),
+        Query(f"sum by (stage) (rate({{{_omni('generation_tokens_total')}, {SEL}}}[{WINDOW}]))",
+            "generation {{stage}}"),
         Query(f"sum by (stage) (rate({{{_omni('prompt_tokens_total')}, {SEL}}}[{WINDOW}]))", "prompt {{stage}}")),
         unit="tps"),
     Panel("omni_finished", "Finished requests by stage", (
         Query(f"sum by (stage) (rate({{{_omni('requests_success_total')}, {SEL}}}[{WINDOW}]))", "{{stage}}"),),
         unit="reqps"),
     Panel("omni_e2e", "End-to-end latency", (Query(_omni_q(0.5, "e2e_request_latency_s"), "p50 {{stage}} r{{replica}}"),
-                                             Query(_omni_q(0.99, "e2e_request_latency_s"), "p99 {{stage}} r{{replica}}")),
+                                             Query(_omni_q(0.99, "e2e_request_latency_s"),
+                                                 "p99 {{stage}} r{{replica}}")),
           unit="s"),
 ))
 OMNI_DIFFUSION = Section("vllm_omni_diffusion", "vLLM-Omni diffusion", "vllm_omni[:_]diffusion_exec_s_bucket",
                          _OMNI_ENABLE, per_replica=True, variables=_OMNI_SCOPE, panels=(
     Panel("omni_diffusion", "Diffusion execution", (Query(_omni_q(0.5, "diffusion_exec_s"), "p50 r{{replica}}"),
-                                                    Query(_omni_q(0.99, "diffusion_exec_s"), "p99 r{{replica}}")), unit="s"),
-    Panel("omni_denoise", "Time per denoising step", (Query(_omni_q(0.5, "diffusion_exec_per_step_s"), "p50 r{{replica}}"),),
+                                                    Query(_omni_q(0.99, "diffusion_exec_s"), "p99 r{{replica}}")),
+                                                        unit="s"),
+    Panel("omni_denoise", "Time per denoising step", (Query(_omni_q(0.5, "diffusion_exec_per_step_s"),
+        "p50 r{{replica}}"),),
           unit="s"),
     Panel("omni_breakdown", "Timing breakdown (p50)", (
         Query(_omni_q(0.5, "diffusion_preprocess_s", "replica"), "preprocess r{{replica}}"),
         Query(_omni_q(0.5, "diffusion_exec_s", "replica"), "execute r{{replica}}"),
         Query(_omni_q(0.5, "diffusion_postprocess_s", "replica"), "postprocess r{{replica}}")), unit="s", stack=True),
     Panel("omni_audio", "Audio time to first packet", (Query(_omni_q(0.5, "audio_ttfp_s"), "p50 r{{replica}}"),
-                                                       Query(_omni_q(0.99, "audio_ttfp_s"), "p99 r{{replica}}")), unit="s"),
+                                                       Query(_omni_q(0.99, "audio_ttfp_s"), "p99 r{{replica}}")),
+                                                           unit="s"),
 ))
-OMNI_AR = Section("vllm_omni_ar", "vLLM-Omni AR stage (vLLM metrics with a stage label)", "vllm[:_]num_requests_running",
+OMNI_AR = Section("vllm_omni_ar", "vLLM-Omni AR stage (vLLM metrics with a stage label)",
+    "vllm[:_]num_requests_running",
                   _OMNI_ENABLE, per_replica=True, variables=(("stage", "stage"),), panels=(
     Panel("omni_ar_running", "AR running requests", (
-        Query(f"sum by (stage, replica) ({{{_n('vllm', 'num_requests_running')}, {SEL}}})", "{{stage}} r{{replica}}"),)),
+        Query(f"sum by (stage, replica) ({{{_n('vllm', 'num_requests_running')}, {SEL}}})", "{{stage}} r{{replica}}"),
+            )),
     Panel("omni_ar_kv", "AR KV cache usage", (
         Query(f"max by (stage, replica) ({{{_n('vllm', 'kv_cache_usage_perc')}, {SEL}}})", "{{stage}} r{{replica}}"),),
         unit="percentunit"),
@@ -343,7 +372,8 @@ OMNI_AR = Section("vllm_omni_ar", "vLLM-Omni AR stage (vLLM metrics with a stage
         f"sum by (stage, replica) (rate({{{_n('vllm', 'generation_tokens_total')}, {SEL}}}[{WINDOW}]))",
         "{{stage}} r{{replica}}"),), unit="tps"),
     Panel("omni_ar_ttft", "AR time to first token", (Query(
-        f"histogram_quantile(0.5, sum by (le, stage) (rate({{{_n('vllm', 'time_to_first_token_seconds_bucket')}, {SEL}}}"
+        f"histogram_quantile(0.5, sum by (le, stage) (rate({{{_n('vllm', 'time_to_first_token_seconds_bucket')}, "
+        f"{SEL}}}"
         f"[{WINDOW}])))", "p50 {{stage}}"),), unit="s"),
 ))
 OMNI_SECTIONS: tuple[Section, ...] = (OMNI_PIPELINE, OMNI_DIFFUSION, OMNI_AR)

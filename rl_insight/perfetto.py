@@ -86,7 +86,9 @@ def build(slices: Iterable[Slice], title: str, other: dict[str, Any] | None = No
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other(title, other)}
 
 
-def build_stream(lanes: Iterable[tuple[str, Iterable[Slice]]], title: str, other: dict[str, Any] | None = None) -> Iterator[str]:
+def build_stream(
+    lanes: Iterable[tuple[str, Iterable[Slice]]], title: str, other: dict[str, Any] | None = None
+) -> Iterator[str]:
     """The same JSON as `build`, as text chunks, one lane at a time (lanes given in display order): memory
     stays bounded by the largest lane, and the download starts at once."""
     import json

@@ -24,13 +24,70 @@ _ALWAYS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secre
 # ... or when its last word is one of these (`token` but not `max_token_len`)
 _LAST = frozenset({"token", "auth", "pat", "signature", "sig"})
 # ... except after these words: tokenizer settings and counts, not credentials
-_NOT_AFTER_TOKEN = frozenset({"pad", "eos", "bos", "unk", "sep", "cls", "mask", "max", "min", "num", "start", "end",
-                              "stop", "image", "video", "audio", "special", "think", "tool", "chat", "per", "first", "last"})
+_NOT_AFTER_TOKEN = frozenset(
+    {
+        "pad",
+        "eos",
+        "bos",
+        "unk",
+        "sep",
+        "cls",
+        "mask",
+        "max",
+        "min",
+        "num",
+        "start",
+        "end",
+        "stop",
+        "image",
+        "video",
+        "audio",
+        "special",
+        "think",
+        "tool",
+        "chat",
+        "per",
+        "first",
+        "last",
+    }
+)
 # `<word> key` pairs that name a credential: api key, private key, wandb key, aws access key id…
-_KEY_QUALIFIERS = frozenset({"api", "private", "secret", "access", "wandb", "openai", "hf", "huggingface", "aws", "auth",
-                             "signing", "encryption", "ssh", "client", "service", "account", "master", "license",
-                             "session", "deploy", "anthropic", "azure", "gcp", "google", "mlflow", "comet", "neptune",
-                             "github", "slack", "subscription", "storage", "x"})
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api",
+        "private",
+        "secret",
+        "access",
+        "wandb",
+        "openai",
+        "hf",
+        "huggingface",
+        "aws",
+        "auth",
+        "signing",
+        "encryption",
+        "ssh",
+        "client",
+        "service",
+        "account",
+        "master",
+        "license",
+        "session",
+        "deploy",
+        "anthropic",
+        "azure",
+        "gcp",
+        "google",
+        "mlflow",
+        "comet",
+        "neptune",
+        "github",
+        "slack",
+        "subscription",
+        "storage",
+        "x",
+    }
+)
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -62,8 +119,10 @@ def secret_key(path: str) -> bool:
 
 # credentials inside values, whatever the key
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
-_PAIR = re.compile(r"(?i)((?:^|[\s;&?,\"'{(])(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
-                   r"private[_-]?key|auth|sig|signature|credentials?)\s*[=:]\s*[\"']?)([^\s;&,\"'}]+)")
+_PAIR = re.compile(
+    r"(?i)((?:^|[\s;&?,\"'{(])(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
+    r"private[_-]?key|auth|sig|signature|credentials?)\s*[=:]\s*[\"']?)([^\s;&,\"'}]+)"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+([a-z0-9._~+/=-]{12,})")
 _WEBHOOK = re.compile(r"(?i)\bhttps?://[^\s'\"]*(?:hooks?\.|webhook|/services/|/api/webhooks/)[^\s'\"]*")
 _TOKEN_SHAPES = re.compile(

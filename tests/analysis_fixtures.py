@@ -96,8 +96,11 @@ def make_nsys_sqlite(path: Path, rank: int, epoch_ns: int, ranges: list[tuple[st
             c.execute('INSERT INTO NVTX_EVENTS (start, "end", eventType, rangeId, globalTid, textId, domainId) '
                       "VALUES (?, ?, 60, ?, ?, ?, 0)", (start, end, i, tid, 100 + i))
         else:
-            c.execute('INSERT INTO NVTX_EVENTS (start, "end", eventType, globalTid, text, domainId) VALUES (?, ?, 59, ?, ?, 0)',
-                      (start, end, tid, text))
+            c.execute(
+                'INSERT INTO NVTX_EVENTS (start, "end", eventType, globalTid, text, domainId) VALUES (?, ?, 59, ?, '
+                '?, 0)',
+                (start, end, tid, text),
+            )
     c.execute("INSERT INTO NVTX_EVENTS (start, eventType, text) VALUES (5, 75, 'verl')")  # a domain, not a range
     c.commit()
     c.close()
@@ -152,20 +155,61 @@ def make_trace_view(path: Path, base_us: float, truncate: bool = False) -> Path:
         {"ph": "M", "name": "thread_name", "pid": 30, "tid": 2, "args": {"name": "Communication"}},
         {"ph": "M", "name": "thread_name", "pid": 30, "tid": 3, "args": {"name": "Communication(Not Overlapped)"}},
         {"ph": "X", "name": "actor_update", "pid": 20, "tid": 5, "ts": f"{base_us:.3f}", "dur": 10000.0, "args": {}},
-        {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 10, "tid": 5, "ts": f"{base_us + 5:.3f}", "dur": 3.0,
-         "args": {"Call stack": "a.py(1): f;\r\nb.py(2): g"}},
+        {
+            "ph": "X",
+            "name": "aten::mm",
+            "cat": "cpu_op",
+            "pid": 10,
+            "tid": 5,
+            "ts": f"{base_us + 5:.3f}",
+            "dur": 3.0,
+            "args": {"Call stack": "a.py(1): f;\r\nb.py(2): g"},
+        },
         {"ph": "X", "name": "Computing", "pid": 30, "tid": 1, "ts": f"{base_us + 1000:.3f}", "dur": 6000.0, "args": {}},
-        {"ph": "X", "name": "Communication", "pid": 30, "tid": 2, "ts": f"{base_us + 5000:.3f}", "dur": 4000.0, "args": {}},
-        {"ph": "X", "name": "Communication(Not Overlapped)", "pid": 30, "tid": 3, "ts": f"{base_us + 7000:.3f}",
-         "dur": 2000.0, "args": {}},
-        {"ph": "X", "name": "ref_compute_log_prob", "pid": 20, "tid": 5, "ts": f"{base_us + 12000:.3f}", "dur": 3000.0, "args": {}},
+        {
+            "ph": "X",
+            "name": "Communication",
+            "pid": 30,
+            "tid": 2,
+            "ts": f"{base_us + 5000:.3f}",
+            "dur": 4000.0,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "name": "Communication(Not Overlapped)",
+            "pid": 30,
+            "tid": 3,
+            "ts": f"{base_us + 7000:.3f}",
+            "dur": 2000.0,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "name": "ref_compute_log_prob",
+            "pid": 20,
+            "tid": 5,
+            "ts": f"{base_us + 12000:.3f}",
+            "dur": 3000.0,
+            "args": {},
+        },
     ]
     text = json.dumps(ev, indent=1)
     if truncate:
         text = text[: text.rfind('"ref_compute_log_prob"') + 10]  # cut inside the last event, no closing bracket
     path.write_text(text)
-    (path.parent.parent / "profiler_info_3.json").write_text(json.dumps(
-        {"config": {}, "start_info": {}, "end_info": {}, "torch_npu_version": "2.5", "cann_version": "8.0", "rank_id": 3}))
+    (path.parent.parent / "profiler_info_3.json").write_text(
+        json.dumps(
+            {
+                "config": {},
+                "start_info": {},
+                "end_info": {},
+                "torch_npu_version": "2.5",
+                "cann_version": "8.0",
+                "rank_id": 3,
+            }
+        )
+    )
     return path
 
 

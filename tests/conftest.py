@@ -98,7 +98,7 @@ def capture() -> Iterator[CaptureServer]:
     holder: dict[str, CaptureServer] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             cap = holder["cap"]
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.headers.get("Content-Encoding") == "gzip":

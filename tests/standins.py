@@ -33,7 +33,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200 if ok else 503); self.end_headers(); self.wfile.write(b"ready" if ok else b"starting")
     def log_message(self, *a): pass
 print("stand-in tempo listening", flush=True)
-http.server.ThreadingHTTPServer((c["server"]["http_listen_address"], c["server"]["http_listen_port"]), H).serve_forever()
+listen = (c["server"]["http_listen_address"], c["server"]["http_listen_port"])
+http.server.ThreadingHTTPServer(listen, H).serve_forever()
 '''
 
 GRAFANA = r'''#!{python}
@@ -101,7 +102,13 @@ def build_releases(root: Path, plat: str = "linux-amd64") -> dict[str, Path]:
     d = root / "grafana" / "v13.0.0"
     d.mkdir(parents=True, exist_ok=True)
     asset = f"grafana-13.0.0.{os_}-{arch}.tar.gz"
-    out["grafana"] = _tar(d / asset, {"grafana-v13.0.0/bin/grafana": grafana_bin, "grafana-v13.0.0/conf/defaults.ini": b"",
-                                      "grafana-v13.0.0/public/index.html": b"<html></html>"})
+    out["grafana"] = _tar(
+        d / asset,
+        {
+            "grafana-v13.0.0/bin/grafana": grafana_bin,
+            "grafana-v13.0.0/conf/defaults.ini": b"",
+            "grafana-v13.0.0/public/index.html": b"<html></html>",
+        },
+    )
     (d / f"{asset}.sha256").write_text(sha256(out["grafana"]) + "\n")
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rl_insight import panels  # noqa: E402  (the one panel catalogue, shared with the built-in UI)
+from rl_insight import panels
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "dashboards"
@@ -63,7 +63,9 @@ class Board:
         return self.panels
 
 
-def prom(expr: str, legend: str = "", ref: str = "A", fmt: str = "time_series", instant: bool = False) -> dict[str, Any]:
+def prom(
+    expr: str, legend: str = "", ref: str = "A", fmt: str = "time_series", instant: bool = False
+) -> dict[str, Any]:
     t: dict[str, Any] = {"datasource": PROM, "expr": expr, "legendFormat": legend, "refId": ref, "format": fmt}
     if instant:
         t["instant"] = True
@@ -90,13 +92,26 @@ def timeseries(title: str, targets: list[dict], unit: str = "short", description
 def stat(title: str, expr: str, unit: str = "short", description: str = "", legend: str = "",
          thresholds: list[tuple[float | None, str]] | None = None) -> dict[str, Any]:
     steps = thresholds or [(None, "green")]
-    return {"type": "stat", "title": title, "description": description, "datasource": PROM,
-            "targets": [prom(expr, legend, instant=False)],
-            "fieldConfig": {"defaults": {"unit": unit, "thresholds": {"mode": "absolute",
-                                                                       "steps": [{"value": v, "color": c} for v, c in steps]}},
-                            "overrides": []},
-            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                        "colorMode": "value", "graphMode": "area", "textMode": "auto"}}
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": PROM,
+        "targets": [prom(expr, legend, instant=False)],
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "thresholds": {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in steps]},
+            },
+            "overrides": [],
+        },
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+            "textMode": "auto",
+        },
+    }
 
 
 def table(title: str, expr: str, description: str = "") -> dict[str, Any]:
@@ -118,37 +133,94 @@ def traceql_state_timeline(title: str = "RL state timeline") -> dict[str, Any]:
     query = ('{span.state_lane_id != "" && span.project =~ "${project:regex}" && '
              'span.experiment_name =~ "${experiment_name:regex}"}')
     return {
-        "type": "state-timeline", "title": title, "datasource": TEMPO,
-        "description": "One row per lane (rank_N, replica_N, …); colour = state. Open states appear when they end in Tempo; "
-                       "the built-in UI shows them while they run.",
-        "targets": [{"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans",
-                     "limit": 10000, "spss": 10000}],
+        "type": "state-timeline",
+        "title": title,
+        "datasource": TEMPO,
+        "description": "One row per lane (rank_N, replica_N, …); colour = state. Open states appear when they end in "
+                       "Tempo; "
+        "the built-in UI shows them while they run.",
+        "targets": [
+            {
+                "datasource": TEMPO,
+                "refId": "A",
+                "queryType": "traceql",
+                "query": query,
+                "tableType": "spans",
+                "limit": 10000,
+                "spss": 10000,
+            }
+        ],
         "transformations": [
-            {"id": "calculateField", "options": {"mode": "binary", "alias": "End time",
-                                                 "binary": {"left": "Start time", "operator": "+", "right": "Duration"}}},
-            {"id": "extractFields", "options": {"source": "state_lane_id", "format": "regexp",
-                                                "regExp": "^(?<state_lane_prefix>.+?)(?:[_-](?<state_lane_num>\\d+))?$"}},
-            {"id": "convertFieldType", "options": {"conversions": [
-                {"targetField": "state_lane_num", "destinationType": "number"},
-                {"targetField": "End time", "destinationType": "time"}]}},
+            {
+                "id": "calculateField",
+                "options": {
+                    "mode": "binary",
+                    "alias": "End time",
+                    "binary": {"left": "Start time", "operator": "+", "right": "Duration"},
+                },
+            },
+            {
+                "id": "extractFields",
+                "options": {
+                    "source": "state_lane_id",
+                    "format": "regexp",
+                    "regExp": "^(?<state_lane_prefix>.+?)(?:[_-](?<state_lane_num>\\d+))?$",
+                },
+            },
+            {
+                "id": "convertFieldType",
+                "options": {
+                    "conversions": [
+                        {"targetField": "state_lane_num", "destinationType": "number"},
+                        {"targetField": "End time", "destinationType": "time"},
+                    ]
+                },
+            },
             {"id": "sortBy", "options": {"sort": [{"field": "state_lane_prefix"}, {"field": "state_lane_num"}]}},
-            {"id": "organize", "options": {"excludeByName": {"Duration": True, "Span ID": True, "Trace Service": True,
-                                                             "Trace Name": True}}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Duration": True, "Span ID": True, "Trace Service": True, "Trace Name": True}
+                },
+            },
             {"id": "partitionByValues", "options": {"fields": ["state_lane_id"], "keepFields": False}},
         ],
         "fieldConfig": {"defaults": {"custom": {"fillOpacity": 80, "lineWidth": 0}}, "overrides": []},
-        "options": {"mergeValues": True, "showValue": "never", "rowHeight": 0.8, "alignValue": "left",
-                    "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}, "perPage": 64},
+        "options": {
+            "mergeValues": True,
+            "showValue": "never",
+            "rowHeight": 0.8,
+            "alignValue": "left",
+            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"},
+            "perPage": 64,
+        },
     }
 
 
 def spans_table() -> dict[str, Any]:
-    query = ('{span.state_lane_id != "" && span.project =~ "${project:regex}" && '
-             'span.experiment_name =~ "${experiment_name:regex}"} | select(span.state_lane_id, span.state_name, span.process_id)')
-    return {"type": "table", "title": "Recent states", "datasource": TEMPO,
-            "targets": [{"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans",
-                         "limit": 200, "spss": 200}],
-            "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True}}
+    query = (
+        '{span.state_lane_id != "" && span.project =~ "${project:regex}" && '
+        'span.experiment_name =~ "${experiment_name:regex}"} | select(span.state_lane_id, span.state_name, '
+        'span.process_id)'
+    )
+    return {
+        "type": "table",
+        "title": "Recent states",
+        "datasource": TEMPO,
+        "targets": [
+            {
+                "datasource": TEMPO,
+                "refId": "A",
+                "queryType": "traceql",
+                "query": query,
+                "tableType": "spans",
+                "limit": 200,
+                "spss": 200,
+            }
+        ],
+        "fieldConfig": {"defaults": {}, "overrides": []},
+        "options": {"showHeader": True},
+    }
 
 
 # ----------------------------------------------------------------------------- variables
@@ -176,13 +248,30 @@ def variables(extra: list[dict[str, Any]] | None = None, tempo: bool = False) ->
 def dashboard(uid: str, title: str, board: Board, templating: dict[str, Any], description: str,
               time_from: str = "now-30m") -> dict[str, Any]:
     return {
-        "uid": uid, "title": title, "description": description, "tags": ["rl-insight"], "editable": True,
-        "schemaVersion": SCHEMA_VERSION, "version": 1, "timezone": "browser", "graphTooltip": 1,
-        "refresh": "10s", "time": {"from": time_from, "to": "now"},
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["rl-insight"],
+        "editable": True,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "timezone": "browser",
+        "graphTooltip": 1,
+        "refresh": "10s",
+        "time": {"from": time_from, "to": "now"},
         "timepicker": {"refresh_intervals": ["5s", "10s", "30s", "1m", "5m", "15m", "1h"]},
-        "templating": templating, "annotations": {"list": []}, "links": [
-            {"type": "dashboards", "tags": ["rl-insight"], "asDropdown": True, "title": "RL-Insight", "includeVars": True,
-             "keepTime": True}],
+        "templating": templating,
+        "annotations": {"list": []},
+        "links": [
+            {
+                "type": "dashboards",
+                "tags": ["rl-insight"],
+                "asDropdown": True,
+                "title": "RL-Insight",
+                "includeVars": True,
+                "keepTime": True,
+            }
+        ],
         "panels": board.finish(),
     }
 
@@ -240,8 +329,11 @@ def hardware_section(b: Board) -> None:
 def replica_var(engine: str) -> dict[str, Any]:
     metric = {"vllm": "vllm[:_]num_requests_running", "sglang": "sglang[:_]num_running_reqs",
               "vllm-omni": "vllm_omni[:_]num_requests_running"}[engine]
-    return _query_var("replica", "Replica",
-                      f'label_values({{__name__=~"{metric}", project=~"$project", experiment_name=~"$experiment_name"}}, replica)')
+    return _query_var(
+        "replica",
+        "Replica",
+        f'label_values({{__name__=~"{metric}", project=~"$project", experiment_name=~"$experiment_name"}}, replica)',
+    )
 
 
 # ----------------------------------------------------------------------------- dashboards
@@ -265,13 +357,25 @@ def overview() -> dict[str, Any]:
     b.row("Learning")
     b.add(timeseries("Reward", [prom(f"{M}critic_score_mean{{{S}}}", "score {{experiment_name}}"),
                                 prom(f"{M}val_core_openai_gsm8k_acc_mean_1{{{S}}}", "val acc {{experiment_name}}")]))
-    b.add(timeseries("Rollout/training probability gap", [prom(f"{M}training_rollout_probs_diff_mean{{{S}}}", "probs_diff_mean")],
-                     thresholds=[(None, "green"), (0.005, "orange"), (0.01, "red")],
-                     description="verl FAQ: normal below 0.005, abnormal when it stays above 0.01 "
-                                 "(precision mismatch between training and inference)."))
-    b.add(timeseries("Pearson corr and grad norm", [prom(f"{M}training_rollout_actor_probs_pearson_corr{{{S}}}", "pearson corr"),
-                                                    prom(f"{M}actor_grad_norm{{{S}}}", "grad norm")],
-                     description="A steadily rising grad norm is the usual symptom of a precision mismatch."))
+    b.add(
+        timeseries(
+            "Rollout/training probability gap",
+            [prom(f"{M}training_rollout_probs_diff_mean{{{S}}}", "probs_diff_mean")],
+            thresholds=[(None, "green"), (0.005, "orange"), (0.01, "red")],
+            description="verl FAQ: normal below 0.005, abnormal when it stays above 0.01 "
+            "(precision mismatch between training and inference).",
+        )
+    )
+    b.add(
+        timeseries(
+            "Pearson corr and grad norm",
+            [
+                prom(f"{M}training_rollout_actor_probs_pearson_corr{{{S}}}", "pearson corr"),
+                prom(f"{M}actor_grad_norm{{{S}}}", "grad norm"),
+            ],
+            description="A steadily rising grad norm is the usual symptom of a precision mismatch.",
+        )
+    )
     b.row("Rollout")
     b.add(timeseries("Generation tokens/s (all engines)", [prom(
         f'sum(rate({{__name__=~"(vllm|sglang)[:_]generation_tokens_total", {S}}}[$__rate_interval]))', "tokens/s")],
@@ -284,8 +388,13 @@ def overview() -> dict[str, Any]:
         f"rl_insight:rollout_e2e_latency_seconds:p90{{{S}}}", "replica {{replica}}")], unit="s"))
     b.row("Targets")
     b.add(table("Scrape targets", f"up{{{S}}}", description="1 = up, 0 = down, by job and instance."), w=24, h=8)
-    return dashboard("rl-insight-overview", "rl_insight_overview", b, variables(),
-                     "Is the run healthy: step rate, step-time breakdown, reward, throughput, rollout long tail, targets, alerts.")
+    return dashboard(
+        "rl-insight-overview",
+        "rl_insight_overview",
+        b,
+        variables(),
+        "Is the run healthy: step rate, step-time breakdown, reward, throughput, rollout long tail, targets, alerts.",
+    )
 
 
 def verl_trainer(engine: str) -> dict[str, Any]:
@@ -297,22 +406,34 @@ def verl_trainer(engine: str) -> dict[str, Any]:
     transfer_queue_section(b)
     hardware_section(b)
     title = f"verl_trainer_v1_with_{engine}_engine"
-    return dashboard(f"verl-trainer-{engine}", title, b, variables([replica_var(engine)], tempo=True),
-                     f"verl trainer metrics, RL state timeline, {engine} engines, TransferQueue and hardware for one run.")
+    return dashboard(
+        f"verl-trainer-{engine}",
+        title,
+        b,
+        variables([replica_var(engine)], tempo=True),
+        f"verl trainer metrics, RL state timeline, {engine} engines, TransferQueue and hardware for one run.",
+    )
 
 
 def rl_state_timeline() -> dict[str, Any]:
     b = Board()
     b.add(traceql_state_timeline(), w=24, h=18)
     b.add(spans_table(), w=24, h=10)
-    return dashboard("rl-state-timeline", "rl_state_timeline", b, variables(tempo=True),
-                     "Which rank and replica was in which RL state (Tempo spans), one row per lane.", time_from="now-15m")
+    return dashboard(
+        "rl-state-timeline",
+        "rl_state_timeline",
+        b,
+        variables(tempo=True),
+        "Which rank and replica was in which RL state (Tempo spans), one row per lane.",
+        time_from="now-15m",
+    )
 
 
 def transfer_queue() -> dict[str, Any]:
     b = Board()
     transfer_queue_section(b)
-    return dashboard("rl-insight-transfer-queue", "transfer_queue", b, variables(), "TransferQueue controller and storage units.")
+    return dashboard("rl-insight-transfer-queue", "transfer_queue", b, variables(), "TransferQueue controller and "
+                                                                                    "storage units.")
 
 
 def hardware() -> dict[str, Any]:
@@ -333,28 +454,64 @@ def verl_omni_trainer() -> dict[str, Any]:
     transfer_queue_section(b)
     hardware_section(b)
     scope = 'project=~"$project", experiment_name=~"$experiment_name"'
-    extra = [replica_var("vllm-omni"),
-             _query_var("omni_model_name", "Model", f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, model_name)'),
-             _query_var("stage", "Stage", f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, stage)')]
-    return dashboard("9d5b98ca-e967-48a0-9b5f-03435c36c8db", "verl_omni_trainer_v1_with_vllm_omni_engine", b,
-                     variables(extra, tempo=True),
-                     "verl-omni trainer metrics, RL state timeline, vLLM-Omni pipeline / diffusion / AR stages, TransferQueue "
-                     "and hardware for one run.", time_from="now-15m")
+    extra = [
+        replica_var("vllm-omni"),
+        _query_var(
+            "omni_model_name",
+            "Model",
+            f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, model_name)',
+        ),
+        _query_var(
+            "stage", "Stage", f'label_values({{__name__=~"vllm_omni[:_]num_requests_running", {scope}}}, stage)'
+        ),
+    ]
+    return dashboard(
+        "9d5b98ca-e967-48a0-9b5f-03435c36c8db",
+        "verl_omni_trainer_v1_with_vllm_omni_engine",
+        b,
+        variables(extra, tempo=True),
+        "verl-omni trainer metrics, RL state timeline, vLLM-Omni pipeline / diffusion / AR stages, TransferQueue "
+        "and hardware for one run.",
+        time_from="now-15m",
+    )
 
 
 def quick_start_demo() -> dict[str, Any]:
-    """Upstream's quick_start_demo (its uid and title, so links from upstream's docs work): one panel per API call kind."""
+    """Upstream's quick_start_demo (its uid and title, so links from upstream's docs work): one panel per API call
+    kind."""
     b = Board()
     b.add(traceql_state_timeline("state_timeline"), w=24, h=10)
-    b.add(stat("metric_count", f"sum({M}train_step_total{{{S}}})", description="metric_count(\"train_step\"): the counter's total."),
-          w=6, h=8)
+    b.add(
+        stat(
+            "metric_count",
+            f"sum({M}train_step_total{{{S}}})",
+            description="metric_count(\"train_step\"): the counter's total.",
+        ),
+        w=6,
+        h=8,
+    )
     b.add(timeseries("metric_gauge", [prom(f"{M}reward_mean{{{S}}}", "{{experiment_name}}")],
                      description="metric_gauge(\"reward_mean\", …): the latest value."), w=9, h=8)
-    b.add(timeseries("metric_histogram", [
-        prom(f"histogram_quantile(0.5, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))", "p50"),
-        prom(f"histogram_quantile(0.9, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))", "p90")],
-        unit="ms", description="metric_histogram(\"step_latency_ms\", …): quantiles from the buckets (upstream plots raw buckets)."),
-        w=9, h=8)
+    b.add(
+        timeseries(
+            "metric_histogram",
+            [
+                prom(
+                    f"histogram_quantile(0.5, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))",
+                    "p50",
+                ),
+                prom(
+                    f"histogram_quantile(0.9, sum by (le) (rate({M}step_latency_ms_bucket{{{S}}}[$__rate_interval])))",
+                    "p90",
+                ),
+            ],
+            unit="ms",
+            description="metric_histogram(\"step_latency_ms\", …): quantiles from the buckets (upstream plots raw "
+                        "buckets).",
+        ),
+        w=9,
+        h=8,
+    )
     return dashboard("b7560416-da14-4d4d-898d-971245772891", "quick_start_demo", b, variables(tempo=True),
                      "Upstream's quick start: a state timeline and one panel per metric kind.", time_from="now-5m")
 
@@ -370,10 +527,19 @@ def _info_var(name: str, label: str, metric: str, value_label: str, extra: str =
 
 
 def _agent_traceql(where: str, select: str, limit: int) -> dict[str, Any]:
-    query = ('{' + where + ' && span.project =~ "${project:regex}" && span.experiment_name =~ "${experiment_name:regex}" && '
-             'span.global_steps = ${step}} | select(' + select + ')')
-    return {"datasource": TEMPO, "refId": "A", "queryType": "traceql", "query": query, "tableType": "spans", "limit": limit,
-            "spss": limit}
+    query = (
+        '{' + where + ' && span.project =~ "${project:regex}" && span.experiment_name =~ "${experiment_name:regex}" && '
+        'span.global_steps = ${step}} | select(' + select + ')'
+    )
+    return {
+        "datasource": TEMPO,
+        "refId": "A",
+        "queryType": "traceql",
+        "query": query,
+        "tableType": "spans",
+        "limit": limit,
+        "spss": limit,
+    }
 
 
 def _agent_table(title: str, where: str, select: str, limit: int = 100, description: str = "") -> dict[str, Any]:
@@ -396,22 +562,56 @@ def agent_loop_trajectory() -> dict[str, Any]:
     b.add(stat("rollout span", f"max(max_over_time({M}agent_loop_last_turn_unixtime{{{step}}}[$__range])) - "
                                f"min(min_over_time({M}agent_loop_first_turn_unixtime{{{step}}}[$__range]))", unit="s",
                description="From the first session's start to the last session's end in this step."), w=6, h=5)
-    b.add(table("Trajectories", f"max by (sample, session, traj, title) (max_over_time({M}agent_loop_traj_info{{{step}}}[$__range]))",
-                description="One row per trajectory: its reward and turns in the title, as upstream's row titles say."), w=24, h=8)
+    b.add(
+        table(
+            "Trajectories",
+            f"max by (sample, session, traj, title) (max_over_time({M}agent_loop_traj_info{{{step}}}[$__range]))",
+            description="One row per trajectory: its reward and turns in the title, as upstream's row titles say.",
+        ),
+        w=24,
+        h=8,
+    )
     b.row("Session ${session}")
     b.panels[-1]["repeat"] = "session"
     lane = 'span.state_lane_id =~ "experiment=${experiment_name}/${session}/traj=.*"'
-    b.add({**_agent_table("Trajectory overview", f"{lane} && span.turn >= 0", "span.turn, span.type, span.finish_reason, span.tool",
-                          limit=1000, description="Every turn of the session's trajectories: generate (gateway) and tool spans.")},
-          w=24, h=8)
-    b.add(_agent_table("Task summary", f'span.monitor.trace_source = "task" && {lane}',
-                       "span.task_name, span.status, span.reward, span.accuracy, span.finished, span.reward_posted, span.error"), w=12, h=6)
-    b.add(_agent_table("Session summary", f'span.monitor.trace_source = "session" && {lane}',
-                       "span.runner_name, span.status, span.num_trajectories, span.reward_source, span.finished"), w=12, h=6)
-    details = _agent_table("Turn details · trajectory ${traj}",
-                           'span.state_lane_id =~ "experiment=${experiment_name}/${session}/traj=${traj}" && span.turn >= 0',
-                           "span.turn, span.type, span.tools, span.tool_args, span.finish_reason, span.reasoning, span.content, "
-                           "span.prompt_tokens, span.completion_tokens, span.tool, span.error", limit=500)
+    b.add(
+        {
+            **_agent_table(
+                "Trajectory overview",
+                f"{lane} && span.turn >= 0",
+                "span.turn, span.type, span.finish_reason, span.tool",
+                limit=1000,
+                description="Every turn of the session's trajectories: generate (gateway) and tool spans.",
+            )
+        },
+        w=24,
+        h=8,
+    )
+    b.add(
+        _agent_table(
+            "Task summary",
+            f'span.monitor.trace_source = "task" && {lane}',
+            "span.task_name, span.status, span.reward, span.accuracy, span.finished, span.reward_posted, span.error",
+        ),
+        w=12,
+        h=6,
+    )
+    b.add(
+        _agent_table(
+            "Session summary",
+            f'span.monitor.trace_source = "session" && {lane}',
+            "span.runner_name, span.status, span.num_trajectories, span.reward_source, span.finished",
+        ),
+        w=12,
+        h=6,
+    )
+    details = _agent_table(
+        "Turn details · trajectory ${traj}",
+        'span.state_lane_id =~ "experiment=${experiment_name}/${session}/traj=${traj}" && span.turn >= 0',
+        "span.turn, span.type, span.tools, span.tool_args, span.finish_reason, span.reasoning, span.content, "
+        "span.prompt_tokens, span.completion_tokens, span.tool, span.error",
+        limit=500,
+    )
     details["repeat"], details["repeatDirection"] = "traj", "v"
     b.add(details, w=24, h=8)
     extra = [_query_var("step", "Step", f'label_values({M}agent_loop_run_info{{{S}}}, global_steps)', multi=False),
@@ -426,11 +626,19 @@ def agent_loop_trajectory() -> dict[str, Any]:
         if v["name"] == "project":
             v["definition"] = v["query"]["query"] = f"label_values({M}agent_loop_run_info, project)"
         elif v["name"] == "experiment_name":
-            v["definition"] = v["query"]["query"] = f'label_values({M}agent_loop_run_info{{project=~"$project"}}, experiment_name)'
-    return dashboard("a1b2c3d4-e5f6-7890-abcd-ef1234567890", "agent_loop_trajectory", b, templating,  # upstream's uid: its links work
-                     "Agent-loop rollouts (upstream's protocol, rl_insight.agent_loop_session): per step, its sessions and "
-                     "trajectories and every turn. The built-in UI's trajectories view adds verl's MLflow traces, "
-                     "distributions and the long-tail link.", time_from="now-1h")
+            v["definition"] = v["query"]["query"] = (
+                f'label_values({M}agent_loop_run_info{{project=~"$project"}}, experiment_name)'
+            )
+    return dashboard(
+        "a1b2c3d4-e5f6-7890-abcd-ef1234567890",
+        "agent_loop_trajectory",
+        b,
+        templating,  # upstream's uid: its links work
+        "Agent-loop rollouts (upstream's protocol, rl_insight.agent_loop_session): per step, its sessions and "
+        "trajectories and every turn. The built-in UI's trajectories view adds verl's MLflow traces, "
+        "distributions and the long-tail link.",
+        time_from="now-1h",
+    )
 
 
 def build_all() -> dict[str, dict[str, Any]]:
@@ -452,24 +660,26 @@ def render(d: dict[str, Any]) -> str:
 
 
 ANSWERS = {
-    "rl_insight_overview": "Is the run healthy? Step number, steps per hour and time per step; where the step time goes "
-                           "(verl's `timing_s/*` stacked); reward and validation accuracy; the training/inference "
-                           "probability gap with verl's thresholds next to the Pearson correlation and grad norm; "
-                           "generation throughput; the rollout long tail (slowest vs median replica); scrape targets "
-                           "up/down and alerts firing.",
-    "verl_trainer_v1_with_vllm_engine": "Everything about one verl run with vLLM rollout: the RL state timeline (Tempo), "
-                                        "every trainer metric grouped as in verl's key list, the vLLM engines "
-                                        "(per `replica`), TransferQueue and hardware.",
+    "rl_insight_overview": "Is the run healthy? Step number, steps per hour and time per step; where the step time "
+                           "goes "
+    "(verl's `timing_s/*` stacked); reward and validation accuracy; the training/inference "
+    "probability gap with verl's thresholds next to the Pearson correlation and grad norm; "
+    "generation throughput; the rollout long tail (slowest vs median replica); scrape targets "
+    "up/down and alerts firing.",
+    "verl_trainer_v1_with_vllm_engine": "Everything about one verl run with vLLM rollout: the RL state timeline "
+                                        "(Tempo), "
+    "every trainer metric grouped as in verl's key list, the vLLM engines "
+    "(per `replica`), TransferQueue and hardware.",
     "verl_trainer_v1_with_sglang_engine": "The same for SGLang rollout.",
     "rl_state_timeline": "Which rank and replica was in which RL state: one row per lane (`rank_N`, `replica_N`), "
-                         "lanes sorted by prefix then number, colour = state, plus a table of recent states.",
+    "lanes sorted by prefix then number, colour = state, plus a table of recent states.",
     "transfer_queue": "Is TransferQueue keeping up, and is it leaking? Request rate and latency by op, produced vs "
-                      "cleared samples, partitions, storage units.",
+    "cleared samples, partitions, storage units.",
     "agent_loop_trajectory": "Agent-loop rollouts (upstream's `agent_loop_session` protocol): per step, how many "
-                             "trajectories, sessions and samples, each trajectory's reward and turns, and per session a "
-                             "row with every turn (Tempo), the task and session summaries and each trajectory's turn details.",
+    "trajectories, sessions and samples, each trajectory's reward and turns, and per session a "
+    "row with every turn (Tempo), the task and session summaries and each trajectory's turn details.",
     "hardware": "Hosts (node_exporter), NVIDIA GPUs (dcgm-exporter, keyed on `instance` and `gpu`) and Ascend NPUs "
-                "(npu-exporter, keyed on `instance` and `id`).",
+    "(npu-exporter, keyed on `instance` and `id`).",
 }
 
 
@@ -478,17 +688,20 @@ def _cell(text: str) -> str:
 
 
 def render_docs(boards: dict[str, dict[str, Any]]) -> str:
-    from rl_insight.catalog import EXPORTERS, REMOVED_FALLBACKS  # noqa: PLC0415
+    import yaml
 
-    import yaml  # noqa: PLC0415
+    from rl_insight.catalog import EXPORTERS, REMOVED_FALLBACKS
 
     lines = [
         "# Dashboards, rules and metric catalog",
         "",
-        "<!-- Generated by tools/build_dashboards.py from the dashboards and rules themselves; do not edit by hand. -->",
+        "<!-- Generated by tools/build_dashboards.py from the dashboards and rules themselves; do not edit by hand. "
+        "-->",
         "",
-        "Grafana dashboards are classic JSON in `dashboards/` (provisionable on Grafana 10 to 13), tagged `rl-insight`,",
-        "with stable uids. Every dashboard has the variables `datasource` (Prometheus), `project` and `experiment_name`",
+        "Grafana dashboards are classic JSON in `dashboards/` (provisionable on Grafana 10 to 13), tagged "
+        "`rl-insight`,",
+        "with stable uids. Every dashboard has the variables `datasource` (Prometheus), `project` and "
+        "`experiment_name`",
         "(cascading; All = `.*`, which also matches series without the label, such as a node exporter registered",
         "without a run identity), and every PromQL selector is scoped by them; TraceQL queries constrain",
         "`span.project` and `span.experiment_name`. Engine metric names are matched as `vllm[:_]…` / `sglang[:_]…`:",
@@ -510,33 +723,52 @@ def render_docs(boards: dict[str, dict[str, Any]]) -> str:
             if row.startswith("training · "):
                 trainer_rows.setdefault(row, []).append(p["title"])
                 continue
-            lines.append(f"| {_cell(row)} | {_cell(p['title'])} | {'<br>'.join('`' + _cell(q) + '`' for q in queries)} |")
+            lines.append(f"| {_cell(row)} | {_cell(p['title'])} | "
+                         f"{'<br>'.join('`' + _cell(q) + '`' for q in queries)} |")
         for r, titles in trainer_rows.items():
-            lines.append(f"| {_cell(r)} | one panel per metric: {', '.join(titles)} | "
-                         "`rl_insight_monitor_<metric>{project=~\"$project\", experiment_name=~\"$experiment_name\"}` |")
+            lines.append(
+                f"| {_cell(r)} | one panel per metric: {', '.join(titles)} | "
+                "`rl_insight_monitor_<metric>{project=~\"$project\", experiment_name=~\"$experiment_name\"}` |"
+            )
         lines.append("")
-    lines += ["## Prometheus rules (`provisioning/rules/`)", "",
-              "Loaded by the `prometheus.yml` that `rl-insight server start` renders (copied to `<home>/runtime/rules/`).",
-              "`promtool check rules` and the `promtool test rules` cases in `tests/promtool/` run in the test suite.", "",
-              "| rule | kind | expression | for | meaning |", "|---|---|---|---|---|"]
+    lines += [
+        "## Prometheus rules (`provisioning/rules/`)",
+        "",
+        "Loaded by the `prometheus.yml` that `rl-insight server start` renders (copied to `<home>/runtime/rules/`).",
+        "`promtool check rules` and the `promtool test rules` cases in `tests/promtool/` run in the test suite.",
+        "",
+        "| rule | kind | expression | for | meaning |",
+        "|---|---|---|---|---|",
+    ]
     for f in sorted((ROOT / "provisioning" / "rules").glob("*.yml")):
         for g in yaml.safe_load(f.read_text())["groups"]:
             for r in g["rules"]:
                 kind = "alert" if "alert" in r else "recording"
                 meaning = r.get("annotations", {}).get("summary", "") if kind == "alert" else ""
-                lines.append(f"| {r.get('alert') or r.get('record')} | {kind} | `{_cell(' '.join(r['expr'].split()))}` | "
-                             f"{r.get('for', '')} | {_cell(meaning)} |")
-    lines += ["", "## Metric catalog", "",
-              "Exporter metrics the dashboards and rules read (`rl_insight/catalog.py`; a test fails when a dashboard",
-              "references a name that is neither here nor produced by rl-insight). `*` marks TransferQueue metrics whose",
-              "name ends in `_total` but which are gauges: they are never `rate()`d.", ""]
+                lines.append(
+                    f"| {r.get('alert') or r.get('record')} | {kind} | `{_cell(' '.join(r['expr'].split()))}` | "
+                    f"{r.get('for', '')} | {_cell(meaning)} |"
+                )
+    lines += [
+        "",
+        "## Metric catalog",
+        "",
+        "Exporter metrics the dashboards and rules read (`rl_insight/catalog.py`; a test fails when a dashboard",
+        "references a name that is neither here nor produced by rl-insight). `*` marks TransferQueue metrics whose",
+        "name ends in `_total` but which are gauges: they are never `rate()`d.",
+        "",
+    ]
     for exporter, names in EXPORTERS.items():
         lines.append(f"- **{exporter}**: " + ", ".join(f"`{n}`" for n in names))
     lines.append("- **Removed by vLLM, read only as `or` fallbacks** (engines of the deprecation window): "
                  + ", ".join(f"`{n}`" for n in REMOVED_FALLBACKS))
-    lines += ["", "rl-insight's own series: trainer scalars `rl_insight_monitor_<name>` (the verl keys above, sanitized),",
-              "client self-metrics `rl_insight_client_*`, server self-metrics `rl_insight_server_*`, recording rules",
-              "`rl_insight:*`.", ""]
+    lines += [
+        "",
+        "rl-insight's own series: trainer scalars `rl_insight_monitor_<name>` (the verl keys above, sanitized),",
+        "client self-metrics `rl_insight_client_*`, server self-metrics `rl_insight_server_*`, recording rules",
+        "`rl_insight:*`.",
+        "",
+    ]
     return "\n".join(lines)
 
 

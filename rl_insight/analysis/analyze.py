@@ -116,7 +116,19 @@ def skew(df: pd.DataFrame, threshold: float = 1.5) -> pd.DataFrame:
     """Per (role, stage[, step]): each rank's total time; the slowest rank, how much slower than the median,
     and whether it is a straggler (more than `threshold` × the median)."""
     st = stages(df).dropna(subset=["rank"])
-    cols = ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "fastest_s", "spread_s", "ratio", "straggler"]
+    cols = [
+        "role",
+        "name",
+        "step",
+        "ranks",
+        "slowest_rank",
+        "slowest_s",
+        "median_s",
+        "fastest_s",
+        "spread_s",
+        "ratio",
+        "straggler",
+    ]
     if st.empty:
         return pd.DataFrame(columns=cols)
     d = st.assign(dur=(st["end_ns"] - st["start_ns"]) / NS, step=st["step"].fillna(-1))
@@ -184,9 +196,17 @@ def memory(df: pd.DataFrame, mem: pd.DataFrame | None) -> dict[str, list[dict[st
         alloc = g["allocated_bytes"].to_numpy(dtype="float64")
         reserved = g["reserved_bytes"].to_numpy(dtype="float64")
         i = int(np.nanargmax(alloc))
-        lanes.append({"lane": str(lane), "device": device, "samples": int(len(g)), "peak_allocated_bytes": float(alloc[i]),
-                      "peak_at_ns": int(ts[i]), "peak_reserved_bytes": float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
-                      "last_allocated_bytes": float(alloc[-1])})
+        lanes.append(
+            {
+                "lane": str(lane),
+                "device": device,
+                "samples": int(len(g)),
+                "peak_allocated_bytes": float(alloc[i]),
+                "peak_at_ns": int(ts[i]),
+                "peak_reserved_bytes": float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
+                "last_allocated_bytes": float(alloc[-1]),
+            }
+        )
         if st.empty:
             continue
         mine = st[st["lane"].astype(str) == str(lane)]
@@ -196,7 +216,10 @@ def memory(df: pd.DataFrame, mem: pd.DataFrame | None) -> dict[str, list[dict[st
             hi = int(np.searchsorted(ts, b, side="right"))
             if hi > lo:
                 peaks[name] = max(peaks.get(name, 0.0), float(np.nanmax(alloc[lo:hi])))
-        per_stage += [{"lane": str(lane), "device": device, "stage": k, "peak_allocated_bytes": v} for k, v in sorted(peaks.items())]
+        per_stage += [
+            {"lane": str(lane), "device": device, "stage": k, "peak_allocated_bytes": v}
+            for k, v in sorted(peaks.items())
+        ]
     return {"lanes": lanes, "stages": per_stage}
 
 
@@ -219,6 +242,10 @@ def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None, mem: pd.Dat
     }
     if metrics is not None and not metrics.empty:
         timing = [c for c in metrics.columns if c.startswith("timing_s/")]
-        out["log"] = {"steps": int(len(metrics)), "first_step": int(metrics.index.min()), "last_step": int(metrics.index.max()),
-                      "timing_mean_s": {c: float(metrics[c].mean()) for c in timing}}
+        out["log"] = {
+            "steps": int(len(metrics)),
+            "first_step": int(metrics.index.min()),
+            "last_step": int(metrics.index.max()),
+            "timing_mean_s": {c: float(metrics[c].mean()) for c in timing},
+        }
     return out

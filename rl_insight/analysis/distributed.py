@@ -26,8 +26,10 @@ def run_on_ray(tasks: list[tuple[Path, Any, Path | None, tuple[str, ...]]], addr
         try:
             ray.init(address=address, log_to_driver=False, include_dashboard=False, ignore_reinit_error=True)
         except Exception as exc:  # ConnectionError, a bad address, a version mismatch
-            raise ServiceError(f"cannot connect to the Ray cluster at {address!r}: {exc}",
-                               hint="start one with `ray start --head`, or pass its address (ray://host:10001 or host:6379)") from None
+            raise ServiceError(
+                f"cannot connect to the Ray cluster at {address!r}: {exc}",
+                hint="start one with `ray start --head`, or pass its address (ray://host:10001 or host:6379)",
+            ) from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(parse_file)
         refs = [remote.remote(*t) for t in tasks]
@@ -51,5 +53,7 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise ServiceError(f"cannot connect to the Ray cluster at {address!r}: {exc.strerror or exc}",
-                           hint="start one with `ray start --head`, or pass its address (ray://host:10001 or host:6379)") from None
+        raise ServiceError(
+            f"cannot connect to the Ray cluster at {address!r}: {exc.strerror or exc}",
+            hint="start one with `ray start --head`, or pass its address (ray://host:10001 or host:6379)",
+        ) from None

@@ -61,11 +61,19 @@ def analyse(root: Path, names: list[str], title: str, inflate_limit: int | None)
     export.summary(result, out, [Path(p).name for p in loaded.report.parsed], problems)
     stages = [{"name": str(s["name"]), "rank": _int_or_none(s.get("rank")), "count": int(s["count"]),
                "total_s": float(s["total_s"])} for s in _top_stages(result)]
-    return {"state": "done", "events": int(len(df)), "lanes": sorted({str(x) for x in df["lane"].unique()} if not df.empty
-                                                                     else {str(x) for x in mem["lane"].unique()}),
-            "problems": problems[:20], "stages": stages, "analysed_at": time.time(), "overlap": result.get("overlap"),
-            "memory": bool(result.get("memory", {}).get("lanes")) or not mem.empty,
-            "files": sorted(f for f in REPORT_FILES if (out / f).is_file())}
+    return {
+        "state": "done",
+        "events": int(len(df)),
+        "lanes": sorted(
+            {str(x) for x in df["lane"].unique()} if not df.empty else {str(x) for x in mem["lane"].unique()}
+        ),
+        "problems": problems[:20],
+        "stages": stages,
+        "analysed_at": time.time(),
+        "overlap": result.get("overlap"),
+        "memory": bool(result.get("memory", {}).get("lanes")) or not mem.empty,
+        "files": sorted(f for f in REPORT_FILES if (out / f).is_file()),
+    }
 
 
 def _top_stages(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,8 +144,11 @@ def run_isolated(root: Path, names: list[str], title: str, *, inflate_limit: int
         why = ("it ran out of its memory limit" if "MemoryError" in proc.stderr or sig == signal.SIGKILL
                else "it used up its CPU time limit" if sig == signal.SIGXCPU
                else f"it was stopped by signal {sig}")
-        return {"state": "failed", "message": f"the analysis stopped after {took:.1f} s: {why} "
-                                              f"({max_memory_bytes // 2**20} MiB, {timeout_s:.0f} s); the traces are kept"}
+        return {
+            "state": "failed",
+            "message": f"the analysis stopped after {took:.1f} s: {why} "
+            f"({max_memory_bytes // 2**20} MiB, {timeout_s:.0f} s); the traces are kept",
+        }
     return {"state": "failed", "message": f"the analysis failed (exit status {proc.returncode}): {tail or 'no output'}"}
 
 
@@ -150,7 +161,7 @@ def main() -> int:
         rec = analyse(root, list(job["names"]), str(job["title"]), job.get("inflate_limit"))
     except MemoryError:
         rec = {"state": "failed", "message": "the analysis ran out of its memory limit; the traces are kept"}
-    except Exception as exc:  # noqa: BLE001 - any failure is the record's message, never a hung "running"
+    except Exception as exc:  # any failure is the record's message, never a hung "running"
         rec = {"state": "failed", "message": _strip_paths(f"{type(exc).__name__}: {exc}", root)[:1000]}
     sys.stdout.write(_RESULT_PREFIX + json.dumps(_finite(rec), default=str, allow_nan=False) + "\n")
     sys.stdout.flush()

@@ -58,7 +58,9 @@ def detect(path: Path) -> Kind | None:
     if text.startswith(b"{") and (b"traceEvents" in head or b"schemaVersion" in head or b"distributedInfo" in head):
         return "torch"
     if text.startswith(b"[") and (b'"ph"' in head or b'"ts"' in head):
-        return "mstx-trace-view" if path.name == "trace_view.json" or b'"ts": "' in head or b'"ts":"' in head else "torch"
+        return (
+            "mstx-trace-view" if path.name == "trace_view.json" or b'"ts": "' in head or b'"ts":"' in head else "torch"
+        )
     if b"step:" in head or path.suffix == ".log":
         if b"step:" in head or _log_has_steps(path):
             return "verl-log"
@@ -83,14 +85,22 @@ def collect(paths: Iterable[Path], report: Report) -> list[Path]:
         for f in files:
             if any(s in f.name for s in _SKIP_NAMES):
                 continue
-            if f.name.startswith(".") or f.suffix in (".md", ".txt", ".csv", ".py", ".html", ".png") and f.suffix != ".log":
+            if (
+                f.name.startswith(".")
+                or f.suffix in (".md", ".txt", ".csv", ".py", ".html", ".png")
+                and f.suffix != ".log"
+            ):
                 continue
             out.append(f)
     return out
 
 
-def _run(tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]], workers: int | None,
-         ray_address: str | None, warm: Callable[[], None] | None = None) -> Iterable[tuple[Columns, pd.DataFrame | None, Report]]:
+def _run(
+    tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]],
+    workers: int | None,
+    ray_address: str | None,
+    warm: Callable[[], object] | None = None,
+) -> Iterable[tuple[Columns, pd.DataFrame | None, Report]]:
     """Results in the order of `tasks`, however they were computed. `warm` (imports the caller needs next)
     runs in a thread beside the reading: inflating releases the GIL, so pandas' import costs no wall time;
     in the process pool's case only after the workers are forked (a fork must not copy a half-held import)."""
@@ -121,7 +131,7 @@ def _run(tasks: list[tuple[Path, Kind, Path | None, tuple[str, ...]]], workers: 
     _join(warming)
 
 
-def _start(warm: Callable[[], None] | None) -> threading.Thread | None:
+def _start(warm: Callable[[], object] | None) -> threading.Thread | None:
     if warm is None:
         return None
     t = threading.Thread(target=_quietly, args=(warm,), name="rl-insight-warm-imports", daemon=True)
@@ -129,10 +139,10 @@ def _start(warm: Callable[[], None] | None) -> threading.Thread | None:
     return t
 
 
-def _quietly(warm: Callable[[], None]) -> None:
+def _quietly(warm: Callable[[], object]) -> None:
     try:
         warm()
-    except Exception:  # noqa: BLE001 - a missing extra is reported by the caller's own import, with its hint
+    except Exception:  # a missing extra is reported by the caller's own import, with its hint
         pass
 
 
@@ -174,7 +184,9 @@ class Loaded:
     memory: pd.DataFrame = field(default_factory=_empty_frame)  # Columns.memory_frame(): bytes over time per lane
 
 
-def parse_file(f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]) -> tuple[Columns, pd.DataFrame | None, Report]:
+def parse_file(
+    f: Path, kind: Kind, root: Path | None, detail: tuple[str, ...]
+) -> tuple[Columns, pd.DataFrame | None, Report]:
     """One file into its own columns (and a verl log into its metrics): what a worker process or a Ray
     task runs. A damaged file is an error in the returned report, never an exception."""
     report = Report()
@@ -215,7 +227,7 @@ def default_workers(files: int) -> int:
 def load(paths: Iterable[Path], *, source: Source = "auto", detail: tuple[str, ...] = ("annotations",),
          ranks: set[int] | None = None, roles: set[str] | None = None, steps: set[int] | None = None,
          progress: Callable[[int, int, Path], None] | None = None, workers: int | None = None,
-         ray_address: str | None = None, warm: Callable[[], None] | None = None) -> Loaded:
+         ray_address: str | None = None, warm: Callable[[], object] | None = None) -> Loaded:
     """Every input into one event table. Files are parsed in `workers` processes (default: all cores when
     there are several files), or as Ray tasks on the cluster at `ray_address` ("auto" for the local one);
     each file's columns come back whole, so the result does not depend on how the files were spread.

@@ -7,7 +7,8 @@
 | rank | global rank when known (nullable) |
 | lane | timeline row: `<role>/rank<r>` or `rollout/replica_<n>` |
 | name | the range / op / kernel name (verl's stage names for annotations) |
-| category | annotation (user ranges: verl stages), op (CPU operator), kernel (device), communication, overlap (Ascend Overlap Analysis) |
+| category | annotation (user ranges: verl stages), op (CPU operator), kernel (device), communication, overlap |
+|          | (overlap: Ascend Overlap Analysis) |
 | start_ns, end_ns | epoch nanoseconds (each source's clock base applied) |
 | depth | nesting level within the lane and category family (0 = outermost) |
 | step | training step when the file or range says so (nullable) |
@@ -26,7 +27,20 @@ if TYPE_CHECKING:
 # workers that run them) only fill Columns and never pay pandas' import; the CLI imports both in a thread
 # while the first file inflates (load's `warm`)
 
-COLUMNS = ["source", "role", "rank", "lane", "name", "category", "start_ns", "end_ns", "depth", "step", "attributes", "file"]
+COLUMNS = [
+    "source",
+    "role",
+    "rank",
+    "lane",
+    "name",
+    "category",
+    "start_ns",
+    "end_ns",
+    "depth",
+    "step",
+    "attributes",
+    "file",
+]
 CATEGORIES = ("annotation", "op", "kernel", "communication", "overlap")
 
 
@@ -42,8 +56,9 @@ class Segment:
     file: str
     name: list[str] = field(default_factory=list)
     category: list[str] = field(default_factory=list)
-    start_ns: list[int] = field(default_factory=list)
-    end_ns: list[int] = field(default_factory=list)
+    # epoch ns; a parser may hold its own unit (torch: µs floats) until its one vectorized conversion
+    start_ns: list[float] = field(default_factory=list)
+    end_ns: list[float] = field(default_factory=list)
     attributes: list[Any] = field(default_factory=list)
 
 
@@ -97,25 +112,41 @@ class Columns:
         sizes = np.array([len(s.name) for s in segs], dtype="int64")
 
         def rep(values: list[Any], dtype: Any = None) -> Any:
-            return np.repeat(np.array(values, dtype=dtype if dtype else object), sizes) if segs else np.array([], dtype=object)
+            return (
+                np.repeat(np.array(values, dtype=dtype if dtype else object), sizes)
+                if segs
+                else np.array([], dtype=object)
+            )
 
         def cat(values: list[Any]) -> pd.Categorical:
             return pd.Categorical(rep(values)) if segs else pd.Categorical([])
 
         names = [n for s in segs for n in s.name] if len(segs) > 1 else (segs[0].name if segs else [])
-        return pd.DataFrame({
-            "source": cat([s.source for s in segs]), "role": cat([s.role for s in segs]),
-            "rank": pd.array(rep([s.rank for s in segs]) if segs else [], dtype="Int64"),
-            "lane": cat([s.lane for s in segs]), "name": pd.Categorical(names),
-            "category": pd.Categorical([c for s in segs for c in s.category] if len(segs) > 1 else (segs[0].category if segs else []),
-                                       categories=list(CATEGORIES)),
-            "start_ns": np.concatenate([np.asarray(s.start_ns, dtype="int64") for s in segs]) if segs else np.array([], "int64"),
-            "end_ns": np.concatenate([np.asarray(s.end_ns, dtype="int64") for s in segs]) if segs else np.array([], "int64"),
-            "depth": np.zeros(int(sizes.sum()), dtype="int16"),
-            "step": pd.array(rep([s.step for s in segs]) if segs else [], dtype="Int64"),
-            "attributes": [a for s in segs for a in s.attributes] if len(segs) > 1 else (segs[0].attributes if segs else []),
-            "file": cat([s.file for s in segs]),
-        })
+        return pd.DataFrame(
+            {
+                "source": cat([s.source for s in segs]),
+                "role": cat([s.role for s in segs]),
+                "rank": pd.array(rep([s.rank for s in segs]) if segs else [], dtype="Int64"),
+                "lane": cat([s.lane for s in segs]),
+                "name": pd.Categorical(names),
+                "category": pd.Categorical(
+                    [c for s in segs for c in s.category] if len(segs) > 1 else (segs[0].category if segs else []),
+                    categories=list(CATEGORIES),
+                ),
+                "start_ns": np.concatenate([np.asarray(s.start_ns, dtype="int64") for s in segs])
+                if segs
+                else np.array([], "int64"),
+                "end_ns": np.concatenate([np.asarray(s.end_ns, dtype="int64") for s in segs])
+                if segs
+                else np.array([], "int64"),
+                "depth": np.zeros(int(sizes.sum()), dtype="int16"),
+                "step": pd.array(rep([s.step for s in segs]) if segs else [], dtype="Int64"),
+                "attributes": [a for s in segs for a in s.attributes]
+                if len(segs) > 1
+                else (segs[0].attributes if segs else []),
+                "file": cat([s.file for s in segs]),
+            }
+        )
 
 
 def empty() -> pd.DataFrame:
@@ -127,12 +158,18 @@ def with_depth(df: pd.DataFrame) -> pd.DataFrame:
     the number of the family's events on the lane still open when it starts. Vectorized per group:
     rows sorted by start (longer first on ties); depth = position − events already ended at the start."""
     import numpy as np
-    import pandas as pd
 
     if df.empty:
         return df
-    df = df.sort_values(["lane", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
-    family = df["category"].astype(str).map({"annotation": 0, "communication": 0, "op": 1, "kernel": 2, "overlap": 3}).to_numpy()
+    df = df.sort_values(["lane", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable").reset_index(
+        drop=True
+    )
+    family = (
+        df["category"]
+        .astype(str)
+        .map({"annotation": 0, "communication": 0, "op": 1, "kernel": 2, "overlap": 3})
+        .to_numpy()
+    )
     group = df["lane"].cat.codes.to_numpy().astype("int64") * 4 + family
     starts, ends = df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
     depth = np.zeros(len(df), dtype="int64")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-from typing import Optional
+from typing import Any, Optional, cast
 
 import typer
 
@@ -34,15 +33,24 @@ def analyze(
     paths: list[Path] = typer.Argument(..., help="Trace files or directories (searched recursively)."),
     source: str = typer.Option("auto", help="auto, torch, nsys, mstx or verl-log."),
     out: Path = typer.Option(Path("rl-insight-analysis"), "--out", help="Output directory."),
-    format: str = typer.Option("html,png,perfetto,csv,summary", "--format", help=f"Comma list of {', '.join(FORMATS)}."),
+    format: str = typer.Option(
+        "html,png,perfetto,csv,summary", "--format", help=f"Comma list of {', '.join(FORMATS)}."
+    ),
     ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,1,4-7."),
     roles: Optional[str] = typer.Option(None, help="Only these roles (comma list)."),
     steps: Optional[str] = typer.Option(None, help="Only these steps, e.g. 3-5."),
-    detail: str = typer.Option("annotations", help="Event kinds to keep: annotations (verl stages), ops, kernels (comma list)."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Processes reading files in parallel (default: all cores when "
-                                                            "there are several files)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Read the files as tasks on a Ray cluster: its address, or "
-                                                         "'auto' for the one this machine belongs to (files on a shared path)."),
+    detail: str = typer.Option(
+        "annotations", help="Event kinds to keep: annotations (verl stages), ops, kernels (comma list)."
+    ),
+    workers: Optional[int] = typer.Option(
+        None, min=1, help="Processes reading files in parallel (default: all cores when there are several files)."
+    ),
+    ray: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        help="Read the files as tasks on a Ray cluster: its address, or "
+        "'auto' for the one this machine belongs to (files on a shared path).",
+    ),
 ) -> int:
     """Analyse torch.profiler, Nsight Systems and Ascend traces and verl logs: one event table, RL analyses,
     HTML / PNG / Perfetto timelines."""
@@ -52,7 +60,7 @@ def analyze(
     if missing:  # said before any file is read
         raise MissingExtraError(f"the analysis dependencies are not installed ({', '.join(missing)})",
                                 hint='pip install "rl-insight[analysis]"')
-    from ..analysis.load import load
+    from ..analysis.load import Source, load
     if source not in ("auto", "torch", "nsys", "mstx", "verl-log"):
         raise typer.BadParameter("must be auto, torch, nsys, mstx or verl-log", param_hint="--source")
     formats = [f.strip() for f in format.split(",") if f.strip()]
@@ -68,10 +76,18 @@ def analyze(
 
     with Progress(transient=True) as progress:
         task = progress.add_task("reading", total=None)
-        loaded = load(paths, source=source, detail=details, ranks=_ints(ranks, "ranks"),  # type: ignore[arg-type]
-                      roles={r.strip() for r in roles.split(",")} if roles else None, steps=_ints(steps, "steps"),
-                      workers=workers, ray_address=ray, warm=lambda: _import_renderers("png" in formats),
-                      progress=lambda i, n, p: progress.update(task, total=n, completed=i, description=f"reading {p.name}"))
+        loaded = load(
+            paths,
+            source=cast(Source, source),  # checked against the sources above
+            detail=details,
+            ranks=_ints(ranks, "ranks"),
+            roles={r.strip() for r in roles.split(",")} if roles else None,
+            steps=_ints(steps, "steps"),
+            workers=workers,
+            ray_address=ray,
+            warm=lambda: _import_renderers("png" in formats),
+            progress=lambda i, n, p: progress.update(task, total=n, completed=i, description=f"reading {p.name}"),
+        )
     summarize, export, html, png = _import_renderers("png" in formats)  # already imported beside the reading
     rep = loaded.report
     for w in rep.warnings:
@@ -81,14 +97,18 @@ def analyze(
     df = loaded.events
     if df.empty and loaded.metrics.empty and loaded.memory.empty:
         if loaded.found.events and (ranks or roles or steps):
-            raise InvalidInputError("no events match the selection "
-                                    + " ".join(f"--{k} {v}" for k, v in (("roles", roles), ("ranks", ranks), ("steps", steps)) if v),
-                                    hint=f"the inputs hold {loaded.found.describe()} (roles match in either spelling, "
-                                         "actor-rollout-ref or actor_rollout_ref)")
+            raise InvalidInputError(
+                "no events match the selection "
+                + " ".join(f"--{k} {v}" for k, v in (("roles", roles), ("ranks", ranks), ("steps", steps)) if v),
+                hint=f"the inputs hold {loaded.found.describe()} (roles match in either spelling, "
+                "actor-rollout-ref or actor_rollout_ref)",
+            )
         said = " (see the warnings and errors above)" if rep.warnings or rep.errors else ""
-        raise InvalidInputError(f"nothing to analyse in {', '.join(map(str, paths))}{said}",
-                                hint="point at torch .json(.gz) traces, nsys .sqlite/.jsonl exports, Ascend *_ascend_pt "
-                                     "directories or verl logs")
+        raise InvalidInputError(
+            f"nothing to analyse in {', '.join(map(str, paths))}{said}",
+            hint="point at torch .json(.gz) traces, nsys .sqlite/.jsonl exports, Ascend *_ascend_pt "
+            "directories or verl logs",
+        )
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     title = f"RL timeline: {', '.join(p.name for p in paths)}"
@@ -113,8 +133,11 @@ def analyze(
             written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
         if "tensorboard" in formats:
             written.append(_tensorboard(result, loaded.metrics, out / "tensorboard"))
-    typer.echo(f"Analysed {len(rep.parsed)} file(s): {len(df):,} events on {df['lane'].nunique() if not df.empty else 0} lanes"
-               + (f", {len(loaded.metrics)} logged steps" if not loaded.metrics.empty else "") + ".")
+    typer.echo(
+        f"Analysed {len(rep.parsed)} file(s): {len(df):,} events on {df['lane'].nunique() if not df.empty else 0} lanes"
+        + (f", {len(loaded.metrics)} logged steps" if not loaded.metrics.empty else "")
+        + "."
+    )
     if rep.errors:
         typer.echo(f"{len(rep.errors)} file(s) could not be read (see above); the others were analysed.")
     typer.echo("Wrote:")

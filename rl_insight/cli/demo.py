@@ -21,10 +21,13 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     """The running stack of this home, or start one in the background (embedded default)."""
     state = StackState.read(home)
     if state and state.supervisor_alive():
-        typer.echo(f"Using the rl-insight server already running for {home.root} ({state.ingest_url}); the demo's run is "
-                   "stored there next to any other run.")
+        typer.echo(
+            f"Using the rl-insight server already running for {home.root} ({state.ingest_url}); the demo's run is "
+            "stored there next to any other run."
+        )
     if not (state and state.supervisor_alive()):
-        typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server stop`).")
+        typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server "
+                   "stop`).")
         r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "start", "--detach", "--home", str(home.root),
                             "--host", "127.0.0.1", "--auto-port"], capture_output=True, text=True)
         if r.returncode != 0:
@@ -37,23 +40,33 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
 
 
 def demo(
-    mode: str = typer.Option("sync", help="sync: generate then train; async: generation of step+1 overlaps training of step."),
+    mode: str = typer.Option(
+        "sync", help="sync: generate then train; async: generation of step+1 overlaps training of step."
+    ),
     steps: int = typer.Option(0, help="Steps to run; 0 runs until Ctrl+C."),
     replicas: int = typer.Option(4, min=1, max=64, help="Rollout replicas (lanes replica_0..)."),
     ranks: int = typer.Option(4, min=1, max=64, help="Trainer ranks (lanes rank_0..)."),
     engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm, sglang or vllm-omni."),
     step_seconds: float = typer.Option(4.0, min=0.5, help="Approximate wall time of one step."),
-    server_url: Optional[str] = typer.Option(None, "--server-url", envvar=env.SERVER_URL,
-                                             help="Send to this server instead of the local stack."),
+    server_url: Optional[str] = typer.Option(
+        None, "--server-url", envvar=env.SERVER_URL, help="Send to this server instead of the local stack."
+    ),
     token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN),
     project: str = typer.Option("rl-insight-demo"),
     experiment_name: Optional[str] = typer.Option(None, help="Default: demo-<mode>-<time>."),
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
-    fault: Optional[str] = typer.Option(None, help="Inject a fault at step 2 to see an alert fire: xid (GPU 0 reports "
-                                                   "XID 79) or npu (NPU 0 reports unhealthy)."),
-    agent: bool = typer.Option(False, "--agent", help="The rollout is a multi-turn tool-calling agent loop, reported through "
-                               "agent_loop_session and (when MLflow is installed) verl's MLflow traces over OTLP; see the run "
-                               "page's trajectories."),
+    fault: Optional[str] = typer.Option(
+        None,
+        help="Inject a fault at step 2 to see an alert fire: xid (GPU 0 reports "
+        "XID 79) or npu (NPU 0 reports unhealthy).",
+    ),
+    agent: bool = typer.Option(
+        False,
+        "--agent",
+        help="The rollout is a multi-turn tool-calling agent loop, reported through "
+        "agent_loop_session and (when MLflow is installed) verl's MLflow traces over OTLP; see the run "
+        "page's trajectories.",
+    ),
 ) -> int:
     """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
     from ..demo.run import Demo, DemoConfig
@@ -65,7 +78,7 @@ def demo(
     if fault not in (None, "xid", "npu"):
         raise typer.BadParameter("fault must be xid or npu", param_hint="--fault")
     h = Home.resolve(home)
-    state: dict = {}
+    state: StackState | None = None
     if server_url:
         url, tok = server_url.rstrip("/"), token or ""
     else:
@@ -82,14 +95,16 @@ def demo(
         typer.echo(f"  Prometheus:       {prom.url}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
     typer.echo("Ctrl+C stops the demo." if steps <= 0 else f"Running {steps} steps.")
     os.environ.pop("RL_INSIGHT_TOKEN", None)
-    cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]
-                     engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]
+    cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
+                     engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      fault=fault, agent=agent)
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")
     if runner.delivery_problem:
-        raise ServiceError(runner.delivery_problem,
-                           hint="check that the server runs (`rl-insight server status`) and that RL_INSIGHT_TOKEN / --token "
-                                "is the server's token")
+        raise ServiceError(
+            runner.delivery_problem,
+            hint="check that the server runs (`rl-insight server status`) and that RL_INSIGHT_TOKEN / --token "
+            "is the server's token",
+        )
     return rc

@@ -28,7 +28,9 @@ def experiments_list(project: Optional[str] = typer.Option(None, "--project", he
                      home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
     """Experiments that registered targets, with their state and target count."""
     server = require_server(home, server_url, token, config)
-    items = server.request("GET", "/api/v1/experiments", params={"project": project} if project else None)["experiments"]
+    items = server.request("GET", "/api/v1/experiments", params={"project": project} if project else None)[
+        "experiments"
+    ]
     if not items:
         typer.echo("No experiments have registered targets.")
         return 0
@@ -42,15 +44,23 @@ ExperimentOpt = typer.Option(..., "--experiment-name", help="The experiment's na
 
 
 @experiments_app.command("show")
-def experiments_show(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                     token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def experiments_show(
+    project: str = ProjectOpt,
+    experiment_name: str = ExperimentOpt,
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """One experiment's state and targets."""
     server = require_server(home, server_url, token, config)
     row = server.request("GET", "/api/v1/experiments/targets",
                          params={"project": project, "experiment_name": experiment_name})
     print_experiment(row)
-    echo_table([[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in row["targets"]],
-                ["JOB", "TARGET", "LABELS"])
+    echo_table(
+        [[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in row["targets"]],
+        ["JOB", "TARGET", "LABELS"],
+    )
     return 0
 
 
@@ -61,14 +71,26 @@ def _flip(action: str, project: str, experiment_name: str, server: Server) -> in
 
 
 @experiments_app.command("archive")
-def experiments_archive(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def experiments_archive(
+    project: str = ProjectOpt,
+    experiment_name: str = ExperimentOpt,
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """Stop scraping an experiment's targets (its data stays); registering into it is refused until restored."""
     return _flip("archive", project, experiment_name, require_server(home, server_url, token, config))
 
 
 @experiments_app.command("restore")
-def experiments_restore(project: str = ProjectOpt, experiment_name: str = ExperimentOpt, server_url: Optional[str] = ServerUrlOpt,
-                        token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def experiments_restore(
+    project: str = ProjectOpt,
+    experiment_name: str = ExperimentOpt,
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """Put an archived experiment's targets back into discovery."""
     return _flip("restore", project, experiment_name, require_server(home, server_url, token, config))

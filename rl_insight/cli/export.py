@@ -31,9 +31,15 @@ def _find_run(conn: Any, spec: str) -> dict[str, Any]:
 def export(
     run: Optional[str] = typer.Argument(None, help="Run id, or project/experiment_name."),
     to: str = typer.Option("tensorboard", "--to", help=f"One of {', '.join(TARGETS)}."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="TensorBoard log root, W&B dir, or the .parquet/.csv file (default: ./rl-insight-export)."),
-    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help="W&B project (default: the run's project)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="TensorBoard log root, W&B dir, or the .parquet/.csv file (default: ./rl-insight-export).",
+    ),
+    wandb_project: Optional[str] = typer.Option(
+        None, "--wandb-project", help="W&B project (default: the run's project)."
+    ),
     wandb_entity: Optional[str] = typer.Option(None, "--wandb-entity", help="W&B entity."),
     store: Optional[Path] = typer.Option(None, "--store", help="Run store file (default <home>/data/runstore.sqlite)."),
     list_runs: bool = typer.Option(False, "--list", help="List the runs in the store and exit."),
@@ -48,11 +54,13 @@ def export(
         raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="--to")
     path = store or Home.resolve(home).data_dir / "runstore.sqlite"
     if not path.exists():
-        raise NotFoundError(f"no run store at {path}", hint="pass --store FILE, or --home of the server that collected the run")
+        raise NotFoundError(f"no run store at {path}", hint="pass --store FILE, or --home of the server that "
+                                                            "collected the run")
     conn = connect(path, readonly=True)
     if list_runs or run is None:
         for r in q.list_runs(conn):
-            typer.echo(f"{r['id']:>5}  {r['project']}/{r['experiment_name']}  last step {r['last_step']}  {r['status']}")
+            typer.echo(f"{r['id']:>5}  {r['project']}/{r['experiment_name']}  last step {r['last_step']}  "
+                       f"{r['status']}")
         return 0
     info = _find_run(conn, run)
     out = output or Path("rl-insight-export")
@@ -70,7 +78,8 @@ def export(
         try:
             import pandas as pd
         except ImportError:
-            raise InvalidInputError("parquet export needs pandas and pyarrow", hint='pip install "rl-insight[analysis]"') from None
+            raise InvalidInputError("parquet export needs pandas and pyarrow", hint='pip install '
+                                                                                    '"rl-insight[analysis]"') from None
         import io
 
         target = out if out.suffix == ".parquet" else out / f"run-{info['id']}.parquet"
@@ -97,7 +106,9 @@ def _export_scalars(conn: Any, run: dict[str, Any], to: str, out: Path, wandb_pr
     else:
         from ..export.wandb_writer import WandbRun
 
-        w = WandbRun(run["project"], run["experiment_name"], wandb_project=wandb_project, entity=wandb_entity, directory=out)
+        w = WandbRun(
+            run["project"], run["experiment_name"], wandb_project=wandb_project, entity=wandb_entity, directory=out
+        )
     try:
         # one step at a time, trainer scalars and insights together (W&B logs each step once, in order)
         by_step: dict[int, list] = {}

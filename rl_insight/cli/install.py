@@ -14,13 +14,14 @@ from ..services.home import Home
 from .options import ConfigOpt, HomeOpt, apply_config_file, config_url, echo_table
 
 
-def _progress_factory():  # noqa: ANN202
+def _progress_factory():
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                        transient=True)
+    progress = Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
+    )
 
-    def make(label: str):  # noqa: ANN202
+    def make(label: str):
         task = progress.add_task(label, total=None)
         progress.start()
 
@@ -32,21 +33,27 @@ def _progress_factory():  # noqa: ANN202
     return progress, make
 
 
-VersionOpt = lambda name: typer.Option(None, f"--{name}-version", help=f"{name} version (default: the catalog's).")  # noqa: E731
+VersionOpt = lambda name: typer.Option(None, f"--{name}-version", help=f"{name} version (default: the catalog's).")  # noqa: E731 - an option factory, read where it is used
 
 
 def install(
     ctx: typer.Context,
     config: Optional[Path] = ConfigOpt,
-    local_archive: Optional[Path] = typer.Option(None, "--local-archive",
-                                                 help="A directory of release archives, or a bundle file from `server bundle`."),
-    mirror: Optional[str] = typer.Option(None, "--mirror", envvar=env.DOWNLOAD_MIRROR,
-                                         help="URL template with {service} {version} {os} {arch} {asset}."),
+    local_archive: Optional[Path] = typer.Option(
+        None, "--local-archive", help="A directory of release archives, or a bundle file from `server bundle`."
+    ),
+    mirror: Optional[str] = typer.Option(
+        None, "--mirror", envvar=env.DOWNLOAD_MIRROR, help="URL template with {service} {version} {os} {arch} {asset}."
+    ),
     force: bool = typer.Option(False, "--force", help="Reinstall even if the version is installed."),
     install_dir: Optional[Path] = typer.Option(None, "--install-dir", help="Default <home>/services."),
     check: bool = typer.Option(False, "--check", help="Only show what is found: service, version, source, status."),
-    allow_unverified: bool = typer.Option(False, "--allow-unverified", help="Accept archives without an available checksum."),
-    platform: Optional[str] = typer.Option(None, help="linux-amd64, linux-arm64, darwin-amd64, darwin-arm64 (default: this host)."),
+    allow_unverified: bool = typer.Option(
+        False, "--allow-unverified", help="Accept archives without an available checksum."
+    ),
+    platform: Optional[str] = typer.Option(
+        None, help="linux-amd64, linux-arm64, darwin-amd64, darwin-arm64 (default: this host)."
+    ),
     service: list[str] = typer.Option([], "--service", help="Only these services (repeatable)."),
     prometheus_version: Optional[str] = VersionOpt("prometheus"),
     tempo_version: Optional[str] = VersionOpt("tempo"),
@@ -75,13 +82,17 @@ def install(
                 rows.append([n, b.version_str, f"{b.source} ({b.path})", "ok"])
             except RLInsightError as exc:
                 ok = False
-                status = "unsupported" if "unsupported" in exc.message else ("too old" if "older" in exc.message else "missing")
+                status = (
+                    "unsupported"
+                    if "unsupported" in exc.message
+                    else ("too old" if "older" in exc.message else "missing")
+                )
                 rows.append([n, "-", "-", f"{status}: {exc.message.split(': ', 1)[-1][:90]}"])
         echo_table(rows, ["SERVICE", "VERSION", "SOURCE", "STATUS"])
         return 0 if ok else 1
     progress, make = _progress_factory()
     inst = Installer(target, platform=platform or current_platform(),
-                     versions={"prometheus": prometheus_version, "tempo": tempo_version, "grafana": grafana_version},  # type: ignore[dict-item]
+                     versions={"prometheus": prometheus_version, "tempo": tempo_version, "grafana": grafana_version},
                      local_archive=local_archive, mirror=mirror, force=force, allow_unverified=allow_unverified,
                      report=lambda m: typer.echo(f"[install] {m}", err=True), progress=make)
     try:
@@ -97,12 +108,15 @@ def bundle(
     output: Path = typer.Option(..., "--output", "-o", help="The bundle file to write (a tar)."),
     platform: list[str] = typer.Option([], "--platform", help="Repeatable; default: this host's platform."),
     mirror: Optional[str] = typer.Option(None, "--mirror", envvar=env.DOWNLOAD_MIRROR),
-    local_archive: Optional[Path] = typer.Option(None, "--local-archive", help="Take archives from this directory when present."),
+    local_archive: Optional[Path] = typer.Option(
+        None, "--local-archive", help="Take archives from this directory when present."
+    ),
     allow_unverified: bool = typer.Option(False, "--allow-unverified"),
     prometheus_version: Optional[str] = VersionOpt("prometheus"),
     tempo_version: Optional[str] = VersionOpt("tempo"),
     grafana_version: Optional[str] = VersionOpt("grafana"),
-    config: Optional[Path] = ConfigOpt) -> int:
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """On a machine with internet: download and verify every archive into one file for air-gapped clusters."""
     config_url(config)  # upstream's --config: validated; versions and URLs come from our catalog
     from ..services.catalog import current_platform
@@ -111,7 +125,7 @@ def bundle(
     progress, make = _progress_factory()
     try:
         manifest = make_bundle(output, platform or [current_platform()],
-                               versions={"prometheus": prometheus_version, "tempo": tempo_version,  # type: ignore[dict-item]
+                               versions={"prometheus": prometheus_version, "tempo": tempo_version,
                                          "grafana": grafana_version},
                                mirror=mirror, local_archive=local_archive, allow_unverified=allow_unverified,
                                report=lambda m: typer.echo(f"[bundle] {m}", err=True), progress=make)
@@ -121,3 +135,4 @@ def bundle(
                 ["SERVICE", "VERSION", "PLATFORM", "SHA256"])
     typer.echo(f"Wrote {output} ({output.stat().st_size / 2**20:.1f} MiB) and {output.name}.sha256. On the cluster: "
                f"rl-insight server install --local-archive {output.name}")
+    return 0

@@ -7,6 +7,7 @@ missing binary; 3 busy port; 130 interrupted.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 import typer
@@ -39,10 +40,16 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-          log_level: str = typer.Option("WARNING", "--log-level", envvar=env.LOG_LEVEL, case_sensitive=False,
-                                        help=f"Log level of the CLI's own messages: {', '.join(LOG_LEVELS)} (upstream's flag).")
-          ) -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    log_level: str = typer.Option(
+        "WARNING",
+        "--log-level",
+        envvar=env.LOG_LEVEL,
+        case_sensitive=False,
+        help=f"Log level of the CLI's own messages: {', '.join(LOG_LEVELS)} (upstream's flag).",
+    ),
+) -> None:
     """rl-insight: live observability for RL post-training jobs."""
     level = log_level.upper()
     if level not in LOG_LEVELS:
@@ -53,15 +60,18 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 # Recent typer versions vendor click: accept both click's and typer's exception classes.
-_EXIT = tuple({click.exceptions.Exit, typer.Exit})
-_ABORT = tuple({click.exceptions.Abort, typer.Abort, KeyboardInterrupt})
-_USAGE = tuple({click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+_EXIT: tuple[type[Any], ...] = tuple({click.exceptions.Exit, typer.Exit})
+_ABORT: tuple[type[BaseException], ...] = tuple({click.exceptions.Abort, typer.Abort, KeyboardInterrupt})
+_USAGE: tuple[type[click.ClickException], ...] = tuple(
+    {click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
 
 
 def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
-        rc = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="rl-insight", standalone_mode=False)
+        rc = command.main(
+            args=argv if argv is not None else sys.argv[1:], prog_name="rl-insight", standalone_mode=False
+        )
     except _EXIT as exc:
         sys.exit(exc.exit_code)
     except _ABORT:

@@ -54,7 +54,9 @@ def apply_config_file(ctx: typer.Context, path: Path) -> Any:
     if cfg.unknown:
         typer.secho(f"warning: {path}: unknown keys ignored: {', '.join(cfg.unknown)}", err=True, fg="yellow")
     if cfg.ignored:
-        typer.echo(f"note: {path}: not needed by rl-insight (it renders these itself): {', '.join(cfg.ignored)}", err=True)
+        typer.echo(
+            f"note: {path}: not needed by rl-insight (it renders these itself): {', '.join(cfg.ignored)}", err=True
+        )
     return cfg
 
 

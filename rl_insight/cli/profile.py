@@ -26,8 +26,13 @@ profile_app = typer.Typer(help="Profile chosen steps on chosen ranks of a runnin
                           no_args_is_help=True)
 
 RunOpt = typer.Option(..., "--run", help="The run: PROJECT/EXPERIMENT or its run id (the number in the UI's address).")
-VERL_ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref", "rollout": "actor_rollout_ref.rollout",
-              "critic": "critic", "reward_model": "reward_model"}
+VERL_ROLES = {
+    "actor": "actor_rollout_ref.actor",
+    "ref": "actor_rollout_ref.ref",
+    "rollout": "actor_rollout_ref.rollout",
+    "critic": "critic",
+    "reward_model": "reward_model",
+}
 VERL_TOOLS = ("torch", "nsys", "npu", "torch_memory")
 UPLOADABLE = (".json.gz", ".json", ".sqlite", ".pickle", ".pkl")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?)?\s*$", re.I)
@@ -94,7 +99,9 @@ def _client(server_url: Optional[str], token: Optional[str], home: Optional[Path
 
 def _describe(p: dict[str, Any], url: str) -> None:
     req = p["request"]
-    sel = ", ".join(f"{k} {','.join(map(str, req[k]))}" for k in ("lanes", "roles", "ranks") if req[k]) or "every process"
+    sel = (
+        ", ".join(f"{k} {','.join(map(str, req[k]))}" for k in ("lanes", "roles", "ranks") if req[k]) or "every process"
+    )
     stage = f" (stage {req['stage']})" if req.get("stage") else ""
     typer.echo(f"profile {p['id']}: {p['state']} — {req['project']}/{req['experiment_name']} steps "
                f"{req['steps'][0]}-{req['steps'][1]}{stage}, {sel}, {','.join(req['activities'])}")
@@ -102,7 +109,9 @@ def _describe(p: dict[str, Any], url: str) -> None:
         who = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
         typer.echo(f"  {who}: {proc['state']}" + (f" — {proc['message']}" if proc.get("message") else ""))
     for name, f in p["files"].items():
-        typer.echo(f"  trace {name}: {f['bytes']:,} of {f['total']:,} bytes" + ("" if f["complete"] else " (uploading)"))
+        typer.echo(
+            f"  trace {name}: {f['bytes']:,} of {f['total']:,} bytes" + ("" if f["complete"] else " (uploading)")
+        )
     a = p.get("analysis", {})
     if a.get("state") == "done":
         typer.echo(f"  analysis: {url}/api/v1/profiles/{p['id']}/report/timeline.html ({a.get('events', 0):,} events)")
@@ -111,37 +120,57 @@ def _describe(p: dict[str, Any], url: str) -> None:
 
 
 @profile_app.command("request")
-def request(run: str = RunOpt,
-            steps: str = typer.Option(..., "--steps", help="One step (120), a range (120-121), or next (the step after the "
-                                                           "one running now), by the run's step clock."),
-            lanes: Optional[str] = typer.Option(None, help="Only processes with these lanes (comma list, as on the timeline)."),
-            roles: Optional[str] = typer.Option(None, help="Only processes of these roles (comma list)."),
-            ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,3 or 0-7."),
-            stage: str = typer.Option("", "--stage", help="Only this state (a trace_state name, e.g. actor_update) of the "
-                                                            "one step given."),
-            tool: str = typer.Option("torch", help="torch (on request); with --emit-verl-config also nsys, npu, torch_memory."),
-            activities: str = typer.Option(",".join(DEFAULT_PROFILE_ACTIVITIES), help="cpu, cuda (comma list)."),
-            memory: bool = typer.Option(False, "--memory", help="Record allocations (profile_memory)."),
-            stack: bool = typer.Option(False, "--stack", help="Record Python stacks (with_stack)."),
-            ttl: float = typer.Option(DEFAULT_PROFILE_TTL_S, "--ttl", help="Seconds until the request expires when no process took it."),
-            max_window: float = typer.Option(DEFAULT_PROFILE_WINDOW_S, "--max-window", help="Seconds a profiling window may stay open."),
-            max_bytes: str = typer.Option("256MiB", "--max-bytes", help="Cap on each process's gzip'd trace."),
-            emit_verl_config: bool = typer.Option(False, "--emit-verl-config",
-                                                  help="Print verl's own profiler overrides for these steps and ranks instead."),
-            save_path: str = typer.Option("outputs/profile", "--save-path", help="With --emit-verl-config: verl's save_path."),
-            wait: float = typer.Option(0.0, "--wait", help="Wait up to this many seconds for the traces and their analysis."),
-            server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+def request(
+    run: str = RunOpt,
+    steps: str = typer.Option(
+        ...,
+        "--steps",
+        help="One step (120), a range (120-121), or next (the step after the "
+        "one running now), by the run's step clock.",
+    ),
+    lanes: Optional[str] = typer.Option(None, help="Only processes with these lanes (comma list, as on the timeline)."),
+    roles: Optional[str] = typer.Option(None, help="Only processes of these roles (comma list)."),
+    ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,3 or 0-7."),
+    stage: str = typer.Option(
+        "", "--stage", help="Only this state (a trace_state name, e.g. actor_update) of the one step given."
+    ),
+    tool: str = typer.Option("torch", help="torch (on request); with --emit-verl-config also nsys, npu, torch_memory."),
+    activities: str = typer.Option(",".join(DEFAULT_PROFILE_ACTIVITIES), help="cpu, cuda (comma list)."),
+    memory: bool = typer.Option(False, "--memory", help="Record allocations (profile_memory)."),
+    stack: bool = typer.Option(False, "--stack", help="Record Python stacks (with_stack)."),
+    ttl: float = typer.Option(
+        DEFAULT_PROFILE_TTL_S, "--ttl", help="Seconds until the request expires when no process took it."
+    ),
+    max_window: float = typer.Option(
+        DEFAULT_PROFILE_WINDOW_S, "--max-window", help="Seconds a profiling window may stay open."
+    ),
+    max_bytes: str = typer.Option("256MiB", "--max-bytes", help="Cap on each process's gzip'd trace."),
+    emit_verl_config: bool = typer.Option(
+        False, "--emit-verl-config", help="Print verl's own profiler overrides for these steps and ranks instead."
+    ),
+    save_path: str = typer.Option("outputs/profile", "--save-path", help="With --emit-verl-config: verl's save_path."),
+    wait: float = typer.Option(0.0, "--wait", help="Wait up to this many seconds for the traces and their analysis."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
     """Profile steps of a running job on the matching processes: the request rides on the ingest replies,
     each matching process runs torch.profiler for exactly those steps and uploads its trace."""
     if emit_verl_config:
         first, last = _steps(steps)
-        for line in verl_overrides(first, last, _csv(roles), _ranks(ranks), tool, _csv(activities), memory, stack, save_path):
+        for line in verl_overrides(
+            first, last, _csv(roles), _ranks(ranks), tool, _csv(activities), memory, stack, save_path
+        ):
             typer.echo(line)
-        typer.echo(f"# then, after the job wrote its traces: rl-insight profile upload {save_path} --run {run} --steps {steps}",
-                   err=True)
+        typer.echo(
+            f"# then, after the job wrote its traces: rl-insight profile upload {save_path} --run {run} --steps "
+            f"{steps}",
+            err=True,
+        )
         return 0
     if tool != "torch":
-        raise InvalidInputError(f"--tool {tool}: on-request profiling runs torch.profiler; for {tool} use --emit-verl-config")
+        raise InvalidInputError(f"--tool {tool}: on-request profiling runs torch.profiler; for {tool} use "
+                                "--emit-verl-config")
     server = _client(server_url, token, home)
     url = server.url
     body = {**_run_fields(run), "steps": steps, "lanes": _csv(lanes), "roles": _csv(roles), "ranks": _ranks(ranks),
@@ -151,13 +180,19 @@ def request(run: str = RunOpt,
         _steps(steps)  # said here, before the server is asked
     p = server.request("POST", "/api/v1/profiles", json=body)
     first, last = p["request"]["steps"]
-    typer.echo(f"Requested profile {p['id']}: steps {first}-{last} of {p['request']['project']}/{p['request']['experiment_name']}. "
-               f"Watch it with `rl-insight profile show {p['id']}`.")
+    typer.echo(
+        f"Requested profile {p['id']}: steps {first}-{last} of "
+        f"{p['request']['project']}/{p['request']['experiment_name']}. "
+        f"Watch it with `rl-insight profile show {p['id']}`."
+    )
     if wait > 0:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             p = server.request("GET", f"/api/v1/profiles/{p['id']}")
-            if p["state"] in ("done", "failed", "cancelled", "expired") and p.get("analysis", {}).get("state") not in ("pending", "running"):
+            if p["state"] in ("done", "failed", "cancelled", "expired") and p.get("analysis", {}).get("state") not in (
+                "pending",
+                "running",
+            ):
                 break
             time.sleep(1.0)
         _describe(p, url)
@@ -166,18 +201,29 @@ def request(run: str = RunOpt,
 
 
 @profile_app.command("list")
-def list_(run: Optional[str] = typer.Option(None, "--run", help="Only this run (PROJECT/EXPERIMENT or run id)."),
-          server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+def list_(
+    run: Optional[str] = typer.Option(None, "--run", help="Only this run (PROJECT/EXPERIMENT or run id)."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
     """Profile requests, newest first."""
     server = _client(server_url, token, home)
     items = server.request("GET", "/api/v1/profiles", params=_run_fields(run) if run else None)["profiles"]
     if not items:
         typer.echo("No profile requests.")
         return 0
-    rows = [[p["id"], p["state"], f"{p['request']['project']}/{p['request']['experiment_name']}",
-             f"{p['request']['steps'][0]}-{p['request']['steps'][1]}",
-             str(sum(1 for x in p["processes"].values() if x["state"] == "uploaded")), p.get("analysis", {}).get("state", "")]
-            for p in items]
+    rows = [
+        [
+            p["id"],
+            p["state"],
+            f"{p['request']['project']}/{p['request']['experiment_name']}",
+            f"{p['request']['steps'][0]}-{p['request']['steps'][1]}",
+            str(sum(1 for x in p["processes"].values() if x["state"] == "uploaded")),
+            p.get("analysis", {}).get("state", ""),
+        ]
+        for p in items
+    ]
     echo_table(rows, ["ID", "STATE", "RUN", "STEPS", "TRACES", "ANALYSIS"])
     return 0
 
@@ -203,9 +249,13 @@ def cancel(profile_id: str = typer.Argument(..., help="The request's id."), serv
 
 
 @profile_app.command("fetch")
-def fetch(profile_id: str = typer.Argument(..., help="The request's id."),
-          out: Path = typer.Option(Path("."), "--out", help="Directory to write the traces and the report into."),
-          server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+def fetch(
+    profile_id: str = typer.Argument(..., help="The request's id."),
+    out: Path = typer.Option(Path("."), "--out", help="Directory to write the traces and the report into."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
     """Download a request's traces (and its analysis) for `rl-insight analyze`, Perfetto or HTA."""
     import httpx
 
@@ -217,11 +267,16 @@ def fetch(profile_id: str = typer.Argument(..., help="The request's id."),
     wrote = []
     names = [(f"/files/{n}", n) for n, f in p["files"].items() if f["complete"]]
     if p.get("analysis", {}).get("state") == "done":
-        names += [(f"/report/{n}", f"report/{n}") for n in ("timeline.html", "trace.perfetto.json", "summary.json", "summary.md")]
+        names += [
+            (f"/report/{n}", f"report/{n}")
+            for n in ("timeline.html", "trace.perfetto.json", "summary.json", "summary.md")
+        ]
     for route, rel in names:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with httpx.stream("GET", f"{url}/api/v1/profiles/{profile_id}{route}", headers=headers, timeout=60, trust_env=False) as r:
+        with httpx.stream(
+            "GET", f"{url}/api/v1/profiles/{profile_id}{route}", headers=headers, timeout=60, trust_env=False
+        ) as r:
             if r.status_code != 200:
                 continue
             with open(dest, "wb") as f:
@@ -238,12 +293,23 @@ def fetch(profile_id: str = typer.Argument(..., help="The request's id."),
 
 
 @profile_app.command("upload")
-def upload(directory: Path = typer.Argument(..., exists=True, file_okay=True, help="What verl's profiler wrote (its save_path)."),
-           run: str = RunOpt, steps: str = typer.Option("0", "--steps", help="The steps profiled (for the view)."),
-           server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+def upload(
+    directory: Path = typer.Argument(
+        ..., exists=True, file_okay=True, help="What verl's profiler wrote (its save_path)."
+    ),
+    run: str = RunOpt,
+    steps: str = typer.Option("0", "--steps", help="The steps profiled (for the view)."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
     """Upload traces verl's own profiler wrote (torch .json.gz, nsys .sqlite exports, torch_memory pickles) into
     the run's profiles, where they are analysed like on-request ones."""
-    files = [directory] if directory.is_file() else sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(UPLOADABLE))
+    files = (
+        [directory]
+        if directory.is_file()
+        else sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(UPLOADABLE))
+    )
     if not files:
         raise InvalidInputError(f"no traces under {directory} (looked for {', '.join(UPLOADABLE)})")
     server = _client(server_url, token, home)
@@ -251,8 +317,11 @@ def upload(directory: Path = typer.Argument(..., exists=True, file_okay=True, he
     p = server.request("POST", "/api/v1/profiles", json={**body, "origin": "upload"})
     rid = p["id"]
     proc = {"host": socket.gethostname(), "pid": os.getpid(), "lanes": [], "roles": ["upload"]}
-    server.request("POST", f"/api/v1/profiles/{rid}/status", json={"state": "uploading", "process": proc,
-                                                                            "message": f"{len(files)} file(s) from {directory}"})
+    server.request(
+        "POST",
+        f"/api/v1/profiles/{rid}/status",
+        json={"state": "uploading", "process": proc, "message": f"{len(files)} file(s) from {directory}"},
+    )
     sent = 0
     for f in files:
         data = f.read_bytes()
@@ -261,8 +330,13 @@ def upload(directory: Path = typer.Argument(..., exists=True, file_okay=True, he
             data, name = gzip.compress(data, 6), name + ".gz"
         name = re.sub(r"[^A-Za-z0-9._=+-]", "-", name)[-180:].lstrip("-.") or "trace.json.gz"
         for off in range(0, len(data), 4 * 2**20):
-            server.request("POST", f"/api/v1/profiles/{rid}/upload/{name}", headers={"Content-Type": "application/octet-stream"},
-                     params={"offset": off, "total": len(data)}, content=data[off: off + 4 * 2**20])
+            server.request(
+                "POST",
+                f"/api/v1/profiles/{rid}/upload/{name}",
+                headers={"Content-Type": "application/octet-stream"},
+                params={"offset": off, "total": len(data)},
+                content=data[off : off + 4 * 2**20],
+            )
         sent += 1
         typer.echo(f"  uploaded {f} ({len(data):,} bytes)")
     server.request("POST", f"/api/v1/profiles/{rid}/status",

@@ -40,12 +40,16 @@ def start(
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return once ready."),
     attach_logs: bool = typer.Option(False, "--attach-logs", help="In the foreground, also print every service's log "
                                                                   "lines prefixed with [service] (not with --detach)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where the run store, TSDB, traces and Grafana keep "
-                                                                     "data (default <home>/data; upstream's server.data_dir)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where the run store, TSDB, traces and Grafana "
+                                                                     "keep "
+                                                                     "data (default <home>/data; upstream's "
+                                                                     "server.data_dir)."),
     extra_dashboard_dir: Optional[Path] = typer.Option(None, "--extra-dashboard-dir",
-                                                       help="More Grafana dashboards (classic JSON) provisioned next to ours."),
+                                                       help="More Grafana dashboards (classic JSON) provisioned next "
+                                                            "to ours."),
     export_tensorboard: Optional[Path] = typer.Option(None, "--export-tensorboard", metavar="DIR",
-                                                      help="Write every run's scalars and insight metrics as TensorBoard "
+                                                      help="Write every run's scalars and insight metrics as "
+                                                           "TensorBoard "
                                                            "events under DIR/<project>/<experiment> (extra "
                                                            "rl-insight[tensorboard])."),
     export_wandb: bool = typer.Option(SERVER.export_wandb, "--export-wandb",
@@ -68,7 +72,8 @@ def start(
                                                help="Run store: delete runs not seen for this many days."),
     store_max_gb: float = typer.Option(SERVER.store_max_gb, min=0.01,
                                        help="Run store: delete the oldest runs while the file is larger."),
-    auto_port: bool = typer.Option(STACK.auto_port, "--auto-port", help="Pick free ports for every service whose port is busy."),
+    auto_port: bool = typer.Option(STACK.auto_port, "--auto-port", help="Pick free ports for every service whose "
+                                                                        "port is busy."),
     token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN,
                                         help="Bearer token for state-changing routes (default: generated when not on "
                                              "loopback)."),
@@ -89,11 +94,13 @@ def start(
                                                         "hosts)."),
     otlp_grpc_port: int = typer.Option(STACK.otlp_grpc_port, help="Tempo OTLP gRPC port."),
     otlp_http_port: int = typer.Option(STACK.otlp_http_port, help="Tempo OTLP HTTP port."),
-    otlp_endpoint: Optional[str] = typer.Option(SERVER.otlp_endpoint, help="Forward spans to this OTLP receiver instead "
+    otlp_endpoint: Optional[str] = typer.Option(SERVER.otlp_endpoint, help="Forward spans to this OTLP receiver "
+                                                                           "instead "
                                                                           "of a managed Tempo."),
     otlp_protocol: str = typer.Option(SERVER.otlp_protocol, help="http/protobuf or grpc."),
     otlp_intake_grpc_port: int = typer.Option(SERVER.otlp_intake_grpc_port, "--otlp-intake-grpc-port", min=0, max=65535,
-                                              help="Also take OTLP traces over gRPC on this port (verl's MLflow traces, "
+                                              help="Also take OTLP traces over gRPC on this port (verl's MLflow "
+                                                   "traces, "
                                                    "vLLM, any SDK; extra rl-insight[grpc]). 0: off; OTLP/HTTP at "
                                                    "/v1/traces is always on."),
     grafana: bool = typer.Option(STACK.grafana, "--grafana/--no-grafana", help="Run Grafana (when installed)."),
@@ -243,7 +250,7 @@ def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
         value = ctx.params.get(p.name)
         if value is None or value == p.default:
             continue
-        if p.is_flag:
+        if getattr(p, "is_flag", False):
             if value:
                 args.append(p.opts[0])
             elif p.secondary_opts:  # --prometheus/--no-prometheus given as --no-prometheus
@@ -256,7 +263,9 @@ def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
     return args
 
 
-def _start_detached(h: Home, args: list[str], ready_timeout: float, env: dict[str, str], tok: str, no_token: bool) -> int:
+def _start_detached(
+    h: Home, args: list[str], ready_timeout: float, env: dict[str, str], tok: str, no_token: bool
+) -> int:
     """Re-run `server start` without --detach as a background supervisor, then wait until it is ready."""
     if no_token and "--no-token" not in args:
         args.append("--no-token")
@@ -303,13 +312,17 @@ def _print_training_side(state: StackState, token: str) -> None:
     typer.echo(f"  export RL_INSIGHT_SERVER_URL={state.public_url}")
     if token:
         typer.echo(f"  export RL_INSIGHT_TOKEN={token}")
-    typer.echo(f"  OTLP traces (verl's trace.backend=mlflow, vLLM, any SDK): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={state.public_url}/v1/traces"
-               " (docs/otlp.md)")
+    typer.echo(
+        "  OTLP traces (verl's trace.backend=mlflow, vLLM, any SDK): "
+        f"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={state.public_url}/v1/traces"
+        " (docs/otlp.md)"
+    )
 
 
 def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killing."), home: Optional[Path] = HomeOpt,
          config: Optional[Path] = ConfigOpt) -> int:
-    """Stop what `server start` started (and nothing else). `--config` is accepted as upstream's; stop needs nothing from it."""
+    """Stop what `server start` started (and nothing else). `--config` is accepted as upstream's; stop needs nothing
+    from it."""
     if config is not None:
         from . import upstream_config
 
@@ -320,11 +333,11 @@ def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killin
         typer.echo("No running rl-insight server was found.")
         return 0
     sup = state.supervisor
-    if sup.alive():
+    if sup.alive() and sup.pid is not None:
         result = process.terminate(sup.pid, sup.marker, timeout)
         typer.echo(f"supervisor (pid {sup.pid}): {result}")
     for svc in reversed(state.services):
-        if svc.alive():
+        if svc.alive() and svc.pid is not None:
             typer.echo(f"{svc.name} (pid {svc.pid}): {process.terminate(svc.pid, svc.marker, timeout)}")
     try:
         h.state_file.unlink()
@@ -334,7 +347,11 @@ def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killin
     return 0
 
 
-def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."), home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """Show each service (pid, port, ready, version); exit 1 when the stack is not running."""
     config_url(config)  # upstream's --config: validated; this command needs nothing from it
     h = Home.resolve(home)
@@ -352,8 +369,18 @@ def _print_status(h: Home, state: StackState, as_json: bool = False) -> int:
     services = [service_status(s) for s in state.services]
     running = state.supervisor_alive() and all(s["alive"] and s["ready"] for s in services)
     if as_json:
-        typer.echo(json.dumps({"running": running, "supervisor": asdict(state.supervisor), "services": services,
-                               "missing": [asdict(m) for m in state.missing], "public_url": state.public_url}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "running": running,
+                    "supervisor": asdict(state.supervisor),
+                    "services": services,
+                    "missing": [asdict(m) for m in state.missing],
+                    "public_url": state.public_url,
+                },
+                indent=2,
+            )
+        )
     else:
         rows = [[s["name"], str(s["pid"]) if s["alive"] else "-", str(s["port"]), "yes" if s["ready"] else "no",
                  s["version"], s["url"]] for s in services]
@@ -372,11 +399,13 @@ def credentials(home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigO
     grafana = state.service("grafana") if state else None
     pw_file = h.root / "grafana-admin-password"
     if pw_file.exists():
-        typer.echo(f"Grafana:  {grafana.url if grafana else '(not running)'}  user admin  password {pw_file.read_text().strip()}")
+        typer.echo(f"Grafana:  {grafana.url if grafana else '(not running)'}  user admin  password "
+                   f"{pw_file.read_text().strip()}")
     else:
         typer.echo("Grafana:  no password yet (it is generated the first time `server start` runs Grafana)")
     token = h.running_token()
-    typer.echo(f"Ingest token (RL_INSIGHT_TOKEN): {token}" if token else "Ingest token: none (the server runs without one)")
+    typer.echo(f"Ingest token (RL_INSIGHT_TOKEN): {token}" if token else "Ingest token: none (the server runs "
+                                                                         "without one)")
     return 0
 
 

@@ -26,8 +26,13 @@ def local_registry(home: Path | None) -> TargetRegistry:
 
 
 @targets_app.command("add")
-def targets_add(file: Path = typer.Argument(..., help="YAML: jobs: [{job_name, targets, labels}]"),
-                server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def targets_add(
+    file: Path = typer.Argument(..., help="YAML: jobs: [{job_name, targets, labels}]"),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """Register targets from a YAML file (upstream's format)."""
     try:
         doc = yaml.safe_load(file.read_text())
@@ -58,8 +63,14 @@ def targets_add(file: Path = typer.Argument(..., help="YAML: jobs: [{job_name, t
 
 
 @targets_app.command("list")
-def targets_list(job: Optional[str] = typer.Option(None, help="Only this job."), as_json: bool = typer.Option(False, "--json"),
-                 server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def targets_list(
+    job: Optional[str] = typer.Option(None, help="Only this job."),
+    as_json: bool = typer.Option(False, "--json"),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """List registered targets."""
     server = find_server(home, server_url, token, config)
     if server is not None:
@@ -69,19 +80,31 @@ def targets_list(job: Optional[str] = typer.Option(None, help="Only this job."),
     if as_json:
         typer.echo(json.dumps(items, indent=2))
     else:
-        echo_table([[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in items],
-                    ["JOB", "TARGET", "LABELS"])
+        echo_table(
+            [[t["job"], t["target"], ",".join(f"{k}={v}" for k, v in sorted(t["labels"].items()))] for t in items],
+            ["JOB", "TARGET", "LABELS"],
+        )
     return 0
 
 
 @targets_app.command("remove")
-def targets_remove(target: Optional[str] = typer.Option(None, help="host:port to remove."),
-                   job: Optional[str] = typer.Option(None, help="Remove this job's targets (or only --target in it)."),
-                   project: Optional[str] = typer.Option(None), experiment_name: Optional[str] = typer.Option(None),
-                   server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt, config: Optional[Path] = ConfigOpt) -> int:
+def targets_remove(
+    target: Optional[str] = typer.Option(None, help="host:port to remove."),
+    job: Optional[str] = typer.Option(None, help="Remove this job's targets (or only --target in it)."),
+    project: Optional[str] = typer.Option(None),
+    experiment_name: Optional[str] = typer.Option(None),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> int:
     """Remove one target, a job, or an experiment's targets."""
     server = find_server(home, server_url, token, config)
-    params = {k: v for k, v in {"target": target, "job": job, "project": project, "experiment_name": experiment_name}.items() if v}
+    params = {
+        k: v
+        for k, v in {"target": target, "job": job, "project": project, "experiment_name": experiment_name}.items()
+        if v
+    }
     if server is not None:
         removed = server.request("DELETE", "/api/v1/targets", params=params)["removed"]
     else:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError
 
+
 # upstream key -> (our option name, converter)
 def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).strip().lstrip("-").isdigit():
@@ -63,12 +64,32 @@ MAPPING: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 # understood, not needed here (we render these files ourselves, or there is no hub)
 IGNORED = {
-    "server.runtime_dir", "server.state_file", "server.backend", "server.namespace", "server.url", "server.config_file",
-    "prometheus.config_file", "prometheus.data_dir", "prometheus.metrics_report_port", "prometheus.download_url_template",
-    "prometheus.experiment_convergence_timeout", "prometheus.version",
-    "tempo.config_file", "tempo.data_dir", "tempo.grpc_port", "tempo.memberlist_port", "tempo.download_url_template",
-    "tempo.version", "grafana.config_file", "grafana.provisioning_dir", "grafana.dashboards_dir", "grafana.data_dir",
-    "grafana.homepath", "grafana.download_url_template", "grafana.version", "otel.enable",
+    "server.runtime_dir",
+    "server.state_file",
+    "server.backend",
+    "server.namespace",
+    "server.url",
+    "server.config_file",
+    "prometheus.config_file",
+    "prometheus.data_dir",
+    "prometheus.metrics_report_port",
+    "prometheus.download_url_template",
+    "prometheus.experiment_convergence_timeout",
+    "prometheus.version",
+    "tempo.config_file",
+    "tempo.data_dir",
+    "tempo.grpc_port",
+    "tempo.memberlist_port",
+    "tempo.download_url_template",
+    "tempo.version",
+    "grafana.config_file",
+    "grafana.provisioning_dir",
+    "grafana.dashboards_dir",
+    "grafana.data_dir",
+    "grafana.homepath",
+    "grafana.download_url_template",
+    "grafana.version",
+    "otel.enable",
 }
 
 
@@ -105,7 +126,8 @@ def load(path: Path) -> UpstreamConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"--config {path} is not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
-        raise ConfigError(f"--config {path} must hold a mapping (server:, prometheus:, tempo:, grafana:), found {type(doc).__name__}")
+        raise ConfigError(f"--config {path} must hold a mapping (server:, prometheus:, tempo:, grafana:), found "
+                          f"{type(doc).__name__}")
     cfg = UpstreamConfig(path)
     base = path.parent
     for key, raw in sorted(_flatten(doc).items()):
@@ -122,8 +144,15 @@ def load(path: Path) -> UpstreamConfig:
                 value = conv(raw)
             except ValueError as exc:
                 raise ConfigError(f"--config {path}: {key} {exc}, found {raw!r}") from None
-            if option in ("data_dir", "install_dir", "extra_dashboard_dir", "prometheus_bin", "tempo_bin", "grafana_bin",
-                          "export_tensorboard"):
+            if option in (
+                "data_dir",
+                "install_dir",
+                "extra_dashboard_dir",
+                "prometheus_bin",
+                "tempo_bin",
+                "grafana_bin",
+                "export_tensorboard",
+            ):
                 value = str((base / Path(value).expanduser()).resolve()) if not Path(value).expanduser().is_absolute() \
                     else str(Path(value).expanduser())
             cfg.values[option] = value

@@ -22,7 +22,9 @@ def labels_key(labels: dict) -> tuple:
 
 
 class Aggregates:
-    def __init__(self, max_series: int, buckets_for: Callable[[str], tuple[float, ...]], drop: Callable[[str], None]) -> None:
+    def __init__(
+        self, max_series: int, buckets_for: Callable[[str], tuple[float, ...]], drop: Callable[[str], None]
+    ) -> None:
         self._max = max_series
         self._buckets_for = buckets_for
         self._drop = drop

@@ -13,17 +13,18 @@ import os
 import threading
 import warnings
 from time import time_ns
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .. import env as _env
+from . import lanes as _lanes_mod
 from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
 from .delivery import LOG_ERROR, LOG_WARNING, Delivery
-from . import lanes as _lanes_mod
 from .lanes import NOOP_BLOCK, DeferredNoop, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
 from .urls import parse_server_url
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Mapping, Sequence
 
 # Process-local state. `_rt` is the enabled exporter, or None while disabled: the hot path checks
 # only this one global.
@@ -53,7 +54,9 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
     global _rt, _reg_only, _atexit_registered
     with _init_lock:
         if _rt is not None:
-            warnings.warn("[rl-insight] init() called more than once; ignoring re-initialization.", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "[rl-insight] init() called more than once; ignoring re-initialization.", RuntimeWarning, stacklevel=2
+            )
             return
         try:
             cfg = load_config(config)
@@ -61,7 +64,8 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             _internal_error("init", exc)
             return
         if not cfg.enabled:
-            ratelog.log(LOG_WARNING, "no-url", "[rl-insight] no server URL (set RL_INSIGHT_SERVER_URL or config['server']['url']); monitoring is off")
+            ratelog.log(LOG_WARNING, "no-url", "[rl-insight] no server URL (set RL_INSIGHT_SERVER_URL or "
+                                               "config['server']['url']); monitoring is off")
             return
         try:
             url = parse_server_url(cfg.url)
@@ -70,14 +74,15 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             return
         labels = resolve_identity(project, experiment_name)
         if len(labels) == 1:  # upstream main: both or neither (checked before anything is enabled)
-            raise ValueError(f"[rl-insight] init() needs both project and experiment_name, or neither; got only {next(iter(labels))}")
+            raise ValueError("[rl-insight] init() needs both project and experiment_name, or neither; got only "
+                             f"{next(iter(labels))}")
         run_info = None
         if labels:  # only a process that names its run describes it (verl's driver passes its trainer config)
             try:
-                from .runinfo import describe  # noqa: PLC0415
+                from .runinfo import describe
 
                 run_info = describe(config, _env.get(_env.TAGS) or "")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 _internal_error("init", exc)
         try:
             exp = Delivery(cfg, url, labels, transport, run_info=run_info)
@@ -264,7 +269,9 @@ def _emit_op(span_name: str, start_ns: int, static_labels: dict, extra_labels: C
             try:
                 attrs.update(extra_labels(args[0]))
             except Exception as exc:
-                warnings.warn(f"[rl-insight] trace_op extra_labels callback failed: {exc!r}", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"[rl-insight] trace_op extra_labels callback failed: {exc!r}", RuntimeWarning, stacklevel=3
+                )
         attrs["monitor.trace_segment"] = "duration"
         sid = rt.new_span_id()
         rt.span(sid, rt.new_trace_id(sid), None, span_name, None, start_ns, time_ns(), attrs, "op")
@@ -272,7 +279,9 @@ def _emit_op(span_name: str, start_ns: int, static_labels: dict, extra_labels: C
         _internal_error("trace_op", exc)
 
 
-def trace_op(name: Any = None, *, extra_labels: Callable[[Any], Mapping[str, Any]] | None = None, **static_labels: Any) -> Callable:
+def trace_op(
+    name: Any = None, *, extra_labels: Callable[[Any], Mapping[str, Any]] | None = None, **static_labels: Any
+) -> Callable:
     """Decorator: one duration span per call of a sync or async function (also when it raises)."""
 
     def decorate(func: Callable) -> Callable:
@@ -324,7 +333,9 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
     addresses = list(server_addresses or [])
     if labels is not None and len(labels) != len(addresses):
         raise ValueError(f"labels length must match server_addresses length: {len(labels)} != {len(addresses)}")
-    if (project is None) != (experiment_name is None) or any(v is not None and not str(v).strip() for v in (project, experiment_name)):
+    if (project is None) != (experiment_name is None) or any(
+        v is not None and not str(v).strip() for v in (project, experiment_name)
+    ):
         raise ValueError("update_prometheus_config() needs both project and experiment_name (non-empty), or neither")
     try:
         if not addresses:
@@ -353,7 +364,8 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
                     exp = _reg_only = None
                 if exp is None:
                     if not url:
-                        ratelog.log(LOG_ERROR, "reg-no-url", "[rl-insight] cannot register targets: RL_INSIGHT_SERVER_URL is not set")
+                        ratelog.log(LOG_ERROR, "reg-no-url", "[rl-insight] cannot register targets: "
+                                                             "RL_INSIGHT_SERVER_URL is not set")
                         return
                     try:
                         parsed = parse_server_url(url)

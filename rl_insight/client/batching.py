@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import time
 
+from .aggregate import labels_key
+from .ratelog import ratelog
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
@@ -15,9 +18,6 @@ if TYPE_CHECKING:
 
     from .aggregate import Aggregates
     from .config import ClientConfig
-
-from .aggregate import labels_key
-from .ratelog import ratelog
 
 # Queue item tags (first tuple element).
 _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
@@ -77,7 +77,7 @@ class BatchBuilder:
 
     drop: Callable[..., None]
 
-    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:  # noqa: C901
+    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:
         """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
         from . import wire  # imported by the sender thread (json/gzip stay out of `import rl_insight`)
 
@@ -113,8 +113,13 @@ class BatchBuilder:
                     v = float("nan")
                 if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
                     self.drop("invalid_value")
-                    ratelog.log(LOG_WARNING, "gauge-value", "[rl-insight] metric_gauge(%r) got %.80r, not a finite number; dropped",
-                                name, value)
+                    ratelog.log(
+                        LOG_WARNING,
+                        "gauge-value",
+                        "[rl-insight] metric_gauge(%r) got %.80r, not a finite number; dropped",
+                        name,
+                        value,
+                    )
                     continue
                 lkey = labels_key(labels)
                 gkey = (name, lkey)
@@ -187,14 +192,22 @@ class BatchBuilder:
         key = id(attrs)  # the queue items keep every attrs object alive for the whole batch
         entry = attrs_table.get(key)
         if entry is None:
-            merged = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
+            merged = (
+                {"process_id": str(self.pid), **attrs, **self.base_labels}
+                if attrs
+                else {"process_id": str(self.pid), **self.base_labels}
+            )
             entry = attrs_table[key] = (len(attrs_table), merged)
         return [f"{span_id:016x}", f"{trace_id:032x}", f"{parent_id:016x}" if parent_id is not None else None,
                 name, lane, start_ns, end_ns, kind, entry[0]]
 
     def _span_json(self, item: tuple) -> dict:
         _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
-        attributes = {"process_id": str(self.pid), **attrs, **self.base_labels} if attrs else {"process_id": str(self.pid), **self.base_labels}
+        attributes = (
+            {"process_id": str(self.pid), **attrs, **self.base_labels}
+            if attrs
+            else {"process_id": str(self.pid), **self.base_labels}
+        )
         out = {
             "id": f"{span_id:016x}",
             "trace_id": f"{trace_id:032x}",

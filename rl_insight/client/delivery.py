@@ -25,10 +25,6 @@ import threading
 import time
 from collections import deque
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable
-
 from .._version import __version__
 from ..names import sanitize_metric_name
 from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS, IngestReply
@@ -38,6 +34,10 @@ from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
 from .urls import ServerUrl
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 HEARTBEAT_S = CLIENT_HEARTBEAT_S  # an idle client still sends this often (the server's silence timeout is 3x this)
 _MAX_BACKOFF_S = 30.0
@@ -90,7 +90,9 @@ class Delivery(BatchBuilder):
         self._protocol = 1  # 2 (compact spans, shared attributes) once the server says it accepts it
         self._last_step_mark_ts = float("-inf")  # when the step metric was last logged (step bursts)
         self._resend_all = False
-        self.open_states: Any = None  # () -> start events of the open trace_state lanes (client/lanes.py), resent on a restart
+        self.open_states: Any = (
+            None  # () -> start events of the open trace_state lanes (client/lanes.py), resent on a restart
+        )
         self._failures = 0
         self._next_self_metrics = 0.0
         self._last_sent = time.monotonic()
@@ -114,7 +116,7 @@ class Delivery(BatchBuilder):
         try:
             self._transport: Any = self._make_transport()
             self._transport_error: BaseException | None = None
-        except Exception as exc:  # noqa: BLE001 - reported by the thread, which then drops (counted)
+        except Exception as exc:  # reported by the thread, which then drops (counted)
             self._transport, self._transport_error = None, exc
         self._thread = threading.Thread(target=self._run, name="rl-insight-exporter", daemon=True)
         self._thread.start()
@@ -158,7 +160,8 @@ class Delivery(BatchBuilder):
             amount = -1.0  # reported below as an invalid value
         if not 0.0 <= amount <= _FLOAT_MAX:  # also catches NaN and inf
             self.drop("invalid_value")
-            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) needs a finite number >= 0; sample dropped", name)
+            ratelog.log(LOG_WARNING, "neg:" + name, "[rl-insight] metric_count(%r) needs a finite number >= 0; "
+                                                    "sample dropped", name)
             return
         self.agg.add(name, amount, doc, labels, self.step)
 
@@ -178,7 +181,9 @@ class Delivery(BatchBuilder):
     def new_trace_id(self, span_id: int) -> int:
         return self._trace_prefix | span_id
 
-    def span_start(self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str) -> None:
+    def span_start(
+        self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str
+    ) -> None:
         prof = self.profiling
         if lane not in prof.lanes and len(prof.lanes) < MAX_PROCESS_LANES:
             prof.lanes.add(lane)  # this process's lanes: what a profile request's --lanes selects
@@ -235,8 +240,13 @@ class Delivery(BatchBuilder):
         self._wake.set()
         if n:
             self.drop("undelivered_at_exit", n)
-        ratelog.log(LOG_WARNING, "undelivered", "[rl-insight] %s did not answer; %d event(s) were not delivered at exit",
-                    self.url, n)
+        ratelog.log(
+            LOG_WARNING,
+            "undelivered",
+            "[rl-insight] %s did not answer; %d event(s) were not delivered at exit",
+            self.url,
+            n,
+        )
 
     def shutdown(self, timeout: float) -> bool:
         self._final = True  # batches from now on tell the server this process is done
@@ -265,10 +275,15 @@ class Delivery(BatchBuilder):
                     self._discard_all("no_transport")
                 else:
                     self._cycle(transport)
-            except Exception as exc:  # noqa: BLE001 - never let the thread die
+            except Exception as exc:  # never let the thread die
                 ratelog.log(LOG_ERROR, "exporter", "[rl-insight] exporter error (sending to %s): %r", self.url, exc)
-            if self._stopping and (self._pending is None or transport is None) and not self.queue and not self._registrations \
-                    and (transport is None or not self.profiling.has_statuses()):
+            if (
+                self._stopping
+                and (self._pending is None or transport is None)
+                and not self.queue
+                and not self._registrations
+                and (transport is None or not self.profiling.has_statuses())
+            ):
                 self._release_waiters()
                 if transport is not None:
                     transport.close()
@@ -362,8 +377,15 @@ class Delivery(BatchBuilder):
             self._final_sent = True
         if resp.status in (401, 403):
             self.drop("unauthorized", n)
-            ratelog.log(LOG_ERROR, "auth", "[rl-insight] %s refused our token (HTTP %s): %.200s; set RL_INSIGHT_TOKEN to the "
-                        "token printed by `rl-insight server start`", where, resp.status, resp.body.get("detail") or resp.body)
+            ratelog.log(
+                LOG_ERROR,
+                "auth",
+                "[rl-insight] %s refused our token (HTTP %s): %.200s; set RL_INSIGHT_TOKEN to the "
+                "token printed by `rl-insight server start`",
+                where,
+                resp.status,
+                resp.body.get("detail") or resp.body,
+            )
         elif resp.status >= 400:
             self.drop("rejected", n)
             ratelog.log(LOG_ERROR, "rejected", "[rl-insight] %s rejected a batch (HTTP %s): %.300s", where, resp.status,
@@ -373,7 +395,7 @@ class Delivery(BatchBuilder):
             if reply.rejected:
                 self.drop("rejected", reply.rejected)
                 ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where,
-                            reply.rejected, (reply.errors or [None])[0])
+                            reply.rejected, reply.errors[0] if reply.errors else None)
             self.sent_items += max(0, n - reply.rejected)
             self.sent_batches += 1
             boot = reply.boot_id
@@ -393,7 +415,8 @@ class Delivery(BatchBuilder):
     def _retry_later(self, why: str) -> bool:
         self._failures += 1
         self.retries += 1
-        ratelog.log(LOG_WARNING, "retry", "[rl-insight] %s; retrying in the background (data is kept up to the queue bound)", why)
+        ratelog.log(LOG_WARNING, "retry", "[rl-insight] %s; retrying in the background (data is kept up to the queue "
+                                          "bound)", why)
         return False
 
     def _send_registrations(self, transport: Any) -> None:
@@ -422,11 +445,23 @@ class Delivery(BatchBuilder):
                             where, payload.get("job_name"), resp.body.get("detail") or resp.body)
             elif resp.status >= 400:
                 self.drop("registration_refused")
-                ratelog.log(LOG_ERROR, "reg-rejected", "[rl-insight] %s refused the targets of job %r (HTTP %s): %.300s",
-                            where, payload.get("job_name"), resp.status, resp.body.get("detail") or resp.body)
+                ratelog.log(
+                    LOG_ERROR,
+                    "reg-rejected",
+                    "[rl-insight] %s refused the targets of job %r (HTTP %s): %.300s",
+                    where,
+                    payload.get("job_name"),
+                    resp.status,
+                    resp.body.get("detail") or resp.body,
+                )
             else:
-                ratelog.log(LOG_INFO, "reg-ok:" + str(payload.get("job_name")), "[rl-insight] Registered %d Prometheus targets with RL-Insight server (job_name=%s)",
-                            len(payload.get("targets", [])), payload.get("job_name"))
+                ratelog.log(
+                    LOG_INFO,
+                    "reg-ok:" + str(payload.get("job_name")),
+                    "[rl-insight] Registered %d Prometheus targets with RL-Insight server (job_name=%s)",
+                    len(payload.get("targets", [])),
+                    payload.get("job_name"),
+                )
         if keep:
             with self._reg_lock:
                 self._registrations[:0] = keep

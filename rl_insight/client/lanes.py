@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from time import time_ns
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 from .batching import _SPAN_START
 from .delivery import Delivery
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 _TOP, _MERGED, _CHILD = 0, 1, 2
 
@@ -41,8 +42,21 @@ class LaneTable:
         """The start events of the states open now, as queued: announced again to a restarted server, which
         otherwise closes states of the previous boot that nobody claims (their process died meanwhile)."""
         with self.lock:
-            return [(_SPAN_START, lane.span_id, lane.trace_id, None, lane.name, lane_id, lane.start_ns, None, lane.attrs,
-                     "state") for lane_id, lane in self.lanes.items()]
+            return [
+                (
+                    _SPAN_START,
+                    lane.span_id,
+                    lane.trace_id,
+                    None,
+                    lane.name,
+                    lane_id,
+                    lane.start_ns,
+                    None,
+                    lane.attrs,
+                    "state",
+                )
+                for lane_id, lane in self.lanes.items()
+            ]
 
 
 class _Lane:
@@ -120,7 +134,7 @@ class StateBlock:
         elif role == _CHILD and self._exp.profiling.hot:
             self._exp.profiling.boundary(lane_id, name)  # a nested state can open a stage profiling window
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         now = time_ns()
         lane, exp = self._lane, self._exp
         if self._role == _CHILD:
@@ -137,7 +151,9 @@ class StateBlock:
             if emit:
                 del table.lanes[self._lane_id]
         if emit:
-            exp.span(lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs, "state")
+            exp.span(
+                lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs, "state"
+            )
             if exp.profiling.hot:
                 exp.profiling.stage_end(self._lane_id, lane.name)  # a stage profiling window ends with its state
         return False
@@ -145,7 +161,7 @@ class StateBlock:
     async def __aenter__(self) -> None:
         self.__enter__()
 
-    async def __aexit__(self, *exc: object) -> bool:
+    async def __aexit__(self, *exc: object) -> Literal[False]:
         return self.__exit__(*exc)
 
     def __call__(self, func: Any) -> Any:
@@ -162,13 +178,13 @@ class NoopBlock:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
     async def __aenter__(self) -> None:
         return None
 
-    async def __aexit__(self, *exc: object) -> bool:
+    async def __aexit__(self, *exc: object) -> Literal[False]:
         return False
 
     def __call__(self, func: Any) -> Any:

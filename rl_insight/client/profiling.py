@@ -27,6 +27,9 @@ import threading
 import time
 from collections import deque
 
+from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest, RunControl
+from .ratelog import ratelog
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol
@@ -39,9 +42,6 @@ if TYPE_CHECKING:
         step: int | float | None  # the step this process logged last (None: it does not log one)
 
         def wake(self) -> None: ...  # the sender thread: a status or an upload chunk waits
-
-from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest, RunControl
-from .ratelog import ratelog
 
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
 MAX_PROCESS_LANES = 4096  # lanes remembered for --lanes matching (an agent loop makes one per trajectory)
@@ -112,7 +112,7 @@ class ProfileController:
         try:
             if dist is not None and dist.is_available() and dist.is_initialized():
                 return int(dist.get_rank())
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         return None
 
@@ -170,7 +170,8 @@ class ProfileController:
 
     def _take(self, req: ProfileRequest) -> None:
         if not self._torch_available():
-            self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to profile with")
+            self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to "
+                                             "profile with")
             return
         with self._lock:
             if self.phase != "idle":
@@ -193,7 +194,7 @@ class ProfileController:
                 found = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
                 if found:
                     import torch.profiler  # noqa: F401  (here, not in the training thread: it can take seconds)
-            except Exception:  # noqa: BLE001 - a broken torch is "unsupported", never a crash
+            except Exception:  # a broken torch is "unsupported", never a crash
                 found = False
             self._torch = found
         return self._torch
@@ -215,7 +216,7 @@ class ProfileController:
             self._boundary(lane, state)
             if lane is not None and self._armed is not None:
                 self._entered[lane] = (time.time(), self._clock())
-        except Exception as exc:  # noqa: BLE001 - profiling never breaks training
+        except Exception as exc:  # profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
@@ -229,7 +230,7 @@ class ProfileController:
         try:
             if self._window is w and w.engine.can_act_here():
                 self._stop(w, keep=True, note=f"stage {state} of step {w.step} profiled on {lane}; uploading")
-        except Exception as exc:  # noqa: BLE001 - profiling never breaks training
+        except Exception as exc:  # profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
@@ -255,13 +256,15 @@ class ProfileController:
             self.hot = False
             return
         if req.id in self._cancelled or time.time() > req.expires_at:
-            self._give_up(req, None if req.id in self._cancelled else "expired", "the request expired before its window opened")
+            self._give_up(req, None if req.id in self._cancelled else "expired", "the request expired before its "
+                                                                                 "window opened")
             return
         if step is None and req.first_step > 1:
             return  # no step clock yet (neither this process's step metric nor the server's)
         current = 0 if step is None else step
         if current >= req.first_step:
-            self._give_up(req, "expired", f"step {req.first_step} had already begun here (this process is at step {current})")
+            self._give_up(req, "expired", f"step {req.first_step} had already begun here (this process is at step "
+                                          f"{current})")
         elif current == req.first_step - 1:
             if req.lanes and lane not in req.lanes:
                 return  # torch records the thread that starts it: open the window in a chosen lane's thread
@@ -269,14 +272,22 @@ class ProfileController:
             if self._exp.step is None and by_clock is not None and by_clock < current and when > self.run_step_at > 0:
                 # this process follows the run's clock from replies, and this lane entered a state after the clock
                 # moved but while it still read the old one: step `first` began here unseen. Exact or nothing.
-                self._give_up(req, "expired", f"step {req.first_step} began on {lane} before the run's step clock reached "
-                                              f"this process; ask for step {req.first_step + 1} or later")
+                self._give_up(
+                    req,
+                    "expired",
+                    f"step {req.first_step} began on {lane} before the run's step clock reached "
+                    f"this process; ask for step {req.first_step + 1} or later",
+                )
                 return
             if self._armed_clock is not None and self._armed_clock >= current:
                 # armed while step first-1 was already over: step `first` may have begun here, so a window opened
                 # now could miss its start. Exact or nothing: say so.
-                self._give_up(req, "expired", f"the request arrived after step {current} had ended here, so step "
-                                              f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later")
+                self._give_up(
+                    req,
+                    "expired",
+                    f"the request arrived after step {current} had ended here, so step "
+                    f"{req.first_step} may already have begun; ask for step {req.first_step + 1} or later",
+                )
                 return
             if req.stage and state != req.stage:
                 return  # a stage window opens when that state begins
@@ -297,7 +308,7 @@ class ProfileController:
         try:
             engine = TorchWindow(req.activities, req.memory, req.stack)
             engine.open(step)
-        except Exception as exc:  # noqa: BLE001 - e.g. another profiler (verl's) is already running
+        except Exception as exc:  # e.g. another profiler (verl's) is already running
             self._give_up(req, "failed", f"torch.profiler did not start: {exc!r:.300}")
             return
         with self._lock:
@@ -393,8 +404,8 @@ class ProfileController:
         """Statuses, then a few chunks of the trace being uploaded. Failures retry later (own backoff)."""
         if time.monotonic() < self._next_try:
             return
-        from .transport import TransportError
         from . import wire
+        from .transport import TransportError
 
         try:
             while self._outbox:
@@ -403,8 +414,13 @@ class ProfileController:
                 if resp.status == 429 or resp.status >= 500:
                     raise TransportError(f"HTTP {resp.status}")
                 if resp.status >= 400:
-                    ratelog.log(30, "profile-status", "[rl-insight] profile status refused (HTTP %s): %.200s", resp.status,
-                                resp.body.get("detail"))
+                    ratelog.log(
+                        30,
+                        "profile-status",
+                        "[rl-insight] profile status refused (HTTP %s): %.200s",
+                        resp.status,
+                        resp.body.get("detail"),
+                    )
                 self._outbox.popleft()
             if self._upload is not None:
                 self._send_chunks(transport)
@@ -430,7 +446,9 @@ class ProfileController:
                 route = f"{ROUTE_PROFILES}/{up.req.id}/upload/{up.name}?offset={up.offset}&total={up.total}"
                 resp = transport.post(route, chunk, {"Content-Type": "application/octet-stream"})
                 if resp.status == 409 and type(resp.body.get("size")) is int and 0 <= resp.body["size"] <= up.total:
-                    up.offset = resp.body["size"]  # the server has a different amount (a restart, a lost reply): resume there
+                    up.offset = resp.body[
+                        "size"
+                    ]  # the server has a different amount (a restart, a lost reply): resume there
                     continue
                 if resp.status == 429 or resp.status >= 500:
                     raise TransportError(f"HTTP {resp.status}")
@@ -441,7 +459,9 @@ class ProfileController:
                 up.offset += len(chunk)
                 if resp.body.get("complete") or up.offset >= up.total:
                     self.traces_uploaded += 1
-                    self._finish_upload(up, "uploaded", f"{up.total:,} bytes (gzip) uploaded as {up.name}", file=up.name)
+                    self._finish_upload(
+                        up, "uploaded", f"{up.total:,} bytes (gzip) uploaded as {up.name}", file=up.name
+                    )
                     return
 
     def _compress(self, up: _Upload) -> bool:
@@ -464,8 +484,12 @@ class ProfileController:
             self._finish_upload(up, "failed", f"compressing the trace failed: {exc!r:.300}")
             return False
         if up.total > up.req.max_bytes:
-            self._finish_upload(up, "failed", f"the trace is {up.total / 2**20:.1f} MiB gzip'd, over the request's cap of "
-                                              f"{up.req.max_bytes / 2**20:.1f} MiB; profile fewer steps or raise --max-bytes")
+            self._finish_upload(
+                up,
+                "failed",
+                f"the trace is {up.total / 2**20:.1f} MiB gzip'd, over the request's cap of "
+                f"{up.req.max_bytes / 2**20:.1f} MiB; profile fewer steps or raise --max-bytes",
+            )
             return False
         return True
 

@@ -49,12 +49,12 @@ def _items(node: Any) -> list[tuple[Any, Any]] | None:
     if hasattr(node, "items"):
         try:
             return list(node.items())
-        except Exception:  # noqa: BLE001  (OmegaConf: one unresolvable interpolation fails items())
+        except Exception:  # OmegaConf: one unresolvable interpolation fails items()
             out = []
             for k in list(node.keys()) if hasattr(node, "keys") else []:
                 try:
                     out.append((k, node[k]))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     out.append((k, "<unreadable>"))
             return out
     if isinstance(node, (list, tuple)) or (hasattr(node, "__len__") and hasattr(node, "__getitem__")):
@@ -70,7 +70,7 @@ def flatten(config: Any) -> dict[str, Any]:
             return
         try:
             items = _items(node)
-        except Exception:  # noqa: BLE001  (a broken __len__ or keys())
+        except Exception:  # a broken __len__ or keys()
             out[(prefix or "config")[:MAX_KEY]] = "<unreadable>"
             return
         if items and depth >= MAX_DEPTH:
@@ -93,7 +93,7 @@ def flatten(config: Any) -> dict[str, Any]:
                 continue
             try:
                 walk(v, key, depth + 1)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 out[key[:MAX_KEY]] = "<unreadable>"
             if len(out) >= MAX_KEYS:
                 return
@@ -109,7 +109,7 @@ def _tags(config: Any) -> list[str]:
         try:
             for p in path:
                 node = node.get(p) if hasattr(node, "get") else None
-        except Exception:  # noqa: BLE001
+        except Exception:
             node = None
         if isinstance(node, str):
             node = [node]
@@ -124,7 +124,7 @@ def describe(config: Any, env_tags: str = "") -> dict[str, Any] | None:
     try:
         flat = flatten(config) if config is not None else {}
         tags = _tags(config) if config is not None else []
-    except Exception:  # noqa: BLE001
+    except Exception:
         flat, tags = {}, []
     tags += [t.strip()[:MAX_TAG] for t in env_tags.split(",") if t.strip()]
     tags = list(dict.fromkeys(tags))[:MAX_TAGS]

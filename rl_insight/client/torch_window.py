@@ -40,7 +40,12 @@ class TorchWindow:
         if "cuda" in activities and torch.cuda.is_available():
             acts.append(ProfilerActivity.CUDA)
         self.activities = [a.name.lower() for a in acts]
-        self._kw: dict[str, Any] = {"activities": acts, "profile_memory": memory, "with_stack": stack, "record_shapes": False}
+        self._kw: dict[str, Any] = {
+            "activities": acts,
+            "profile_memory": memory,
+            "with_stack": stack,
+            "record_shapes": False,
+        }
         config = _all_threads_config()
         self.threaded = config is not None
         if config is not None:
@@ -50,7 +55,8 @@ class TorchWindow:
         self._owner = threading.get_ident()
         self._cmds: queue.Queue[tuple] = queue.Queue()
 
-    # ------------------------------------------------------------------ the window, from any thread (threaded) or its owner
+    # ------------------------------------------------------------------ the window, from any thread (threaded) or its
+    # owner
     def open(self, step: int) -> None:
         """Start recording; raises when torch.profiler cannot start (another profiler runs, …)."""
         self._owner = threading.get_ident()
@@ -110,7 +116,7 @@ class TorchWindow:
                 self._prof.export_chrome_trace(path)
                 if not os.path.isfile(path) or os.path.getsize(path) == 0:  # kineto logs a failed write and returns
                     raise OSError(f"nothing was written to {path} (is the directory there, writable, not full?)")
-        except Exception as exc:  # noqa: BLE001 - reported by the caller, never raised into training
+        except Exception as exc:  # reported by the caller, never raised into training
             done(None, f"{type(exc).__name__}: {exc}"[:300])
             return
         done(path if keep else None, None)
@@ -118,7 +124,7 @@ class TorchWindow:
     def _loop(self, step: int, opened: queue.Queue) -> None:
         try:
             self._start(step)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             opened.put(exc)
             return
         opened.put(None)
@@ -127,7 +133,7 @@ class TorchWindow:
             if cmd[0] == "mark":
                 try:
                     self._next_mark(cmd[1])
-                except Exception:  # noqa: BLE001 - a lost step mark only blurs the step split
+                except Exception:  # a lost step mark only blurs the step split
                     pass
             else:
                 _, keep, path, done, stopped = cmd

@@ -74,7 +74,9 @@ class HttpTransport:
                 raw = resp.read()
             except (OSError, http.client.HTTPException, socket.timeout) as exc:
                 self.close()
-                if attempt == 0 and isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)):
+                if attempt == 0 and isinstance(
+                    exc, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+                ):
                     continue
                 raise TransportError(f"{type(exc).__name__}: {exc}") from exc
             try:
@@ -94,4 +96,6 @@ def warm_up() -> None:
     first use: do that now (in init()) rather than on the first answer, mid-training."""
     import io
 
-    http.client.parse_headers(io.BytesIO(b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"))
+    http.client.parse_headers(
+        io.BytesIO(b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n")
+    )

@@ -11,11 +11,11 @@ import gzip
 import json
 import time
 
+from ..protocol import PROTOCOL_VERSION
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-from ..protocol import PROTOCOL_VERSION
 
 SLICE = 16  # items handled between two looks at the clock
 # The longest the thread works before it lets the training thread have the GIL. Short turns keep the
@@ -59,7 +59,9 @@ class SeriesTable:
         self.entries: list[dict[str, Any]] = []
         self.index: dict[tuple, int] = {}
 
-    def ref(self, kind: str, name: str, lkey: tuple, labels: dict, doc: str, bounds: Any = None, ns: str | None = None) -> int:
+    def ref(
+        self, kind: str, name: str, lkey: tuple, labels: dict, doc: str, bounds: Any = None, ns: str | None = None
+    ) -> int:
         key = (kind, name, lkey, ns)
         idx = self.index.get(key)
         if idx is None:

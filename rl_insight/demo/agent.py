@@ -34,7 +34,12 @@ TOOLS: dict[str, tuple[float, float, float, float]] = {
     "calculator": (0.01, 0.3, 0.0, 0.5),
 }
 ROLLOUT_N = 4  # trajectories per sample (a rollout group)
-TOOL_CLASSES = {"search": "SearchTool", "python": "SandboxFusionTool", "browser": "BrowserTool", "calculator": "CalculatorTool"}
+TOOL_CLASSES = {
+    "search": "SearchTool",
+    "python": "SandboxFusionTool",
+    "browser": "BrowserTool",
+    "calculator": "CalculatorTool",
+}
 
 
 @dataclass
@@ -54,7 +59,9 @@ def mlflow_tracer(server_url: str, token: str, project: str, experiment: str, re
     os.environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
     if token:
         os.environ["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] = f"Authorization=Bearer%20{token}"
-    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = f"service.name=verl-rollout-trace,project={project},experiment_name={experiment}"
+    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = (
+        f"service.name=verl-rollout-trace,project={project},experiment_name={experiment}"
+    )
     os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tempfile.mkdtemp(prefix='rl-insight-demo-mlflow-')}/mlflow.db")
     import logging
 
@@ -64,13 +71,16 @@ def mlflow_tracer(server_url: str, token: str, project: str, experiment: str, re
     try:
         import mlflow
     except ImportError:
-        report("MLflow is not installed: the agent loop reports through agent_loop_session only (pip install mlflow to see "
-               "verl's MLflow traces arrive over OTLP too)")
+        report(
+            "MLflow is not installed: the agent loop reports through agent_loop_session only (pip install mlflow to "
+            "see "
+            "verl's MLflow traces arrive over OTLP too)"
+        )
         return None
     logging.getLogger("mlflow").setLevel(logging.ERROR)  # again: importing mlflow configures its loggers
     try:
         mlflow.set_experiment(experiment)
-    except Exception as exc:  # noqa: BLE001 - the demo goes on without it
+    except Exception as exc:  # the demo goes on without it
         report(f"MLflow tracing is off: {type(exc).__name__}: {exc}")
         return None
     return mlflow
@@ -130,7 +140,9 @@ class AgentLoop:
             tool = self.rng.choice(list(TOOLS))
             median, sigma, fail_p, timeout = TOOLS[tool]
             took = min(timeout, median * self.rng.lognormvariate(0, sigma))
-            error = "timeout" if took >= timeout else "tool error: bad arguments" if self.rng.random() < fail_p else None
+            error = (
+                "timeout" if took >= timeout else "tool error: bad arguments" if self.rng.random() < fail_p else None
+            )
             out.append((tool, took, error))
         return out
 
@@ -146,19 +158,34 @@ class AgentLoop:
         else:
             await self._agent_loop_session(step, replica, sample, generate, budget_s / rounds, tools)
 
-    async def _agent_loop_session(self, step: int, replica: str, sample: int, generate: Callable[[float], Awaitable[Generated]],
-                                  share_s: float, tools: list[tuple[str, float, str | None]]) -> None:
+    async def _agent_loop_session(
+        self,
+        step: int,
+        replica: str,
+        sample: int,
+        generate: Callable[[float], Awaitable[Generated]],
+        share_s: float,
+        tools: list[tuple[str, float, str | None]],
+    ) -> None:
         # GRPO-style groups: ROLLOUT_N trajectories answer the same sample (prompt), each its own session
-        session = rl_insight.agent_loop_session(**self.identity, sample=sample // ROLLOUT_N, session=f"{replica}-{step}-{sample}",
-                                                global_steps=step)
+        session = rl_insight.agent_loop_session(
+            **self.identity, sample=sample // ROLLOUT_N, session=f"{replica}-{step}-{sample}", global_steps=step
+        )
         errors, out = 0, None
         for turn in range(len(tools) + 1):
             t0 = time.time_ns()
             out = await generate(share_s)
             last = turn == len(tools)
-            session.generation(start_time_ns=t0, end_time_ns=time.time_ns(), prompt_tokens=out.prompt_tokens,
-                               completion_tokens=out.completion_tokens, finish_reason=out.finish_reason, replica=replica,
-                               request_id=out.request_id, tools=[] if last else [tools[turn][0]])
+            session.generation(
+                start_time_ns=t0,
+                end_time_ns=time.time_ns(),
+                prompt_tokens=out.prompt_tokens,
+                completion_tokens=out.completion_tokens,
+                finish_reason=out.finish_reason,
+                replica=replica,
+                request_id=out.request_id,
+                tools=[] if last else [tools[turn][0]],
+            )
             if last:
                 break
             tool, took, error = tools[turn]
@@ -167,16 +194,32 @@ class AgentLoop:
             session.tool_call(tool, start_time_ns=t0, end_time_ns=time.time_ns(), error=error)
             errors += error is not None
         status = "failure" if errors >= 2 else "truncated" if out and out.finish_reason == "length" else "success"
-        session.finish(trajectories=[{"chain_id": 1, "reward_score": self._reward(errors), "num_turns": 2 * len(tools) + 1,
-                                      "status": status}],
-                       status=status, runner_name="demo_tool_agent", reward_source="demo_verifier", finished=True)
+        session.finish(
+            trajectories=[
+                {"chain_id": 1, "reward_score": self._reward(errors), "num_turns": 2 * len(tools) + 1, "status": status}
+            ],
+            status=status,
+            runner_name="demo_tool_agent",
+            reward_source="demo_verifier",
+            finished=True,
+        )
 
-    async def _traced_by_mlflow(self, step: int, replica: str, sample: int, generate: Callable[[float], Awaitable[Generated]],
-                                share_s: float, tools: list[tuple[str, float, str | None]]) -> None:
-        """What verl's rollout_trace_attr / rollout_trace_op write with trace.backend=mlflow (verl/utils/rollout_trace.py)."""
+    async def _traced_by_mlflow(
+        self,
+        step: int,
+        replica: str,
+        sample: int,
+        generate: Callable[[float], Awaitable[Generated]],
+        share_s: float,
+        tools: list[tuple[str, float, str | None]],
+    ) -> None:
+        """What verl's rollout_trace_attr / rollout_trace_op write with trace.backend=mlflow
+        (verl/utils/rollout_trace.py)."""
         mlflow, sticky = self.mlflow, f"s{step}-{sample}"
         errors = 0
-        with mlflow.start_span(name="tool_agent") as root:  # rollout_trace_attr: its tags never reach OTLP (docs/otlp.md)
+        with mlflow.start_span(
+            name="tool_agent"
+        ) as root:  # rollout_trace_attr: its tags never reach OTLP (docs/otlp.md)
             mlflow.set_trace_tag(root.request_id, "step", str(step))
             with mlflow.start_span(name="ToolAgentLoop.run") as run:
                 run.set_inputs({"sampling_params": {"temperature": 1.0}, "request_id": sticky})
@@ -185,7 +228,9 @@ class AgentLoop:
                         t0 = time.time_ns()
                         out = await generate(share_s)
                         t1 = time.time_ns()
-                        g.set_inputs({"request_id": sticky, "prompt_ids": [0] * out.prompt_tokens, "sampling_params": {}})
+                        g.set_inputs(
+                            {"request_id": sticky, "prompt_ids": [0] * out.prompt_tokens, "sampling_params": {}}
+                        )
                         g.set_outputs({"token_ids": [0] * out.completion_tokens, "stop_reason": out.finish_reason})
                         if self.engine_spans is not None:
                             self.engine_spans.record(replica, g, t0, t1, out)
@@ -211,5 +256,5 @@ def flush_mlflow(mlflow: Any, engine_spans: EngineSpans | None = None) -> None:
         import mlflow.tracing.provider as provider
 
         provider.provider.get().force_flush()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass

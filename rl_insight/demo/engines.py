@@ -38,9 +38,9 @@ class VllmStandIn:
         r = self.registry = CollectorRegistry()
         lab = ["model_name", "engine"]
         self._l = (model, str(engine_index))
-        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
-        c = lambda n, d, extra=(): Counter(n, d, lab + list(extra), registry=r)  # noqa: E731
-        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731
+        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731 - one-line constructors, a table read where it is used
+        c = lambda n, d, extra=(): Counter(n, d, lab + list(extra), registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731 - one-line constructors, a table read where it is used
         self.running = g("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = g("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         self.kv = g("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
@@ -49,7 +49,9 @@ class VllmStandIn:
         self.prefix_hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.").labels(*self._l)
         self.preemptions = c("vllm:num_preemptions", "Cumulative number of preemptions.").labels(*self._l)
         self.prompt_tokens = c("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(*self._l)
-        self.prompt_cached = c("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).").labels(*self._l)
+        self.prompt_cached = c(
+            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external)."
+        ).labels(*self._l)
         self.generation_tokens = c("vllm:generation_tokens", "Number of generation tokens processed.").labels(*self._l)
         self.success = c("vllm:request_success", "Count of successfully processed requests.", ["finished_reason"])
         self.spec_drafts = c("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.").labels(*self._l)
@@ -57,7 +59,9 @@ class VllmStandIn:
         self.spec_accepted = c("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.").labels(*self._l)
         self.h_prompt = h("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS)
         self.h_gen = h("vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS)
-        self.h_max_gen = h("vllm:request_max_num_generation_tokens", "Max generation tokens in sequence group.", _TOKENS)
+        self.h_max_gen = h(
+            "vllm:request_max_num_generation_tokens", "Max generation tokens in sequence group.", _TOKENS
+        )
         self.h_iter = h("vllm:iteration_tokens_total", "Tokens per engine step.", _TOKENS)
         self.h_ttft = h("vllm:time_to_first_token_seconds", "Time to first token in seconds.", _LATENCY)
         self.h_itl = h("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", _ITL)
@@ -68,12 +72,21 @@ class VllmStandIn:
         self.h_infer = h("vllm:request_inference_time_seconds", "Time spent in RUNNING phase.", _LATENCY)
         self.h_prefill = h("vllm:request_prefill_time_seconds", "Time spent in PREFILL phase.", _LATENCY)
         self.h_decode = h("vllm:request_decode_time_seconds", "Time spent in DECODE phase.", _LATENCY)
-        sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state; awake = 1 means engine is awake; weights_offloaded = 1 "
-                      "means sleep level 1; discard_all = 1 means sleep level 2.", lab + ["sleep_state"], registry=r)
+        sleep = Gauge(
+            "vllm:engine_sleep_state",
+            "Engine sleep state; awake = 1 means engine is awake; weights_offloaded = 1 "
+            "means sleep level 1; discard_all = 1 means sleep level 2.",
+            lab + ["sleep_state"],
+            registry=r,
+        )
         self.sleep_state = {s: sleep.labels(*self._l, s) for s in ("awake", "weights_offloaded", "discard_all")}
         self.wake()
-        info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", ["block_size", "gpu_memory_utilization"],
-                     registry=r)
+        info = Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            ["block_size", "gpu_memory_utilization"],
+            registry=r,
+        )
         info.labels("16", "0.9").set(1)
         self.endpoint = MetricsEndpoint(r)
         self.address = self.endpoint.address
@@ -136,9 +149,9 @@ class SglangStandIn:
         r = self.registry = CollectorRegistry()
         lab = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
         self._l = (model, "unified", "0", "0", "0")
-        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
-        c = lambda n, d: Counter(n, d, lab, registry=r).labels(*self._l)  # noqa: E731
-        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731
+        g = lambda n, d: Gauge(n, d, lab, registry=r).labels(*self._l)  # noqa: E731 - one-line constructors, a table read where it is used
+        c = lambda n, d: Counter(n, d, lab, registry=r).labels(*self._l)  # noqa: E731 - one-line constructors, a table read where it is used
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r).labels(*self._l)  # noqa: E731 - one-line constructors, a table read where it is used
         self.running = g("sglang:num_running_reqs", "The number of running requests.")
         self.queue = g("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
         self.used_tokens = g("sglang:num_used_tokens", "The number of used tokens.")
@@ -146,7 +159,8 @@ class SglangStandIn:
         self.max_tokens = g("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.")
         self.gen_throughput = g("sglang:gen_throughput", "The generation throughput (token/s).")
         self.cache_hit_rate = g("sglang:cache_hit_rate", "The prefix cache hit rate.")
-        self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative decoding.")
+        self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative "
+                                                                 "decoding.")
         self.prompt_tokens = c("sglang:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = c("sglang:generation_tokens", "Number of generation tokens processed.")
         self.paused = g("sglang:num_paused_reqs", "The number of paused requests by async weight sync.")
@@ -158,7 +172,9 @@ class SglangStandIn:
         self.aborted = c("sglang:num_aborted_requests", "Number of requests aborted.")
         self.h_ttft = h("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _LATENCY)
         self.h_itl = h("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL)
-        self.h_e2e = h("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", _LATENCY)
+        self.h_e2e = h(
+            "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", _LATENCY
+        )
         self.h_queue = h("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", _LATENCY)
         self.max_tokens.set(262_144)
         self.endpoint = MetricsEndpoint(r)
@@ -218,9 +234,9 @@ class VllmOmniStandIn:
         r = self.registry = CollectorRegistry()
         lab = ["model_name", "stage"]
         self._m = model
-        g = lambda n, d: Gauge(n, d, lab, registry=r)  # noqa: E731
-        c = lambda n, d: Counter(n, d, lab, registry=r)  # noqa: E731
-        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r)  # noqa: E731
+        g = lambda n, d: Gauge(n, d, lab, registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
+        c = lambda n, d: Counter(n, d, lab, registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
+        h = lambda n, d, b: Histogram(n, d, lab, buckets=b, registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
         self.running = g("vllm_omni:num_requests_running", "Requests running in each pipeline stage.")
         self.waiting = g("vllm_omni:num_requests_waiting", "Requests waiting in each pipeline stage.")
         self.prompt_tokens = c("vllm_omni:prompt_tokens", "Prompt tokens processed per stage.")

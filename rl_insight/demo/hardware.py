@@ -16,10 +16,20 @@ class DcgmStandIn:
     def __init__(self, gpus: int, hostname: str = "demo-node-0") -> None:
         r = self.registry = CollectorRegistry()
         lab = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "DCGM_FI_DRIVER_VERSION"]
-        self._labels = [(str(i), f"GPU-demo-{i:04d}", f"00000000:{0x18 + i:02X}:00.0", f"nvidia{i}", "NVIDIA H100 80GB HBM3",
-                         hostname, "570.124.06") for i in range(gpus)]
+        self._labels = [
+            (
+                str(i),
+                f"GPU-demo-{i:04d}",
+                f"00000000:{0x18 + i:02X}:00.0",
+                f"nvidia{i}",
+                "NVIDIA H100 80GB HBM3",
+                hostname,
+                "570.124.06",
+            )
+            for i in range(gpus)
+        ]
         self._xid: dict[int, int] = {}
-        g = lambda n, d: Gauge(n, d, lab, registry=r)  # noqa: E731
+        g = lambda n, d: Gauge(n, d, lab, registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
         self.util = g("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).")
         self.mem_copy = g("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).")
         self.fb_used = g("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).")
@@ -28,13 +38,18 @@ class DcgmStandIn:
         self.mem_temp = g("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).")
         self.power = g("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).")
         self.sm_clock = g("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).")
-        self.xid = Gauge("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", lab + ["err_code", "err_msg"],
-                         registry=r)
+        self.xid = Gauge(
+            "DCGM_FI_DEV_XID_ERRORS",
+            "Value of the last XID error encountered.",
+            lab + ["err_code", "err_msg"],
+            registry=r,
+        )
         self.gr_active = g("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.")
         self.tensor_active = g("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.")
         self.dram_active = g("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active.")
-        self.energy = Counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", lab,
-                              registry=r)
+        self.energy = Counter(
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", lab, registry=r
+        )
         self.nvlink = Counter("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "Total NVLink bandwidth counter.", lab, registry=r)
         self.endpoint = MetricsEndpoint(r)
         self.address = self.endpoint.address
@@ -72,15 +87,18 @@ class DcgmStandIn:
 
 
 class NpuStandIn:
-    """MindCluster npu-exporter chip metrics (910-series units: HBM in MB); labels id, model_name, vdie_id, pcie_bus_info,
+    """MindCluster npu-exporter chip metrics (910-series units: HBM in MB); labels id, model_name, vdie_id,
+    pcie_bus_info,
     namespace, pod_name, container_name. Health: 1 healthy, 0 unhealthy, 2147483647 unknown."""
 
     def __init__(self, chips: int) -> None:
         r = self.registry = CollectorRegistry()
         lab = ["id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name"]
-        self._labels = [(str(i), "Ascend910B4", f"vdie-{i}", f"0000:{0xC1 + i:02X}:00.0", "", "", "") for i in range(chips)]
+        self._labels = [
+            (str(i), "Ascend910B4", f"vdie-{i}", f"0000:{0xC1 + i:02X}:00.0", "", "", "") for i in range(chips)
+        ]
         self._health: dict[int, int] = {}
-        g = lambda n, d, extra=(): Gauge(n, d, lab + list(extra), registry=r)  # noqa: E731
+        g = lambda n, d, extra=(): Gauge(n, d, lab + list(extra), registry=r)  # noqa: E731 - one-line constructors, a table read where it is used
         self.util = g("npu_chip_info_utilization", "the ai core utilization")
         self.hbm_used = g("npu_chip_info_hbm_used_memory", "the npu hbm used memory (MB)")
         self.hbm_total = g("npu_chip_info_hbm_total_memory", "the npu hbm total memory (MB)")
@@ -94,7 +112,9 @@ class NpuStandIn:
         self.bw_rx = g("npu_chip_info_bandwidth_rx", "the npu interface receive speed (MB/s)")
         self.bw_tx = g("npu_chip_info_bandwidth_tx", "the npu interface transport speed (MB/s)")
         # npu_chip_info_name carries `name` instead of `model_name`
-        self.name = Gauge("npu_chip_info_name", "the npu name", [x if x != "model_name" else "name" for x in lab], registry=r)
+        self.name = Gauge(
+            "npu_chip_info_name", "the npu name", [x if x != "model_name" else "name" for x in lab], registry=r
+        )
         for lab_values in self._labels:
             self.name.labels(*lab_values).set(1)
             self.hbm_total.labels(*lab_values).set(65_536)

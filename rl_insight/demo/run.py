@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import rl_insight
 
@@ -56,7 +56,7 @@ class Demo:
         self.report = report
         self.rng = random.Random(cfg.seed)
         self._stopping = False
-        self._procs: list[mp.Process] = []
+        self._procs: list[Any] = []  # spawn-context processes (mp.Process is the fork type)
         self._node_exporter: subprocess.Popen | None = None
         self.steps_done = 0
 
@@ -75,8 +75,11 @@ class Demo:
         self.rollout, rollout_child = ctx.Pipe()
         self.trainer, trainer_child = ctx.Pipe()
         self._procs = [
-            ctx.Process(target=rollout_worker, name="demo-rollout",
-                        args=(rollout_child, c.engine, c.replicas, c.requests_per_replica, c.max_concurrency, c.seed, c.agent)),
+            ctx.Process(
+                target=rollout_worker,
+                name="demo-rollout",
+                args=(rollout_child, c.engine, c.replicas, c.requests_per_replica, c.max_concurrency, c.seed, c.agent),
+            ),
             ctx.Process(target=trainer_worker, name="demo-trainer", args=(trainer_child, c.ranks)),
         ]
         for p in self._procs:
@@ -92,12 +95,16 @@ class Demo:
             self.report("node exporter not installed (apt-get install prometheus-node-exporter); skipping host metrics")
             return
         port = free_port()
-        self._node_exporter = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
-                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._node_exporter = subprocess.Popen(
+            [binary, f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         rl_insight.update_prometheus_config([f"127.0.0.1:{port}"], "node-exporter", [{"node": "demo-node-0"}])
 
     # ------------------------------------------------------------------ steps
-    def _recv(self, conn, kind: str) -> tuple:  # noqa: ANN001
+    def _recv(self, conn, kind: str) -> tuple:
         """The next message of `kind`; others are kept (at most one of each kind is outstanding)."""
         if kind in self._stash:
             return self._stash.pop(kind)
@@ -136,15 +143,27 @@ class Demo:
         return {
             "histogram_buckets": {"step_latency_ms": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]},
             "tags": ["demo", c.mode, c.engine],
-            "trainer": {"project_name": c.project, "experiment_name": c.experiment_name, "total_training_steps": c.steps or None,
-                        "n_gpus_per_node": c.ranks, "nnodes": 1, "logger": ["console", "rl_insight"]},
+            "trainer": {
+                "project_name": c.project,
+                "experiment_name": c.experiment_name,
+                "total_training_steps": c.steps or None,
+                "n_gpus_per_node": c.ranks,
+                "nnodes": 1,
+                "logger": ["console", "rl_insight"],
+            },
             "data": {"train_batch_size": 256, "max_prompt_length": 1024, "max_response_length": 4096},
             "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
             "actor_rollout_ref": {
                 "model": {"path": "Qwen/Qwen2.5-7B-Instruct"},
                 "actor": {"optim": {"lr": 1e-6}, "ppo_mini_batch_size": 64, "use_kl_loss": True, "kl_loss_coef": 0.001},
-                "rollout": {"name": c.engine, "n": 5, "tensor_model_parallel_size": 1, "gpu_memory_utilization": 0.6,
-                            "mode": "async" if c.mode == "async" else "sync", "agent": {"num_workers": c.replicas}},
+                "rollout": {
+                    "name": c.engine,
+                    "n": 5,
+                    "tensor_model_parallel_size": 1,
+                    "gpu_memory_utilization": 0.6,
+                    "mode": "async" if c.mode == "async" else "sync",
+                    "agent": {"num_workers": c.replicas},
+                },
             },
         }
 

@@ -143,9 +143,16 @@ def omni_metrics(step: int, base: dict[str, float], rng: random.Random) -> dict[
     images = 256 * 4
     gen_s = base.get("timing_s/gen", 1.0)
     upd_s = base.get("timing_s/update_actor", 1.0)
-    return {"actor/pg_clipfrac_higher": 0.002 + abs(rng.gauss(0, 0.001)), "actor/ratio_mean": 1.0 + rng.gauss(0, 0.002),
-            "actor/ratio_std": 0.03 + abs(rng.gauss(0, 0.005)), "critic/reward_clap/mean": reward * 0.9,
-            "critic/reward_imagebind/mean": reward * 0.8, "critic/reward_combined/mean": reward * 0.85,
-            "critic/rewards_zero_std_ratio": max(0.0, 0.3 - step * 0.005), "perf/total_num_images": float(images * step),
-            "timing_per_image_ms/gen": 1000 * gen_s / images, "timing_per_image_ms/update_actor": 1000 * upd_s / images,
-            "rollout_corr/logprob_abs_diff/mean": 0.004 + abs(rng.gauss(0, 0.001))}
+    return {
+        "actor/pg_clipfrac_higher": 0.002 + abs(rng.gauss(0, 0.001)),
+        "actor/ratio_mean": 1.0 + rng.gauss(0, 0.002),
+        "actor/ratio_std": 0.03 + abs(rng.gauss(0, 0.005)),
+        "critic/reward_clap/mean": reward * 0.9,
+        "critic/reward_imagebind/mean": reward * 0.8,
+        "critic/reward_combined/mean": reward * 0.85,
+        "critic/rewards_zero_std_ratio": max(0.0, 0.3 - step * 0.005),
+        "perf/total_num_images": float(images * step),
+        "timing_per_image_ms/gen": 1000 * gen_s / images,
+        "timing_per_image_ms/update_actor": 1000 * upd_s / images,
+        "rollout_corr/logprob_abs_diff/mean": 0.004 + abs(rng.gauss(0, 0.001)),
+    }

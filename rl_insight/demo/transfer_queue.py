@@ -29,17 +29,29 @@ class TransferQueueStandIn:
         self.uptime = Gauge("tq_controller_uptime_seconds", "Controller uptime", registry=r)
         self.rss = Gauge("tq_controller_memory_rss_bytes", "Controller RSS", registry=r)
         self.partitions = Gauge("tq_partitions_total", "Number of partitions (gauge)", registry=r)
-        self.partition_samples = Gauge("tq_partition_samples_total", "Samples per partition (gauge)", ["partition_id"], registry=r)
-        self.production = Gauge("tq_partition_production_progress", "Production progress 0-1", ["partition_id", "task_name"], registry=r)
-        self.consumption = Gauge("tq_partition_consumption_progress", "Consumption progress 0-1", ["partition_id", "task_name"],
-                                 registry=r)
+        self.partition_samples = Gauge(
+            "tq_partition_samples_total", "Samples per partition (gauge)", ["partition_id"], registry=r
+        )
+        self.production = Gauge(
+            "tq_partition_production_progress", "Production progress 0-1", ["partition_id", "task_name"], registry=r
+        )
+        self.consumption = Gauge(
+            "tq_partition_consumption_progress", "Consumption progress 0-1", ["partition_id", "task_name"], registry=r
+        )
         self.index_allocated = Gauge("tq_global_index_allocated_total", "Allocated global indexes (gauge)", registry=r)
         self.index_reusable = Gauge("tq_global_index_reusable_total", "Reusable global indexes (gauge)", registry=r)
         self.requests = Counter("tq_controller_request", "Controller requests", ["op_type"], registry=r)
         self.errors = Counter("tq_controller_request_errors", "Controller request errors", ["op_type"], registry=r)
-        self.samples = Counter("tq_controller_request_samples", "Samples handled by controller requests", ["op_type"], registry=r)
-        self.duration = Histogram("tq_controller_request_duration_seconds", "Controller request latency", ["op_type"],
-                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0), registry=r)
+        self.samples = Counter(
+            "tq_controller_request_samples", "Samples handled by controller requests", ["op_type"], registry=r
+        )
+        self.duration = Histogram(
+            "tq_controller_request_duration_seconds",
+            "Controller request latency",
+            ["op_type"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=r,
+        )
         su = ["storage_unit_id"]
         self.capacity = Gauge("tq_storage_capacity_total", "Storage capacity in samples (gauge)", su, registry=r)
         self.active_keys = Gauge("tq_storage_active_keys_total", "Active keys (gauge)", su, registry=r)
@@ -48,8 +60,12 @@ class TransferQueueStandIn:
         # a gauge holding a cumulative count, as TransferQueue exports it (its own dashboard rate()s it)
         self.storage_ops = Gauge("tq_storage_request_ops", "Storage request count", su + ["op_type"], registry=r)
         self._ops_total: dict[tuple[str, str], float] = {}
-        self.storage_p50 = Gauge("tq_storage_request_latency_p50", "Storage request latency p50", su + ["op_type"], registry=r)
-        self.storage_p99 = Gauge("tq_storage_request_latency_p99", "Storage request latency p99", su + ["op_type"], registry=r)
+        self.storage_p50 = Gauge(
+            "tq_storage_request_latency_p50", "Storage request latency p50", su + ["op_type"], registry=r
+        )
+        self.storage_p99 = Gauge(
+            "tq_storage_request_latency_p99", "Storage request latency p99", su + ["op_type"], registry=r
+        )
         self._units = [str(i) for i in range(storage_units)]
         self._live = 0
         for u in self._units:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sys
 import signal
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -109,8 +109,12 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
     if agent:
         from .agent import AgentLoop, EngineSpans, mlflow_tracer
 
-        where = (os.environ["RL_INSIGHT_SERVER_URL"], os.environ.get("RL_INSIGHT_TOKEN", ""), os.environ.get("RL_INSIGHT_PROJECT", ""),
-                 os.environ.get("RL_INSIGHT_EXPERIMENT_NAME", ""))
+        where = (
+            os.environ["RL_INSIGHT_SERVER_URL"],
+            os.environ.get("RL_INSIGHT_TOKEN", ""),
+            os.environ.get("RL_INSIGHT_PROJECT", ""),
+            os.environ.get("RL_INSIGHT_EXPERIMENT_NAME", ""),
+        )
         mlflow = mlflow_tracer(*where, lambda m: conn.send(("note", m)))
         engine_spans = EngineSpans(*where) if mlflow is not None else None
         agent_loop = AgentLoop(rng, mlflow, engine_spans)

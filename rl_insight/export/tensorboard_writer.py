@@ -51,7 +51,9 @@ class TensorBoardRun:
                                         tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[]))
         meta = self._summary.SummaryMetadata(plugin_data=self._summary.SummaryMetadata.PluginData(plugin_name="text"))
         value = self._summary.Summary.Value(tag=tag, metadata=meta, tensor=tensor)
-        self._w.add_event(self._event.Event(wall_time=time.time(), step=step, summary=self._summary.Summary(value=[value])))
+        self._w.add_event(
+            self._event.Event(wall_time=time.time(), step=step, summary=self._summary.Summary(value=[value]))
+        )
 
     def flush(self) -> None:
         self._w.flush()

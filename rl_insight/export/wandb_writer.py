@@ -27,13 +27,23 @@ def _import() -> Any:
     try:
         import wandb
     except ImportError:
-        raise ConfigError("W&B export needs the wandb package, which is not installed", hint='pip install "rl-insight[wandb]"') from None
+        raise ConfigError(
+            "W&B export needs the wandb package, which is not installed", hint='pip install "rl-insight[wandb]"'
+        ) from None
     return wandb
 
 
 class WandbRun:
-    def __init__(self, project: str, experiment_name: str, *, wandb_project: str | None = None, entity: str | None = None,
-                 directory: Path | None = None, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        project: str,
+        experiment_name: str,
+        *,
+        wandb_project: str | None = None,
+        entity: str | None = None,
+        directory: Path | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         wandb = _import()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
@@ -46,10 +56,12 @@ class WandbRun:
                                    resume="allow", reinit="create_new", dir=str(directory) if directory else None,
                                    config={"project": project, "experiment_name": experiment_name, **(config or {})},
                                    settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
-        except Exception as exc:  # noqa: BLE001 - W&B's own errors (bad entity, offline dir, refused name) as one clear one
-            raise ConfigError(f"W&B refused the run {project}/{experiment_name} (as project {self.project!r}): "
-                              f"{type(exc).__name__}: {str(exc)[:300]}",
-                              hint="check WANDB_MODE, WANDB_API_KEY and the entity, or use WANDB_MODE=offline") from None
+        except Exception as exc:  # W&B's own errors (bad entity, offline dir, refused name) as one clear one
+            raise ConfigError(
+                f"W&B refused the run {project}/{experiment_name} (as project {self.project!r}): "
+                f"{type(exc).__name__}: {str(exc)[:300]}",
+                hint="check WANDB_MODE, WANDB_API_KEY and the entity, or use WANDB_MODE=offline",
+            ) from None
         self._pending: dict[int, dict[str, float]] = {}
         self._last_logged = self._run.step - 1 if getattr(self._run, "step", 0) else -1
         self.late = 0

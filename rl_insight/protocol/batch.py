@@ -13,7 +13,8 @@ Protocol 2 is the same plus a per-batch attribute table, so that the attributes 
 state of a lane carries the same ones) are sent and validated once per batch::
 
      "span_attrs": [{attributes}, ...],
-     "span_starts" / "spans": [[id, trace_id, parent_id|null, name, lane|null, start_ns, end_ns|null, kind, attrs_index]]
+     "span_starts" / "spans": [[id, trace_id, parent_id|null, name, lane|null, start_ns, end_ns|null, kind,
+     attrs_index]]
 
 A client sends 1 until an ingest answer lists 2 in `protocols` (a newer client never breaks an older server).
 
@@ -171,7 +172,8 @@ def decode_batch(obj: Any) -> Batch:
     strings = TextCleaner()
     client = obj.get("client")
     if not isinstance(client, dict):
-        raise BatchError("ingest body needs 'client': {'id': <non-empty string>}: the id makes cumulative counters idempotent")
+        raise BatchError("ingest body needs 'client': {'id': <non-empty string>}: the id makes cumulative counters "
+                         "idempotent")
     cid = client.get("id")
     if not isinstance(cid, str) or not cid or len(cid) > MAX_CLIENT_ID:
         raise BatchError(f"'client.id' must be a non-empty string of at most {MAX_CLIENT_ID} characters")
@@ -275,7 +277,8 @@ def _namespace(ns: Any) -> str | None:
         return None
     first = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
     if ns[0] not in first or any(c not in first + "0123456789:" for c in ns):
-        raise BatchError(f"'client.namespace' {short_repr(ns)} is not a valid metric-name prefix ([a-zA-Z_][a-zA-Z0-9_:]*)")
+        raise BatchError(f"'client.namespace' {short_repr(ns)} is not a valid metric-name prefix "
+                         "([a-zA-Z_][a-zA-Z0-9_:]*)")
     return ns
 
 
@@ -410,7 +413,8 @@ class _Resolved:
 
 def _compact_span(raw: list, table: list) -> dict[str, Any]:
     if len(raw) != 9:
-        raise ItemError("invalid_span", "compact span must be [id, trace_id, parent_id, name, lane, start_ns, end_ns, kind, attrs_index]")
+        raise ItemError("invalid_span", "compact span must be [id, trace_id, parent_id, name, lane, start_ns, "
+                                        "end_ns, kind, attrs_index]")
     sid, trace, parent, name, lane, start, end, kind, ai = raw
     if ai is None:
         attrs: Any = None

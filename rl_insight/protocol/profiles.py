@@ -34,7 +34,17 @@ DEFAULT_PROFILE_WINDOW_S = 300.0
 DEFAULT_PROFILE_TTL_S = 3600.0  # a request no process has taken by then expires
 CLIENT_HEARTBEAT_S = 10.0  # an idle client still sends this often: the longest a process may take to hear a request
 # what a process reports about a request (status route); terminal ones end its part of the request
-PROCESS_STATES = ("armed", "profiling", "uploading", "uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
+PROCESS_STATES = (
+    "armed",
+    "profiling",
+    "uploading",
+    "uploaded",
+    "failed",
+    "unsupported",
+    "cancelled",
+    "busy",
+    "expired",
+)
 PROCESS_TERMINAL = ("uploaded", "failed", "unsupported", "cancelled", "busy", "expired")
 
 
@@ -81,11 +91,23 @@ class ProfileRequest:
         self.stage = stage  # "" = the whole step(s); else the window is that state (trace_state name) of the step
 
     def to_wire(self) -> dict[str, Any]:
-        return {"id": self.id, "project": self.project, "experiment_name": self.experiment_name,
-                "steps": [self.first_step, self.last_step], "lanes": list(self.lanes), "roles": list(self.roles),
-                "ranks": list(self.ranks), "tool": self.tool, "activities": list(self.activities), "memory": self.memory,
-                "stack": self.stack, "expires_at": self.expires_at, "max_window_s": self.max_window_s,
-                "max_bytes": self.max_bytes, "stage": self.stage}
+        return {
+            "id": self.id,
+            "project": self.project,
+            "experiment_name": self.experiment_name,
+            "steps": [self.first_step, self.last_step],
+            "lanes": list(self.lanes),
+            "roles": list(self.roles),
+            "ranks": list(self.ranks),
+            "tool": self.tool,
+            "activities": list(self.activities),
+            "memory": self.memory,
+            "stack": self.stack,
+            "expires_at": self.expires_at,
+            "max_window_s": self.max_window_s,
+            "max_bytes": self.max_bytes,
+            "stage": self.stage,
+        }
 
     @classmethod
     def from_wire(cls, d: Any) -> ProfileRequest:
@@ -97,8 +119,13 @@ class ProfileRequest:
         if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
             raise ValueError("profile request id must be 1-32 lowercase hex digits")
         steps = d.get("steps")
-        if not (isinstance(steps, list) and len(steps) == 2 and all(type(s) is int and 0 <= s <= MAX_EXACT_INT for s in steps)
-                and steps[0] <= steps[1] and steps[1] - steps[0] < MAX_PROFILE_STEPS):
+        if not (
+            isinstance(steps, list)
+            and len(steps) == 2
+            and all(type(s) is int and 0 <= s <= MAX_EXACT_INT for s in steps)
+            and steps[0] <= steps[1]
+            and steps[1] - steps[0] < MAX_PROFILE_STEPS
+        ):
             said = f"{steps[0]}-{steps[1]}" if isinstance(steps, list) and len(steps) == 2 else short_repr(steps)
             raise ValueError(f"steps {said}: give first <= last (whole steps), at most "
                              f"{MAX_PROFILE_STEPS} steps (a profile of more steps is too large to be useful)")
@@ -122,7 +149,9 @@ class ProfileRequest:
             raise ValueError(f"tool must be one of {', '.join(PROFILE_TOOLS)}")
         try:
             expires_at = finite_float(d.get("expires_at", 0.0), "expires_at", 0.0, MAX_TS_S)
-            window = finite_float(d.get("max_window_s", DEFAULT_PROFILE_WINDOW_S), "max_window_s", 1.0, MAX_PROFILE_WINDOW_S)
+            window = finite_float(
+                d.get("max_window_s", DEFAULT_PROFILE_WINDOW_S), "max_window_s", 1.0, MAX_PROFILE_WINDOW_S
+            )
             max_bytes = finite_float(d.get("max_bytes", DEFAULT_PROFILE_BYTES), "max_bytes", 1.0, MAX_PROFILE_BYTES)
             project = strings.text(d.get("project"), "project", MAX_LABEL_VALUE)
             experiment = strings.text(d.get("experiment_name"), "experiment_name", MAX_LABEL_VALUE)

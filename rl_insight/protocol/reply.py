@@ -57,7 +57,7 @@ class RunControl:
         step = body.get("run_step")
         at = body.get("run_step_at")
         if type(step) is int and step >= 0:
-            return cls(profile, step, float(at) if type(at) in (int, float) else 0.0)
+            return cls(profile, step, float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0)
         return cls(profile)
 
 

@@ -27,18 +27,20 @@ def is_number(x: object) -> bool:
     return (type(x) is int or type(x) is float) and not isinstance(x, bool)
 
 
-def finite_float(x: object, what: str, lo: float = -1.7976931348623157e308, hi: float = 1.7976931348623157e308) -> float:
+def finite_float(
+    x: object, what: str, lo: float = -1.7976931348623157e308, hi: float = 1.7976931348623157e308
+) -> float:
     """x as a finite float in [lo, hi]; ItemError naming `what` otherwise (also for ints past float range)."""
     if type(x) is float and lo <= x <= hi:  # fast path (NaN fails the comparison)
         return x
     if type(x) is int:
-        if lo <= x <= hi:  # type: ignore[operator]
+        if lo <= x <= hi:
             return float(x)
         raise ItemError("out_of_range", f"{what} must be in [{lo:g}, {hi:g}], found {short_repr(x)}")
     if not is_number(x):
         raise ItemError("invalid_value", f"{what} must be a number, found {short_repr(x)}")
     try:
-        f = float(x)  # type: ignore[arg-type]
+        f = float(x)  # type: ignore[arg-type]  # is_number(x) above: an int or a float
     except OverflowError:
         raise ItemError("out_of_range", f"{what} {short_repr(x)} is beyond the float range") from None
     if f != f or f in (float("inf"), float("-inf")):
@@ -52,9 +54,9 @@ def epoch_ns(x: object, what: str) -> int:
     """A non-negative integer that fits int64 (SQLite INTEGER, OTLP fixed64 nanoseconds)."""
     if type(x) is not int:
         raise ItemError("invalid_span", f"{what} must be an integer (epoch ns), found {short_repr(x)}")
-    if not 0 <= x <= INT64_MAX:  # type: ignore[operator]
+    if not 0 <= x <= INT64_MAX:
         raise ItemError("out_of_range", f"{what} must be in [0, 2^63-1], found {short_repr(x)}")
-    return x  # type: ignore[return-value]
+    return x
 
 
 def short_repr(x: object) -> str:

@@ -31,8 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         if config.otlp_intake_grpc_port:  # its errors before uvicorn's start, as clear as the main port's
             require_grpc()
             if not port_is_free(config.host, config.otlp_intake_grpc_port):
-                raise PortInUseError(f"port {config.otlp_intake_grpc_port} (OTLP/gRPC intake) on {config.host} is already in use",
-                                     hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317")
+                raise PortInUseError(
+                    f"port {config.otlp_intake_grpc_port} (OTLP/gRPC intake) on {config.host} is already in use",
+                    hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317",
+                )
         import uvicorn
 
         from .app import create_app
@@ -52,9 +54,9 @@ def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> Any:
 
     from .http.slow_peers import guarded_protocol
 
-    return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]
+    return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]  # uvicorn's stubs: `http` also takes a protocol class
                           http=guarded_protocol(config.header_timeout_s, config.body_timeout_s, config.max_connections),
-                          **kw)  # type: ignore[arg-type]
+                          **kw)  # type: ignore[arg-type]  # uvicorn's stubs: the keyword options are typed narrower than accepted
 
 
 if __name__ == "__main__":

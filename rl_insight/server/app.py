@@ -38,10 +38,16 @@ def create_app(config: ServerConfig) -> FastAPI:
         yield
         st.stop()
 
-    app = FastAPI(title="RL-Insight server", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Ingest, discovery and run-store API of rl-insight. When a token is configured, state-changing "
-                              "routes need it as a bearer token, and so do reads of runs, spans and targets (the UI uses a "
-                              "session cookie). State-changing routes take application/json only and refuse foreign origins.")
+    app = FastAPI(
+        title="RL-Insight server",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Ingest, discovery and run-store API of rl-insight. When a token is configured, state-changing "
+        "routes need it as a bearer token, and so do reads of runs, spans and targets (the UI uses a "
+        "session cookie). State-changing routes take application/json only and refuse foreign origins.",
+    )
     app.state.st = st
     _install_error_handlers(app)
     _install_metrics_middleware(app, st)
@@ -99,7 +105,9 @@ def _install_error_handlers(app: FastAPI) -> None:
                 msg = f"expected {expected[str(loc[-1])]}"  # the pattern itself says little to a person
             problems.append({"loc": clean_text(where), "msg": clean_text(msg)})
         first = problems[0] if problems else {"loc": "request", "msg": "invalid"}
-        return _error(422, f"invalid {first['loc']}: {first['msg']}", "see /openapi.json for the expected parameters", problems)
+        return _error(
+            422, f"invalid {first['loc']}: {first['msg']}", "see /openapi.json for the expected parameters", problems
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -108,7 +116,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OverflowError)
     async def _overflow(request: Request, exc: OverflowError) -> JSONResponse:
-        return _error(422, f"a number in the request is out of range ({exc})", "numbers must fit a signed 64-bit integer")
+        return _error(422, f"a number in the request is out of range ({exc})", "numbers must fit a signed 64-bit "
+                                                                               "integer")
 
     @app.exception_handler(RecursionError)
     async def _recursion(request: Request, exc: RecursionError) -> JSONResponse:
@@ -117,7 +126,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error(500, f"internal error ({type(exc).__name__}); it was logged", "please report it with the server log")
+        return _error(500, f"internal error ({type(exc).__name__}); it was logged", "please report it with the "
+                                                                                    "server log")
 
 
 def _parameter_descriptions(request: Request) -> dict[str, str]:
@@ -160,4 +170,4 @@ def _document_errors(app: FastAPI) -> None:
         app.openapi_schema = schema
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema

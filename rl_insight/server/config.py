@@ -102,7 +102,9 @@ class ServerConfig:
         try:
             raw = json.loads(p.read_text())
         except FileNotFoundError:
-            raise ConfigError(f"server config {p} does not exist", hint="run `rl-insight server start` to create it") from None
+            raise ConfigError(
+                f"server config {p} does not exist", hint="run `rl-insight server start` to create it"
+            ) from None
         except ValueError as exc:
             raise ConfigError(f"server config {p} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):

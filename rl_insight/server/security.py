@@ -33,8 +33,11 @@ BODY_TYPES = frozenset({"application/json", "application/x-protobuf", "applicati
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
 
 # The UI loads nothing from elsewhere; uPlot sets inline styles, hence 'unsafe-inline' for styles only.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors "
+    "'none'"
+)
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -51,7 +54,9 @@ class Auth:
         self.token = token
 
     def token_ok(self, supplied: str) -> bool:
-        return bool(self.token) and hmac.compare_digest(supplied.strip().encode("utf-8", "replace"), self.token.encode())
+        return bool(self.token) and hmac.compare_digest(
+            supplied.strip().encode("utf-8", "replace"), self.token.encode()
+        )
 
     def bearer_ok(self, request: Request) -> bool:
         scheme, _, supplied = request.headers.get("authorization", "").partition(" ")
@@ -76,8 +81,11 @@ class Auth:
     def require_read(self, request: Request) -> None:
         """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie."""
         if self.token and not self.authenticated(request):
-            raise UnauthorizedError("missing or wrong bearer token",
-                                    hint="sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` shows it)")
+            raise UnauthorizedError(
+                "missing or wrong bearer token",
+                hint="sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` "
+                     "shows it)",
+            )
 
 
 def local_names(bound_host: str, extra: tuple[str, ...] | list[str] = ()) -> frozenset[str]:
@@ -88,7 +96,7 @@ def local_names(bound_host: str, extra: tuple[str, ...] | list[str] = ()) -> fro
     try:
         hn = socket.gethostname()
         names |= {hn.lower(), socket.getfqdn().lower()}
-        names |= {ai[4][0] for ai in socket.getaddrinfo(hn, None)}
+        names |= {str(ai[4][0]) for ai in socket.getaddrinfo(hn, None)}
     except OSError:
         pass
     return frozenset(names)
@@ -135,7 +143,8 @@ def guard_middleware(auth: Auth, names: frozenset[str], wildcard_bind: bool,
             if problem is not None:
                 return problem
         elif request.method == "OPTIONS":  # no CORS: never answer a preflight
-            return _refuse(405, "CORS preflight requests are not answered", "call the API from the same origin or a non-browser client")
+            return _refuse(405, "CORS preflight requests are not answered", "call the API from the same origin or a "
+                                                                            "non-browser client")
         response = await call_next(request)
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
@@ -159,8 +168,11 @@ def _cross_site_problem(request: Request) -> Response | None:
     if has_body:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media not in BODY_TYPES:
-            return _refuse(415, f"Content-Type {media or '(none)'!r} is not accepted here",
-                           "send the body as application/json (browsers cannot send that cross-site without a preflight)")
+            return _refuse(
+                415,
+                f"Content-Type {media or '(none)'!r} is not accepted here",
+                "send the body as application/json (browsers cannot send that cross-site without a preflight)",
+            )
     return None
 
 

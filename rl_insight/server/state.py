@@ -54,7 +54,10 @@ class ServiceProbe:
     async def target_health(self) -> dict[tuple[str, str], str]:
         """{(job, instance): "up"|"down"|"unknown"} from Prometheus' target API; empty when it does not answer."""
         active = await self._targets() if self.url is not None else None
-        return {(t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown") for t in active or []}
+        return {
+            (t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown")
+            for t in active or []
+        }
 
     async def active_targets(self) -> list[dict[str, str]] | None:
         """Label sets of Prometheus' active targets, or None when it does not answer."""
@@ -86,7 +89,9 @@ def _build_exporters(config: ServerConfig) -> "Exporters":
     if config.export_tensorboard:
         found.append(tensorboard_exporter(Path(config.export_tensorboard).expanduser()))
     if config.export_wandb:
-        directory = Path(config.wandb_dir).expanduser() if config.wandb_dir else Path(config.data_dir).expanduser() / "wandb"
+        directory = (
+            Path(config.wandb_dir).expanduser() if config.wandb_dir else Path(config.data_dir).expanduser() / "wandb"
+        )
         found.append(wandb_exporter(config.wandb_project, config.wandb_entity, directory))
     return Exporters(found)
 
@@ -98,9 +103,14 @@ class AppState:
         self.auth = Auth(config.token)
         self.host_names = local_names(config.host, config.allowed_hosts)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.store = MetricStore(config.series_ttl_s, config.max_series_per_metric, max_families=config.max_families,
-                                 ttl_by_prefix={"agent_loop_": config.agent_loop_series_ttl_s},
-                                 max_families_per_client=config.max_families_per_client, max_bytes=config.max_metric_store_bytes)
+        self.store = MetricStore(
+            config.series_ttl_s,
+            config.max_series_per_metric,
+            max_families=config.max_families,
+            ttl_by_prefix={"agent_loop_": config.agent_loop_series_ttl_s},
+            max_families_per_client=config.max_families_per_client,
+            max_bytes=config.max_metric_store_bytes,
+        )
         self.registry.register(StoreCollector(self.store))
         self.metrics = ServerMetrics(self.registry)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
@@ -108,10 +118,18 @@ class AppState:
         self.writer = RunStoreWriter(config.store_file, retention_days=config.store_retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
-        self.insight = (InsightService(self.reader, window_s=config.insights_window_s, live_window_s=config.live_window_s,
-                                       step_metric=config.step_metric, version_metric=config.version_metric,
-                                       writer=self.writer)
-                        if self.reader is not None else None)
+        self.insight = (
+            InsightService(
+                self.reader,
+                window_s=config.insights_window_s,
+                live_window_s=config.live_window_s,
+                step_metric=config.step_metric,
+                version_metric=config.version_metric,
+                writer=self.writer,
+            )
+            if self.reader is not None
+            else None
+        )
         self.grpc_intake: Any = None  # OTLP/gRPC trace intake (server/intake/otlp_grpc.py), started with the server
         self.forwarder = (OtlpForwarder(config.otlp_endpoint, config.otlp_protocol, max_queue=config.otlp_queue)
                           if config.otlp_endpoint or endpoint_from_env() else None)
@@ -166,8 +184,12 @@ class AppState:
                 if bool(mine) == want_present:
                     return {"prometheus_converged": True}
             if time.monotonic() > deadline:
-                return {"prometheus_converged": False, "prometheus_message":
-                        "Prometheus did not reflect the change within %.0f s (it re-reads file_sd files periodically)" % timeout_s}
+                return {
+                    "prometheus_converged": False,
+                    "prometheus_message": "Prometheus did not reflect the change within %.0f s (it re-reads file_sd "
+                                          "files periodically)"
+                    % timeout_s,
+                }
             await asyncio.sleep(0.5)
 
     def _run_exists(self, project: str, experiment_name: str) -> bool:
@@ -184,11 +206,7 @@ class AppState:
             self.writer.mark_finished(project, experiment_name)
 
     def _register_collectors(self) -> None:
-        from .live.collectors import (
-            ExportCollector,
-            OtlpCollector,
-            RunStoreHealthCollector,
-        )
+        from .live.collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector
 
         if self.exporters.all:
             self.registry.register(ExportCollector(self.exporters))
@@ -214,7 +232,9 @@ class AppState:
             except ValueError:
                 a = {}
             a = {**(a if isinstance(a, dict) else {}), "project": project, "experiment_name": experiment}
-            found.append((SpanRecord(sid, trace, parent, name, lane, "state", start, None, a, 256), int(last_seen * 1e9)))
+            found.append(
+                (SpanRecord(sid, trace, parent, name, lane, "state", start, None, a, 256), int(last_seen * 1e9))
+            )
         if found:
             self.clients.inherit(found)
             log.info("%d states were open when the server last stopped; closed as cut short in %.0f s unless their "
@@ -229,9 +249,14 @@ class AppState:
         if self.config.otlp_intake_grpc_port:
             from .intake.otlp_grpc import GrpcTraceIntake
 
-            self.grpc_intake = GrpcTraceIntake(self.intake, self.auth, self.config.host, self.config.otlp_intake_grpc_port,
-                                               max_body_bytes=self.config.max_body_bytes,
-                                               ack_timeout_s=self.config.ack_timeout_s)
+            self.grpc_intake = GrpcTraceIntake(
+                self.intake,
+                self.auth,
+                self.config.host,
+                self.config.otlp_intake_grpc_port,
+                max_body_bytes=self.config.max_body_bytes,
+                ack_timeout_s=self.config.ack_timeout_s,
+            )
             self.grpc_intake.start()
 
     def stop(self) -> None:
@@ -246,7 +271,7 @@ class AppState:
             try:
                 self.writer.flush(10)
                 self.exporters.final_insights(self.reader, self.config.step_metric, self.config.version_metric)
-            except Exception as exc:  # noqa: BLE001 - shutdown goes on
+            except Exception as exc:  # shutdown goes on
                 log.warning("final insight export failed: %s", exc)
         self.exporters.close()
         self.profiles.close()

@@ -17,8 +17,10 @@ from ..errors import InvalidInputError
 def _check_name(name: str, archive: Path) -> None:
     norm = posixpath.normpath(name.replace("\\", "/"))
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or norm == ".." or norm.startswith("../"):
-        raise InvalidInputError(f"unsafe path {name!r} in {archive.name}: archives may not write outside their directory",
-                                hint="the archive is refused; nothing was installed")
+        raise InvalidInputError(
+            f"unsafe path {name!r} in {archive.name}: archives may not write outside their directory",
+            hint="the archive is refused; nothing was installed",
+        )
 
 
 def _check_link(member: tarfile.TarInfo, archive: Path) -> None:
@@ -40,7 +42,8 @@ def safe_extract(archive: Path, dest: Path) -> None:
             for info in infos:
                 _check_name(info.filename, archive)
                 if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                    raise InvalidInputError(f"symlink {info.filename!r} in {archive.name}: links are not allowed in zip archives")
+                    raise InvalidInputError(f"symlink {info.filename!r} in {archive.name}: links are not allowed in "
+                                            "zip archives")
             for info in infos:
                 z.extract(info, dest)
                 mode = (info.external_attr >> 16) & 0o777
@@ -56,6 +59,6 @@ def safe_extract(archive: Path, dest: Path) -> None:
                     _check_link(m, archive)
                 elif not (m.isfile() or m.isdir()):
                     raise InvalidInputError(f"{m.name!r} in {archive.name} is a device or fifo; refused")
-            t.extractall(dest, members=members, filter="tar" if hasattr(tarfile, "data_filter") else None)  # type: ignore[call-arg]
+            t.extractall(dest, members=members, filter="tar" if hasattr(tarfile, "data_filter") else None)
     except tarfile.TarError as exc:
         raise InvalidInputError(f"{archive} is not a readable tar or zip archive: {exc}") from None

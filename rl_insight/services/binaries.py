@@ -27,7 +27,12 @@ _PATH_NAMES = {"prometheus": ["prometheus"], "tempo": ["tempo"], "grafana": ["gr
 _SYSTEM_PATHS = {
     "prometheus": ["/usr/bin/prometheus", "/usr/local/bin/prometheus", "/opt/prometheus/prometheus"],
     "tempo": ["/usr/bin/tempo", "/usr/local/bin/tempo", "/opt/tempo/tempo"],
-    "grafana": ["/usr/share/grafana/bin/grafana", "/usr/sbin/grafana-server", "/usr/local/bin/grafana", "/opt/grafana/bin/grafana"],
+    "grafana": [
+        "/usr/share/grafana/bin/grafana",
+        "/usr/sbin/grafana-server",
+        "/usr/local/bin/grafana",
+        "/opt/grafana/bin/grafana",
+    ],
 }
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
@@ -66,7 +71,9 @@ def _managed(name: str, install_dir: Path) -> list[Path]:
     svc_dir = install_dir / name
     if svc_dir.is_dir():
         for exe in _PATH_NAMES[name]:
-            out += sorted((p for p in svc_dir.glob(f"[!.]*/**/{exe}") if p.is_file()), key=lambda p: p.parts, reverse=True)
+            out += sorted(
+                (p for p in svc_dir.glob(f"[!.]*/**/{exe}") if p.is_file()), key=lambda p: p.parts, reverse=True
+            )
     return out
 
 
@@ -84,7 +91,9 @@ def _candidates(name: str, install_dir: Path) -> list[tuple[Path, Source]]:
 def find_binary(name: str, install_dir: Path, explicit: str | Path | None = None) -> Binary:
     """Return the first good-enough binary; raise BinaryNotFoundError saying what was seen and what to do."""
     minimum = MIN_VERSIONS[name]
-    candidates: list[tuple[Path, Source]] = [(Path(explicit), "configured")] if explicit else _candidates(name, install_dir)
+    candidates: list[tuple[Path, Source]] = (
+        [(Path(explicit), "configured")] if explicit else _candidates(name, install_dir)
+    )
     problems: list[str] = []
     seen: set[Path] = set()
     for path, source in candidates:
@@ -99,11 +108,16 @@ def find_binary(name: str, install_dir: Path, explicit: str | Path | None = None
         if version is None:
             problems.append(f"{path}: could not read a version from `--version`")
         elif version < minimum:
-            problems.append(f"{path}: version {'.'.join(map(str, version))} is older than the minimum {'.'.join(map(str, minimum))}")
-        elif MAX_MAJOR.get(name) is not None and version[0] > MAX_MAJOR[name]:  # type: ignore[operator]
+            problems.append(f"{path}: version {'.'.join(map(str, version))} is older than the minimum "
+                            f"{'.'.join(map(str, minimum))}")
+        elif MAX_MAJOR.get(name) is not None and version[0] > MAX_MAJOR[name]:  # type: ignore[operator]  # not None: checked in the same condition
             problems.append(f"{path}: {name} {'.'.join(map(str, version))} is unsupported (its config layout changed; "
                             f"rl-insight configures {name} {MAX_MAJOR[name]}.x)")
         else:
             return Binary(name, path, version, source)
-    detail = "; ".join(problems) if problems else f"no `{name}` binary in {install_dir / name}, on PATH, or in system locations"
+    detail = (
+        "; ".join(problems)
+        if problems
+        else f"no `{name}` binary in {install_dir / name}, on PATH, or in system locations"
+    )
     raise BinaryNotFoundError(f"{name} not found: {detail}", hint=INSTALL_HINTS[name])

@@ -55,7 +55,9 @@ CATALOG: dict[str, ServiceSpec] = {
 
 def current_platform() -> str:
     os_ = {"Linux": "linux", "Darwin": "darwin"}.get(_platform.system())
-    arch = {"x86_64": "amd64", "amd64": "amd64", "AMD64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(_platform.machine())
+    arch = {"x86_64": "amd64", "amd64": "amd64", "AMD64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        _platform.machine()
+    )
     if os_ is None or arch is None:
         return f"{_platform.system().lower()}-{_platform.machine().lower()}"
     return f"{os_}-{arch}"

@@ -24,8 +24,10 @@ def fetch_text(url: str, timeout: float = 30.0) -> str:
     try:
         r = httpx.get(url, timeout=timeout, follow_redirects=True)
     except httpx.HTTPError as exc:
-        raise DownloadError(f"cannot reach {url}: {exc}",
-                            hint="check the network or proxy, use --mirror, or install from a bundle with --local-archive") from None
+        raise DownloadError(
+            f"cannot reach {url}: {exc}",
+            hint="check the network or proxy, use --mirror, or install from a bundle with --local-archive",
+        ) from None
     if r.status_code != 200:
         raise DownloadError(f"{url} answered HTTP {r.status_code}")
     return r.text
@@ -52,11 +54,14 @@ def download(url: str, dest: Path, progress: Progress | None = None, timeout: fl
                         if progress:
                             progress(done, total)
             except httpx.HTTPError as exc:
-                raise DownloadError(f"download of {url} failed: {exc}",
-                                    hint="check the network or proxy, use --mirror, or carry a bundle in (--local-archive)") from None
+                raise DownloadError(
+                    f"download of {url} failed: {exc}",
+                    hint="check the network or proxy, use --mirror, or carry a bundle in (--local-archive)",
+                ) from None
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
-                    raise DownloadError(f"disk full while writing {dest}", hint="free space or pass --install-dir elsewhere") from None
+                    raise DownloadError(f"disk full while writing {dest}", hint="free space or pass --install-dir "
+                                                                                "elsewhere") from None
                 raise
         os.replace(tmp, dest)
     except BaseException:

@@ -60,9 +60,22 @@ def write_config(s: GrafanaSettings) -> None:
     for d in (s.data_dir, s.data_dir / "logs", s.data_dir / "plugins", s.provisioning / "datasources",
               s.provisioning / "dashboards", s.provisioning / "plugins", s.provisioning / "alerting", s.dashboards):
         d.mkdir(parents=True, exist_ok=True)
-    atomic_write(s.ini, render_template("provisioning/grafana.ini", {
-        "data_dir": s.data_dir, "logs_dir": s.data_dir / "logs", "plugins_dir": s.data_dir / "plugins",
-        "provisioning_dir": s.provisioning, "http_host": s.http_host, "http_port": s.http_port}, quote=False, check_yaml=False))
+    atomic_write(
+        s.ini,
+        render_template(
+            "provisioning/grafana.ini",
+            {
+                "data_dir": s.data_dir,
+                "logs_dir": s.data_dir / "logs",
+                "plugins_dir": s.data_dir / "plugins",
+                "provisioning_dir": s.provisioning,
+                "http_host": s.http_host,
+                "http_port": s.http_port,
+            },
+            quote=False,
+            check_yaml=False,
+        ),
+    )
     datasources = render_template("provisioning/grafana/datasources.yaml", {
         "prometheus_url": s.prometheus_url or "http://127.0.0.1:9090", "tempo_url": s.tempo_url or "http://127.0.0.1:3200",
         "scrape_interval": s.scrape_interval})

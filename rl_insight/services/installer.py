@@ -63,7 +63,7 @@ def _sibling(url: str, name: str) -> str:
 
 
 class Installer:
-    def __init__(self, install_dir: Path, *, platform: str, versions: dict[str, str] | None = None,
+    def __init__(self, install_dir: Path, *, platform: str, versions: dict[str, str | None] | None = None,
                  local_archive: Path | None = None, mirror: str | None = None, force: bool = False,
                  allow_unverified: bool = False, report: Callable[[str], None] = lambda _: None,
                  progress: Callable[[str], Progress] | None = None) -> None:
@@ -95,7 +95,11 @@ class Installer:
 
     def _record(self, result: InstallResult) -> None:
         m = self.manifest()
-        m.setdefault("services", {})[result.service] = {**asdict(result), "installed_at": time.time(), "platform": self.platform}
+        m.setdefault("services", {})[result.service] = {
+            **asdict(result),
+            "installed_at": time.time(),
+            "platform": self.platform,
+        }
         atomic_write(self.manifest_path, json.dumps(m, indent=2))
 
     # ------------------------------------------------------------------ sources
@@ -104,10 +108,12 @@ class Installer:
         try:
             with tarfile.open(path) as t:
                 member = t.getmember(BUNDLE_MANIFEST)
-                data = json.loads(t.extractfile(member).read())  # type: ignore[union-attr]
+                data = json.loads(t.extractfile(member).read())  # type: ignore[union-attr]  # a regular member (checked above) always has a file object
         except (tarfile.TarError, KeyError, ValueError) as exc:
-            raise InvalidInputError(f"{path} is not an rl-insight bundle ({exc})",
-                                    hint="pass the directory that holds the archives, or a file made by `rl-insight server bundle`") from None
+            raise InvalidInputError(
+                f"{path} is not an rl-insight bundle ({exc})",
+                hint="pass the directory that holds the archives, or a file made by `rl-insight server bundle`",
+            ) from None
         if data.get("format") != BUNDLE_FORMAT:
             raise InvalidInputError(f"{path}: unknown bundle format {data.get('format')!r}; expected {BUNDLE_FORMAT}")
         return data
@@ -131,25 +137,37 @@ class Installer:
             for a in self._bundle["archives"]:
                 if a["service"] == spec.name and a["version"] == version and a["platform"] == self.platform:
                     return Source("bundle", a["path"], a["sha256"], f"bundle manifest of {self.local_archive}")
-            raise InvalidInputError(f"bundle {self.local_archive} has no {spec.name} {version} for {self.platform}",
-                                    hint=f"it holds: {', '.join(sorted({a['service'] + ' ' + a['version'] + ' ' + a['platform'] for a in self._bundle['archives']}))}")
+            raise InvalidInputError(
+                f"bundle {self.local_archive} has no {spec.name} {version} for {self.platform}",
+                hint="it holds: " + ", ".join(sorted({f"{a['service']} {a['version']} {a['platform']}"
+                                                      for a in self._bundle["archives"]})),
+            )
         if self.local_archive is not None:
             candidate = self.local_archive / asset
             if candidate.exists():
                 sha, origin = self._local_checksum(self.local_archive, asset, spec)
                 return Source("local", str(candidate), sha, origin)
-            self.report(f"{asset} not in {self.local_archive}; trying the {'mirror' if self.mirror else 'official URL'}")
+            self.report(f"{asset} not in {self.local_archive}; trying the "
+                        f"{'mirror' if self.mirror else 'official URL'}")
         if self.mirror:
             url = _mirror_url(self.mirror, spec, version, self.platform)
-            sha, origin = self._remote_checksum(url, spec, asset,
-                                                [url + ".sha256", _sibling(url, spec.checksum_url.rsplit("/", 1)[-1].format(
-                                                    version=version, asset=asset))])
+            sha, origin = self._remote_checksum(
+                url,
+                spec,
+                asset,
+                [
+                    url + ".sha256",
+                    _sibling(url, spec.checksum_url.rsplit("/", 1)[-1].format(version=version, asset=asset)),
+                ],
+            )
             return Source("mirror", url, sha, origin)
         url = spec.url.format(version=version, asset=asset)
         sha, origin = self._remote_checksum(url, spec, asset, [spec.checksum_url.format(version=version, asset=asset)])
         return Source("official", url, sha, origin)
 
-    def _remote_checksum(self, url: str, spec: ServiceSpec, asset: str, candidates: list[str]) -> tuple[str | None, str]:
+    def _remote_checksum(
+        self, url: str, spec: ServiceSpec, asset: str, candidates: list[str]
+    ) -> tuple[str | None, str]:
         for c in candidates:
             try:
                 text = fetch_text(c)
@@ -177,8 +195,10 @@ class Installer:
                                  recorded.get("sha256", ""))
         src = self.source_for(spec, version)
         if src.expected_sha256 is None and not self.allow_unverified:
-            raise ChecksumError(f"no checksum available for {spec.asset_name(version, self.platform)} ({src.kind}: {src.where})",
-                                hint="put the vendor checksum file next to the archive, or pass --allow-unverified to accept it as is")
+            raise ChecksumError(
+                f"no checksum available for {spec.asset_name(version, self.platform)} ({src.kind}: {src.where})",
+                hint="put the vendor checksum file next to the archive, or pass --allow-unverified to accept it as is",
+            )
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self._ensure_dir(self.install_dir / name)))
         try:
             archive = work / spec.asset_name(version, self.platform)
@@ -186,7 +206,7 @@ class Installer:
                 self.report(f"downloading {name} {version} from {src.where}")
                 actual = download(src.where, archive, self.progress(f"{name} {version}") if self.progress else None)
             elif src.kind == "bundle":
-                with tarfile.open(self.local_archive) as t:  # type: ignore[arg-type]
+                with tarfile.open(self.local_archive) as t:
                     member = t.extractfile(src.where)
                     if member is None:
                         raise InvalidInputError(f"bundle entry {src.where} is not a file")
@@ -197,8 +217,11 @@ class Installer:
                 shutil.copyfile(src.where, archive)
                 actual = sha256_file(archive)
             if src.expected_sha256 is not None and actual != src.expected_sha256:
-                raise ChecksumError(f"checksum mismatch for {archive.name}: expected {src.expected_sha256} ({src.checksum_origin}), "
-                                    f"got {actual}", hint="the archive is corrupt or was tampered with; nothing was installed")
+                raise ChecksumError(
+                    f"checksum mismatch for {archive.name}: expected {src.expected_sha256} ({src.checksum_origin}), "
+                    f"got {actual}",
+                    hint="the archive is corrupt or was tampered with; nothing was installed",
+                )
             if src.expected_sha256 is None:
                 self.report(f"warning: installing {archive.name} without verification (--allow-unverified)")
             extracted = work / "tree"
@@ -231,22 +254,40 @@ class Installer:
 
 
 # ---------------------------------------------------------------------- bundle
-def make_bundle(output: Path, platforms: list[str], *, versions: dict[str, str] | None = None, mirror: str | None = None,
-                local_archive: Path | None = None, allow_unverified: bool = False, report: Callable[[str], None] = lambda _: None,
-                progress: Callable[[str], Progress] | None = None) -> dict:
+def make_bundle(
+    output: Path,
+    platforms: list[str],
+    *,
+    versions: dict[str, str | None] | None = None,
+    mirror: str | None = None,
+    local_archive: Path | None = None,
+    allow_unverified: bool = False,
+    report: Callable[[str], None] = lambda _: None,
+    progress: Callable[[str], Progress] | None = None,
+) -> dict:
     """Download and verify every archive for `platforms` and write one tar with a manifest of sums."""
     archives = []
     with tempfile.TemporaryDirectory(prefix=".bundle-", dir=output.parent if output.parent.exists() else None) as tmp:
         tmpdir = Path(tmp)
         for plat in platforms:
-            inst = Installer(tmpdir / "unused", platform=plat, versions=versions, mirror=mirror, local_archive=local_archive,
-                             allow_unverified=allow_unverified, report=report, progress=progress)
+            inst = Installer(
+                tmpdir / "unused",
+                platform=plat,
+                versions=versions,
+                mirror=mirror,
+                local_archive=local_archive,
+                allow_unverified=allow_unverified,
+                report=report,
+                progress=progress,
+            )
             for name, spec in CATALOG.items():
                 version = inst.versions[name]
                 src = inst.source_for(spec, version)
                 if src.expected_sha256 is None and not allow_unverified:
-                    raise ChecksumError(f"no checksum available for {spec.asset_name(version, plat)} ({src.where})",
-                                        hint="a bundle only carries verified archives; pass --allow-unverified to override")
+                    raise ChecksumError(
+                        f"no checksum available for {spec.asset_name(version, plat)} ({src.where})",
+                        hint="a bundle only carries verified archives; pass --allow-unverified to override",
+                    )
                 asset = spec.asset_name(version, plat)
                 dest = tmpdir / plat / asset
                 dest.parent.mkdir(parents=True, exist_ok=True)
@@ -257,9 +298,19 @@ def make_bundle(output: Path, platforms: list[str], *, versions: dict[str, str] 
                     shutil.copyfile(src.where, dest)
                     actual = sha256_file(dest)
                 if src.expected_sha256 is not None and actual != src.expected_sha256:
-                    raise ChecksumError(f"checksum mismatch for {asset}: expected {src.expected_sha256} ({src.checksum_origin}), got {actual}")
-                archives.append({"service": name, "version": version, "platform": plat, "asset": asset, "sha256": actual,
-                                 "path": f"{plat}/{asset}", "verified_against": src.checksum_origin or "unverified"})
+                    raise ChecksumError(f"checksum mismatch for {asset}: expected {src.expected_sha256} "
+                                        f"({src.checksum_origin}), got {actual}")
+                archives.append(
+                    {
+                        "service": name,
+                        "version": version,
+                        "platform": plat,
+                        "asset": asset,
+                        "sha256": actual,
+                        "path": f"{plat}/{asset}",
+                        "verified_against": src.checksum_origin or "unverified",
+                    }
+                )
         manifest = {"format": BUNDLE_FORMAT, "created_at": time.time(), "platforms": platforms, "archives": archives}
         (tmpdir / BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=2))
         partial = output.with_name(output.name + ".partial")

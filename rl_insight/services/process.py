@@ -12,7 +12,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 LOG_ROTATE_BYTES = 50 * 1024 * 1024
 
 
@@ -53,7 +52,7 @@ def is_ours(pid: int | None, marker: str) -> bool:
     return line is not None and marker in line
 
 
-def open_log(path: Path):  # noqa: ANN201 - returns a binary file object
+def open_log(path: Path):  # returns a binary file object
     """Append to a log file, rotating it once (to `.1`) when it grew past 50 MiB."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

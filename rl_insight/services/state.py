@@ -89,7 +89,10 @@ class StackState:
             ingest_url=str(d.get("ingest_url") or ""),
             public_url=str(d.get("public_url") or d.get("ingest_url") or ""),
             token_required=bool(d.get("token_required")),
-            services=tuple(ServiceRecord(**{k: s.get(k) for k in ServiceRecord.__dataclass_fields__}) for s in d.get("services", [])),
+            services=tuple(
+                ServiceRecord(**{k: s.get(k) for k in ServiceRecord.__dataclass_fields__})
+                for s in d.get("services", [])
+            ),
             missing=tuple(MissingRecord(m["name"], m.get("reason", ""), m.get("hint")) for m in d.get("missing", [])),
             grafana_password_new=bool(d.get("grafana_password_new")),
         )

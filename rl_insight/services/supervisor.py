@@ -29,13 +29,7 @@ from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
 from .grafana import write_config as write_grafana
 from .home import Home
-from .prometheus import (
-    PrometheusSettings,
-    command,
-    duration_seconds,
-    install_rules,
-    render_config,
-)
+from .prometheus import PrometheusSettings, command, duration_seconds, install_rules, render_config
 from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .tempo import TempoSettings
 from .tempo import command as tempo_command
@@ -186,10 +180,18 @@ class Supervisor:
         prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if prom_bin else None
         tempo = None
         if tempo_bin:
-            tempo = TempoSettings(http_host=s.tempo_host, http_port=ports["http"], otlp_host=s.otlp_host,
-                                  otlp_grpc_port=ports["otlp_grpc"], otlp_http_port=ports["otlp_http"], grpc_port=ports["grpc"],
-                                  memberlist_port=ports["memberlist"], data_dir=self.data_dir / "tempo",
-                                  config_file=home.runtime_dir / "tempo.yaml", retention=s.tempo_retention)
+            tempo = TempoSettings(
+                http_host=s.tempo_host,
+                http_port=ports["http"],
+                otlp_host=s.otlp_host,
+                otlp_grpc_port=ports["otlp_grpc"],
+                otlp_http_port=ports["otlp_http"],
+                grpc_port=ports["grpc"],
+                memberlist_port=ports["memberlist"],
+                data_dir=self.data_dir / "tempo",
+                config_file=home.runtime_dir / "tempo.yaml",
+                retention=s.tempo_retention,
+            )
         otlp_endpoint, otlp_protocol = srv.otlp_endpoint, srv.otlp_protocol
         if tempo is not None and not otlp_endpoint:
             host = probe_host(s.otlp_host)
@@ -197,9 +199,16 @@ class Supervisor:
                              else f"http://{host}:{tempo.otlp_grpc_port}")
         grafana = None
         if grafana_bin:
-            grafana = GrafanaSettings(http_host=s.grafana_host, http_port=ports["grafana"], data_dir=self.data_dir / "grafana",
-                                      runtime_dir=home.runtime_dir, prometheus_url=prom_url, tempo_url=tempo.url if tempo else None,
-                                      scrape_interval=s.scrape_interval, extra_dashboard_dir=s.extra_dashboard_dir)
+            grafana = GrafanaSettings(
+                http_host=s.grafana_host,
+                http_port=ports["grafana"],
+                data_dir=self.data_dir / "grafana",
+                runtime_dir=home.runtime_dir,
+                prometheus_url=prom_url,
+                tempo_url=tempo.url if tempo else None,
+                scrape_interval=s.scrape_interval,
+                extra_dashboard_dir=s.extra_dashboard_dir,
+            )
 
         server_cfg = replace(srv, port=self.ingest_port, data_dir=str(self.data_dir), prometheus_url=prom_url,
                              scrape_interval_s=duration_seconds(s.scrape_interval), otlp_endpoint=otlp_endpoint,
@@ -215,13 +224,13 @@ class Supervisor:
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
                 ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url)
-            install_rules(prom.rules_dir)  # type: ignore[arg-type]
+            install_rules(prom.rules_dir)  # type: ignore[arg-type]  # rules_dir is set for a managed Prometheus
             prom.data_dir.mkdir(parents=True, exist_ok=True)
             server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(prom.config_file, render_config(prom))
             self.services.append(Service(
-                name="prometheus", argv=command(prom_bin.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]
-                url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]
+                name="prometheus", argv=command(prom_bin.path, prom), ready_url=prom_url + "/-/ready",  # type: ignore[operator]  # prom_url is set when prom_bin is
+                url=prom_url, port=self.prometheus_port, log=s.logs / "prometheus.log",  # type: ignore[arg-type]  # prom_url is set when prom_bin is
                 version=prom_bin.version_str))
         if tempo is not None:
             (tempo.data_dir / "wal").mkdir(parents=True, exist_ok=True)
@@ -328,8 +337,20 @@ class Supervisor:
             ingest_url=f"http://{probe_host(self.s.server.host)}:{self.ingest_port}",
             public_url=f"http://{public_host}:{self.ingest_port}",
             token_required=bool(self.s.server.token),
-            services=tuple(ServiceRecord(svc.name, svc.proc.pid if svc.proc else None, svc.marker, svc.url, svc.ready_url,
-                                         svc.port, str(svc.log), svc.version, svc.state) for svc in self.services),
+            services=tuple(
+                ServiceRecord(
+                    svc.name,
+                    svc.proc.pid if svc.proc else None,
+                    svc.marker,
+                    svc.url,
+                    svc.ready_url,
+                    svc.port,
+                    str(svc.log),
+                    svc.version,
+                    svc.state,
+                )
+                for svc in self.services
+            ),
             missing=tuple(MissingRecord(m.name, m.reason, m.hint) for m in self.missing),
             grafana_password_new=self.grafana_password_created,
         ).write(self.s.home)

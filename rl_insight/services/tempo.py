@@ -27,12 +27,21 @@ class TempoSettings:
 
 
 def render(s: TempoSettings) -> str:
-    return render_template("provisioning/tempo.yaml", {
-        "http_host": s.http_host, "http_port": s.http_port, "internal_host": "127.0.0.1", "grpc_port": s.grpc_port,
-        "otlp_grpc_endpoint": f"{s.otlp_host}:{s.otlp_grpc_port}", "otlp_http_endpoint": f"{s.otlp_host}:{s.otlp_http_port}",
-        "memberlist_port": s.memberlist_port, "retention": s.retention,
-        "wal_dir": str(s.data_dir / "wal"), "traces_dir": str(s.data_dir / "traces"),
-    })
+    return render_template(
+        "provisioning/tempo.yaml",
+        {
+            "http_host": s.http_host,
+            "http_port": s.http_port,
+            "internal_host": "127.0.0.1",
+            "grpc_port": s.grpc_port,
+            "otlp_grpc_endpoint": f"{s.otlp_host}:{s.otlp_grpc_port}",
+            "otlp_http_endpoint": f"{s.otlp_host}:{s.otlp_http_port}",
+            "memberlist_port": s.memberlist_port,
+            "retention": s.retention,
+            "wal_dir": str(s.data_dir / "wal"),
+            "traces_dir": str(s.data_dir / "traces"),
+        },
+    )
 
 
 def command(binary: Path, s: TempoSettings) -> list[str]:

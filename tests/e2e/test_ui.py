@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 
 def _need_browser() -> None:
     try:
-        import playwright  # noqa: F401
+        import playwright  # noqa: F401 - whether it imports is the question
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("playwright missing in CI (pip install -e '.[dev]')")
@@ -67,16 +67,43 @@ def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int,
     """An ingest server (with `token`, as every network-facing server has one) and `rl-insight demo` feeding it,
     until `min_steps` steps are in the run store; its URL."""
     server, url = _server(tmp, token)
-    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--steps", "500", "--step-seconds",
-                             str(step_seconds), "--replicas", str(replicas), "--ranks", str(ranks), "--experiment-name",
-                             experiment, *(["--token", token] if token else []), *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rl_insight",
+            "demo",
+            "--server-url",
+            url,
+            "--steps",
+            "500",
+            "--step-seconds",
+            str(step_seconds),
+            "--replicas",
+            str(replicas),
+            "--ranks",
+            str(ranks),
+            "--experiment-name",
+            experiment,
+            *(["--token", token] if token else []),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import httpx
 
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        wait_until(lambda: ((httpx.get(url + "/api/v1/runs", headers=auth).json()["runs"] or [{}])[0].get("last_step") or 0)
-                   >= min_steps, timeout=90, interval=0.5, what="demo steps in the run store")
+        wait_until(
+            lambda: (
+                ((httpx.get(url + "/api/v1/runs", headers=auth).json()["runs"] or [{}])[0].get("last_step") or 0)
+                >= min_steps
+            ),
+            timeout=90,
+            interval=0.5,
+            what="demo steps in the run store",
+        )
         yield url
     finally:
         demo.send_signal(signal.SIGINT)
@@ -95,7 +122,7 @@ def live_demo(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
-def sign_in(page, url: str, token: str) -> None:  # noqa: ANN001
+def sign_in(page, url: str, token: str) -> None:
     """The UI's sign-in form, as a person on a token server uses it (the session cookie does the rest)."""
     page.goto(url + "/")
     page.fill("#token", token)
@@ -132,26 +159,32 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     assert int(page.eval_on_selector("#timeline", "e => e.dataset.laneCount")) == 5  # rank_0..1, replica_0..2
     labels = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
     assert labels == ["rank_0", "rank_1", "replica_0", "replica_1", "replica_2"]
-    page.wait_for_selector('.chart[data-metric="critic_score_mean"][data-points]', timeout=30_000)  # open families load in turn
+    page.wait_for_selector(
+        '.chart[data-metric="critic_score_mean"][data-points]', timeout=30_000
+    )  # open families load in turn
     points = page.eval_on_selector('.chart[data-metric="critic_score_mean"]', "e => +e.dataset.points")
     assert points >= 3
     assert page.inner_text("#insight-overlap").endswith("%")
     # staleness as time: the sync demo's trainer starts right after generation (plus the advantage step)
-    page.wait_for_function("/\\d+(\\.\\d+)? (µs|ms|s)$/.test(document.querySelector('#insight-wait .v')?.innerText || '')",
-                           timeout=30_000)
+    page.wait_for_function(
+        "/\\d+(\\.\\d+)? (µs|ms|s)$/.test(document.querySelector('#insight-wait .v')?.innerText || '')", timeout=30_000
+    )
     # what init(config=...) described: tags, duration, and the searchable trainer config
     assert {"demo", "sync", "vllm"} <= set(page.eval_on_selector_all("h2 .tag", "els => els.map(e => e.textContent)"))
     assert "ran " in page.inner_text("#run-meta") and "run 1" in page.inner_text("#run-meta")
     page.click("#run-config summary")
     page.fill("#config-search", "optim.lr")
-    assert page.eval_on_selector_all("#run-config td.key", "els => els.map(e => e.textContent)") == ["actor_rollout_ref.actor.optim.lr"]
+    assert page.eval_on_selector_all("#run-config td.key", "els => els.map(e => e.textContent)") == [
+        "actor_rollout_ref.actor.optim.lr"
+    ]
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
 
 
 def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page) -> None:
     page.goto(live_demo + "/#/run/1")
     page.wait_for_selector("#insight-overlap")  # the page has finished its first layout
-    page.wait_for_function("window.rlInsight.timeline && window.rlInsight.timeline.rects && window.rlInsight.timeline.rects.length > 5")
+    page.wait_for_function("window.rlInsight.timeline && window.rlInsight.timeline.rects && "
+                           "window.rlInsight.timeline.rects.length > 5")
     target = page.evaluate("""() => { const t = window.rlInsight.timeline;
         const i = t.rects.findIndex(r => r.x1 - r.x0 > 4 && r.span[5] === 1); return t.spanRect(i); }""")
     page.mouse.move(target["x"], target["y"])
@@ -165,8 +198,10 @@ def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page)
     page.screenshot(path=str(ARTIFACTS / "hover.png"))
     before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
     page.mouse.wheel(0, -400)  # zoom in around the pointer
-    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs - +document.querySelector('#timeline').dataset.fromNs"
-                           f" < {before[1] - before[0]}")
+    page.wait_for_function(
+        f"+document.querySelector('#timeline').dataset.toNs - +document.querySelector('#timeline').dataset.fromNs"
+        f" < {before[1] - before[0]}"
+    )
     after = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
     assert after[1] - after[0] < before[1] - before[0] and after[0] >= before[0] - 1
 
@@ -218,8 +253,19 @@ def test_offline_html_timeline_opens_and_zooms_in_chromium(tmp_path: Path, page)
     for rank in range(4):
         for step in range(50):
             t = step * 100_000_000
-            c.add("torch", "actor", rank, f"actor/rank{rank}", "actor_update", "annotation", t, t + 60_000_000 + rank * 1_000_000,
-                  step, None, "f")
+            c.add(
+                "torch",
+                "actor",
+                rank,
+                f"actor/rank{rank}",
+                "actor_update",
+                "annotation",
+                t,
+                t + 60_000_000 + rank * 1_000_000,
+                step,
+                None,
+                "f",
+            )
             for k in range(20):  # sub-pixel events at the full view
                 c.add("torch", "actor", rank, f"actor/rank{rank}", "all_reduce", "communication", t + k * 100_000,
                       t + k * 100_000 + 50_000, step, None, "f")
@@ -284,9 +330,17 @@ def test_archived_experiments_are_shown_as_such_in_the_runs_list(tmp_path: Path,
                      "series": [{"k": "g", "n": "x", "l": {"project": "p", "experiment_name": exp}}],
                      "samples": [[0, time.time(), 1, 1.0]]}
             assert httpx.post(url + "/api/v1/ingest", json=batch).status_code == 200
-            assert httpx.post(url + "/api/v1/prometheus/targets",
-                              json={"targets": [f"10.0.0.1:{len(exp)}"], "project": "p", "experiment_name": exp}).status_code == 200
-        assert httpx.post(url + "/api/v1/experiments/archive", json={"project": "p", "experiment_name": "old"}).status_code == 200
+            assert (
+                httpx.post(
+                    url + "/api/v1/prometheus/targets",
+                    json={"targets": [f"10.0.0.1:{len(exp)}"], "project": "p", "experiment_name": exp},
+                ).status_code
+                == 200
+            )
+        assert (
+            httpx.post(url + "/api/v1/experiments/archive", json={"project": "p", "experiment_name": "old"}).status_code
+            == 200
+        )
         page.goto(url + "/")
         row = page.wait_for_selector("#runs-table tr[data-run-id]:has-text('old')")
         page.wait_for_selector("#runs-table .badge.archived")
@@ -310,9 +364,28 @@ def test_demo_run_in_tensorboard_and_as_an_offline_wandb_run(tmp_path: Path, pag
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}, "WANDB_MODE": "offline",
            "WANDB_SILENT": "true"}
     rl = [sys.executable, "-m", "rl_insight"]
-    r = subprocess.run(rl + ["server", "start", "--detach", "--home", str(home), "--host", "127.0.0.1", "--port", str(port),
-                             "--no-prometheus", "--export-tensorboard", str(tb), "--export-wandb"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        rl
+        + [
+            "server",
+            "start",
+            "--detach",
+            "--home",
+            str(home),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-prometheus",
+            "--export-tensorboard",
+            str(tb),
+            "--export-wandb",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     try:
         d = subprocess.run(rl + ["demo", "--steps", "6", "--step-seconds", "0.8", "--replicas", "2", "--ranks", "2",
@@ -327,8 +400,22 @@ def test_demo_run_in_tensorboard_and_as_an_offline_wandb_run(tmp_path: Path, pag
     assert sorted(r["_step"] for r in history(Path(wb_file)) if "critic_score_mean" in r) == [1, 2, 3, 4, 5, 6]
 
     tb_port = free_port()
-    board = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(tb), "--host", "127.0.0.1",
-                              "--port", str(tb_port), "--load_fast=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    board = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(tb),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(tb_port),
+            "--load_fast=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         import httpx
 
@@ -345,7 +432,9 @@ def test_demo_run_in_tensorboard_and_as_an_offline_wandb_run(tmp_path: Path, pag
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.goto(f"http://127.0.0.1:{tb_port}/#timeseries")
         page.wait_for_selector("input[placeholder*='Filter tags']", timeout=60_000)
-        page.fill("input[placeholder*='Filter tags']", "critic_score_mean|rl_insight/step/duration|step_state_share/vllm")
+        page.fill(
+            "input[placeholder*='Filter tags']", "critic_score_mean|rl_insight/step/duration|step_state_share/vllm"
+        )
         page.wait_for_selector("text=critic_score_mean", timeout=60_000)
         page.wait_for_selector("text=rl_insight/step/duration_s", timeout=60_000)
         page.keyboard.press("Escape")  # close the tag autocomplete
@@ -387,10 +476,13 @@ def test_timeline_legend_and_stage_colours_match_the_offline_renderers(live_demo
     page.goto(live_demo + "/")
     page.wait_for_selector("#runs-table tr[data-run-id]").click()
     page.wait_for_selector("#timeline-legend .item[data-stage='vllm_generate']", timeout=30_000)
-    legend = page.eval_on_selector_all("#timeline-legend .item", "els => els.map(e => [e.dataset.stage, e.dataset.color])")
+    legend = page.eval_on_selector_all("#timeline-legend .item", "els => els.map(e => [e.dataset.stage, "
+                                                                 "e.dataset.color])")
     assert {"vllm_generate", "update_weights", "actor_update", "train_batch"} <= {n for n, _ in legend}
     assert all(c == color_of(n) for n, c in legend), legend  # the same colour as the HTML report and the PNG
-    assert len({c for n, c in legend if n in ("vllm_generate", "update_weights", "actor_update")}) == 3  # distinct stages
+    assert (
+        len({c for n, c in legend if n in ("vllm_generate", "update_weights", "actor_update")}) == 3
+    )  # distinct stages
     for name in ("my_custom_stage", "tool_call/search", "ünïcode stage"):  # the JS hash equals palette.py's
         assert page.evaluate(f"colorOf({name!r})") == color_of(name)
 
@@ -399,7 +491,9 @@ def test_timeline_marks_steps_and_a_click_zooms_to_one(live_demo: str, page) -> 
     page.goto(live_demo + "/")
     page.wait_for_selector("#runs-table tr[data-run-id]").click()
     page.wait_for_selector("#timeline canvas")
-    page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 2", timeout=30_000)
+    page.wait_for_function(
+        "(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 2", timeout=30_000
+    )
     steps = page.eval_on_selector("#timeline", "e => JSON.parse(e.dataset.steps)")
     target = steps[-1]
     # One synchronous act, as a click is: the mark's place read and clicked in the same frame. A live page moves
@@ -423,71 +517,123 @@ def test_metric_search_pinning_and_collapsed_groups(live_demo: str, page) -> Non
     page.goto(live_demo + "/")
     page.evaluate("localStorage.removeItem('rl-insight.pinned-metrics')")
     page.wait_for_selector("#runs-table tr[data-run-id]").click()
-    page.wait_for_function("document.querySelector('.chart[data-metric=\"critic_score_mean\"][data-points]')", timeout=30_000)
-    open_families = page.eval_on_selector_all("details.family[data-family]", "els => els.filter(e => e.open).map(e => e.dataset.family)")
+    page.wait_for_function(
+        "document.querySelector('.chart[data-metric=\"critic_score_mean\"][data-points]')", timeout=30_000
+    )
+    open_families = page.eval_on_selector_all("details.family[data-family]", "els => els.filter(e => e.open).map(e "
+                                                                             "=> e.dataset.family)")
     assert set(open_families) <= {"critic", "actor", "perf", "timing"} and "critic" in open_families
     # a collapsed group costs no request until it is opened
-    assert page.eval_on_selector_all("details.family[data-family='response'] .chart[data-points]", "els => els.length") == 0
+    assert (
+        page.eval_on_selector_all("details.family[data-family='response'] .chart[data-points]", "els => els.length")
+        == 0
+    )
     page.click("details.family[data-family='response'] > summary")
-    page.wait_for_function("document.querySelectorAll(\"details[data-family='response'] .chart[data-points]\").length > 0",
-                           timeout=20_000)
+    page.wait_for_function(
+        "document.querySelectorAll(\"details[data-family='response'] .chart[data-points]\").length > 0", timeout=20_000
+    )
     # search: only matching charts stay visible, in whichever group they are
     page.fill("#metric-search", "global_seqlen")
     visible = page.eval_on_selector_all(".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)")
     assert visible and all("global_seqlen" in m for m in visible)
     page.fill("#metric-search", "training/global")  # verl's slash spelling finds the sanitized name
-    assert "training_global_step" in page.eval_on_selector_all(".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)")
+    assert "training_global_step" in page.eval_on_selector_all(
+        ".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)"
+    )
     page.fill("#metric-search", "")
     # pin: the chart appears in a "pinned" group at the top, and stays pinned after a reload
     page.click(".chart[data-metric='response_length_mean'] .pin")
-    page.wait_for_selector("details.family[data-family='pinned'] .chart[data-metric='response_length_mean'][data-points]", timeout=20_000)
+    page.wait_for_selector("details.family[data-family='pinned'] "
+                           ".chart[data-metric='response_length_mean'][data-points]", timeout=20_000)
     assert page.eval_on_selector("#charts details.family", "e => e.dataset.family") == "pinned"
     page.reload()
-    page.wait_for_selector("details.family[data-family='pinned'] .chart[data-metric='response_length_mean']", timeout=30_000)
+    page.wait_for_selector(
+        "details.family[data-family='pinned'] .chart[data-metric='response_length_mean']", timeout=30_000
+    )
     page.evaluate("localStorage.removeItem('rl-insight.pinned-metrics')")
 
 
 def test_clicking_a_chart_point_or_the_breakdown_card_zooms_the_timeline_to_that_step(live_demo: str, page) -> None:
     page.goto(live_demo + "/")
     page.wait_for_selector("#runs-table tr[data-run-id]").click()
-    page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 3", timeout=30_000)
-    page.wait_for_function("document.querySelector('.chart[data-metric=\"timing_s_step\"][data-points]')", timeout=30_000)
+    page.wait_for_function(
+        "(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 3", timeout=30_000
+    )
+    page.wait_for_function(
+        "document.querySelector('.chart[data-metric=\"timing_s_step\"][data-points]')", timeout=30_000
+    )
     # the breakdown card names its step; a click shows exactly that step
     card = page.wait_for_selector("#insight-step.link", timeout=30_000)
     step = int(card.inner_text().split("(")[1].split(",")[0])
     card.click()
-    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {step}", timeout=30_000)
+    page.wait_for_function(
+        f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {step}", timeout=30_000
+    )
     marks = dict(page.evaluate("state.timeline.stepMarks"))
     assert int(page.eval_on_selector("#timeline", "e => +e.dataset.toNs")) == marks[step]
     # a chart point: hover its first point and click
     page.dblclick("#timeline canvas")  # back to the whole run
     page.locator(".chart[data-metric='timing_s_step'] .u-over").scroll_into_view_if_needed()
-    box = page.eval_on_selector(".chart[data-metric='timing_s_step'] .u-over", "e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+    box = page.eval_on_selector(".chart[data-metric='timing_s_step'] .u-over", "e => { const r = "
+                                                                               "e.getBoundingClientRect(); return "
+                                                                               "[r.x, r.y, r.width, r.height]; }")
     page.mouse.move(box[0] + box[2] / 2, box[1] + box[3] / 2)
-    first = page.evaluate("(() => { const c = [...state.charts].find(p => p.root.closest('[data-metric=\"timing_s_step\"]')); return c.data[0][c.cursor.idx]; })()")
+    first = page.evaluate("(() => { const c = [...state.charts].find(p => "
+                          "p.root.closest('[data-metric=\"timing_s_step\"]')); return c.data[0][c.cursor.idx]; })()")
     assert first is not None
     page.mouse.click(box[0] + box[2] / 2, box[1] + box[3] / 2)
-    page.wait_for_function(f"state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === {int(first)}", timeout=10_000)
+    page.wait_for_function("state.timeline.stepOf(+document.querySelector('#timeline').dataset.toNs) === "
+                           f"{int(first)}", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "chart-click-step.png"))
 
 
 def test_compare_names_runs_and_shows_both_cards_and_timelines(live_demo: str, page) -> None:
     import httpx
 
-    d = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", live_demo, "--steps", "4", "--step-seconds", "1.0",
-                        "--replicas", "2", "--ranks", "2", "--experiment-name", "ui-test-b"], capture_output=True, text=True, timeout=120)
+    d = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rl_insight",
+            "demo",
+            "--server-url",
+            live_demo,
+            "--steps",
+            "4",
+            "--step-seconds",
+            "1.0",
+            "--replicas",
+            "2",
+            "--ranks",
+            "2",
+            "--experiment-name",
+            "ui-test-b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert d.returncode == 0, d.stdout + d.stderr
     runs = {r["experiment_name"]: r["id"] for r in httpx.get(live_demo + "/api/v1/runs").json()["runs"]}
     a, b = runs["ui-test"], runs["ui-test-b"]
     page.goto(f"{live_demo}/#/run/{a}?compare={b}")  # opened by URL: names must not depend on the runs list
-    page.wait_for_function("document.querySelectorAll('#compare-insights [data-card=\"insight-overlap\"]').length === 2", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#compare-insights [data-card=\"insight-overlap\"]').length "
+                           "=== 2", timeout=30_000)
     heads = page.eval_on_selector_all("#compare-insights h4", "els => els.map(e => e.textContent)")
     assert heads == ["rl-insight-demo/ui-test", "rl-insight-demo/ui-test-b"]
-    page.wait_for_function("document.querySelector('.chart[data-metric=\"critic_score_mean\"] .u-legend')", timeout=30_000)
-    legend = page.eval_on_selector_all('.chart[data-metric="critic_score_mean"] .u-legend .u-label', "els => els.map(e => e.textContent)")
-    assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), legend
+    page.wait_for_function(
+        "document.querySelector('.chart[data-metric=\"critic_score_mean\"] .u-legend')", timeout=30_000
+    )
+    legend = page.eval_on_selector_all(
+        '.chart[data-metric="critic_score_mean"] .u-legend .u-label', "els => els.map(e => e.textContent)"
+    )
+    assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), (
+        legend
+    )
     # both timelines, stacked; a step click shows that step in both runs
-    page.wait_for_function(f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000)
+    page.wait_for_function(
+        f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000
+    )
     page.wait_for_function("state.timelines.every(t => (t.stepMarks || []).some(m => m[0] === 3))", timeout=30_000)
     page.evaluate("showStep(3)")
     for i in (0, 1):
@@ -507,12 +653,60 @@ def test_offline_report_tables_link_to_the_timeline_with_depth_rows_steps_and_se
         t = (step - 1) * 1000 * ms
         for r in range(3):  # replica_1 is the long tail in step 2
             d = 600 if (r == 1 and step == 2) else 200
-            c.add("torch", "rollout", None, f"rollout/replica_{r}", "vllm_generate", "annotation", t, t + d * ms, step, None, "f")
+            c.add(
+                "torch",
+                "rollout",
+                None,
+                f"rollout/replica_{r}",
+                "vllm_generate",
+                "annotation",
+                t,
+                t + d * ms,
+                step,
+                None,
+                "f",
+            )
         for rank in range(2):
             a = t + 650 * ms
-            c.add("torch", "actor", rank, f"actor/rank{rank}", "actor_update", "annotation", a, a + 300 * ms, step, None, "f")
-            c.add("torch", "actor", rank, f"actor/rank{rank}", "mini_batch0", "annotation", a + 10 * ms, a + 200 * ms, step, None, "f")
-            c.add("torch", "actor", rank, f"actor/rank{rank}", "all_reduce", "communication", a + 150 * ms, a + 250 * ms, step, None, "f")
+            c.add(
+                "torch",
+                "actor",
+                rank,
+                f"actor/rank{rank}",
+                "actor_update",
+                "annotation",
+                a,
+                a + 300 * ms,
+                step,
+                None,
+                "f",
+            )
+            c.add(
+                "torch",
+                "actor",
+                rank,
+                f"actor/rank{rank}",
+                "mini_batch0",
+                "annotation",
+                a + 10 * ms,
+                a + 200 * ms,
+                step,
+                None,
+                "f",
+            )
+            c.add(
+                "torch",
+                "actor",
+                rank,
+                f"actor/rank{rank}",
+                "all_reduce",
+                "communication",
+                a + 150 * ms,
+                a + 250 * ms,
+                step,
+                None,
+                "f",
+            )
     df = with_depth(c.frame())
     out = html.render(df, tmp_path / "report.html", "report", result=an.summarize(df))
     page.goto(out.as_uri())
@@ -523,7 +717,16 @@ def test_offline_report_tables_link_to_the_timeline_with_depth_rows_steps_and_se
     i0, i1 = lanes.index("actor/rank0"), lanes.index("actor/rank1")
     assert tops[i1] - tops[i0] >= 2 * 18  # actor lanes hold a nested row (mini_batch0 inside actor_update)
     titles = page.eval_on_selector_all("#tables summary", "els => els.map(e => e.textContent)")
-    for want in ("Stage statistics", "Per-step breakdown", "Bubbles", "overlap", "stragglers", "long tail", "Communication", "Memory"):
+    for want in (
+        "Stage statistics",
+        "Per-step breakdown",
+        "Bubbles",
+        "overlap",
+        "stragglers",
+        "long tail",
+        "Communication",
+        "Memory",
+    ):
         assert any(want.lower() in t.lower() for t in titles), (want, titles)
     # the long-tail row of step 2 names replica_1; clicking it shows step 2 with that lane highlighted
     row = page.locator("#table-long-tail tr.row", has_text="rollout/replica_1").first
@@ -545,8 +748,25 @@ def test_lanes_are_in_one_order_in_python_and_in_the_ui(live_demo: str, page) ->
     """rl_insight/lane_order.py and static/lanes.js: the server's lists, the offline renderers and the UI agree."""
     from rl_insight.lane_order import lane_sort_key
 
-    names = ["replica_10", "replica_2", "replica", "Replica_1", "replica-3", "actor/rank10", "actor/rank2", "actor_rank_0",
-             "_x", "z", "ünïcode_1", "ünïcode_01", "replica_2b", "a_99999999999", "a_100000000000", "", "trainer"]
+    names = [
+        "replica_10",
+        "replica_2",
+        "replica",
+        "Replica_1",
+        "replica-3",
+        "actor/rank10",
+        "actor/rank2",
+        "actor_rank_0",
+        "_x",
+        "z",
+        "ünïcode_1",
+        "ünïcode_01",
+        "replica_2b",
+        "a_99999999999",
+        "a_100000000000",
+        "",
+        "trainer",
+    ]
     page.goto(live_demo + "/")
     page.wait_for_selector("#runs-table tr[data-run-id]")
     in_js = page.evaluate("names => import('/ui/lanes.js').then(m => [...names].sort(m.compareLanes))", names)

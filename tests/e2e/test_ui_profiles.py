@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import wait_until
-from tests.e2e.test_ui import ARTIFACTS, ROOT, _need_browser, page, running_demo, sign_in  # noqa: F401  (the page fixture)
+from tests.e2e.test_ui import ARTIFACTS, ROOT, _need_browser, running_demo, sign_in
 
 pytestmark = pytest.mark.e2e
 DOCS_IMG = ROOT / "docs" / "img"
@@ -27,7 +27,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
-def _profile_next_step(page) -> str:  # noqa: F811
+def _profile_next_step(page) -> str:
     """Click "Profile next step": the server asks for the first step every process hears of before it begins, so
     the request is taken the first time (exact, never refused as already begun)."""
     page.click("#profile-next")
@@ -40,7 +40,7 @@ def _profile_next_step(page) -> str:  # noqa: F811
     return rid
 
 
-def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, page) -> None:  # noqa: F811
+def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, page) -> None:
     sign_in(page, demo, TOKEN)
     page.goto(demo + "/#/run/1")
     page.wait_for_selector("#timeline .lane-label[data-lane='rank_1']")
@@ -50,16 +50,20 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     page.uncheck("#profile-cuda")
     rid = _profile_next_step(page)
     # the request rides on the trainer's ingest replies; its rank_1 thread profiles one whole step and uploads
-    page.wait_for_selector(f"#profile-list tr[data-profile='{rid}'][data-state='done'] a[data-link='report']", timeout=90_000)
+    page.wait_for_selector(
+        f"#profile-list tr[data-profile='{rid}'][data-state='done'] a[data-link='report']", timeout=90_000
+    )
     row = page.inner_text(f"#profile-list tr[data-profile='{rid}']")
     assert "uploaded" in row and "lanes rank_1" in row
     # the profiled window over rank_1 on the live timeline
-    page.wait_for_function(f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')",
-                           timeout=30_000)
+    page.wait_for_function(
+        f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')", timeout=30_000
+    )
     # "on the timeline": the live timeline zooms to the profiled step, the window drawn over rank_1
     page.click(f"#profile-list tr[data-profile='{rid}'] button[data-link='timeline']")
-    page.wait_for_function(f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')",
-                           timeout=10_000)
+    page.wait_for_function(
+        f"JSON.parse(document.querySelector('#timeline').dataset.profiled || '[]').includes('{rid}')", timeout=10_000
+    )
     page.screenshot(path=str(ARTIFACTS / "profiles.png"), full_page=False)
     page.locator("#timeline-h").scroll_into_view_if_needed()
     page.screenshot(path=str(DOCS_IMG / "ui-profiles.png"), full_page=False)
@@ -82,7 +86,7 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     rp.screenshot(path=str(DOCS_IMG / "ui-profile-report.png"), full_page=False)
 
 
-def test_profile_this_stage_from_the_step_breakdown(demo: str, page) -> None:  # noqa: F811
+def test_profile_this_stage_from_the_step_breakdown(demo: str, page) -> None:
     sign_in(page, demo, TOKEN)
     page.goto(demo + "/#/run/1")
     page.wait_for_selector("#timeline .lane-label[data-lane='rank_0']")
@@ -97,8 +101,11 @@ def test_profile_this_stage_from_the_step_breakdown(demo: str, page) -> None:  #
     assert page.input_value("#profile-stage") == "train_batch"
     page.wait_for_selector(f"#profile-list tr[data-profile='{rid}'][data-state='done']", timeout=90_000)
     assert "stage train_batch" in page.inner_text(f"#profile-list tr[data-profile='{rid}']")
-    wait_until(lambda: httpx.get(f"{demo}/api/v1/profiles/{rid}", headers=AUTH).json()["analysis"]["state"] == "done", timeout=60,
-               what="analysis")
+    wait_until(
+        lambda: httpx.get(f"{demo}/api/v1/profiles/{rid}", headers=AUTH).json()["analysis"]["state"] == "done",
+        timeout=60,
+        what="analysis",
+    )
     prof = httpx.get(f"{demo}/api/v1/profiles/{rid}", headers=AUTH).json()
     stages = {s["name"] for s in prof["analysis"]["stages"]}
     # the train_batch state only (its nested actor_update included): no generation, no log-prob stages

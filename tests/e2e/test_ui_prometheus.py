@@ -19,7 +19,7 @@ import pytest
 
 from rl_insight import panels
 from tests.conftest import wait_until
-from tests.e2e.test_ui import ARTIFACTS, page  # noqa: F401  (the Chromium page fixture)
+from tests.e2e.test_ui import ARTIFACTS
 from tests.integration.conftest import Stack, cli, start_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -32,9 +32,32 @@ def prom_demo(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("uiprom") / "home"
     stack = start_stack(home)
     env = {**os.environ, "RL_INSIGHT_HOME": str(home), "RL_INSIGHT_TOKEN": stack.token}
-    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", stack.ingest_url, "--steps", "400",
-                             "--step-seconds", "1.2", "--replicas", "3", "--ranks", "2", "--experiment-name", EXPERIMENT,
-                             "--fault", "xid"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rl_insight",
+            "demo",
+            "--server-url",
+            stack.ingest_url,
+            "--steps",
+            "400",
+            "--step-seconds",
+            "1.2",
+            "--replicas",
+            "3",
+            "--ranks",
+            "2",
+            "--experiment-name",
+            EXPERIMENT,
+            "--fault",
+            "xid",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     auth = {"Authorization": f"Bearer {stack.token}"}
 
     def run_id() -> int | None:
@@ -78,9 +101,16 @@ def test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus(prom_demo) -> 
     """For every panel: the server's series equal what Grafana's dashboard expression returns from Prometheus
     for the same window, step and rate interval."""
     stack, rid, auth = prom_demo
-    boards = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "transfer_queue": "transfer_queue.json", "gpu": "hardware.json",
-              "npu": "hardware.json", "host": "hardware.json"}
-    wait_until(lambda: all(_sections(stack, rid, auth)[k]["available"] for k in boards), timeout=60, interval=1, what="data")
+    boards = {
+        "vllm": "verl_trainer_v1_with_vllm_engine.json",
+        "transfer_queue": "transfer_queue.json",
+        "gpu": "hardware.json",
+        "npu": "hardware.json",
+        "host": "hardware.json",
+    }
+    wait_until(
+        lambda: all(_sections(stack, rid, auth)[k]["available"] for k in boards), timeout=60, interval=1, what="data"
+    )
     compared = 0
     for sid, board in boards.items():
         d = httpx.get(f"{stack.ingest_url}/api/v1/runs/{rid}/panels/{sid}", headers=auth, timeout=30).json()
@@ -88,17 +118,34 @@ def test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus(prom_demo) -> 
         grafana = json.loads((ROOT / "dashboards" / board).read_text())["panels"]
         section = panels.BY_ID[sid]
         for p in d["panels"]:
-            exprs = next(g for g in grafana if g["title"] == p["title"] and any(
-                t.get("expr") == panels.render(section.panels[[x.id for x in section.panels].index(p["id"])].queries[0].expr,
-                                               'project=~"$project", experiment_name=~"$experiment_name"'
-                                               + (', replica=~"$replica"' if section.per_replica else ""), "$__rate_interval")
-                for t in g.get("targets", [])))["targets"]
+            exprs = next(
+                g
+                for g in grafana
+                if g["title"] == p["title"]
+                and any(
+                    t.get("expr")
+                    == panels.render(
+                        section.panels[[x.id for x in section.panels].index(p["id"])].queries[0].expr,
+                        'project=~"$project", experiment_name=~"$experiment_name"'
+                        + (', replica=~"$replica"' if section.per_replica else ""),
+                        "$__rate_interval",
+                    )
+                    for t in g.get("targets", [])
+                )
+            )["targets"]
             mine = {}
             for t in exprs:
                 expr = (t["expr"].replace("$__rate_interval", d["rate_window"]).replace("$project", "rl-insight-demo")
                         .replace("$experiment_name", EXPERIMENT).replace("$replica", ".*"))
-                r = httpx.get(stack.prometheus_url + "/api/v1/query_range", params={
-                    "query": expr, "start": f"{d['from_s']:.3f}", "end": f"{d['to_s']:.3f}", "step": f"{d['step_s']:g}"}).json()
+                r = httpx.get(
+                    stack.prometheus_url + "/api/v1/query_range",
+                    params={
+                        "query": expr,
+                        "start": f"{d['from_s']:.3f}",
+                        "end": f"{d['to_s']:.3f}",
+                        "step": f"{d['step_s']:g}",
+                    },
+                ).json()
                 assert r["status"] == "success", (p["id"], r)
                 for item in r["data"]["result"]:
                     name = panels.legend(t["legendFormat"], item["metric"]) or item["metric"].get("__name__", "value")
@@ -106,12 +153,15 @@ def test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus(prom_demo) -> 
             served = {s["name"]: {ts: v for ts, v in s["points"] if v is not None} for s in p["series"]}
             assert set(served) == set(mine), p["id"]
             for name, pts in served.items():
-                assert pts == {ts: v for ts, v in mine[name].items() if v == v}, (p["id"], name)  # NaN dropped on both sides
+                assert pts == {ts: v for ts, v in mine[name].items() if v == v}, (
+                    p["id"],
+                    name,
+                )  # NaN dropped on both sides
             compared += 1
     assert compared >= 35
 
 
-def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:  # noqa: F811
+def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:
     stack, rid, auth = prom_demo
     wait_until(lambda: any(a["alertname"] == "RLInsightGPUXidError" and a["state"] == "firing" for a in httpx.get(
         f"{stack.ingest_url}/api/v1/runs/{rid}/alerts", headers=auth).json()["active"]),
@@ -124,14 +174,17 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:  # n
     assert "firing" in row.inner_text()
     page.screenshot(path=str(ARTIFACTS / "runs-alerts.png"))
     row.click()
-    alert = page.wait_for_selector("#alerts .alert[data-alert='RLInsightGPUXidError'][data-state='firing']", timeout=30_000)
+    alert = page.wait_for_selector(
+        "#alerts .alert[data-alert='RLInsightGPUXidError'][data-state='firing']", timeout=30_000
+    )
     text = alert.inner_text()
     assert "GPU 0" in text and "XID 79" in text and "What to check" in text
     alert.screenshot(path=str(ARTIFACTS / "ui-alerts.png"))
     page.wait_for_function("document.querySelectorAll('.chart[data-panel][data-points]').length >= 30", timeout=60_000)
     # the sections say when every panel has been drawn once: read then, not when 30 of them happen to be
     page.wait_for_function("+document.querySelector('#prom-sections').dataset.refreshed >= 1", timeout=60_000)
-    kv = page.eval_on_selector('.chart[data-panel="vllm_kv_cache"]', "e => [+e.dataset.series, JSON.parse(e.dataset.last)]")
+    kv = page.eval_on_selector('.chart[data-panel="vllm_kv_cache"]', "e => [+e.dataset.series, "
+                                                                     "JSON.parse(e.dataset.last)]")
     assert kv[0] == 3 and [n for n, _ in kv[1]] == ["r0", "r1", "r2"]  # one line per replica
     assert all(v is not None and 0 <= v <= 1 for _, v in kv[1])
     xid = page.eval_on_selector('.chart[data-panel="gpu_xid"]', "e => JSON.parse(e.dataset.last)")
@@ -139,9 +192,10 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:  # n
     assert page.get_attribute("#sec-sglang", "data-available") == "0"
     assert "disable_log_stats=False" in page.inner_text("#sec-sglang")
     # axis labels in the panel's unit, formatted whole
-    assert page.evaluate("[fmtUnit('percentunit', 0.5), fmtUnit('s', 0.0123), fmtUnit('bytes', 2.5e9), fmtUnit('tps', 52500),"
-                         " fmtUnit('decmbytes', 61440), fmtUnit('s', 0.00025)]") == \
-        ["50%", "12.3 ms", "2.5GB", "52.5k tok/s", "61.4GB", "250 µs"]
+    assert page.evaluate(
+        "[fmtUnit('percentunit', 0.5), fmtUnit('s', 0.0123), fmtUnit('bytes', 2.5e9), fmtUnit('tps', 52500),"
+        " fmtUnit('decmbytes', 61440), fmtUnit('s', 0.00025)]"
+    ) == ["50%", "12.3 ms", "2.5GB", "52.5k tok/s", "61.4GB", "250 µs"]
     ticks = page.evaluate("state.prom.boxes.get('vllm_kv_cache').plot.axes[1]._values")  # the y labels uPlot drew
     assert ticks and all(t.endswith("%") for t in ticks), ticks
     for sid, shot in (("vllm", "ui-engine.png"), ("transfer_queue", "ui-transfer-queue.png"), ("gpu", "ui-gpu.png"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_ui import ARTIFACTS, _need_browser, page, running_demo  # noqa: F401  (the page fixture)
+from tests.e2e.test_ui import ARTIFACTS, _need_browser, running_demo
 
 pytestmark = pytest.mark.e2e
 
@@ -21,8 +21,9 @@ def agent_demo(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
-def _column(page, index: int) -> list[str]:  # noqa: F811
-    return page.eval_on_selector_all(f"#traj-table tr[data-traj-id] td:nth-child({index})", "els => els.map(e => e.innerText)")
+def _column(page, index: int) -> list[str]:
+    return page.eval_on_selector_all(f"#traj-table tr[data-traj-id] td:nth-child({index})", "els => els.map(e => "
+                                                                                            "e.innerText)")
 
 
 def _seconds(text: str) -> float:
@@ -30,19 +31,23 @@ def _seconds(text: str) -> float:
     return float(value) * {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}[unit]
 
 
-def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo: str, page) -> None:  # noqa: F811
+def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo: str, page) -> None:
     page.goto(agent_demo + "/#/run/1")
     page.wait_for_selector("#traj-table tr[data-traj-id]", timeout=60_000)
     # the timeline keeps its ranks and replicas: one lane per trajectory would bury them; a link says where they are
     lanes = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
-    assert {"rank_0", "replica_0", "replica_1", "replica_2"} <= set(lanes) and not any(x.startswith("experiment=") for x in lanes), lanes
+    assert {"rank_0", "replica_0", "replica_1", "replica_2"} <= set(lanes) and not any(
+        x.startswith("experiment=") for x in lanes
+    ), lanes
     assert "otlp/verl-rollout-trace" in lanes  # the MLflow spans' service, as the demo's env names it
     assert "agent-loop trajectory lanes" in page.inner_text("#lanes-hidden")
     steps = [s for s in page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)") if s != "none"]
     assert len(steps) >= 2
     # a finished step (the newest is still being generated, and MLflow exports its spans in batches)
     page.select_option("#traj-step", steps[1])
-    page.wait_for_function(f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {steps[1]}:')", timeout=10_000)
+    page.wait_for_function(
+        f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {steps[1]}:')", timeout=10_000
+    )
     # slowest first by default, and both sources in one step: agent_loop_session lanes and MLflow traces
     durations = [_seconds(t) for t in _column(page, 2)]
     assert durations == sorted(durations, reverse=True)
@@ -88,12 +93,18 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     # filter by a tool: every row used it
     tool = page.eval_on_selector("#traj-tools tr[data-tool]", "e => e.dataset.tool")
     page.select_option("#traj-tool", tool)
-    page.wait_for_function(f"[...document.querySelectorAll('#traj-table tr[data-traj-id] td:nth-child(4)')].every(td => td.innerText.includes('{tool}'))",
-                           timeout=10_000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('#traj-table tr[data-traj-id] td:nth-child(4)')].every(td => "
+        f"td.innerText.includes('{tool}'))",
+        timeout=10_000,
+    )
 
     # the long-tail card: "trajectories ›" shows the trajectories that ran on its replica at its step, slowest first
     page.wait_for_selector("#long-tail-trajectories", timeout=60_000)
-    lane, step = page.get_attribute("#long-tail-trajectories", "data-lane"), page.get_attribute("#long-tail-trajectories", "data-step")
+    lane, step = (
+        page.get_attribute("#long-tail-trajectories", "data-lane"),
+        page.get_attribute("#long-tail-trajectories", "data-step"),
+    )
     assert lane in page.inner_text("#insight-long-tail")
     page.click("#long-tail-trajectories")
     page.wait_for_function(f"document.querySelector('#traj-step').value === '{step}'", timeout=10_000)

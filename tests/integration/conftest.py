@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port, prometheus_binary
+from tests.unit.analysis.test_analysis import torch_traces  # noqa: F401 - a pytest fixture (real traces), found by name
 
 
 @dataclass

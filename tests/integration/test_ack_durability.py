@@ -22,8 +22,11 @@ from tests.conftest import free_port, wait_until
 
 
 def _start(cfg_file: Path, url: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg_file), "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rl_insight.server", "--config", str(cfg_file), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
     def up() -> bool:
         try:
@@ -37,7 +40,7 @@ def _start(cfg_file: Path, url: str) -> subprocess.Popen:
 
 def _config(tmp_path: Path, **kw: object) -> tuple[Path, str]:
     port = free_port()
-    cfg = ServerConfig(host="127.0.0.1", port=port, data_dir=str(tmp_path / "data"), **kw)  # type: ignore[arg-type]
+    cfg = ServerConfig(host="127.0.0.1", port=port, data_dir=str(tmp_path / "data"), **kw)
     path = tmp_path / "server.json"
     path.write_text(cfg.to_json())
     return path, f"http://127.0.0.1:{port}"
@@ -140,9 +143,12 @@ def test_a_live_process_claims_its_open_state_after_a_restart(tmp_path: Path, mo
             assert rl_insight.flush(timeout=20)
             time.sleep(2.5)  # past the silence limit after the boot: a claimed state stays open
             db = _store(tmp_path)
-            assert db.execute("SELECT end_ns FROM spans WHERE lane = 'replica_1' AND name = 'rollout'").fetchall() == [(None,)]
+            assert db.execute("SELECT end_ns FROM spans WHERE lane = 'replica_1' AND name = 'rollout'").fetchall() == [
+                (None,)
+            ]
         assert rl_insight.flush(timeout=10)
-        (end_ns, attrs), = db.execute("SELECT end_ns, attributes FROM spans WHERE lane = 'replica_1' AND name = 'rollout'")
+        (end_ns, attrs), = db.execute("SELECT end_ns, attributes FROM spans WHERE lane = 'replica_1' AND name = "
+                                      "'rollout'")
         assert end_ns is not None and not json.loads(attrs).get("cut_short")
     finally:
         rl_insight.finish(timeout=5)

@@ -45,7 +45,9 @@ def substitute(expr: str, experiment: str) -> str:
 def query(prom_url: str, expr: str) -> tuple[str, list]:
     r = httpx.get(prom_url + "/api/v1/query", params={"query": expr}, timeout=10, trust_env=False)
     body = r.json()
-    return body.get("status"), body.get("data", {}).get("result", []) if body.get("status") == "success" else body.get("error")
+    return body.get("status"), body.get("data", {}).get("result", []) if body.get("status") == "success" else body.get(
+        "error"
+    )
 
 
 def dashboard_exprs(name: str) -> list[tuple[str, str]]:
@@ -93,11 +95,39 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory):
     procs = []
     for exp, (mode, engine) in RUNS.items():
         env = {**os.environ, "RL_INSIGHT_HOME": str(home), "RL_INSIGHT_TOKEN": stack.token}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "rl_insight", "demo", "--mode", mode, "--engine", engine, "--steps", "400",
-             "--step-seconds", "1.5", "--replicas", "3", "--ranks", "2", "--project", PROJECT, "--experiment-name", exp,
-             "--server-url", stack.ingest_url, *(["--agent"] if exp == AGENT_RUN else [])], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rl_insight",
+                    "demo",
+                    "--mode",
+                    mode,
+                    "--engine",
+                    engine,
+                    "--steps",
+                    "400",
+                    "--step-seconds",
+                    "1.5",
+                    "--replicas",
+                    "3",
+                    "--ranks",
+                    "2",
+                    "--project",
+                    PROJECT,
+                    "--experiment-name",
+                    exp,
+                    "--server-url",
+                    stack.ingest_url,
+                    *(["--agent"] if exp == AGENT_RUN else []),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         yield stack
     finally:
@@ -119,10 +149,14 @@ def _wait_for_rules(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize("experiment", list(RUNS))
-def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(demo_stack: Stack, experiment: str) -> None:
+def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(
+    demo_stack: Stack, experiment: str
+) -> None:
     _wait_for_rules(demo_stack)
     engine = RUNS[experiment][1]
-    boards = [ENGINE_BOARD[engine], *SHARED_BOARDS] + (["agent_loop_trajectory.json"] if experiment == AGENT_RUN else [])
+    boards = [ENGINE_BOARD[engine], *SHARED_BOARDS] + (
+        ["agent_loop_trajectory.json"] if experiment == AGENT_RUN else []
+    )
     exprs = [e for b in boards for e in dashboard_exprs(b)] + rule_exprs()
     missing: list[str] = []
     deadline = time.monotonic() + 90
@@ -155,8 +189,13 @@ def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(dem
 
 
 def test_series_carry_only_the_selected_run(demo_stack: Stack) -> None:
-    _, result = query(demo_stack.prometheus_url, substitute(
-        '{__name__=~"vllm[:_]num_requests_running", project=~"$project", experiment_name=~"$experiment_name"}', "sync-vllm"))
+    _, result = query(
+        demo_stack.prometheus_url,
+        substitute(
+            '{__name__=~"vllm[:_]num_requests_running", project=~"$project", experiment_name=~"$experiment_name"}',
+            "sync-vllm",
+        ),
+    )
     assert result and {r["metric"]["experiment_name"] for r in result} == {"sync-vllm"}
     assert sorted(r["metric"]["replica"] for r in result) == ["0", "1", "2"]
     _, result = query(demo_stack.prometheus_url, 'rl_insight_monitor_training_global_step{project="dash-test"}')
@@ -171,8 +210,14 @@ def test_demo_state_lanes_follow_the_schedules(demo_stack: Stack) -> None:
         by_exp.setdefault(s["attributes"].get("experiment_name"), []).append(s)
     sync = by_exp["sync-vllm"]
     assert {s["lane"] for s in sync} >= {"rank_0", "rank_1", "replica_0", "replica_1", "replica_2"}
-    assert {s["name"] for s in sync} >= {"vllm_generate", "actor_compute_log_prob", "ref_compute_log_prob", "train_batch",
-                                        "actor_update", "update_weights"}
+    assert {s["name"] for s in sync} >= {
+        "vllm_generate",
+        "actor_compute_log_prob",
+        "ref_compute_log_prob",
+        "train_batch",
+        "actor_update",
+        "update_weights",
+    }
     assert {s["name"] for s in by_exp["async-sglang"]} >= {"sglang_generate", "train_batch"}
 
     def overlap(spans: list[dict]) -> float:

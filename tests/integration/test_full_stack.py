@@ -55,7 +55,8 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         st = json.loads(cli(home, "server", "status", "--json").stdout)
         assert st["running"] and all(s["ready"] for s in st["services"])
 
-        # Tempo reads: receivers bound to the configured address, HTTP port, local storage + WAL, retention, no usage report
+        # Tempo reads: receivers bound to the configured address, HTTP port, local storage + WAL, retention, no usage
+        # report
         seen = json.loads((home / "runtime" / "tempo.yaml.seen.json").read_text())["config"]
         tempo_svc = next(s for s in state["services"] if s["name"] == "tempo")
         assert seen["server"]["http_listen_port"] == tempo_svc["port"]
@@ -77,12 +78,20 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         ds = yaml.safe_load((home / "runtime" / "grafana-provisioning" / "datasources" / "rl-insight.yaml").read_text())
         by_uid = {d["uid"]: d for d in ds["datasources"]}
         assert by_uid["prometheus"]["url"] == next(s["url"] for s in state["services"] if s["name"] == "prometheus")
-        assert by_uid["tempo"]["url"] == tempo_svc["url"] and by_uid["tempo"]["jsonData"]["tracesToMetrics"]["datasourceUid"] == "prometheus"
-        prov = yaml.safe_load((home / "runtime" / "grafana-provisioning" / "dashboards" / "rl-insight.yaml").read_text())
+        assert (
+            by_uid["tempo"]["url"] == tempo_svc["url"]
+            and by_uid["tempo"]["jsonData"]["tracesToMetrics"]["datasourceUid"] == "prometheus"
+        )
+        prov = yaml.safe_load(
+            (home / "runtime" / "grafana-provisioning" / "dashboards" / "rl-insight.yaml").read_text()
+        )
         provider = prov["providers"][0]
         assert provider["folder"] == "RL-Insight" and provider["type"] == "file"
         dash_dir = Path(provider["options"]["path"])
-        assert {p.name for p in dash_dir.glob("*.json")} >= {"verl_trainer_v1_with_vllm_engine.json", "rl_insight_overview.json"}
+        assert {p.name for p in dash_dir.glob("*.json")} >= {
+            "verl_trainer_v1_with_vllm_engine.json",
+            "rl_insight_overview.json",
+        }
         gseen = json.loads((home / "runtime" / "grafana.ini.seen.json").read_text())
         password = (home / "grafana-admin-password").read_text().strip()
         assert gseen["password"] == password and password != "admin" and len(password) >= 16
@@ -104,7 +113,9 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         # discovery reports every port, the ingest server forwards to the managed Tempo
         ingest = next(s for s in state["services"] if s["name"] == "ingest")
         svc = httpx.get(ingest["url"] + "/api/v1/services").json()
-        assert svc["prometheus_port"] and svc["grafana_port"] == int(next(s for s in state["services"] if s["name"] == "grafana")["port"])
+        assert svc["prometheus_port"] and svc["grafana_port"] == int(
+            next(s for s in state["services"] if s["name"] == "grafana")["port"]
+        )
         assert svc["otlp_port"] == int(otlp["http"]["endpoint"].rsplit(":", 1)[1])
         assert svc["services"]["tempo"]["state"] == "running" and svc["services"]["grafana"]["state"] == "running"
 
@@ -116,7 +127,9 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         assert "already running" in again.stdout
         second = cli(home, "server", "stop")
         assert second.returncode == 0
-        assert "Grafana login" not in cli(home, *start_args(tmp_path, tempo, grafana)).stdout  # only shown when generated
+        assert (
+            "Grafana login" not in cli(home, *start_args(tmp_path, tempo, grafana)).stdout
+        )  # only shown when generated
     finally:
         cli(home, "server", "stop")
     assert no_stack_processes(home)

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -22,15 +21,35 @@ TOKEN = "profile-token"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _job(url: str, experiment: str, world: int, steps: int, step_s: float, extra_env: dict | None = None) -> list[subprocess.Popen]:
+def _job(
+    url: str, experiment: str, world: int, steps: int, step_s: float, extra_env: dict | None = None
+) -> list[subprocess.Popen]:
     port = free_port()
     procs = []
     for rank in range(world):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "RL_INSIGHT_SERVER_URL": url, "RL_INSIGHT_TOKEN": TOKEN, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": experiment,
-               "PYTHONPATH": str(ROOT), **(extra_env or {}).get(rank, {})}
-        procs.append(subprocess.Popen([sys.executable, "-m", "tests.profile_job", str(steps), str(step_s)], env=env, cwd=ROOT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RL_INSIGHT_SERVER_URL": url,
+            "RL_INSIGHT_TOKEN": TOKEN,
+            "JOB_PROJECT": "gloo",
+            "JOB_EXPERIMENT": experiment,
+            "PYTHONPATH": str(ROOT),
+            **(extra_env or {}).get(rank, {}),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.profile_job", str(steps), str(step_s)],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -120,7 +139,10 @@ def test_a_rank_that_exits_mid_window_reports_it(srv) -> None:
     outs = _wait(procs)
     assert "exiting" in outs[0] and procs[0].returncode == 3, outs
     p = _until_process_state(api, rid, "failed")
-    assert p["state"] == "failed" and "exited during the profiling window" in next(iter(p["processes"].values()))["message"]
+    assert (
+        p["state"] == "failed"
+        and "exited during the profiling window" in next(iter(p["processes"].values()))["message"]
+    )
 
 
 def test_a_second_request_for_a_busy_process_is_refused_visibly(srv) -> None:
@@ -211,7 +233,10 @@ def test_emit_verl_config_prints_the_overrides_for_the_same_steps_and_ranks(tmp_
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "global_profiler.steps=[120,121]" in lines and "global_profiler.tool=torch" in lines
-    assert "actor_rollout_ref.ref.profiler.ranks=[0,3]" in lines and "actor_rollout_ref.actor.profiler.all_ranks=False" in lines
+    assert (
+        "actor_rollout_ref.ref.profiler.ranks=[0,3]" in lines
+        and "actor_rollout_ref.actor.profiler.all_ranks=False" in lines
+    )
     assert "rl-insight profile upload outputs/profile --run p/e" in r.stderr
     bad = _cli("request", "--run", "p/e", "--steps", "1", "--roles", "wizard", "--emit-verl-config", home=tmp_path)
     assert bad.returncode == 2 and "verl's profiled roles" in bad.stderr
@@ -246,8 +271,12 @@ def test_an_upload_interrupted_by_a_server_restart_resumes_where_the_server_is(t
     first.stop()
     second = start_server(tmp_path, port=port, token=TOKEN)  # the same data directory
     try:
-        again = api.post(f"/api/v1/profiles/{rid}/upload/{name}", params={"offset": 0, "total": len(data)}, content=data,
-                         headers=octet)
+        again = api.post(
+            f"/api/v1/profiles/{rid}/upload/{name}",
+            params={"offset": 0, "total": len(data)},
+            content=data,
+            headers=octet,
+        )
         assert again.status_code == 409 and again.json()["size"] == half
         done = api.post(f"/api/v1/profiles/{rid}/upload/{name}", params={"offset": half, "total": len(data)},
                         content=data[half:], headers=octet)
@@ -259,15 +288,28 @@ def test_an_upload_interrupted_by_a_server_restart_resumes_where_the_server_is(t
 
 def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
     api = _api(srv)
-    r = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4", "stage": "actor_update",
-                                           "lanes": ["rank_0"], "activities": ["cpu"]})
+    r = api.post(
+        "/api/v1/profiles",
+        json={
+            "project": "gloo",
+            "experiment_name": "stage",
+            "steps": "4",
+            "stage": "actor_update",
+            "lanes": ["rank_0"],
+            "activities": ["cpu"],
+        },
+    )
     assert r.status_code == 201, r.text
     rid = r.json()["id"]
-    bad = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4-5", "stage": "x"})
+    bad = api.post(
+        "/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4-5", "stage": "x"}
+    )
     assert bad.status_code == 422 and "one step" in bad.json()["detail"]
     outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2))
     assert "done" in outs[0], outs
-    p = wait_until(lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] == "done" and x, timeout=60, what="done")
+    p = wait_until(
+        lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] == "done" and x, timeout=60, what="done"
+    )
     (name,) = [n for n, f in p["files"].items() if f["complete"]]
     trace = json.loads(gzip.decompress(api.get(f"/api/v1/profiles/{rid}/files/{name}").content))
     marks = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith(("work_step", "gen_step"))}

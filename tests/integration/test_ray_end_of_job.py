@@ -85,7 +85,11 @@ def test_steps_before_ray_shutdown_arrive_and_open_states_are_cut_short(tmp_path
             assert _sample(text, f'rl_insight_monitor_steps_done_total{{{labels},rank="{rank}"}}') == STEPS, rank
 
         # the server notices the silence and closes the states the actors left open
-        wait_until(lambda: httpx.get(srv.url + "/api/v1/spans/open").json()["total"] == 0, timeout=15, what="open states closed")
+        wait_until(
+            lambda: httpx.get(srv.url + "/api/v1/spans/open").json()["total"] == 0,
+            timeout=15,
+            what="open states closed",
+        )
         st = srv.app.state.st
         assert st.writer.flush(10)
         run = next(r for r in httpx.get(srv.url + "/api/v1/runs").json()["runs"] if r["experiment_name"] == "shutdown")

@@ -25,8 +25,13 @@ class Trainer:
     """The driver process; `send` waits for its one-line answer."""
 
     def __init__(self, url: str, token: str) -> None:
-        env = {**os.environ, "RL_INSIGHT_SERVER_URL": url, "RL_INSIGHT_TOKEN": token, "RL_INSIGHT_FLUSH_INTERVAL": "0.1",
-               "PYTHONPATH": str(REPO)}
+        env = {
+            **os.environ,
+            "RL_INSIGHT_SERVER_URL": url,
+            "RL_INSIGHT_TOKEN": token,
+            "RL_INSIGHT_FLUSH_INTERVAL": "0.1",
+            "PYTHONPATH": str(REPO),
+        }
         self.proc = subprocess.Popen([sys.executable, str(DRIVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env, cwd=REPO)
 
@@ -70,13 +75,18 @@ def test_verl_job_reaches_prometheus(stack: Stack) -> None:
 
         # the rollout exporter registered through update_prometheus_config is scraped with its replica label
         # prometheus-client >= 0.2x serves `vllm:` names escaped as `vllm_` in OpenMetrics, so accept both
-        series = wait_until(lambda: prom_query(stack.prometheus_url, '{__name__=~"vllm[:_]num_requests_running",job="vllm"}'),
-                            timeout=30, what="vllm target scraped")
+        series = wait_until(
+            lambda: prom_query(stack.prometheus_url, '{__name__=~"vllm[:_]num_requests_running",job="vllm"}'),
+            timeout=30,
+            what="vllm target scraped",
+        )
         assert series[0]["metric"]["replica"] == "0" and series[0]["value"][1] == "3"
         assert value(stack.prometheus_url, f'up{{job="vllm",instance="127.0.0.1:{exporter_port}"}}') == 1.0
 
         # 16 concurrent coroutines on replica_0..3 -> one merged busy interval per lane
-        spans = httpx.get(stack.ingest_url + "/api/v1/spans/recent", headers={"Authorization": f"Bearer {stack.token}"}).json()["spans"]
+        spans = httpx.get(
+            stack.ingest_url + "/api/v1/spans/recent", headers={"Authorization": f"Bearer {stack.token}"}
+        ).json()["spans"]
         lanes = sorted(s["lane"] for s in spans if s["name"] == "vllm_generate")
         assert lanes == ["replica_0", "replica_1", "replica_2", "replica_3"]
 

@@ -51,14 +51,16 @@ for step in (1, 2):
         base = t0 + step * 10_000 * ms
         slow = 5 if (step, traj) == (2, 1) else 1
         # the tool call is emitted before the generation that preceded it: arrival order must not matter
-        s.tool_call("search" if traj else "python", traj=traj, turn=1, start_time_ns=base + 100 * ms, end_time_ns=base + 100 * ms + 300 * slow * ms,
-                    error="timeout" if traj == 2 else None)
-        s.generation(traj=traj, turn=0, start_time_ns=base, end_time_ns=base + 80 * ms, prompt_tokens=100, completion_tokens=20,
-                     replica=f"replica_{traj % 2}", finish_reason="tool_calls", tools=["search"])
+        s.tool_call("search" if traj else "python", traj=traj, turn=1, start_time_ns=base + 100 * ms,
+                    end_time_ns=base + 100 * ms + 300 * slow * ms, error="timeout" if traj == 2 else None)
+        s.generation(traj=traj, turn=0, start_time_ns=base, end_time_ns=base + 80 * ms, prompt_tokens=100,
+                     completion_tokens=20, replica=f"replica_{traj % 2}", finish_reason="tool_calls", tools=["search"])
         end = base + 100 * ms + 300 * slow * ms
-        s.generation(traj=traj, turn=2, start_time_ns=end + 20 * ms, end_time_ns=end + 120 * ms, prompt_tokens=180, completion_tokens=40,
-                     replica=f"replica_{traj % 2}", finish_reason="stop", request_id=f"vllm-{step}-{traj}")
-    s.finish(trajectories=[{"chain_id": i + 1, "reward_score": i / 2, "num_turns": 3} for i in range(3)], status="success")
+        s.generation(traj=traj, turn=2, start_time_ns=end + 20 * ms, end_time_ns=end + 120 * ms, prompt_tokens=180,
+                     completion_tokens=40, replica=f"replica_{traj % 2}", finish_reason="stop",
+                     request_id=f"vllm-{step}-{traj}")
+    s.finish(trajectories=[{"chain_id": i + 1, "reward_score": i / 2, "num_turns": 3} for i in range(3)],
+             status="success")
 print("flushed", rl_insight.flush(10))
 '''
 
@@ -76,15 +78,24 @@ def test_agent_loop_sessions_become_trajectories_per_step_with_turns_tools_and_g
     slowest = page["trajectories"][0]
     assert slowest["key"].endswith("sample=2/session=s/traj=1#step=2") and slowest["duration_s"] == pytest.approx(1.72)
     assert (slowest["turns"], slowest["generates"], slowest["tool_calls"], slowest["tools"]) == (3, 2, 1, ["search"])
-    assert (slowest["tokens_in"], slowest["tokens_out"], slowest["replica"], slowest["reward"]) == (280, 60, "replica_1", 0.5)
+    assert (slowest["tokens_in"], slowest["tokens_out"], slowest["replica"], slowest["reward"]) == (
+        280,
+        60,
+        "replica_1",
+        0.5,
+    )
 
     by_reward = _get(srv, base, step=1, sort="reward", desc="false")["trajectories"]
     assert [t["reward"] for t in by_reward] == [0.0, 0.5, 1.0]
     failed = _get(srv, base, step=1, failed="true")["trajectories"]
     assert [t["tool_errors"] for t in failed] == [1] and failed[0]["key"].endswith("traj=2#step=1")
     assert _get(srv, base, step=1, tool="python")["total"] == 1
-    assert _get(srv, base, step=2, sample="2")["total"] == 3 and _get(srv, base, step=2, sample="9")["total"] == 0  # a rollout group
-    assert _get(srv, base, step=2, replica="replica_1")["trajectories"][0]["id"] == slowest["id"]  # the long-tail link's query
+    assert (
+        _get(srv, base, step=2, sample="2")["total"] == 3 and _get(srv, base, step=2, sample="9")["total"] == 0
+    )  # a rollout group
+    assert (
+        _get(srv, base, step=2, replica="replica_1")["trajectories"][0]["id"] == slowest["id"]
+    )  # the long-tail link's query
 
     stats = _get(srv, base + "/stats", step=2)
     assert stats["trajectories"] == 3 and stats["turns"] == {"edges": [3, 4], "counts": [3]}
@@ -98,10 +109,31 @@ def test_agent_loop_sessions_become_trajectories_per_step_with_turns_tools_and_g
     assert detail["gap_s"] == pytest.approx(0.04)  # 20 ms before the tool, 20 ms before the last generate
 
     # vLLM's span for the last generate, named by the engine's request id the session recorded
-    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agents/react"}}]},
-                              "scopeSpans": [{"spans": [_otlp_span("ef" * 16, "0a" * 8, "llm_request", 1, 2, {
-                                  "gen_ai.request.id": "vllm-2-1", "gen_ai.latency.time_in_queue": 0.25,
-                                  "gen_ai.latency.time_in_model_decode": 0.07})]}]}]}
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agents/react"}}]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            _otlp_span(
+                                "ef" * 16,
+                                "0a" * 8,
+                                "llm_request",
+                                1,
+                                2,
+                                {
+                                    "gen_ai.request.id": "vllm-2-1",
+                                    "gen_ai.latency.time_in_queue": 0.25,
+                                    "gen_ai.latency.time_in_model_decode": 0.07,
+                                },
+                            )
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
     assert httpx.post(srv.url + "/v1/traces", json=doc, headers=H).status_code == 200
     srv.app.state.st.writer.flush(10)
     last = _get(srv, f"{base}/{slowest['id']}")["turn_list"][-1]
@@ -171,9 +203,23 @@ print("flushed")
 
 def _otlp_span(trace_id: str, span_id: str, name: str, start: int, end: int, attrs: dict, parent: str = "") -> dict:
     def value(v):
-        return {"intValue": str(v)} if isinstance(v, int) else {"doubleValue": v} if isinstance(v, float) else {"stringValue": str(v)}
-    return {"traceId": trace_id, "spanId": span_id, "parentSpanId": parent, "name": name, "startTimeUnixNano": str(start),
-            "endTimeUnixNano": str(end), "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()]}
+        return (
+            {"intValue": str(v)}
+            if isinstance(v, int)
+            else {"doubleValue": v}
+            if isinstance(v, float)
+            else {"stringValue": str(v)}
+        )
+
+    return {
+        "traceId": trace_id,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end),
+        "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()],
+    }
 
 
 def test_real_mlflow_rollout_traces_and_vllm_requests_become_trajectories(srv, tmp_path: Path) -> None:
@@ -185,11 +231,17 @@ def test_real_mlflow_rollout_traces_and_vllm_requests_become_trajectories(srv, t
     batch = {"v": 1, "client": {"id": "trainer", **ident}, "series": [{"k": "g", "n": "training/global_step", "l": {}}],
              "samples": [[0, time.time() - 1, 2, 2.0]]}  # step 2 done: step 3 in progress
     assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=H).status_code == 200
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{srv.url}/v1/traces", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-           "OTEL_EXPORTER_OTLP_TRACES_HEADERS": f"Authorization=Bearer%20{TOKEN}",
-           "OTEL_RESOURCE_ATTRIBUTES": "project=agents,experiment_name=verl-mlflow",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    r = subprocess.run([sys.executable, "-c", MLFLOW_VERL_JOB], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{srv.url}/v1/traces",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS": f"Authorization=Bearer%20{TOKEN}",
+        "OTEL_RESOURCE_ATTRIBUTES": "project=agents,experiment_name=verl-mlflow",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+    }
+    r = subprocess.run(
+        [sys.executable, "-c", MLFLOW_VERL_JOB], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path
+    )
     assert r.returncode == 0 and "flushed" in r.stdout, r.stderr[-3000:]
     rid = _run_id(srv, "verl-mlflow")
     base = f"/api/v1/runs/{rid}/trajectories"
@@ -197,45 +249,112 @@ def test_real_mlflow_rollout_traces_and_vllm_requests_become_trajectories(srv, t
     assert page["step"] == 3 and page["total"] == 2, page  # the step from the run's clock
     t = page["trajectories"][0]
     assert t["key"].startswith("trace:") and (t["source"], t["reward"], t["reported_turns"]) == ("mlflow", 1.0, 4)
-    assert (t["generates"], t["tool_calls"], t["tools"], t["tokens_in"], t["tokens_out"]) == (2, 1, ["SearchTool"], 620, 14)
+    assert (t["generates"], t["tool_calls"], t["tools"], t["tokens_in"], t["tokens_out"]) == (
+        2,
+        1,
+        ["SearchTool"],
+        620,
+        14,
+    )
     assert t["duration_s"] >= 0.2 and t["tool_s"] == pytest.approx(0.12, abs=0.08)
     detail = _get(srv, f"{base}/{t['id']}")
     gens = [x for x in detail["turn_list"] if x["kind"] == "generate"]
     assert [x["name"] for x in gens] == ["AsyncLLMServerManager.generate"] * 2
-    sticky = {x["detail"]["verl.request_id"] for x in gens}  # verl's sticky-session id: the same for every turn, kept, never joined
-    assert sticky in ({"req-a"}, {"req-b"}) and gens[0]["detail"]["finish_reason"] == "completed" and gens[0]["request_id"] is None
+    sticky = {
+        x["detail"]["verl.request_id"] for x in gens
+    }  # verl's sticky-session id: the same for every turn, kept, never joined
+    assert (
+        sticky in ({"req-a"}, {"req-b"})
+        and gens[0]["detail"]["finish_reason"] == "completed"
+        and gens[0]["request_id"] is None
+    )
 
-    # vLLM's request spans, children of the generate spans (trace context propagated into the engine); one engine retried
+    # vLLM's request spans, children of the generate spans (trace context propagated into the engine); one engine
+    # retried
     trace_id = t["key"][6:]
     now = time.time_ns()
-    vllm = {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agents/verl-mlflow"}},
-                                        {"key": "service.instance.id", "value": {"stringValue": "replica_3"}}]},
-            "scopeSpans": [{"spans": [
-                _otlp_span(trace_id, "01" * 8, "llm_request", now, now + 10**7,
-                           {"gen_ai.request.id": "vllm-1", "gen_ai.latency.time_in_queue": 0.004,
-                            "gen_ai.latency.time_in_model_prefill": 0.001, "gen_ai.latency.time_in_model_decode": 0.04,
-                            "gen_ai.usage.prompt_tokens": 300, "gen_ai.usage.completion_tokens": 7}, parent=gens[0]["span_id"]),
-                _otlp_span(trace_id, "02" * 8, "llm_request", now, now + 10**7,
-                           {"gen_ai.request.id": "vllm-2", "gen_ai.latency.time_in_queue": 0.5}, parent=gens[1]["span_id"]),
-                _otlp_span(trace_id, "03" * 8, "llm_request", now + 10**7, now + 2 * 10**7,
-                           {"gen_ai.request.id": "vllm-2-retry", "gen_ai.latency.time_in_queue": 9.0}, parent=gens[1]["span_id"])]}]}
+    vllm = {
+        "resource": {
+            "attributes": [
+                {"key": "service.name", "value": {"stringValue": "agents/verl-mlflow"}},
+                {"key": "service.instance.id", "value": {"stringValue": "replica_3"}},
+            ]
+        },
+        "scopeSpans": [
+            {
+                "spans": [
+                    _otlp_span(
+                        trace_id,
+                        "01" * 8,
+                        "llm_request",
+                        now,
+                        now + 10**7,
+                        {
+                            "gen_ai.request.id": "vllm-1",
+                            "gen_ai.latency.time_in_queue": 0.004,
+                            "gen_ai.latency.time_in_model_prefill": 0.001,
+                            "gen_ai.latency.time_in_model_decode": 0.04,
+                            "gen_ai.usage.prompt_tokens": 300,
+                            "gen_ai.usage.completion_tokens": 7,
+                        },
+                        parent=gens[0]["span_id"],
+                    ),
+                    _otlp_span(
+                        trace_id,
+                        "02" * 8,
+                        "llm_request",
+                        now,
+                        now + 10**7,
+                        {"gen_ai.request.id": "vllm-2", "gen_ai.latency.time_in_queue": 0.5},
+                        parent=gens[1]["span_id"],
+                    ),
+                    _otlp_span(
+                        trace_id,
+                        "03" * 8,
+                        "llm_request",
+                        now + 10**7,
+                        now + 2 * 10**7,
+                        {"gen_ai.request.id": "vllm-2-retry", "gen_ai.latency.time_in_queue": 9.0},
+                        parent=gens[1]["span_id"],
+                    ),
+                ]
+            }
+        ],
+    }
     assert httpx.post(srv.url + "/v1/traces", json={"resourceSpans": [vllm]}, headers=H).status_code == 200
     srv.app.state.st.writer.flush(10)
     joined = _get(srv, f"{base}/{t['id']}")
     engines = [x["engine"] for x in joined["turn_list"] if x["kind"] == "generate"]
     assert len(joined["turn_list"]) == 3  # a retried request never doubles a turn
     assert engines[0]["queue_s"] == 0.004 and engines[0]["decode_s"] == 0.04 and engines[1]["queue_s"] == 0.5
-    assert joined["replica"] == "replica_3" and joined["tokens_in"] == 620  # the turn's own count wins over the engine's
+    assert (
+        joined["replica"] == "replica_3" and joined["tokens_in"] == 620
+    )  # the turn's own count wins over the engine's
 
 
 def test_otlp_turns_out_of_order_and_twice_make_one_trajectory(srv) -> None:
     ident = {"project": "agents", "experiment_name": "dupes", "step": 5}
     t0 = time.time_ns()
-    spans = [_otlp_span("cd" * 16, f"{i:016x}", name, t0 + i * 10**8, t0 + i * 10**8 + 5 * 10**7,
-                        {**ident, "mlflow.spanType": kind, "mlflow.traceRequestId": '"tr-1"', "prompt": "x" * 100_000})
-             for i, (name, kind) in enumerate([("g", "LLM"), ("Calc.execute", "UNKNOWN"), ("g", "LLM"), ("Calc.execute", "TOOL")])]
+    spans = [
+        _otlp_span(
+            "cd" * 16,
+            f"{i:016x}",
+            name,
+            t0 + i * 10**8,
+            t0 + i * 10**8 + 5 * 10**7,
+            {**ident, "mlflow.spanType": kind, "mlflow.traceRequestId": '"tr-1"', "prompt": "x" * 100_000},
+        )
+        for i, (name, kind) in enumerate(
+            [("g", "LLM"), ("Calc.execute", "UNKNOWN"), ("g", "LLM"), ("Calc.execute", "TOOL")]
+        )
+    ]
     for chunk in (spans[2:][::-1], spans[:3], spans):  # reversed, overlapping, everything again
-        assert httpx.post(srv.url + "/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": chunk}]}]}, headers=H).status_code == 200
+        assert (
+            httpx.post(
+                srv.url + "/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": chunk}]}]}, headers=H
+            ).status_code
+            == 200
+        )
     rid = _run_id(srv, "dupes")
     page = _get(srv, f"/api/v1/runs/{rid}/trajectories")
     assert page["total"] == 1
@@ -254,7 +373,12 @@ def test_trajectories_that_came_before_the_first_step_metric_get_that_step(srv) 
     mlflow = {"mlflow.spanType": "LLM", "mlflow.traceRequestId": '"tr-9"', **ident}
 
     def post(spans: list[dict]) -> None:
-        assert httpx.post(srv.url + "/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, headers=H).status_code == 200
+        assert (
+            httpx.post(
+                srv.url + "/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, headers=H
+            ).status_code
+            == 200
+        )
 
     post([_otlp_span("9a" * 16, "0000000000000001", "g", t0, t0 + 10**8, mlflow)])
     rid = _run_id(srv, "early")

@@ -10,8 +10,9 @@ import asyncio
 import json
 import sys
 
-import rl_insight
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+import rl_insight
 
 
 def verl_log(data: dict, step: int) -> None:

@@ -27,7 +27,8 @@ class Traj:  # verl's trajectory objects carry these attributes
 rl_insight.init("agents", "react")
 rl_insight.metric_gauge("training/global_step", 7)
 s = agent_loop_session(project="agents", experiment_name="react", sample=3, session="s1", global_steps=7, uid="u-9")
-assert s.identity["state_lane_id"] == agent_loop_lane_id("react", 3, "s1", 0) == "experiment=react/sample=3/session=s1/traj=0"
+lane = "experiment=react/sample=3/session=s1/traj=0"
+assert s.identity["state_lane_id"] == agent_loop_lane_id("react", 3, "s1", 0) == lane
 s.finish(trajectories=[Traj(1, 1.0, 3), {"chain_id": 2, "reward_score": "0.5", "num_turns": 5}, object()],
          status="success", runner_name="react", reward_source="verifier", finished=True)
 s.finish(trajectories=[], status="error")  # a second finish is ignored
@@ -60,13 +61,20 @@ def test_a_session_reaches_metrics_and_the_run_store_then_leaves_metrics(tmp_pat
         run_id = next(r["id"] for r in runs if r["experiment_name"] == "react")
         lanes = [x["lane"] for x in httpx.get(f"{srv.url}/api/v1/runs/{run_id}/lanes").json()["lanes"]]
         assert "experiment=react/sample=3/session=s1/traj=0" in lanes
-        rows = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans", params={"from_ns": 0, "to_ns": time.time_ns()}).json()["spans"]
+        rows = httpx.get(
+            f"{srv.url}/api/v1/runs/{run_id}/spans", params={"from_ns": 0, "to_ns": time.time_ns()}
+        ).json()["spans"]
         sessions = [row for row in rows if row[2] == "agent_session"]
         assert len(sessions) == 2  # the second finish() published nothing
         details = [httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans/{row[6]}").json()["attributes"] for row in sessions]
         first = next(d for d in details if d["sample"] == "3")
         assert first["monitor.trace_source"] == "session" and first["global_steps"] == 7  # numeric, for TraceQL
-        assert (first["uid"], first["runner_name"], first["num_trajectories"], first["status"]) == ("u-9", "react", 3, "success")
+        assert (first["uid"], first["runner_name"], first["num_trajectories"], first["status"]) == (
+            "u-9",
+            "react",
+            3,
+            "success",
+        )
         assert next(d for d in details if d["sample"] == "4")["status"] == "empty"
 
         # the info series leave /metrics after their TTL (one per trajectory must not pile up); the step stays
@@ -86,14 +94,23 @@ def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) ->
 
     seen: list[tuple[str, float, dict]] = []
     monkeypatch.setattr(agent_loop, "metric_gauge", lambda name, value, **labels: seen.append((name, value, labels)))
-    agent_loop._publish_agent_loop_session(experiment_name="x", sample=2, session="s", global_steps=9, start_time_ns=3 * 10**9,
-                                           end_time_ns=5 * 10**9, trajectories=[{"chain_id": 4, "reward_score": 0.25, "num_turns": 6},
-                                                                                {"reward_score": float("inf")}])
+    agent_loop._publish_agent_loop_session(
+        experiment_name="x",
+        sample=2,
+        session="s",
+        global_steps=9,
+        start_time_ns=3 * 10**9,
+        end_time_ns=5 * 10**9,
+        trajectories=[{"chain_id": 4, "reward_score": 0.25, "num_turns": 6}, {"reward_score": float("inf")}],
+    )
     assert [n for n, _, _ in seen] == ["agent_loop_run_info", "agent_loop_sample_info", "agent_loop_session_info",
                                        "agent_loop_traj_info", "agent_loop_traj_info", "agent_loop_first_turn_unixtime",
                                        "agent_loop_last_turn_unixtime"]
     assert [v for _, v, _ in seen][-2:] == [3.0, 5.0] and seen[0][2]["global_steps"] == "9"
-    assert seen[3][2]["title"] == "Trajectory #3 · reward 0.25 · 6 turns" and seen[4][2]["title"] == "Trajectory #1 · reward 0 · 0 turns"
+    assert (
+        seen[3][2]["title"] == "Trajectory #3 · reward 0.25 · 6 turns"
+        and seen[4][2]["title"] == "Trajectory #1 · reward 0 · 0 turns"
+    )
 
     def broken(*_a, **_k):
         raise RuntimeError("monitor down")
@@ -104,4 +121,6 @@ def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) ->
     s = agent_loop.agent_loop_session(experiment_name="x", sample=1, session=0, global_steps=2)
     s.finish(trajectories=[{"chain_id": 1, "reward_score": 1, "num_turns": 2, "status": "truncated"}], status="success")
     assert spans[0]["name"] == "agent_session" and spans[0]["attributes"]["num_trajectories"] == 1
-    assert json.loads(spans[0]["attributes"]["trajectories"]) == [{"traj": "0", "reward": 1.0, "turns": 2, "status": "truncated"}]
+    assert json.loads(spans[0]["attributes"]["trajectories"]) == [
+        {"traj": "0", "reward": 1.0, "turns": 2, "status": "truncated"}
+    ]

@@ -100,8 +100,14 @@ def test_dashboard_is_valid_classic_json(path: Path) -> None:
 def test_uids_are_unique_across_dashboards() -> None:
     uids = [load(p)["uid"] for p in DASHBOARDS]
     assert len(uids) == len(set(uids))
-    assert {load(p)["title"] for p in DASHBOARDS} >= {"verl_trainer_v1_with_vllm_engine", "verl_trainer_v1_with_sglang_engine",
-                                                       "rl_insight_overview", "rl_state_timeline", "transfer_queue", "hardware"}
+    assert {load(p)["title"] for p in DASHBOARDS} >= {
+        "verl_trainer_v1_with_vllm_engine",
+        "verl_trainer_v1_with_sglang_engine",
+        "rl_insight_overview",
+        "rl_state_timeline",
+        "transfer_queue",
+        "hardware",
+    }
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
@@ -175,7 +181,9 @@ def test_catalog_is_documented() -> None:
 
 
 def test_dashboards_match_their_generator() -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "build_dashboards.py"), "--check"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_dashboards.py"), "--check"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -204,17 +212,38 @@ def test_agent_loop_dashboard_reads_what_agent_loop_session_writes() -> None:
     d = load(ROOT / "dashboards" / "agent_loop_trajectory.json")
     v = {x["name"]: x for x in d["templating"]["list"]}
     assert [n for n in v if n in ("step", "sample", "session", "traj")] == ["step", "sample", "session", "traj"]
-    line = ('{__name__="rl_insight_monitor_agent_loop_session_info", experiment_name="e", global_steps="7", project="p", '
-            'sample="3", sess_key="sample=3/session=s1", session="s1", title="Session s1"} 1 1700000000000')
+    line = (
+        '{__name__="rl_insight_monitor_agent_loop_session_info", experiment_name="e", global_steps="7", project="p", '
+        'sample="3", sess_key="sample=3/session=s1", session="s1", title="Session s1"} 1 1700000000000'
+    )
     m = re.search(v["session"]["regex"].strip("/").replace("(?<", "(?P<"), line)  # Grafana's regex, in Python's dialect
     assert m and (m.group("value"), m.group("text")) == ("sample=3/session=s1", "Session s1")
     rows = [p for p in d["panels"] if p["type"] == "row"]
     assert any(r.get("repeat") == "session" for r in rows)
     assert any(p.get("repeat") == "traj" for p in all_panels(d))
-    emitted = {"turn", "type", "tools", "tool_args", "finish_reason", "prompt_tokens", "completion_tokens", "tool", "error",
-               "runner_name", "status", "num_trajectories", "reward_source", "finished",
-               # the runtimes' agent_task spans (upstream's protocol; agent_loop_session does not write them)
-               "task_name", "reward", "accuracy", "reward_posted", "reasoning", "content"}
+    emitted = {
+        "turn",
+        "type",
+        "tools",
+        "tool_args",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "tool",
+        "error",
+        "runner_name",
+        "status",
+        "num_trajectories",
+        "reward_source",
+        "finished",
+        # the runtimes' agent_task spans (upstream's protocol; agent_loop_session does not write them)
+        "task_name",
+        "reward",
+        "accuracy",
+        "reward_posted",
+        "reasoning",
+        "content",
+    }
     for q in traceql_targets(d):
         assert q.count("{") == q.count("}") and q.count("(") == q.count(")"), q
         assert "span.global_steps = ${step}" in q  # numeric: agent_loop_session keeps global_steps a number

@@ -64,8 +64,13 @@ def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_pat
     port = free_port()
     cli = [sys.executable, "-m", "rl_insight", "server"]
     home = ["--home", str(tmp_path / "h")]
-    r = subprocess.run(cli + ["start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", *home],
-                       capture_output=True, text=True, timeout=120, env=_env())
+    r = subprocess.run(
+        cli + ["start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", *home],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
     assert r.returncode == 0, r.stderr
     try:
         again = subprocess.run(cli + ["start", *home], capture_output=True, text=True, timeout=120, env=_env())

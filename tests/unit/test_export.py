@@ -83,7 +83,9 @@ def test_live_wandb_offline_run_is_resumed_after_a_server_restart(tmp_path: Path
         _train(srv.url, monkeypatch, "live-wb", range(1, 5))
     finally:
         srv.stop()
-    srv = start_server(tmp_path, export_wandb=True, wandb_dir=str(wb), wandb_project="rl-team")  # same data dir: a restart
+    srv = start_server(
+        tmp_path, export_wandb=True, wandb_dir=str(wb), wandb_project="rl-team"
+    )  # same data dir: a restart
     try:
         _train(srv.url, monkeypatch, "live-wb", range(5, 8))
     finally:
@@ -111,7 +113,9 @@ def test_a_failing_exporter_never_affects_ingest(tmp_path: Path, monkeypatch) ->
         st = srv.app.state.st
         wait_until(lambda: st.exporters.all[0].dropped.get("writer_unavailable"), what="counted drop")
         text = httpx.get(srv.url + "/metrics").text
-        assert 'rl_insight_server_export_points_dropped_total{exporter="tensorboard",reason="writer_unavailable"}' in text
+        assert (
+            'rl_insight_server_export_points_dropped_total{exporter="tensorboard",reason="writer_unavailable"}' in text
+        )
         assert 'rl_insight_monitor_x{experiment_name="broken-export",project="proj"} 1.0' in text
     finally:
         srv.stop()
@@ -143,7 +147,9 @@ def test_export_cli_for_runs_already_in_the_store(tmp_path: Path, monkeypatch) -
     r = cli("proj/history", "--to", "wandb", "-o", str(tmp_path / "wb"))
     assert r.returncode == 0, r.stderr
     (f,) = _wandb_files(tmp_path / "wb")
-    assert {row["_step"]: row["critic_score_mean"] for row in history(f)} == {s: pytest.approx(s / 10) for s in range(1, STEPS + 1)}
+    assert {row["_step"]: row["critic_score_mean"] for row in history(f)} == {
+        s: pytest.approx(s / 10) for s in range(1, STEPS + 1)
+    }
     r = cli("1", "--to", "parquet", "-o", str(tmp_path / "run.parquet"))
     assert r.returncode == 0 and (tmp_path / "run.parquet").exists()
     import pandas as pd

@@ -74,7 +74,9 @@ def test_long_tail_names_the_slowest_replica() -> None:
 def test_stalled_uses_the_state_history() -> None:
     now = 1000 * S
     history = [span("rollout", "replica_0", t, t + d) for t, d in ((0, 10), (20, 11), (40, 12), (60, 10))]
-    stuck = span("rollout", "replica_1", 900, None)  # open for 100 s; p95 of history 12 s -> threshold max(36, 60) = 60 s
+    stuck = span(
+        "rollout", "replica_1", 900, None
+    )  # open for 100 s; p95 of history 12 s -> threshold max(36, 60) = 60 s
     fine = span("rollout", "replica_2", 950, None)  # open for 50 s
     new_state = span("checkpoint", "rank_0", 100, None)  # no history: 900 s < 1800 s
     out = ins.stalled(history + [stuck, fine, new_state], now)
@@ -94,7 +96,11 @@ def test_staleness_from_param_versions() -> None:
 
 
 def test_summarize_combines_everything() -> None:
-    spans = [span("vllm_generate", "replica_0", 0, 4), span("vllm_generate", "replica_1", 0, 6), span("actor_update", "rank_0", 6, 9)]
+    spans = [
+        span("vllm_generate", "replica_0", 0, 4),
+        span("vllm_generate", "replica_1", 0, 6),
+        span("actor_update", "rank_0", 6, 9),
+    ]
     s = ins.summarize(spans, 0, 10 * S, now_ns=10 * S, step_samples=[(0.0, 0), (10.0, 1)])
     assert s["steps"][0]["states"] == {"actor_update": 3.0, "vllm_generate": 6.0}
     assert s["long_tail"][0]["slowest_lane"] == "replica_1"

@@ -15,8 +15,14 @@ from rl_insight.server.prometheus.panels import query_step_s, rate_window_s, sco
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA_SCOPE = 'project=~"$project", experiment_name=~"$experiment_name"'
-BOARDS = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json",
-          "transfer_queue": "transfer_queue.json", "gpu": "hardware.json", "npu": "hardware.json", "host": "hardware.json"}
+BOARDS = {
+    "vllm": "verl_trainer_v1_with_vllm_engine.json",
+    "sglang": "verl_trainer_v1_with_sglang_engine.json",
+    "transfer_queue": "transfer_queue.json",
+    "gpu": "hardware.json",
+    "npu": "hardware.json",
+    "host": "hardware.json",
+}
 
 
 def _board_panels(name: str) -> dict[str, list[str]]:
@@ -115,5 +121,7 @@ def test_trainer_families_are_one_catalogue_for_grafana_and_the_ui() -> None:
     board = _board_panels("verl_trainer_v1_with_vllm_engine.json")
     for family in panels.TRAINER_FAMILIES:
         assert all(m.split("_")[0] == family.id for m in family.metrics), family.id  # the UI groups by first word
-        assert [k.split("/", 1)[1] for k in board if k.startswith(f"training · {family.title}/")] == list(family.metrics)
+        assert [k.split("/", 1)[1] for k in board if k.startswith(f"training · {family.title}/")] == list(
+            family.metrics
+        )
     assert len({f.id for f in panels.TRAINER_FAMILIES}) == len(panels.TRAINER_FAMILIES)

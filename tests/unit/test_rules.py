@@ -36,7 +36,13 @@ def test_promtool_unit_tests_pass() -> None:
 
 
 def test_every_alert_has_a_firing_unit_test_and_documentation() -> None:
-    alerts = {r["alert"]: r for f in RULES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    alerts = {
+        r["alert"]: r
+        for f in RULES
+        for g in yaml.safe_load(f.read_text())["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    }
     tests = yaml.safe_load(TESTS.read_text())["tests"]
     fired = {t["alertname"] for case in tests for t in case.get("alert_rule_test", []) if t["exp_alerts"]}
     quiet = {t["alertname"] for case in tests for t in case.get("alert_rule_test", [])}

@@ -42,8 +42,11 @@ def parse_db(path: Path, report: Report, *, root: Path | None = None, out: Colum
     try:
         range_types = {2}
         if "ENUM_MSTX_EVENT_TYPE" in tables:
-            named = {i for i, n in conn.execute("SELECT id, name FROM ENUM_MSTX_EVENT_TYPE") if "range" in str(n).lower()
-                     or "start" in str(n).lower()}
+            named = {
+                i
+                for i, n in conn.execute("SELECT id, name FROM ENUM_MSTX_EVENT_TYPE")
+                if "range" in str(n).lower() or "start" in str(n).lower()
+            }
             range_types = named or range_types
         strings = dict(conn.execute("SELECT id, value FROM STRING_IDS")) if "STRING_IDS" in tables else {}
         role, rank, lane, step = _lane(path, root, None)
@@ -106,7 +109,7 @@ def parse_trace_view(path: Path, report: Report, *, root: Path | None = None, ou
         if e.ph != "X":
             continue
         try:
-            start_us, dur_us = float(e.ts), float(e.dur)  # type: ignore[arg-type]
+            start_us, dur_us = float(e.ts), float(e.dur)  # type: ignore[arg-type]  # a bad value raises and the event is skipped
         except (TypeError, ValueError):
             continue
         if dur_us < 0:

@@ -22,8 +22,18 @@ _VERL = re.compile(r"^(?:(?P<head>.*?)_)?(?:step(?P<step>\d+)_)?rank(?P<rank>\d+
                    r"(?:_(?P<par>(?:tp|pp|dp|cp)\d+(?:-(?:tp|pp|dp|cp)\d+)*))?_pid(?P<pid>\d+)_(?P<ts>\d{14,20})"
                    r"(?:_mb(?P<mb0>\d+)(?:-(?P<mb1>\d+))?|_part(?P<part>\d+))?$")
 # verl's worker roles (save_file_prefix), longest first: how a legacy underscore head splits into worker + scope
-WORKER_ROLES = ("actor_rollout_ref", "actor_rollout", "reward_model", "rollout_ref", "critic", "actor", "rollout", "ref",
-                "reward", "rm")
+WORKER_ROLES = (
+    "actor_rollout_ref",
+    "actor_rollout",
+    "reward_model",
+    "rollout_ref",
+    "critic",
+    "actor",
+    "rollout",
+    "ref",
+    "reward",
+    "rm",
+)
 # older names: [<role>_][<scope>_][step<S>_]rank<r>[-of-<w>][_tp..-pp..]_pid<pid>_<ts>[...].json.gz
 _FLAT = re.compile(r"^(?:(?P<labels>.*?)_)?(?:step(?P<step>\d+)_)?rank(?P<rank>\d+)(?:-of-(?P<world>\d+))?(?:_|$)")
 _LEGACY = re.compile(r"(?:^|_)prof_rank-(?P<rank>\d+)_")
@@ -82,8 +92,13 @@ def _split_head(head: str) -> tuple[str | None, str | None]:
 def identify(path: Path, root: Path | None = None) -> Identity:
     """Best identity for a trace file from its name and the directories above it."""
     name = path.name
-    stem = name.split(".")[0] if not name.endswith((".json.gz", ".json", ".pt.trace.json.gz", ".pt.trace.json")) \
-        else name[: -len(next(x for x in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json") if name.endswith(x)))]
+    stem = (
+        name.split(".")[0]
+        if not name.endswith((".json.gz", ".json", ".pt.trace.json.gz", ".pt.trace.json"))
+        else name[
+            : -len(next(x for x in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json") if name.endswith(x)))
+        ]
+    )
     m = _VERL.match(stem)
     if m:
         worker, scope = _split_head(m.group("head") or "")
@@ -109,7 +124,12 @@ def _dir_role(path: Path, root: Path | None) -> str | None:
     else:
         parts = list(path.parent.parts[-1:])
     for p in reversed(parts):
-        if not _STEP_DIR.match(p) and p not in ("", ".") and not p.endswith("_ascend_pt") and p != "ASCEND_PROFILER_OUTPUT":
+        if (
+            not _STEP_DIR.match(p)
+            and p not in ("", ".")
+            and not p.endswith("_ascend_pt")
+            and p != "ASCEND_PROFILER_OUTPUT"
+        ):
             return normalize_role(p)
     return None
 

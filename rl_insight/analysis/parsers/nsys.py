@@ -55,7 +55,8 @@ def _emit(cols: Columns, rows: Iterable[tuple[Any, Any, Any, Any, Any]], strings
 
 def parse_sqlite(path: Path, report: Report, *, root: Path | None = None, out: Columns | None = None) -> Columns:
     cols = out if out is not None else Columns()
-    opened = open_export(path, report, "NVTX_EVENTS", "was the application annotated (verl's nsys profiler) and exported with --type sqlite?")
+    opened = open_export(path, report, "NVTX_EVENTS", "was the application annotated (verl's nsys profiler) and "
+                                                      "exported with --type sqlite?")
     if opened is None:
         return cols
     conn, tables = opened
@@ -65,7 +66,11 @@ def parse_sqlite(path: Path, report: Report, *, root: Path | None = None, out: C
         if "TARGET_INFO_SESSION_START_TIME" in tables:
             row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
             epoch = int(row[0]) if row and row[0] else 0
-        rank = _rank_from_env(conn.execute("SELECT name, value FROM META_DATA_CAPTURE")) if "META_DATA_CAPTURE" in tables else None
+        rank = (
+            _rank_from_env(conn.execute("SELECT name, value FROM META_DATA_CAPTURE"))
+            if "META_DATA_CAPTURE" in tables
+            else None
+        )
         rows = conn.execute('SELECT start, "end", eventType, text, textId FROM NVTX_EVENTS ORDER BY start')
         _emit(cols, rows, strings, epoch, path, report, rank, root)
     except sqlite3.DatabaseError as exc:
@@ -96,7 +101,9 @@ def parse_jsonl(path: Path, report: Report, *, root: Path | None = None, out: Co
             if table == "StringIds":
                 strings[row.get("id")] = row.get("value")
             elif table == "NVTX_EVENTS":
-                ranges.append((row.get("start"), row.get("end"), row.get("eventType"), row.get("text"), row.get("textId")))
+                ranges.append(
+                    (row.get("start"), row.get("end"), row.get("eventType"), row.get("text"), row.get("textId"))
+                )
             elif table == "TARGET_INFO_SESSION_START_TIME" and row.get("utcEpochNs"):
                 epoch = int(row["utcEpochNs"])
             elif table == "META_DATA_CAPTURE":

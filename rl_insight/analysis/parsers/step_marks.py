@@ -33,7 +33,7 @@ def split_by_step_marks(cols: Columns, seg: Segment) -> list[int]:
     starts = np.asarray(seg.start_ns, dtype="int64")
     ends = np.asarray(seg.end_ns, dtype="int64")
     m_start, m_end = starts[idx], ends[idx]
-    m_step = np.array([int(STEP_MARK.match(names[i]).group(1)) for i in idx], dtype="int64")  # type: ignore[union-attr]
+    m_step = np.array([int(STEP_MARK.match(names[i]).group(1)) for i in idx], dtype="int64")  # type: ignore[union-attr]  # idx holds only names that match
     order = np.argsort(m_start, kind="stable")
     m_start, m_end, m_step = m_start[order], m_end[order], m_step[order]
 

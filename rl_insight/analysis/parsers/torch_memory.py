@@ -22,7 +22,7 @@ from .names import identify
 
 
 class _PlainDataUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+    def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a memory snapshot holds only plain data")
 
 
@@ -50,7 +50,8 @@ def parse(path: Path, report: Report, *, root: Path | None = None, out: Columns 
         entries = [e for e in trace if isinstance(e, dict) and isinstance(e.get("time_us"), (int, float))]
         if not entries:
             if trace:
-                report.warn(path, f"device {device}: allocator events carry no time_us (torch too old); not placed on the timeline")
+                report.warn(path, f"device {device}: allocator events carry no time_us (torch too old); not placed "
+                                  "on the timeline")
             continue
         mine = [s for s in segments if s.get("device", device) == device]
         final_alloc = sum(int(s.get("allocated_size", 0) or 0) for s in mine)

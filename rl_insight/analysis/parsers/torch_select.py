@@ -37,7 +37,7 @@ def _object_at(data: bytes, key_pos: int, lower: int, decode: Callable[[bytes], 
             return None
         try:
             return decode(data[start: m.start() + 1]), m.start() + 1
-        except Exception:  # noqa: BLE001 - cut inside a nested object or a string: try the next boundary
+        except Exception:  # cut inside a nested object or a string: try the next boundary
             pos = m.start() + 1
     return None
 
@@ -48,7 +48,9 @@ def category_pattern(categories: Iterable[str]) -> re.Pattern[bytes]:
     return re.compile(rb'"cat"\s*:\s*"(?:' + kinds + rb')"')
 
 
-def select(data: bytes, pattern: re.Pattern[bytes], decode: Callable[[bytes], T], max_hits: int = MAX_HITS) -> list[T] | None:
+def select(
+    data: bytes, pattern: re.Pattern[bytes], decode: Callable[[bytes], T], max_hits: int = MAX_HITS
+) -> list[T] | None:
     """The events of `traceEvents` whose `cat` key matches `pattern` (see category_pattern), in document
     order; None when the fast path cannot be sure to find exactly them, or they are too many to pay off."""
     begin = data.find(b'"traceEvents"')

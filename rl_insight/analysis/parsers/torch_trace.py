@@ -23,8 +23,11 @@ from .step_marks import split_by_step_marks
 from .torch_select import category_pattern, select
 
 Id = Union[int, str, None]
-COMM = re.compile(r"nccl|gloo|hccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|c10d::|record_param_comms|"
-                  r"send|recv|barrier", re.I)
+COMM = re.compile(
+    r"nccl|gloo|hccl|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|c10d::|record_param_comms|"
+    r"send|recv|barrier",
+    re.I,
+)
 KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
 # python function tracing (`with_stack`, or upstream's fixtures' `cat: "python"`): the ranges of a trace
@@ -49,14 +52,14 @@ class Event(msgspec.Struct, forbid_unknown_fields=False):
 
 
 class Trace(msgspec.Struct, forbid_unknown_fields=False):
-    traceEvents: list[Event] = []  # noqa: N815
-    baseTimeNanoseconds: int | None = None  # noqa: N815
-    distributedInfo: dict[str, Any] | None = None  # noqa: N815
+    traceEvents: list[Event] = []
+    baseTimeNanoseconds: int | None = None
+    distributedInfo: dict[str, Any] | None = None
 
 
 class Header(msgspec.Struct, forbid_unknown_fields=False):
-    baseTimeNanoseconds: int | None = None  # noqa: N815
-    distributedInfo: dict[str, Any] | None = None  # noqa: N815
+    baseTimeNanoseconds: int | None = None
+    distributedInfo: dict[str, Any] | None = None
 
 
 _decoder = msgspec.json.Decoder(Trace)
@@ -96,7 +99,8 @@ def _inflate_bounded(raw: bytes, limit: int) -> tuple[bytes, bool]:
                 return b"".join(out), False
             size += len(chunk)
             if size > limit:
-                raise InflateLimitError(f"inflates past {limit} bytes (a gzip bomb, or a trace too large to analyse here)")
+                raise InflateLimitError(f"inflates past {limit} bytes (a gzip bomb, or a trace too large to analyse "
+                                        "here)")
             out.append(chunk)
             pending = d.unconsumed_tail
         if not d.eof:
@@ -162,7 +166,9 @@ def _salvage(data: bytes, path: Path, report: Report) -> Trace:
     header = _header(data)
     events = scan_objects(data, max(0, data.find(b'"traceEvents"')), _event_decoder.decode)
     report.warn(path, f"trace is truncated or damaged; read {len(events)} complete events before the damage")
-    return Trace(traceEvents=events, baseTimeNanoseconds=header.baseTimeNanoseconds, distributedInfo=header.distributedInfo)
+    return Trace(
+        traceEvents=events, baseTimeNanoseconds=header.baseTimeNanoseconds, distributedInfo=header.distributedInfo
+    )
 
 
 def _decode(data: bytes, path: Path, report: Report, detail: tuple[str, ...]) -> Trace:
@@ -200,8 +206,12 @@ def _memory_sample(cols: Columns, e: Event, base: int, role: str, rank: int | No
     if ts is None or allocated is None:
         return
     dev_type, dev_id = args.get("Device Type"), args.get("Device Id")
-    device = "cpu" if dev_type == 0 or dev_id == -1 else f"cuda:{dev_id}" if dev_type == 1 else f"device{dev_type}:{dev_id}"
-    cols.add_memory(role, rank, lane, step, fname, base + round(ts * 1000), allocated, _num(args.get("Total Reserved")), device)
+    device = (
+        "cpu" if dev_type == 0 or dev_id == -1 else f"cuda:{dev_id}" if dev_type == 1 else f"device{dev_type}:{dev_id}"
+    )
+    cols.add_memory(
+        role, rank, lane, step, fname, base + round(ts * 1000), allocated, _num(args.get("Total Reserved")), device
+    )
 
 
 def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple[str, ...] = ("annotations",),
@@ -222,7 +232,8 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         report.warn(path, f"baseTimeNanoseconds {str(base)[:24]} is not a time; reading the trace on its own clock")
         base = 0
     elif not base:
-        report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with other files")
+        report.warn(path, "no baseTimeNanoseconds: times stay on the profiler's own clock and may not align with "
+                          "other files")
     keep_ops, keep_kernels = "ops" in detail, "kernels" in detail
     fname = str(path)
     is_comm: dict[str, bool] = {}  # one regex search per distinct name, not per event
@@ -281,14 +292,17 @@ def parse(path: Path, report: Report, *, root: Path | None = None, detail: tuple
         start_ns = base + np.round(ts_us * 1000).astype("int64")
         end_ns = start_ns + np.round(dur_us * 1000).astype("int64")
         if n0 == 0:  # a fresh segment (the usual case): keep the arrays, the table takes them without copying
-            seg.start_ns, seg.end_ns = start_ns, end_ns  # type: ignore[assignment]
+            seg.start_ns, seg.end_ns = start_ns, end_ns  # type: ignore[assignment]  # numpy arrays: the table takes them without copying
         else:
             seg.start_ns[n0:] = start_ns.tolist()
             seg.end_ns[n0:] = end_ns.tolist()
         if ident.step is None:  # a file of several steps: the trace's own step ranges say which (step_marks)
             split_by_step_marks(cols, seg)
     if kept == 0:
-        report.warn(path, "no user annotations (record_function ranges) found; profile with verl's stage annotations or "
-                          "use --detail ops,kernels")
+        report.warn(
+            path,
+            "no user annotations (record_function ranges) found; profile with verl's stage annotations or "
+            "use --detail ops,kernels",
+        )
     report.parsed.append(fname)
     return cols

@@ -10,7 +10,13 @@ import pandas as pd
 
 from ...perfetto import Slice, build
 
-TRACKS = {"annotation": "stages", "communication": "communication", "op": "ops", "kernel": "kernels", "overlap": "overlap"}
+TRACKS = {
+    "annotation": "stages",
+    "communication": "communication",
+    "op": "ops",
+    "kernel": "kernels",
+    "overlap": "overlap",
+}
 
 
 def perfetto(df: pd.DataFrame, out: Path, title: str = "rl-insight analysis") -> Path:
@@ -57,20 +63,29 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
     if result["events"]:  # a verl-log-only input has no events: no timeline sections, no "0.0 %" from nothing
         o = result["overlap"]
         if o["generation_s"] or o["training_s"]:
-            lines += [f"Rollout–training overlap ratio: **{o['overlap_ratio']:.1%}** (generation {o['generation_s']:.3f} s, "
-                      f"training {o['training_s']:.3f} s, both {o['overlap_s']:.3f} s).", ""]
+            lines += [
+                f"Rollout–training overlap ratio: **{o['overlap_ratio']:.1%}** (generation {o['generation_s']:.3f} s, "
+                f"training {o['training_s']:.3f} s, both {o['overlap_s']:.3f} s).",
+                "",
+            ]
         else:
             lines += ["Rollout–training overlap: no generation or training stages in these traces.", ""]
         lines += ["## Stages per role and rank (seconds)", ""] + _md_table(
             result["stage_stats"], ["role", "rank", "name", "count", "total_s", "mean_s", "p50_s", "p95_s", "max_s"])
         lines += ["## Cross-rank skew (slowest rank per stage)", ""] + _md_table(
-            result["skew"], ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "ratio", "straggler"])
+            result["skew"],
+            ["role", "name", "step", "ranks", "slowest_rank", "slowest_s", "median_s", "ratio", "straggler"],
+        )
         lines += ["## Idle (bubble) time per lane", ""] + _md_table(
-            [{"lane": k, **v} for k, v in result["utilization"].items()], ["lane", "busy_s", "utilization", "bubble_ratio"])
+            [{"lane": k, **v} for k, v in result["utilization"].items()],
+            ["lane", "busy_s", "utilization", "bubble_ratio"],
+        )
         lines += ["## Per-step breakdown", ""] + _md_table(
             [{"step": s["step"], "duration_s": s["duration_s"], **s["states"]} for s in result["steps"]],
             ["step", "duration_s", *sorted({k for s in result["steps"] for k in s["states"]})])
-        lines += ["## Rollout long tail", ""] + _md_table(result["long_tail"], ["step", "slowest_lane", "slowest_s", "median_s", "ratio"])
+        lines += ["## Rollout long tail", ""] + _md_table(
+            result["long_tail"], ["step", "slowest_lane", "slowest_s", "median_s", "ratio"]
+        )
         lines += ["## Staleness as time (rollout end to the training that consumes it)", ""] + _md_table(
             result.get("staleness_time", []), ["step", "wait_s"])
         comm = [{**r, "compute_s": r["compute_s"] if r["compute_recorded"] else "n/a (--detail ops or kernels)"}
@@ -79,15 +94,23 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
             comm, ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s"])
     mem = result.get("memory") or {}
     if mem.get("lanes"):
-        gib = lambda v: None if v is None else round(v / 2**30, 3)  # noqa: E731
+        gib = lambda v: None if v is None else round(v / 2**30, 3)  # noqa: E731 - one-line constructors, a table read where it is used
         lines += ["## Memory (GiB)", ""] + _md_table(
-            [{**r, "peak_allocated": gib(r["peak_allocated_bytes"]), "peak_reserved": gib(r["peak_reserved_bytes"])} for r in mem["lanes"]],
-            ["lane", "device", "samples", "peak_allocated", "peak_reserved"])
+            [
+                {**r, "peak_allocated": gib(r["peak_allocated_bytes"]), "peak_reserved": gib(r["peak_reserved_bytes"])}
+                for r in mem["lanes"]
+            ],
+            ["lane", "device", "samples", "peak_allocated", "peak_reserved"],
+        )
         lines += ["### Peak allocated per stage (GiB)", ""] + _md_table(
-            [{**r, "peak_allocated": gib(r["peak_allocated_bytes"])} for r in mem["stages"]], ["lane", "device", "stage", "peak_allocated"])
+            [{**r, "peak_allocated": gib(r["peak_allocated_bytes"])} for r in mem["stages"]],
+            ["lane", "device", "stage", "peak_allocated"],
+        )
     if result.get("log"):
         lines += ["## verl log", "", f"steps {result['log']['first_step']}–{result['log']['last_step']}", ""]
-        lines += _md_table([{"phase": k, "mean_s": v} for k, v in result["log"]["timing_mean_s"].items()], ["phase", "mean_s"])
+        lines += _md_table(
+            [{"phase": k, "mean_s": v} for k, v in result["log"]["timing_mean_s"].items()], ["phase", "mean_s"]
+        )
     if problems:
         lines += ["## Problems with inputs", ""] + [f"- {p}" for p in problems] + [""]
     md = out_dir / "summary.md"

@@ -10,6 +10,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -40,7 +41,7 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     names = sorted({str(x) for x in df["name"].unique()} | {MIXED})
     lane_index = {n: i for i, n in enumerate(lanes)}
     name_index = {n: i for i, n in enumerate(names)}
-    levels = []
+    levels: list[dict[str, Any]] = []
     for k in range(4):
         res = span // (width_px * 4 ** k)
         if k == 3 and len(df) <= FULL_DETAIL_LIMIT:
@@ -57,8 +58,15 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
     from .report_tables import tables
 
     depth = df.groupby(df["lane"].astype(str), observed=True)["depth"].max()
-    steps = [] if result is None else [[s["step"], round((s["start_ns"] - t0) / 1e6, 4), round((s["end_ns"] - t0) / 1e6, 4)]
-                                       for s in result.get("steps", []) if df["step"].notna().any()]
+    steps = (
+        []
+        if result is None
+        else [
+            [s["step"], round((s["start_ns"] - t0) / 1e6, 4), round((s["end_ns"] - t0) / 1e6, 4)]
+            for s in result.get("steps", [])
+            if df["step"].notna().any()
+        ]
+    )
     data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
             "colors": [MIXED_COLOR if n == MIXED else color_of(n) for n in names], "levels": levels,
             "lane_depth": [int(min(3, depth.get(lane, 0))) for lane in lanes], "steps": steps,

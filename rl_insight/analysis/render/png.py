@@ -16,7 +16,7 @@ def backend() -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display; never touches global logging
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401 - imported now, on the calling thread, for its set-up
 
 
 def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: float = 16.0) -> Path:
@@ -44,7 +44,9 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: fl
     ax.set_xlabel("time since the first event (ms)")
     ax.set_title(title)
     ax.grid(axis="x", color="#e5e7eb")
-    ax.legend(handles=[Patch(color=colors[n], label=n) for n in names], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.legend(
+        handles=[Patch(color=colors[n], label=n) for n in names], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8
+    )
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

@@ -42,7 +42,7 @@ def guarded_protocol(header_timeout_s: float, body_timeout_s: float, max_connect
     class GuardedH11Protocol(H11Protocol):
         counters = stats
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's protocol narrows BaseTransport
             super().connection_made(transport)
             self._guard: asyncio.TimerHandle | None = None
             self._guarding: str | None = None
@@ -50,9 +50,14 @@ def guarded_protocol(header_timeout_s: float, body_timeout_s: float, max_connect
                 stats.refused += 1
                 now = self.loop.time()
                 if now - stats.logged_at >= 10:  # one line per 10 s, with the count, not one per connection
-                    log.warning("%d connections open (the limit is max_connections=%d): new ones are closed at once "
-                                "(%d so far; the latest from %s)", len(self.connections) - 1, max_connections, stats.refused,
-                                self.client[0] if self.client else "?")
+                    log.warning(
+                        "%d connections open (the limit is max_connections=%d): new ones are closed at once "
+                        "(%d so far; the latest from %s)",
+                        len(self.connections) - 1,
+                        max_connections,
+                        stats.refused,
+                        self.client[0] if self.client else "?",
+                    )
                     stats.logged_at = now
                 transport.abort()
                 return

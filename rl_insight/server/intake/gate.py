@@ -29,8 +29,11 @@ class IntakeGate:
         with self._lock:
             if self._in_flight >= self.slots or (self._in_flight and self._bytes + size > self.max_bytes):
                 self.refused += 1
-                raise BusyError(f"{self.what}: {self._in_flight} requests ({self._bytes} body bytes) already in progress; "
-                                "send it again shortly", hint="exporters resend on 503 (Retry-After)")
+                raise BusyError(
+                    f"{self.what}: {self._in_flight} requests ({self._bytes} body bytes) already in progress; "
+                    "send it again shortly",
+                    hint="exporters resend on 503 (Retry-After)",
+                )
             self._in_flight += 1
             self._bytes += size
         try:

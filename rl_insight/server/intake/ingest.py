@@ -14,18 +14,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import (
-    BusyError,
-    InvalidInputError,
-)
-from ...protocol import (
-    MAX_ERRORS_REPORTED,
-    Batch,
-    BatchError,
-    ItemError,
-    SpanRecord,
-    decode_batch,
-)
+from ...errors import BusyError, InvalidInputError
+from ...protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
 from ..live.metric_store import MetricStore, SeriesRef
 from ..runstore.writer import NO_IDENTITY, SampleRow
 
@@ -50,9 +40,11 @@ class IngestResult:
 
 
 def _not_stored(detail: str) -> BusyError:
-    return BusyError(f"the run store has not stored this batch ({detail}); nothing of it is acknowledged: send it again",
-                     hint="resends are stored once; `rl-insight server status` and /healthz say why the store is behind",
-                     retry_after_s=2)
+    return BusyError(
+        f"the run store has not stored this batch ({detail}); nothing of it is acknowledged: send it again",
+        hint="resends are stored once; `rl-insight server status` and /healthz say why the store is behind",
+        retry_after_s=2,
+    )
 
 
 async def until_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
@@ -133,11 +125,13 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         project, experiment, name, labels = ident
         kind = ref.family.kind
         if kind == "histogram":
-            total, count = exposed  # type: ignore[misc]
-            rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts, count))
+            total, count = exposed  # type: ignore[misc]  # a histogram exposes (sum, count)
+            rows.append(
+                SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts, count)
+            )
             rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts, total))
         else:
-            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]
+            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]  # gauges and counters expose one float
     for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
         if records:
             result.accepted += len(records)

@@ -25,12 +25,7 @@ from collections import Counter
 from typing import Any, Iterator
 
 from ...errors import MalformedBodyError
-from ...protocol import (
-    MAX_ATTRIBUTE_VALUE,
-    MAX_ATTRIBUTES,
-    MAX_ATTRIBUTES_BYTES,
-    MAX_SPAN_NAME,
-)
+from ...protocol import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_ATTRIBUTES_BYTES, MAX_SPAN_NAME
 
 UNASSIGNED = "unassigned"
 _RESOURCE_KEEP = ("service.name", "service.instance.id", "host.name", "process.pid", "telemetry.sdk.name")
@@ -136,7 +131,9 @@ def _mlflow(attrs: dict[str, Any]) -> dict[str, Any]:
     `mlflow.traceTag.<key>`: unquote the former; copy verl's tags to their plain names (docs/otlp.md)."""
     if not any(k.startswith("mlflow.") for k in attrs):
         return attrs
-    for k, v in list(attrs.items()):  # MLflow encodes every attribute it sets, its own and the user's (span.set_attribute)
+    for k, v in list(
+        attrs.items()
+    ):  # MLflow encodes every attribute it sets, its own and the user's (span.set_attribute)
         if isinstance(v, str) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
             try:
                 attrs[k] = v = json.loads(v)
@@ -222,9 +219,7 @@ def decode_request(raw: bytes, content_type: str) -> tuple[SpanPairs, bool]:
             raise MalformedBodyError("OTLP/JSON resourceSpans must be a list")
         return json_spans(spans), False
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     req = ExportTraceServiceRequest()
     try:
@@ -270,10 +265,19 @@ def pb_spans(req: Any) -> SpanPairs:
                     yield resource, None, None
                     continue
                 budget = _Budget()
-                yield resource, {"spanId": b64(span.span_id[:8]).decode(), "traceId": b64(span.trace_id[:16]).decode(),
-                                 "parentSpanId": b64(span.parent_span_id[:8]).decode(), "name": span.name[:4 * MAX_SPAN_NAME],
-                                 "startTimeUnixNano": span.start_time_unix_nano, "endTimeUnixNano": span.end_time_unix_nano,
-                                 "attributes": _pb_attrs(span.attributes, budget)}, budget
+                yield (
+                    resource,
+                    {
+                        "spanId": b64(span.span_id[:8]).decode(),
+                        "traceId": b64(span.trace_id[:16]).decode(),
+                        "parentSpanId": b64(span.parent_span_id[:8]).decode(),
+                        "name": span.name[: 4 * MAX_SPAN_NAME],
+                        "startTimeUnixNano": span.start_time_unix_nano,
+                        "endTimeUnixNano": span.end_time_unix_nano,
+                        "attributes": _pb_attrs(span.attributes, budget),
+                    },
+                    budget,
+                )
 
 
 def _cap(attrs: dict[str, Any], counts: Counter) -> dict[str, Any]:
@@ -312,7 +316,9 @@ def _identity(attrs: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str
     return UNASSIGNED, service if isinstance(service, str) and service else "unknown"
 
 
-def to_batches(spans: SpanPairs, b64_ids: bool, clock: Any = None) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
+def to_batches(
+    spans: SpanPairs, b64_ids: bool, clock: Any = None
+) -> tuple[dict[tuple[str, str], dict[str, Any]], Counter]:
     """One ingest batch (protocol form) per run, and the counts of what was capped, unassigned, given its step
     from the run's step clock (`clock`: server/live/step_clock.py; `step_source: run_clock` says so), or refused for
     passing MAX_SPANS_PER_REQUEST (`too_many`)."""
@@ -335,7 +341,11 @@ def to_batches(spans: SpanPairs, b64_ids: bool, clock: Any = None) -> tuple[dict
                       "monitor.trace_source", "otlp")}
         if "step" not in merged and clock is not None and project != UNASSIGNED:
             start = _int(span.get("startTimeUnixNano"))
-            step = clock.step_at(project, experiment, start / 1e9) if isinstance(start, int) and 0 <= start < 2**63 else None
+            step = (
+                clock.step_at(project, experiment, start / 1e9)
+                if isinstance(start, int) and 0 <= start < 2**63
+                else None
+            )
             if step is not None:  # MLflow loses verl's step tag on export: the run's clock at the span's start says it
                 merged["step"], merged["step_source"] = step, "run_clock"
                 counts["step_from_clock"] += 1

@@ -36,21 +36,21 @@ class GrpcTraceIntake:
     def start(self) -> None:
         """Bind and serve; PortInUseError when the port is taken, ServiceError-like ImportError when grpc is missing."""
         import grpc
-        from opentelemetry.proto.collector.trace.v1 import (
-            trace_service_pb2,
-            trace_service_pb2_grpc,
-        )
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
         intake, auth, ack_timeout_s = self.intake, self.auth, self.ack_timeout_s
 
         class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's method name
+            def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
                 if auth.token:
                     meta = dict(context.invocation_metadata())
                     scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
                     if scheme.lower() != "bearer" or not auth.token_ok(supplied):
-                        context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                      "missing or wrong bearer token: set OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>")
+                        context.abort(
+                            grpc.StatusCode.UNAUTHENTICATED,
+                            "missing or wrong bearer token: set "
+                            "OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>",
+                        )
                 try:
                     got = intake.otlp(pb_spans(request), True)
                     wait_stored(got.durable, ack_timeout_s)  # answered once stored, like the HTTP intake
@@ -78,8 +78,10 @@ class GrpcTraceIntake:
             self.bound_port = 0
         if not self.bound_port:
             server.stop(None)
-            raise PortInUseError(f"cannot bind the OTLP/gRPC intake on {address} (port in use or not permitted)",
-                                 hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317 on loopback")
+            raise PortInUseError(
+                f"cannot bind the OTLP/gRPC intake on {address} (port in use or not permitted)",
+                hint="choose another --otlp-intake-grpc-port; Tempo's own OTLP receiver uses 4317 on loopback",
+            )
         server.start()
         self._server = server
         log.info("OTLP/gRPC trace intake on %s", address)

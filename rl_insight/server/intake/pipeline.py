@@ -75,16 +75,16 @@ class IntakePipeline:
         self._count(result.accepted_by_section, result.reasons)
         if result.replaced_strings:
             self.metrics.replaced.inc(result.replaced_strings)
-        stepped = [r for r in result.samples if r.step is not None]
+        stepped = [(r.step, r.ts) for r in result.samples if r.step is not None]
         if stepped:
             # the clock moves when the client logged the step (its timestamp, never in the server's future), not when
             # the batch arrived: spans timed by the same cluster's clocks are then put in the right step
-            top = max(r.step for r in stepped)
-            at = min(min(r.ts for r in stepped if r.step == top), time.time())
+            top = max(step for step, _ in stepped)
+            at = min(min(ts for step, ts in stepped if step == top), time.time())
             self.clock.note(c.project, c.experiment_name, top, at)
         self.metrics.latency.observe(time.perf_counter() - started)
         stores = result.samples or result.spans or result.span_starts or run_info or batch.final
-        return Ingested(batch, result, self.writer.durable(since) if since is not None and stores else None)
+        return Ingested(batch, result, self._durable(since) if stores else None)
 
     def otlp(self, spans: SpanPairs, b64_ids: bool) -> SpansReceived:
         """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored."""
@@ -92,7 +92,9 @@ class IntakePipeline:
         since = self.writer.seq() if self.writer is not None else None
         batches, counts = to_batches(spans, b64_ids, self.clock)
         accepted, rejected = 0, counts.pop("too_many", 0)
-        error = f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
+        error = (
+            f"too_many_spans: only the first {MAX_SPANS_PER_REQUEST} spans of one request are kept" if rejected else ""
+        )
         reasons: Counter = Counter({"too_many_spans": rejected} if rejected else {})
         for obj in batches.values():
             batch, result = apply_batch(obj, self.store)
@@ -106,8 +108,11 @@ class IntakePipeline:
         for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
             self.metrics.otlp_intake.labels(what).inc(n)
         self.metrics.latency.observe(time.perf_counter() - started)
-        return SpansReceived(accepted, rejected, error,
-                             self.writer.durable(since) if since is not None and accepted else None)
+        return SpansReceived(accepted, rejected, error, self._durable(since) if accepted else None)
+
+    def _durable(self, since: int | None) -> Future[bool] | None:
+        """When what was handed to the run store since `since` is committed (None: no run store)."""
+        return self.writer.durable(since) if self.writer is not None and since is not None else None
 
     def _count(self, accepted: "dict[str, int] | Counter", refused: "dict[str, int] | Counter") -> None:
         for section, n in accepted.items():

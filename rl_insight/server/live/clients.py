@@ -29,7 +29,8 @@ class _Client:
     __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid")
 
     def __init__(self) -> None:
-        self.host, self.pid = "", None
+        self.host: str = ""
+        self.pid: int | None = None
         self.last_seen_mono = 0.0
         self.last_seen_ns = 0
         self.run: tuple[str, str] | None = None
@@ -52,7 +53,8 @@ class ClientTracker:
         self._orphans_due = 0.0
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
-        self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
+        self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)),
+            lambda: None if self.reap() else None)
 
     def start(self) -> None:
         self._reaper.start()
@@ -119,9 +121,24 @@ class ClientTracker:
         with self._lock:
             if self._orphans and now_mono >= self._orphans_due:
                 for s, end_ns in self._orphans.values():
-                    closed.append(SpanRecord(s.id, s.trace_id, s.parent_id, s.name, s.lane, s.kind, s.start_ns,
-                                             max(s.start_ns, end_ns), {**s.attributes, "cut_short": True, "cut_short_reason":
-                                                                       "client silent across a server restart"}, s.size + 48))
+                    closed.append(
+                        SpanRecord(
+                            s.id,
+                            s.trace_id,
+                            s.parent_id,
+                            s.name,
+                            s.lane,
+                            s.kind,
+                            s.start_ns,
+                            max(s.start_ns, end_ns),
+                            {
+                                **s.attributes,
+                                "cut_short": True,
+                                "cut_short_reason": "client silent across a server restart",
+                            },
+                            s.size + 48,
+                        )
+                    )
                     orphan_run = (s.project, s.experiment_name)
                     if not any(c.run == orphan_run for c in self._clients.values()):
                         runs.add(orphan_run)

@@ -19,7 +19,9 @@ class OtlpCollector:
     def collect(self) -> Any:
         sent = CounterMetricFamily("rl_insight_server_otlp_spans_sent", "Spans accepted by the OTLP receiver (Tempo)")
         sent.add_metric([], self._f.sent)
-        dropped = CounterMetricFamily("rl_insight_server_otlp_spans_dropped", "Spans not forwarded, by reason", labels=["reason"])
+        dropped = CounterMetricFamily(
+            "rl_insight_server_otlp_spans_dropped", "Spans not forwarded, by reason", labels=["reason"]
+        )
         for reason, n in dict(self._f.dropped).items():
             dropped.add_metric([reason], n)
         return [sent, dropped]
@@ -33,7 +35,9 @@ class RunStoreHealthCollector:
 
     def collect(self) -> Any:
         st = self._w.stats
-        written = CounterMetricFamily("rl_insight_server_store_items_written", "Items written to the run store", labels=["kind"])
+        written = CounterMetricFamily(
+            "rl_insight_server_store_items_written", "Items written to the run store", labels=["kind"]
+        )
         written.add_metric(["samples"], st.samples)
         written.add_metric(["spans"], st.spans)
         dropped = CounterMetricFamily("rl_insight_server_store_items_dropped", "Items the run store could not take",
@@ -42,7 +46,8 @@ class RunStoreHealthCollector:
             dropped.add_metric([reason], n)
         queue = GaugeMetricFamily("rl_insight_server_store_queue_items", "Items waiting for the run store writer")
         queue.add_metric([], st.queue_items)
-        degraded = GaugeMetricFamily("rl_insight_server_store_degraded", "1 while run store writes fail (e.g. disk full)")
+        degraded = GaugeMetricFamily("rl_insight_server_store_degraded", "1 while run store writes fail (e.g. disk "
+                                                                         "full)")
         degraded.add_metric([], 1 if st.degraded_since else 0)
         return [written, dropped, queue, degraded]
 
@@ -56,8 +61,11 @@ class ExportCollector:
     def collect(self) -> Any:
         written = CounterMetricFamily("rl_insight_server_export_points_written", "Points written by live exporters",
                                       labels=["exporter"])
-        dropped = CounterMetricFamily("rl_insight_server_export_points_dropped", "Points live exporters could not write",
-                                      labels=["exporter", "reason"])
+        dropped = CounterMetricFamily(
+            "rl_insight_server_export_points_dropped",
+            "Points live exporters could not write",
+            labels=["exporter", "reason"],
+        )
         for e in self._e.all:
             written.add_metric([e.name], e.written)
             for reason, n in dict(e.dropped).items():

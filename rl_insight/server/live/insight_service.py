@@ -17,8 +17,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from ... import insights
 from ...batch_worker import Periodic
 from ...names import sanitize_metric_name
-from ..runstore import step_stats
-from ..runstore import RunStoreReader
+from ..runstore import RunStoreReader, step_stats
 from ..runstore import queries as q
 
 log = logging.getLogger("rl_insight.server.insights")
@@ -38,13 +37,18 @@ def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: 
     the partial steps at the edges from their spans (server/runstore/step_stats.py)."""
     now = time.time_ns()
     windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
-    summary = step_stats.window_insights(conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric),
-                                         max_steps)
+    summary = step_stats.window_insights(
+        conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric), max_steps
+    )
     if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it
         mean, mx = (metric_samples(conn, run_id, m) for m in VERL_STALENESS)
         if mean:
-            summary["staleness"] = {"mean": mean[-1][1], "max": (mx[-1][1] if mx else mean[-1][1]), "samples": len(mean),
-                                    "source": "verl"}
+            summary["staleness"] = {
+                "mean": mean[-1][1],
+                "max": (mx[-1][1] if mx else mean[-1][1]),
+                "samples": len(mean),
+                "source": "verl",
+            }
     return summary
 
 
@@ -81,7 +85,11 @@ class InsightService:
             self._done[run_id] = (step_stats.stored_steps(conn, run_id), step_stats.stored_steps(conn, run_id, "block"))
         done, blocks_done = self._done[run_id]
         todo = step_stats.pending_steps(conn, run_id, windows, now, done)[:budget]
-        rows = step_stats.compute_steps(conn, run_id, todo, metric_samples(conn, run_id, self._version_metric), now) if todo else []
+        rows = (
+            step_stats.compute_steps(conn, run_id, todo, metric_samples(conn, run_id, self._version_metric), now)
+            if todo
+            else []
+        )
         done.update(w[0] for w in todo)
         blocks = step_stats.complete_blocks(windows, done, blocks_done)
         if rows or blocks:
@@ -93,7 +101,9 @@ class InsightService:
         conn = self._reader.conn()
         now = time.time_ns()
         latest = {}
-        budget = 500  # steps summarized per refresh over all runs (~2.5 s of one core): a backlog catches up over cycles
+        budget = (
+            500  # steps summarized per refresh over all runs (~2.5 s of one core): a backlog catches up over cycles
+        )
         runs = q.list_runs(conn, self._live_window_s)
         ids = {r["id"] for r in runs}
         self._done = {k: v for k, v in self._done.items() if k in ids}  # a run removed by retention forgets its steps
@@ -101,14 +111,21 @@ class InsightService:
             if budget > 0:
                 try:
                     budget -= self.summarize_steps(conn, run["id"], budget)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     log.warning("step statistics for run %s failed: %s", run["id"], exc)
             if run["status"] != "live":
                 continue
             try:
-                s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric, self._version_metric,
-                                 max_steps=20)  # /metrics shows the last complete step
-            except Exception as exc:  # noqa: BLE001 - one run's bad data never stops the others' insights
+                s = run_insights(
+                    conn,
+                    run["id"],
+                    now - int(self._window_s * 1e9),
+                    now,
+                    self._step_metric,
+                    self._version_metric,
+                    max_steps=20,
+                )  # /metrics shows the last complete step
+            except Exception as exc:  # one run's bad data never stops the others' insights
                 self.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
                 log.warning("insights for run %s failed: %s", run["id"], exc)
                 continue
@@ -118,7 +135,7 @@ class InsightService:
         for callback in self.on_refresh:
             try:
                 callback(latest)
-            except Exception as exc:  # noqa: BLE001 - an exporter never stops the insights
+            except Exception as exc:  # an exporter never stops the insights
                 log.warning("insight callback failed: %s", exc)
 
     def collect(self) -> Iterable[Metric]:
@@ -126,19 +143,36 @@ class InsightService:
             latest = dict(self._latest)
         p = "rl_insight_insight_"
         run_l = ["project", "experiment_name"]
-        util = GaugeMetricFamily(p + "lane_utilization", "Fraction of the window a lane spent in a state", labels=run_l + ["lane"])
-        bubble = GaugeMetricFamily(p + "lane_bubble_ratio", "Fraction of the window a lane was idle", labels=run_l + ["lane"])
+        util = GaugeMetricFamily(
+            p + "lane_utilization", "Fraction of the window a lane spent in a state", labels=run_l + ["lane"]
+        )
+        bubble = GaugeMetricFamily(
+            p + "lane_bubble_ratio", "Fraction of the window a lane was idle", labels=run_l + ["lane"]
+        )
         busy = GaugeMetricFamily(p + "state_busy_seconds", "Seconds each lane spent in each state during the window",
                                  labels=run_l + ["lane", "state"])
-        overlap = GaugeMetricFamily(p + "rollout_training_overlap_ratio", "|generation ∩ training| / |generation ∪ training|",
-                                    labels=run_l)
-        tail = GaugeMetricFamily(p + "rollout_long_tail_ratio", "Slowest / median rollout lane generation time, last step",
-                                 labels=run_l + ["slowest_lane"])
-        step = GaugeMetricFamily(p + "step_state_seconds", "Wall time per state in the last complete step", labels=run_l + ["state"])
-        wait = GaugeMetricFamily(p + "rollout_wait_seconds", "Last generation end to the next training start, last step "
-                                 "(staleness as time)", labels=run_l)
-        stalled = GaugeMetricFamily(p + "stalled_lanes", "Lanes whose open state lasts far longer than usual", labels=run_l)
-        stale = GaugeMetricFamily(p + "staleness", "Trainer parameter version minus rollout version", labels=run_l + ["stat"])
+        overlap = GaugeMetricFamily(
+            p + "rollout_training_overlap_ratio", "|generation ∩ training| / |generation ∪ training|", labels=run_l
+        )
+        tail = GaugeMetricFamily(
+            p + "rollout_long_tail_ratio",
+            "Slowest / median rollout lane generation time, last step",
+            labels=run_l + ["slowest_lane"],
+        )
+        step = GaugeMetricFamily(
+            p + "step_state_seconds", "Wall time per state in the last complete step", labels=run_l + ["state"]
+        )
+        wait = GaugeMetricFamily(
+            p + "rollout_wait_seconds",
+            "Last generation end to the next training start, last step (staleness as time)",
+            labels=run_l,
+        )
+        stalled = GaugeMetricFamily(
+            p + "stalled_lanes", "Lanes whose open state lasts far longer than usual", labels=run_l
+        )
+        stale = GaugeMetricFamily(
+            p + "staleness", "Trainer parameter version minus rollout version", labels=run_l + ["stat"]
+        )
         for (project, exp), s in latest.items():
             for lane, v in s["lanes"].items():
                 util.add_metric([project, exp, lane], v["utilization"])

@@ -11,7 +11,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal, cast
 
 from prometheus_client.metrics_core import Metric
 
@@ -28,7 +28,7 @@ class _Series:
     touched: float = 0.0  # monotonic time of the last update
     value: float = 0.0  # gauge value
     ts: float = -math.inf  # client timestamp of the gauge value
-    per_client: dict[str, object] = field(default_factory=dict)  # counter: float; histogram: (sum, count, cumulative)
+    per_client: dict[str, Any] = field(default_factory=dict)  # counter: float; histogram: (sum, count, cumulative)
     cost: int = 0  # estimated bytes (labels), for the store's size bound
 
 
@@ -64,7 +64,8 @@ def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
         except InvalidNameError as exc:
             raise ItemError("invalid_label_name", str(exc)) from None
         if name in out:
-            raise ItemError("invalid_label_name", f"labels {k!r} and another label both become {name!r} after sanitizing")
+            raise ItemError("invalid_label_name", f"labels {k!r} and another label both become {name!r} after "
+                                                  "sanitizing")
         out[name] = v
     return out
 
@@ -99,7 +100,7 @@ class MetricStore:
             base = sanitize_metric_name(d.name)
         except InvalidNameError as exc:
             raise ItemError("invalid_metric_name", str(exc)) from None
-        kind: Kind = d.kind  # type: ignore[assignment]
+        kind = cast(Kind, d.kind)  # decode_batch admits only the three kinds
         if kind == "counter" and base.endswith("_total"):
             base = base[: -len("_total")] or base
         # a client's `server.namespace` replaces the trainer-scalar prefix (upstream's meaning of it)
@@ -112,28 +113,39 @@ class MetricStore:
             fam = self._families.get(name)
             if fam is None:
                 if len(self._families) >= self._max_families:
-                    raise ItemError("family_cap", f"the server already exposes {self._max_families} metrics; new metric {name!r} refused")
+                    raise ItemError("family_cap", f"the server already exposes {self._max_families} metrics; new "
+                                                  f"metric {name!r} refused")
                 mine = self._families_by_client.get(client_id, 0)
                 if mine >= self._max_families_per_client:
                     raise ItemError("family_cap", f"this client already created {mine} metrics (the per-client limit); "
                                                   f"new metric {name!r} refused")
                 cost = len(name) + len(d.doc) + 100
                 if self.bytes_used + cost > self._max_bytes:
-                    raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); {name!r} refused")
-                fam = self._families[name] = _Family(name, kind, d.doc or f"{kind.capitalize()} {d.name}", d.bounds,
-                                                     cost=cost, owner=client_id,
-                                                     ttl=next((t for p, t in self._ttl_by_prefix.items() if base.startswith(p)), None))
+                    raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); "
+                                                  f"{name!r} refused")
+                fam = self._families[name] = _Family(
+                    name,
+                    kind,
+                    d.doc or f"{kind.capitalize()} {d.name}",
+                    d.bounds,
+                    cost=cost,
+                    owner=client_id,
+                    ttl=next((t for p, t in self._ttl_by_prefix.items() if base.startswith(p)), None),
+                )
                 self._families_by_client[client_id] = mine + 1
                 self.bytes_used += cost
             elif fam.kind != kind:
-                raise ItemError("type_conflict", f"metric {name!r} is a {fam.kind}; cannot record a {kind} under the same name")
+                raise ItemError("type_conflict", f"metric {name!r} is a {fam.kind}; cannot record a {kind} under the "
+                                                 "same name")
             elif d.bounds is not None and fam.bounds != d.bounds:
-                raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got {list(d.bounds)}")
+                raise ItemError("bucket_conflict", f"histogram {name!r} has buckets {list(fam.bounds or ())}; got "
+                                                   f"{list(d.bounds)}")
             if key not in fam.series and len(fam.series) >= self._cap:
-                raise ItemError("series_cap", f"metric {name!r} already has {self._cap} series (max_series_per_metric); new series refused")
+                raise ItemError("series_cap", f"metric {name!r} already has {self._cap} series "
+                                              "(max_series_per_metric); new series refused")
         return SeriesRef(fam, key, labels, base, d.ns)
 
-    def apply(self, ref: SeriesRef, client_id: str, ts: float, value: object) -> float | tuple[float, float]:
+    def apply(self, ref: SeriesRef, client_id: str, ts: float, value: Any) -> float | tuple[float, float]:
         """Apply one validated sample; return the series' exposed value (gauge value, counter total across
         clients, histogram (sum, count) across clients)."""
         fam = ref.family
@@ -143,19 +155,19 @@ class MetricStore:
             s.touched = now
             if fam.kind == "gauge":
                 if ts >= s.ts:  # a late or resent older sample never overwrites a newer one
-                    s.value, s.ts = value, ts  # type: ignore[assignment]
-                return value  # type: ignore[return-value]
+                    s.value, s.ts = value, ts
+                return value
             if fam.kind == "counter":
                 prev = s.per_client.get(client_id, 0.0)
-                s.per_client[client_id] = max(prev, value)  # type: ignore[type-var,call-overload]
-                total = math.fsum(s.per_client.values())  # type: ignore[arg-type]
+                s.per_client[client_id] = max(prev, value)
+                total = math.fsum(s.per_client.values())
                 return total if math.isfinite(total) else 1.7976931348623157e308
-            total_sum, count, _ = value  # type: ignore[misc]
+            total_sum, count, _ = value
             prev = s.per_client.get(client_id)
-            if prev is None or count >= prev[1]:  # type: ignore[index]
+            if prev is None or count >= prev[1]:
                 s.per_client[client_id] = value
             parts = s.per_client.values()
-            return (math.fsum(p[0] for p in parts), float(sum(p[1] for p in parts)))  # type: ignore[index]
+            return (math.fsum(p[0] for p in parts), float(sum(p[1] for p in parts)))
 
     def _series(self, fam: _Family, ref: SeriesRef) -> _Series:
         s = fam.series.get(ref.key)
@@ -164,7 +176,8 @@ class MetricStore:
                 raise ItemError("series_cap", f"metric {fam.name!r} already has {self._cap} series; new series refused")
             cost = sum(len(k) + len(v) for k, v in ref.labels.items()) + 120
             if self.bytes_used + cost > self._max_bytes:
-                raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); new series refused")
+                raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); new "
+                                              "series refused")
             s = fam.series[ref.key] = _Series(ref.labels, cost=cost)
             self.bytes_used += cost
         return s
@@ -211,18 +224,18 @@ class MetricStore:
         return [self._metric(*row) for row in rows if row[4]]
 
     @staticmethod
-    def _metric(name: str, kind: Kind, doc: str, bounds: tuple | None, items: Iterable[tuple[dict, object]]) -> Metric:
+    def _metric(name: str, kind: Kind, doc: str, bounds: tuple | None, items: Iterable[tuple[dict, Any]]) -> Metric:
         m = Metric(name, doc, kind)
         for labels, value in items:
             if kind == "gauge":
-                m.add_sample(name, labels, value)  # type: ignore[arg-type]
+                m.add_sample(name, labels, value)
             elif kind == "counter":
-                m.add_sample(name + "_total", labels, float(sum(value)))  # type: ignore[arg-type]
+                m.add_sample(name + "_total", labels, float(sum(value)))
             else:
                 parts = value  # list of (sum, count, cumulative) per client
-                total = sum(p[0] for p in parts)  # type: ignore[index]
-                count = sum(p[1] for p in parts)  # type: ignore[index]
-                cum = [sum(p[2][i] for p in parts) for i in range(len(bounds or ()) + 1)]  # type: ignore[index]
+                total = sum(p[0] for p in parts)
+                count = sum(p[1] for p in parts)
+                cum = [sum(p[2][i] for p in parts) for i in range(len(bounds or ()) + 1)]
                 for bound, c in zip(list(bounds or ()) + [math.inf], cum):
                     le = "+Inf" if math.isinf(bound) else repr(float(bound))
                     m.add_sample(name + "_bucket", {**labels, "le": le}, float(c))

@@ -19,6 +19,7 @@ the next start, never more.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -31,23 +32,29 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...analysis.isolated import REPORT_FILES
-from ...errors import (
-    ConflictError,
-    InvalidInputError,
-    NotFoundError,
-    PayloadTooLargeError,
-)
+from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ...fsutil import atomic_write
 from ...protocol import (
-    DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_BYTES, DEFAULT_PROFILE_TOOL, DEFAULT_PROFILE_TTL_S,
-    DEFAULT_PROFILE_WINDOW_S, INT64_MAX, MAX_EXACT_INT, MAX_PROFILE_STEPS, MAX_PROFILE_TTL_S, PROCESS_STATES, PROCESS_TERMINAL,
-    ProfileRequest, RunControl,
+    DEFAULT_PROFILE_ACTIVITIES,
+    DEFAULT_PROFILE_BYTES,
+    DEFAULT_PROFILE_TOOL,
+    DEFAULT_PROFILE_TTL_S,
+    DEFAULT_PROFILE_WINDOW_S,
+    INT64_MAX,
+    MAX_EXACT_INT,
+    MAX_PROFILE_STEPS,
+    MAX_PROFILE_TTL_S,
+    PROCESS_STATES,
+    PROCESS_TERMINAL,
+    ProfileRequest,
+    RunControl,
 )
 from .step_clock import StepClock
 
 log = logging.getLogger("rl_insight.server.live.profiles")
 
-# gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe unpickler)
+# gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe
+# unpickler)
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite|pickle|pkl)$")
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
@@ -114,9 +121,12 @@ class ProfileBook:
             analysis = rec.setdefault("analysis", {"state": "none"})
             if analysis.get("state") == "running":  # interrupted by a server stop
                 if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
-                    rec["analysis"] = {"state": "failed", "attempts": analysis.get("attempts", 1),
-                                       "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times by a server stop; "
-                                                  "not tried again (the traces are kept: `rl-insight profile fetch`)"}
+                    rec["analysis"] = {
+                        "state": "failed",
+                        "attempts": analysis.get("attempts", 1),
+                        "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times by a server stop; "
+                        "not tried again (the traces are kept: `rl-insight profile fetch`)",
+                    }
                 else:
                     rec["analysis"] = {**analysis, "state": "pending"}  # done once more below
                 self._save(rec)
@@ -163,15 +173,31 @@ class ProfileBook:
         """The journal rewritten with one line per process (atomically)."""
         rid, procs = rec["request"]["id"], rec["processes"]
         (self.root / rid).mkdir(parents=True, exist_ok=True)
-        atomic_write(self.root / rid / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items()))
+        atomic_write(
+            self.root / rid / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items())
+        )
         self._journal_lines[rid] = len(procs)
 
     # ------------------------------------------------------------------ requests
-    def create(self, project: str, experiment_name: str, first_step: int, last_step: int, *, lanes: Sequence[str] = (),
-               roles: Sequence[str] = (), ranks: Sequence[int] = (), activities: Sequence[str] = DEFAULT_PROFILE_ACTIVITIES,
-               memory: bool = False, stack: bool = False, ttl_s: float = DEFAULT_PROFILE_TTL_S,
-               max_window_s: float = DEFAULT_PROFILE_WINDOW_S,
-               max_bytes: int = DEFAULT_PROFILE_BYTES, origin: str = "api", stage: str = "") -> dict[str, Any]:
+    def create(
+        self,
+        project: str,
+        experiment_name: str,
+        first_step: int,
+        last_step: int,
+        *,
+        lanes: Sequence[str] = (),
+        roles: Sequence[str] = (),
+        ranks: Sequence[int] = (),
+        activities: Sequence[str] = DEFAULT_PROFILE_ACTIVITIES,
+        memory: bool = False,
+        stack: bool = False,
+        ttl_s: float = DEFAULT_PROFILE_TTL_S,
+        max_window_s: float = DEFAULT_PROFILE_WINDOW_S,
+        max_bytes: int = DEFAULT_PROFILE_BYTES,
+        origin: str = "api",
+        stage: str = "",
+    ) -> dict[str, Any]:
         if not project or not experiment_name:
             raise InvalidInputError("a profile request needs the run: project and experiment_name")
         if not 1 <= ttl_s <= MAX_PROFILE_TTL_S:  # the server's policy: the request itself carries expires_at
@@ -198,8 +224,10 @@ class ProfileBook:
                 rec["unknown_run"] = True
             active = [r for r in self._of_run((project, experiment_name)) if _state(r) in ("pending", "running")]
             if len(active) >= self._max_active:
-                raise ConflictError(f"run {project}/{experiment_name} already has {len(active)} active profile requests",
-                                    hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish")
+                raise ConflictError(
+                    f"run {project}/{experiment_name} already has {len(active)} active profile requests",
+                    hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish",
+                )
             self._records[rid] = rec
             self._requests[rid] = request
             self._by_run.setdefault((project, experiment_name), []).append(rid)
@@ -258,16 +286,28 @@ class ProfileBook:
             raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
         proc = body.get("process")
         pid = _whole(proc.get("pid")) if isinstance(proc, dict) else None
-        if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or pid is None or not 0 <= pid <= INT64_MAX:
+        if (
+            not isinstance(proc, dict)
+            or not isinstance(proc.get("host"), str)
+            or pid is None
+            or not 0 <= pid <= INT64_MAX
+        ):
             raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
         rank = _whole(proc.get("rank"))
         if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
-            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(proc.get('rank'))[:40]!r}")
+            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found "
+                                    f"{str(proc.get('rank'))[:40]!r}")
         key = f"{proc['host'][:128]}:{pid}"
-        entry = {"host": proc["host"][:128], "pid": pid, "rank": rank,
-                 "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
-                 "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
-                 "state": state, "message": str(body.get("message") or "")[:2000], "updated_at": _now()}
+        entry = {
+            "host": proc["host"][:128],
+            "pid": pid,
+            "rank": rank,
+            "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
+            "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
+            "state": state,
+            "message": str(body.get("message") or "")[:2000],
+            "updated_at": _now(),
+        }
         if body.get("window") is not None:
             entry["window"] = _window(body["window"])
         if isinstance(body.get("file"), str) and FILE_NAME.match(body["file"]):
@@ -291,9 +331,12 @@ class ProfileBook:
             for rec in self._records.values():
                 proc = rec["processes"].get(key)
                 if proc is not None and proc["state"] not in PROCESS_TERMINAL:
-                    proc.update(state="failed", updated_at=_now(),
-                                message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
-                                        "will come from it")
+                    proc.update(
+                        state="failed",
+                        updated_at=_now(),
+                        message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
+                        "will come from it",
+                    )
                     self._journal(rec, key)
 
     # ------------------------------------------------------------------ uploads
@@ -301,8 +344,10 @@ class ProfileBook:
         """Appends one chunk of a gzip'd trace at `offset` of `total` bytes. ConflictError carries the size
         the server has when the offset is not it (resume from there)."""
         if not FILE_NAME.match(name):
-            raise InvalidInputError(f"file name {name[:80]!r}: letters, digits, . _ = + - only, ending in .json.gz, .sqlite, "
-                                    ".pickle or .pkl")
+            raise InvalidInputError(
+                f"file name {name[:80]!r}: letters, digits, . _ = + - only, ending in .json.gz, .sqlite, "
+                ".pickle or .pkl"
+            )
         with self._lock:
             rec = self._record(rid)
             cap = rec["request"]["max_bytes"]
@@ -315,8 +360,12 @@ class ProfileBook:
             if done and done.get("complete"):
                 raise ConflictError(f"{name} is already complete", hint="nothing to resend")
             if done is None and rec["request"]["expires_at"] <= _now() and _state(rec) != "done":
-                raise ConflictError(f"profile request {rid} expired at {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(rec['request']['expires_at']))} UTC; "
-                                    "it takes no new traces", hint="request the profile again")
+                raise ConflictError(
+                    f"profile request {rid} expired at "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(rec['request']['expires_at']))} UTC; "
+                    "it takes no new traces",
+                    hint="request the profile again",
+                )
             if done is not None and done.get("total") != total:
                 raise InvalidInputError(f"{name} was declared as {done.get('total')} bytes; a chunk now says {total}",
                                         hint="an upload keeps its total; start a new file name to send another trace")
@@ -333,7 +382,7 @@ class ProfileBook:
             size = partial.stat().st_size if partial.exists() else 0
             if offset != size:
                 err = ConflictError(f"upload of {name} continues at byte {size}, not {offset}")
-                err.size = size  # type: ignore[attr-defined]
+                err.size = size  # type: ignore[attr-defined]  # the 409 answer carries where to resume (read in app.py)
                 raise err
             if size + len(data) > total:
                 raise InvalidInputError(f"chunk ends at byte {size + len(data)}, past the declared total {total}")
@@ -370,7 +419,7 @@ class ProfileBook:
         return p
 
     # ------------------------------------------------------------------ retention
-    def _of_run(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+    def _of_run(self, key: tuple[str, str]) -> builtins.list[dict[str, Any]]:
         return [self._records[rid] for rid in list(self._by_run.get(key, ())) if rid in self._records]
 
     def sweep(self, now: float | None = None) -> int:
@@ -380,12 +429,17 @@ class ProfileBook:
             return 0
         now = _now() if now is None else now
         with self._lock:
-            stale = [(rid, rec) for rid, rec in self._records.items() if rec.get("unknown_run")
-                     and rec["request"]["expires_at"] + ORPHAN_GRACE_S < now and _state(rec) in ("expired", "cancelled")]
+            stale = [
+                (rid, rec)
+                for rid, rec in self._records.items()
+                if rec.get("unknown_run")
+                and rec["request"]["expires_at"] + ORPHAN_GRACE_S < now
+                and _state(rec) in ("expired", "cancelled")
+            ]
         gone = {_run_of(rec) for rid, rec in stale if not self.run_exists(*_run_of(rec))}
         return self._forget([rid for rid, rec in stale if _run_of(rec) in gone])
 
-    def _forget(self, rids: list[str]) -> int:
+    def _forget(self, rids: builtins.list[str]) -> int:
         with self._lock:
             for rid in rids:
                 rec = self._records.pop(rid, None)
@@ -415,12 +469,13 @@ class ProfileBook:
                 self._work.put(rid)
         while True:
             try:
-                rid = self._work.get(timeout=600)
+                got = self._work.get(timeout=600)
             except queue.Empty:
                 self.sweep()
                 continue
-            if rid is None:
+            if got is None:
                 return
+            rid = got
             while not self._work.empty():  # several files arrived meanwhile: analyse the request once
                 nxt = self._work.get()
                 if nxt is None:
@@ -430,7 +485,7 @@ class ProfileBook:
                     break
             try:
                 self._analyse(rid)
-            except Exception as exc:  # noqa: BLE001 - the thread survives, and the request never stays "running"
+            except Exception as exc:  # the thread survives, and the request never stays "running"
                 log.warning("analysis of profile request %s failed: %r", rid, exc)
                 failed = self._records.get(rid)
                 if failed is not None:
@@ -439,9 +494,7 @@ class ProfileBook:
 
     def _analyse(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
-        from ...analysis.isolated import (
-            run_isolated,  # (stdlib only; the child imports the analysis stack)
-        )
+        from ...analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
 
         rec = self._records.get(rid)
         if rec is None:

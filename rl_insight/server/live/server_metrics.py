@@ -13,18 +13,32 @@ class ServerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         p = "rl_insight_server_"
-        self.requests = Counter(p + "http_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=registry)
-        self.accepted = Counter(p + "ingest_items_accepted", "Ingested items stored, by section", ["section"], registry=registry)
-        self.rejected = Counter(p + "ingest_items_rejected", "Ingested items refused, by reason", ["reason"], registry=registry)
+        self.requests = Counter(
+            p + "http_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=registry
+        )
+        self.accepted = Counter(
+            p + "ingest_items_accepted", "Ingested items stored, by section", ["section"], registry=registry
+        )
+        self.rejected = Counter(
+            p + "ingest_items_rejected", "Ingested items refused, by reason", ["reason"], registry=registry
+        )
         self.replaced = Counter(p + "ingest_strings_replaced", "Strings with undecodable characters replaced by U+FFFD",
                                 registry=registry)
-        self.latency = Histogram(p + "ingest_duration_seconds", "Time to decode, validate and store one ingest batch",
-                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=registry)
+        self.latency = Histogram(
+            p + "ingest_duration_seconds",
+            "Time to decode, validate and store one ingest batch",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=registry,
+        )
         self.series = Gauge(p + "series", "Trainer series currently exposed", registry=registry)
-        self.store_bytes = Gauge(p + "metric_store_bytes", "Estimated bytes of names and labels held for /metrics", registry=registry)
+        self.store_bytes = Gauge(
+            p + "metric_store_bytes", "Estimated bytes of names and labels held for /metrics", registry=registry
+        )
         self.open_states = Gauge(p + "open_states", "RL states that have started and not yet ended", registry=registry)
         self.targets = Gauge(p + "targets", "Registered scrape targets", registry=registry)
-        self.clients = Gauge(p + "live_clients", "Client processes heard from within the silence timeout", registry=registry)
+        self.clients = Gauge(
+            p + "live_clients", "Client processes heard from within the silence timeout", registry=registry
+        )
         self.cut_short = Gauge(p + "spans_cut_short", "Open states closed because their client went silent or finished",
                                registry=registry)
         self.otlp_intake = Counter(p + "otlp_intake", "OTLP trace intake: attribute values capped, spans without a run "

@@ -21,7 +21,9 @@ log = logging.getLogger("rl_insight.server.live.spans")
 class SpanSink(Protocol):
     name: str
 
-    def put(self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str, service: str | None = None) -> None:
+    def put(
+        self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str, service: str | None = None
+    ) -> None:
         """Take span starts and finished spans of one client (its host, its `server.namespace` as service
         name); return at once."""
 
@@ -31,13 +33,15 @@ class SpanFanout:
         self.sinks = list(sinks)
         self.errors: dict[str, int] = {}
 
-    def put(self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None) -> None:
+    def put(
+        self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None
+    ) -> None:
         if not starts and not ends:
             return
         for sink in self.sinks:
             try:
                 sink.put(starts, ends, host, service)
-            except Exception as exc:  # noqa: BLE001 - one sink's bug never costs the others
+            except Exception as exc:  # one sink's bug never costs the others
                 self.errors[sink.name] = self.errors.get(sink.name, 0) + len(starts) + len(ends)
                 log.exception("span sink %s failed: %s", sink.name, exc)
 
@@ -62,7 +66,9 @@ class MemorySpanSink:
         self.finished_total = 0
         self.evicted: dict[str, int] = {}
 
-    def put(self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None) -> None:
+    def put(
+        self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None
+    ) -> None:
         with self._lock:
             for s in starts:
                 old = self._open.pop(s.id, None)
@@ -112,7 +118,9 @@ class RunStoreSpanSink:
     def __init__(self, writer: Any) -> None:
         self._writer = writer
 
-    def put(self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None) -> None:
+    def put(
+        self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None
+    ) -> None:
         self._writer.put_spans(list(starts), list(ends))
 
 
@@ -124,6 +132,8 @@ class OtlpSpanSink:
     def __init__(self, forwarder: Any) -> None:
         self.forwarder = forwarder
 
-    def put(self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None) -> None:
+    def put(
+        self, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], host: str = "", service: str | None = None
+    ) -> None:
         if ends:
             self.forwarder.add(ends, host, service)

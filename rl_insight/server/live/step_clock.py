@@ -26,7 +26,9 @@ class StepClock:
         # arrived before it (and could not be given a step) can be given one (the run store's trajectories)
         self.on_first_move: list[Callable[[str, str, int, float], None]] = []
 
-    def note(self, project: str | None, experiment_name: str | None, step: float | None, now: float | None = None) -> None:
+    def note(
+        self, project: str | None, experiment_name: str | None, step: float | None, now: float | None = None
+    ) -> None:
         """A sample carried `step`: the clock moves forward (never back: a late sample of an older step)."""
         if not project or not experiment_name or step is None or not (0 <= step <= 2**53):
             return
@@ -41,12 +43,14 @@ class StepClock:
             if not hist or value > hist[-1][1]:
                 at = time.time() if now is None else now
                 first = not hist
-                hist.append((max(at, hist[-1][0]) if hist else at, value))  # kept in time order (clients' clocks differ)
+                hist.append(
+                    (max(at, hist[-1][0]) if hist else at, value)
+                )  # kept in time order (clients' clocks differ)
         if first:
             for listener in self.on_first_move:
                 try:
                     listener(project, experiment_name, value, at)
-                except Exception:  # noqa: BLE001 - a listener never stops the clock
+                except Exception:  # a listener never stops the clock
                     pass
 
     def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
@@ -57,7 +61,9 @@ class StepClock:
         at, step = hist[-1]
         return step, at
 
-    def first_step_starting_after(self, project: str, experiment_name: str, t: float, now: float | None = None) -> int | None:
+    def first_step_starting_after(
+        self, project: str, experiment_name: str, t: float, now: float | None = None
+    ) -> int | None:
         """The first step expected to begin at or after time t (epoch s), at the run's pace (the median of its
         last steps' durations); the step after the one in progress when the pace is not known yet. None before
         the run's first step metric. A step in progress longer than the pace (a stalled or finished run) is

@@ -2,7 +2,8 @@
 (`rl_insight/…`) to TensorBoard and/or W&B while the job runs.
 
 Off the ingest path: ingest hands points to a bounded queue and returns; one batch worker per exporter
-(rl_insight/batch_worker.py) writes them (one log dir / W&B run per run, created on first data). Past the bound, points are
+(rl_insight/batch_worker.py) writes them (one log dir / W&B run per run, created on first data). Past the bound,
+points are
 dropped and counted by reason, as are writes that fail; neither ever slows or fails ingest.
 """
 
@@ -49,7 +50,7 @@ class LiveExporter:
         for w in list(self._writers.values()):
             try:
                 w.flush()
-            except Exception as exc:  # noqa: BLE001 - a failing exporter never affects ingest
+            except Exception as exc:  # a failing exporter never affects ingest
                 log.warning("%s exporter flush failed: %s", self.name, exc)
         return True
 
@@ -59,7 +60,7 @@ class LiveExporter:
         for w in self._writers.values():
             try:
                 w.close()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.warning("%s exporter close failed: %s", self.name, exc)
 
     def _writer(self, run: RunKey) -> Any:
@@ -67,7 +68,7 @@ class LiveExporter:
         if w is None and run not in self._broken:
             try:
                 w = self._writers[run] = self._make(*run)
-            except Exception as exc:  # noqa: BLE001 - a failing exporter never affects ingest
+            except Exception as exc:  # a failing exporter never affects ingest
                 self._broken.add(run)
                 log.error("%s exporter cannot open run %s/%s: %s", self.name, run[0], run[1], exc)
         return w
@@ -81,7 +82,7 @@ class LiveExporter:
                     self._worker.drop("writer_unavailable", len(points))
                 else:
                     self.written += w.scalars(points)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self._worker.drop("write_error", len(points))
                 log.warning("%s exporter failed to write %d points of %s/%s: %s", self.name, len(points), *run, exc)
 
@@ -101,8 +102,9 @@ class Exporters:
         for r in rows:
             if r.step is None:
                 continue
-            by_run.setdefault((r.project, r.experiment_name), []).append(Point(series_tag(r.name, r.labels), int(r.step), r.ts,
-                                                                               float(r.value)))
+            by_run.setdefault((r.project, r.experiment_name), []).append(
+                Point(series_tag(r.name, r.labels), int(r.step), r.ts, float(r.value))
+            )
         for run, points in by_run.items():
             for e in self.all:
                 e.put(run, points)

@@ -48,8 +48,10 @@ def require_grpc() -> Any:
     except ImportError:
         from ...errors import ConfigError
 
-        raise ConfigError("OTLP over gRPC needs the gRPC exporter, which is not installed",
-                          hint='pip install "rl-insight[grpc]", or use --otlp-protocol http/protobuf (the default)') from None
+        raise ConfigError(
+            "OTLP over gRPC needs the gRPC exporter, which is not installed",
+            hint='pip install "rl-insight[grpc]", or use --otlp-protocol http/protobuf (the default)',
+        ) from None
     return OTLPSpanExporter
 
 
@@ -66,7 +68,7 @@ class OtlpForwarder:
         self._exporter = self._make_exporter(endpoint, protocol, timeout_s)
         self.sent = 0
         self.failures = 0
-        self._resources: dict[tuple[str, str, str], Any] = {}
+        self._resources: dict[tuple[str, str, str, str], Any] = {}
         # oldest spans go first when full (by count, and by size: spans carry up to 16 KiB of attributes)
         self._worker: BatchWorker[tuple[SpanRecord, tuple[str, str]]] = BatchWorker(
             "otlp", self._export, max_weight=max_queue, max_batch_weight=batch_size, interval_s=flush_interval_s,
@@ -86,7 +88,11 @@ class OtlpForwarder:
             GrpcExporter = require_grpc()
 
             target = endpoint.split("://", 1)[-1] if endpoint else None
-            return GrpcExporter(endpoint=target, insecure=True, timeout=timeout_s) if target else GrpcExporter(timeout=timeout_s)
+            return (
+                GrpcExporter(endpoint=target, insecure=True, timeout=timeout_s)
+                if target
+                else GrpcExporter(timeout=timeout_s)
+            )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
         if endpoint and not endpoint.rstrip("/").endswith("/v1/traces"):
@@ -107,7 +113,7 @@ class OtlpForwarder:
         self._worker.stop(timeout)
         try:
             self._exporter.shutdown()
-        except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
+        except Exception:  # shutting down: nothing left to report to
             pass
 
     # ------------------------------------------------------------------ exporter thread
@@ -131,7 +137,9 @@ class OtlpForwarder:
         ctx = SpanContext(trace_id=trace_id, span_id=_id(span.id, 64), is_remote=False, trace_flags=TraceFlags(1))
         parent = None
         if span.parent_id:
-            parent = SpanContext(trace_id=trace_id, span_id=_id(span.parent_id, 64), is_remote=False, trace_flags=TraceFlags(1))
+            parent = SpanContext(
+                trace_id=trace_id, span_id=_id(span.parent_id, 64), is_remote=False, trace_flags=TraceFlags(1)
+            )
         attrs = {k: _attr(v) for k, v in span.attributes.items() if v is not None}
         if span.lane:
             attrs.setdefault("state_lane_id", span.lane)
@@ -146,7 +154,7 @@ class OtlpForwarder:
 
         try:
             result = self._exporter.export([self._to_readable(s, h) for s, h in batch])
-        except Exception as exc:  # noqa: BLE001 - the exporter must never take the thread down
+        except Exception as exc:  # the exporter must never take the thread down
             log.warning("OTLP export failed: %s", exc)
             result = None
         if result == SpanExportResult.SUCCESS:

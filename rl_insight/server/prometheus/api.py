@@ -41,7 +41,8 @@ class PrometheusApi:
 
     async def _get(self, client: httpx.AsyncClient, path: str, params: dict[str, Any]) -> Any:
         if self.url is None:
-            raise PrometheusUnavailable("no Prometheus is managed by this server (start it with `rl-insight server start`)")
+            raise PrometheusUnavailable("no Prometheus is managed by this server (start it with `rl-insight server "
+                                        "start`)")
         try:
             r = await client.get(self.url + path, params=params)
         except httpx.HTTPError as e:
@@ -49,7 +50,9 @@ class PrometheusApi:
         try:
             body = r.json()
         except ValueError:
-            raise PrometheusUnavailable(f"Prometheus at {self.url}{path} answered HTTP {r.status_code} without JSON") from None
+            raise PrometheusUnavailable(
+                f"Prometheus at {self.url}{path} answered HTTP {r.status_code} without JSON"
+            ) from None
         if not isinstance(body, dict) or body.get("status") != "success":
             err = body.get("error", f"HTTP {r.status_code}") if isinstance(body, dict) else f"HTTP {r.status_code}"
             raise PrometheusUnavailable(f"Prometheus refused the query: {err}")

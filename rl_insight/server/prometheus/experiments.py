@@ -41,22 +41,35 @@ class ExperimentBook:
                     "state": row["state"], "created_at": row["created_at"], "updated_at": row["updated_at"]}
             for row in json.loads(self.archived_path.read_text()) if self.archived_path.exists() else []:
                 key = (row["project"], row["experiment_name"])
-                self._archived[key] = [Target(t["job"], t["target"], tuple(sorted(t["labels"].items())), t["registered_at"])
-                                       for t in row["targets"]]
+                self._archived[key] = [
+                    Target(t["job"], t["target"], tuple(sorted(t["labels"].items())), t["registered_at"])
+                    for t in row["targets"]
+                ]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StoreError(f"experiment files in {self.manifest_path.parent} cannot be read ({exc})",
-                             hint="move experiments.json and archived-targets.json aside; targets stay registered") from None
+            raise StoreError(
+                f"experiment files in {self.manifest_path.parent} cannot be read ({exc})",
+                hint="move experiments.json and archived-targets.json aside; targets stay registered",
+            ) from None
 
     def _save(self) -> None:
-        archived = [{"project": k[0], "experiment_name": k[1],
-                     "targets": [{"job": t.job, "target": t.address, "labels": dict(t.labels), "registered_at": t.registered_at}
-                                 for t in ts]} for k, ts in sorted(self._archived.items())]
+        archived = [
+            {
+                "project": k[0],
+                "experiment_name": k[1],
+                "targets": [
+                    {"job": t.job, "target": t.address, "labels": dict(t.labels), "registered_at": t.registered_at}
+                    for t in ts
+                ],
+            }
+            for k, ts in sorted(self._archived.items())
+        ]
         manifest = [{"project": k[0], "experiment_name": k[1], **v} for k, v in sorted(self._manifest.items())]
         try:
             atomic_write(self.archived_path, json.dumps(archived, indent=1))
             atomic_write(self.manifest_path, json.dumps(manifest, indent=1))
         except OSError as exc:
-            raise StoreError(f"could not write {self.manifest_path.parent}: {exc}", hint="check free disk space and permissions") from None
+            raise StoreError(f"could not write {self.manifest_path.parent}: {exc}", hint="check free disk space and "
+                                                                                         "permissions") from None
 
     # ------------------------------------------------------------------ operations
     def state(self, key: Key) -> State:
@@ -66,9 +79,11 @@ class ExperimentBook:
         """Upsert targets; refused (409) when their experiment is archived."""
         with self._lock:
             if identity is not None and self.state(identity) == "archived":
-                raise ConflictError(f"experiment {identity[0]!r}/{identity[1]!r} is archived; its targets are not registered",
-                                    hint="restore it first (POST /api/v1/experiments/restore or "
-                                         "`rl-insight server experiments restore`), or use another experiment_name")
+                raise ConflictError(
+                    f"experiment {identity[0]!r}/{identity[1]!r} is archived; its targets are not registered",
+                    hint="restore it first (POST /api/v1/experiments/restore or "
+                    "`rl-insight server experiments restore`), or use another experiment_name",
+                )
             count = self.registry.upsert(job, items)
             if identity is not None:
                 self._touch(identity, "active")
@@ -100,7 +115,7 @@ class ExperimentBook:
         with self._lock:
             keys = set(self._manifest) | set(self._archived) | {k for k in (t.identity() for t in self.registry.list())
                                                                  if k[0] is not None and k[1] is not None}
-            return [self._row(k) for k in sorted(keys) if project is None or k[0] == project]  # type: ignore[arg-type]
+            return [self._row(k) for k in sorted(keys) if project is None or k[0] == project]  # type: ignore[arg-type]  # keys without None parts only (filtered above)
 
     def targets(self, project: str, experiment_name: str) -> dict[str, Any]:
         key = (project, experiment_name)

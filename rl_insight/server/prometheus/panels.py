@@ -36,7 +36,9 @@ def query_step_s(start: float, end: float, points: int, scrape_s: float) -> floa
     return float(max(math.ceil(scrape_s), math.ceil((end - start) / max(2, points))))
 
 
-def run_time_range(run: dict[str, Any], from_s: float | None, to_s: float | None, default_s: float = 1800.0) -> tuple[float, float]:
+def run_time_range(
+    run: dict[str, Any], from_s: float | None, to_s: float | None, default_s: float = 1800.0
+) -> tuple[float, float]:
     """The window shown for a run: what was asked, else the last `default_s` of the run (up to now when live)."""
     end = to_s if to_s is not None else (time.time() if run.get("status") == "live" else float(run["last_seen"]) + 30)
     start = from_s if from_s is not None else max(float(run["first_seen"]) - 30, end - default_s)
@@ -45,7 +47,9 @@ def run_time_range(run: dict[str, Any], from_s: float | None, to_s: float | None
     return start, end
 
 
-async def availability(api: PrometheusApi, project: str, experiment_name: str, start: float, end: float) -> dict[str, bool]:
+async def availability(
+    api: PrometheusApi, project: str, experiment_name: str, start: float, end: float
+) -> dict[str, bool]:
     """Which catalogue sections have any series for the run in the window (one instant query each)."""
     sel = scope_selector(project, experiment_name)
     rng = f"{max(1, math.ceil(end - start))}s"
@@ -58,11 +62,17 @@ async def availability(api: PrometheusApi, project: str, experiment_name: str, s
 
 
 def _shape(result: list[dict[str, Any]], legend: str) -> tuple[list[dict[str, Any]], bool]:
-    series = []
+    series: list[dict[str, Any]] = []
     for item in result:
         labels = {k: str(v) for k, v in item.get("metric", {}).items()}
         pts = [[float(t), sample_value(v)] for t, v in item.get("values", [])]
-        series.append({"name": catalogue.legend(legend, labels) or labels.get("__name__", "value"), "labels": labels, "points": pts})
+        series.append(
+            {
+                "name": catalogue.legend(legend, labels) or labels.get("__name__", "value"),
+                "labels": labels,
+                "points": pts,
+            }
+        )
     series.sort(key=lambda s: _natural(s["name"]))
     return series[:MAX_SERIES_PER_QUERY], len(series) > MAX_SERIES_PER_QUERY
 
@@ -126,7 +136,12 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
     async with api.session() as client:
         rules, fired = await asyncio.gather(
             api.alert_rules(client),
-            api.query(client, f'max_over_time(timestamp(ALERTS{{alertstate="firing"}})[{int(recent_s)}s:{max(1, int(resolution_s))}s])'))
+            api.query(
+                client,
+                f'max_over_time(timestamp(ALERTS{{alertstate="firing"}})'
+                f"[{int(recent_s)}s:{max(1, int(resolution_s))}s])",
+            ),
+        )
     by_name = {r.get("name"): r for r in rules}
     active, seen = [], set()
     for rule in rules:
@@ -137,10 +152,19 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
             key = tuple(sorted(labels.items()))
             seen.add(key)
             ann = a.get("annotations", {})
-            active.append({"alertname": rule.get("name"), "state": a.get("state"), "severity": labels.get("severity", ""),
-                           "labels": labels, "since": a.get("activeAt"), "value": a.get("value"),
-                           "summary": ann.get("summary", ""), "description": ann.get("description", ""),
-                           "what_to_check": ann.get("what_to_check", "")})
+            active.append(
+                {
+                    "alertname": rule.get("name"),
+                    "state": a.get("state"),
+                    "severity": labels.get("severity", ""),
+                    "labels": labels,
+                    "since": a.get("activeAt"),
+                    "value": a.get("value"),
+                    "summary": ann.get("summary", ""),
+                    "description": ann.get("description", ""),
+                    "what_to_check": ann.get("what_to_check", ""),
+                }
+            )
     recent = []
     for item in fired:
         labels = {k: str(v) for k, v in item.get("metric", {}).items() if k != "alertstate"}
@@ -151,10 +175,18 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
             continue
         rule = by_name.get(labels.get("alertname"), {})
         ann = rule.get("annotations", {})
-        recent.append({"alertname": labels.get("alertname"), "state": "resolved", "severity": labels.get("severity", ""),
-                       "labels": labels, "last_firing": sample_value(item.get("value", [0, "nan"])[1]),
-                       "summary": _fill(ann.get("summary", ""), labels), "description": _fill(ann.get("description", ""), labels),
-                       "what_to_check": ann.get("what_to_check", "")})
+        recent.append(
+            {
+                "alertname": labels.get("alertname"),
+                "state": "resolved",
+                "severity": labels.get("severity", ""),
+                "labels": labels,
+                "last_firing": sample_value(item.get("value", [0, "nan"])[1]),
+                "summary": _fill(ann.get("summary", ""), labels),
+                "description": _fill(ann.get("description", ""), labels),
+                "what_to_check": ann.get("what_to_check", ""),
+            }
+        )
     order = {"firing": 0, "pending": 1}
     active.sort(key=lambda a: (order.get(a["state"], 2), a["severity"] != "critical", a["alertname"] or ""))
     recent.sort(key=lambda a: -(a["last_firing"] or 0))

@@ -29,14 +29,18 @@ from ...protocol import MAX_LABEL_VALUE, clean_text
 JOB_LABEL = "__rl_insight_job"
 MAX_TARGETS_PER_REQUEST = 1_000
 DEFAULT_JOB = "trainer_metrics"
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
 
 
 def validate_target(value: Any) -> str:
     """Return a normalized `host:port`; raise InvalidInputError naming what is wrong."""
     if not isinstance(value, str) or not value.strip() or len(value) > 300:
-        raise InvalidInputError(f"target must be a 'host:port' string (at most 300 characters), found {type(value).__name__}"
-                                f" {clean_text(str(value))[:60]!r}")
+        raise InvalidInputError(
+            f"target must be a 'host:port' string (at most 300 characters), found {type(value).__name__}"
+            f" {clean_text(str(value))[:60]!r}"
+        )
     t = value.strip()
     if "://" in t or "/" in t:
         raise InvalidInputError(f"target {t!r} must be 'host:port' without scheme or path (e.g. '10.0.0.5:8000')")
@@ -77,11 +81,14 @@ def validate_labels(raw: Any, where: str) -> dict[str, str]:
     for k, v in raw.items():
         if not is_valid_label_name(k):
             raise InvalidInputError(
-                f"{where}: {k!r} is not a valid Prometheus label name (expected [a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
+                f"{where}: {k!r} is not a valid Prometheus label name (expected [a-zA-Z_][a-zA-Z0-9_]*, not starting "
+                "with '__')"
+            )
         if k in ("job", "instance"):
             raise InvalidInputError(f"{where}: label {k!r} is set by Prometheus; use job_name for the job")
         if isinstance(v, (dict, list)) or v is None:
-            raise InvalidInputError(f"{where}: label {k!r} must have a string or number value, found {type(v).__name__}")
+            raise InvalidInputError(f"{where}: label {k!r} must have a string or number value, found "
+                                    f"{type(v).__name__}")
         sv = clean_text(v if isinstance(v, str) else str(v))
         if len(sv) > MAX_LABEL_VALUE:
             raise InvalidInputError(f"{where}: label {k!r} value is {len(sv)} characters; at most {MAX_LABEL_VALUE}")
@@ -130,7 +137,7 @@ def registration_identity(payload: dict[str, Any]) -> tuple[str, str] | None:
     if (vals[0] is None) != (vals[1] is None):
         raise InvalidInputError("give both project and experiment_name, or neither (found only "
                                 f"{'project' if vals[0] is not None else 'experiment_name'})")
-    return (vals[0], vals[1]) if vals[0] is not None else None  # type: ignore[return-value]
+    return (vals[0], vals[1]) if vals[0] is not None else None  # type: ignore[return-value]  # both are str here: checked together above
 
 
 def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str]]]]:
@@ -146,8 +153,10 @@ def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str
                                                       if isinstance(t, dict) and isinstance(t.get("labels"), dict)]:
             for key, value in zip(("project", "experiment_name"), identity):
                 if key in labels and str(labels[key]) != value:
-                    raise InvalidInputError(f"{where}: label {key!r}={str(labels[key])[:100]!r} contradicts the registration's "
-                                            f"{key} {value!r}; the identity labels are set from the top-level fields")
+                    raise InvalidInputError(
+                        f"{where}: label {key!r}={str(labels[key])[:100]!r} contradicts the registration's "
+                        f"{key} {value!r}; the identity labels are set from the top-level fields"
+                    )
         common["project"], common["experiment_name"] = identity
     items = payload.get("targets")
     if isinstance(items, list) and len(items) > MAX_TARGETS_PER_REQUEST:
@@ -164,7 +173,8 @@ def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str
             own = validate_labels(item.get("labels"), f"targets[{i}].labels")
             out.append((validate_target(item["target"]), {**common, **own}))
         else:
-            raise InvalidInputError(f"targets[{i}] must be a 'host:port' string or a {{target, labels}} object, found {type(item).__name__}")
+            raise InvalidInputError(f"targets[{i}] must be a 'host:port' string or a {{target, labels}} object, "
+                                    f"found {type(item).__name__}")
     return job, out
 
 
@@ -209,7 +219,11 @@ class TargetRegistry:
             import logging
 
             logging.getLogger("rl_insight.server").error(
-                "targets file %s could not be read (%s); moved it to %s and started with no targets", self.path, exc, backup)
+                "targets file %s could not be read (%s); moved it to %s and started with no targets",
+                self.path,
+                exc,
+                backup,
+            )
 
     def _write(self) -> None:
         groups = [t.to_group() for _, t in sorted(self._targets.items())]
@@ -217,7 +231,8 @@ class TargetRegistry:
         try:
             atomic_write(self.path, data)  # Prometheus sees the old or the new file, never half of one
         except OSError as exc:
-            raise StoreError(f"could not write targets file {self.path}: {exc}", hint="check free disk space and permissions") from None
+            raise StoreError(f"could not write targets file {self.path}: {exc}", hint="check free disk space and "
+                                                                                      "permissions") from None
 
     def upsert(self, job: str, items: Iterable[tuple[str, dict[str, str]]]) -> int:
         """Insert or replace (job, address) entries; returns how many targets the job now has."""

@@ -21,7 +21,8 @@ async def read_body(request: Request, limit: int) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes", hint="send smaller batches or raise max_body_bytes")
+            raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes", hint="send smaller batches or "
+                                                                                        "raise max_body_bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -28,8 +28,12 @@ def _identity(project: Optional[str], experiment_name: Optional[str]) -> tuple[s
 def build_router(st: AppState) -> APIRouter:
     reads = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], dependencies=[Depends(st.auth.require_read)],
                       responses=error_responses(400, 401, 403, 404))
-    writes = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], dependencies=[Depends(st.auth.require_write)],
-                       responses=error_responses(400, 401, 403, 404, 413, 415))
+    writes = APIRouter(
+        prefix="/api/v1/experiments",
+        tags=["experiments"],
+        dependencies=[Depends(st.auth.require_write)],
+        responses=error_responses(400, 401, 403, 404, 413, 415),
+    )
 
     @reads.get("")
     def experiments(project: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
@@ -38,9 +42,12 @@ def build_router(st: AppState) -> APIRouter:
         return {"experiments": items, "count": len(items)}
 
     @reads.get("/targets")
-    def experiment_targets(project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
-                           experiment_name: Optional[str] = Query(None, max_length=2048,
-                                                                  description="required (400 without, as upstream)")) -> dict[str, Any]:
+    def experiment_targets(
+        project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
+        experiment_name: Optional[str] = Query(
+            None, max_length=2048, description="required (400 without, as upstream)"
+        ),
+    ) -> dict[str, Any]:
         return st.experiments.targets(*_identity(project, experiment_name))
 
     async def _ref(request: Request) -> tuple[str, str]:
@@ -51,7 +58,9 @@ def build_router(st: AppState) -> APIRouter:
         p, e = body.get("project"), body.get("experiment_name")
         return _identity(p if isinstance(p, str) else None, e if isinstance(e, str) else None)
 
-    extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}}
+    extra = {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}
+    }
 
     @writes.post("/archive", openapi_extra=extra)
     async def archive(request: Request) -> dict[str, Any]:

@@ -28,20 +28,33 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/api/v1/services")
     async def services(request: Request) -> dict[str, Any]:
-        """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and state."""
+        """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and
+        state."""
         cfg = st.config
-        prom_state, tempo_state, grafana_state = await st.prometheus.state(), await st.tempo.state(), await st.grafana.state()
+        prom_state, tempo_state, grafana_state = (
+            await st.prometheus.state(),
+            await st.tempo.state(),
+            await st.grafana.state(),
+        )
         otlp = httpx.URL(cfg.otlp_endpoint) if cfg.otlp_endpoint else None
         return {
             "status": "ok",
-            "otlp_port": otlp.port if otlp is not None and (tempo_state == "running" or cfg.tempo_url is None) else None,
-            "prometheus_port": httpx.URL(st.prometheus.url).port if st.prometheus.url and prom_state == "running" else None,
+            "otlp_port": otlp.port
+            if otlp is not None and (tempo_state == "running" or cfg.tempo_url is None)
+            else None,
+            "prometheus_port": httpx.URL(st.prometheus.url).port
+            if st.prometheus.url and prom_state == "running"
+            else None,
             "grafana_port": httpx.URL(st.grafana.url).port if st.grafana.url and grafana_state == "running" else None,
             "services": {
                 "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
                 "prometheus": {"url": st.prometheus.url, "state": prom_state},
-                "tempo": {"url": st.tempo.url, "state": tempo_state, "otlp_endpoint": cfg.otlp_endpoint,
-                          "otlp_protocol": cfg.otlp_protocol if st.forwarder else None},
+                "tempo": {
+                    "url": st.tempo.url,
+                    "state": tempo_state,
+                    "otlp_endpoint": cfg.otlp_endpoint,
+                    "otlp_protocol": cfg.otlp_protocol if st.forwarder else None,
+                },
                 "grafana": {"url": st.grafana.url, "state": grafana_state},
             },
         }

@@ -1,4 +1,5 @@
-"""POST /api/v1/ingest: a batch from a training client (protocol: rl_insight/protocol/batch.py; the answer: protocol/reply.py)."""
+"""POST /api/v1/ingest: a batch from a training client (protocol: rl_insight/protocol/batch.py; the answer:
+protocol/reply.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,16 @@ def build_router(st: AppState) -> APIRouter:
         done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes))
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
-        reply = IngestReply(result.accepted, result.rejected, result.errors, st.boot_id, result.replaced_strings,
-                            PROTOCOL_VERSIONS, st.profiles.for_client(c.project, c.experiment_name),
-                            f"all {result.rejected} items of the batch were refused; see errors" if refused_all else None)
+        reply = IngestReply(
+            result.accepted,
+            result.rejected,
+            result.errors,
+            st.boot_id,
+            result.replaced_strings,
+            PROTOCOL_VERSIONS,
+            st.profiles.for_client(c.project, c.experiment_name),
+            f"all {result.rejected} items of the batch were refused; see errors" if refused_all else None,
+        )
         return reply.to_wire(), 422 if refused_all else 200, done.durable
 
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),

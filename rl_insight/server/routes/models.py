@@ -7,7 +7,7 @@ they describe the same shape for the schema and for clients generated from it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,7 +20,8 @@ class ErrorBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     detail: str = Field(description="what was expected, what was found, and where")
     hint: str | None = Field(None, description="the next step")
-    errors: list[dict[str, Any]] | None = Field(None, description="per-item or per-field problems, when there are several")
+    errors: list[dict[str, Any]] | None = Field(None, description="per-item or per-field problems, when there are "
+                                                                  "several")
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -35,7 +36,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 # --------------------------------------------------------------------------- ingest
 class ClientBody(BaseModel):
     model_config = ConfigDict(extra="allow")
-    id: str = Field(min_length=1, max_length=p.MAX_CLIENT_ID, description="random per process; makes counters idempotent")
+    id: str = Field(min_length=1, max_length=p.MAX_CLIENT_ID, description="random per process; makes counters "
+                                                                          "idempotent")
     pid: int | None = None
     host: str | None = None
     project: str | None = None
@@ -45,7 +47,7 @@ class ClientBody(BaseModel):
 class SeriesBody(BaseModel):
     k: Literal["g", "c", "h"] = Field(description="gauge, counter (cumulative per client) or histogram")
     n: str = Field(min_length=1, max_length=p.MAX_METRIC_NAME, description="metric name (sanitized for Prometheus)")
-    l: dict[str, str | int | float | bool] | None = Field(None, max_length=p.MAX_LABELS, description="labels")  # noqa: E741
+    l: dict[str, str | int | float | bool] | None = Field(None, max_length=p.MAX_LABELS, description="labels")  # noqa: E741 - the wire key is `l` (protocol/batch.py)
     d: str | None = Field(None, description=f"documentation (cut to {p.MAX_DOC} characters)")
     b: list[float] | None = Field(None, max_length=p.MAX_BUCKETS, description="histogram bucket bounds, increasing")
     ns: Literal["client"] | None = Field(None, description="'client' for the client's own delivery metrics")
@@ -67,17 +69,22 @@ class SpanBody(BaseModel):
     attributes: dict[str, Any] | None = Field(None, max_length=p.MAX_ATTRIBUTES)
 
 
-CompactSpan = tuple[str, Union[str, None], Union[str, None], str, Union[str, None], int, Union[int, None], str, Union[int, None]]
+CompactSpan = tuple[
+    str, Union[str, None], Union[str, None], str, Union[str, None], int, Union[int, None], str, Union[int, None]
+]
 
 
 class IngestBody(BaseModel):
     """One batch (protocol 1). Invalid items are refused one by one; the rest of the batch is kept."""
 
-    v: Literal[1, 2] = Field(p.PROTOCOL_VERSION, description="2 adds `span_attrs` and compact spans (see rl_insight/protocol/batch.py)")
+    v: Literal[1, 2] = Field(cast(Literal[1, 2], p.PROTOCOL_VERSION),
+        description="2 adds `span_attrs` and compact spans (see "
+                                                             "rl_insight/protocol/batch.py)")
     client: ClientBody
     series: list[SeriesBody] = []
     samples: list[tuple[int, float, float | None, Union[float, HistogramValue]]] = Field(
-        [], description="[series_index, unix_ts_s, step|null, value]; histogram value [sum, count, [cumulative counts]]")
+        [], description="[series_index, unix_ts_s, step|null, value]; histogram value [sum, count, [cumulative counts]]"
+    )
     span_starts: list[Union[SpanBody, CompactSpan]] = []
     spans: list[Union[SpanBody, CompactSpan]] = []
     span_attrs: list[dict[str, Any]] = Field([], description="protocol 2: attribute table that compact spans index")
@@ -98,9 +105,13 @@ class IngestAnswer(BaseModel):
     boot_id: str = Field(description="changes when the server restarts; the client then resends its totals")
     replaced_strings: int = Field(0, description="strings whose undecodable characters were replaced by U+FFFD")
     protocols: list[int] = Field([1], description="ingest protocol versions this server accepts")
-    profile: list[dict[str, Any]] = Field([], description="the run's active profile requests (protocol.ProfileRequest); "
-                                          "authoritative: one missing from the list is cancelled or over")
-    run_step: int | None = Field(None, description="the run's step clock, for processes that do not log the step metric")
+    profile: list[dict[str, Any]] = Field(
+        [],
+        description="the run's active profile requests (protocol.ProfileRequest); "
+        "authoritative: one missing from the list is cancelled or over",
+    )
+    run_step: int | None = Field(None, description="the run's step clock, for processes that do not log the step "
+                                                   "metric")
     detail: str | None = None
 
 
@@ -131,10 +142,23 @@ class ProfileCreate(BaseModel):
     """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all). The run
     is `run_id`, or `project` and `experiment_name`."""
 
-    model_config = ConfigDict(json_schema_extra={"anyOf": [
-        {"required": ["run_id"], "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.MAX_EXACT_INT}}},
-        {"required": ["project", "experiment_name"], "properties": {"project": {"type": "string", "minLength": 1},
-                                                                    "experiment_name": {"type": "string", "minLength": 1}}}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["run_id"],
+                    "properties": {"run_id": {"type": "integer", "minimum": 0, "maximum": p.MAX_EXACT_INT}},
+                },
+                {
+                    "required": ["project", "experiment_name"],
+                    "properties": {
+                        "project": {"type": "string", "minLength": 1},
+                        "experiment_name": {"type": "string", "minLength": 1},
+                    },
+                },
+            ]
+        }
+    )
 
     # at most 2^53: a run id the UI's JavaScript holds exactly (and an integer bound schema tools read exactly)
     run_id: int | None = Field(None, ge=0, le=p.MAX_EXACT_INT, description="the run (or project + experiment_name)")
@@ -143,17 +167,25 @@ class ProfileCreate(BaseModel):
     steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "
                        f"{p.MAX_PROFILE_STEPS} steps), or `next`: the first step every process of the run hears of "
                        "before it begins", max_length=64, pattern=STEPS_PATTERN)
-    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
+    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
     ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
-    activities: list[Literal["cpu", "cuda"]] = Field(list(p.DEFAULT_PROFILE_ACTIVITIES), min_length=1,
+    activities: list[Literal["cpu", "cuda"]] = Field(cast(list[Literal["cpu", "cuda"]],
+        list(p.DEFAULT_PROFILE_ACTIVITIES)), min_length=1,
                                                      max_length=len(p.PROFILE_ACTIVITIES))
     memory: bool = False
     stack: bool = False
-    ttl_s: float = Field(p.DEFAULT_PROFILE_TTL_S, ge=1, le=p.MAX_PROFILE_TTL_S, description="the request expires when no process has taken it by then")
+    ttl_s: float = Field(p.DEFAULT_PROFILE_TTL_S, ge=1, le=p.MAX_PROFILE_TTL_S, description="the request expires "
+                                                                                            "when no process has "
+                                                                                            "taken it by then")
     max_window_s: float = Field(p.DEFAULT_PROFILE_WINDOW_S, ge=1, le=p.MAX_PROFILE_WINDOW_S,
                                 description="a window still open after this is closed by the client")
-    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, ge=1, le=p.MAX_PROFILE_BYTES, description="gzip'd trace size cap per process")
+    max_bytes: int = Field(p.DEFAULT_PROFILE_BYTES, ge=1, le=p.MAX_PROFILE_BYTES, description="gzip'd trace size cap "
+                                                                                              "per process")
     stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "
                        "actor_update) in the one step given; empty: the whole step(s)")
     origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
@@ -178,7 +210,7 @@ class ProfileStatus(BaseModel):
     """What one process did with a profile request (POST /api/v1/profiles/{id}/status; documents the body the
     route reads itself, within 64 KiB)."""
 
-    state: Literal[p.PROCESS_STATES]  # type: ignore[valid-type]
+    state: Literal[p.PROCESS_STATES]  # type: ignore[valid-type]  # Literal over the protocol tuple: one list of states for the schema
     process: ProfileProcess
     message: str = Field("", max_length=2000)
     window: ProfileWindow | None = None
@@ -209,13 +241,16 @@ class TargetRegistration(BaseModel):
 
 class TargetRegistered(BaseModel):
     status: str
-    prometheus_reloaded: bool = Field(description="true: the targets are in effect (the file_sd file Prometheus watches "
-                                                  "was written; no reload is needed)")
+    prometheus_reloaded: bool = Field(
+        description="true: the targets are in effect (the file_sd file Prometheus watches "
+        "was written; no reload is needed)"
+    )
     reload_needed: bool
     job_name: str
     target_count: int = Field(description="targets now registered for this job")
     targets_file: str
-    config_file: str | None = Field(None, description="the rendered prometheus.yml, when this server's stack runs Prometheus")
+    config_file: str | None = Field(None, description="the rendered prometheus.yml, when this server's stack runs "
+                                                      "Prometheus")
 
 
 class LoginBody(BaseModel):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -30,14 +32,26 @@ def build_router(st: AppState) -> APIRouter:
         spans, b64 = decode_request(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
         return st.intake.otlp(spans, b64)
 
-    otlp_200 = {200: {"description": "ExportTraceServiceResponse, in the request's encoding",
+    otlp_200: dict[int | str, dict[str, Any]] = {200: {
+                      "description": "ExportTraceServiceResponse, in the request's encoding",
                       "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                                   "application/json": {"schema": {"type": "object"}}}}}
 
-    @r.post(ROUTE_OTLP_TRACES, responses={**otlp_200, **error_responses(400, 401, 403, 413, 415, 503)},
-            openapi_extra={"requestBody": {"required": True, "content": {
-                "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
-                "application/json": {"schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}}}}})
+    @r.post(
+        ROUTE_OTLP_TRACES,
+        responses={**otlp_200, **error_responses(400, 401, 403, 413, 415, 503)},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                    "application/json": {
+                        "schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}
+                    },
+                },
+            }
+        },
+    )
     async def traces(request: Request) -> Response:
         """OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json, optionally gzip).
         Answers an ExportTraceServiceResponse; spans refused by validation are counted in `partialSuccess`."""

@@ -68,8 +68,13 @@ def build_router(st: AppState) -> APIRouter:
                         for p in s.panels if p.kind == "timeseries"]} for s in catalogue.SECTIONS]}
 
     @r.get("/runs/{run_id}/panels/{section_id}")
-    async def section(run_id: RunId, section_id: str, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS,
-                      points: int = Query(240, ge=2, le=1000, description="about this many points per series")) -> dict[str, Any]:
+    async def section(
+        run_id: RunId,
+        section_id: str,
+        from_s: Optional[float] = FromS,
+        to_s: Optional[float] = ToS,
+        points: int = Query(240, ge=2, le=1000, description="about this many points per series"),
+    ) -> dict[str, Any]:
         """Every panel of one section as downsampled series (the same queries as the Grafana dashboards)."""
         sec = catalogue.BY_ID.get(section_id)
         if sec is None:

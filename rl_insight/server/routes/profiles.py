@@ -11,13 +11,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError
-from ...protocol import (
-    CLIENT_HEARTBEAT_S,
-    INT64_MAX,
-    MAX_PROFILE_CHUNK_BYTES,
-    ROUTE_PROFILES,
-    parse_steps,
-)
+from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
 from ..live.profiles import FILE_NAME
 from ..state import AppState
 from .body import read_body
@@ -25,8 +19,11 @@ from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
 
 HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
-FileName = Path(max_length=200, pattern=FILE_NAME.pattern, description="the trace file's name (letters, digits, . _ = + -; "
-                "ending in .json.gz, .sqlite, .pickle or .pkl)")
+FileName = Path(
+    max_length=200,
+    pattern=FILE_NAME.pattern,
+    description="the trace file's name (letters, digits, . _ = + -; ending in .json.gz, .sqlite, .pickle or .pkl)",
+)
 ReportName = Path(max_length=200)
 def build_router(st: AppState) -> APIRouter:
     book = st.profiles
@@ -59,12 +56,18 @@ def build_router(st: AppState) -> APIRouter:
             # the first step that begins after every process of the run has heard of the request (an idle process
             # hears at its next batch, at the latest its heartbeat): exact, and never refused as already begun
             first = book.clock.first_step_starting_after(project, experiment, time.time() + HEAR_WITHIN_S)
-            if first is None and st.reader is not None:  # no step metric since this server started: the store's last step
+            if (
+                first is None and st.reader is not None
+            ):  # no step metric since this server started: the store's last step
                 from ..runstore import queries as q
 
-                run_id = body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
+                run_id = (
+                    body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
+                )
                 if run_id is not None:
-                    last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get("last_step")
+                    last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get(
+                        "last_step"
+                    )
                     first = int(last_step) + 2 if last_step is not None else None
             first = last = first if first is not None else 2
         else:
@@ -79,8 +82,11 @@ def build_router(st: AppState) -> APIRouter:
                            max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin, stage=body.stage)
 
     @read.get("")
-    def list_profiles(run_id: int | None = Query(None, ge=0, le=INT64_MAX), project: str | None = Query(None, max_length=2048),
-                      experiment_name: str | None = Query(None, max_length=2048)) -> dict[str, Any]:
+    def list_profiles(
+        run_id: int | None = Query(None, ge=0, le=INT64_MAX),
+        project: str | None = Query(None, max_length=2048),
+        experiment_name: str | None = Query(None, max_length=2048),
+    ) -> dict[str, Any]:
         if run_id is not None:
             project, experiment_name = run_key(run_id, None, None)
         items = book.list(project, experiment_name)
@@ -92,7 +98,8 @@ def build_router(st: AppState) -> APIRouter:
 
     @operate.delete("/{profile_id}")
     def cancel(profile_id: str = ProfileId) -> dict[str, Any]:
-        """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step boundary."""
+        """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step
+        boundary."""
         return book.cancel(profile_id)
 
     @write.post("/{profile_id}/status", openapi_extra={"requestBody": {"required": True, "content": {
@@ -132,9 +139,17 @@ def build_router(st: AppState) -> APIRouter:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
         path = book.report_file(profile_id, name)
-        media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[name.rsplit(".", 1)[-1]]
-        headers = {"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                   "img-src data:; frame-ancestors 'self'"} if media == "text/html" else {}
+        media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
+            name.rsplit(".", 1)[-1]
+        ]
+        headers = (
+            {
+                "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                "img-src data:; frame-ancestors 'self'"
+            }
+            if media == "text/html"
+            else {}
+        )
         disposition = "attachment" if name.endswith((".perfetto.json", ".csv")) else "inline"
         return FileResponse(path, media_type=media, headers=headers, content_disposition_type=disposition,
                             filename=name if disposition == "attachment" else None)

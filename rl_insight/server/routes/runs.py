@@ -37,7 +37,9 @@ def build_router(st: AppState) -> APIRouter:
         return {"runs": items, "count": len(items)}
 
     @r.get("/runs/{run_id}")
-    def run(run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")) -> dict[str, Any]:
+    def run(
+        run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")
+    ) -> dict[str, Any]:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
         return q.get_run(reader.conn(), run_id, live_window_s, include_config=config)
 
@@ -47,18 +49,31 @@ def build_router(st: AppState) -> APIRouter:
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 
     @r.get("/runs/{run_id}/series")
-    def series(run_id: RunId, name: str = Query(..., max_length=1024), x: Literal["step", "time"] = "step",
-               points: int = Query(1000, ge=2, le=20_000, description="about this many points per series"),
-               agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = Query(None, alias="from", ge=-1e300, le=1e300),
-               x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300)) -> dict[str, Any]:
+    def series(
+        run_id: RunId,
+        name: str = Query(..., max_length=1024),
+        x: Literal["step", "time"] = "step",
+        points: int = Query(1000, ge=2, le=20_000, description="about this many points per series"),
+        agg: Literal["minmax", "lttb", "none"] = "minmax",
+        x_from: float | None = Query(None, alias="from", ge=-1e300, le=1e300),
+        x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300),
+    ) -> dict[str, Any]:
         """A metric of a run by step or by time, downsampled server-side."""
         return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
     @r.get("/series")
-    def compare(name: str = Query(..., max_length=1024),
-                runs: str = Query(..., max_length=400, pattern=r"^ *[0-9]{1,18} *(, *[0-9]{1,18} *){0,19}$",
-                                  description="1 to 20 comma-separated run ids"), x: Literal["step", "time"] = "step",
-                points: int = Query(1000, ge=2, le=20_000), agg: Literal["minmax", "lttb", "none"] = "minmax") -> dict[str, Any]:
+    def compare(
+        name: str = Query(..., max_length=1024),
+        runs: str = Query(
+            ...,
+            max_length=400,
+            pattern=r"^ *[0-9]{1,18} *(, *[0-9]{1,18} *){0,19}$",
+            description="1 to 20 comma-separated run ids",
+        ),
+        x: Literal["step", "time"] = "step",
+        points: int = Query(1000, ge=2, le=20_000),
+        agg: Literal["minmax", "lttb", "none"] = "minmax",
+    ) -> dict[str, Any]:
         """The same metric of several runs side by side."""
         try:
             ids = [int(v) for v in runs.split(",") if v.strip()]
@@ -75,9 +90,14 @@ def build_router(st: AppState) -> APIRouter:
         return {"run_id": run_id, "lanes": items}
 
     @r.get("/runs/{run_id}/spans")
-    def spans(run_id: RunId, from_ns: FromNs = None, to_ns: ToNs = None, resolution_ns: int = Query(0, ge=0, le=INT64_MAX),
-              lanes: str | None = Query(None, description="comma-separated lane names (default: all)"),
-              limit: int = Query(200_000, ge=1, le=1_000_000)) -> JSONResponse:
+    def spans(
+        run_id: RunId,
+        from_ns: FromNs = None,
+        to_ns: ToNs = None,
+        resolution_ns: int = Query(0, ge=0, le=INT64_MAX),
+        lanes: str | None = Query(None, description="comma-separated lane names (default: all)"),
+        limit: int = Query(200_000, ge=1, le=1_000_000),
+    ) -> JSONResponse:
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
         conn = reader.conn()
         left_out = None
@@ -93,10 +113,13 @@ def build_router(st: AppState) -> APIRouter:
             elif from_ns is None:
                 early = q.spans_before(conn, run_id, floor)
                 if early:
-                    left_out = {"spans": early, "before_ns": floor,
-                                "why": f"{early}{'+' if early >= 100_000 else ''} spans start more than "
-                                       f"{DEFAULT_WINDOW_SLACK_S / 3600:.0f} h before the run began (a client clock far "
-                                       "behind); ask for them with from_ns"}
+                    left_out = {
+                        "spans": early,
+                        "before_ns": floor,
+                        "why": f"{early}{'+' if early >= 100_000 else ''} spans start more than "
+                        f"{DEFAULT_WINDOW_SLACK_S / 3600:.0f} h before the run began (a client clock far "
+                        "behind); ask for them with from_ns",
+                    }
             now = time.time_ns()
             end = max(int(run["last_seen"] * 1e9), last or 0, now if _has_open(conn, run_id) else 0) + 1
             from_ns = from_ns if from_ns is not None else min(int(run["first_seen"] * 1e9), first or end - 1)
@@ -113,10 +136,15 @@ def build_router(st: AppState) -> APIRouter:
         return q.span_detail(reader.conn(), run_id, span_id)
 
     @r.get("/runs/{run_id}/insights")
-    def run_insight(run_id: RunId, from_ns: FromNs = None, to_ns: ToNs = None,
-                    window_s: float = Query(300.0, gt=0, le=30 * 86400),
-                    max_steps: int = Query(200, ge=1, le=1_000_000, description="the most recent steps listed in `steps` "
-                                                                                "and `long_tail`")) -> dict[str, Any]:
+    def run_insight(
+        run_id: RunId,
+        from_ns: FromNs = None,
+        to_ns: ToNs = None,
+        window_s: float = Query(300.0, gt=0, le=30 * 86400),
+        max_steps: int = Query(
+            200, ge=1, le=1_000_000, description="the most recent steps listed in `steps` and `long_tail`"
+        ),
+    ) -> dict[str, Any]:
         """Utilization, bubbles, step breakdown, overlap, long tail, stalled lanes, staleness (docs/insights.md)."""
         conn = reader.conn()
         run = q.get_run(conn, run_id, live_window_s)

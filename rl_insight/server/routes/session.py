@@ -28,7 +28,8 @@ def build_router(st: AppState) -> APIRouter:
             raise InvalidInputError(f"login body must be an object {{\"token\": ...}}, found {type(body).__name__}")
         supplied = body.get("token")
         if st.auth.token and (not isinstance(supplied, str) or not st.auth.token_ok(supplied)):
-            raise UnauthorizedError("wrong token", hint="use the server's token (`rl-insight server credentials` shows it)")
+            raise UnauthorizedError("wrong token", hint="use the server's token (`rl-insight server credentials` "
+                                                        "shows it)")
         resp = JSONResponse({"status": "ok"})
         if st.auth.token:
             install_cookie(resp, st.auth.token)

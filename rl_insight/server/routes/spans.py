@@ -15,7 +15,9 @@ def build_router(st: AppState) -> APIRouter:
                   responses=error_responses(401, 403))
 
     @r.get("/open")
-    async def open_spans(offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
+    async def open_spans(
+        offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(1000, ge=1, le=10_000)
+    ) -> dict[str, Any]:
         """RL states that have started and not ended (a stuck rollout shows up here), oldest first, one page."""
         items, total = st.memory_spans.open_page(offset, limit)
         nxt = offset + len(items)

@@ -12,22 +12,24 @@ from ...protocol import ROUTE_TARGETS
 from ..prometheus.targets import parse_registration, registration_identity
 from ..state import AppState
 from .body import decode_body, read_body
-from .models import (
-    TARGET_PATTERN,
-    TargetRegistered,
-    TargetRegistration,
-    error_responses,
-    inline_schema,
-)
+from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema
 
 
 def build_router(st: AppState) -> APIRouter:
     writes = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_write)])
     reads = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_read)])
 
-    @writes.post(ROUTE_TARGETS, response_model=TargetRegistered, responses=error_responses(400, 401, 403, 409, 413, 415),
-                 openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                     "schema": inline_schema(TargetRegistration)}}}})
+    @writes.post(
+        ROUTE_TARGETS,
+        response_model=TargetRegistered,
+        responses=error_responses(400, 401, 403, 409, 413, 415),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": inline_schema(TargetRegistration)}},
+            }
+        },
+    )
     async def register_targets(request: Request) -> dict[str, Any]:
         """Upstream-compatible registration: `targets` (strings or {target, labels}), `labels`, `job_name`.
         Prometheus watches the file_sd file, so no reload is needed."""

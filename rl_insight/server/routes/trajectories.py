@@ -18,8 +18,12 @@ Step = Query(None, ge=-INT64_MAX, le=INT64_MAX, description="the step (default: 
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
     reader = st.reader
-    r = APIRouter(prefix="/api/v1/runs/{run_id}/trajectories", dependencies=[Depends(st.auth.require_read)], tags=["trajectories"],
-                  responses=error_responses(401, 403, 404, 422))
+    r = APIRouter(
+        prefix="/api/v1/runs/{run_id}/trajectories",
+        dependencies=[Depends(st.auth.require_read)],
+        tags=["trajectories"],
+        responses=error_responses(401, 403, 404, 422),
+    )
 
     def _step(run_id: int, step: Optional[int], no_step: bool) -> Optional[int]:
         if step is not None or no_step:
@@ -33,16 +37,40 @@ def build_router(st: AppState) -> APIRouter:
         return tq.steps(reader.conn(), run_id)
 
     @r.get("")
-    def page(run_id: RunId, step: Optional[int] = Step, no_step: bool = Query(False, description="trajectories without a step"),
-             sort: tq.Sort = Query("duration"), desc: bool = True,
-             status: Optional[str] = Query(None, max_length=64), tool: Optional[str] = Query(None, max_length=256),
-             replica: Optional[str] = Query(None, max_length=256), failed: bool = False,
-             sample: Optional[str] = Query(None, max_length=256, description="one sample's trajectories (its rollout group)"),
-             min_turns: Optional[int] = Query(None, ge=0, le=1_000_000), offset: int = Query(0, ge=0, le=10_000_000),
-             limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
-        """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool, replica)."""
-        return tq.page(reader.conn(), run_id, _step(run_id, step, no_step), sort=sort, descending=desc, status=status, tool=tool,
-                       replica=replica, failed=failed, min_turns=min_turns, sample=sample, offset=offset, limit=limit)
+    def page(
+        run_id: RunId,
+        step: Optional[int] = Step,
+        no_step: bool = Query(False, description="trajectories without a step"),
+        sort: tq.Sort = Query("duration"),
+        desc: bool = True,
+        status: Optional[str] = Query(None, max_length=64),
+        tool: Optional[str] = Query(None, max_length=256),
+        replica: Optional[str] = Query(None, max_length=256),
+        failed: bool = False,
+        sample: Optional[str] = Query(
+            None, max_length=256, description="one sample's trajectories (its rollout group)"
+        ),
+        min_turns: Optional[int] = Query(None, ge=0, le=1_000_000),
+        offset: int = Query(0, ge=0, le=10_000_000),
+        limit: int = Query(50, ge=1, le=500),
+    ) -> dict[str, Any]:
+        """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool,
+        replica)."""
+        return tq.page(
+            reader.conn(),
+            run_id,
+            _step(run_id, step, no_step),
+            sort=sort,
+            descending=desc,
+            status=status,
+            tool=tool,
+            replica=replica,
+            failed=failed,
+            min_turns=min_turns,
+            sample=sample,
+            offset=offset,
+            limit=limit,
+        )
 
     @r.get("/stats")
     def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> dict[str, Any]:

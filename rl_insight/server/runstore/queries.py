@@ -36,7 +36,9 @@ def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
     return d
 
 
-def list_runs(conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None) -> list[dict[str, Any]]:
+def list_runs(
+    conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None
+) -> list[dict[str, Any]]:
     sql = "SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags FROM runs"
     args: tuple = ()
     if project is not None:
@@ -46,8 +48,12 @@ def list_runs(conn: sqlite3.Connection, live_window_s: float = 60.0, project: st
     return [_run_dict(r, now, live_window_s) for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
 
 
-def get_run(conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, include_config: bool = False) -> dict[str, Any]:
-    cols = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags" + (", config" if include_config else "")
+def get_run(
+    conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
+) -> dict[str, Any]:
+    cols = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags" + (
+        ", config" if include_config else ""
+    )
     row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
@@ -66,7 +72,10 @@ def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, fl
 
 def has_open_spans(conn: sqlite3.Connection, run_id: int) -> bool:
     """Whether any state of the run is still open (the partial index of open spans: one look-up)."""
-    return conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone()
+        is not None
+    )
 
 
 def metric_values(conn: sqlite3.Connection, run_id: int, name: str) -> list[tuple[float, float]]:
@@ -79,8 +88,11 @@ def metric_values(conn: sqlite3.Connection, run_id: int, name: str) -> list[tupl
 def stepped_samples(conn: sqlite3.Connection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
     """Every sample of a run that has a step and a value: (name, labels JSON, step, ts, value), by step then time,
     read in chunks (a run of millions of samples streams)."""
-    cur = conn.execute("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
-                       "WHERE s.run_id = ? AND p.step IS NOT NULL AND p.value IS NOT NULL ORDER BY p.step, p.ts", (run_id,))
+    cur = conn.execute(
+        "SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
+        "WHERE s.run_id = ? AND p.step IS NOT NULL AND p.value IS NOT NULL ORDER BY p.step, p.ts",
+        (run_id,),
+    )
     while True:
         rows = cur.fetchmany(5000)
         if not rows:
@@ -89,7 +101,9 @@ def stepped_samples(conn: sqlite3.Connection, run_id: int) -> Iterator[tuple[str
 
 
 def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) -> int | None:
-    row = conn.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)).fetchone()
+    row = conn.execute(
+        "SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)
+    ).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -117,7 +131,8 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
     get_run(conn, run_id)
     found = conn.execute("SELECT id, labels, kind FROM series WHERE run_id = ? AND name = ?", (run_id, name)).fetchall()
     if not found:
-        raise NotFoundError(f"run {run_id} has no metric {name!r}", hint=f"GET /api/v1/runs/{run_id}/metrics lists them")
+        raise NotFoundError(f"run {run_id} has no metric {name!r}", hint=f"GET /api/v1/runs/{run_id}/metrics lists "
+                                                                         "them")
     col = "step" if x == "step" else "ts"
     out = []
     for sid, labels, kind in found:
@@ -134,7 +149,9 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
         if n == 0:
             pts: list[list[float]] = []
         elif agg == "none" or n <= points:
-            pts = [list(r) for r in conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args)]
+            pts = [
+                list(r) for r in conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args)
+            ]
         elif agg == "lttb":
             raw = conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args).fetchall()
             pts = lttb(raw, points)
@@ -144,16 +161,24 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
     return {"run_id": run_id, "name": name, "x": x, "agg": agg, "series": out}
 
 
-def _minmax(conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int) -> list[list[float]]:
+def _minmax(
+    conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int
+) -> list[list[float]]:
     """Per bucket, the minimum and maximum point (SQLite returns the row of MIN()/MAX() for bare columns)."""
     buckets = max(1, (points - 2) // 2)
     width = (hi - lo) / buckets or 1.0
     b = f"min(CAST(({col} - ?) / ? AS INTEGER), {buckets - 1})"
-    rows = conn.execute(f"SELECT {b} AS b, {col}, min(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
-    rows += conn.execute(f"SELECT {b} AS b, {col}, max(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]).fetchall()
+    rows = conn.execute(
+        f"SELECT {b} AS b, {col}, min(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]
+    ).fetchall()
+    rows += conn.execute(
+        f"SELECT {b} AS b, {col}, max(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]
+    ).fetchall()
     # the first and last points too, so the line starts and ends where the data does
     for order in ("ASC", "DESC"):
-        rows += conn.execute(f"SELECT 0, {col}, value FROM samples WHERE {where} ORDER BY {col} {order} LIMIT 1", args).fetchall()
+        rows += conn.execute(
+            f"SELECT 0, {col}, value FROM samples WHERE {where} ORDER BY {col} {order} LIMIT 1", args
+        ).fetchall()
     seen: set[tuple[float, float]] = set()
     pts = []
     for _, xv, yv in sorted(rows, key=lambda r: (r[1], r[2] if r[2] is not None else 0)):
@@ -292,8 +317,11 @@ def span_bounds(conn: sqlite3.Connection, run_id: int, floor_ns: int | None = No
     spans)."""
     first = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ? AND start_ns >= ?",
                          (run_id, floor_ns if floor_ns is not None else -(2**63))).fetchone()[0]
-    last = conn.execute("SELECT max(coalesce(end_ns, start_ns)) FROM (SELECT end_ns, start_ns FROM spans WHERE run_id = ? "
-                        "ORDER BY start_ns DESC LIMIT 1000)", (run_id,)).fetchone()[0]
+    last = conn.execute(
+        "SELECT max(coalesce(end_ns, start_ns)) FROM (SELECT end_ns, start_ns FROM spans WHERE run_id = ? "
+        "ORDER BY start_ns DESC LIMIT 1000)",
+        (run_id,),
+    ).fetchone()[0]
     return first, last
 
 
@@ -340,7 +368,9 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
     if longest is not None:
         bounded = sql + " AND start_ns >= ?"
         rows: Any = list(conn.execute(bounded + " ORDER BY start_ns", args + [from_ns - longest]))
-        open_sql = sql.replace("FROM spans WHERE", "FROM spans INDEXED BY spans_open WHERE", 1)  # the partial index of open spans
+        open_sql = sql.replace(
+            "FROM spans WHERE", "FROM spans INDEXED BY spans_open WHERE", 1
+        )  # the partial index of open spans
         early_open = conn.execute(open_sql + " AND end_ns IS NULL AND start_ns < ? ORDER BY start_ns",
                                   args + [from_ns - longest]).fetchall()
         if early_open:
@@ -348,8 +378,19 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
     else:
         rows = conn.execute(sql + " ORDER BY start_ns", args)
     if attributes is True:
-        return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
-                 "attributes": json.loads(r[7])} for r in rows]
+        return [
+            {
+                "id": r[0],
+                "parent_id": r[1],
+                "name": r[2],
+                "lane": r[3],
+                "kind": r[4],
+                "start_ns": r[5],
+                "end_ns": r[6],
+                "attributes": json.loads(r[7]),
+            }
+            for r in rows
+        ]
     key = attributes if isinstance(attributes, str) else None
     return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
              "attributes": {key: r[7]} if key and r[7] is not None else {}} for r in rows]

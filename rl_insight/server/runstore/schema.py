@@ -13,7 +13,9 @@ from pathlib import Path
 from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 4  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+SCHEMA_VERSION = (
+    4  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+)
 # 4: a sample is unique per (series, time), so a resend is stored once
 
 DDL = """
@@ -174,11 +176,15 @@ def _prepare_file(path: Path) -> None:
                 if p.exists():
                     os.chmod(p, 0o600)
     except PermissionError as exc:
-        raise StoreError(f"cannot create or open the run store {path}: permission denied ({exc.filename or path.parent})",
-                         hint="use a --data-dir you can write, or fix the directory's owner and permissions") from None
+        raise StoreError(
+            f"cannot create or open the run store {path}: permission denied ({exc.filename or path.parent})",
+            hint="use a --data-dir you can write, or fix the directory's owner and permissions",
+        ) from None
     except OSError as exc:
-        raise StoreError(f"cannot create the run store {path}: {exc.strerror or exc}",
-                         hint="check that the data directory is on a writable, mounted file system with free space") from None
+        raise StoreError(
+            f"cannot create the run store {path}: {exc.strerror or exc}",
+            hint="check that the data directory is on a writable, mounted file system with free space",
+        ) from None
 
 
 def quick_check(conn: sqlite3.Connection, path: Path) -> str:
@@ -197,14 +203,17 @@ def _migrate(conn: sqlite3.Connection) -> None:
         if col not in columns:
             conn.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
             if col == "max_span_ns":  # one scan, once: window queries are bounded by each run's longest span
-                conn.execute("UPDATE runs SET max_span_ns = (SELECT max(end_ns - start_ns) FROM spans WHERE run_id = runs.id)")
+                conn.execute("UPDATE runs SET max_span_ns = (SELECT max(end_ns - start_ns) FROM spans WHERE run_id = "
+                             "runs.id)")
     # version 1 -> 2: the timeline scan reads a covering index (no table lookups) instead of (run_id, lane, start_ns)
     conn.execute("DROP INDEX IF EXISTS spans_by_lane")
     # version 3 -> 4: (series, time) unique, so a resent sample is stored once; copies stored before are removed first
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'samples_once'").fetchone() is None:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DELETE FROM samples WHERE rowid IN (SELECT s.rowid FROM samples s WHERE EXISTS (SELECT 1 FROM samples t "
-                     "WHERE t.series_id = s.series_id AND t.ts = s.ts AND t.rowid < s.rowid))")
+        conn.execute(
+            "DELETE FROM samples WHERE rowid IN (SELECT s.rowid FROM samples s WHERE EXISTS (SELECT 1 FROM samples t "
+            "WHERE t.series_id = s.series_id AND t.ts = s.ts AND t.rowid < s.rowid))"
+        )
         conn.execute("CREATE UNIQUE INDEX samples_once ON samples (series_id, ts)")
         conn.execute("DROP INDEX IF EXISTS samples_by_ts")
         conn.execute("COMMIT")
@@ -217,7 +226,9 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     existed = path.exists() and path.stat().st_size > 0
     if not readonly:
         _prepare_file(path)
-    damaged_hint = f"move it aside (`mv {path} {path}.bad`) and start again; try `sqlite3 {path} .recover`; nothing was changed"
+    damaged_hint = (
+        f"move it aside (`mv {path} {path}.bad`) and start again; try `sqlite3 {path} .recover`; nothing was changed"
+    )
     try:
         uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)

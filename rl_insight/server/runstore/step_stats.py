@@ -61,7 +61,11 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
     ending = [s for s in spans if s.get("end_ns") is not None and a <= s["end_ns"] < b]
     values = insights.staleness_values(ending, versions, now_ns)
     if values:
-        rows += [("@stale", "sum", sum(values)), ("@stale", "count", float(len(values))), ("@stale", "max", max(values))]
+        rows += [
+            ("@stale", "sum", sum(values)),
+            ("@stale", "count", float(len(values))),
+            ("@stale", "max", max(values)),
+        ]
     return rows
 
 
@@ -75,7 +79,10 @@ def wait_rows(conn: Any, run_id: int, step: int, a: int, b: int, now_ns: int) ->
 
 def stored_steps(conn: Any, run_id: int, kind: str = "step") -> set[int]:
     """Steps (or the first steps of blocks, kind="block") whose statistics are stored."""
-    return {r[0] for r in conn.execute("SELECT first_step FROM step_summaries WHERE run_id = ? AND kind = ?", (run_id, kind))}
+    return {
+        r[0]
+        for r in conn.execute("SELECT first_step FROM step_summaries WHERE run_id = ? AND kind = ?", (run_id, kind))
+    }
 
 
 def complete_blocks(windows: list[tuple[int, int, int]], done: set[int],
@@ -121,8 +128,11 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
                     versions: list[tuple[float, float]], max_steps: int | None = None) -> dict[str, Any]:
     """`insights.summarize` over [t0, t1), from the stored per-step rows plus the raw partial edges."""
     in_window = [w for w in windows if w[2] > t0 and w[1] < t1]
-    summaries = conn.execute("SELECT kind, first_step, start_ns, end_ns FROM step_summaries WHERE run_id = ? AND start_ns >= ? "
-                             "AND end_ns <= ? ORDER BY start_ns", (run_id, t0, t1)).fetchall()
+    summaries = conn.execute(
+        "SELECT kind, first_step, start_ns, end_ns FROM step_summaries WHERE run_id = ? AND start_ns >= ? "
+        "AND end_ns <= ? ORDER BY start_ns",
+        (run_id, t0, t1),
+    ).fetchall()
     stored = {first for kind, first, _, _ in summaries if kind == "step"}
     # the longest run of consecutive complete, stored steps inside the window: summed from stored rows
     full = [w for w in in_window if w[1] >= t0 and w[2] <= t1 and w[0] in stored]
@@ -163,7 +173,11 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
                 chosen.append((first, a, b))
                 last_end = b
         for first, _, _ in chosen:
-            take(conn.execute("SELECT lane, name, total, mx FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first)))
+            take(
+                conn.execute(
+                    "SELECT lane, name, total, mx FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first)
+                )
+            )
         singles = [w[0] for w in block if not any(a <= w[1] and w[2] <= b for _, a, b in chosen)]
         for i in range(0, len(singles), 500):
             part = singles[i:i + 500]
@@ -197,13 +211,21 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
     for (lane, name), sec in busy.items():
         busy_out.setdefault(lane, {})[name] = sec
     either = phases.get("either", 0.0)
-    overlap = {"generation_s": phases.get("generation", 0.0), "training_s": phases.get("training", 0.0),
-               "overlap_s": phases.get("overlap", 0.0), "overlap_ratio": phases.get("overlap", 0.0) / either if either > 0 else 0.0}
+    overlap = {
+        "generation_s": phases.get("generation", 0.0),
+        "training_s": phases.get("training", 0.0),
+        "overlap_s": phases.get("overlap", 0.0),
+        "overlap_ratio": phases.get("overlap", 0.0) / either if either > 0 else 0.0,
+    }
     steps, tails = _steps_and_tails(conn, run_id, in_window[-max_steps:] if max_steps else in_window, now_ns)
     history = _duration_history(conn, run_id)
     open_spans = [s for s in edge_spans if s.get("end_ns") is None] + _open_spans(conn, run_id, t0, t1)
     seen: set[str] = set()
-    open_unique = [s for s in open_spans if not (s["id"] in seen or seen.add(s["id"]))]
+    open_unique = []
+    for s in open_spans:  # the first of each id, in order
+        if s["id"] not in seen:
+            seen.add(s["id"])
+            open_unique.append(s)
     staleness = None
     if stale["count"]:
         staleness = {"mean": stale["sum"] / stale["count"], "max": stale["max"], "samples": int(stale["count"])}
@@ -227,8 +249,13 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
     for i in range(0, len(steps_wanted), 500):
         part = steps_wanted[i:i + 500]
         marks = ",".join("?" * len(part))
-        stored |= {r[0] for r in conn.execute(f"SELECT first_step FROM step_summaries WHERE run_id = ? AND kind = 'step' "
-                                              f"AND first_step IN ({marks})", (run_id, *part))}
+        stored |= {
+            r[0]
+            for r in conn.execute(
+                f"SELECT first_step FROM step_summaries WHERE run_id = ? AND kind = 'step' AND first_step IN ({marks})",
+                (run_id, *part),
+            )
+        }
         for step, lane, name, value in conn.execute(
                 f"SELECT step, lane, name, value FROM step_stats WHERE run_id = ? AND step IN ({marks}) "
                 f"AND lane IN ('', '@gen', '@wait')", (run_id, *part)):
@@ -265,6 +292,11 @@ def _duration_history(conn: Any, run_id: int, steps: int = 200) -> dict[str, lis
 
 
 def _open_spans(conn: Any, run_id: int, t0: int, t1: int) -> list[dict[str, Any]]:
-    return [{"id": r[0], "name": r[1], "lane": r[2], "kind": r[3], "start_ns": r[4], "end_ns": None, "attributes": {}}
-            for r in conn.execute("SELECT id, name, lane, kind, start_ns FROM spans INDEXED BY spans_open WHERE run_id = ? "
-                                  "AND end_ns IS NULL AND start_ns < ?", (run_id, t1))]
+    return [
+        {"id": r[0], "name": r[1], "lane": r[2], "kind": r[3], "start_ns": r[4], "end_ns": None, "attributes": {}}
+        for r in conn.execute(
+            "SELECT id, name, lane, kind, start_ns FROM spans INDEXED BY spans_open WHERE run_id = ? "
+            "AND end_ns IS NULL AND start_ns < ?",
+            (run_id, t1),
+        )
+    ]

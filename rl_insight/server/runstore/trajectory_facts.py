@@ -136,7 +136,9 @@ def _step(a: dict[str, Any]) -> int | None:
 
 def _replica(a: dict[str, Any], engine: bool = False) -> str | None:
     """A turn's replica is what its span says; an engine request's is also its process (resource) identity."""
-    keys = ("replica", "rollout_replica", "server_address") + (("resource.service.instance.id", "resource.host.name") if engine else ())
+    keys = ("replica", "rollout_replica", "server_address") + (
+        ("resource.service.instance.id", "resource.host.name") if engine else ()
+    )
     for key in keys:
         if a.get(key) not in (None, ""):
             return _str(a[key])
@@ -160,13 +162,13 @@ def _lane_key(lane: str, step: int | None) -> str:
     return (lane if step is None else f"{lane}#step={step}")[:512]
 
 
-def _session_trajectories(span: SpanRecord, a: dict[str, Any]) -> list[TrajectoryInfo]:
+def _session_trajectories(span: SpanRecord, a: dict[str, Any]) -> list[Turn | TrajectoryInfo | LlmRequest]:
     """An `agent_session` span: the session's status for each trajectory it names (our client lists them
     in `trajectories`; upstream's span names only its own `traj`)."""
     lane = span.lane or ""
     base = lane.rsplit("/traj=", 1)[0] if "/traj=" in lane else lane
     status, step, sample = _str(a.get("status")), _step(a), _str(a.get("sample"))
-    out: list[TrajectoryInfo] = []
+    out: list[Turn | TrajectoryInfo | LlmRequest] = []
     listed = a.get("trajectories")
     if isinstance(listed, str):
         try:
@@ -176,8 +178,17 @@ def _session_trajectories(span: SpanRecord, a: dict[str, Any]) -> list[Trajector
     if isinstance(listed, list):
         for t in listed[:MAX_SESSION_TRAJECTORIES]:
             if isinstance(t, dict) and t.get("traj") is not None:
-                out.append(TrajectoryInfo(_lane_key(f"{base}/traj={t['traj']}", step), "session", step, sample, status=_str(t.get("status")) or status,
-                                          reward=_float(t.get("reward")), reported_turns=_int(t.get("turns"))))
+                out.append(
+                    TrajectoryInfo(
+                        _lane_key(f"{base}/traj={t['traj']}", step),
+                        "session",
+                        step,
+                        sample,
+                        status=_str(t.get("status")) or status,
+                        reward=_float(t.get("reward")),
+                        reported_turns=_int(t.get("turns")),
+                    )
+                )
     if not out and lane.startswith(LANE_PREFIX):
         out.append(TrajectoryInfo(_lane_key(lane, step), "session", step, sample, status=status))
     return out
@@ -202,12 +213,25 @@ def facts(span: SpanRecord) -> list[Fact]:
     a = span.attributes
     source = a.get("monitor.trace_source")
     lane = span.lane or ""
-    if isinstance(a.get("gen_ai.request.id"), str) and ("gen_ai.latency.time_in_queue" in a or span.name == "llm_request"):
-        return [LlmRequest(a["gen_ai.request.id"][:256], span.parent_id, span.trace_id, span.start_ns, span.end_ns,
-                           _replica(a, engine=True) or _str(a.get("resource.service.name")),
-                           _int(a.get("gen_ai.usage.prompt_tokens")), _int(a.get("gen_ai.usage.completion_tokens")),
-                           _float(a.get("gen_ai.latency.time_in_queue")), _float(a.get("gen_ai.latency.time_to_first_token")),
-                           _float(a.get("gen_ai.latency.time_in_model_prefill")), _float(a.get("gen_ai.latency.time_in_model_decode")))]
+    if isinstance(a.get("gen_ai.request.id"), str) and (
+        "gen_ai.latency.time_in_queue" in a or span.name == "llm_request"
+    ):
+        return [
+            LlmRequest(
+                a["gen_ai.request.id"][:256],
+                span.parent_id,
+                span.trace_id,
+                span.start_ns,
+                span.end_ns,
+                _replica(a, engine=True) or _str(a.get("resource.service.name")),
+                _int(a.get("gen_ai.usage.prompt_tokens")),
+                _int(a.get("gen_ai.usage.completion_tokens")),
+                _float(a.get("gen_ai.latency.time_in_queue")),
+                _float(a.get("gen_ai.latency.time_to_first_token")),
+                _float(a.get("gen_ai.latency.time_in_model_prefill")),
+                _float(a.get("gen_ai.latency.time_in_model_decode")),
+            )
+        ]
     if source in ("gateway", "tool", "task", "session") and lane.startswith(LANE_PREFIX):
         if source == "session":
             return _session_trajectories(span, a)
@@ -217,11 +241,37 @@ def facts(span: SpanRecord) -> list[Fact]:
             return [TrajectoryInfo(key, "task", step, _str(a.get("sample")), status=_str(a.get("status")),
                                    reward=_float(a.get("reward")), start_ns=span.start_ns, end_ns=span.end_ns)]
         if source == "tool":
-            return [Turn(key, span.id, "tool", _str(a.get("tool")) or span.name, span.start_ns, span.end_ns, step, _replica(a),
-                         error=_error(a), detail={k: a[k] for k in ("turn", "tool_args") if k in a})]
-        return [Turn(key, span.id, "generate", span.name, span.start_ns, span.end_ns, step, _replica(a),
-                     _int(a.get("prompt_tokens")), _int(a.get("completion_tokens")), _error(a), _str(a.get("request_id")),
-                     {k: a[k] for k in ("turn", "type", "tools", "finish_reason") if k in a})]
+            return [
+                Turn(
+                    key,
+                    span.id,
+                    "tool",
+                    _str(a.get("tool")) or span.name,
+                    span.start_ns,
+                    span.end_ns,
+                    step,
+                    _replica(a),
+                    error=_error(a),
+                    detail={k: a[k] for k in ("turn", "tool_args") if k in a},
+                )
+            ]
+        return [
+            Turn(
+                key,
+                span.id,
+                "generate",
+                span.name,
+                span.start_ns,
+                span.end_ns,
+                step,
+                _replica(a),
+                _int(a.get("prompt_tokens")),
+                _int(a.get("completion_tokens")),
+                _error(a),
+                _str(a.get("request_id")),
+                {k: a[k] for k in ("turn", "type", "tools", "finish_reason") if k in a},
+            )
+        ]
     if "mlflow.traceRequestId" in a or "mlflow.spanType" in a:
         kind = _mlflow_kind(span, a)
         if kind is None or not span.trace_id:
@@ -232,7 +282,21 @@ def facts(span: SpanRecord) -> list[Fact]:
                                    _bool(a.get("validate")), "error" if _error(a) else None,
                                    _float(a.get("reward_score")), _int(a.get("num_turns")), span.start_ns, span.end_ns)]
         name = span.name.split(".", 1)[0] if kind == "tool" else span.name
-        return [Turn(key, span.id, kind, name[:256], span.start_ns, span.end_ns, _step(a), _replica(a),
-                     _int(a.get("gen_ai.usage.prompt_tokens")), _int(a.get("gen_ai.usage.completion_tokens")), _error(a),
-                     _str(a.get("gen_ai.request.id")), {k: a[k] for k in ("finish_reason", "verl.request_id") if k in a})]
+        return [
+            Turn(
+                key,
+                span.id,
+                kind,
+                name[:256],
+                span.start_ns,
+                span.end_ns,
+                _step(a),
+                _replica(a),
+                _int(a.get("gen_ai.usage.prompt_tokens")),
+                _int(a.get("gen_ai.usage.completion_tokens")),
+                _error(a),
+                _str(a.get("gen_ai.request.id")),
+                {k: a[k] for k in ("finish_reason", "verl.request_id") if k in a},
+            )
+        ]
     return []

@@ -15,15 +15,58 @@ from typing import Any, Literal
 from ...errors import InvalidInputError, NotFoundError
 from .trajectory_store import REQUEST_OF_TURN
 
-SORTS = {"duration": "duration_s", "turns": "turns", "tool_calls": "tool_calls", "tool_errors": "tool_errors", "reward": "reward",
-         "tokens_out": "tokens_out", "tokens_in": "tokens_in", "start": "start_ns", "generate_s": "generate_s", "tool_s": "tool_s"}
-Sort = Literal["duration", "turns", "tool_calls", "tool_errors", "reward", "tokens_in", "tokens_out", "generate_s", "tool_s",
-               "start"]  # the keys of SORTS, for the API's schema (a test checks they match)
+SORTS = {
+    "duration": "duration_s",
+    "turns": "turns",
+    "tool_calls": "tool_calls",
+    "tool_errors": "tool_errors",
+    "reward": "reward",
+    "tokens_out": "tokens_out",
+    "tokens_in": "tokens_in",
+    "start": "start_ns",
+    "generate_s": "generate_s",
+    "tool_s": "tool_s",
+}
+Sort = Literal[
+    "duration",
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "reward",
+    "tokens_in",
+    "tokens_out",
+    "generate_s",
+    "tool_s",
+    "start",
+]  # the keys of SORTS, for the API's schema (a test checks they match)
 FAILED_STATUSES = ("error", "failure", "failed", "aborted", "timeout", "truncated", "capacity_exhausted")
-FAILED = f"(tool_errors > 0 OR status IN ({', '.join(repr(x) for x in FAILED_STATUSES)}))"  # "failed" = tool errors or one of these
-_COLUMNS = ("id", "key", "step", "sample", "rollout_n", "validate", "source", "status", "reward", "reported_turns", "start_ns", "end_ns",
-            "duration_s", "turns", "generates", "tool_calls", "tool_errors", "tokens_in", "tokens_out", "generate_s", "tool_s", "replica",
-            "tools")
+# "failed" = tool errors or one of these statuses
+FAILED = f"(tool_errors > 0 OR status IN ({', '.join(repr(x) for x in FAILED_STATUSES)}))"
+_COLUMNS = (
+    "id",
+    "key",
+    "step",
+    "sample",
+    "rollout_n",
+    "validate",
+    "source",
+    "status",
+    "reward",
+    "reported_turns",
+    "start_ns",
+    "end_ns",
+    "duration_s",
+    "turns",
+    "generates",
+    "tool_calls",
+    "tool_errors",
+    "tokens_in",
+    "tokens_out",
+    "generate_s",
+    "tool_s",
+    "replica",
+    "tools",
+)
 _SELECT = "SELECT " + ", ".join(_COLUMNS) + " FROM trajectories"
 MAX_STEPS = 5000
 
@@ -42,8 +85,13 @@ def steps(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     step = row[0] if row else None
     while step is not None and len(out) < MAX_STEPS:
         out.append(step)
-        step = conn.execute("SELECT max(step) FROM trajectories WHERE run_id = ? AND step < ?", (run_id, step)).fetchone()[0]
-    without = conn.execute("SELECT 1 FROM trajectories WHERE run_id = ? AND step IS NULL LIMIT 1", (run_id,)).fetchone() is not None
+        step = conn.execute(
+            "SELECT max(step) FROM trajectories WHERE run_id = ? AND step < ?", (run_id, step)
+        ).fetchone()[0]
+    without = (
+        conn.execute("SELECT 1 FROM trajectories WHERE run_id = ? AND step IS NULL LIMIT 1", (run_id,)).fetchone()
+        is not None
+    )
     return {"steps": out, "without_step": without}
 
 
@@ -121,8 +169,11 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
     """A step's distributions: duration quantiles, turns, rewards and tokens per trajectory, tool latency
     by tool, trajectories by replica and by status."""
     clause, args = _step_clause(step)
-    rows = conn.execute(f"SELECT id, duration_s, turns, reward, tokens_out, replica, status, tool_errors FROM trajectories "
-                        f"WHERE run_id = ? AND {clause}", (run_id, *args)).fetchall()
+    rows = conn.execute(
+        f"SELECT id, duration_s, turns, reward, tokens_out, replica, status, tool_errors FROM trajectories "
+        f"WHERE run_id = ? AND {clause}",
+        (run_id, *args),
+    ).fetchall()
     durations = sorted(r[1] for r in rows if r[1] is not None)
     by_replica: dict[str, list[float]] = {}
     by_status: dict[str, int] = {}
@@ -134,27 +185,39 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
     errors: dict[str, int] = {}
     # one range of the turns' primary key per trajectory, reading only the tool turns
     for name, dur, err in conn.execute(
-            f"SELECT t.name, (t.end_ns - t.start_ns) / 1e9, t.error IS NOT NULL FROM trajectories j JOIN turns t ON t.traj = j.id "
-            f"WHERE j.run_id = ? AND j.{clause} AND t.kind = 'tool'", (run_id, *args)):
+        "SELECT t.name, (t.end_ns - t.start_ns) / 1e9, t.error IS NOT NULL FROM trajectories j JOIN turns t ON "
+        "t.traj = j.id "
+        f"WHERE j.run_id = ? AND j.{clause} AND t.kind = 'tool'",
+        (run_id, *args),
+    ):
         tools.setdefault(name, []).append(dur)
         errors[name] = errors.get(name, 0) + err
-    tool_rows = []
+    tool_rows: list[dict[str, Any]] = []
     for name, values in tools.items():
         values.sort()
         tool_rows.append({"tool": name, "calls": len(values), "errors": errors[name], "p50_s": _quantile(values, 0.5),
                           "p99_s": _quantile(values, 0.99), "max_s": values[-1]})
-    tool_rows.sort(key=lambda t: -(t["p99_s"] or 0))
-    replicas = sorted(({"replica": k, "trajectories": len(v), "max_s": max(v), "total_s": sum(v)} for k, v in by_replica.items()),
-                      key=lambda x: -x["max_s"])
+    tool_rows.sort(key=lambda t: -float(t["p99_s"] or 0))
+    replicas = sorted(
+        ({"replica": k, "trajectories": len(v), "max_s": max(v), "total_s": sum(v)} for k, v in by_replica.items()),
+        key=lambda x: -float(x["max_s"]),
+    )
     return {
-        "step": step, "trajectories": len(rows),
-        "duration_s": {"p50": _quantile(durations, 0.5), "p90": _quantile(durations, 0.9), "p99": _quantile(durations, 0.99),
-                       "max": durations[-1] if durations else None},
+        "step": step,
+        "trajectories": len(rows),
+        "duration_s": {
+            "p50": _quantile(durations, 0.5),
+            "p90": _quantile(durations, 0.9),
+            "p99": _quantile(durations, 0.99),
+            "max": durations[-1] if durations else None,
+        },
         "turns": _histogram([r[2] for r in rows], integer=True),
         "reward": _histogram([r[3] for r in rows if r[3] is not None]),
         "tokens_out": _histogram([r[4] for r in rows if r[4] is not None]),
         "duration": _histogram(durations),
-        "tools": tool_rows, "replicas": replicas, "statuses": by_status,
+        "tools": tool_rows,
+        "replicas": replicas,
+        "statuses": by_status,
         "failed": sum(1 for r in rows if (r[7] or 0) > 0 or (r[6] or "") in FAILED_STATUSES),
     }
 
@@ -167,11 +230,33 @@ def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any
         raise NotFoundError(f"run {run_id} has no trajectory {traj_id}")
     traj = _row(row)
     turns = []
-    for (start, end, span_id, kind, name, step, replica, tok_in, tok_out, error, request_id, detail_json, r_replica, queue_s, ttft_s,
-         prefill_s, decode_s, r_in, r_out) in conn.execute(
-            "SELECT t.start_ns, t.end_ns, t.span_id, t.kind, t.name, t.step, t.replica, t.tokens_in, t.tokens_out, t.error, t.request_id, "
-            "t.detail, r.replica, r.queue_s, r.ttft_s, r.prefill_s, r.decode_s, r.tokens_in, r.tokens_out FROM turns t "
-            f"{REQUEST_OF_TURN} WHERE t.traj = ?2 ORDER BY t.start_ns, t.span_id LIMIT 10000", (run_id, traj_id)):
+    for (
+        start,
+        end,
+        span_id,
+        kind,
+        name,
+        step,
+        replica,
+        tok_in,
+        tok_out,
+        error,
+        request_id,
+        detail_json,
+        r_replica,
+        queue_s,
+        ttft_s,
+        prefill_s,
+        decode_s,
+        r_in,
+        r_out,
+    ) in conn.execute(
+        "SELECT t.start_ns, t.end_ns, t.span_id, t.kind, t.name, t.step, t.replica, t.tokens_in, t.tokens_out, "
+        "t.error, t.request_id, "
+        "t.detail, r.replica, r.queue_s, r.ttft_s, r.prefill_s, r.decode_s, r.tokens_in, r.tokens_out FROM turns t "
+        f"{REQUEST_OF_TURN} WHERE t.traj = ?2 ORDER BY t.start_ns, t.span_id LIMIT 10000",
+        (run_id, traj_id),
+    ):
         turns.append({"start_ns": start, "end_ns": end, "span_id": span_id, "kind": kind, "name": name, "step": step,
                       "replica": replica or r_replica, "tokens_in": tok_in if tok_in is not None else r_in,
                       "tokens_out": tok_out if tok_out is not None else r_out, "error": error, "request_id": request_id,

@@ -17,26 +17,42 @@ from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 
 _MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
 
-_UPSERT_TURN = ("INSERT OR REPLACE INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
-                "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_UPSERT_REQUEST = ("INSERT OR REPLACE INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, tokens_in, "
-                   "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_UPSERT_TURN = (
+    "INSERT OR REPLACE INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
+    "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_REQUEST = (
+    "INSERT OR REPLACE INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, "
+    "tokens_in, "
+    "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 # a later record's known values win; what it does not know keeps what an earlier one said
-_MERGE_INFO = ("UPDATE trajectories SET info_step = coalesce(?, info_step), sample = coalesce(?, sample), rollout_n = coalesce(?, rollout_n), "
-               "validate = coalesce(?, validate), source = coalesce(source, ?), status = coalesce(?, status), reward = coalesce(?, reward), "
-               "reported_turns = coalesce(?, reported_turns), info_start_ns = coalesce(?, info_start_ns), "
-               "info_end_ns = coalesce(?, info_end_ns) WHERE id = ?")
+_MERGE_INFO = (
+    "UPDATE trajectories SET info_step = coalesce(?, info_step), sample = coalesce(?, sample), rollout_n = "
+    "coalesce(?, rollout_n), "
+    "validate = coalesce(?, validate), source = coalesce(source, ?), status = coalesce(?, status), reward = "
+    "coalesce(?, reward), "
+    "reported_turns = coalesce(?, reported_turns), info_start_ns = coalesce(?, info_start_ns), "
+    "info_end_ns = coalesce(?, info_end_ns) WHERE id = ?"
+)
 # The engine request of a turn: by request id, or the request span is the turn span's child.
 # `r`: the request span whose parent is the turn's span (the first, if an engine retried), else the request
 # named by the turn's request id; one request per turn at most, so no turn is counted twice.
-REQUEST_OF_TURN = ("LEFT JOIN llm_requests r ON r.run_id = ?1 AND r.request_id = coalesce((SELECT p.request_id FROM llm_requests p "
-                    "WHERE p.run_id = ?1 AND p.parent_id = t.span_id ORDER BY p.start_ns LIMIT 1), t.request_id)")
-_TOTALS = (f"SELECT min(t.start_ns), max(t.end_ns), count(*), sum(t.kind = 'generate'), sum(t.kind = 'tool'), "
-           f"sum(t.kind = 'tool' AND t.error IS NOT NULL), sum(coalesce(t.tokens_in, r.tokens_in)), "
-           f"sum(coalesce(t.tokens_out, r.tokens_out)), sum(CASE WHEN t.kind = 'generate' THEN t.end_ns - t.start_ns END), "
-           f"sum(CASE WHEN t.kind = 'tool' THEN t.end_ns - t.start_ns END) FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2")
-_BUSIEST_REPLICA = (f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = 'generate' "
-                    f"AND rep IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1")
+REQUEST_OF_TURN = (
+    "LEFT JOIN llm_requests r ON r.run_id = ?1 AND r.request_id = coalesce((SELECT p.request_id FROM llm_requests p "
+    "WHERE p.run_id = ?1 AND p.parent_id = t.span_id ORDER BY p.start_ns LIMIT 1), t.request_id)"
+)
+_TOTALS = (
+    f"SELECT min(t.start_ns), max(t.end_ns), count(*), sum(t.kind = 'generate'), sum(t.kind = 'tool'), "
+    f"sum(t.kind = 'tool' AND t.error IS NOT NULL), sum(coalesce(t.tokens_in, r.tokens_in)), "
+    f"sum(coalesce(t.tokens_out, r.tokens_out)), sum(CASE WHEN t.kind = 'generate' THEN t.end_ns - t.start_ns END), "
+    f"sum(CASE WHEN t.kind = 'tool' THEN t.end_ns - t.start_ns END) FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2"
+)
+_BUSIEST_REPLICA = (
+    f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = "
+    "'generate' "
+    f"AND rep IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1"
+)
 _TOOLS = "SELECT DISTINCT name FROM turns WHERE traj = ? AND kind = 'tool' ORDER BY name LIMIT 32"
 _FIRST_STEP = "SELECT step FROM turns WHERE traj = ? AND step IS NOT NULL ORDER BY start_ns LIMIT 1"
 
@@ -53,7 +69,9 @@ class TrajectoryStore:
         """After a rollback or deleted runs: ids may be gone."""
         self._ids.clear()
 
-    def apply(self, conn: sqlite3.Connection, spans: Iterable[SpanRecord], run_id_of: Callable[[SpanRecord], int]) -> int:
+    def apply(
+        self, conn: sqlite3.Connection, spans: Iterable[SpanRecord], run_id_of: Callable[[SpanRecord], int]
+    ) -> int:
         """Index the trajectory facts of finished spans; returns how many facts were found."""
         touched: set[tuple[int, int]] = set()
         turns: list[tuple] = []
@@ -68,17 +86,61 @@ class TrajectoryStore:
                 found += 1
                 if isinstance(f, Turn):
                     tid = self._traj_id(conn, run_id, f.traj_key)
-                    turns.append((tid, f.start_ns, f.span_id, f.end_ns, f.kind, f.name, f.step, f.replica, f.tokens_in, f.tokens_out,
-                                  f.error, f.request_id, json.dumps(f.detail, default=str)[:2048] if f.detail else None))
+                    turns.append(
+                        (
+                            tid,
+                            f.start_ns,
+                            f.span_id,
+                            f.end_ns,
+                            f.kind,
+                            f.name,
+                            f.step,
+                            f.replica,
+                            f.tokens_in,
+                            f.tokens_out,
+                            f.error,
+                            f.request_id,
+                            json.dumps(f.detail, default=str)[:2048] if f.detail else None,
+                        )
+                    )
                     touched.add((run_id, tid))
                 elif isinstance(f, TrajectoryInfo):
                     tid = self._traj_id(conn, run_id, f.traj_key)
-                    conn.execute(_MERGE_INFO, (f.step, f.sample, f.rollout_n, None if f.validate is None else int(f.validate), f.source,
-                                               f.status, f.reward, f.reported_turns, f.start_ns, f.end_ns, tid))
+                    conn.execute(
+                        _MERGE_INFO,
+                        (
+                            f.step,
+                            f.sample,
+                            f.rollout_n,
+                            None if f.validate is None else int(f.validate),
+                            f.source,
+                            f.status,
+                            f.reward,
+                            f.reported_turns,
+                            f.start_ns,
+                            f.end_ns,
+                            tid,
+                        ),
+                    )
                     touched.add((run_id, tid))
                 elif isinstance(f, LlmRequest):
-                    requests.append((run_id, f.request_id, f.parent_id, f.trace_id, f.start_ns, f.end_ns, f.replica, f.tokens_in,
-                                     f.tokens_out, f.queue_s, f.ttft_s, f.prefill_s, f.decode_s))
+                    requests.append(
+                        (
+                            run_id,
+                            f.request_id,
+                            f.parent_id,
+                            f.trace_id,
+                            f.start_ns,
+                            f.end_ns,
+                            f.replica,
+                            f.tokens_in,
+                            f.tokens_out,
+                            f.queue_s,
+                            f.ttft_s,
+                            f.prefill_s,
+                            f.decode_s,
+                        )
+                    )
         if turns:
             conn.executemany(_UPSERT_TURN, turns)
             self.turns += len(turns)
@@ -104,8 +166,12 @@ class TrajectoryStore:
     def backfill_steps(conn: sqlite3.Connection, run_id: int, step: int, before_ns: int) -> int:
         """The run's clock moved for the first time, to `step`, at `before_ns`: trajectories without a step that
         began before it (their spans came before any step metric) were in that step. Returns how many."""
-        ids = [r[0] for r in conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND step IS NULL AND start_ns < ?",
-                                          (run_id, before_ns))]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM trajectories WHERE run_id = ? AND step IS NULL AND start_ns < ?", (run_id, before_ns)
+            )
+        ]
         for tid in ids:
             conn.execute("UPDATE turns SET step = ? WHERE traj = ? AND step IS NULL", (step, tid))
             conn.execute("UPDATE trajectories SET step = ? WHERE id = ?", (step, tid))
@@ -120,14 +186,18 @@ class TrajectoryStore:
                 out.add((run_id, tid))
             if parent_id:
                 # the parent is a generate turn of a trace-keyed trajectory: find it through the request's trace
-                row = conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND key = ?", (run_id, f"trace:{trace_id}")).fetchone()
+                row = conn.execute(
+                    "SELECT id FROM trajectories WHERE run_id = ? AND key = ?", (run_id, f"trace:{trace_id}")
+                ).fetchone()
                 if row:
                     out.add((run_id, row[0]))
         return out
 
     @staticmethod
     def _recompute(conn: sqlite3.Connection, run_id: int, tid: int) -> None:
-        (start, end, n, gens, tools, tool_errors, tok_in, tok_out, gen_ns, tool_ns) = conn.execute(_TOTALS, (run_id, tid)).fetchone()
+        (start, end, n, gens, tools, tool_errors, tok_in, tok_out, gen_ns, tool_ns) = conn.execute(
+            _TOTALS, (run_id, tid)
+        ).fetchone()
         replica = conn.execute(_BUSIEST_REPLICA, (run_id, tid)).fetchone()
         names = [r[0] for r in conn.execute(_TOOLS, (tid,))]
         first_step = conn.execute(_FIRST_STEP, (tid,)).fetchone()
@@ -136,11 +206,27 @@ class TrajectoryStore:
         start_sql = "min(coalesce(:start, info_start_ns), coalesce(info_start_ns, :start))"
         end_sql = "max(coalesce(:end, info_end_ns), coalesce(info_end_ns, :end))"
         conn.execute(
-            f"UPDATE trajectories SET start_ns = {start_sql}, end_ns = {end_sql}, duration_s = ({end_sql} - {start_sql}) / 1e9, "
-            "step = coalesce(info_step, :first_step), turns = :n, generates = :gens, tool_calls = :tools, tool_errors = :tool_errors, "
-            "tokens_in = :tok_in, tokens_out = :tok_out, generate_s = :gen_s, tool_s = :tool_s, replica = :replica, tools = :names "
+            f"UPDATE trajectories SET start_ns = {start_sql}, end_ns = {end_sql}, duration_s = ({end_sql} - "
+            f"{start_sql}) / 1e9, "
+            "step = coalesce(info_step, :first_step), turns = :n, generates = :gens, tool_calls = :tools, "
+            "tool_errors = :tool_errors, "
+            "tokens_in = :tok_in, tokens_out = :tok_out, generate_s = :gen_s, tool_s = :tool_s, replica = :replica, "
+            "tools = :names "
             "WHERE id = :tid",
-            {"start": start, "end": end, "first_step": first_step[0] if first_step else None, "n": n, "gens": gens or 0,
-             "tools": tools or 0, "tool_errors": tool_errors or 0, "tok_in": tok_in, "tok_out": tok_out,
-             "gen_s": None if gen_ns is None else gen_ns / 1e9, "tool_s": None if tool_ns is None else tool_ns / 1e9,
-             "replica": replica[0] if replica else None, "names": "," + ",".join(names) + "," if names else None, "tid": tid})
+            {
+                "start": start,
+                "end": end,
+                "first_step": first_step[0] if first_step else None,
+                "n": n,
+                "gens": gens or 0,
+                "tools": tools or 0,
+                "tool_errors": tool_errors or 0,
+                "tok_in": tok_in,
+                "tok_out": tok_out,
+                "gen_s": None if gen_ns is None else gen_ns / 1e9,
+                "tool_s": None if tool_ns is None else tool_ns / 1e9,
+                "replica": replica[0] if replica else None,
+                "names": "," + ",".join(names) + "," if names else None,
+                "tid": tid,
+            },
+        )

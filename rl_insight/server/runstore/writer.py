@@ -23,8 +23,9 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
@@ -36,7 +37,9 @@ log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
 MAX_TRANSACTION_ITEMS = 50_000  # items written in one transaction (a longer one holds readers' snapshots back)
 WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting for its interval
-PLAUSIBLE_PAST_S = 86400.0  # client times older than this (by the server's clock, when written) never move a run's start
+PLAUSIBLE_PAST_S = (
+    86400.0  # client times older than this (by the server's clock, when written) never move a run's start
+)
 
 
 @dataclass
@@ -70,12 +73,16 @@ _INSERT_SAMPLE = "INSERT OR IGNORE INTO samples (series_id, step, ts, value) VAL
 _UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)")
 # a late start never reopens a span whose end is already stored
-_INSERT_START = ("INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_START = (
+    "INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 # a span closed by the server (its client went silent) never overwrites an end its client did send
-_CLOSE_CUT_SHORT = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
-                    "end_ns = excluded.end_ns, attributes = excluded.attributes WHERE spans.end_ns IS NULL")
+_CLOSE_CUT_SHORT = (
+    "INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
+    "end_ns = excluded.end_ns, attributes = excluded.attributes WHERE spans.end_ns IS NULL"
+)
 _UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
                "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
@@ -130,7 +137,7 @@ class RunStoreWriter:
         self._series: dict[tuple[int, str, str, str], int] = {}
         # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
         # hangs off a run elsewhere (profile traces) goes with it
-        self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], None]] = []
+        self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self.stats = WriterStats()
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
         self._last_prune = time.monotonic()
@@ -144,7 +151,7 @@ class RunStoreWriter:
             conn = connect(self.path, readonly=True)
             result = quick_check(conn, self.path)
             conn.close()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             result = f"{type(exc).__name__}: {exc}"
         self.integrity = result
         if result != "ok":
@@ -190,7 +197,7 @@ class RunStoreWriter:
         self._put("run_info", (project, experiment_name, config, tags), 1)
 
     def put_step_stats(self, rows: list[tuple[int, int, int, int, str, str, float]],
-                       blocks: list[tuple[int, int, int, int, list[int]]] = ()) -> None:
+                       blocks: Sequence[tuple[int, int, int, int, list[int]]] = ()) -> None:
         """Per-step insight rows (server/runstore/step_stats.py), and blocks of complete steps to sum up once the rows
         are in: (run_id, first_step, start_ns, end_ns, steps). A step or block computed again replaces its rows."""
         if rows or blocks:
@@ -248,7 +255,7 @@ class RunStoreWriter:
             self.stats.batches += 1
             self._recovered()
             return True
-        except Exception as exc:  # noqa: BLE001 - whatever it is, the transaction must not stay open
+        except Exception as exc:  # whatever it is, the transaction must not stay open
             self._rollback()
             if _is_storage_failure(exc):
                 self._storage_failed(exc, n)
@@ -260,7 +267,7 @@ class RunStoreWriter:
                 self._write_isolated(work)
                 self._recovered()
                 return True
-            except Exception as exc2:  # noqa: BLE001
+            except Exception as exc2:
                 self._rollback()
                 self._storage_failed(exc2, n)
                 return False
@@ -292,7 +299,9 @@ class RunStoreWriter:
         self.stats.last_error = f"{type(exc).__name__}: {exc}"
         if self.stats.degraded_since is None:
             self.stats.degraded_since = time.time()
-            log.error("run store %s cannot write (%s); %d items dropped, ingest and /metrics continue", self.path, exc, n)
+            log.error(
+                "run store %s cannot write (%s); %d items dropped, ingest and /metrics continue", self.path, exc, n
+            )
 
     def _write_batch(self, work: list[tuple[str, Any]]) -> None:
         c = self._conn
@@ -339,7 +348,7 @@ class RunStoreWriter:
             else:
                 items = [("start", s) for s in payload[0]] + [("end", s) for s in payload[1]]
             for what, item in items:
-                exc = self._on_savepoint(lambda what=what, item=item: self._write_item(what, item, touched, now))
+                exc = self._on_savepoint(partial(self._write_item, what, item, touched, now))
                 if exc is not None:
                     self._runs.clear()
                     self._series.clear()
@@ -354,7 +363,7 @@ class RunStoreWriter:
     def _write_item(self, what: str, item: Any, touched: dict[int, list], now: float) -> None:
         c = self._conn
         if what == "finished":
-            self._touch(touched, self._run_id(*item, now), now, final=True)
+            self._touch(touched, self._run_id(item[0], item[1], now), now, final=True)
         elif what == "run_info":
             self._run_info(item, now)
         elif what == "step_stats":
@@ -369,14 +378,14 @@ class RunStoreWriter:
             c.execute(stmt, self._span_row(item, touched, now))
             self.stats.spans += 1
 
-    def _on_savepoint(self, work: Callable[[], None]) -> BaseException | None:
+    def _on_savepoint(self, work: Callable[[], object]) -> BaseException | None:
         """Run `work` on a savepoint of the open transaction: a failure of the file itself propagates (the whole
         batch is lost, counted by the caller); any other is rolled back alone and returned."""
         c = self._conn
         c.execute("SAVEPOINT part")
         try:
             work()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _is_storage_failure(exc):
                 raise
             c.execute("ROLLBACK TO part")
@@ -390,7 +399,11 @@ class RunStoreWriter:
         here is counted (`trajectory_index`) and never costs the spans."""
         if not ended:
             return
-        exc = self._on_savepoint(lambda: self.trajectories.apply(self._conn, ended, lambda s: self._run_id(s.project, s.experiment_name, now)))
+        exc = self._on_savepoint(
+            lambda: self.trajectories.apply(
+                self._conn, ended, lambda s: self._run_id(s.project, s.experiment_name, now)
+            )
+        )
         if exc is not None:
             self.trajectories.forget()
             self._count_drop("trajectory_index", len(ended))
@@ -404,8 +417,10 @@ class RunStoreWriter:
 
     def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
         project, experiment, config, tags = payload
-        self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
-                           (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)))
+        self._conn.execute(
+            "UPDATE runs SET config = ?, tags = ? WHERE id = ?",
+            (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)),
+        )
 
     def _step_stats(self, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
         c = self._conn
@@ -415,17 +430,26 @@ class RunStoreWriter:
                       [(run, step, a, b) for (run, step), (a, b) in marks.items()])
         for run_id, first, a, b, steps in blocks:
             c.execute("DELETE FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first))
-            c.execute(f"INSERT INTO step_blocks SELECT run_id, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
-                      f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
-                      (first, a, b, run_id, *steps))
+            c.execute(
+                f"INSERT INTO step_blocks SELECT run_id, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
+                f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
+                (first, a, b, run_id, *steps),
+            )
             c.execute("INSERT OR REPLACE INTO step_summaries VALUES (?, 'block', ?, ?, ?)", (run_id, first, a, b))
 
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
     @staticmethod
-    def _touch(touched: dict[int, list], run_id: int, now: float, *, step: float | None = None, earliest: float | None = None,
-               final: bool = False) -> None:
+    def _touch(
+        touched: dict[int, list],
+        run_id: int,
+        now: float,
+        *,
+        step: float | None = None,
+        earliest: float | None = None,
+        final: bool = False,
+    ) -> None:
         t = touched.setdefault(run_id, [now, None, False, now, 0])
         if final:
             t[2] = True
@@ -466,8 +490,10 @@ class RunStoreWriter:
         rid = self._runs.get(key)
         if rid is None:
             c = self._conn
-            c.execute("INSERT OR IGNORE INTO runs (project, experiment_name, first_seen, last_seen) VALUES (?, ?, ?, ?)",
-                      (project, experiment, now, now))
+            c.execute(
+                "INSERT OR IGNORE INTO runs (project, experiment_name, first_seen, last_seen) VALUES (?, ?, ?, ?)",
+                (project, experiment, now, now),
+            )
             rid = c.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", key).fetchone()[0]
             self._runs[key] = rid
         return rid
@@ -478,7 +504,9 @@ class RunStoreWriter:
         if sid is None:
             c = self._conn
             c.execute("INSERT OR IGNORE INTO series (run_id, name, kind, labels) VALUES (?, ?, ?, ?)", key)
-            sid = c.execute("SELECT id FROM series WHERE run_id = ? AND name = ? AND kind = ? AND labels = ?", key).fetchone()[0]
+            sid = c.execute(
+                "SELECT id FROM series WHERE run_id = ? AND name = ? AND kind = ? AND labels = ?", key
+            ).fetchone()[0]
             self._series[key] = sid
         return sid
 
@@ -509,7 +537,9 @@ class RunStoreWriter:
     def _delete_runs(self, run_ids: list[int]) -> None:
         c = self._conn
         marks = ",".join("?" * len(run_ids))
-        keys = {(p, e) for p, e in c.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})", run_ids)}
+        keys = {
+            (p, e) for p, e in c.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})", run_ids)
+        }
         c.execute("BEGIN IMMEDIATE")
         c.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
         c.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
@@ -525,5 +555,5 @@ class RunStoreWriter:
         for callback in self.on_runs_deleted:
             try:
                 callback(keys)
-            except Exception as exc:  # noqa: BLE001 - a listener's failure never undoes the deletion
+            except Exception as exc:  # a listener's failure never undoes the deletion
                 log.warning("after deleting runs: %r", exc)

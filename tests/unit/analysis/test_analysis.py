@@ -17,8 +17,14 @@ from rl_insight.analysis import analyze as an
 from rl_insight.analysis.load import detect, load
 from rl_insight.analysis.render import export, html, png
 from rl_insight.analysis.table import Columns, with_depth
-from tests.analysis_fixtures import (VERL_LOG, make_ascend_db, make_nsys_sqlite, make_torch_traces, make_trace_view,
-                                     sqlite_to_jsonl)
+from tests.analysis_fixtures import (
+    VERL_LOG,
+    make_ascend_db,
+    make_nsys_sqlite,
+    make_torch_traces,
+    make_trace_view,
+    sqlite_to_jsonl,
+)
 from tests.conftest import free_port
 
 MS = 1_000_000
@@ -27,7 +33,7 @@ MS = 1_000_000
 @pytest.fixture(scope="module")
 def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - whether it imports is the question
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("torch missing in CI: .ci/run installs torch==2.13.0 (CPU)")
@@ -93,8 +99,12 @@ def test_truncated_torch_trace_is_read_up_to_the_damage(torch_traces: Path, tmp_
 
 def test_nsys_sqlite_and_jsonl(tmp_path: Path) -> None:
     epoch = 1_790_000_000 * 10**9
-    db = make_nsys_sqlite(tmp_path / "actor_update_node1_worker_process_4242.1.sqlite", rank=5, epoch_ns=epoch,
-                          ranges=[("actor_update", 1000, 9000, 60), ("micro_batch0", 2000, 4000, 59), ("gen", 500, 700, 60)])
+    db = make_nsys_sqlite(
+        tmp_path / "actor_update_node1_worker_process_4242.1.sqlite",
+        rank=5,
+        epoch_ns=epoch,
+        ranges=[("actor_update", 1000, 9000, 60), ("micro_batch0", 2000, 4000, 59), ("gen", 500, 700, 60)],
+    )
     jl = sqlite_to_jsonl(db, tmp_path / "worker_process_4243.1.jsonl")
     for path, kind in ((db, "nsys-sqlite"), (jl, "nsys-jsonl")):
         assert detect(path) == kind
@@ -120,14 +130,17 @@ def test_ascend_db_and_trace_view_including_truncated(tmp_path: Path) -> None:
     assert detect(tv) == "mstx-trace-view"
     df = load([tv]).events
     assert set(df[df["category"] == "annotation"]["name"]) == {"actor_update", "ref_compute_log_prob"}
-    assert set(df[df["category"] == "overlap"]["name"]) == {"Computing", "Communication", "Communication(Not Overlapped)"}
+    assert set(df[df["category"] == "overlap"]["name"]) == {"Computing", "Communication", "Communication(Not "
+                                                                                          "Overlapped)"}
     assert set(df["rank"]) == {3}  # from profiler_info_3.json
     au = df[df["name"] == "actor_update"].iloc[0]
     assert au["start_ns"] == int(1.79e15 * 1000) and au["end_ns"] - au["start_ns"] == 10 * MS
     comm = an.communication(df).set_index("stage").loc["actor_update"]
     assert comm["comm_not_overlapped_s"] == pytest.approx(0.002) and comm["compute_s"] == pytest.approx(0.006)
 
-    cut = make_trace_view(tmp_path / "cut" / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", 1.79e15, truncate=True)
+    cut = make_trace_view(
+        tmp_path / "cut" / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", 1.79e15, truncate=True
+    )
     loaded = load([cut])
     assert any("truncated" in w for w in loaded.report.warnings)
     assert "actor_update" in set(loaded.events["name"]) and "ref_compute_log_prob" not in set(loaded.events["name"])
@@ -158,8 +171,9 @@ def test_corrupt_and_unknown_files_are_reported_and_the_rest_analysed(torch_trac
 def hand_table() -> pd.DataFrame:
     """Two ranks with known stage times, one replica, communication partly hidden behind compute."""
     c = Columns()
-    add = lambda lane, rank, name, cat, a, b, step=1: c.add("torch", lane.split("/")[0], rank, lane, name, cat,  # noqa: E731
-                                                            a * MS, b * MS, step, None, "f")
+    def add(lane: str, rank: int | None, name: str, cat: str, a: float, b: float, step: int = 1) -> None:
+        c.add("torch", lane.split("/")[0], rank, lane, name, cat, a * MS, b * MS, step, None, "f")
+
     add("actor/rank0", 0, "actor_update", "annotation", 0, 100)
     add("actor/rank0", 0, "all_reduce", "communication", 60, 90)
     add("actor/rank0", 0, "matmul", "kernel", 50, 70)
@@ -178,13 +192,17 @@ def test_analyzers_match_hand_computed_answers() -> None:
     assert comm["comm_s"] == pytest.approx(0.03) and comm["compute_s"] == pytest.approx(0.02)
     assert comm["comm_not_overlapped_s"] == pytest.approx(0.02)  # 60-90 minus the 60-70 overlap with compute
     util = an.utilization(df)  # window 0..200 ms
-    assert util["actor/rank1"]["utilization"] == pytest.approx(0.75) and util["actor/rank0"]["bubble_ratio"] == pytest.approx(0.5)
+    assert util["actor/rank1"]["utilization"] == pytest.approx(0.75) and util["actor/rank0"][
+        "bubble_ratio"
+    ] == pytest.approx(0.5)
     ov = an.overlap(df)
     assert ov["overlap_s"] == pytest.approx(0.05) and ov["overlap_ratio"] == pytest.approx(0.05 / 0.2)
     stats = an.stage_stats(df)
     assert stats[(stats["rank"] == 1)]["total_s"].item() == pytest.approx(0.15)
     steps = an.step_breakdown(df)
-    assert steps[0]["states"]["actor_update"] == pytest.approx(0.15) and steps[0]["states"]["vllm_generate"] == pytest.approx(0.1)
+    assert steps[0]["states"]["actor_update"] == pytest.approx(0.15) and steps[0]["states"][
+        "vllm_generate"
+    ] == pytest.approx(0.1)
 
 
 def test_outputs_perfetto_nesting_csv_parquet_summary_png_html(tmp_path: Path) -> None:
@@ -210,7 +228,9 @@ def test_outputs_perfetto_nesting_csv_parquet_summary_png_html(tmp_path: Path) -
     assert json.loads(js.read_text())["skew"][0]["slowest_rank"] == 1 and "Cross-rank skew" in md.read_text()
     assert png.render(df, tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = html.render(df, tmp_path / "t.html").read_text()
-    assert "<script src=" not in page and "http" not in page.split("<script id=\"data\"")[0].lower().replace("http-equiv", "")
+    assert "<script src=" not in page and "http" not in page.split("<script id=\"data\"")[0].lower().replace(
+        "http-equiv", ""
+    )
     data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
     assert data["lanes"] == lanes and data["events"] == len(df)
 
@@ -238,18 +258,33 @@ def test_cli_end_to_end_and_missing_extra_message(torch_traces: Path, tmp_path: 
             f"main(['analyze', {str(torch_traces)!r}])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 2 and 'pip install "rl-insight[analysis]"' in r.stderr
-    r = subprocess.run([sys.executable, "-m", "rl_insight", "analyze", str(tmp_path / "nothing-here")], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "rl_insight", "analyze", str(tmp_path / "nothing-here")], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "does not exist" in r.stderr
 
 
 def test_python_function_ranges_are_analysed_when_a_trace_has_no_annotations(tmp_path: Path) -> None:
     """Upstream's torch fixtures carry only `cat: "python"` events (python function tracing)."""
-    events = [{"ph": "X", "cat": "python", "name": "actor_update", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 500.0, "args": {}},
-              {"ph": "X", "cat": "python", "name": "ref_compute_log_prob", "pid": 1, "tid": 1, "ts": 1600.0, "dur": 200.0},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1001.0, "dur": 5.0}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "python",
+            "name": "actor_update",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000.0,
+            "dur": 500.0,
+            "args": {},
+        },
+        {"ph": "X", "cat": "python", "name": "ref_compute_log_prob", "pid": 1, "tid": 1, "ts": 1600.0, "dur": 200.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1001.0, "dur": 5.0},
+    ]
     d = tmp_path / "actor"
     d.mkdir()
-    (d / "prof_rank-0_123_456.json").write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000}))
+    (d / "prof_rank-0_123_456.json").write_text(
+        json.dumps({"traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000})
+    )
     loaded = load([tmp_path])
     assert sorted(loaded.events["name"]) == ["actor_update", "ref_compute_log_prob"]
     assert any("python function ranges" in w for w in loaded.report.warnings)
@@ -277,6 +312,18 @@ def test_merging_mixed_short_events_works_on_the_tables_load_builds() -> None:
 
     cols = Columns()
     for i in range(6):  # short ops of two names, back to back
-        cols.add("torch", "actor", 0, "actor/rank0", "aten::mm" if i % 2 else "aten::add", "op", i * 10, i * 10 + 5, 1, None, "f")
+        cols.add(
+            "torch",
+            "actor",
+            0,
+            "actor/rank0",
+            "aten::mm" if i % 2 else "aten::add",
+            "op",
+            i * 10,
+            i * 10 + 5,
+            1,
+            None,
+            "f",
+        )
     merged = merge_below(with_depth(cols.frame()), 100)
     assert list(merged["name"]) == [MIXED] and list(merged["count"]) == [6]

@@ -29,7 +29,7 @@ NAME = "actor-rollout-ref_e2e_step4_rank0-of-2_pid77_20261130120000123"
 
 def test_profile_memory_events_of_a_real_trace_give_peaks_per_stage(tmp_path: Path) -> None:
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - whether it imports is the question
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("torch missing in CI")
@@ -57,7 +57,10 @@ def _snapshot(t0_us: int) -> dict:
         {"action": "free_completed", "addr": 2, "size": 10 * mib, "stream": 0, "time_us": t0_us + 3_100},
     ]
     # at snapshot time: one 20 MiB segment with 4 MiB (+1 MiB held before recording began) allocated
-    return {"segments": [{"device": 0, "total_size": 20 * mib, "allocated_size": 5 * mib, "blocks": []}], "device_traces": [trace]}
+    return {
+        "segments": [{"device": 0, "total_size": 20 * mib, "allocated_size": 5 * mib, "blocks": []}],
+        "device_traces": [trace],
+    }
 
 
 def test_torch_memory_snapshot_pickle_is_read_safely_and_anchored(tmp_path: Path) -> None:
@@ -78,7 +81,7 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
 
     class Evil:
-        def __reduce__(self):  # noqa: D105
+        def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
     f = tmp_path / "torch_memory_rank0.pickle"

@@ -30,7 +30,7 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], sc
 
 def _torch() -> None:
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - whether it imports is the question
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("torch missing in CI")
@@ -82,7 +82,7 @@ def test_named_step_ranges_nest_and_memory_follows(tmp_path: Path) -> None:
 
 
 def _step(s: object) -> int:
-    return -1 if pd.isna(s) else int(s)  # type: ignore[arg-type]
+    return -1 if pd.isna(s) else int(s)
 
 
 def test_the_file_names_step_is_never_overridden(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from rl_insight.analysis import analyze as an
 from rl_insight.analysis.load import load
 from rl_insight.analysis.parsers.names import identify
 from rl_insight.analysis.table import Columns, with_depth
-from tests.unit.analysis.test_analysis import torch_traces  # noqa: F401  (real 2-rank gloo traces, module fixture)
 
 MS = 1_000_000
 
@@ -26,7 +25,9 @@ def verl_name(rank: int, save_file_prefix: str | None = None, role: str | None =
               world: int | None = None, topology: dict | None = None, pid: int = 4242, ts: str = "20261130120000123",
               suffix: str = "") -> str:
     """A file name by verl's documented rules: parts sanitized ([^0-9A-Za-z.=+-]+ -> '-'), joined by '_'."""
-    clean = lambda t: re.sub(r"[^0-9A-Za-z.=+-]+", "-", str(t)).strip("-")  # noqa: E731
+    def clean(t: object) -> str:
+        return re.sub(r"[^0-9A-Za-z.=+-]+", "-", str(t)).strip("-")
+
     parts = [clean(p) for p in (save_file_prefix, role) if p]
     if step is not None:
         parts.append(f"step{clean(step)}")
@@ -38,28 +39,64 @@ def verl_name(rank: int, save_file_prefix: str | None = None, role: str | None =
     return "_".join(parts) + suffix + ".json.gz"
 
 
-@pytest.mark.parametrize(("kwargs", "want"), [
-    (dict(rank=1, save_file_prefix="actor_rollout_ref", role="e2e", step=3, world=4, topology={"tp": 0, "pp": 0, "dp": 1, "cp": 0}),
-     ("actor_rollout_ref", 1, 3, None, "e2e", 4, "tp0-pp0-dp1-cp0", None)),
-    (dict(rank=0, save_file_prefix="actor", step=2, suffix="_mb0-3"), ("actor", 0, 2, None, None, None, None, "mb0-3")),
-    (dict(rank=5, save_file_prefix="critic", world=8, suffix="_part1"), ("critic", 5, None, None, None, 8, None, "part1")),
-    (dict(rank=0, save_file_prefix="ref", role="compute_log_prob", step=10), ("ref", 0, 10, None, "compute_log_prob", None, None, None)),
-    (dict(rank=0, role="train", step=1, world=2), ("train", 0, 1, None, None, 2, None, None)),
-    (dict(rank=0, save_file_prefix="agent_loop_rollout_replica_3", step=2), ("rollout", 0, 2, 3, None, None, None, None)),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        (
+            dict(
+                rank=1,
+                save_file_prefix="actor_rollout_ref",
+                role="e2e",
+                step=3,
+                world=4,
+                topology={"tp": 0, "pp": 0, "dp": 1, "cp": 0},
+            ),
+            ("actor_rollout_ref", 1, 3, None, "e2e", 4, "tp0-pp0-dp1-cp0", None),
+        ),
+        (
+            dict(rank=0, save_file_prefix="actor", step=2, suffix="_mb0-3"),
+            ("actor", 0, 2, None, None, None, None, "mb0-3"),
+        ),
+        (
+            dict(rank=5, save_file_prefix="critic", world=8, suffix="_part1"),
+            ("critic", 5, None, None, None, 8, None, "part1"),
+        ),
+        (
+            dict(rank=0, save_file_prefix="ref", role="compute_log_prob", step=10),
+            ("ref", 0, 10, None, "compute_log_prob", None, None, None),
+        ),
+        (dict(rank=0, role="train", step=1, world=2), ("train", 0, 1, None, None, 2, None, None)),
+        (
+            dict(rank=0, save_file_prefix="agent_loop_rollout_replica_3", step=2),
+            ("rollout", 0, 2, 3, None, None, None, None),
+        ),
+    ],
+)
 def test_grammar_follows_build_trace_basename(kwargs: dict, want: tuple) -> None:
     ident = identify(Path("/traces") / verl_name(**kwargs), Path("/traces"))
-    assert (ident.role, ident.rank, ident.step, ident.replica, ident.scope, ident.world, ident.parallel, ident.part) == want
+    assert (
+        ident.role,
+        ident.rank,
+        ident.step,
+        ident.replica,
+        ident.scope,
+        ident.world,
+        ident.parallel,
+        ident.part,
+    ) == want
 
 
 def test_legacy_underscore_spelling_of_the_docs_reads_the_same_role() -> None:
     ident = identify(Path("/t/actor_rollout_ref_e2e_step1_rank0-of-2_pid42_20261130120000123.json.gz"), Path("/t"))
     assert (ident.role, ident.scope, ident.step, ident.rank, ident.world) == ("actor_rollout_ref", "e2e", 1, 0, 2)
-    assert identify(Path("/t/actor_rollout_ref_rank0_pid1_20261130120000123.json.gz"), Path("/t")).role == "actor_rollout_ref"
+    assert (
+        identify(Path("/t/actor_rollout_ref_rank0_pid1_20261130120000123.json.gz"), Path("/t")).role
+        == "actor_rollout_ref"
+    )
 
 
 @pytest.fixture(scope="module")
-def verl_dir(torch_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def verl_dir(torch_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real rank 0 / rank 1 traces copied under names verl HEAD writes, two steps, suffixes, and an unknown file."""
     out = tmp_path_factory.mktemp("verl")
     for f in sorted((torch_traces / "flat").glob("*.json.gz")):
@@ -86,8 +123,12 @@ def test_real_traces_named_like_verl_are_read_right_and_selectable_in_either_spe
 
 
 def test_a_selection_matching_nothing_names_what_is_there(verl_dir: Path, tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "rl_insight", "analyze", str(verl_dir), "--roles", "critic", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "rl_insight", "analyze", str(verl_dir), "--roles", "critic", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2
     assert "no events match the selection --roles critic" in r.stderr and "roles actor_rollout_ref" in r.stderr
     assert "ranks 0, 1" in r.stderr and "steps 1, 2" in r.stderr
@@ -101,8 +142,9 @@ def test_a_selection_matching_nothing_names_what_is_there(verl_dir: Path, tmp_pa
 def test_long_tail_and_breakdown_are_keyed_by_each_events_step_not_by_time() -> None:
     """Async schedule: step 3's generation overlaps step 2's in time. replica_1 is slow in step 2 only."""
     c = Columns()
-    add = lambda lane, name, a, b, step: c.add("torch", lane.split("/")[0], None, lane, name, "annotation",  # noqa: E731
-                                               a * MS, b * MS, step, None, "f")
+    def add(lane: str, name: str, a: float, b: float, step: int) -> None:
+        c.add("torch", lane.split("/")[0], None, lane, name, "annotation", a * MS, b * MS, step, None, "f")
+
     add("rollout/replica_0", "vllm_generate", 0, 100, 2)
     add("rollout/replica_1", "vllm_generate", 0, 300, 2)      # slow in step 2 (300 ms vs 100 ms)
     add("rollout/replica_2", "vllm_generate", 0, 100, 2)
@@ -115,7 +157,9 @@ def test_long_tail_and_breakdown_are_keyed_by_each_events_step_not_by_time() -> 
     assert tails[2]["lanes"] == {"rollout/replica_0": 0.1, "rollout/replica_1": 0.3, "rollout/replica_2": 0.1}
     assert tails[3]["slowest_lane"] == "rollout/replica_2" and tails[3]["ratio"] == pytest.approx(0.11 / 0.1)
     steps = {s["step"]: s for s in an.step_breakdown(df)}
-    assert steps[2]["states"]["vllm_generate"] == pytest.approx(0.3) and steps[3]["states"]["vllm_generate"] == pytest.approx(0.21)  # 150-260 and 320-420
+    assert steps[2]["states"]["vllm_generate"] == pytest.approx(0.3) and steps[3]["states"][
+        "vllm_generate"
+    ] == pytest.approx(0.21)  # 150-260 and 320-420
 
 
 def test_a_verl_log_alone_reports_its_steps_not_empty_timeline_numbers(tmp_path: Path) -> None:
@@ -123,8 +167,12 @@ def test_a_verl_log_alone_reports_its_steps_not_empty_timeline_numbers(tmp_path:
 
     log = tmp_path / "train.log"
     log.write_text(VERL_LOG)
-    r = subprocess.run([sys.executable, "-m", "rl_insight", "analyze", str(log), "--format", "summary", "--out", str(tmp_path / "o")],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "rl_insight", "analyze", str(log), "--format", "summary", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "o" / "summary.md").read_text()
     assert "## verl log" in md and "steps 1–3" in md
@@ -139,15 +187,18 @@ def test_compute_time_is_not_reported_as_zero_when_it_was_not_recorded(tmp_path:
     c.add("torch", "actor", 0, "actor/rank0", "all_reduce", "communication", 10 * MS, 30 * MS, 1, None, "f")
     df = with_depth(c.frame())
     export.summary(an.summarize(df), tmp_path, ["f"], [])
-    row = next(line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| actor/rank0 | actor_update"))
+    row = next(line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| actor/rank0 "
+                                                                                                      "| actor_update"))
     assert "n/a (--detail ops or kernels)" in row
 
 
 def test_staleness_as_time_per_step_hand_computed() -> None:
     """Async: step 2's samples were generated (0-300 ms) while step 1 trained; step 2 trains from 700 ms."""
     c = Columns()
-    add = lambda lane, name, a, b, step: c.add("torch", lane.split("/")[0], 0 if "rank" in lane else None, lane, name,  # noqa: E731
-                                               "annotation", a * MS, b * MS, step, None, "f")
+    def add(lane: str, name: str, a: float, b: float, step: int) -> None:
+        c.add("torch", lane.split("/")[0], 0 if "rank" in lane else None, lane, name, "annotation", a * MS, b * MS,
+              step, None, "f")
+
     add("rollout/replica_0", "vllm_generate", 0, 250, 2)
     add("rollout/replica_1", "vllm_generate", 0, 300, 2)
     add("actor/rank0", "actor_update", 700, 900, 2)

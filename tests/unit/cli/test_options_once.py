@@ -31,7 +31,9 @@ def test_every_start_option_is_a_config_field_or_says_why_not() -> None:
     assert unexplained == []
 
 
-@pytest.mark.parametrize("name", sorted((SERVER_FIELDS | STACK_FIELDS) & set(_start_params()) - stack.NOT_CONFIG - {"token"}))
+@pytest.mark.parametrize(
+    "name", sorted((SERVER_FIELDS | STACK_FIELDS) & set(_start_params()) - stack.NOT_CONFIG - {"token"})
+)
 def test_an_options_default_is_its_fields_default(name: str) -> None:
     option = _start_params()[name].default
     default = option.default if isinstance(option, typer.models.OptionInfo) else option
@@ -41,18 +43,31 @@ def test_an_options_default_is_its_fields_default(name: str) -> None:
 
 def test_the_parameters_build_both_configs_by_name(tmp_path: Path) -> None:
     params = {n: None for n in _start_params()}
-    params.update(host="127.0.0.1", port=18181, store_max_gb=0.25, store_retention_days=2.0, allowed_hosts=["a.example"],
-                  otlp_intake_grpc_port=4399, prometheus=False, ready_timeout=5.0, tempo_port=3201)
+    params.update(
+        host="127.0.0.1",
+        port=18181,
+        store_max_gb=0.25,
+        store_retention_days=2.0,
+        allowed_hosts=["a.example"],
+        otlp_intake_grpc_port=4399,
+        prometheus=False,
+        ready_timeout=5.0,
+        tempo_port=3201,
+    )
     server = stack.server_config(params, "tok")
     assert (server.port, server.store_max_bytes, server.store_retention_days, server.allowed_hosts, server.token,
             server.otlp_intake_grpc_port) == (18181, 2**28, 2.0, ("a.example",), "tok", 4399)
     settings = stack.stack_settings(Home(tmp_path), params, server)
-    assert settings.server is server and (settings.prometheus, settings.ready_timeout, settings.tempo_port) == (False, 5.0, 3201)
+    assert settings.server is server and (settings.prometheus, settings.ready_timeout, settings.tempo_port) == (
+        False,
+        5.0,
+        3201,
+    )
 
 
 def test_a_detached_start_passes_a_negative_flag_on() -> None:
     command = typer.main.get_command(app)
-    start = command.commands["server"].commands["start"]  # type: ignore[attr-defined]
+    start = command.commands["server"].commands["start"]
     ctx = start.make_context("start", ["--no-prometheus", "--port", "18182", "--allowed-host", "x.example"])
     args = stack._rerun_args(ctx, Home(Path("/tmp/h")))
     assert "--no-prometheus" in args and args[args.index("--port") + 1] == "18182" and "x.example" in args
@@ -68,7 +83,7 @@ def test_which_server_follows_one_rule(tmp_path: Path, monkeypatch: pytest.Monke
         require_server(tmp_path, None, None, None)
     assert "--server-url" in (err.value.hint or "")
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", "http://env.example:1")
-    assert find_server(tmp_path, None, "t", None).url == "http://env.example:1"  # type: ignore[union-attr]
-    assert find_server(tmp_path, None, "t", cfg).url == "http://127.0.0.1:18999"  # type: ignore[union-attr]
+    assert find_server(tmp_path, None, "t", None).url == "http://env.example:1"
+    assert find_server(tmp_path, None, "t", cfg).url == "http://127.0.0.1:18999"
     got = find_server(tmp_path, "http://flag.example:2/", "t", cfg)
     assert got is not None and got.url == "http://flag.example:2" and got.headers == {"Authorization": "Bearer t"}

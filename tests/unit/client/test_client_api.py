@@ -195,7 +195,12 @@ def test_server_restart_resends_totals(capture, monkeypatch) -> None:
     assert rl_insight.flush(5)
     wait_until(lambda: any(b["series"][s[0]]["n"] == "done" for b in capture.batches()[2:] for s in b["samples"]),
                what="resent counter")
-    resent = {b["series"][s[0]]["n"]: s[3] for b in capture.batches()[2:] for s in b["samples"] if "ns" not in b["series"][s[0]]}
+    resent = {
+        b["series"][s[0]]["n"]: s[3]
+        for b in capture.batches()[2:]
+        for s in b["samples"]
+        if "ns" not in b["series"][s[0]]
+    }
     assert resent["done"] == 4.0 and resent["g"] == 7.0
 
 
@@ -228,8 +233,15 @@ def test_data_arrives_after_server_comes_up(tmp_path, monkeypatch) -> None:
     srv = start_server(tmp_path, port=port)
     try:
         assert rl_insight.flush(40)
-        wait_until(lambda: "10.1.2.3:8000" in httpx.get(srv.url + "/api/v1/targets").text, timeout=40, what="registration")
-        assert sample_value(metrics_text(srv), 'rl_insight_monitor_training_global_step{experiment_name="e",project="late"}') == 4.0
+        wait_until(
+            lambda: "10.1.2.3:8000" in httpx.get(srv.url + "/api/v1/targets").text, timeout=40, what="registration"
+        )
+        assert (
+            sample_value(
+                metrics_text(srv), 'rl_insight_monitor_training_global_step{experiment_name="e",project="late"}'
+            )
+            == 4.0
+        )
         assert rl_insight.stats()["retries"] >= 1
     finally:
         srv.stop()
@@ -384,8 +396,13 @@ def test_forked_child_gets_fresh_queue_and_thread(server, monkeypatch) -> None:
     child = json.loads(data)
     assert child["ok"] and child["threads"] == ["rl-insight-exporter"]
     # parent 5 + child 2: the server sums the two processes' cumulative totals
-    wait_until(lambda: sample_value(metrics_text(server), 'rl_insight_monitor_work_total{experiment_name="e",project="fork"}') == 7.0,
-               what="summed counter")
+    wait_until(
+        lambda: (
+            sample_value(metrics_text(server), 'rl_insight_monitor_work_total{experiment_name="e",project="fork"}')
+            == 7.0
+        ),
+        what="summed counter",
+    )
 
 
 def test_a_steps_metrics_logged_before_its_step_key_get_that_step(server, monkeypatch) -> None:

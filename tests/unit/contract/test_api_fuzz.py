@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from tests.conftest import start_server
 
 schemathesis = pytest.importorskip("schemathesis")
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402 - after importorskip, which may skip the module
+from schemathesis.specs.openapi.checks import (  # noqa: E402 - after importorskip, as above
     content_type_conformance,
     positive_data_acceptance,
     response_schema_conformance,
@@ -38,8 +38,10 @@ CROSS_FIELD_RULES = {
     # item-level validation (protocol.decode_batch, targets.py): names, finite numbers, label names, the port's range;
     # the answer lists each refused item with its reason, and is 4xx only when nothing was accepted
     "POST /api/v1/ingest": re.compile(r"^all \d+ items of the batch were refused"),
-    "POST /api/v1/prometheus/targets": re.compile(r"port must be a number from 1 to 65535|is not a valid|label|printable|"
-                                                  r"give both project and experiment_name|must be a non-empty string"),
+    "POST /api/v1/prometheus/targets": re.compile(
+        r"port must be a number from 1 to 65535|is not a valid|label|printable|"
+        r"give both project and experiment_name|must be a non-empty string"
+    ),
     "GET /api/v1/runs/{run_id}/series": re.compile(r"empty window"),  # from < to
     "GET /api/v1/runs/{run_id}/spans": re.compile(r"empty window"),
     "GET /api/v1/runs/{run_id}/insights": re.compile(r"empty window"),
@@ -53,13 +55,29 @@ def live(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     """A server with a token (every network-facing one) and one without (loopback only)."""
     token = request.param
     srv = start_server(Path(tmp_path_factory.mktemp("fuzz")), token=token)
-    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"} if token else {"Content-Type": "application/json"}
+    auth = (
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        if token
+        else {"Content-Type": "application/json"}
+    )
     now = time.time()
-    batch = {"v": 1, "client": {"id": "seed", "project": "p", "experiment_name": "e"},
-             "series": [{"k": "g", "n": "training/global_step", "l": {"project": "p", "experiment_name": "e"}}],
-             "samples": [[0, now - 2, 1, 1.0], [0, now, 2, 2.0]],
-             "spans": [{"id": "s1", "name": "vllm_generate", "lane": "replica_0", "kind": "state", "start_ns": int((now - 2) * 1e9),
-                        "end_ns": int(now * 1e9), "attributes": {"project": "p", "experiment_name": "e"}}]}
+    batch = {
+        "v": 1,
+        "client": {"id": "seed", "project": "p", "experiment_name": "e"},
+        "series": [{"k": "g", "n": "training/global_step", "l": {"project": "p", "experiment_name": "e"}}],
+        "samples": [[0, now - 2, 1, 1.0], [0, now, 2, 2.0]],
+        "spans": [
+            {
+                "id": "s1",
+                "name": "vllm_generate",
+                "lane": "replica_0",
+                "kind": "state",
+                "start_ns": int((now - 2) * 1e9),
+                "end_ns": int(now * 1e9),
+                "attributes": {"project": "p", "experiment_name": "e"},
+            }
+        ],
+    }
     assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=auth).status_code == 200
     srv.app.state.st.writer.flush(10)
     spec = httpx.get(srv.url + "/openapi.json").json()
@@ -92,19 +110,28 @@ def test_no_operation_answers_5xx_or_breaks_its_schema(live) -> None:
             ctype = ctype[0] if isinstance(ctype, list) else ctype
             detail = str(response.json().get("detail", "")) if ctype.startswith("application/json") and \
                 400 <= response.status_code < 500 else ""
-            active = checks if rule is None or not rule.search(detail) else [c for c in checks if c is not positive_data_acceptance]
+            active = (
+                checks
+                if rule is None or not rule.search(detail)
+                else [c for c in checks if c is not positive_data_acceptance]
+            )
             try:
                 case.validate_response(response, checks=active, headers=headers)
-            except BaseException as exc:  # noqa: BLE001 - schemathesis raises exception groups; report all at the end
+            except BaseException as exc:  # schemathesis raises exception groups; report all at the end
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                problems.append(f"{case.method} {case.formatted_path} -> {response.status_code}: {detail[:200]} {str(response.request.body)[:120]} {response.request.headers} "
-                                f"{str(exc)[:400]}")
+                problems.append(
+                    f"{case.method} {case.formatted_path} -> {response.status_code}: {detail[:200]} "
+                    f"{str(response.request.body)[:120]} {response.request.headers} "
+                    f"{str(exc)[:400]}"
+                )
 
         run()
     assert calls >= 200
     by_operation: dict[str, str] = {}  # one example per operation and status: the list stays readable
     for p in problems:
         by_operation.setdefault(p.split(": Schemathesis", 1)[0].split(" -> ")[0] + " -> " + p.split(" -> ")[1][:3], p)
-    assert not problems, f"{len(problems)} problems in {len(by_operation)} operations:\n" + "\n".join(by_operation.values())
+    assert not problems, f"{len(problems)} problems in {len(by_operation)} operations:\n" + "\n".join(
+        by_operation.values()
+    )
     assert httpx.get(srv.url + "/metrics").status_code == 200

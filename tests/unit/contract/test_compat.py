@@ -75,8 +75,8 @@ def test_server_namespace_is_the_metric_prefix_and_service_name(server, monkeypa
     text = httpx.get(server.url + "/metrics").text
     assert 'my_team_actor_pg_loss{experiment_name="ns",project="p"} 0.25' in text
     assert "rl_insight_monitor_actor_pg_loss" not in text
-    from rl_insight.server.outbound.otlp import OtlpForwarder
     from rl_insight.protocol import SpanRecord
+    from rl_insight.server.outbound.otlp import OtlpForwarder
 
     fwd = OtlpForwarder.__new__(OtlpForwarder)
     fwd._resources = {}
@@ -160,14 +160,40 @@ def test_archive_and_restore_over_http_cli_and_the_client(server, tmp_path, monk
     import subprocess
     import sys
 
-    assert _register(server, targets=["10.0.0.1:8000", "10.0.0.2:8000"], job_name="vllm", project="p", experiment_name="e1").status_code == 200
-    assert _register(server, targets=["10.0.0.3:8000"], job_name="vllm", project="p", experiment_name="e2").status_code == 200
-    exps = {e["experiment_name"]: e for e in httpx.get(server.url + "/api/v1/experiments", params={"project": "p"}).json()["experiments"]}
+    assert (
+        _register(
+            server, targets=["10.0.0.1:8000", "10.0.0.2:8000"], job_name="vllm", project="p", experiment_name="e1"
+        ).status_code
+        == 200
+    )
+    assert (
+        _register(server, targets=["10.0.0.3:8000"], job_name="vllm", project="p", experiment_name="e2").status_code
+        == 200
+    )
+    exps = {
+        e["experiment_name"]: e
+        for e in httpx.get(server.url + "/api/v1/experiments", params={"project": "p"}).json()["experiments"]
+    }
     assert exps["e1"]["state"] == "active" and exps["e1"]["target_count"] == 2
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "rl_insight", "server", "experiments", *args, "--server-url", server.url,
-                               "--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rl_insight",
+                "server",
+                "experiments",
+                *args,
+                "--server-url",
+                server.url,
+                "--home",
+                str(tmp_path / "home"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     r = cli("archive", "--project", "p", "--experiment-name", "e1")
     assert r.returncode == 0 and "p/e1: archived, 2 target(s)" in r.stdout, r.stderr
@@ -206,15 +232,23 @@ def test_archived_experiments_are_marked_in_the_runs_list(server, monkeypatch) -
     assert run["archived"] is True
 
 
-# ------------------------------------------------------------------ CLI: upstream's --config, --attach-logs, --extra-dashboard-dir
+# ------------------------------------------------------------------ CLI: upstream's --config, --attach-logs,
+# --extra-dashboard-dir
 def _cli(home, *args: str):
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}
-    return subprocess.run([sys.executable, "-m", "rl_insight", *args, "--home", str(home)] if "server" in args[:3] else
-                          [sys.executable, "-m", "rl_insight", *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rl_insight", *args, "--home", str(home)]
+        if "server" in args[:3]
+        else [sys.executable, "-m", "rl_insight", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_server_start_reads_upstreams_config_file_and_flags_win(tmp_path) -> None:
@@ -285,9 +319,22 @@ def test_extra_dashboard_dir_is_validated_and_provisioned_next_to_ours(tmp_path)
     s = GrafanaSettings(http_host="127.0.0.1", http_port=3000, data_dir=tmp_path / "g", runtime_dir=tmp_path / "rt",
                         prometheus_url=None, tempo_url=None, extra_dashboard_dir=extra)
     write_config(s)
-    assert (s.dashboards / "extra-mine.json").exists() and (s.dashboards / "verl_trainer_v1_with_vllm_engine.json").exists()
-    (extra / "v2.json").write_text(json.dumps({"apiVersion": "dashboard.grafana.app/v2", "spec": {}, "title": "x", "panels": []}))
-    r = _cli(tmp_path / "home", "server", "start", "--extra-dashboard-dir", str(extra), "--no-prometheus", "--host", "127.0.0.1")
+    assert (s.dashboards / "extra-mine.json").exists() and (
+        s.dashboards / "verl_trainer_v1_with_vllm_engine.json"
+    ).exists()
+    (extra / "v2.json").write_text(
+        json.dumps({"apiVersion": "dashboard.grafana.app/v2", "spec": {}, "title": "x", "panels": []})
+    )
+    r = _cli(
+        tmp_path / "home",
+        "server",
+        "start",
+        "--extra-dashboard-dir",
+        str(extra),
+        "--no-prometheus",
+        "--host",
+        "127.0.0.1",
+    )
     assert r.returncode == 2 and "v2 schema" in r.stderr
 
 
@@ -301,9 +348,29 @@ def test_attach_logs_prints_each_services_lines_with_its_name(tmp_path) -> None:
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RL_INSIGHT_")}
-    proc = subprocess.Popen([sys.executable, "-m", "rl_insight", "server", "start", "--attach-logs", "--no-prometheus",
-                             "--no-tempo", "--no-grafana", "--host", "127.0.0.1", "--port", str(port), "--home", str(tmp_path / "h")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rl_insight",
+            "server",
+            "start",
+            "--attach-logs",
+            "--no-prometheus",
+            "--no-tempo",
+            "--no-grafana",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--home",
+            str(tmp_path / "h"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 60
@@ -324,7 +391,9 @@ def test_every_server_command_takes_upstreams_config(server, tmp_path) -> None:
     port = server.url.rsplit(":", 1)[1]
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"server:\n  port: {port}\n")
-    assert _register(server, targets=["10.0.0.7:1"], job_name="cfg", project="p", experiment_name="e").status_code == 200
+    assert (
+        _register(server, targets=["10.0.0.7:1"], job_name="cfg", project="p", experiment_name="e").status_code == 200
+    )
     r = _cli(tmp_path / "h", "server", "targets", "list", "--config", str(cfg))
     assert r.returncode == 0 and "10.0.0.7:1" in r.stdout, r.stderr  # the server found through server.port
     r = _cli(tmp_path / "h", "server", "experiments", "list", "--config", str(cfg))

@@ -20,9 +20,8 @@ import pytest
 import rl_insight
 from rl_insight.errors import StoreError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, schema
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore import schema
 from tests.conftest import start_server, wait_until
 
 JSON = {"Content-Type": "application/json"}
@@ -56,12 +55,16 @@ def test_1_surrogate_label_from_the_real_client_never_breaks_metrics_or_spans(se
     good_gauge(server.url)
     m = httpx.get(server.url + "/metrics")
     assert m.status_code == 200
-    assert 'rl_insight_monitor_loader_bytes{experiment_name="e",project="p",shard="/data/shard-\ufffd.bin"} 3.0' in m.text
+    assert (
+        'rl_insight_monitor_loader_bytes{experiment_name="e",project="p",shard="/data/shard-\ufffd.bin"} 3.0' in m.text
+    )
     assert "rl_insight_monitor_healthy_metric" in m.text
     assert "rl_insight_server_ingest_strings_replaced_total" in m.text
     recent = httpx.get(server.url + "/api/v1/spans/recent")
     assert recent.status_code == 200
-    assert {"read /data/shard-\ufffd.bin", "rollout/data/shard-\ufffd.bin"} <= {s["name"] for s in recent.json()["spans"]}
+    assert {"read /data/shard-\ufffd.bin", "rollout/data/shard-\ufffd.bin"} <= {
+        s["name"] for s in recent.json()["spans"]
+    }
 
 
 # ------------------------------------------------------------------ 2. run-store writer poisoning
@@ -93,9 +96,15 @@ def test_2_one_unstorable_item_never_costs_other_items_or_later_writes(tmp_path:
 
 def test_2_out_of_range_numbers_are_refused_at_the_boundary_and_counted(server) -> None:
     series = [{"k": "g", "n": "x", "l": {"project": "p", "experiment_name": "e"}}]
-    r = post_batch(server.url, batch(series, [[0, 2**63, 1, 1.0], [0, time.time(), 2**70, 1.0], [0, time.time(), 1, 2.0]],
-                                     span_starts=[{"id": "a", "name": "n", "start_ns": 2**63}],
-                                     spans=[{"id": "b", "name": "n", "start_ns": 1, "end_ns": 2**64}]))
+    r = post_batch(
+        server.url,
+        batch(
+            series,
+            [[0, 2**63, 1, 1.0], [0, time.time(), 2**70, 1.0], [0, time.time(), 1, 2.0]],
+            span_starts=[{"id": "a", "name": "n", "start_ns": 2**63}],
+            spans=[{"id": "b", "name": "n", "start_ns": 1, "end_ns": 2**64}],
+        ),
+    )
     body = r.json()
     assert r.status_code == 200 and body["accepted"] == 1 and body["rejected"] == 4
     assert {e["reason"] for e in body["errors"]} == {"out_of_range"}
@@ -106,7 +115,9 @@ def test_2_out_of_range_numbers_are_refused_at_the_boundary_and_counted(server) 
 # ------------------------------------------------------------------ 3. huge histogram count
 def test_3_histogram_with_a_huge_count_is_refused_and_metrics_stay_up(server) -> None:
     h = {"k": "h", "n": "lat", "l": {}, "b": [1.0]}
-    r = post_batch(server.url, json.dumps(batch([h], [[0, time.time(), None, [1.0, 10**400, [10**400, 10**400]]]])).encode())
+    r = post_batch(
+        server.url, json.dumps(batch([h], [[0, time.time(), None, [1.0, 10**400, [10**400, 10**400]]]])).encode()
+    )
     assert r.status_code == 422 and r.json()["errors"][0]["reason"] == "out_of_range"
     good_gauge(server.url)
     assert httpx.get(server.url + "/metrics").status_code == 200
@@ -152,11 +163,36 @@ def test_5_a_run_with_non_finite_steps_never_stops_other_runs_insights(tmp_path:
         st.writer.put_samples([SampleRow("p", "bad", "training_global_step", "gauge", "{}", 1.0, now, float("inf")),
                                SampleRow("p", "good", "training_global_step", "gauge", "{}", 1.0, now - 5, 1.0),
                                SampleRow("p", "good", "training_global_step", "gauge", "{}", 2.0, now, 2.0)])
-        st.writer.put_spans([], [SpanRecord("x", "t", None, "vllm_generate", "replica_0", "state", int((now - 4) * 1e9),
-                                            int((now - 1) * 1e9), {"project": "p", "experiment_name": exp, "param_version": "inf"})
-                                 for exp in ("bad", "good")][:1] +
-                            [SpanRecord("y", "t", None, "vllm_generate", "replica_0", "state", int((now - 4) * 1e9),
-                                        int((now - 1) * 1e9), {"project": "p", "experiment_name": "good"})])
+        st.writer.put_spans(
+            [],
+            [
+                SpanRecord(
+                    "x",
+                    "t",
+                    None,
+                    "vllm_generate",
+                    "replica_0",
+                    "state",
+                    int((now - 4) * 1e9),
+                    int((now - 1) * 1e9),
+                    {"project": "p", "experiment_name": exp, "param_version": "inf"},
+                )
+                for exp in ("bad", "good")
+            ][:1]
+            + [
+                SpanRecord(
+                    "y",
+                    "t",
+                    None,
+                    "vllm_generate",
+                    "replica_0",
+                    "state",
+                    int((now - 4) * 1e9),
+                    int((now - 1) * 1e9),
+                    {"project": "p", "experiment_name": "good"},
+                )
+            ],
+        )
         assert st.writer.flush(10)
         st.insight.refresh()
         text = httpx.get(srv.url + "/metrics").text
@@ -348,11 +384,14 @@ def test_12_openapi_documents_bodies_and_error_answers(server) -> None:
     assert {"400", "401", "413", "415", "422"} <= set(ingest["responses"])
     targets = spec["paths"]["/api/v1/prometheus/targets"]["post"]
     assert "targets" in targets["requestBody"]["content"]["application/json"]["schema"]["properties"]
-    assert spec["paths"]["/api/v1/runs/{run_id}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"] == \
-        {"$ref": "#/components/schemas/ErrorBody"}
+    assert spec["paths"]["/api/v1/runs/{run_id}"]["get"]["responses"]["404"]["content"]["application/json"][
+        "schema"
+    ] == {"$ref": "#/components/schemas/ErrorBody"}
     # a parameter error has the documented shape: {"detail": str, "hint"?, "errors"?}
     r = httpx.get(server.url + "/api/v1/runs/abc")
-    assert r.status_code == 422 and isinstance(r.json()["detail"], str) and r.json()["errors"][0]["loc"] == "path.run_id"
+    assert (
+        r.status_code == 422 and isinstance(r.json()["detail"], str) and r.json()["errors"][0]["loc"] == "path.run_id"
+    )
 
 
 def test_gzip_bomb_is_still_bounded(tmp_path: Path) -> None:
@@ -381,7 +420,9 @@ def test_10_data_dir_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> 
 
     cfg = tmp_path / "server.json"
     cfg.write_text(ServerConfig(host="127.0.0.1", port=free_port(), data_dir=str(blocker / "data")).to_json())
-    r = subprocess.run([sys.executable, "-m", "rl_insight.server", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "rl_insight.server", "--config", str(cfg)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "cannot create" in r.stderr and "not-a-dir" in r.stderr
 
@@ -404,13 +445,27 @@ def test_9_home_logs_and_rotated_logs_are_private(tmp_path: Path) -> None:
 
 
 def test_staleness_card_reads_verls_own_metric(tmp_path: Path) -> None:
-    """(UI issue) verl's separate-async trainer logs its staleness; the insights use it when no param_version is given."""
+    """(UI issue) verl's separate-async trainer logs its staleness; the insights use it when no param_version is
+    given."""
     srv = start_server(tmp_path)
     try:
         now = time.time()
-        rows = [SampleRow("p", "async", "training_off_policy_trajectory_staleness_mean", "gauge", "{}", float(i), now - 10 + i, 0.5 + i)
-                for i in range(3)]
-        rows.append(SampleRow("p", "async", "training_off_policy_trajectory_staleness_max", "gauge", "{}", 2.0, now - 8, 3.0))
+        rows = [
+            SampleRow(
+                "p",
+                "async",
+                "training_off_policy_trajectory_staleness_mean",
+                "gauge",
+                "{}",
+                float(i),
+                now - 10 + i,
+                0.5 + i,
+            )
+            for i in range(3)
+        ]
+        rows.append(
+            SampleRow("p", "async", "training_off_policy_trajectory_staleness_max", "gauge", "{}", 2.0, now - 8, 3.0)
+        )
         srv.app.state.st.writer.put_samples(rows)
         srv.app.state.st.writer.flush(10)
         (run,) = httpx.get(srv.url + "/api/v1/runs").json()["runs"]

@@ -22,12 +22,7 @@ import pytest
 import rl_insight
 from rl_insight.analysis.parsers import torch_trace
 from rl_insight.analysis.table import Report
-from rl_insight.errors import (
-    BusyError,
-    ConflictError,
-    InvalidInputError,
-    PayloadTooLargeError,
-)
+from rl_insight.errors import BusyError, ConflictError, InvalidInputError, PayloadTooLargeError
 from rl_insight.server.live.profiles import JOURNAL, ProfileBook
 from tests.conftest import free_port, start_server, wait_until
 
@@ -44,7 +39,7 @@ def _damaged_trace(copies: int) -> bytes:
 
 
 def _book(tmp_path: Path, **kw: object) -> ProfileBook:
-    return ProfileBook(tmp_path / "profiles", analyze=False, **kw)  # type: ignore[arg-type]
+    return ProfileBook(tmp_path / "profiles", analyze=False, **kw)
 
 
 def _upload(book: ProfileBook, rid: str, data: bytes, name: str = NAME) -> dict:
@@ -55,10 +50,13 @@ def _upload(book: ProfileBook, rid: str, data: bytes, name: str = NAME) -> dict:
 def test_r2_01_a_damaged_header_is_read_in_linear_time() -> None:
     """600 kB of repeated keys before traceEvents: the old regex took minutes (33 s at 300 kB); a linear scan
     takes milliseconds. Run in a child with a deadline far above linear and far below quadratic."""
-    code = ("import sys, pathlib, tempfile; from rl_insight.analysis.parsers import torch_trace as t; "
-            "from rl_insight.analysis.table import Report; from tests.unit.contract.test_hostile_input_round2 import _damaged_trace; "
-            "p = pathlib.Path(tempfile.mkdtemp()) / 'x.json'; p.write_bytes(_damaged_trace(20_000)); r = Report(); "
-            "c = t.parse(p, r); print(len(c.segments))")
+    code = (
+        "import sys, pathlib, tempfile; from rl_insight.analysis.parsers import torch_trace as t; "
+        "from rl_insight.analysis.table import Report; from tests.unit.contract.test_hostile_input_round2 import "
+        "_damaged_trace; "
+        "p = pathlib.Path(tempfile.mkdtemp()) / 'x.json'; p.write_bytes(_damaged_trace(20_000)); r = Report(); "
+        "c = t.parse(p, r); print(len(c.segments))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[3])
     assert out.returncode == 0, out.stderr
@@ -78,7 +76,10 @@ def test_r2_01_an_uploaded_damaged_trace_is_analysed_outside_the_server(tmp_path
         assert r.status_code == 200, r.text
         # the server answers throughout the analysis (the old code held the GIL in the server for seconds)
         deadline = time.monotonic() + 90
-        while (done := api.get(f"/api/v1/profiles/{rid}", timeout=3).json()["analysis"])["state"] not in ("done", "failed"):
+        while (done := api.get(f"/api/v1/profiles/{rid}", timeout=3).json()["analysis"])["state"] not in (
+            "done",
+            "failed",
+        ):
             assert time.monotonic() < deadline, done
             assert httpx.get(url + "/healthz", timeout=3).status_code == 200
             time.sleep(0.05)
@@ -128,9 +129,7 @@ def test_r2_02_an_analysis_interrupted_by_stops_runs_once_more_then_never(tmp_pa
 
 # ---------------------------------------------------------------------------------------------------- case 3
 def test_r2_03_otlp_protobuf_is_walked_with_caps_not_converted_whole() -> None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from rl_insight.server.intake.otlp import MAX_LEAVES, decode_request, to_batches
 
@@ -173,7 +172,8 @@ def test_r2_03_the_otlp_http_intake_refuses_past_its_bound_with_503() -> None:
         pass
 
 
-# ---------------------------------------------------------------------------------------------------- case 4 (store half)
+# ---------------------------------------------------------------------------------------------------- case 4 (store
+# half)
 def test_r2_04_a_resent_sample_is_stored_once(tmp_path: Path) -> None:
     from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 
@@ -197,7 +197,9 @@ def test_r2_06_the_ui_session_requests_and_cancels_profiles_on_a_token_server(tm
         ui = httpx.Client(base_url=srv.url, timeout=10)
         assert ui.post("/api/v1/login", json={"token": TOKEN}).status_code == 200  # the sign-in form
         same_origin = {"Origin": srv.url}
-        r = ui.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}, headers=same_origin)
+        r = ui.post(
+            "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}, headers=same_origin
+        )
         assert r.status_code == 201, r.text
         rid = r.json()["id"]
         assert ui.delete(f"/api/v1/profiles/{rid}", headers=same_origin).json()["state"] == "cancelled"
@@ -207,20 +209,36 @@ def test_r2_06_the_ui_session_requests_and_cancels_profiles_on_a_token_server(tm
         foreign = ui.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"},
                           headers={"Origin": "https://evil.example"})
         assert foreign.status_code == 403
-        assert httpx.post(srv.url + "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}).status_code == 401
+        assert (
+            httpx.post(
+                srv.url + "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}
+            ).status_code
+            == 401
+        )
     finally:
         srv.stop()
 
 
 # ---------------------------------------------------------------------------------------------------- case 7
 SECRETS = {
-    "api-key": "s3cr3t-api-key-1", "private-key": "-----BEGIN KEY-----abc", "passphrase": "correct horse battery",
-    "X-Api-Key": "xapikey-12345678", "aws_access_key_id": "AKIAABCDEFGHIJKLMNOP", "aws_secret_access_key": "wJalrXUtnFEMI-K7MDENG",
-    "hf_token": "hf_abcdefghijklmnopqrstuvwxyz123456", "HF_TOKEN": "hf_zyxwvutsrqponmlkjihgfedcba654321",
-    "password": "hunter2-hunter2", "db_password": "pg-pass-98765", "client_secret": "oauth-client-secret-1",
-    "auth_token": "tok-auth-24680", "access_token": "tok-access-13579", "openai_api_key": "sk-proj-abcdefghijklmnopqrstuv",
-    "slack_webhook": "https://hooks.slack.com/services/T0/B0/abcdefghij", "credentials": "user:pass-creds-1",
-    "apiKey": "camel-api-key-777", "sessionid": "sess-0123456789",
+    "api-key": "s3cr3t-api-key-1",
+    "private-key": "-----BEGIN KEY-----abc",
+    "passphrase": "correct horse battery",
+    "X-Api-Key": "xapikey-12345678",
+    "aws_access_key_id": "AKIAABCDEFGHIJKLMNOP",
+    "aws_secret_access_key": "wJalrXUtnFEMI-K7MDENG",
+    "hf_token": "hf_abcdefghijklmnopqrstuvwxyz123456",
+    "HF_TOKEN": "hf_zyxwvutsrqponmlkjihgfedcba654321",
+    "password": "hunter2-hunter2",
+    "db_password": "pg-pass-98765",
+    "client_secret": "oauth-client-secret-1",
+    "auth_token": "tok-auth-24680",
+    "access_token": "tok-access-13579",
+    "openai_api_key": "sk-proj-abcdefghijklmnopqrstuv",
+    "slack_webhook": "https://hooks.slack.com/services/T0/B0/abcdefghij",
+    "credentials": "user:pass-creds-1",
+    "apiKey": "camel-api-key-777",
+    "sessionid": "sess-0123456789",
 }
 VALUES = {  # credentials inside ordinary keys
     "db_url": ("postgresql://admin:pg-url-pass-1@db:5432/runs", "pg-url-pass-1"),
@@ -232,9 +250,18 @@ VALUES = {  # credentials inside ordinary keys
     "note": ("use ghp_abcdefghijklmnopqrstuvwxyz0123 for the repo", "ghp_abcdefghijklmnopqrstuvwxyz0123"),
     "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "dozjgNryP4J3jVmNHl0w5N"),
 }
-ORDINARY = {"ppo_max_token_len_per_gpu": 16384, "max_num_batched_tokens": 8192, "max_tokens": 512, "tokenizer": "Qwen/Qwen2.5-7B",
-            "author": "rl-team", "pad_token": "<pad>", "max_prompt_length": 1024, "total_training_steps": 100,
-            "key_frames": 4, "monkey": "banana"}
+ORDINARY = {
+    "ppo_max_token_len_per_gpu": 16384,
+    "max_num_batched_tokens": 8192,
+    "max_tokens": 512,
+    "tokenizer": "Qwen/Qwen2.5-7B",
+    "author": "rl-team",
+    "pad_token": "<pad>",
+    "max_prompt_length": 1024,
+    "total_training_steps": 100,
+    "key_frames": 4,
+    "monkey": "banana",
+}
 
 
 class _Opaque:
@@ -242,7 +269,9 @@ class _Opaque:
         return "Opaque(password='repr-leak-6')"
 
 
-def test_r2_07_run_config_secrets_never_reach_the_api_or_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_r2_07_run_config_secrets_never_reach_the_api_or_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv = start_server(tmp_path)
     try:
         deep: dict = {"password": "deep-secret-7"}
@@ -260,8 +289,20 @@ def test_r2_07_run_config_secrets_never_reach_the_api_or_the_store(tmp_path: Pat
         run = next(r for r in httpx.get(srv.url + "/api/v1/runs").json()["runs"] if r["project"] == "secrets")
         stored = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}").json()["config"]
         text = json.dumps(stored) + (tmp_path / "data" / "runstore.sqlite").read_bytes().decode("latin-1")
-        leaked = [v for v in [*SECRETS.values(), *(s for _, s in VALUES.values()), "wandb-key-8-abcdef", "k8s-env-secret-9",
-                              "cli-token-10", "cli-key-11", "repr-leak-6", "deep-secret-7"] if v in text]
+        leaked = [
+            v
+            for v in [
+                *SECRETS.values(),
+                *(s for _, s in VALUES.values()),
+                "wandb-key-8-abcdef",
+                "k8s-env-secret-9",
+                "cli-token-10",
+                "cli-key-11",
+                "repr-leak-6",
+                "deep-secret-7",
+            ]
+            if v in text
+        ]
         assert not leaked
         for k, v in ORDINARY.items():
             assert stored[f"trainer.{k}"] == v, k
@@ -272,10 +313,24 @@ def test_r2_07_run_config_secrets_never_reach_the_api_or_the_store(tmp_path: Pat
 
 
 def test_r2_07_the_server_redacts_what_a_client_did_not(server) -> None:
-    batch = {"v": 1, "client": {"id": "old", "project": "p", "experiment_name": "raw",
-                                "run": {"config": {"trainer.hf_token": "hf_rawrawrawrawrawrawrawrawraw12", "trainer.lr": 0.1,
-                                                   "data.url": "mysql://root:raw-pass-12@db/x"}, "tags": []}},
-             "series": [{"k": "g", "n": "x", "l": {"project": "p", "experiment_name": "raw"}}], "samples": [[0, time.time(), 1, 1.0]]}
+    batch = {
+        "v": 1,
+        "client": {
+            "id": "old",
+            "project": "p",
+            "experiment_name": "raw",
+            "run": {
+                "config": {
+                    "trainer.hf_token": "hf_rawrawrawrawrawrawrawrawraw12",
+                    "trainer.lr": 0.1,
+                    "data.url": "mysql://root:raw-pass-12@db/x",
+                },
+                "tags": [],
+            },
+        },
+        "series": [{"k": "g", "n": "x", "l": {"project": "p", "experiment_name": "raw"}}],
+        "samples": [[0, time.time(), 1, 1.0]],
+    }
     assert httpx.post(server.url + "/api/v1/ingest", json=batch).status_code == 200
     run = next(r for r in httpx.get(server.url + "/api/v1/runs").json()["runs"] if r["experiment_name"] == "raw")
     config = httpx.get(f"{server.url}/api/v1/runs/{run['id']}").json()["config"]
@@ -323,8 +378,18 @@ def test_r2_19_a_memory_snapshot_uploaded_alone_is_analysed(tmp_path: Path) -> N
 # ---------------------------------------------------------------------------------------------------- case 10
 def test_r2_10_one_span_at_1970_does_not_stretch_the_runs_window(server) -> None:
     now = time.time_ns()
-    spans = [{"id": f"s{i}", "name": "rollout", "lane": "replica_0", "kind": "state", "start_ns": now - (10 - i) * 10**9,
-              "end_ns": now - (9 - i) * 10**9, "attributes": {"project": "p", "experiment_name": "clock"}} for i in range(5)]
+    spans = [
+        {
+            "id": f"s{i}",
+            "name": "rollout",
+            "lane": "replica_0",
+            "kind": "state",
+            "start_ns": now - (10 - i) * 10**9,
+            "end_ns": now - (9 - i) * 10**9,
+            "attributes": {"project": "p", "experiment_name": "clock"},
+        }
+        for i in range(5)
+    ]
     spans.append({"id": "early", "name": "rollout", "lane": "replica_1", "kind": "state", "start_ns": 1, "end_ns": 2,
                   "attributes": {"project": "p", "experiment_name": "clock"}})
     batch = {"v": 1, "client": {"id": "c", "project": "p", "experiment_name": "clock"}, "spans": spans}
@@ -335,7 +400,9 @@ def test_r2_10_one_span_at_1970_does_not_stretch_the_runs_window(server) -> None
     assert body["to_ns"] - body["from_ns"] < 3600 * 10**9
     assert body["left_out"]["spans"] == 1 and "from_ns" in body["left_out"]["why"]
     everything = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/spans", params={"from_ns": 0, "to_ns": now}).json()
-    assert body["left_out"]["before_ns"] > 2 and '"early"' in json.dumps(everything)  # still stored, and shown when asked
+    assert body["left_out"]["before_ns"] > 2 and '"early"' in json.dumps(
+        everything
+    )  # still stored, and shown when asked
 
 
 # ---------------------------------------------------------------------------------------------------- case 11
@@ -350,7 +417,9 @@ def test_r2_11_unfinished_headers_are_timed_out_and_connections_bounded(tmp_path
             s.sendall(b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
             socks.append(s)
         assert httpx.get(url + "/healthz", timeout=5).status_code == 200  # still answering meanwhile
-        extra = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]  # past max_connections: closed at once
+        extra = [
+            socket.create_connection(("127.0.0.1", port)) for _ in range(40)
+        ]  # past max_connections: closed at once
         socks_extra = extra
         closed = sum(1 for s in extra if _closed(s, 2))
         assert closed >= 40 - (64 - 40) - 1  # all but the 24 that fit (one more if /healthz's connection is still open)
@@ -466,8 +535,18 @@ def test_r2_16_a_request_written_before_the_journal_keeps_its_processes(tmp_path
     rid = book.create("p", "e", 1, 1)["id"]
     f = tmp_path / "profiles" / rid / "request.json"
     old = json.loads(f.read_text())  # as the version before the journal wrote it: processes inside request.json
-    old["processes"] = {"h:1": {"host": "h", "pid": 1, "rank": 0, "lanes": [], "roles": [], "state": "armed", "message": "",
-                                "updated_at": 0}}
+    old["processes"] = {
+        "h:1": {
+            "host": "h",
+            "pid": 1,
+            "rank": 0,
+            "lanes": [],
+            "roles": [],
+            "state": "armed",
+            "message": "",
+            "updated_at": 0,
+        }
+    }
     f.write_text(json.dumps(old))
     _book(tmp_path).cancel(rid)  # a save after the upgrade
     assert list(_book(tmp_path).get(rid)["processes"]) == ["h:1"]
@@ -497,7 +576,8 @@ def test_r2_18_export_names_never_share_a_directory_and_wandb_errors_are_clear(m
         wandb_writer.WandbRun("a/b#c", "d")
 
 
-# ---------------------------------------------------------------------------------------------------- "next" (suite flake)
+# ---------------------------------------------------------------------------------------------------- "next" (suite
+# flake)
 def test_next_is_the_first_step_every_process_hears_of_before_it_begins() -> None:
     from rl_insight.server.live.step_clock import StepClock
 

@@ -19,6 +19,7 @@ from rl_insight.server.live.metric_store import MetricStore, StoreCollector
 from rl_insight.server.outbound.otlp import OtlpForwarder
 from rl_insight.server.runstore import RunStoreWriter
 
+
 def _mostly(valid: st.SearchStrategy, hostile: st.SearchStrategy) -> st.SearchStrategy:
     """Valid 7 times in 8 (so that whole items get through and reach the sinks), hostile otherwise."""
     return st.integers(min_value=0, max_value=7).flatmap(lambda i: hostile if i == 0 else valid)
@@ -31,30 +32,61 @@ NAME = st.one_of(TEXT, st.sampled_from(["loss", "val-core/acc@1", "training/glob
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-2**80, max_value=2**80),
                    st.sampled_from([0, 1, 2**53, 2**63, 10**400, -1.0]), st.booleans(), st.none(), TEXT)
 SCALAR = st.one_of(TEXT, st.integers(min_value=-2**70, max_value=2**70), st.floats(), st.booleans(), st.none())
-ATTRS = st.dictionaries(TEXT, st.one_of(SCALAR, st.lists(SCALAR, max_size=3), st.dictionaries(TEXT, SCALAR, max_size=2)),
-                        max_size=6)
+ATTRS = st.dictionaries(
+    TEXT, st.one_of(SCALAR, st.lists(SCALAR, max_size=3), st.dictionaries(TEXT, SCALAR, max_size=2)), max_size=6
+)
 NS = st.one_of(st.integers(min_value=0, max_value=2**64), st.integers(min_value=1_700_000_000 * 10**9,
                                                                        max_value=1_800_000_000 * 10**9), NUMBER)
 
-SERIES = st.fixed_dictionaries({"k": st.sampled_from(["g", "g", "c", "h", "x"]), "n": _mostly(st.just("loss"), NAME),
-                                "l": _mostly(st.dictionaries(st.sampled_from(["role", "shard", "rank"]), TEXT, max_size=2),
-                                             st.dictionaries(TEXT, SCALAR, max_size=4))},
-                               optional={"d": TEXT, "b": st.one_of(st.just([1.0]), st.lists(NUMBER, min_size=1, max_size=4)),
-                                         "ns": st.just("client")})
+SERIES = st.fixed_dictionaries(
+    {
+        "k": st.sampled_from(["g", "g", "c", "h", "x"]),
+        "n": _mostly(st.just("loss"), NAME),
+        "l": _mostly(
+            st.dictionaries(st.sampled_from(["role", "shard", "rank"]), TEXT, max_size=2),
+            st.dictionaries(TEXT, SCALAR, max_size=4),
+        ),
+    },
+    optional={
+        "d": TEXT,
+        "b": st.one_of(st.just([1.0]), st.lists(NUMBER, min_size=1, max_size=4)),
+        "ns": st.just("client"),
+    },
+)
 FINITE = st.floats(allow_nan=False, allow_infinity=False)
 HIST_VALUE = st.integers(min_value=0, max_value=5).map(lambda c: [float(c), c, [0, c]])  # valid for 1 bound
-VALID_SERIES = st.fixed_dictionaries({"k": st.sampled_from(["g", "c", "h"]), "n": st.sampled_from(["loss", "a/b", "x\udcff"]),
-                                      "l": st.dictionaries(st.sampled_from(["role", "shard"]), TEXT, max_size=2),
-                                      "b": st.just([1.0])})
-SAMPLE = st.tuples(_mostly(st.just(0), st.integers(min_value=-1, max_value=4)),
-                   _mostly(st.floats(min_value=1e9, max_value=2e9), NUMBER),
-                   _mostly(st.one_of(st.none(), st.integers(min_value=0, max_value=10**6)), NUMBER),
-                   _mostly(st.one_of(FINITE, HIST_VALUE), st.one_of(NUMBER, st.tuples(NUMBER, NUMBER, st.lists(NUMBER, max_size=5)).map(list)))
-                   ).map(list)
-SPAN = st.fixed_dictionaries({"id": _mostly(st.just("a1"), TEXT), "name": _mostly(st.just("rollout"), NAME),
-                              "start_ns": _mostly(st.integers(min_value=0, max_value=INT64_MAX), NS)},
-                             optional={"end_ns": _mostly(st.just(INT64_MAX), NS), "trace_id": TEXT, "parent_id": st.one_of(TEXT, st.none()),
-                                       "lane": st.one_of(TEXT, st.none()), "kind": TEXT, "attributes": ATTRS})
+VALID_SERIES = st.fixed_dictionaries(
+    {
+        "k": st.sampled_from(["g", "c", "h"]),
+        "n": st.sampled_from(["loss", "a/b", "x\udcff"]),
+        "l": st.dictionaries(st.sampled_from(["role", "shard"]), TEXT, max_size=2),
+        "b": st.just([1.0]),
+    }
+)
+SAMPLE = st.tuples(
+    _mostly(st.just(0), st.integers(min_value=-1, max_value=4)),
+    _mostly(st.floats(min_value=1e9, max_value=2e9), NUMBER),
+    _mostly(st.one_of(st.none(), st.integers(min_value=0, max_value=10**6)), NUMBER),
+    _mostly(
+        st.one_of(FINITE, HIST_VALUE),
+        st.one_of(NUMBER, st.tuples(NUMBER, NUMBER, st.lists(NUMBER, max_size=5)).map(list)),
+    ),
+).map(list)
+SPAN = st.fixed_dictionaries(
+    {
+        "id": _mostly(st.just("a1"), TEXT),
+        "name": _mostly(st.just("rollout"), NAME),
+        "start_ns": _mostly(st.integers(min_value=0, max_value=INT64_MAX), NS),
+    },
+    optional={
+        "end_ns": _mostly(st.just(INT64_MAX), NS),
+        "trace_id": TEXT,
+        "parent_id": st.one_of(TEXT, st.none()),
+        "lane": st.one_of(TEXT, st.none()),
+        "kind": TEXT,
+        "attributes": ATTRS,
+    },
+)
 BATCH = st.fixed_dictionaries({"v": st.just(1), "client": st.fixed_dictionaries({"id": st.just("c1")}, optional={
     "project": TEXT, "experiment_name": TEXT, "host": TEXT, "pid": NUMBER}),
     "series": st.tuples(VALID_SERIES, st.lists(SERIES, max_size=4)).map(lambda t: [t[0], *t[1]]),
@@ -110,17 +142,29 @@ def test_client_encoding_round_trips(values: list[float], names: list[str], step
     assert not batch.errors
     got = [(batch.series[s.series].name, s.ts, s.step, s.value) for _, s in batch.samples]
     want = [(table.entries[i]["n"], ts, None if st_ is None else float(st_), v) for i, ts, st_, v in samples]
-    clean = [(n.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if any("\ud800" <= c <= "\udfff" for c in n) else n)
-             for n, *_ in want]
+    clean = [
+        (
+            n.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            if any("\ud800" <= c <= "\udfff" for c in n)
+            else n
+        )
+        for n, *_ in want
+    ]
     assert [g[0] for g in got] == [c if "\ufffd" not in c else g[0] for c, g in zip(clean, got)]
     assert [g[1:] for g in got] == [w[1:] for w in want]
 
 
 def test_protocol_2_compact_spans_share_their_attributes() -> None:
     attrs = {"project": "p", "experiment_name": "e", "state_lane_id": "rank_0"}
-    body = wire.encode_batch({"id": "c"}, [], [], [["a", "t", None, "gen", "rank_0", 1, None, "state", 0]],
-                             [["a", "t", None, "gen", "rank_0", 1, 5, "state", 0], ["b", "t", None, "x", None, 2, 3, "op", 1]],
-                             False, span_attrs=[attrs, {f"k{i}": "x" * 1000 for i in range(20)}])
+    body = wire.encode_batch(
+        {"id": "c"},
+        [],
+        [],
+        [["a", "t", None, "gen", "rank_0", 1, None, "state", 0]],
+        [["a", "t", None, "gen", "rank_0", 1, 5, "state", 0], ["b", "t", None, "x", None, 2, 3, "op", 1]],
+        False,
+        span_attrs=[attrs, {f"k{i}": "x" * 1000 for i in range(20)}],
+    )
     batch = decode_batch(json.loads(body))
     assert [s.id for s in batch.spans] == ["a"] and batch.spans[0].attributes is batch.span_starts[0].attributes
     assert batch.spans[0].project == "p" and batch.spans[0].lane == "rank_0"

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from rl_insight.protocol import (
-    DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_WINDOW_S, PROTOCOL_VERSIONS, IngestReply, ProfileRequest, RunControl,
+    DEFAULT_PROFILE_ACTIVITIES,
+    DEFAULT_PROFILE_WINDOW_S,
+    PROTOCOL_VERSIONS,
+    IngestReply,
+    ProfileRequest,
+    RunControl,
 )
 
 

@@ -50,6 +50,10 @@ def test_the_package_root_holds_only_the_app_its_state_config_and_security() -> 
 
 def test_all_sql_of_the_run_store_is_in_runstore() -> None:
     package = SERVER.parent
-    outside = [str(p.relative_to(package)) for folder in ("server", "export", "cli") for p in (package / folder).rglob("*.py")
-               if "runstore" not in p.parts and re.search(r"\.execute(many)?\(|\bSELECT\b.*\bFROM\b", p.read_text())]
+    outside = [
+        str(p.relative_to(package))
+        for folder in ("server", "export", "cli")
+        for p in (package / folder).rglob("*.py")
+        if "runstore" not in p.parts and re.search(r"\.execute(many)?\(|\bSELECT\b.*\bFROM\b", p.read_text())
+    ]
     assert not outside, outside

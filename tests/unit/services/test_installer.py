@@ -75,8 +75,16 @@ def test_official_download_verify_install_and_idempotence(official, tmp_path: Pa
 
 def test_mirror_template_through_the_cli(releases, tmp_path: Path) -> None:
     base = releases[0]
-    r = cli(tmp_path / "home", "server", "install", "--platform", PLAT, "--mirror", f"{base}/{{service}}/v{{version}}/{{asset}}",
-            timeout=120)
+    r = cli(
+        tmp_path / "home",
+        "server",
+        "install",
+        "--platform",
+        PLAT,
+        "--mirror",
+        f"{base}/{{service}}/v{{version}}/{{asset}}",
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "installed" in r.stdout and installed_dirs(tmp_path / "home" / "services") == \
         ["grafana/13.0.0", "prometheus/2.54.1", "tempo/2.6.1"]
@@ -165,7 +173,9 @@ def test_bundle_round_trip_and_tampering(official, tmp_path: Path) -> None:
                 data = json.dumps(doc).encode()
                 m.size = len(data)
             dst.addfile(m, io.BytesIO(data))
-    r = cli(tmp_path / "cluster2", "server", "install", "--platform", PLAT, "--local-archive", str(tampered), timeout=120)
+    r = cli(
+        tmp_path / "cluster2", "server", "install", "--platform", PLAT, "--local-archive", str(tampered), timeout=120
+    )
     assert r.returncode == 1 and "checksum mismatch" in r.stderr
     assert "f" * 64 in r.stderr
 
@@ -179,6 +189,16 @@ def test_clear_errors_for_bad_sources(tmp_path: Path) -> None:
         Installer(tmp_path / "s", platform=PLAT, local_archive=junk)
     with pytest.raises(InvalidInputError, match="not supported"):
         Installer(tmp_path / "s", platform="windows-amd64")
-    r = cli(tmp_path / "h", "server", "install", "--platform", PLAT, "--mirror", "http://127.0.0.1:9/{asset}", "--service", "tempo",
-            timeout=60)
+    r = cli(
+        tmp_path / "h",
+        "server",
+        "install",
+        "--platform",
+        PLAT,
+        "--mirror",
+        "http://127.0.0.1:9/{asset}",
+        "--service",
+        "tempo",
+        timeout=60,
+    )
     assert r.returncode == 1 and ("cannot reach" in r.stderr or "no checksum" in r.stderr)

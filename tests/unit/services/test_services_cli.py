@@ -38,8 +38,11 @@ def test_auto_port_picks_a_free_port(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
-        sup = Supervisor(StackSettings(home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=busy), prometheus=False,
-                                       auto_port=True))
+        sup = Supervisor(
+            StackSettings(
+                home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=busy), prometheus=False, auto_port=True
+            )
+        )
         sup.plan()
     assert sup.ingest_port != busy
     assert sup.services[0].url.endswith(f":{sup.ingest_port}")
@@ -91,7 +94,9 @@ def test_tempo_3_is_reported_unsupported(tmp_path: Path) -> None:
     t3 = write_standin(tmp_path / "tempo", "tempo", "3.0.1")
     with pytest.raises(BinaryNotFoundError, match="unsupported"):
         binaries.find_binary("tempo", tmp_path / "services", t3)
-    assert binaries.find_binary("tempo", tmp_path / "services", write_standin(tmp_path / "t2" / "tempo", "tempo", "2.9.0")).version == (2, 9, 0)
+    assert binaries.find_binary(
+        "tempo", tmp_path / "services", write_standin(tmp_path / "t2" / "tempo", "tempo", "2.9.0")
+    ).version == (2, 9, 0)
 
 
 def test_logs_rotate_by_size_without_losing_the_writer(tmp_path: Path) -> None:
@@ -117,7 +122,9 @@ def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
         assert st.returncode == 0
         status = json.loads(st.stdout)
         assert status["running"] and [s["name"] for s in status["services"]] == ["ingest"]
-        again = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+        again = cli(
+            tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus"
+        )
         assert again.returncode == 0 and "already running" in again.stdout
     finally:
         stop = cli(tmp_path, "server", "stop")
@@ -135,7 +142,10 @@ def test_network_bind_generates_a_private_token(tmp_path: Path) -> None:
         assert f"export RL_INSIGHT_TOKEN={token}" in r.stdout
         import httpx
 
-        assert httpx.post(f"http://127.0.0.1:{port}/api/v1/prometheus/targets", json={"targets": ["a:1"]}).status_code == 401
+        assert (
+            httpx.post(f"http://127.0.0.1:{port}/api/v1/prometheus/targets", json={"targets": ["a:1"]}).status_code
+            == 401
+        )
         # the CLI finds the token in the home by itself
         f = tmp_path / "t.yaml"
         f.write_text("jobs:\n  - job_name: node-exporter\n    targets: ['10.0.0.1:9100']\n    labels: {node: n1}\n")
@@ -149,9 +159,21 @@ def test_network_bind_generates_a_private_token(tmp_path: Path) -> None:
 def test_stale_pid_file_never_touches_other_processes(tmp_path: Path) -> None:
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        state = {"supervisor": {"pid": victim.pid, "marker": "rl_insight server start --home elsewhere"},
-                 "services": [{"name": "ingest", "pid": victim.pid, "marker": "-m rl_insight.server --config x",
-                               "ready_url": "http://127.0.0.1:1/healthz", "url": "", "port": 1, "version": "0", "log": ""}]}
+        state = {
+            "supervisor": {"pid": victim.pid, "marker": "rl_insight server start --home elsewhere"},
+            "services": [
+                {
+                    "name": "ingest",
+                    "pid": victim.pid,
+                    "marker": "-m rl_insight.server --config x",
+                    "ready_url": "http://127.0.0.1:1/healthz",
+                    "url": "",
+                    "port": 1,
+                    "version": "0",
+                    "log": "",
+                }
+            ],
+        }
         (tmp_path / "run").mkdir(parents=True)
         (tmp_path / "run" / "stack.json").write_text(json.dumps(state))
         st = cli(tmp_path, "server", "status")
@@ -167,17 +189,29 @@ def test_stale_pid_file_never_touches_other_processes(tmp_path: Path) -> None:
 
 def test_targets_cli_without_server_writes_file_sd(tmp_path: Path) -> None:
     f = tmp_path / "targets.yaml"
-    f.write_text(yaml.safe_dump({"jobs": [
-        {"job_name": "node-exporter", "targets": ["10.0.0.1:9100", {"target": "10.0.0.2:9100", "labels": {"node": "n2"}}],
-         "labels": {"node": "n1"}},
-        {"job_name": "npu-exporter", "targets": ["10.0.0.1:8082"]},
-    ]}))
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "jobs": [
+                    {
+                        "job_name": "node-exporter",
+                        "targets": ["10.0.0.1:9100", {"target": "10.0.0.2:9100", "labels": {"node": "n2"}}],
+                        "labels": {"node": "n1"},
+                    },
+                    {"job_name": "npu-exporter", "targets": ["10.0.0.1:8082"]},
+                ]
+            }
+        )
+    )
     r = cli(tmp_path, "server", "targets", "add", str(f))
     assert r.returncode == 0, r.stderr
     assert "Added 2 target(s) to job 'node-exporter'." in r.stdout
     listed = json.loads(cli(tmp_path, "server", "targets", "list", "--json").stdout)
     assert {(t["job"], t["target"], t["labels"].get("node")) for t in listed} == {
-        ("node-exporter", "10.0.0.1:9100", "n1"), ("node-exporter", "10.0.0.2:9100", "n2"), ("npu-exporter", "10.0.0.1:8082", None)}
+        ("node-exporter", "10.0.0.1:9100", "n1"),
+        ("node-exporter", "10.0.0.2:9100", "n2"),
+        ("npu-exporter", "10.0.0.1:8082", None),
+    }
     r = cli(tmp_path, "server", "targets", "remove", "--job", "npu-exporter")
     assert r.returncode == 0 and "Removed 1 target(s)." in r.stdout
 
@@ -197,9 +231,16 @@ def test_targets_add_rejects_bad_files_before_writing(tmp_path: Path, content: s
 
 
 def test_rendered_prometheus_config_passes_promtool(tmp_path: Path) -> None:
-    settings = PrometheusSettings(host="127.0.0.1", port=9090, data_dir=tmp_path / "tsdb", config_file=tmp_path / "p.yml",
-                                  targets_file=tmp_path / "targets.json", ingest_target="127.0.0.1:18080",
-                                  scrape_interval="15s", rules_dir=tmp_path / "rules")
+    settings = PrometheusSettings(
+        host="127.0.0.1",
+        port=9090,
+        data_dir=tmp_path / "tsdb",
+        config_file=tmp_path / "p.yml",
+        targets_file=tmp_path / "targets.json",
+        ingest_target="127.0.0.1:18080",
+        scrape_interval="15s",
+        rules_dir=tmp_path / "rules",
+    )
     from rl_insight.services.prometheus import install_rules
 
     assert {p.name for p in install_rules(tmp_path / "rules")} == {"rl_insight_alerts.yml", "rl_insight_recording.yml"}
@@ -207,7 +248,10 @@ def test_rendered_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     parsed = yaml.safe_load(text)
     jobs = {j["job_name"]: j for j in parsed["scrape_configs"]}
     assert jobs["rl_insight_server"]["static_configs"][0]["targets"] == ["127.0.0.1:18080"]
-    assert jobs["rl_insight_targets"]["relabel_configs"][0] == {"source_labels": ["__rl_insight_job"], "target_label": "job"}
+    assert jobs["rl_insight_targets"]["relabel_configs"][0] == {
+        "source_labels": ["__rl_insight_job"],
+        "target_label": "job",
+    }
     assert parsed["global"]["scrape_timeout"] == "10s"  # never longer than the interval, capped at 10s
     assert parsed["rule_files"] == [str(tmp_path / "rules" / "*.yml")]
     promtool = shutil.which("promtool")

@@ -52,7 +52,9 @@ def test_thousands_of_mutated_batches_never_raise_unexpected_errors() -> None:
         batch = valid_batch()
         for _ in range(rng.randint(1, 4)):
             batch = mutate(batch, rng)
-        batch = json.loads(json.dumps(batch))  # what arrives over the wire (NaN/Infinity survive, as with Python clients)
+        batch = json.loads(
+            json.dumps(batch)
+        )  # what arrives over the wire (NaN/Infinity survive, as with Python clients)
         try:
             decoded, result = apply_batch(batch, store)
             spans.put(result.span_starts, result.spans, decoded.client.host)
@@ -64,6 +66,7 @@ def test_thousands_of_mutated_batches_never_raise_unexpected_errors() -> None:
     snapshot = store.snapshot()  # exposition still renders after all of that
     assert any(m.name == "rl_insight_monitor_a_b" for m in snapshot)
     from prometheus_client import CollectorRegistry, generate_latest
+
     from rl_insight.server.live.metric_store import StoreCollector
 
     reg = CollectorRegistry()

@@ -31,8 +31,9 @@ def _provider(port: int, token: str):
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, headers=(("authorization", f"Bearer {token}"),),
-                                timeout=5)
+    exporter = OTLPSpanExporter(
+        endpoint=f"127.0.0.1:{port}", insecure=True, headers=(("authorization", f"Bearer {token}"),), timeout=5
+    )
     provider = TracerProvider(resource=Resource.create({"service.name": "agents/grpc-run"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
@@ -42,12 +43,15 @@ def test_spans_over_otlp_grpc_reach_their_run_and_trajectories(srv) -> None:
     port = srv.config.otlp_intake_grpc_port
     provider, _ = _provider(port, TOKEN)
     tracer = provider.get_tracer("verl")
-    with tracer.start_as_current_span("ToolAgentLoop.run", attributes={"mlflow.spanType": "AGENT", "mlflow.traceRequestId": "tr-1",
-                                                                       "step": 6}):
+    with tracer.start_as_current_span(
+        "ToolAgentLoop.run", attributes={"mlflow.spanType": "AGENT", "mlflow.traceRequestId": "tr-1", "step": 6}
+    ):
         with tracer.start_as_current_span("AsyncLLMServerManager.generate", attributes={"mlflow.spanType": "LLM",
                                                                                       "mlflow.traceRequestId": "tr-1"}):
             time.sleep(0.01)
-        with tracer.start_as_current_span("SearchTool.execute", attributes={"mlflow.spanType": "TOOL", "mlflow.traceRequestId": "tr-1"}):
+        with tracer.start_as_current_span(
+            "SearchTool.execute", attributes={"mlflow.spanType": "TOOL", "mlflow.traceRequestId": "tr-1"}
+        ):
             time.sleep(0.01)
     provider.shutdown()
     h = {"Authorization": f"Bearer {TOKEN}"}
@@ -58,12 +62,19 @@ def test_spans_over_otlp_grpc_reach_their_run_and_trajectories(srv) -> None:
         return any(r["experiment_name"] == "grpc-run" for r in runs)
 
     wait_until(landed, timeout=20, what="gRPC spans in the run store")
-    rid = next(r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"] if r["experiment_name"] == "grpc-run")
+    rid = next(
+        r["id"]
+        for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]
+        if r["experiment_name"] == "grpc-run"
+    )
     page = httpx.get(f"{srv.url}/api/v1/runs/{rid}/trajectories", headers=h).json()
     assert page["step"] == 6 and page["total"] == 1
     t = page["trajectories"][0]
     assert (t["generates"], t["tool_calls"], t["tools"], t["source"]) == (1, 1, ["SearchTool"], "mlflow")
-    assert 'rl_insight_server_ingest_items_accepted_total{section="otlp_spans"} 3.0' in httpx.get(srv.url + "/metrics").text
+    assert (
+        'rl_insight_server_ingest_items_accepted_total{section="otlp_spans"} 3.0'
+        in httpx.get(srv.url + "/metrics").text
+    )
 
 
 def test_the_token_is_required_and_named(srv) -> None:
@@ -75,8 +86,13 @@ def test_the_token_is_required_and_named(srv) -> None:
         for metadata in ((), (("authorization", "Bearer wrong"),)):
             with pytest.raises(grpc.RpcError) as err:
                 stub.Export(trace_service_pb2.ExportTraceServiceRequest(), metadata=metadata, timeout=5)
-            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "OTEL_EXPORTER_OTLP_TRACES_HEADERS" in err.value.details()
-        ok = stub.Export(trace_service_pb2.ExportTraceServiceRequest(), metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=5)
+            assert (
+                err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                and "OTEL_EXPORTER_OTLP_TRACES_HEADERS" in err.value.details()
+            )
+        ok = stub.Export(
+            trace_service_pb2.ExportTraceServiceRequest(), metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=5
+        )
         assert not ok.HasField("partial_success")
         # a message over the body limit is refused by gRPC itself, and the server answers the next one
         big = trace_service_pb2.ExportTraceServiceRequest()

@@ -46,15 +46,26 @@ def _runs(srv) -> dict[tuple[str, str], int]:
 
 def _spans(srv, run_id: int) -> list[dict]:
     h = {"Authorization": f"Bearer {TOKEN}"}
-    rows = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans", params={"from_ns": 0, "to_ns": time.time_ns()}, headers=h).json()["spans"]
+    rows = httpx.get(
+        f"{srv.url}/api/v1/runs/{run_id}/spans", params={"from_ns": 0, "to_ns": time.time_ns()}, headers=h
+    ).json()["spans"]
     return [httpx.get(f"{srv.url}/api/v1/runs/{run_id}/spans/{row[6]}", headers=h).json() for row in rows]
 
 
 def test_real_otel_sdk_spans_over_otlp_http_reach_their_run(srv) -> None:
     provider = _provider(srv.url, "verl-rollout")
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("trajectory", attributes={"project": "agents", "experiment_name": "react", "step": 3,
-                                                               "sample_index": 7, "rollout_n": 1, "validate": False}):
+    with tracer.start_as_current_span(
+        "trajectory",
+        attributes={
+            "project": "agents",
+            "experiment_name": "react",
+            "step": 3,
+            "sample_index": 7,
+            "rollout_n": 1,
+            "validate": False,
+        },
+    ):
         with tracer.start_as_current_span("generate", attributes={"project": "agents", "experiment_name": "react",
                                                                  "prompt": "p" * 50_000}):
             pass
@@ -76,7 +87,10 @@ def test_real_otel_sdk_spans_over_otlp_http_reach_their_run(srv) -> None:
     assert root["attributes"]["resource.service.name"] == "verl-rollout"
     assert spans["generate"]["parent_id"] == root["id"] and spans["generate"]["trace_id"] == root["trace_id"]
     assert spans["generate"]["lane"] == "otlp/verl-rollout"
-    assert spans["generate"]["attributes"]["prompt"].endswith("…") and len(spans["generate"]["attributes"]["prompt"]) <= 4096
+    assert (
+        spans["generate"]["attributes"]["prompt"].endswith("…")
+        and len(spans["generate"]["attributes"]["prompt"]) <= 4096
+    )
     # no identity: kept, visibly, under the unassigned project, named after its service
     assert [s["name"] for s in _spans(srv, runs[("unassigned", "mystery-service")])] == ["lonely"]
     metrics = httpx.get(srv.url + "/metrics").text
@@ -87,19 +101,44 @@ def test_real_otel_sdk_spans_over_otlp_http_reach_their_run(srv) -> None:
 def test_otlp_json_gzip_and_hostile_bodies(srv) -> None:
     h = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     now = time.time_ns()
-    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "vllm/qwen-run"}}]},
-                              "scopeSpans": [{"spans": [
-                                  {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
-                                   "name": "llm_request", "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now),
-                                   "attributes": [{"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "42"}}]},
-                                  {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "c7ad6b7169203331",
-                                   "name": "backwards", "startTimeUnixNano": str(now), "endTimeUnixNano": str(now - 5)}]}]}]}
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "vllm/qwen-run"}}]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "0af7651916cd43dd8448eb211c80319c",
+                                "spanId": "b7ad6b7169203331",
+                                "name": "llm_request",
+                                "startTimeUnixNano": str(now - 10**9),
+                                "endTimeUnixNano": str(now),
+                                "attributes": [{"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "42"}}],
+                            },
+                            {
+                                "traceId": "0af7651916cd43dd8448eb211c80319c",
+                                "spanId": "c7ad6b7169203331",
+                                "name": "backwards",
+                                "startTimeUnixNano": str(now),
+                                "endTimeUnixNano": str(now - 5),
+                            },
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
     r = httpx.post(srv.url + "/v1/traces", content=gzip.compress(json.dumps(doc).encode()),
                    headers={**h, "Content-Encoding": "gzip"})
-    assert r.status_code == 200 and r.json()["partialSuccess"]["rejectedSpans"] == "1"  # end before start: refused, said
+    assert (
+        r.status_code == 200 and r.json()["partialSuccess"]["rejectedSpans"] == "1"
+    )  # end before start: refused, said
     assert "before" in r.json()["partialSuccess"]["errorMessage"]
     spans = _spans(srv, _runs(srv)[("vllm", "qwen-run")])  # service.name "<project>/<experiment>"
-    assert [s["name"] for s in spans] == ["llm_request"] and spans[0]["attributes"]["gen_ai.usage.completion_tokens"] == 42
+    assert [s["name"] for s in spans] == ["llm_request"] and spans[0]["attributes"][
+        "gen_ai.usage.completion_tokens"
+    ] == 42
     for body, headers, status in [
         (b"not json", h, 400),
         (b"\x0a\xff\xff\xff", {**h, "Content-Type": "application/x-protobuf"}, 400),
@@ -145,7 +184,9 @@ def test_real_mlflow_tracing_exported_over_otlp_lands_in_the_run(srv, tmp_path: 
            "OTEL_EXPORTER_OTLP_TRACES_HEADERS": f"Authorization=Bearer%20{TOKEN}",
            "OTEL_RESOURCE_ATTRIBUTES": "project=agents,experiment_name=mlflow-react",
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    r = subprocess.run([sys.executable, "-c", MLFLOW_JOB], env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-c", MLFLOW_JOB], env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
     assert r.returncode == 0 and "flushed" in r.stdout, r.stderr[-2000:]
     spans = {s["name"]: s for s in _spans(srv, _runs(srv)[("agents", "mlflow-react")])}
     gen, tool = spans["generate"], spans["search"]
@@ -165,8 +206,12 @@ def test_spans_without_a_step_get_the_step_the_runs_clock_says_was_running(srv) 
     h = {"Authorization": f"Bearer {TOKEN}"}
 
     def log_step(step: int) -> None:
-        batch = {"v": 1, "client": {"id": "trainer", "project": "agents", "experiment_name": "clocked"},
-                 "series": [{"k": "g", "n": "training/global_step", "l": {}}], "samples": [[0, time.time(), step, float(step)]]}
+        batch = {
+            "v": 1,
+            "client": {"id": "trainer", "project": "agents", "experiment_name": "clocked"},
+            "series": [{"k": "g", "n": "training/global_step", "l": {}}],
+            "samples": [[0, time.time(), step, float(step)]],
+        }
         assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=h).status_code == 200
 
     before = time.time_ns() - 10**9  # before the run's clock remembers anything
@@ -188,7 +233,10 @@ def test_spans_without_a_step_get_the_step_the_runs_clock_says_was_running(srv) 
         span("tagged", in_step_3, [{"key": "step", "value": {"intValue": "9"}}])]}]}]}
     assert httpx.post(srv.url + "/v1/traces", json=doc, headers=h).status_code == 200
     spans = {s["name"]: s["attributes"] for s in _spans(srv, _runs(srv)[("agents", "clocked")])}
-    assert (spans["early"]["step"], spans["early"]["step_source"]) == (1, "run_clock")  # before the first step metric: step 1
+    assert (spans["early"]["step"], spans["early"]["step_source"]) == (
+        1,
+        "run_clock",
+    )  # before the first step metric: step 1
     assert (spans["mid"]["step"], spans["mid"]["step_source"]) == (2, "run_clock")
     assert spans["late"]["step"] == 3
     assert spans["tagged"]["step"] == 9 and "step_source" not in spans["tagged"]  # a span's own step wins

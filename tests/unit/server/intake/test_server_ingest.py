@@ -55,7 +55,9 @@ def test_label_name_sanitization_and_reserved() -> None:
 def test_gauge_exposed_with_prefix_and_sanitized_name(server) -> None:
     r = post(server, batch([G], [[0, time.time(), 3, 0.75]]))
     assert r.status_code == 200 and r.json()["accepted"] == 1
-    assert 'rl_insight_monitor_val_core_openai_gsm8k_acc_mean_1{experiment_name="e",project="p"} 0.75' in exposition(server)
+    assert 'rl_insight_monitor_val_core_openai_gsm8k_acc_mean_1{experiment_name="e",project="p"} 0.75' in exposition(
+        server
+    )
 
 
 def test_older_gauge_sample_never_overwrites_newer(server) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 import rl_insight
-from rl_insight.client import exporter
+from rl_insight.client import delivery
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
 from rl_insight.server.runstore import queries as q
@@ -40,7 +40,7 @@ def test_state_left_open_at_finish_is_closed_as_cut_short(tmp_path: Path, monkey
 
 
 def test_heartbeat_keeps_an_idle_client_with_an_open_state_alive(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(exporter, "HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(delivery, "HEARTBEAT_S", 0.2)
     srv = start_server(tmp_path, client_silence_s=1.0)
     try:
         monkeypatch.setenv("RL_INSIGHT_SERVER_URL", srv.url)

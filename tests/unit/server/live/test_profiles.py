@@ -41,7 +41,9 @@ def test_requests_are_validated_and_named_in_the_error(tmp_path: Path) -> None:
         book.create("p", "e", 5, 5)
 
 
-def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     book = _book(tmp_path)
     a = book.create("p", "e", 3, 3, ranks=[1])
     b = book.create("p", "e", 4, 4, ttl_s=1)
@@ -84,7 +86,7 @@ def test_an_upload_resumes_where_the_server_is_even_after_a_restart(tmp_path: Pa
     restarted = _book(tmp_path)  # a new server process on the same data directory
     with pytest.raises(ConflictError) as err:
         restarted.upload(rid, NAME, 0, len(data), data)
-    assert err.value.size == half  # type: ignore[attr-defined]
+    assert err.value.size == half
     assert restarted.upload(rid, NAME, half, len(data), data[half:])["complete"]
     assert restarted.file(rid, NAME).read_bytes() == data
     with pytest.raises(PayloadTooLargeError, match="cap of 1000"):
@@ -117,7 +119,9 @@ class _Exp:
 
 
 def _req(first: int, last: int, **kw: Any) -> dict[str, Any]:
-    return ProfileRequest("ab" * 8, "p", "e", first, last, activities=("cpu",), expires_at=time.time() + 60, **kw).to_wire()
+    return ProfileRequest(
+        "ab" * 8, "p", "e", first, last, activities=("cpu",), expires_at=time.time() + 60, **kw
+    ).to_wire()
 
 
 def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:

@@ -37,7 +37,7 @@ def http_receiver():
     got = Received()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             assert self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
             got.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
@@ -62,7 +62,7 @@ def grpc_receiver():
     got = Received()
 
     class Service(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request, context):  # noqa: N802
+        def Export(self, request, context):
             got.requests.append(request)
             return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -84,8 +84,9 @@ def emit(url: str, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_spans_reach_the_receiver_with_ids_parents_timestamps_and_attributes(tmp_path, monkeypatch, protocol, http_receiver,
-                                                                             grpc_receiver) -> None:
+def test_spans_reach_the_receiver_with_ids_parents_timestamps_and_attributes(
+    tmp_path, monkeypatch, protocol, http_receiver, grpc_receiver
+) -> None:
     endpoint, got = http_receiver if protocol == "http/protobuf" else grpc_receiver
     srv = start_server(tmp_path, otlp_endpoint=endpoint, otlp_protocol=protocol)
     try:
@@ -98,8 +99,13 @@ def test_spans_reach_the_receiver_with_ids_parents_timestamps_and_attributes(tmp
         _, child = by_name["actor_update"]
         assert res["service.name"] == "rl_insight_monitor" and (res["project"], res["experiment_name"]) == ("p", "e")
         assert res["host.name"]
-        assert parent.span_id.hex() == sent["train_batch"]["id"] and parent.trace_id.hex() == sent["train_batch"]["trace_id"]
-        assert child.parent_span_id == parent.span_id and child.trace_id == parent.trace_id and not parent.parent_span_id
+        assert (
+            parent.span_id.hex() == sent["train_batch"]["id"]
+            and parent.trace_id.hex() == sent["train_batch"]["trace_id"]
+        )
+        assert (
+            child.parent_span_id == parent.span_id and child.trace_id == parent.trace_id and not parent.parent_span_id
+        )
         assert parent.start_time_unix_nano == sent["train_batch"]["start_ns"]
         assert parent.end_time_unix_nano == sent["train_batch"]["end_ns"]
         attrs = {a.key: a.value.string_value for a in parent.attributes}
@@ -138,7 +144,9 @@ def test_standard_otel_environment_is_honoured(tmp_path, monkeypatch, http_recei
     try:
         emit(srv.url, monkeypatch)
         assert srv.app.state.st.forwarder is not None and srv.app.state.st.forwarder.flush(10)
-        wait_until(lambda: {sp.name for _, sp in got.spans()} >= {"train_batch", "actor_update"}, what="spans via OTEL env")
+        wait_until(
+            lambda: {sp.name for _, sp in got.spans()} >= {"train_batch", "actor_update"}, what="spans via OTEL env"
+        )
     finally:
         srv.stop()
 
@@ -158,7 +166,9 @@ def test_forwarding_queue_is_bounded_by_bytes_too() -> None:
     from rl_insight.protocol import SpanRecord
     from rl_insight.server.outbound.otlp import OtlpForwarder
 
-    f = OtlpForwarder("http://127.0.0.1:9/v1/traces", max_queue=1_000_000, max_queue_bytes=100_000, flush_interval_s=3600)
+    f = OtlpForwarder(
+        "http://127.0.0.1:9/v1/traces", max_queue=1_000_000, max_queue_bytes=100_000, flush_interval_s=3600
+    )
     try:
         f.add([SpanRecord(f"s{i}", "t", None, "n", None, "span", 1, 2, {}, size=10_000) for i in range(50)], "h")
         assert f.queued == 10 and f.dropped["queue_full"] == 40

@@ -56,9 +56,20 @@ def test_upstream_payload_shapes_and_file_sd_format(server) -> None:
     assert r.json()["target_count"] == 2 and r.json()["job_name"] == "vllm"
     groups = json.loads(server.config.targets_file.read_text())
     assert groups == [
-        {"targets": ["10.0.0.1:8000"], "labels": {"__rl_insight_job": "vllm", "model": "qwen", "project": "p", "experiment_name": "e"}},
-        {"targets": ["10.0.0.2:8000"], "labels": {"__rl_insight_job": "vllm", "model": "override", "replica": "1",
-                                                  "project": "p", "experiment_name": "e"}},
+        {
+            "targets": ["10.0.0.1:8000"],
+            "labels": {"__rl_insight_job": "vllm", "model": "qwen", "project": "p", "experiment_name": "e"},
+        },
+        {
+            "targets": ["10.0.0.2:8000"],
+            "labels": {
+                "__rl_insight_job": "vllm",
+                "model": "override",
+                "replica": "1",
+                "project": "p",
+                "experiment_name": "e",
+            },
+        },
     ]
     # re-registering replaces labels (upsert keyed by job and target)
     register(server, {"job_name": "vllm", "targets": [{"target": "10.0.0.1:8000", "labels": {"replica": 0}}]})
@@ -98,7 +109,9 @@ def test_delete_target_job_and_experiment(server) -> None:
     register(server, {"job_name": "vllm", "project": "p", "experiment_name": "e1", "targets": ["a:1", "b:1"]})
     register(server, {"job_name": "tq", "project": "p", "experiment_name": "e2", "targets": ["c:1"]})
     register(server, {"job_name": "node", "targets": ["d:1", "e:1"]})
-    d = lambda **q: httpx.delete(server.url + "/api/v1/targets", params=q)  # noqa: E731
+    def d(**q: str) -> httpx.Response:
+        return httpx.delete(server.url + "/api/v1/targets", params=q)
+
     assert d(target="a:1").json()["removed"] == 1
     assert d(project="p", experiment_name="e2").json()["removed"] == 1
     assert d(job="node").json()["removed"] == 2
@@ -111,7 +124,9 @@ def test_registry_persists_and_recovers_from_corrupt_file(tmp_path) -> None:
     path = tmp_path / "targets" / "t.json"
     reg = TargetRegistry(path)
     reg.upsert("vllm", [("h:1", {"replica": "0"})])
-    assert [t.to_api() for t in TargetRegistry(path).list()] == [{"job": "vllm", "target": "h:1", "labels": {"replica": "0"}}]
+    assert [t.to_api() for t in TargetRegistry(path).list()] == [
+        {"job": "vllm", "target": "h:1", "labels": {"replica": "0"}}
+    ]
     path.write_text("{ torn")
     reg = TargetRegistry(path)
     assert reg.list() == [] and reg.recovered_from is not None

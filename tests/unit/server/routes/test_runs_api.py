@@ -13,7 +13,9 @@ import rl_insight
 from tests.conftest import start_server, wait_until
 
 
-def emit_run(url: str, steps: int = 5, project: str = "proj", experiment: str = "exp", monkeypatch=None, token: str = "") -> None:
+def emit_run(
+    url: str, steps: int = 5, project: str = "proj", experiment: str = "exp", monkeypatch=None, token: str = ""
+) -> None:
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", url)
     if token:
         monkeypatch.setenv("RL_INSIGHT_TOKEN", token)
@@ -53,7 +55,9 @@ def test_runs_metrics_series_spans_insights(server, monkeypatch) -> None:
     s = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "critic_score_mean"}).json()["series"][0]
     assert s["labels"] == {"role": "actor"} and [p[0] for p in s["points"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert s["points"][-1][1] == pytest.approx(0.5)
-    tokens = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "tokens", "x": "time"}).json()["series"][0]
+    tokens = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "tokens", "x": "time"}).json()[
+        "series"
+    ][0]
     assert tokens["points"][-1][1] == 500.0  # counters are stored as the server-side total
 
     sp = httpx.get(f"{server.url}/api/v1/runs/{rid}/spans").json()
@@ -71,7 +75,9 @@ def test_runs_metrics_series_spans_insights(server, monkeypatch) -> None:
     assert {st["step"] for st in ins["steps"]} >= {2, 3, 4, 5}
 
     rl_insight.finish()
-    wait_until(lambda: httpx.get(f"{server.url}/api/v1/runs/{rid}").json()["status"] == "finished", what="finished status")
+    wait_until(
+        lambda: httpx.get(f"{server.url}/api/v1/runs/{rid}").json()["status"] == "finished", what="finished status"
+    )
 
 
 def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
@@ -80,31 +86,56 @@ def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
     emit_run(server.url, experiment="b", monkeypatch=monkeypatch)
     wait_until(lambda: len(httpx.get(server.url + "/api/v1/runs").json()["runs"]) == 2, what="two runs")
     ids = sorted(r["id"] for r in httpx.get(server.url + "/api/v1/runs").json()["runs"])
-    cmp = httpx.get(server.url + "/api/v1/series", params={"name": "critic_score_mean", "runs": ",".join(map(str, ids))}).json()
+    cmp = httpx.get(
+        server.url + "/api/v1/series", params={"name": "critic_score_mean", "runs": ",".join(map(str, ids))}
+    ).json()
     assert [r["run_id"] for r in cmp["runs"]] == ids
     csv_text = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/export.csv", params={"names": "critic_score_mean"}).text
     assert csv_text.splitlines()[0] == "name,labels,step,timestamp,value" and len(csv_text.splitlines()) == 6
     trace = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/trace.json")
     assert "attachment" in trace.headers["content-disposition"]
     events = trace.json()["traceEvents"]
-    assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {"rank_0", "replica_0", "replica_1", "replica_2"}
+    assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
+        "rank_0",
+        "replica_0",
+        "replica_1",
+        "replica_2",
+    }
 
 
-@pytest.mark.parametrize("path,params,status,needle", [
-    ("/api/v1/runs/999", {}, 404, "no run with id 999"),
-    ("/api/v1/runs/999/metrics", {}, 404, "no run"),
-    ("/api/v1/runs/1/series", {"name": "nope"}, 404, "no metric"),
-    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "points": 0}, 422, "points: Input should be greater than or equal to 2"),
-    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "points": 10**9}, 422, "points: Input should be less than or equal to 20000"),
-    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "from": 5, "to": 1}, 422, "empty window"),
-    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "x": "sideways"}, 422, None),
-    ("/api/v1/runs/1/spans", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
-    ("/api/v1/runs/1/spans", {"from_ns": 0, "to_ns": 5, "resolution_ns": -1}, 422, "resolution_ns"),
-    ("/api/v1/runs/1/spans/nope", {}, 404, "no span"),
-    ("/api/v1/runs/1/insights", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
-    ("/api/v1/series", {"name": "x", "runs": "1,a"}, 422, "runs: expected 1 to 20 comma-separated run ids"),
-    ("/api/v1/series", {"name": "x", "runs": ",".join(str(i) for i in range(30))}, 422, "expected 1 to 20 comma-separated run ids"),
-])
+@pytest.mark.parametrize(
+    "path,params,status,needle",
+    [
+        ("/api/v1/runs/999", {}, 404, "no run with id 999"),
+        ("/api/v1/runs/999/metrics", {}, 404, "no run"),
+        ("/api/v1/runs/1/series", {"name": "nope"}, 404, "no metric"),
+        (
+            "/api/v1/runs/1/series",
+            {"name": "critic_score_mean", "points": 0},
+            422,
+            "points: Input should be greater than or equal to 2",
+        ),
+        (
+            "/api/v1/runs/1/series",
+            {"name": "critic_score_mean", "points": 10**9},
+            422,
+            "points: Input should be less than or equal to 20000",
+        ),
+        ("/api/v1/runs/1/series", {"name": "critic_score_mean", "from": 5, "to": 1}, 422, "empty window"),
+        ("/api/v1/runs/1/series", {"name": "critic_score_mean", "x": "sideways"}, 422, None),
+        ("/api/v1/runs/1/spans", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
+        ("/api/v1/runs/1/spans", {"from_ns": 0, "to_ns": 5, "resolution_ns": -1}, 422, "resolution_ns"),
+        ("/api/v1/runs/1/spans/nope", {}, 404, "no span"),
+        ("/api/v1/runs/1/insights", {"from_ns": 10, "to_ns": 5}, 422, "empty window"),
+        ("/api/v1/series", {"name": "x", "runs": "1,a"}, 422, "runs: expected 1 to 20 comma-separated run ids"),
+        (
+            "/api/v1/series",
+            {"name": "x", "runs": ",".join(str(i) for i in range(30))},
+            422,
+            "expected 1 to 20 comma-separated run ids",
+        ),
+    ],
+)
 def test_bad_parameters_are_4xx_with_a_message(server, monkeypatch, path, params, status, needle) -> None:
     emit_run(server.url, monkeypatch=monkeypatch)
     wait_for_run(server.url)
@@ -118,8 +149,13 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
     url = token_server.url
     emit_run(url, monkeypatch=monkeypatch, token="s3cret-token")
     assert httpx.get(url + "/api/v1/runs").status_code == 401
-    assert httpx.get(url + "/api/v1/session").json() == {"auth_required": True, "authenticated": False, "prometheus_url": None,
-                                                         "grafana_url": None, "version": rl_insight.__version__}
+    assert httpx.get(url + "/api/v1/session").json() == {
+        "auth_required": True,
+        "authenticated": False,
+        "prometheus_url": None,
+        "grafana_url": None,
+        "version": rl_insight.__version__,
+    }
     assert httpx.post(url + "/api/v1/login", json={"token": "wrong"}).status_code == 401
     with httpx.Client(base_url=url) as c:
         r = c.post("/api/v1/login", json={"token": "s3cret-token"})
@@ -137,7 +173,10 @@ def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
     text = httpx.get(server.url + "/metrics").text
     assert 'rl_insight_insight_lane_utilization{experiment_name="exp",lane="replica_0",project="proj"}' in text
     assert 'rl_insight_insight_rollout_training_overlap_ratio{experiment_name="exp",project="proj"} 0.0' in text
-    assert 'rl_insight_insight_rollout_long_tail_ratio{experiment_name="exp",project="proj",slowest_lane="replica_2"}' in text
+    assert (
+        'rl_insight_insight_rollout_long_tail_ratio{experiment_name="exp",project="proj",slowest_lane="replica_2"}'
+        in text
+    )
     assert "rl_insight_server_store_items_written_total" in text
 
 

@@ -43,9 +43,15 @@ class DictConfigLike:
 
 
 def test_describe_flattens_redacts_and_tags() -> None:
-    cfg = {"trainer": {"tags": ["grpo", "7b"], "total_epochs": 3, "wandb_api_key": "sk-123"},
-           "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}, "rollout": {"name": "vllm", "n": 5}},
-           "server": {"url": "http://h:18080", "token": "abc"}, "big": 2**60, "nan": float("nan"), "empty": {}, "ranks": [0, 1]}
+    cfg = {
+        "trainer": {"tags": ["grpo", "7b"], "total_epochs": 3, "wandb_api_key": "sk-123"},
+        "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}, "rollout": {"name": "vllm", "n": 5}},
+        "server": {"url": "http://h:18080", "token": "abc"},
+        "big": 2**60,
+        "nan": float("nan"),
+        "empty": {},
+        "ranks": [0, 1],
+    }
     d = describe(cfg, env_tags="night, grpo")
     c = d["config"]
     assert c["actor_rollout_ref.actor.optim.lr"] == 1e-6 and c["actor_rollout_ref.rollout.name"] == "vllm"
@@ -106,7 +112,9 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
 def test_config_reaches_the_run_api_and_again_after_a_server_restart(server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
     monkeypatch.setenv("RL_INSIGHT_TAGS", "from-env")
-    rl_insight.init(project="p", experiment_name="cfg", config={"trainer": {"tags": ["t1"]}, "lr": 3e-4, "token": "hide"})
+    rl_insight.init(
+        project="p", experiment_name="cfg", config={"trainer": {"tags": ["t1"]}, "lr": 3e-4, "token": "hide"}
+    )
     rl_insight.metric_gauge("training/global_step", 1.0)
     assert rl_insight.flush(10)
     run = wait_until(lambda: (httpx.get(server.url + "/api/v1/runs").json()["runs"] or [None])[0], what="the run")

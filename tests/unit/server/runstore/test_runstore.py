@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_insight.protocol import SpanRecord
 from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
+from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 
@@ -20,7 +20,9 @@ S = 10**9
 
 def span(i: str, name: str, lane: str, start: int, end: int | None, kind: str = "state", parent: str | None = None,
          project: str = "p", exp: str = "e") -> SpanRecord:
-    return SpanRecord(i, "t" + i, parent, name, lane, kind, start, end, {"project": project, "experiment_name": exp, "k": 1})
+    return SpanRecord(
+        i, "t" + i, parent, name, lane, kind, start, end, {"project": project, "experiment_name": exp, "k": 1}
+    )
 
 
 @pytest.fixture
@@ -73,7 +75,10 @@ def test_bad_queries_are_clear_errors(store) -> None:
 def test_spans_merge_below_resolution_and_keep_long_ones(store) -> None:
     w, r = store
     tiny = [span(f"s{i}", "vllm_generate", "replica_10", i * 1000, i * 1000 + 900) for i in range(1000)]  # 1 µs apart
-    long = [span("L1", "train_batch", "replica_2", 0, 5 * S), span("C1", "actor_update", "replica_2", S, 2 * S, "state_child", "L1")]
+    long = [
+        span("L1", "train_batch", "replica_2", 0, 5 * S),
+        span("C1", "actor_update", "replica_2", S, 2 * S, "state_child", "L1"),
+    ]
     opened = [span("O1", "vllm_generate", "replica_2", 6 * S, None)]
     w.put_spans(opened, tiny + long)
     assert w.flush(10)
@@ -104,9 +109,14 @@ def test_late_start_never_reopens_a_finished_span(store) -> None:
 
 def test_chrome_trace_is_valid_and_nested(store) -> None:
     w, r = store
-    w.put_spans([span("o", "vllm_generate", "replica_0", 3 * S, None)],
-                [span("a", "train_batch", "rank_1", 0, 4 * S), span("b", "actor_update", "rank_1", S, 3 * S, "state_child", "a"),
-                 span("c", "vllm_generate", "replica_0", 0, 2 * S)])
+    w.put_spans(
+        [span("o", "vllm_generate", "replica_0", 3 * S, None)],
+        [
+            span("a", "train_batch", "rank_1", 0, 4 * S),
+            span("b", "actor_update", "rank_1", S, 3 * S, "state_child", "a"),
+            span("c", "vllm_generate", "replica_0", 0, 2 * S),
+        ],
+    )
     w.flush(10)
     trace = json.loads(json.dumps(q.chrome_trace(r.conn(), 1)))
     names = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
@@ -115,7 +125,11 @@ def test_chrome_trace_is_valid_and_nested(store) -> None:
     assert {e["name"] for e in xs} == {"train_batch", "actor_update", "vllm_generate"}
     parent = next(e for e in xs if e["name"] == "train_batch")
     child = next(e for e in xs if e["name"] == "actor_update")
-    assert (parent["pid"], parent["tid"]) == (child["pid"], child["tid"]) and parent["ts"] <= child["ts"] and child["ts"] + child["dur"] <= parent["ts"] + parent["dur"]
+    assert (
+        (parent["pid"], parent["tid"]) == (child["pid"], child["tid"])
+        and parent["ts"] <= child["ts"]
+        and child["ts"] + child["dur"] <= parent["ts"] + parent["dur"]
+    )
     assert parent["dur"] == 4 * S / 1000  # microseconds
     assert any(e["args"].get("open") for e in xs)
 

@@ -10,8 +10,7 @@ import pytest
 
 from rl_insight import insights
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import step_stats
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
 
 S = 10**9
@@ -33,7 +32,13 @@ def _build(path: Path, steps: int = 30) -> tuple[RunStoreWriter, list[tuple[floa
         base = T0 + (step - 1) * 2 * S
         for r in range(3):  # replica 2 is the long tail on odd steps; generation overlaps the previous step's training
             d = int(0.8 * S * rng.uniform(0.7, 1.0) * (1.8 if r == 2 and step % 2 else 1.0))
-            add("vllm_generate", f"replica_{r}", base - S // 3, base - S // 3 + d, {"param_version": step - 1 - (r == 1)})
+            add(
+                "vllm_generate",
+                f"replica_{r}",
+                base - S // 3,
+                base - S // 3 + d,
+                {"param_version": step - 1 - (r == 1)},
+            )
             add("update_weights", f"replica_{r}", base + int(1.7 * S), base + int(1.8 * S))
         for k in range(2):
             a = base + int(0.6 * S * rng.uniform(0.9, 1.1))
@@ -100,13 +105,18 @@ def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, wind
         ref_tail = next((t for t in ref["long_tail"] if t["step"] == f["step"]), None)
         assert (ref_tail is None) == (f["step"] not in tails)
         if ref_tail:
-            assert (tails[f["step"]]["slowest_lane"], tails[f["step"]]["ratio"]) == (ref_tail["slowest_lane"], pytest.approx(ref_tail["ratio"]))
+            assert (tails[f["step"]]["slowest_lane"], tails[f["step"]]["ratio"]) == (
+                ref_tail["slowest_lane"],
+                pytest.approx(ref_tail["ratio"]),
+            )
     # rollout wait per step: each step's own spans (and the step before it), as a whole step
     waits = {w["step"]: w["wait_s"] for w in fast["rollout_wait"]}
     for f in fast["steps"]:
         a, b = f["start_ns"], f["end_ns"]
         ref = insights.rollout_wait(q.spans_in(conn, 1, a - (b - a), b), [(f["step"], a, b)], now)
-        assert ([r["wait_s"] for r in ref] or [None])[0] == (pytest.approx(waits[f["step"]]) if f["step"] in waits else None)
+        assert ([r["wait_s"] for r in ref] or [None])[0] == (
+            pytest.approx(waits[f["step"]]) if f["step"] in waits else None
+        )
     # staleness counts the generation states that ended inside the window
     ended = [s for s in raw_spans if s["end_ns"] is not None and t0 <= s["end_ns"] < t1]
     values = insights.staleness_values(ended, versions, now)
@@ -139,6 +149,8 @@ def test_a_window_scan_reads_only_from_the_runs_longest_span(tmp_path: Path) -> 
     assert longest == conn.execute("SELECT max(end_ns - start_ns) FROM spans").fetchone()[0]
     a, b = T0 + 20 * S, T0 + 30 * S
     got = {s["id"] for s in q.spans_in(conn, 1, a, b)}
-    want = {r[0] for r in conn.execute("SELECT id FROM spans WHERE start_ns < ? AND (end_ns IS NULL OR end_ns > ?)", (b, a))}
+    want = {
+        r[0] for r in conn.execute("SELECT id FROM spans WHERE start_ns < ? AND (end_ns IS NULL OR end_ns > ?)", (b, a))
+    }
     assert got == want
     w.close()

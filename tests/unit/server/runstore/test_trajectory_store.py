@@ -1,4 +1,5 @@
-"""The trajectory index inside the run store's writer: what each span says (server/runstore/trajectory_facts.py), a failure of the
+"""The trajectory index inside the run store's writer: what each span says (server/runstore/trajectory_facts.py), a
+failure of the
 index never costing the spans, hostile session payloads, retention, and a store written by schema 2 upgraded."""
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ from pathlib import Path
 import pytest
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import trajectory_facts as tr
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
+from rl_insight.server.runstore import trajectory_facts as tr
 from rl_insight.server.runstore import trajectory_queries as tq
 
 LANE = "experiment=e/sample=1/session=s/traj=0"
 
 
 def span(i: str, name: str, start: int, end: int | None, lane: str = LANE, exp: str = "e", **attrs) -> SpanRecord:
-    return SpanRecord(i, "t" * 32, None, name, lane, "span", start, end, {"project": "p", "experiment_name": exp, **attrs})
+    return SpanRecord(
+        i, "t" * 32, None, name, lane, "span", start, end, {"project": "p", "experiment_name": exp, **attrs}
+    )
 
 
 def gateway(i: str, start: int, **attrs) -> SpanRecord:
-    return span(i, "gateway_generation", start, start + 1000, **{"monitor.trace_source": "gateway", "global_steps": 4, **attrs})
+    return span(
+        i, "gateway_generation", start, start + 1000, **{"monitor.trace_source": "gateway", "global_steps": 4, **attrs}
+    )
 
 
 @pytest.fixture
@@ -38,22 +43,54 @@ def test_facts_name_what_each_span_is_and_ignore_the_rest() -> None:
     assert tr.facts(span("b", "x", 0, None, **{"monitor.trace_source": "gateway"})) == []  # still open
     (turn,) = tr.facts(gateway("c", 5, prompt_tokens="12", completion_tokens=3.0, error="None"))
     assert (turn.kind, turn.step, turn.tokens_in, turn.tokens_out, turn.error) == ("generate", 4, 12, 3, None)
-    (tool,) = tr.facts(span("d", "agent_tool", 0, 9, **{"monitor.trace_source": "tool", "tool": "search", "status": "error"}))
+    (tool,) = tr.facts(
+        span("d", "agent_tool", 0, 9, **{"monitor.trace_source": "tool", "tool": "search", "status": "error"})
+    )
     assert (tool.kind, tool.name, tool.error) == ("tool", "search", "error")
-    huge = span("e", "g", 0, 1, lane="rank_0", **{"mlflow.spanType": "LLM", "step": 2**80, "gen_ai.usage.prompt_tokens": float("nan")})
+    huge = span(
+        "e",
+        "g",
+        0,
+        1,
+        lane="rank_0",
+        **{"mlflow.spanType": "LLM", "step": 2**80, "gen_ai.usage.prompt_tokens": float("nan")},
+    )
     (g,) = tr.facts(huge)
-    assert (g.step, g.tokens_in, g.traj_key) == (None, None, "trace:" + "t" * 32)  # out-of-range numbers are unknown, not errors
+    assert (g.step, g.tokens_in, g.traj_key) == (
+        None,
+        None,
+        "trace:" + "t" * 32,
+    )  # out-of-range numbers are unknown, not errors
 
 
 def test_hostile_session_payloads_are_bounded(store) -> None:
     w, r = store
     listed = json.dumps([{"traj": i, "reward": "inf", "turns": "x"} for i in range(10_000)])
-    w.put_spans([], [span("s1", "agent_session", 0, 10, **{"monitor.trace_source": "session", "status": "success", "trajectories": listed}),
-                     span("s2", "agent_session", 0, 10, lane=LANE.replace("sample=1", "sample=2"),
-                          **{"monitor.trace_source": "session", "trajectories": "{not json"})])
+    w.put_spans(
+        [],
+        [
+            span(
+                "s1",
+                "agent_session",
+                0,
+                10,
+                **{"monitor.trace_source": "session", "status": "success", "trajectories": listed},
+            ),
+            span(
+                "s2",
+                "agent_session",
+                0,
+                10,
+                lane=LANE.replace("sample=1", "sample=2"),
+                **{"monitor.trace_source": "session", "trajectories": "{not json"},
+            ),
+        ],
+    )
     assert w.flush(10)
     rows = tq.page(r.conn(), 1, None, limit=500)
-    assert rows["total"] == tr.MAX_SESSION_TRAJECTORIES + 1  # the list is capped; the broken one falls back to its own lane
+    assert (
+        rows["total"] == tr.MAX_SESSION_TRAJECTORIES + 1
+    )  # the list is capped; the broken one falls back to its own lane
     assert {t["reward"] for t in rows["trajectories"]} == {None}
 
 
@@ -75,8 +112,21 @@ def test_an_index_failure_costs_no_span_and_is_counted(store, monkeypatch) -> No
 
 def test_retention_deletes_a_runs_trajectories_turns_and_requests(store) -> None:
     w, r = store
-    w.put_spans([], [gateway("g1", 1, request_id="q1"), gateway("g2", 2, exp="other"),
-                     span("v", "llm_request", 0, 5, lane="vllm", **{"gen_ai.request.id": "q1", "gen_ai.latency.time_in_queue": 0.1})])
+    w.put_spans(
+        [],
+        [
+            gateway("g1", 1, request_id="q1"),
+            gateway("g2", 2, exp="other"),
+            span(
+                "v",
+                "llm_request",
+                0,
+                5,
+                lane="vllm",
+                **{"gen_ai.request.id": "q1", "gen_ai.latency.time_in_queue": 0.1},
+            ),
+        ],
+    )
     assert w.flush(10)
     w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'e'", (time.time() - 90 * 86400,))
     assert w.prune() == 1
