@@ -27,7 +27,8 @@ import threading
 import time
 from collections import deque
 
-from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest, RunControl
+from ..protocol import ProfileRequest, RunControl
+from .profile_upload import TraceUploads, _remove, _Upload
 from .ratelog import ratelog
 
 TYPE_CHECKING = False
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
 MAX_PROCESS_LANES = 4096  # lanes remembered for --lanes matching (an agent loop makes one per trajectory)
-_CHUNKS_PER_CYCLE = 4  # MiB uploaded per sender cycle at most: metric batches keep flowing meanwhile
 
 
 class _Window:
@@ -63,20 +63,7 @@ class _Window:
         self.steps = [step]
 
 
-class _Upload:
-    __slots__ = ("req", "json_path", "gz_path", "name", "offset", "total", "window")
-
-    def __init__(self, req: ProfileRequest, json_path: str, name: str, window: dict[str, Any]) -> None:
-        self.req = req
-        self.json_path = json_path
-        self.gz_path = json_path + ".gz"
-        self.name = name
-        self.offset = 0
-        self.total = -1  # unknown until gzip'd
-        self.window = window
-
-
-class ProfileController:
+class ProfileController(TraceUploads):
     def __init__(self, process: ProcessSide) -> None:
         self._exp = process
         self.hot = False  # read on the hot path: something is armed or profiling
@@ -398,111 +385,3 @@ class ProfileController:
         if up is not None:
             self._status(up.req, "failed", f"the process exited during the upload ({max(up.offset, 0)} of "
                                            f"{max(up.total, 0)} bytes sent)", window=up.window)
-
-    # ------------------------------------------------------------------ sender thread: delivery
-    def pump(self, transport: Any) -> None:
-        """Statuses, then a few chunks of the trace being uploaded. Failures retry later (own backoff)."""
-        if time.monotonic() < self._next_try:
-            return
-        from . import wire
-        from .transport import TransportError
-
-        try:
-            while self._outbox:
-                rid, body = self._outbox[0]
-                resp = transport.post(f"{ROUTE_PROFILES}/{rid}/status", wire.encode_json(body), {})
-                if resp.status == 429 or resp.status >= 500:
-                    raise TransportError(f"HTTP {resp.status}")
-                if resp.status >= 400:
-                    ratelog.log(
-                        30,
-                        "profile-status",
-                        "[rl-insight] profile status refused (HTTP %s): %.200s",
-                        resp.status,
-                        resp.body.get("detail"),
-                    )
-                self._outbox.popleft()
-            if self._upload is not None:
-                self._send_chunks(transport)
-            self._fails = 0
-        except TransportError as exc:
-            self._fails += 1
-            self._next_try = time.monotonic() + min(30.0, 0.5 * 2 ** min(self._fails, 6))
-            ratelog.log(30, "profile-pump", "[rl-insight] profile delivery failed (%s); retrying", exc)
-
-    def _send_chunks(self, transport: Any) -> None:
-        from .transport import TransportError
-
-        up = self._upload
-        assert up is not None
-        if up.total < 0 and not self._compress(up):
-            return
-        with open(up.gz_path, "rb") as f:
-            for _ in range(_CHUNKS_PER_CYCLE):
-                f.seek(up.offset)
-                chunk = f.read(PROFILE_CHUNK_BYTES)
-                if not chunk:
-                    break
-                route = f"{ROUTE_PROFILES}/{up.req.id}/upload/{up.name}?offset={up.offset}&total={up.total}"
-                resp = transport.post(route, chunk, {"Content-Type": "application/octet-stream"})
-                if resp.status == 409 and type(resp.body.get("size")) is int and 0 <= resp.body["size"] <= up.total:
-                    up.offset = resp.body[
-                        "size"
-                    ]  # the server has a different amount (a restart, a lost reply): resume there
-                    continue
-                if resp.status == 429 or resp.status >= 500:
-                    raise TransportError(f"HTTP {resp.status}")
-                if resp.status >= 400:
-                    self._finish_upload(up, "failed", f"the server refused the upload (HTTP {resp.status}): "
-                                                      f"{str(resp.body.get('detail'))[:300]}")
-                    return
-                up.offset += len(chunk)
-                if resp.body.get("complete") or up.offset >= up.total:
-                    self.traces_uploaded += 1
-                    self._finish_upload(
-                        up, "uploaded", f"{up.total:,} bytes (gzip) uploaded as {up.name}", file=up.name
-                    )
-                    return
-
-    def _compress(self, up: _Upload) -> bool:
-        """gzip the exported trace in 1 MiB pieces, giving the GIL back between them."""
-        import zlib
-
-        try:
-            comp = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-            with open(up.json_path, "rb") as src, open(up.gz_path, "wb") as dst:
-                while True:
-                    block = src.read(PROFILE_CHUNK_BYTES)
-                    if not block:
-                        break
-                    dst.write(comp.compress(block))
-                    time.sleep(0)
-                dst.write(comp.flush())
-            _remove(up.json_path)
-            up.total = os.path.getsize(up.gz_path)
-        except OSError as exc:
-            self._finish_upload(up, "failed", f"compressing the trace failed: {exc!r:.300}")
-            return False
-        if up.total > up.req.max_bytes:
-            self._finish_upload(
-                up,
-                "failed",
-                f"the trace is {up.total / 2**20:.1f} MiB gzip'd, over the request's cap of "
-                f"{up.req.max_bytes / 2**20:.1f} MiB; profile fewer steps or raise --max-bytes",
-            )
-            return False
-        return True
-
-    def _finish_upload(self, up: _Upload, state: str, message: str, file: str | None = None) -> None:
-        with self._lock:
-            self._upload = None
-        _remove(up.json_path)
-        _remove(up.gz_path)
-        self._status(up.req, state, message, window=up.window, file=file)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass

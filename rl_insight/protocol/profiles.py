@@ -172,3 +172,28 @@ class ProfileRequest:
         norm = {r.replace("-", "_") for r in roles}
         return bool(set(self.lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in self.roles) or \
             (rank is not None and rank in self.ranks)
+
+
+def whole_number(x: Any) -> int | None:
+    """An integer as JSON may spell it (`7` or `7.0`); None for anything else."""
+    if type(x) is int:
+        return x
+    if type(x) is float and x.is_integer() and abs(x) <= 2**63:
+        return int(x)
+    return None
+
+
+def profile_window(w: Any) -> dict[str, Any]:
+    """A profiling window as a process reports it: epoch nanoseconds start <= end, in int64, and at most a few
+    steps; ValueError naming the problem otherwise."""
+    start, end = (None, None) if not isinstance(w, dict) else (whole_number(w.get("start_ns")),
+                                                                  whole_number(w.get("end_ns")))
+    if start is None or end is None or not 0 <= start <= end <= INT64_MAX:
+        raise ValueError("window must be an object with start_ns <= end_ns, both integers in [0, 2**63)")
+    steps = w.get("steps")
+    if steps is not None:
+        steps = [whole_number(x) for x in steps] if isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS \
+            else [None]
+        if not all(x is not None and 0 <= x <= MAX_EXACT_INT for x in steps):
+            raise ValueError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
+    return {"start_ns": start, "end_ns": end, "steps": steps}

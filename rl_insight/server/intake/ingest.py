@@ -17,7 +17,8 @@ from typing import Any
 from ...errors import BusyError, InvalidInputError
 from ...protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
 from ..live.metric_store import MetricStore, SeriesRef
-from ..runstore.writer import NO_IDENTITY, SampleRow
+from ..runstore.rows import SampleRow
+from ..runstore.writer import NO_IDENTITY
 
 
 @dataclass

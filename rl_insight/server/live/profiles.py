@@ -33,7 +33,6 @@ from typing import Any, Callable, Sequence
 
 from ...analysis.isolated import REPORT_FILES
 from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
-from ...fsutil import atomic_write
 from ...protocol import (
     DEFAULT_PROFILE_ACTIVITIES,
     DEFAULT_PROFILE_BYTES,
@@ -41,14 +40,14 @@ from ...protocol import (
     DEFAULT_PROFILE_TTL_S,
     DEFAULT_PROFILE_WINDOW_S,
     INT64_MAX,
-    MAX_EXACT_INT,
-    MAX_PROFILE_STEPS,
     MAX_PROFILE_TTL_S,
     PROCESS_STATES,
     PROCESS_TERMINAL,
     ProfileRequest,
     RunControl,
 )
+from ...protocol.profiles import profile_window, whole_number
+from .profile_files import RequestFiles
 from .step_clock import StepClock
 
 log = logging.getLogger("rl_insight.server.live.profiles")
@@ -62,7 +61,6 @@ MAX_PROCESSES_PER_REQUEST = 1024
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
 MAX_RANK = 2**31
 ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
-JOURNAL = "processes.jsonl"
 MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen yet (a job about to start)
 ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
 
@@ -81,7 +79,7 @@ class ProfileBook:
         self.run_exists = run_exists
         self.analysis_timeout_s = analysis_timeout_s
         self.analysis_max_memory_bytes = analysis_max_memory_bytes
-        self._journal_lines: dict[str, int] = {}
+        self._files = RequestFiles(root)  # request.json and the process journal of each request
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
@@ -114,10 +112,7 @@ class ProfileBook:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping unreadable profile request %s: %s", d, exc)
                 continue
-            in_file = bool(rec.setdefault("processes", {}))  # written by a version before the journal
-            self._journal_lines[d.name] = self._replay(d / JOURNAL, rec["processes"])
-            if in_file:
-                self._compact(rec)  # into the journal, before the next save writes request.json without them
+            self._files.read_processes(d.name, rec)
             analysis = rec.setdefault("analysis", {"state": "none"})
             if analysis.get("state") == "running":  # interrupted by a server stop
                 if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
@@ -134,49 +129,11 @@ class ProfileBook:
             self._requests[d.name] = request
             self._by_run.setdefault(_run_of(rec), []).append(d.name)
 
-    @staticmethod
-    def _replay(journal: Path, procs: dict[str, Any]) -> int:
-        """Apply the process journal (the last line of a process wins); a torn last line is skipped."""
-        try:
-            lines = journal.read_text().splitlines()
-        except OSError:
-            return 0
-        for line in lines:
-            try:
-                item = json.loads(line)
-                procs[str(item["key"])] = dict(item["entry"])
-            except (ValueError, KeyError, TypeError):
-                continue
-        return len(lines)
-
     def _save(self, rec: dict[str, Any]) -> None:
-        """request.json without the processes (they live in the journal)."""
-        d = self.root / rec["request"]["id"]
-        d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / "request.json", json.dumps({**rec, "processes": {}}, indent=1))
+        self._files.save(rec)
 
     def _journal(self, rec: dict[str, Any], key: str) -> None:
-        """One process's entry appended (O(1)); the journal is rewritten once it holds 4x more lines than processes."""
-        rid = rec["request"]["id"]
-        d = self.root / rid
-        d.mkdir(parents=True, exist_ok=True)
-        n = self._journal_lines.get(rid, 0) + 1
-        procs = rec["processes"]
-        if n > 4 * len(procs) + 64:
-            self._compact(rec)
-            return
-        with open(d / JOURNAL, "a") as f:
-            f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
-        self._journal_lines[rid] = n
-
-    def _compact(self, rec: dict[str, Any]) -> None:
-        """The journal rewritten with one line per process (atomically)."""
-        rid, procs = rec["request"]["id"], rec["processes"]
-        (self.root / rid).mkdir(parents=True, exist_ok=True)
-        atomic_write(
-            self.root / rid / JOURNAL, "".join(json.dumps({"key": k, "entry": e}) + "\n" for k, e in procs.items())
-        )
-        self._journal_lines[rid] = len(procs)
+        self._files.journal(rec, key)
 
     # ------------------------------------------------------------------ requests
     def create(
@@ -285,7 +242,7 @@ class ProfileBook:
         if state not in PROCESS_STATES:
             raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
         proc = body.get("process")
-        pid = _whole(proc.get("pid")) if isinstance(proc, dict) else None
+        pid = whole_number(proc.get("pid")) if isinstance(proc, dict) else None
         if (
             not isinstance(proc, dict)
             or not isinstance(proc.get("host"), str)
@@ -293,7 +250,7 @@ class ProfileBook:
             or not 0 <= pid <= INT64_MAX
         ):
             raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
-        rank = _whole(proc.get("rank"))
+        rank = whole_number(proc.get("rank"))
         if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
             raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found "
                                     f"{str(proc.get('rank'))[:40]!r}")
@@ -309,7 +266,10 @@ class ProfileBook:
             "updated_at": _now(),
         }
         if body.get("window") is not None:
-            entry["window"] = _window(body["window"])
+            try:
+                entry["window"] = profile_window(body["window"])
+            except ValueError as exc:
+                raise InvalidInputError(str(exc)) from None
         if isinstance(body.get("file"), str) and FILE_NAME.match(body["file"]):
             entry["file"] = body["file"]
         with self._lock:
@@ -448,7 +408,7 @@ class ProfileBook:
                     ids = self._by_run.get(_run_of(rec), [])
                     if rid in ids:
                         ids.remove(rid)
-                self._journal_lines.pop(rid, None)
+                self._files.forget(rid)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
         return len(rids)
 
@@ -535,25 +495,3 @@ def _state(rec: dict[str, Any]) -> str:
     if any(p["state"] not in PROCESS_TERMINAL for p in procs):
         return "running" if rec["request"]["expires_at"] > _now() else "expired"
     return "done" if any(p["state"] == "uploaded" for p in procs) else "failed"
-
-
-def _whole(x: Any) -> int | None:
-    """An integer as JSON may spell it (`7` or `7.0`); None for anything else."""
-    if type(x) is int:
-        return x
-    if type(x) is float and x.is_integer() and abs(x) <= 2**63:
-        return int(x)
-    return None
-
-
-def _window(w: Any) -> dict[str, Any]:
-    """A profiling window as reported: epoch nanoseconds start <= end, in int64, and at most a few steps."""
-    start, end = (_whole(w.get("start_ns")), _whole(w.get("end_ns"))) if isinstance(w, dict) else (None, None)
-    if start is None or end is None or not 0 <= start <= end <= INT64_MAX:
-        raise InvalidInputError("window must be an object with start_ns <= end_ns, both integers in [0, 2**63)")
-    steps = w.get("steps")
-    if steps is not None:
-        steps = [_whole(x) for x in steps] if isinstance(steps, list) and len(steps) <= MAX_PROFILE_STEPS else [None]
-        if not all(x is not None and 0 <= x <= MAX_EXACT_INT for x in steps):
-            raise InvalidInputError(f"window steps must be a list of at most {MAX_PROFILE_STEPS} step numbers")
-    return {"start_ns": start, "end_ns": end, "steps": steps}

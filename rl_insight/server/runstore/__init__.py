@@ -1,6 +1,7 @@
 """Run store: SQLite (WAL) file with runs, step-aligned metric samples and spans."""
 
 from .reader import RunStoreReader
-from .writer import RunStoreWriter, SampleRow
+from .rows import SampleRow
+from .writer import RunStoreWriter
 
 __all__ = ["RunStoreReader", "RunStoreWriter", "SampleRow"]

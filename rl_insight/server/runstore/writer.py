@@ -22,7 +22,6 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -30,6 +29,8 @@ from typing import Any, Callable, Sequence
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
+from . import retention
+from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, UPSERT_STEP_STAT, SampleRow, WriterStats
 from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
 from .trajectory_store import TrajectoryStore
 
@@ -37,55 +38,8 @@ log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
 MAX_TRANSACTION_ITEMS = 50_000  # items written in one transaction (a longer one holds readers' snapshots back)
 WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting for its interval
-PLAUSIBLE_PAST_S = (
-    86400.0  # client times older than this (by the server's clock, when written) never move a run's start
-)
-
-
-@dataclass
-class SampleRow:
-    project: str
-    experiment_name: str
-    name: str
-    kind: str
-    labels: str  # JSON of the labels other than project / experiment_name
-    step: float | None
-    ts: float
-    value: float
-
-
-@dataclass
-class WriterStats:
-    samples: int = 0
-    spans: int = 0
-    dropped: int = 0
-    batches: int = 0
-    runs_pruned: int = 0
-    last_error: str | None = None
-    degraded_since: float | None = None
-    queue_items: int = 0
-    write_seconds: float = 0.0
-    by_reason: dict[str, int] = field(default_factory=dict)
-
-
-# a resent sample (a lost answer, a restart) is the same series and time: stored once
-_INSERT_SAMPLE = "INSERT OR IGNORE INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
-_UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)")
-# a late start never reopens a span whose end is already stored
-_INSERT_START = (
-    "INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-# a span closed by the server (its client went silent) never overwrites an end its client did send
-_CLOSE_CUT_SHORT = (
-    "INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
-    "end_ns = excluded.end_ns, attributes = excluded.attributes WHERE spans.end_ns IS NULL"
-)
-_UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
-               "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
+# client times older than this (by the server's clock, when written) never move a run's start
+PLAUSIBLE_PAST_S = 86400.0
 
 
 # hand-over kinds that are one item each (samples and spans come in lists)
@@ -324,13 +278,13 @@ class RunStoreWriter:
                 for s in ends:
                     (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
         if sample_rows:
-            c.executemany(_INSERT_SAMPLE, sample_rows)
+            c.executemany(INSERT_SAMPLE, sample_rows)
         if span_starts:
-            c.executemany(_INSERT_START, span_starts)
+            c.executemany(INSERT_START, span_starts)
         if span_ends:
-            c.executemany(_UPSERT_END, span_ends)
+            c.executemany(UPSERT_END, span_ends)
         if span_cut:
-            c.executemany(_CLOSE_CUT_SHORT, span_cut)
+            c.executemany(CLOSE_CUT_SHORT, span_cut)
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs(touched)
         c.execute("COMMIT")
@@ -371,10 +325,10 @@ class RunStoreWriter:
         elif what == "step_backfill":
             self._step_backfill(item, now)
         elif what == "sample":
-            c.execute(_INSERT_SAMPLE, self._sample_row(item, touched, now))
+            c.execute(INSERT_SAMPLE, self._sample_row(item, touched, now))
             self.stats.samples += 1
         else:
-            stmt = _INSERT_START if what == "start" else _CLOSE_CUT_SHORT if _cut_short(item) else _UPSERT_END
+            stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
             c.execute(stmt, self._span_row(item, touched, now))
             self.stats.spans += 1
 
@@ -424,7 +378,7 @@ class RunStoreWriter:
 
     def _step_stats(self, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
         c = self._conn
-        c.executemany(_UPSERT_STEP_STAT, rows)
+        c.executemany(UPSERT_STEP_STAT, rows)
         marks = {(r[0], r[1]): (r[2], r[3]) for r in rows}
         c.executemany("INSERT OR REPLACE INTO step_summaries VALUES (?, 'step', ?, ?, ?)",
                       [(run, step, a, b) for (run, step), (a, b) in marks.items()])
@@ -512,43 +466,25 @@ class RunStoreWriter:
 
     # ------------------------------------------------------------------ retention
     def used_bytes(self) -> int:
-        page = self._conn.execute("PRAGMA page_size").fetchone()[0]
-        count = self._conn.execute("PRAGMA page_count").fetchone()[0]
-        free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
-        return (count - free) * page
+        return retention.used_bytes(self._conn)
 
     def prune(self) -> int:
         """Delete runs not seen for `retention_days`, then the oldest runs while over `max_bytes`."""
-        c = self._conn
-        cutoff = time.time() - self._retention_s
-        old = [r[0] for r in c.execute("SELECT id FROM runs WHERE last_seen < ?", (cutoff,))]
+        old = retention.runs_not_seen_since(self._conn, time.time() - self._retention_s)
         if old:
             self._delete_runs(old)
         removed = len(old)
         while self.used_bytes() > self._max_bytes:
-            oldest = c.execute("SELECT id FROM runs ORDER BY last_seen LIMIT 1").fetchone()
+            oldest = retention.oldest_run(self._conn)
             if oldest is None:
                 break
-            self._delete_runs([oldest[0]])
+            self._delete_runs([oldest])
             removed += 1
         self.stats.runs_pruned += removed
         return removed
 
     def _delete_runs(self, run_ids: list[int]) -> None:
-        c = self._conn
-        marks = ",".join("?" * len(run_ids))
-        keys = {
-            (p, e) for p, e in c.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})", run_ids)
-        }
-        c.execute("BEGIN IMMEDIATE")
-        c.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
-        c.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
-        c.execute(f"DELETE FROM spans WHERE run_id IN ({marks})", run_ids)
-        c.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))", run_ids)
-        c.execute(f"DELETE FROM trajectories WHERE run_id IN ({marks})", run_ids)
-        c.execute(f"DELETE FROM llm_requests WHERE run_id IN ({marks})", run_ids)
-        c.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
-        c.execute("COMMIT")
+        keys = retention.delete_runs(self._conn, run_ids)
         self._runs = {k: v for k, v in self._runs.items() if v not in run_ids}
         self._series = {k: v for k, v in self._series.items() if k[0] not in run_ids}
         self.trajectories.forget()

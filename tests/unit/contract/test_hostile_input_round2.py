@@ -23,7 +23,8 @@ import rl_insight
 from rl_insight.analysis.parsers import torch_trace
 from rl_insight.analysis.table import Report
 from rl_insight.errors import BusyError, ConflictError, InvalidInputError, PayloadTooLargeError
-from rl_insight.server.live.profiles import JOURNAL, ProfileBook
+from rl_insight.server.live.profile_files import JOURNAL
+from rl_insight.server.live.profiles import ProfileBook
 from tests.conftest import free_port, start_server, wait_until
 
 TOKEN = "round-two-token"

@@ -173,7 +173,7 @@ class _Transport:
 
 
 def test_the_client_resumes_an_upload_where_the_server_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rl_insight.client.profiling.PROFILE_CHUNK_BYTES", 1000)
+    monkeypatch.setattr("rl_insight.client.profile_upload.PROFILE_CHUNK_BYTES", 1000)
     ctl = ProfileController(_Exp())
     src = tmp_path / "trace.json"
     src.write_bytes(json.dumps({"traceEvents": [{"name": str(i) * 50} for i in range(2000)]}).encode())

@@ -1,0 +1,41 @@
+"""Retention of the run store, in SQL: runs not seen for the retention period go, then the oldest runs while the
+file holds more than its size bound. The writer decides when (on its own thread, so deletions never contend
+with writes) and forgets what it cached about the runs deleted."""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes in use: pages minus free pages (the file does not shrink without VACUUM)."""
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    count = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return int((count - free) * page)
+
+
+def runs_not_seen_since(conn: sqlite3.Connection, cutoff: float) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM runs WHERE last_seen < ?", (cutoff,))]
+
+
+def oldest_run(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT id FROM runs ORDER BY last_seen LIMIT 1").fetchone()
+    return None if row is None else int(row[0])
+
+
+def delete_runs(conn: sqlite3.Connection, run_ids: list[int]) -> set[tuple[str, str]]:
+    """Everything of these runs, in one transaction; the (project, experiment_name) of each run deleted."""
+    marks = ",".join("?" * len(run_ids))
+    keys = {(p, e) for p, e in conn.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})",
+                                            run_ids)}
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
+    conn.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
+    conn.execute(f"DELETE FROM spans WHERE run_id IN ({marks})", run_ids)
+    conn.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))", run_ids)
+    conn.execute(f"DELETE FROM trajectories WHERE run_id IN ({marks})", run_ids)
+    conn.execute(f"DELETE FROM llm_requests WHERE run_id IN ({marks})", run_ids)
+    conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
+    conn.execute("COMMIT")
+    return keys

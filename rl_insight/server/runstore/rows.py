@@ -1,0 +1,52 @@
+"""What the writer is handed and how it writes it: the row of a metric sample, the writer's counters, and the
+statements that make every write idempotent (a resent sample or span is stored once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SampleRow:
+    project: str
+    experiment_name: str
+    name: str
+    kind: str
+    labels: str  # JSON of the labels other than project / experiment_name
+    step: float | None
+    ts: float
+    value: float
+
+
+@dataclass
+class WriterStats:
+    samples: int = 0
+    spans: int = 0
+    dropped: int = 0
+    batches: int = 0
+    runs_pruned: int = 0
+    last_error: str | None = None
+    degraded_since: float | None = None
+    queue_items: int = 0
+    write_seconds: float = 0.0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+
+# a resent sample (a lost answer, a restart) is the same series and time: stored once
+INSERT_SAMPLE = "INSERT OR IGNORE INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
+UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# a late start never reopens a span whose end is already stored
+INSERT_START = (
+    "INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# a span closed by the server (its client went silent) never overwrites an end its client did send
+CLOSE_CUT_SHORT = (
+    "INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
+    "end_ns = excluded.end_ns, attributes = excluded.attributes WHERE spans.end_ns IS NULL"
+)
+UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
+               "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
