@@ -1,7 +1,7 @@
 """Client liveness: which training processes are alive, and what they left open when they went silent.
 
 verl's workers are Ray actors that never call `finish()`; `ray.shutdown()` kills them, so no final
-batch arrives. Clients send a heartbeat while idle (`client/exporter.py`), so silence for
+batch arrives. Clients send a heartbeat while idle (`client/delivery.py`), so silence for
 `silence_s` means the process is gone. Its open states are then closed at its last-seen time and
 marked `cut_short` (the RL state timeline shows where a process died instead of a state open
 forever), and a run whose clients have all finished or gone silent is marked finished.
