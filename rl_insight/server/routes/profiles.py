@@ -42,6 +42,10 @@ def build_router(st: AppState) -> APIRouter:
             from ..runstore import queries as q
 
             run = q.get_run(st.reader.conn(), body_run_id, st.config.live_window_s, include_config=False)
+            if not run["project"] or not run["experiment_name"]:  # data sent without a run identity
+                raise ConflictError(f"run {body_run_id} has no project and experiment_name: its processes cannot be "
+                                    "told a profile request", hint="give the job a run identity (init(project=..., "
+                                    "experiment_name=...)) to profile it")
             return run["project"], run["experiment_name"]
         if not project or not experiment:
             raise InvalidInputError("say which run: run_id, or project and experiment_name")
