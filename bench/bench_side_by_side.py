@@ -2,7 +2,7 @@
 the client's hot path into a real ingest server and into a null sink, and the ingest server's accepted rate.
 
     git worktree add /tmp/baseline <commit>
-    python bench/bench_side_by_side.py --baseline /tmp/baseline [--rounds 5] [--seconds 5]
+    python bench/bench_side_by_side.py --baseline /tmp/baseline [--rounds 5] [--seconds 5] [--only client|server]
 
 Each round runs the baseline, then this tree (alternating which goes first), each in a fresh interpreter
 with PYTHONPATH set to its tree (its client, its server). Reports the median of the rounds and the ratio
@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--only", choices=("client", "server"), help="one half only (more rounds in the same time)")
     a = ap.parse_args()
     print(f"machine: {machine()}")
     trees = {"baseline": a.baseline.resolve(), "this": HERE}
@@ -76,8 +76,8 @@ def main() -> None:
     for i in range(a.rounds):
         order = ["baseline", "this"] if i % 2 == 0 else ["this", "baseline"]
         for name in order:
-            got = client_round(trees[name])
-            if not a.skip_server:
+            got = client_round(trees[name]) if a.only != "server" else {}
+            if a.only != "client":
                 got.update(server_round(trees[name], a.seconds))
             for k, v in got.items():
                 results[name].setdefault(k, []).append(v)
