@@ -170,7 +170,7 @@ class BatchWorker(Generic[T]):
 class Periodic:
     """`fn` every `interval_s` on its own daemon thread, from `start()` until `stop()`."""
 
-    def __init__(self, name: str, interval_s: float, fn: Callable[[], None]) -> None:
+    def __init__(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
         self.name = name
         self._interval = interval_s
         self._fn = fn

@@ -53,8 +53,7 @@ class ClientTracker:
         self._orphans_due = 0.0
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
-        self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)),
-            lambda: None if self.reap() else None)
+        self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
 
     def start(self) -> None:
         self._reaper.start()
