@@ -20,6 +20,7 @@ from .demo import demo
 from .export import export
 from .profile import profile_app
 from .server import server_app
+from .stacks import stacks
 
 app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -28,6 +29,7 @@ app.add_typer(profile_app, name="profile")
 app.command("demo")(demo)
 app.command("analyze")(analyze)
 app.command("export")(export)
+app.command("stacks")(stacks)
 
 
 def _version(value: bool) -> None:

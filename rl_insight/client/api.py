@@ -97,6 +97,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             _reg_only.shutdown(0)
             _reg_only = None
         exp.open_states = _open_states
+        exp.lane_holders = _lane_holders
         _rt = exp
         if not _atexit_registered:
             atexit.register(_at_exit)
@@ -173,6 +174,10 @@ def _open_states() -> list:
     return _lanes.open_starts()  # the module's table now (a forked child has a fresh one)
 
 
+def _lane_holders() -> list:
+    return _lanes.holders()
+
+
 def _after_fork_in_child() -> None:
     """Ray, DataLoader and vLLM fork: the child gets a fresh queue, thread and cumulative state."""
     global _rt, _reg_only, _lanes, _init_lock, _pid_lane
@@ -186,6 +191,7 @@ def _after_fork_in_child() -> None:
         try:
             _rt = Delivery(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
             _rt.open_states = _open_states
+            _rt.lane_holders = _lane_holders
         except Exception:
             _rt = None
 

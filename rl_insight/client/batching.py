@@ -60,6 +60,7 @@ class BatchBuilder:
     step: int | float | None
     run_info: dict[str, Any] | None
     open_states: Any
+    profiling: Any  # ProfileController: the process's rank
     drops: dict[str, int]
     sent_items: int
     sent_batches: int
@@ -155,6 +156,9 @@ class BatchBuilder:
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
         client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
+        rank = self.profiling.rank()
+        if rank is not None:  # the server lists a run's processes by rank (requests that select ranks)
+            client["rank"] = rank
         if self.cfg.namespace:
             client["namespace"] = self.cfg.namespace
         if self._run_info_due:

@@ -13,7 +13,8 @@ Modelled on OpenTelemetry's BatchSpanProcessor, minus its gaps:
 * batches are encoded in slices (`wire.py`) so the thread never holds the GIL for long.
 
 Parts: `Aggregates` (cumulative state), `BatchBuilder` (batching.py: what is queued, as one batch), `wire`
-(encoding), a `Transport` (injected; HTTP by default), `ProfileController` (profiling.py: requests on replies).
+(encoding), a `Transport` (injected; HTTP by default), `ProfileController` (profiling.py: requests on replies),
+`StackAnswers` (stacks.py: stack snapshots asked on replies).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, Batch
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
+from .stacks import StackAnswers
 from .urls import ServerUrl
 
 TYPE_CHECKING = False
@@ -93,6 +95,7 @@ class Delivery(BatchBuilder):
         self.open_states: Any = (
             None  # () -> start events of the open trace_state lanes (client/lanes.py), resent on a restart
         )
+        self.lane_holders: Any = None  # () -> (lane, state, since ns, thread) of the open lanes (client/lanes.py)
         self._failures = 0
         self._next_self_metrics = 0.0
         self._last_sent = time.monotonic()
@@ -107,6 +110,10 @@ class Delivery(BatchBuilder):
 
         self._wake = threading.Event()
         self.profiling = ProfileController(self)  # profile requests riding on the ingest replies
+        # stack snapshots riding on the same replies, answered from the sender thread
+        self.stacks = StackAnswers(self.profiling, self.profiling.clock,
+                                   lambda: self.lane_holders() if self.lane_holders is not None else [],
+                                   self.wake, self.host, self.pid)
         self._stopping = False
         self._final = False
         self._final_sent = False
@@ -329,6 +336,8 @@ class Delivery(BatchBuilder):
             settled = self._send_all(transport, force=bool(waiters))
             if self.profiling.busy():
                 self.profiling.pump(transport)
+            if self.stacks.pending:
+                self.stacks.pump(transport)
         finally:
             if settled:
                 for w in waiters:
@@ -410,6 +419,7 @@ class Delivery(BatchBuilder):
                 self._server_boot = boot
             self._protocol = 2 if 2 in reply.protocols else 1
             self.profiling.offer(reply.control)
+            self.stacks.offer(reply.control)
         return True
 
     def _retry_later(self, why: str) -> bool:

@@ -16,6 +16,7 @@ threads and for coroutines that `await` inside the block.
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from time import time_ns
 
 from .batching import _SPAN_START
@@ -58,11 +59,18 @@ class LaneTable:
                 for lane_id, lane in self.lanes.items()
             ]
 
+    def holders(self) -> list[tuple[str, str, int, int]]:
+        """(lane, state, since ns, ident of the thread that opened it) of each open state: a stack snapshot marks
+        which thread holds which lane (client/stacks.py)."""
+        with self.lock:
+            return [(lane_id, lane.name, lane.start_ns, lane.thread) for lane_id, lane in self.lanes.items()]
+
 
 class _Lane:
-    __slots__ = ("name", "count", "start_ns", "span_id", "trace_id", "attrs")
+    __slots__ = ("name", "count", "start_ns", "span_id", "trace_id", "attrs", "thread")
 
     def __init__(self, name: str, start_ns: int, span_id: int, trace_id: int, attrs: dict) -> None:
+        self.thread = get_ident()  # the thread that opened the state (an asyncio lane: its event loop's)
         self.name = name
         self.count = 1
         self.start_ns = start_ns

@@ -186,6 +186,10 @@ class ProfileController(TraceUploads):
             self._torch = found
         return self._torch
 
+    def clock(self) -> int | None:
+        """The step this process is in by its own step metric, else by the run's clock from replies."""
+        return self._clock()
+
     def _clock(self) -> int | None:
         step = self._exp.step
         if step is not None:

@@ -8,6 +8,7 @@ import it (through the client) on every start.
 - `batch`: what a client sends (`POST /api/v1/ingest`) and `decode_batch`, the one validation of it.
 - `reply`: what every answer to a batch says (`IngestReply`, with the run's `RunControl`).
 - `profiles`: profile control (`ProfileRequest`, process states, the steps grammar, the defaults).
+- `stacks`: stack snapshots (`StackRequest`, `decode_stack_report`, their bounds).
 
 Everything is re-exported here; callers write `from rl_insight.protocol import X`.
 """
@@ -70,10 +71,12 @@ from .profiles import (
     parse_steps,
 )
 from .reply import IngestReply, RunControl
+from .stacks import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, ROUTE_STACKS, StackRequest, decode_stack_report
 from .values import BatchError, ItemError, TextCleaner, clean_text, epoch_ns, finite_float, is_number
 
 __all__ = [
-    "Batch", "BatchError", "CLIENT_HEARTBEAT_S", "ClientInfo", "DEFAULT_PROFILE_ACTIVITIES",
+    "Batch", "BatchError", "CLIENT_HEARTBEAT_S", "ClientInfo", "DEFAULT_PROFILE_ACTIVITIES", "DEFAULT_STACK_DEADLINE_S",
+    "MAX_STACK_DEADLINE_S", "ROUTE_STACKS", "StackRequest", "decode_stack_report",
     "DEFAULT_PROFILE_BYTES", "DEFAULT_PROFILE_TOOL", "DEFAULT_PROFILE_TTL_S", "DEFAULT_PROFILE_WINDOW_S",
     "INT64_MAX", "IngestReply", "ItemError", "KINDS", "KIND_COUNTER", "KIND_GAUGE", "KIND_HISTOGRAM",
     "MAX_ATTRIBUTES", "MAX_ATTRIBUTES_BYTES", "MAX_ATTRIBUTE_KEY", "MAX_ATTRIBUTE_VALUE", "MAX_BUCKETS",

@@ -2,7 +2,7 @@
 
 A batch (``POST /api/v1/ingest``, JSON, optionally gzip)::
 
-    {"v": 1, "client": {"id", "pid", "host", "project"?, "experiment_name"?},
+    {"v": 1, "client": {"id", "pid", "host", "project"?, "experiment_name"?, "rank"?},
      "series": [{"k": "g"|"c"|"h", "n": name, "l": {labels}, "d": doc, "b": [bounds]?, "ns": "client"?}],
      "samples": [[series_index, unix_ts_s, step|null, value]],   # histogram value: [sum, count, [cumulative counts]]
      "span_starts": [{"id", "trace_id", "parent_id", "name", "lane", "start_ns", "kind", "attributes"}],
@@ -123,7 +123,7 @@ class SpanRecord:
 
 
 class ClientInfo:
-    __slots__ = ("id", "pid", "host", "project", "experiment_name", "namespace", "run_config", "run_tags")
+    __slots__ = ("id", "pid", "host", "project", "experiment_name", "namespace", "run_config", "run_tags", "rank")
 
     def __init__(self, id: str, pid: int | None, host: str, project: str | None, experiment_name: str | None,
                  namespace: str | None = None) -> None:
@@ -136,6 +136,7 @@ class ClientInfo:
         # what init(config=...) said about the run (client/runinfo.py); None when this batch does not carry it
         self.run_config: dict[str, Any] | None = None
         self.run_tags: list[str] | None = None
+        self.rank: int | None = None  # the process's rank when it knows one (RANK, torch.distributed)
 
 
 class Batch:
@@ -188,6 +189,9 @@ def decode_batch(obj: Any) -> Batch:
         strings.clean(experiment[:MAX_LABEL_VALUE]) if isinstance(experiment, str) else None,
         _namespace(client.get("namespace")),
     )
+    rank = client.get("rank")
+    if type(rank) is int and 0 <= rank < 2**31:
+        info.rank = rank
     if isinstance(client.get("run"), dict):
         info.run_config, info.run_tags = _run_info(client["run"], strings)
     sections = {}

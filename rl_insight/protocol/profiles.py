@@ -167,11 +167,18 @@ class ProfileRequest:
 
     def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
         """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""
-        if not (self.lanes or self.roles or self.ranks):
-            return True
-        norm = {r.replace("-", "_") for r in roles}
-        return bool(set(self.lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in self.roles) or \
-            (rank is not None and rank in self.ranks)
+        return process_selected(self.lanes, self.roles, self.ranks, lanes, roles, rank)
+
+
+def process_selected(want_lanes: Any, want_roles: Any, want_ranks: Any, lanes: Any, roles: Any,
+                     rank: int | None) -> bool:
+    """The one selector rule of requests (profiles, stack snapshots): no selector asks every process; otherwise a
+    process is asked when any of its lanes, roles (`-` and `_` alike) or its rank is named."""
+    if not (want_lanes or want_roles or want_ranks):
+        return True
+    norm = {r.replace("-", "_") for r in roles}
+    return bool(set(want_lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in want_roles) or \
+        (rank is not None and rank in want_ranks)
 
 
 def whole_number(x: Any) -> int | None:

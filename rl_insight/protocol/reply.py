@@ -6,7 +6,8 @@ Control rides on replies (a client never polls): `RunControl` is the part of a r
 Encoding is plain JSON objects (the wire is unchanged from the dict the server used to write by hand)::
 
     {"accepted", "rejected", "errors": [...], "boot_id", "replaced_strings", "protocols": [1, 2],
-     "profile": [ProfileRequest.to_wire(), ...]?, "run_step"?, "run_step_at"?, "detail"?}
+     "profile": [ProfileRequest.to_wire(), ...]?, "stacks": [StackRequest.to_wire(), ...]?,
+     "run_step"?, "run_step_at"?, "detail"?}
 
 `IngestReply.from_wire` never raises: a client reads what it understands of any server's answer (an older
 server sends no `profile`, a newer one may send more keys) and treats the rest as absent.
@@ -15,6 +16,7 @@ server sends no `profile`, a newer one may send more keys) and treats the rest a
 from __future__ import annotations
 
 from .profiles import ProfileRequest
+from .stacks import StackRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,13 +27,15 @@ MAX_REQUESTS_READ = 64  # profile requests a client considers per reply (a serve
 
 class RunControl:
     """What a reply asks of the processes of one run. `profile` None: the server does not profile (no list in
-    the reply); a list is authoritative: a request missing from it is cancelled or over."""
+    the reply); a list is authoritative: a request missing from it is cancelled or over. `stacks`: the run's
+    pending stack snapshots (each answered once per process; empty when none)."""
 
-    __slots__ = ("profile", "run_step", "run_step_at")
+    __slots__ = ("profile", "run_step", "run_step_at", "stacks")
 
     def __init__(self, profile: list[ProfileRequest] | None = None, run_step: int | None = None,
-                 run_step_at: float = 0.0) -> None:
+                 run_step_at: float = 0.0, stacks: list[StackRequest] | None = None) -> None:
         self.profile = profile
+        self.stacks = stacks or []
         self.run_step = run_step  # the run's step clock, for processes that do not log the step themselves
         self.run_step_at = run_step_at  # when the server saw that clock move (epoch s, the server's clock)
 
@@ -39,6 +43,8 @@ class RunControl:
         out: dict[str, Any] = {}
         if self.profile is not None:
             out["profile"] = [r.to_wire() for r in self.profile]
+        if self.stacks:
+            out["stacks"] = [r.to_wire() for r in self.stacks]
         if self.run_step is not None:
             out["run_step"], out["run_step_at"] = self.run_step, self.run_step_at
         return out
@@ -54,11 +60,19 @@ class RunControl:
                     profile.append(ProfileRequest.from_wire(entry))
                 except ValueError:
                     continue  # one malformed entry never hides the others
+        stacks: list[StackRequest] = []
+        asked = body.get("stacks")
+        for entry in asked[:MAX_REQUESTS_READ] if isinstance(asked, list) else ():
+            try:
+                stacks.append(StackRequest.from_wire(entry))
+            except ValueError:
+                continue
         step = body.get("run_step")
         at = body.get("run_step_at")
         if type(step) is int and step >= 0:
-            return cls(profile, step, float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0)
-        return cls(profile)
+            return cls(profile, step, float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0,
+                       stacks)
+        return cls(profile, stacks=stacks)
 
 
 class IngestReply:

@@ -20,7 +20,20 @@ from .._version import __version__
 from ..errors import BusyError, RLInsightError, UnauthorizedError
 from ..protocol import clean_text
 from .config import ServerConfig
-from .routes import experiments, health, ingest, otlp, panels, profiles, runs, session, spans, targets, trajectories
+from .routes import (
+    experiments,
+    health,
+    ingest,
+    otlp,
+    panels,
+    profiles,
+    runs,
+    session,
+    spans,
+    stacks,
+    targets,
+    trajectories,
+)
 from .security import SECURITY_HEADERS, guard_middleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -65,6 +78,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         app.include_router(runs.build_router(st))
         app.include_router(trajectories.build_router(st))
         app.include_router(panels.build_router(st))
+        app.include_router(stacks.build_router(st))
     mount_ui(app, st.auth.require_read)
 
     @app.get("/docs", include_in_schema=False)

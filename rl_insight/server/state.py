@@ -159,6 +159,12 @@ class AppState:
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
+        from .live.stacks import StackBook
+
+        # stack snapshots of a run's live processes, asked on the same replies as profiles
+        self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.clients.processes)
+        if self.writer is not None:
+            self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
         # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
         self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,
                                      clock=self.step_clock, exporters=self.exporters, metrics=self.metrics)
@@ -246,6 +252,7 @@ class AppState:
         if self.reader is not None:
             self._inherit_open_states()
         self.clients.start()
+        self.stacks.start()
         if self.config.otlp_intake_grpc_port:
             from .intake.otlp_grpc import GrpcTraceIntake
 
@@ -263,6 +270,7 @@ class AppState:
         if self.grpc_intake is not None:
             self.grpc_intake.stop()
         self.clients.stop()
+        self.stacks.stop()
         if self.insight is not None:
             self.insight.stop()
         if self.forwarder is not None:

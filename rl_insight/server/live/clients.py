@@ -16,21 +16,24 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ...batch_worker import Periodic
 from ...protocol import ClientInfo, SpanRecord
 
 MAX_CLIENTS = 100_000
 MAX_OPEN_PER_CLIENT = 10_000
+MAX_LANES_PER_CLIENT = 64
 
 
 class _Client:
-    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid")
+    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid", "rank", "lanes")
 
     def __init__(self) -> None:
         self.host: str = ""
         self.pid: int | None = None
+        self.rank: int | None = None
+        self.lanes: set[str] = set()  # lanes this client reported states on (bounded): who a request selects
         self.last_seen_mono = 0.0
         self.last_seen_ns = 0
         self.run: tuple[str, str] | None = None
@@ -89,6 +92,11 @@ class ClientTracker:
                 c = self._clients[client.id] = _Client()
             c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
             c.host, c.pid = client.host, client.pid
+            if client.rank is not None:
+                c.rank = client.rank
+            for s in starts:
+                if s.lane and len(c.lanes) < MAX_LANES_PER_CLIENT:
+                    c.lanes.add(s.lane)
             if client.project is not None or client.experiment_name is not None:
                 c.run = (client.project or "", client.experiment_name or "")
             for s in starts:  # starts first: a state may start and end within one batch
@@ -159,6 +167,18 @@ class ClientTracker:
             for callback in self.on_silent:
                 callback(host, pid)
         return len(closed)
+
+    def processes(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
+        """The live processes of a run: who they are (host, pid, rank, lanes), when each was last heard from,
+        and the states it has open (lane, state, since): what a request selects and whom a snapshot expects."""
+        run = (project, experiment_name)
+        now_mono, now_ns = time.monotonic(), time.time_ns()
+        with self._lock:
+            return [{"client_id": cid, "host": c.host, "pid": c.pid, "rank": c.rank, "lanes": sorted(c.lanes),
+                     "last_seen_ns": now_ns - int((now_mono - c.last_seen_mono) * 1e9),
+                     "open": [{"lane": s.lane, "state": s.name, "since_ns": s.start_ns}
+                              for s in sorted((s for s in c.open.values() if s.lane), key=lambda s: s.lane or "")][:64]}
+                    for cid, c in self._clients.items() if c.run == run]
 
     def live_clients(self) -> int:
         with self._lock:

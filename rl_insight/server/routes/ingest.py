@@ -23,6 +23,8 @@ def build_router(st: AppState) -> APIRouter:
         done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes))
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
+        control = st.profiles.for_client(c.project, c.experiment_name)
+        control.stacks = st.stacks.for_client(c.project, c.experiment_name)
         reply = IngestReply(
             result.accepted,
             result.rejected,
@@ -30,7 +32,7 @@ def build_router(st: AppState) -> APIRouter:
             st.boot_id,
             result.replaced_strings,
             PROTOCOL_VERSIONS,
-            st.profiles.for_client(c.project, c.experiment_name),
+            control,
             f"all {result.rejected} items of the batch were refused; see errors" if refused_all else None,
         )
         return reply.to_wire(), 422 if refused_all else 200, done.durable

@@ -192,6 +192,22 @@ class ProfileCreate(BaseModel):
                                              "`rl-insight profile upload` (never delivered to the job's processes)")
 
 
+class StackCreate(BaseModel):
+    """A stack snapshot of a run's live processes: those whose lanes, roles or ranks match (none: all of them)."""
+
+    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
+    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
+    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+    native: bool = Field(False, description="add native frames (py-spy, where installed and ptrace is permitted)")
+    deadline_s: float = Field(p.DEFAULT_STACK_DEADLINE_S, ge=1, le=p.MAX_STACK_DEADLINE_S,
+                              description="processes that have not answered by then are listed as not answering "
+                                          "(an idle process hears at its heartbeat, every 10 s)")
+
+
 class ProfileProcess(BaseModel):
     host: str = Field(max_length=1024)
     pid: int = Field(ge=0, lt=2**63)
@@ -215,6 +231,38 @@ class ProfileStatus(BaseModel):
     message: str = Field("", max_length=2000)
     window: ProfileWindow | None = None
     file: str | None = Field(None, max_length=200)
+
+
+class StackFrame(BaseModel):
+    file: str = Field("?", max_length=4096)
+    line: int = Field(0, ge=0, lt=2**31)
+    func: str = Field("?", max_length=4096)
+    code: str | None = Field(None, max_length=4096)
+
+
+class StackThread(BaseModel):
+    id: int = Field(0, ge=0, lt=2**64)
+    name: str = Field("?", max_length=4096)
+    main: bool = False
+    sender: bool = False
+    daemon: bool = False
+    lanes: list[dict[str, Any]] = Field([], max_length=64)
+    frames: list[StackFrame] = Field([], max_length=4096)
+    native: list[StackFrame] | None = None
+
+
+class StackReport(BaseModel):
+    """One process's answer to a stack snapshot (POST /api/v1/stacks/{id}/report; documents the body the route
+    reads itself, within 1 MiB; protocol/stacks.py is its one validation)."""
+
+    process: ProfileProcess
+    threads: list[StackThread] = Field(min_length=1)
+    taken_ns: int = Field(0, ge=0, lt=2**63)
+    step: int | None = Field(None, ge=0, lt=2**63)
+    rss_bytes: int | None = Field(None, ge=0, lt=2**63)
+    cpu_s: float | None = Field(None, ge=0, lt=1e12)
+    native_state: Literal["not_asked", "ok", "not_installed", "refused", "failed"] = "not_asked"
+    native_message: str = Field("", max_length=4096)
 
 
 # --------------------------------------------------------------------------- targets

@@ -1,0 +1,185 @@
+"""Stack snapshots: the request that rides on ingest replies and what each process answers, validated once here.
+
+A snapshot is asked of a run (`POST /api/v1/runs/{id}/stacks`); every ingest reply of that run lists the pending
+ones in `RunControl.stacks` (`StackRequest.to_wire`). A process whose lanes, roles or rank match answers once, from
+its sender thread (never the training thread), with `ROUTE_STACKS/<id>/report`::
+
+    {"process": {"host", "pid", "rank"?, "lanes": [...], "roles": [...]},
+     "taken_ns", "step"?, "rss_bytes"?, "cpu_s"?,
+     "threads": [{"id", "name", "daemon", "main", "sender",
+                  "lanes": [{"lane", "state", "since_ns"}],          # the open trace_state lanes this thread holds
+                  "frames": [{"file", "line", "func", "code"?}],      # outermost first, innermost last
+                  "native": [{"file", "line", "func"}]?}],            # py-spy's frames, when asked and permitted
+     "truncated_threads", "native_state": "not_asked"|"ok"|"not_installed"|"refused"|"failed", "native_message"}
+
+Nothing in a request is executed: it only says which processes answer and whether to ask py-spy. Stacks are read
+by the process itself (`sys._current_frames`); file paths are as the process reports them. Every list and string
+is bounded both when built (client/stacks.py) and when read (`decode_stack_report`, the server).
+"""
+
+from __future__ import annotations
+
+from .limits import INT64_MAX, MAX_ID, MAX_LABEL_VALUE, MAX_LANE, MAX_SPAN_NAME, MAX_TS_S
+from .profiles import CLIENT_HEARTBEAT_S, MAX_PROFILE_SELECTORS, process_selected
+from .values import ItemError, TextCleaner, finite_float
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+ROUTE_STACKS = "/api/v1/stacks"
+MAX_STACK_THREADS = 256  # threads reported per process (vLLM, Ray workers: dozens; more are counted, not listed)
+MAX_STACK_FRAMES = 128  # frames per thread, the innermost kept (a deeper stack says how many were cut)
+MAX_STACK_REPORT_BYTES = 1024 * 1024  # one process's report on the wire
+MAX_FRAME_FILE = 512
+MAX_FRAME_FUNC = 256
+MAX_FRAME_CODE = 240
+CODE_FRAMES = 4  # source lines sent for the innermost frames of each thread (what a reader looks at)
+DEFAULT_STACK_DEADLINE_S = CLIENT_HEARTBEAT_S + 4.0  # an idle process hears at its heartbeat, then answers
+MAX_STACK_DEADLINE_S = 300.0
+NATIVE_STATES = ("not_asked", "ok", "not_installed", "refused", "failed")
+
+
+class StackRequest:
+    """Which processes of a run answer (no selector: all of them), whether they add py-spy's native frames, and
+    until when the request is listed (epoch s)."""
+
+    __slots__ = ("id", "lanes", "roles", "ranks", "native", "expires_at")
+
+    def __init__(self, id: str, lanes: tuple[str, ...] = (), roles: tuple[str, ...] = (), ranks: tuple[int, ...] = (),
+                 native: bool = False, expires_at: float = 0.0) -> None:
+        self.id = id
+        self.lanes = lanes
+        self.roles = roles
+        self.ranks = ranks
+        self.native = native
+        self.expires_at = expires_at
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"id": self.id, "lanes": list(self.lanes), "roles": list(self.roles), "ranks": list(self.ranks),
+                "native": self.native, "expires_at": self.expires_at}
+
+    @classmethod
+    def from_wire(cls, d: Any) -> StackRequest:
+        """The one validation of a request (the server's book builds it with this, a client reads each entry of a
+        reply with it); ValueError naming the problem otherwise."""
+        if not isinstance(d, dict):
+            raise ValueError("a stack request must be an object")
+        rid = d.get("id")
+        if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
+            raise ValueError("stack request id must be 1-32 lowercase hex digits")
+        strings = TextCleaner()
+
+        def texts(key: str, max_len: int) -> tuple[str, ...]:
+            v = d.get(key) or []
+            if not isinstance(v, list) or len(v) > MAX_PROFILE_SELECTORS:
+                raise ValueError(f"{key} must be a list of at most {MAX_PROFILE_SELECTORS}")
+            return tuple(strings.text(x, key, max_len) for x in v)
+
+        ranks = d.get("ranks") or []
+        if not isinstance(ranks, list) or len(ranks) > MAX_PROFILE_SELECTORS or \
+                not all(type(r) is int and 0 <= r <= INT64_MAX for r in ranks):
+            raise ValueError("ranks must be a list of non-negative integers")
+        try:
+            lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
+            expires_at = finite_float(d.get("expires_at", 0.0), "expires_at", 0.0, MAX_TS_S)
+        except ItemError as exc:
+            raise ValueError(str(exc)) from None
+        return cls(rid, lanes, roles, tuple(ranks), d.get("native") is True, expires_at)
+
+    def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
+        return process_selected(self.lanes, self.roles, self.ranks, lanes, roles, rank)
+
+
+def _int(v: Any, lo: int = 0, hi: int = INT64_MAX) -> int | None:
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    return v if type(v) is int and lo <= v <= hi else None
+
+
+class _Cutter(TextCleaner):
+    """Text from a report: cut to its bound rather than refused (a long path is still worth showing)."""
+
+    __slots__ = ()
+
+    def cut(self, x: Any, max_len: int, default: str = "?") -> str:
+        return self.clean(x[:max_len]) if isinstance(x, str) and x else default
+
+
+def _frames(raw: Any, strings: _Cutter, where: str) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} must be a list of frames")
+    out = []
+    for f in raw[-MAX_STACK_FRAMES:]:  # the innermost frames are the ones that say where a thread is
+        if not isinstance(f, dict):
+            raise ValueError(f"{where}: each frame must be an object with file, line and func")
+        frame: dict[str, Any] = {"file": strings.cut(f.get("file"), MAX_FRAME_FILE),
+                                 "line": _int(f.get("line"), 0, 2**31) or 0,
+                                 "func": strings.cut(f.get("func"), MAX_FRAME_FUNC)}
+        if isinstance(f.get("code"), str) and f["code"]:
+            frame["code"] = strings.cut(f["code"], MAX_FRAME_CODE)
+        out.append(frame)
+    return out
+
+
+def decode_stack_report(body: Any) -> dict[str, Any]:
+    """What one process answered, checked and bounded (strings cut, lists capped, numbers in range); ValueError
+    naming the first problem otherwise. The result is what the server stores."""
+    if not isinstance(body, dict):
+        raise ValueError("a stack report must be a JSON object")
+    strings = _Cutter()
+    proc = body.get("process")
+    pid = _int(proc.get("pid")) if isinstance(proc, dict) else None
+    if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or pid is None:
+        raise ValueError("process must be an object with host (string) and pid (non-negative integer)")
+    rank = proc.get("rank")
+    if rank is not None and _int(rank, 0, 2**31) is None:
+        raise ValueError(f"process rank must be an integer in [0, 2**31), found {str(rank)[:40]!r}")
+
+    def texts(v: Any, n: int, max_len: int) -> list[str]:
+        return [strings.cut(x, max_len) for x in v[:n] if isinstance(x, str) and x] if isinstance(v, list) else []
+
+    threads_in = body.get("threads")
+    if not isinstance(threads_in, list) or not threads_in:
+        raise ValueError("threads must be a non-empty list (every process has at least one thread)")
+    threads = []
+    for i, t in enumerate(threads_in[:MAX_STACK_THREADS]):
+        if not isinstance(t, dict):
+            raise ValueError(f"threads[{i}] must be an object")
+        lanes = []
+        for held in (t.get("lanes") or [])[:64] if isinstance(t.get("lanes"), list) else []:
+            if isinstance(held, dict) and isinstance(held.get("lane"), str) and held["lane"]:
+                lanes.append({"lane": strings.cut(held["lane"], MAX_LANE),
+                              "state": strings.cut(held.get("state"), MAX_SPAN_NAME),
+                              "since_ns": _int(held.get("since_ns")) or 0})
+        thread: dict[str, Any] = {
+            "id": _int(t.get("id"), 0, 2**64) or 0,
+            "name": strings.cut(t.get("name"), 256),
+            "daemon": t.get("daemon") is True, "main": t.get("main") is True, "sender": t.get("sender") is True,
+            "lanes": lanes,
+            "frames": _frames(t.get("frames") or [], strings, f"threads[{i}].frames"),
+            "cut_frames": _int(t.get("cut_frames"), 0, 2**31) or 0,
+        }
+        if t.get("native") is not None:
+            thread["native"] = _frames(t["native"], strings, f"threads[{i}].native")
+        threads.append(thread)
+    native_state = body.get("native_state", "not_asked")
+    if native_state not in NATIVE_STATES:
+        raise ValueError(f"native_state must be one of {', '.join(NATIVE_STATES)}")
+    step = body.get("step")
+    cpu = body.get("cpu_s")
+    return {
+        "process": {"host": strings.cut(proc["host"], 128), "pid": pid,
+                    "rank": _int(rank, 0, 2**31) if rank is not None else None,
+                    "lanes": texts(proc.get("lanes"), 64, MAX_LANE), "roles": texts(proc.get("roles"), 16, 128)},
+        "taken_ns": _int(body.get("taken_ns")) or 0,
+        "step": _int(step) if step is not None else None,
+        "rss_bytes": _int(body.get("rss_bytes")),
+        "cpu_s": float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and 0 <= cpu < 1e12
+        else None,
+        "threads": threads,
+        "truncated_threads": (_int(body.get("truncated_threads"), 0, 2**31) or 0)
+        + max(0, len(threads_in) - MAX_STACK_THREADS),
+        "native_state": native_state,
+        "native_message": strings.cut(body.get("native_message"), 1000, ""),
+    }

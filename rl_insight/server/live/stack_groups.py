@@ -1,0 +1,224 @@
+"""A stack snapshot summarised: who is where, grouped, with the odd ones out named in one sentence.
+
+Pure functions over stored reports (server/live/stacks.py keeps them). The unit is what holds a lane: each thread
+of a process that holds open `trace_state` lanes (a torch.distributed rank's main thread holds `rank_3`; the demo's
+trainer runs one thread per rank; an asyncio engine's loop thread holds its replicas); a process holding none is
+one unit, its main thread. Processes that did not answer are units too, with their last-seen and open states.
+
+Call paths are compared by file and function, not line (the same function waiting at two lines is one place),
+unless `exact`; library paths are compared from their package down (`torch/distributed/...`), so one job's hosts
+with different virtualenv paths still group. The largest group is "the many"; every other group is an odd one out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+MAX_LABELS_SHOWN = 12  # compact range strings list at most this many prefixes
+_LIB = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+_STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\]")
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+def short_path(path: str) -> str:
+    """A frame's file as grouping sees it: a library from its package down, the stdlib as `<stdlib>/…`, user code
+    by its last two components (the same script from two checkouts groups)."""
+    parts = _LIB.split(path)
+    if len(parts) > 1:
+        return parts[-1].replace("\\", "/")
+    parts = _STDLIB.split(path)
+    if len(parts) > 1:
+        return "<stdlib>/" + parts[-1].replace("\\", "/")
+    return "/".join(path.replace("\\", "/").split("/")[-2:])
+
+
+def is_stdlib(path: str) -> bool:
+    return short_path(path).startswith("<stdlib>/") or path.startswith("<frozen ")
+
+
+def signature(frames: list[dict[str, Any]], exact: bool = False) -> tuple:
+    return tuple((short_path(f["file"]), f["func"], f["line"] if exact else 0) for f in frames)
+
+
+def package(path: str) -> str:
+    """`torch/distributed/distributed_c10d.py` → `torch.distributed`; user code → its file name."""
+    short = short_path(path)
+    if short.startswith("<stdlib>/"):
+        return short[len("<stdlib>/"):].split("/")[0].removesuffix(".py")
+    if _LIB.search(path):
+        comps = short.split("/")
+        return ".".join(c for c in comps[:2] if not c.endswith(".py")) or comps[0].removesuffix(".py")
+    return short.split("/")[-1]
+
+
+def where(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    """The frame a reader wants: the innermost one outside the standard library (the stdlib's locks and waits
+    below it are how it waits), with the stdlib frame it waits in."""
+    if not frames:
+        return {"func": "?", "file": "?", "line": 0, "text": "no Python frames"}
+    leaf = frames[-1]
+    mine = next((f for f in reversed(frames) if not is_stdlib(f["file"])), leaf)
+    waits = leaf if mine is not leaf else None
+    lib = bool(_LIB.search(mine["file"]))
+    at = f"({package(mine['file'])})" if lib else f"at {short_path(mine['file'])}:{mine['line']}"
+    text = f"`{mine['func']}` {at}"
+    code = (mine.get("code") or "").split("  #", 1)[0].strip()  # the statement, not its comment
+    if not lib and code:
+        text += f" `{code}`"
+    if waits is not None:
+        text += f", waiting in {package(waits['file'])} `{waits['func']}`"
+    return {"func": mine["func"], "file": mine["file"], "line": mine["line"], "code": mine.get("code"), "text": text}
+
+
+def compact(labels: Iterable[str]) -> str:
+    """`rank_0 … rank_511, rank_513 … rank_1023` → `rank_0-511, rank_513-1023` (numbers of one prefix as ranges)."""
+    numbered: dict[str, list[int]] = {}
+    plain: list[str] = []
+    for label in labels:
+        m = _TRAILING_NUMBER.match(label)
+        if m and len(m.group(2)) < 10 and not (len(m.group(2)) > 1 and m.group(2).startswith("0")):
+            numbered.setdefault(m.group(1), []).append(int(m.group(2)))
+        else:
+            plain.append(label)
+    out: list[str] = []
+    for prefix in sorted(numbered):
+        nums = sorted(set(numbered[prefix]))
+        runs: list[tuple[int, int]] = []
+        for n in nums:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], n)
+            else:
+                runs.append((n, n))
+        out.extend(f"{prefix}{a}" if a == b else f"{prefix}{a}-{b}" for a, b in runs)
+    out.extend(sorted(set(plain)))
+    if len(out) > MAX_LABELS_SHOWN:
+        return ", ".join(out[:MAX_LABELS_SHOWN]) + f" and {len(out) - MAX_LABELS_SHOWN} more"
+    return ", ".join(out)
+
+
+def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What is grouped: each lane-holding thread of each answering process (else its main thread), and each
+    process that did not answer."""
+    out: list[dict[str, Any]] = []
+    for key, rep in sorted(reports.items()):
+        proc = rep["process"]
+        default = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
+        holders = [t for t in rep["threads"] if t["lanes"] and not t["sender"]]
+        if not holders:
+            main = next((t for t in rep["threads"] if t["main"]), None) or \
+                next((t for t in rep["threads"] if not t["sender"]), rep["threads"][0])
+            holders = [main]
+        for t in holders:
+            lanes = [h["lane"] for h in t["lanes"]]
+            out.append({"key": f"{key}/{t['id']}", "process": key, "thread": t["id"], "thread_name": t["name"],
+                        "label": compact(lanes) if lanes else default, "labels": lanes or [default],
+                        "states": t["lanes"], "frames": t["frames"], "native": t.get("native"),
+                        "answered": True, "cpu_s": rep.get("cpu_s"), "step": rep.get("step")})
+    for proc in missing:
+        lanes = [o["lane"] for o in proc.get("open", [])] or list(proc.get("lanes", []))
+        default = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
+        out.append({"key": f"{proc['host']}:{proc['pid']}/-", "process": f"{proc['host']}:{proc['pid']}",
+                    "thread": None, "label": compact(lanes) if lanes else default, "labels": lanes or [default],
+                    "states": proc.get("open", []), "frames": None, "answered": False,
+                    "last_seen_ns": proc.get("last_seen_ns")})
+    return out
+
+
+def group(us: list[dict[str, Any]], exact: bool = False) -> list[dict[str, Any]]:
+    """Units with the same call path together, the largest group first; the processes that did not answer last."""
+    by_sig: dict[tuple, list[dict[str, Any]]] = {}
+    for u in us:
+        sig = signature(u["frames"], exact) if u["answered"] else ("<no answer>",)
+        by_sig.setdefault(sig, []).append(u)
+    groups = []
+    for sig, members in by_sig.items():
+        answered = members[0]["answered"]
+        labels = [label for m in members for label in m["labels"]]
+        groups.append({"size": len(members), "answered": answered, "labels": compact(labels),
+                       "where": where(members[0]["frames"]) if answered else None,
+                       "frames": members[0]["frames"] if answered else None,
+                       "members": [{k: m.get(k) for k in ("key", "label", "thread_name", "states", "last_seen_ns",
+                                                          "step")} for m in members]})
+    groups.sort(key=lambda g: (not g["answered"], -g["size"], g["labels"]))
+    for i, g in enumerate(groups):
+        g["odd_one_out"] = g["answered"] and i > 0 and groups[0]["size"] > g["size"]
+    return groups
+
+
+def _s(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
+    """The outliers named in one sentence: the many, the odd ones out, and who did not answer."""
+    answered = [g for g in groups if g["answered"]]
+    silent = [g for g in groups if not g["answered"]]
+    parts: list[str] = []
+    if not answered:
+        parts.append("no process answered")
+    elif len(answered) == 1:
+        g = answered[0]
+        who = f"all {g['size']} ({g['labels']}) are" if g["size"] > 1 else f"{g['labels']} is"
+        parts.append(f"{who} in {g['where']['text']}")
+    else:
+        many = answered[0]
+        total = sum(g["size"] for g in groups)
+        if many["size"] > answered[1]["size"]:
+            parts.append(f"{many['size']} of {total} ({many['labels']}) are in {many['where']['text']}")
+            for g in answered[1:4]:
+                parts.append(f"{g['labels']} {_s(g['size'], 'is', 'are')} in {g['where']['text']} — "
+                             f"{_s(g['size'], 'the odd one out', 'odd ones out')}")
+            if len(answered) > 4:
+                parts.append(f"{len(answered) - 4} more groups")
+        else:
+            parts.append(f"no majority: {len(answered)} groups, the largest {many['size']} "
+                         f"({many['labels']} in {many['where']['text']})")
+    for g in silent:
+        members = g["members"]
+        seen = [m["last_seen_ns"] for m in members if m.get("last_seen_ns")]
+        ago = f", last seen {max(0.0, (now_ns - max(seen)) / 1e9):.0f} s ago" if seen else ""
+        states = [m["states"][0] for m in members if m.get("states")]
+        open_ = f", in {states[0]['state']} for {max(0.0, (now_ns - states[0]['since_ns']) / 1e9):.0f} s" \
+            if states and states[0].get("since_ns") else ""
+        parts.append(f"{g['labels']} did not answer{ago}{open_} — {_s(g['size'], 'a suspect', 'suspects')} too")
+    return "; ".join(parts) + "."
+
+
+def moved(previous: dict[str, Any], current: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Who moved since the previous snapshot of the run: the same thread with the same stack, lines included, did
+    not (truly stuck, or back at the very same place); None when the two share no thread."""
+    before = {u["key"]: u for u in previous.get("units", []) if u.get("answered")}
+    still: list[dict[str, Any]] = []
+    went: list[dict[str, Any]] = []
+    for u in current:
+        old = before.get(u["key"])
+        if old is None or not u["answered"]:
+            continue
+        (still if signature(old["frames"], True) == signature(u["frames"], True) else went).append(u)
+    if not still and not went:
+        return None
+    return {"previous": previous["id"], "did_not_move": compact(x for u in still for x in u["labels"]),
+            "moved": compact(x for u in went for x in u["labels"]), "still_count": len(still),
+            "moved_count": len(went)}
+
+
+def summarise(snap: dict[str, Any], previous: dict[str, Any] | None, now_ns: int, exact: bool = False) -> None:
+    """Fill a completed snapshot's `units`, `groups`, `summary` (and `moved` against the previous one)."""
+    us = units(snap["reports"], snap.get("missing", []))
+    snap["units"] = us
+    snap["groups"] = group(us, exact)
+    text = sentence(snap["groups"], now_ns)
+    if previous is not None:
+        m = moved(previous, us)
+        if m is not None:
+            gap = max(0.0, (snap["created_at"] - previous["created_at"]))
+            m["seconds"] = round(gap, 1)
+            snap["moved"] = m
+            if m["still_count"] and not m["moved_count"]:
+                text += f" {gap:.0f} s after the previous snapshot nobody moved: stuck."
+            elif m["still_count"]:
+                text += f" {gap:.0f} s after the previous snapshot, {m['did_not_move']} did not move."
+            else:
+                text += f" Everyone moved in the {gap:.0f} s since the previous snapshot."
+    snap["summary"] = text

@@ -1,0 +1,274 @@
+"""Stack snapshots of a run: asked of its live processes on their ingest replies, collected, grouped, kept.
+
+`create` records which live processes of the run are expected (server/live/clients.py knows each one's host, pid,
+rank, lanes and open states) and lists the request on every ingest reply of the run (`for_client`) until it is
+complete: every expected process answered (`report`), or the deadline passed (`tick`, every half second). A
+process that did not answer is listed with its last-seen time and the states it had open: a suspect too.
+
+On completion the snapshot is summarised (live/stack_groups.py: groups, the odd ones out in one sentence, who
+moved since the run's previous snapshot) and written to `<data_dir>/stacks/<id>.json`; the stored form is what the
+API serves. A snapshot still pending at a server stop is completed at the next start with what it had, and says so.
+
+Bounds: a few pending per run; at most `MAX_KEPT_PER_RUN` kept per run (the oldest deleted); one report's size is
+bounded by the protocol, and once a snapshot holds `MAX_SNAPSHOT_BYTES` of reports later ones keep only the threads
+that hold lanes and the main thread. Retention deletes a run's snapshots with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ...batch_worker import Periodic
+from ...errors import ConflictError, InvalidInputError, NotFoundError
+from ...fsutil import atomic_write
+from ...protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
+from ...protocol.profiles import process_selected
+from . import stack_groups
+
+log = logging.getLogger("rl_insight.server.live.stacks")
+
+SNAPSHOT_ID = re.compile(r"^[0-9a-f]{16}$")
+MAX_PENDING_PER_RUN = 4
+MAX_KEPT_PER_RUN = 50
+MAX_SNAPSHOT_BYTES = 64 * 2**20
+MAX_PROCESSES = 4096  # answers kept per snapshot
+COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous one when that is this recent
+
+
+class StackBook:
+    def __init__(self, root: Path, processes: Callable[[str, str], list[dict[str, Any]]],
+                 tick_s: float = 0.5) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._processes = processes  # the live processes of a run (ClientTracker.processes)
+        self._lock = threading.Lock()
+        self._snaps: dict[str, dict[str, Any]] = {}  # id -> stored form (pending ones carry their reports)
+        self._requests: dict[str, StackRequest] = {}  # pending id -> the request the replies list
+        self._bytes: dict[str, int] = {}
+        self.on_complete: list[Callable[[dict[str, Any]], None]] = []
+        self._load()
+        self._ticker = Periodic("stack-snapshots", tick_s, self.tick)
+
+    def start(self) -> None:
+        self._ticker.start()
+
+    def stop(self) -> None:
+        self._ticker.stop()
+
+    # ------------------------------------------------------------------ persistence
+    def _path(self, sid: str) -> Path:
+        return self.root / f"{sid}.json"
+
+    def _load(self) -> None:
+        for f in sorted(self.root.glob("*.json")):
+            if not SNAPSHOT_ID.match(f.stem):
+                continue
+            try:
+                snap = json.loads(f.read_text())
+                if snap.get("id") != f.stem or not isinstance(snap.get("reports"), dict):
+                    raise ValueError("not a stack snapshot of this server")
+            except (OSError, ValueError) as exc:
+                log.warning("skipping unreadable stack snapshot %s: %s", f, exc)
+                continue
+            self._snaps[f.stem] = snap
+            if snap["state"] == "pending":  # the server stopped while it was collected
+                snap["note"] = "the server restarted while this snapshot was collected; it has what arrived before"
+                self._complete(snap)
+
+    def _save(self, snap: dict[str, Any]) -> None:
+        atomic_write(self._path(snap["id"]), json.dumps(snap, separators=(",", ":")), 0o600)
+
+    # ------------------------------------------------------------------ asking
+    def create(self, project: str, experiment_name: str, *, run_id: int | None = None, lanes: Sequence[str] = (),
+               roles: Sequence[str] = (), ranks: Sequence[int] = (), native: bool = False,
+               deadline_s: float = DEFAULT_STACK_DEADLINE_S, origin: str = "api", reason: str = "") -> dict[str, Any]:
+        """Ask the run's live processes (those the selectors pick) for their stacks. ConflictError when no process
+        of the run is alive or too many snapshots are pending; InvalidInputError when the selectors pick none of
+        the live processes (ConflictError too: the message lists them)."""
+        if not 1.0 <= deadline_s <= MAX_STACK_DEADLINE_S:
+            raise InvalidInputError(f"deadline_s must be between 1 and {MAX_STACK_DEADLINE_S:.0f} seconds")
+        live = self._processes(project, experiment_name)
+        if not live:
+            raise ConflictError(f"no process of run {project}/{experiment_name} is alive: nothing can answer",
+                                hint="a stack snapshot needs the job running (its processes send heartbeats)")
+        expected = [p for p in live if process_selected(lanes, roles, ranks, p["lanes"], _roles(p), p["rank"])]
+        if not expected:
+            raise ConflictError(f"no live process of run {project}/{experiment_name} matches "
+                                    f"{_selectors(lanes, roles, ranks)}; it has {describe_processes(live)}")
+        sid = os.urandom(8).hex()
+        now = time.time()
+        request = StackRequest.from_wire(StackRequest(sid, tuple(lanes), tuple(roles), tuple(ranks), native,
+                                                      now + deadline_s).to_wire())
+        snap = {"id": sid, "project": project, "experiment_name": experiment_name, "run_id": run_id,
+                "created_at": now, "deadline_at": now + deadline_s, "origin": origin, "reason": reason[:500],
+                "request": request.to_wire(), "state": "pending", "expected": expected, "reports": {}}
+        with self._lock:
+            pending = [s for s in self._snaps.values() if s["state"] == "pending" and _run(s) == (project,
+                                                                                               experiment_name)]
+            if len(pending) >= MAX_PENDING_PER_RUN:
+                raise ConflictError(f"run {project}/{experiment_name} already has {len(pending)} stack snapshots "
+                                    "being collected", hint="wait a few seconds for them to complete")
+            self._snaps[sid] = snap
+            self._requests[sid] = request
+            self._bytes[sid] = 0
+        self._save(snap)
+        return self.describe(snap)
+
+    def for_client(self, project: str | None, experiment_name: str | None) -> list[StackRequest]:
+        """The run's snapshots being collected, for its ingest replies (cheap: most runs have none)."""
+        if not self._requests or not project or not experiment_name:
+            return []
+        with self._lock:
+            return [r for sid, r in self._requests.items() if _run(self._snaps[sid]) == (project, experiment_name)]
+
+    # ------------------------------------------------------------------ answers
+    def report(self, sid: str, body: Any, size: int) -> dict[str, Any]:
+        """One process's answer. 409 once the snapshot is complete (a late answer changes nothing stored)."""
+        try:
+            rep = decode_stack_report(body)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+        key = f"{rep['process']['host']}:{rep['process']['pid']}"
+        done = False
+        with self._lock:
+            snap = self._get(sid)
+            if snap["state"] != "pending":
+                raise ConflictError(f"stack snapshot {sid} is complete; this answer came too late")
+            if key not in snap["reports"] and len(snap["reports"]) >= MAX_PROCESSES:
+                raise ConflictError(f"stack snapshot {sid} already holds {MAX_PROCESSES} processes")
+            if self._bytes[sid] + size > MAX_SNAPSHOT_BYTES:  # keep what says where each lane is
+                rep["threads"] = [t for t in rep["threads"] if t["lanes"] or t["main"]] or rep["threads"][:1]
+                rep["trimmed"] = True
+            self._bytes[sid] += size
+            rep["received_at"] = time.time()
+            snap["reports"][key] = rep
+            expected = {f"{p['host']}:{p['pid']}" for p in snap["expected"]}
+            done = expected <= set(snap["reports"])
+        if done:
+            self._complete(snap)
+        return {"id": sid, "state": snap["state"], "process": key}
+
+    def tick(self, now: float | None = None) -> int:
+        """Complete the snapshots whose deadline passed; returns how many."""
+        now = time.time() if now is None else now
+        with self._lock:
+            due = [s for s in self._snaps.values() if s["state"] == "pending" and s["deadline_at"] <= now]
+        for snap in due:
+            self._complete(snap)
+        return len(due)
+
+    def _complete(self, snap: dict[str, Any]) -> None:
+        with self._lock:
+            if snap["state"] != "pending":
+                return
+            snap["state"] = "complete"
+            self._requests.pop(snap["id"], None)
+            self._bytes.pop(snap["id"], None)
+            answered = set(snap["reports"])
+            snap["missing"] = [p for p in snap["expected"] if f"{p['host']}:{p['pid']}" not in answered]
+            previous = max((s for s in self._snaps.values() if s is not snap and s["state"] == "complete"
+                            and _run(s) == _run(snap) and 0 < snap["created_at"] - s["created_at"] <= COMPARE_WITHIN_S),
+                           key=lambda s: s["created_at"], default=None)
+        snap["completed_at"] = time.time()
+        stack_groups.summarise(snap, previous, time.time_ns())
+        self._save(snap)
+        self._prune(_run(snap))
+        for callback in self.on_complete:
+            try:
+                callback(snap)
+            except Exception as exc:  # a listener never loses the snapshot
+                log.warning("stack snapshot listener failed: %r", exc)
+
+    def _prune(self, run: tuple[str, str]) -> None:
+        with self._lock:
+            kept = sorted((s for s in self._snaps.values() if _run(s) == run and s["state"] == "complete"),
+                          key=lambda s: s["created_at"])
+            gone = kept[:max(0, len(kept) - MAX_KEPT_PER_RUN)]
+            for s in gone:
+                self._snaps.pop(s["id"], None)
+        for s in gone:
+            self._path(s["id"]).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ reading
+    def _get(self, sid: str) -> dict[str, Any]:
+        snap = self._snaps.get(sid) if SNAPSHOT_ID.match(sid) else None
+        if snap is None:
+            raise NotFoundError(f"no stack snapshot {sid!r}", hint="`rl-insight stacks --run RUN --list` lists them")
+        return snap
+
+    def get(self, sid: str, run: tuple[str, str] | None = None, reports: bool = False) -> dict[str, Any]:
+        snap = self._get(sid)
+        if run is not None and _run(snap) != run:
+            raise NotFoundError(f"no stack snapshot {sid!r} in this run")
+        return self.describe(snap, reports)
+
+    def list(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            snaps = [s for s in self._snaps.values() if _run(s) == (project, experiment_name)]
+        out = []
+        for s in sorted(snaps, key=lambda s: s["created_at"], reverse=True):
+            d = self.describe(s)
+            for k in ("units", "groups", "expected", "missing"):
+                d.pop(k, None)
+            out.append(d)
+        return out
+
+    def latest(self, project: str, experiment_name: str, origin: str | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            snaps = [s for s in self._snaps.values() if _run(s) == (project, experiment_name)
+                     and (origin is None or s["origin"] == origin)]
+        best = max(snaps, key=lambda s: s["created_at"], default=None)
+        return None if best is None else self.describe(best)
+
+    def describe(self, snap: dict[str, Any], reports: bool = False) -> dict[str, Any]:
+        with self._lock:
+            out = {k: v for k, v in snap.items() if k != "reports" or reports}
+            out["answered"] = len(snap["reports"])
+        out["expected_count"] = len(snap["expected"])
+        return out
+
+    def forget_runs(self, drop: set[tuple[str, str]]) -> int:
+        """Retention: a run's snapshots go with it."""
+        with self._lock:
+            gone = [sid for sid, s in self._snaps.items() if _run(s) in drop]
+            for sid in gone:
+                self._snaps.pop(sid, None)
+                self._requests.pop(sid, None)
+        for sid in gone:
+            self._path(sid).unlink(missing_ok=True)
+        return len(gone)
+
+
+def _run(snap: dict[str, Any]) -> tuple[str, str]:
+    return snap["project"], snap["experiment_name"]
+
+
+def _roles(proc: dict[str, Any]) -> set[str]:
+    return {lane.split("/", 1)[0] for lane in proc.get("lanes", []) if "/" in lane}
+
+
+def _selectors(lanes: Sequence[str], roles: Sequence[str], ranks: Sequence[int]) -> str:
+    said = [f"{what} {', '.join(map(str, v))}" for what, v in (("lanes", lanes), ("roles", roles), ("ranks", ranks))
+            if v]
+    return " or ".join(said) or "every process"
+
+
+def describe_processes(procs: list[dict[str, Any]]) -> str:
+    """A run's live processes in a line, for messages that say why a selector picked none."""
+    ranks = [p["rank"] for p in procs if p.get("rank") is not None]
+    lanes = [lane for p in procs for lane in p.get("lanes", [])]
+    parts = [f"{len(procs)} live process{'es' if len(procs) != 1 else ''}"]
+    parts.append(f"ranks {stack_groups.compact(f'{r}' for r in ranks)}" if ranks else "none reports a rank")
+    if lanes:
+        roles = sorted({lane.split('/', 1)[0] for lane in lanes if "/" in lane})
+        parts.append(f"lanes {stack_groups.compact(lanes)}" + (f" (roles {', '.join(roles)})" if roles else ""))
+    else:
+        parts.append("no lanes")
+    return ", ".join(parts)

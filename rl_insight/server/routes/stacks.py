@@ -1,0 +1,84 @@
+"""Stack snapshots over HTTP (server/live/stacks.py): ask a run's processes where every thread is, read the grouped
+answer; and the route processes answer on.
+
+    POST /api/v1/runs/{run_id}/stacks          ask (the token, or the UI's session: the run page's button)
+    GET  /api/v1/runs/{run_id}/stacks          the run's snapshots, newest first (summaries)
+    GET  /api/v1/runs/{run_id}/stacks/{id}     one snapshot: groups, units, the sentence; `reports=true` adds the
+                                               raw answers
+    POST /api/v1/stacks/{id}/report            one process's answer (the ingest token)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from ...errors import ConflictError, InvalidInputError
+from ...protocol import ROUTE_STACKS
+from ...protocol.stacks import MAX_STACK_REPORT_BYTES
+from ..state import AppState
+from .body import read_body
+from .models import StackCreate, StackReport, error_responses, inline_schema
+from .params import RunId
+
+SnapshotId = Path(pattern=r"^[0-9a-f]{16}$", description="stack snapshot id")
+
+
+def build_router(st: AppState) -> APIRouter:
+    assert st.reader is not None
+    reader, book = st.reader, st.stacks
+    operate = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_operator)], tags=["stacks"],
+                        responses=error_responses(401, 403, 404, 409, 422))
+    read = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["stacks"],
+                     responses=error_responses(401, 403, 404))
+    write = APIRouter(prefix=ROUTE_STACKS, dependencies=[Depends(st.auth.require_write)], tags=["stacks"],
+                      responses=error_responses(400, 401, 403, 404, 409, 413, 422))
+
+    def run_key(run_id: int, asking: bool = True) -> tuple[str, str]:
+        from ..runstore import queries as q
+
+        run = q.get_run(reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+        if not run["project"] or not run["experiment_name"]:
+            if not asking:
+                return "", ""  # no snapshot can exist: an empty list, a 404 for one
+            raise ConflictError(f"run {run_id} has no project and experiment_name: its processes cannot be asked",
+                                hint="give the job a run identity (init(project=..., experiment_name=...))")
+        return run["project"], run["experiment_name"]
+
+    @operate.post("/{run_id}/stacks", status_code=201)
+    def create(run_id: RunId, body: StackCreate) -> dict[str, Any]:
+        """Ask the run's live processes for every thread's stack. Complete when all answered or at the deadline;
+        poll `GET …/stacks/{id}`."""
+        project, experiment = run_key(run_id)
+        return book.create(project, experiment, run_id=run_id, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
+                           native=body.native, deadline_s=body.deadline_s)
+
+    @read.get("/{run_id}/stacks")
+    def list_snapshots(run_id: RunId) -> dict[str, Any]:
+        items = book.list(*run_key(run_id, asking=False))
+        return {"run_id": run_id, "snapshots": items, "count": len(items)}
+
+    @read.get("/{run_id}/stacks/{snapshot_id}")
+    def get(run_id: RunId, snapshot_id: str = SnapshotId,
+            reports: bool = Query(False, description="include each process's raw answer")) -> dict[str, Any]:
+        return book.get(snapshot_id, run_key(run_id, asking=False), reports)
+
+    @write.post("/{snapshot_id}/report", openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": inline_schema(StackReport)}}}})
+    async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:
+        """One process's stacks (what client/stacks.py sends)."""
+        raw = await read_body(request, MAX_STACK_REPORT_BYTES)
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise InvalidInputError("a stack report must be JSON (an object, not deeply nested)") from None
+        return await run_in_threadpool(book.report, snapshot_id, body, len(raw))
+
+    parent = APIRouter()
+    parent.include_router(operate)
+    parent.include_router(read)
+    parent.include_router(write)
+    return parent

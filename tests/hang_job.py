@@ -1,0 +1,48 @@
+"""A torch.distributed (gloo) job that hangs, for the stack snapshot tests: `python -m tests.hang_job` once per rank
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, JOB_PROJECT, JOB_EXPERIMENT in the environment).
+
+Each step is a `trace_state("actor_update")` on lane rank_<r> around a little torch work and an all_reduce, then the
+step metric. At step HANG_STEP, rank HANG_RANK sleeps HANG_S seconds before its all_reduce, so the other ranks wait
+in the collective: the snapshot must name it. Prints `step N` per step and `done` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+import rl_insight
+
+
+def late_rank_pause(seconds: float) -> None:
+    time.sleep(seconds)  # the late rank: everyone else waits for it in all_reduce
+
+
+def main() -> None:
+    steps = int(os.environ.get("HANG_STEPS", "3"))
+    hang_step, hang_rank = int(os.environ.get("HANG_STEP", "2")), int(os.environ.get("HANG_RANK", "2"))
+    hang_s = float(os.environ.get("HANG_S", "60"))
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    rl_insight.init(os.environ["JOB_PROJECT"], os.environ["JOB_EXPERIMENT"])
+    a = torch.ones(32, 32)
+    for step in range(1, steps + 1):
+        with rl_insight.trace_state("actor_update", state_lane_id=f"rank_{rank}"):
+            for _ in range(10):
+                a = (a @ a).clamp(-1, 1)
+            if step == hang_step and rank == hang_rank:
+                late_rank_pause(hang_s)
+            t = torch.ones(4) * rank
+            dist.all_reduce(t)
+        rl_insight.metric_gauge("training/global_step", step)
+        print(f"step {step}", flush=True)
+    rl_insight.finish(timeout=10)
+    dist.destroy_process_group()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
