@@ -57,8 +57,9 @@ def demo(
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
     fault: Optional[str] = typer.Option(
         None,
-        help="Inject a fault at step 2 to see an alert fire: xid (GPU 0 reports "
-        "XID 79) or npu (NPU 0 reports unhealthy).",
+        help="Inject a fault at step 2: xid (GPU 0 reports XID 79) or npu (NPU 0 reports unhealthy) to see an "
+        "alert fire; hang (trainer rank ranks/2 never reaches the step's collective: the job hangs; "
+        "see `rl-insight stacks`).",
     ),
     agent: bool = typer.Option(
         False,
@@ -75,8 +76,8 @@ def demo(
         raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
     if engine not in ("vllm", "sglang", "vllm-omni"):
         raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
-    if fault not in (None, "xid", "npu"):
-        raise typer.BadParameter("fault must be xid or npu", param_hint="--fault")
+    if fault not in (None, "xid", "npu", "hang"):
+        raise typer.BadParameter("fault must be xid, npu or hang", param_hint="--fault")
     h = Home.resolve(home)
     state: StackState | None = None
     if server_url:

@@ -103,6 +103,18 @@ def start(
                                                    "traces, "
                                                    "vLLM, any SDK; extra rl-insight[grpc]). 0: off; OTLP/HTTP at "
                                                    "/v1/traces is always on."),
+    stall_snapshots: bool = typer.Option(SERVER.stall_snapshots, "--stall-snapshots/--no-stall-snapshots",
+                                         help="Take a stack snapshot of a run by itself when one of its lanes stalls "
+                                              "or its step clock stops (see `rl-insight stacks`)."),
+    stall_step_s: float = typer.Option(SERVER.stall_step_s, "--stall-step-s", min=0,
+                                       help="Seconds without a new step before a run counts as stalled (0: only the "
+                                            "stalled-lane insight)."),
+    stall_snapshot_interval_s: float = typer.Option(SERVER.stall_snapshot_interval_s, "--stall-snapshot-interval-s",
+                                                    min=60, help="At most one automatic stall episode per run this "
+                                                                 "often."),
+    auto_profile_on_stall: bool = typer.Option(SERVER.auto_profile_on_stall, "--auto-profile-on-stall",
+                                               help="When a stalled run's stacks still move (slow, not stuck), profile "
+                                                    "its next step on the stalled lanes."),
     grafana: bool = typer.Option(STACK.grafana, "--grafana/--no-grafana", help="Run Grafana (when installed)."),
     grafana_bin: Optional[str] = typer.Option(None, "--grafana-bin", help="Grafana binary to use (grafana or "
                                                                           "grafana-server)."),

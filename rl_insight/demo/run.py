@@ -40,7 +40,7 @@ class DemoConfig:
     requests_per_replica: int = 16
     max_concurrency: int = 8
     seed: int = 0
-    fault: str | None = None  # "xid" | "npu": injected at step 2, so an alert fires
+    fault: str | None = None  # "xid" | "npu": injected at step 2, so an alert fires; "hang": a rank wedges at step 2
     agent: bool = False  # the rollout is a multi-turn tool-calling agent loop (demo/agent.py)
 
     def plan(self, rng: random.Random) -> dict[str, float]:
@@ -189,7 +189,12 @@ class Demo:
                 t0 = time.monotonic()
                 if step == 2 and self.cfg.fault:
                     self.trainer.send(("fault", self.cfg.fault))
-                    self.report(f"fault injected: {self.cfg.fault}")
+                    if self.cfg.fault == "hang":
+                        self.report(f"fault injected: hang — rank_{self.cfg.ranks // 2} will never reach step 2's "
+                                    f"collective; see where everyone is: rl-insight stacks --run "
+                                    f"{self.cfg.project}/{self.cfg.experiment_name}")
+                    else:
+                        self.report(f"fault injected: {self.cfg.fault}")
                 gen, trained, staleness = self._step(step, plan)
                 time.sleep(plan["adv"])
                 # weight sync waits for in-flight generation (async) before the rollout worker takes it

@@ -182,8 +182,21 @@ def _work(name: str, seconds: float) -> None:
             time.sleep(0.002)
 
 
-def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None) -> float:
+def all_reduce(barrier: threading.Barrier) -> None:
+    """The demo's collective: every rank waits here until all ranks arrived (as torch.distributed's does)."""
+    barrier.wait()
+
+
+def wedged_rank(stop: threading.Event) -> None:
+    """`--fault hang`: this rank never reaches the collective (a stuck data loader, a dead-locked callback)."""
+    while not stop.is_set():
+        time.sleep(1.0)
+
+
+def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None,
+           hang_rank: int | None = None, stop: threading.Event | None = None) -> float:
     t0 = time.monotonic()
+    barrier = threading.Barrier(ranks) if hang_rank is not None else None
 
     def rank_work(r: int) -> None:
         jitter = random.uniform(0.9, 1.1) * (1.15 if r == ranks - 1 else 1.0)  # the last rank is a little slower
@@ -195,10 +208,17 @@ def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | Non
                 _work(name, seconds * 0.05)
             else:
                 _work(name, seconds * jitter)
+            if barrier is not None:
+                if r == hang_rank and stop is not None:
+                    wedged_rank(stop)
+                try:
+                    all_reduce(barrier)
+                except threading.BrokenBarrierError:  # the demo is stopping
+                    pass
 
     with busy.lock:
         busy.active += 1
-    threads = [threading.Thread(target=rank_work, args=(r,)) for r in range(ranks)]
+    threads = [threading.Thread(target=rank_work, args=(r,), name=f"rank-{r}") for r in range(ranks)]
     for t in threads:
         t.start()
     for t in threads:
@@ -216,6 +236,7 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     rl_insight.update_prometheus_config([npu.address], "npu-exporter", [{"node": "demo-node-0"}])
     busy = _Busy()
     stop = threading.Event()
+    hang_rank: int | None = None
 
     def hardware_loop() -> None:
         while not stop.wait(1.0):
@@ -228,9 +249,11 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     try:
         while True:
             msg = conn.recv()
-            if msg[0] == "fault":  # the demo's --fault: GPU 0 / NPU 0 goes bad, so an alert fires
+            if msg[0] == "fault":  # the demo's --fault: GPU 0 / NPU 0 goes bad (an alert fires), or a rank hangs
                 if msg[1] == "xid":
                     dcgm.inject_xid(0)
+                elif msg[1] == "hang":
+                    hang_rank = ranks // 2
                 else:
                     npu.inject_unhealthy(0)
                 continue
@@ -240,7 +263,8 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
             took = {
                 "old_log_prob": _phase("actor_compute_log_prob", ranks, plan["old_log_prob"], busy),
                 "ref": _phase("ref_compute_log_prob", ranks, plan["ref"], busy),
-                "update_actor": _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update"),
+                "update_actor": _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update",
+                                       hang_rank=hang_rank, stop=stop),
             }
             conn.send(("trained", step, took))
     except (EOFError, KeyboardInterrupt):

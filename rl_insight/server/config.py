@@ -78,6 +78,12 @@ class ServerConfig:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections: int = 2048
+    # Stack snapshots taken by the server itself (server/live/stall_watch.py): when the stalled-lane insight fires,
+    # or the run's step clock has not moved for stall_step_s (0: off); at most one episode per run per interval
+    stall_snapshots: bool = True
+    stall_step_s: float = 900.0
+    stall_snapshot_interval_s: float = 900.0
+    auto_profile_on_stall: bool = False  # a stall whose stacks still move (slow, not stuck): profile the next step
     # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
     ack_timeout_s: float = 10.0
 

@@ -21,6 +21,7 @@ from .live.insight_service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
+from .live.stall_watch import StallWatch
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
@@ -165,6 +166,12 @@ class AppState:
         self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.clients.processes)
         if self.writer is not None:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
+        self.stall_watch: StallWatch | None = None
+        if self.insight is not None and config.stall_snapshots:  # a stalled run's stacks, taken by the server
+            self.stall_watch = StallWatch(self.stacks, self.step_clock, step_stall_s=config.stall_step_s,
+                                          interval_s=config.stall_snapshot_interval_s, profiles=self.profiles,
+                                          auto_profile=config.auto_profile_on_stall)
+            self.insight.on_refresh.append(self.stall_watch.on_insights)
         # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
         self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,
                                      clock=self.step_clock, exporters=self.exporters, metrics=self.metrics)

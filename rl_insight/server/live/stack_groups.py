@@ -103,7 +103,7 @@ def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> 
     out: list[dict[str, Any]] = []
     for key, rep in sorted(reports.items()):
         proc = rep["process"]
-        default = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
+        default = _process_label(proc)
         holders = [t for t in rep["threads"] if t["lanes"] and not t["sender"]]
         if not holders:
             main = next((t for t in rep["threads"] if t["main"]), None) or \
@@ -113,37 +113,60 @@ def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> 
             lanes = [h["lane"] for h in t["lanes"]]
             out.append({"key": f"{key}/{t['id']}", "process": key, "thread": t["id"], "thread_name": t["name"],
                         "label": compact(lanes) if lanes else default, "labels": lanes or [default],
+                        "holds_lanes": bool(lanes),
                         "states": t["lanes"], "frames": t["frames"], "native": t.get("native"),
                         "answered": True, "cpu_s": rep.get("cpu_s"), "step": rep.get("step")})
     for proc in missing:
-        lanes = [o["lane"] for o in proc.get("open", [])] or list(proc.get("lanes", []))
-        default = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
+        lanes = [o["lane"] for o in proc.get("open", [])]
+        default = _process_label(proc)
         out.append({"key": f"{proc['host']}:{proc['pid']}/-", "process": f"{proc['host']}:{proc['pid']}",
                     "thread": None, "label": compact(lanes) if lanes else default, "labels": lanes or [default],
+                    "holds_lanes": bool(lanes),
                     "states": proc.get("open", []), "frames": None, "answered": False,
                     "last_seen_ns": proc.get("last_seen_ns")})
     return out
 
 
+def _process_label(proc: dict[str, Any]) -> str:
+    """A process that holds no lane now: its rank, else the lanes it has used (`replica_0-3`), else host:pid."""
+    if proc.get("rank") is not None:
+        return f"rank {proc['rank']}"
+    lanes = proc.get("lanes") or []
+    return f"{compact(lanes)} ({proc['host']}:{proc['pid']})" if lanes else f"{proc['host']}:{proc['pid']}"
+
+
 def group(us: list[dict[str, Any]], exact: bool = False) -> list[dict[str, Any]]:
-    """Units with the same call path together, the largest group first; the processes that did not answer last."""
+    """Units with the same call path together: the lane holders (what the timeline shows) first, the largest group
+    first, then processes in no state, then those that did not answer. The odd ones out are found among the lane
+    holders (all answering units when none holds a lane): an idle driver is not an outlier of a hung collective."""
     by_sig: dict[tuple, list[dict[str, Any]]] = {}
     for u in us:
-        sig = signature(u["frames"], exact) if u["answered"] else ("<no answer>",)
+        sig = (u["holds_lanes"], signature(u["frames"], exact)) if u["answered"] else ("<no answer>",)
         by_sig.setdefault(sig, []).append(u)
     groups = []
     for sig, members in by_sig.items():
         answered = members[0]["answered"]
         labels = [label for m in members for label in m["labels"]]
-        groups.append({"size": len(members), "answered": answered, "labels": compact(labels),
+        groups.append({"size": len(members), "answered": answered, "holds_lanes": members[0]["holds_lanes"],
+                       "labels": compact(labels),
                        "where": where(members[0]["frames"]) if answered else None,
                        "frames": members[0]["frames"] if answered else None,
                        "members": [{k: m.get(k) for k in ("key", "label", "thread_name", "states", "last_seen_ns",
                                                           "step")} for m in members]})
-    groups.sort(key=lambda g: (not g["answered"], -g["size"], g["labels"]))
-    for i, g in enumerate(groups):
-        g["odd_one_out"] = g["answered"] and i > 0 and groups[0]["size"] > g["size"]
+    groups.sort(key=lambda g: (not g["answered"], not g["holds_lanes"], -g["size"], g["labels"]))
+    pool = candidates(groups)
+    others = {id(g) for g in pool[1:]}
+    for g in groups:
+        g["odd_one_out"] = id(g) in others and pool[0]["size"] > g["size"]
     return groups
+
+
+def candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The groups compared with each other: the answering lane holders, or every answering group when none holds
+    a lane (a job that does not use trace_state)."""
+    answered = [g for g in groups if g["answered"]]
+    holders = [g for g in answered if g["holds_lanes"]]
+    return holders or answered
 
 
 def _s(n: int, one: str, many: str) -> str:
@@ -152,7 +175,9 @@ def _s(n: int, one: str, many: str) -> str:
 
 def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
     """The outliers named in one sentence: the many, the odd ones out, and who did not answer."""
-    answered = [g for g in groups if g["answered"]]
+    answered = candidates(groups)
+    compared = {id(g) for g in answered}
+    idle = [g for g in groups if g["answered"] and id(g) not in compared]
     silent = [g for g in groups if not g["answered"]]
     parts: list[str] = []
     if not answered:
@@ -163,7 +188,7 @@ def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
         parts.append(f"{who} in {g['where']['text']}")
     else:
         many = answered[0]
-        total = sum(g["size"] for g in groups)
+        total = sum(g["size"] for g in answered)
         if many["size"] > answered[1]["size"]:
             parts.append(f"{many['size']} of {total} ({many['labels']}) are in {many['where']['text']}")
             for g in answered[1:4]:
@@ -174,6 +199,9 @@ def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
         else:
             parts.append(f"no majority: {len(answered)} groups, the largest {many['size']} "
                          f"({many['labels']} in {many['where']['text']})")
+    if idle:
+        n = sum(g["size"] for g in idle)
+        parts.append(f"{n} more process{'es' if n != 1 else ''} in no state ({compact(g['labels'] for g in idle)})")
     for g in silent:
         members = g["members"]
         seen = [m["last_seen_ns"] for m in members if m.get("last_seen_ns")]

@@ -157,7 +157,12 @@ def build_router(st: AppState) -> APIRouter:
                 to = int(run["last_seen"] * 1e9) + 1
                 frm = to - int(window_s * 1e9)
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
-        return {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps)}
+        out = {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps)}
+        # the latest stack snapshot the server took by itself (a stall), for the stalled-lane card
+        snap = st.stacks.latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
+        out["stack_snapshot"] = None if snap is None else {k: snap.get(k) for k in (
+            "id", "created_at", "state", "reason", "summary", "answered", "expected_count")}
+        return out
 
     @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)
     def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000)) -> StreamingResponse:

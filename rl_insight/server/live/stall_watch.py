@@ -1,0 +1,108 @@
+"""Automatic stack snapshots: when a run stalls, the server asks for its stacks by itself, before anyone looks.
+
+A run is stalled when the stalled-lane insight fires for it (a lane in a state far beyond its usual duration,
+insights.stalled) or when its step clock has not moved for `step_stall_s`. Each refresh of the insight service
+(`on_insights`) checks the live runs. A stall episode takes two snapshots `confirm_after_s` apart: the second says
+who moved (live/stack_groups.moved) — nobody: stuck; somebody: slow. With `auto_profile`, a slow stall arms a torch
+profile of the next step on the stalled lanes (profiles on request, live/profiles.py). At most one episode per run
+per `interval_s`; the snapshots are kept with the run (retention applies) and shown on its stalled-lane card.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from ...errors import RLInsightError
+from ...protocol import CLIENT_HEARTBEAT_S
+from .profiles import ProfileBook
+from .stacks import StackBook
+from .step_clock import StepClock
+
+log = logging.getLogger("rl_insight.server.live.stall_watch")
+
+CONFIRM_AFTER_S = 30.0
+
+
+class StallWatch:
+    def __init__(self, stacks: StackBook, clock: StepClock, *, step_stall_s: float, interval_s: float,
+                 profiles: ProfileBook | None = None, auto_profile: bool = False,
+                 confirm_after_s: float = CONFIRM_AFTER_S) -> None:
+        self.stacks = stacks
+        self.clock = clock
+        self.step_stall_s = step_stall_s
+        self.interval_s = interval_s
+        self.profiles = profiles if auto_profile else None
+        self.confirm_after_s = confirm_after_s
+        self._lock = threading.Lock()
+        # run -> the episode: when it began, its reason, its stalled lanes, its snapshots' ids
+        self._episodes: dict[tuple[str, str], dict[str, Any]] = {}
+        self.taken = 0
+        self.profiled = 0
+        stacks.on_complete.append(self._completed)
+
+    def stall_of(self, run: tuple[str, str], summary: dict[str, Any], now: float) -> tuple[str, list[str]] | None:
+        """Why this run counts as stalled now, and the lanes implicated; None when it does not."""
+        stalled = summary.get("stalled") or []
+        if stalled:
+            s = stalled[0]
+            usual = f"usually {s['usual_p95_s']:.0f} s at most" if s.get("usual_p95_s") is not None else \
+                "no history yet"
+            more = f" (and {len(stalled) - 1} more lanes)" if len(stalled) > 1 else ""
+            return (f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual}){more}",
+                    [x["lane"] for x in stalled])
+        clock = self.clock.current(*run)
+        if self.step_stall_s > 0 and clock is not None and now - clock[1] > self.step_stall_s:
+            return f"no step has ended for {now - clock[1]:.0f} s (the last was step {clock[0]})", []
+        return None
+
+    def on_insights(self, latest: dict[tuple[str, str], dict[str, Any]], now: float | None = None) -> int:
+        """An insight refresh: take a first or confirming snapshot for each stalled run due one. Returns how many."""
+        now = time.time() if now is None else now
+        started = 0
+        for run, summary in latest.items():
+            why = self.stall_of(run, summary, now)
+            with self._lock:
+                ep = self._episodes.get(run)
+            if why is None:
+                continue
+            if ep is None or now - ep["began"] >= self.interval_s:
+                ep = {"began": now, "reason": why[0], "lanes": why[1], "snapshots": []}
+                kind = "stall"
+            elif len(ep["snapshots"]) == 1 and now - ep["began"] >= self.confirm_after_s:
+                kind = "stall, again: who moved"
+            else:
+                continue
+            try:
+                snap = self.stacks.create(*run, origin="auto", reason=f"{kind}: {why[0]}")
+            except RLInsightError as exc:  # no live process (it died: the silence handling says so), too many pending
+                log.info("no automatic stack snapshot of %s/%s: %s", *run, exc)
+                continue
+            ep["snapshots"].append(snap["id"])
+            with self._lock:
+                self._episodes[run] = ep
+            started += 1
+            self.taken += 1
+            log.warning("run %s/%s stalled (%s): stack snapshot %s", *run, why[0], snap["id"])
+        return started
+
+    def _completed(self, snap: dict[str, Any]) -> None:
+        """A snapshot completed: when it confirms a slow (moving) stall, arm a profile of the next step."""
+        if self.profiles is None or snap.get("origin") != "auto":
+            return
+        run = (snap["project"], snap["experiment_name"])
+        with self._lock:
+            ep = self._episodes.get(run)
+        moved = snap.get("moved") or {}
+        if ep is None or len(ep["snapshots"]) < 2 or snap["id"] != ep["snapshots"][1] or not moved.get("moved_count"):
+            return
+        first = self.clock.first_step_starting_after(*run, time.time() + CLIENT_HEARTBEAT_S + 1.0)
+        if first is None:
+            return
+        try:
+            self.profiles.create(*run, first, first, lanes=ep["lanes"], origin="auto")
+            self.profiled += 1
+        except RLInsightError as exc:
+            log.info("no automatic profile of %s/%s: %s", *run, exc)

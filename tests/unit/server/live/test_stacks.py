@@ -1,0 +1,131 @@
+"""The stack snapshot book (server/live/stacks.py) and the stall watch (server/live/stall_watch.py): who is asked,
+when a snapshot is complete, what survives a restart, bounds and retention."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError
+from rl_insight.server.live.stacks import MAX_KEPT_PER_RUN, StackBook
+from rl_insight.server.live.stall_watch import StallWatch
+from rl_insight.server.live.step_clock import StepClock
+from tests.unit.server.live.test_stack_groups import collective, report, sleeping
+
+RUN = ("p", "e")
+
+
+def procs(n: int = 4, lanes: bool = True) -> list[dict[str, Any]]:
+    return [{"client_id": f"c{r}", "host": "h", "pid": 1000 + r, "rank": None, "lanes": [f"rank_{r}"] if lanes else [],
+             "last_seen_ns": time.time_ns(), "open": []} for r in range(n)]
+
+
+def book_of(tmp_path: Path, live: list[dict[str, Any]] | None = None) -> StackBook:
+    return StackBook(tmp_path / "stacks", lambda p, e: list(live if live is not None else procs()) if (p, e) == RUN
+                     else [])
+
+
+def answer(book: StackBook, sid: str, rank: int, frames: list | None = None) -> dict:
+    body = report(rank, frames or collective())
+    body["process"]["pid"] = 1000 + rank
+    body["process"]["host"] = "h"
+    return book.report(sid, json.loads(json.dumps(body)), 1000)
+
+
+def test_every_expected_answer_completes_the_snapshot(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    snap = book.create(*RUN)
+    assert snap["state"] == "pending" and snap["expected_count"] == 4
+    assert [r.id for r in book.for_client(*RUN)] == [snap["id"]] and book.for_client("p", "other") == []
+    for r in range(4):
+        answer(book, snap["id"], r, sleeping() if r == 2 else None)
+    done = book.get(snap["id"])
+    assert done["state"] == "complete" and done["answered"] == 4 and book.for_client(*RUN) == []
+    assert "rank_2 is in `load_batch`" in done["summary"]
+    with pytest.raises(ConflictError, match="too late"):
+        answer(book, snap["id"], 1)
+
+
+def test_the_deadline_completes_it_with_the_silent_listed(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    snap = book.create(*RUN, deadline_s=5)
+    answer(book, snap["id"], 0)
+    assert book.tick(now=time.time() + 1) == 0
+    assert book.tick(now=time.time() + 6) == 1
+    done = book.get(snap["id"])
+    assert [p["pid"] for p in done["missing"]] == [1001, 1002, 1003]
+    assert "did not answer" in done["summary"]
+
+
+def test_who_can_be_asked(tmp_path: Path) -> None:
+    with pytest.raises(ConflictError, match="no process of run p/other is alive"):
+        book_of(tmp_path).create("p", "other")
+    with pytest.raises(ConflictError, match=r"matches ranks 1; it has 4 live processes, none reports a rank, "
+                                            r"lanes rank_0-3"):
+        book_of(tmp_path).create(*RUN, ranks=[1])
+    assert book_of(tmp_path).create(*RUN, lanes=["rank_1"])["expected_count"] == 1
+    with pytest.raises(InvalidInputError, match="deadline_s"):
+        book_of(tmp_path).create(*RUN, deadline_s=0.1)
+
+
+def test_pending_snapshots_per_run_are_bounded(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    for _ in range(4):
+        book.create(*RUN)
+    with pytest.raises(ConflictError, match="being collected"):
+        book.create(*RUN)
+
+
+def test_a_restart_completes_what_was_pending_and_keeps_the_rest(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    done = book.create(*RUN)
+    for r in range(4):
+        answer(book, done["id"], r)
+    pending = book.create(*RUN)
+    again = book_of(tmp_path)
+    assert again.get(done["id"])["summary"] == book.get(done["id"])["summary"]
+    interrupted = again.get(pending["id"])
+    assert interrupted["state"] == "complete" and "restarted" in interrupted["note"]
+    (tmp_path / "stacks" / "0123456789abcdef.json").write_text("{not json")  # a foreign or torn file is skipped
+    assert len(book_of(tmp_path).list(*RUN)) == 2
+
+
+def test_kept_per_run_and_retention(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    for _ in range(MAX_KEPT_PER_RUN + 2):
+        snap = book.create(*RUN, deadline_s=1)
+        book.tick(now=time.time() + 2)
+    assert len(book.list(*RUN)) == MAX_KEPT_PER_RUN
+    assert len(list((tmp_path / "stacks").glob("*.json"))) == MAX_KEPT_PER_RUN
+    assert book.forget_runs({RUN}) == MAX_KEPT_PER_RUN
+    assert list((tmp_path / "stacks").glob("*.json")) == []
+    with pytest.raises(NotFoundError):
+        book.get(snap["id"])
+
+
+def test_the_stall_watch_takes_an_episode_of_two_snapshots(tmp_path: Path) -> None:
+    book, clock = book_of(tmp_path), StepClock()
+    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, confirm_after_s=30)
+    stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
+    now = time.time()
+    assert watch.on_insights({RUN: {"stalled": []}}, now) == 0
+    assert watch.on_insights(stalled, now) == 1
+    assert watch.on_insights(stalled, now + 15) == 0  # the second one waits for confirm_after_s
+    assert watch.on_insights(stalled, now + 31) == 1
+    assert watch.on_insights(stalled, now + 200) == 0  # one episode per interval
+    snaps = book.list(*RUN)
+    assert [s["origin"] for s in snaps] == ["auto", "auto"]
+    assert snaps[-1]["reason"] == "stall: rank_2 has been in actor_update for 300 s (usually 4 s at most)"
+    assert watch.on_insights(stalled, now + 901) == 1  # a new episode
+
+
+def test_the_step_clock_stalling_counts_too(tmp_path: Path) -> None:
+    book, clock = book_of(tmp_path), StepClock()
+    clock.note("p", "e", 7, time.time() - 1000)
+    watch = StallWatch(book, clock, step_stall_s=600, interval_s=900)
+    assert watch.stall_of(RUN, {"stalled": []}, time.time())[0].startswith("no step has ended for 1000 s")
+    assert StallWatch(book, clock, step_stall_s=0, interval_s=900).stall_of(RUN, {}, time.time()) is None
