@@ -1,0 +1,153 @@
+"""Stack snapshots of real jobs: a torch.distributed (gloo) job where one rank is late, and Ray actors on a real
+local cluster. One request names the odd one out and where it is; a second says nobody moved; a process killed
+without warning is listed as not answering; py-spy adds native frames; the CLI prints the same."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer, free_port, start_server, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def snapshot(c: httpx.Client, run_id: int, **body: Any) -> dict[str, Any]:
+    r = c.post(f"/api/v1/runs/{run_id}/stacks", json=body)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    return wait_until(lambda: (s := c.get(f"/api/v1/runs/{run_id}/stacks/{sid}", params={"reports": "true"}).json())
+                      ["state"] == "complete" and s, timeout=30, interval=0.2, what="the snapshot to complete")
+
+
+@pytest.fixture
+def hung_gloo_job(tmp_path: Path) -> Any:
+    pytest.importorskip("torch")
+    srv = start_server(tmp_path)
+    env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": "hang",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "4", "HANG_S": "300",
+           "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    try:
+        run = wait_until(lambda: c.get("/api/v1/runs").json()["runs"], timeout=90, what="the run")[0]
+        # every rank ended step 1 and rank 2 is now late in step 2 (its state is open)
+        wait_until(lambda: {s["lane"] for s in c.get("/api/v1/spans/open").json()["spans"]} >=
+                   {"rank_0", "rank_1", "rank_2", "rank_3"}, timeout=90, what="step 2 to begin on every rank")
+        time.sleep(2)  # the others reach the collective (a few matrix products in)
+        yield srv, c, run["id"], procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+        c.close()
+        srv.stop()
+
+
+def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
+    srv, c, run_id, procs = hung_gloo_job
+    first = snapshot(c, run_id, native=True)
+    assert first["answered"] == 4 and first["missing"] == []
+    many, odd = first["groups"][:2]
+    assert (many["size"], many["labels"], many["where"]["func"]) == (3, "rank_0-1, rank_3", "all_reduce")
+    assert "torch/distributed" in many["where"]["file"] and not many["odd_one_out"]
+    assert (odd["labels"], odd["where"]["func"], odd["odd_one_out"]) == ("rank_2", "late_rank_pause", True)
+    assert first["summary"].startswith("3 of 4 (rank_0-1, rank_3) are in `all_reduce` (torch.distributed); rank_2 "
+                                       "is in `late_rank_pause` at tests/hang_job.py:")
+    assert [s["state"] for s in odd["members"][0]["states"]] == ["actor_update"]
+    # native frames from py-spy (installed with the dev extra): rank 2's main thread sleeps in libc
+    reports = first["reports"]
+    states = {r["native_state"] for r in reports.values()}
+    if states == {"refused"}:
+        pytest.skip("this kernel refuses ptrace of a parent process: " + next(iter(reports.values()))["native_message"])
+    assert states == {"ok"}, [r["native_message"] for r in reports.values()]
+    rank2 = next(r for r in reports.values() if r["process"]["rank"] == 2)
+    main = next(t for t in rank2["threads"] if t["main"])
+    assert any("sleep" in f["func"] for f in main["native"]), main["native"][-5:]
+
+    second = snapshot(c, run_id)
+    assert second["moved"]["previous"] == first["id"] and second["moved"]["moved_count"] == 0
+    assert second["summary"].endswith("nobody moved: stuck.")
+
+    out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "stacks", "--server-url", srv.url, "--run",
+                          "gloo/hang"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "group 2 — 1: rank_2  ODD ONE OUT" in out.stdout and "late_rank_pause" in out.stdout
+
+    procs[3].send_signal(signal.SIGKILL)  # gone without a word: still expected until it is declared silent
+    procs[3].wait(10)
+    third = snapshot(c, run_id)  # the live ranks hear at their heartbeat; rank 3 never answers
+    assert 3 in [p["rank"] for p in third["missing"]] and 2 in [r["process"]["rank"] for r in third["reports"].values()]
+    assert "rank_3 did not answer, last seen" in third["summary"] and "in actor_update for" in third["summary"]
+
+
+def test_selectors_that_match_no_process_are_refused_with_the_processes(hung_gloo_job: Any) -> None:
+    srv, c, run_id, _ = hung_gloo_job
+    r = c.post(f"/api/v1/runs/{run_id}/stacks", json={"ranks": [7]})
+    assert r.status_code == 409
+    assert "matches ranks 7; it has 4 live processes, ranks 0-3, lanes rank_0-3" in r.json()["detail"]
+    assert snapshot(c, run_id, ranks=[2])["groups"][0]["labels"] == "rank_2"
+    assert c.post("/api/v1/runs/999/stacks", json={}).status_code == 404
+
+
+def test_ray_actors(tmp_path: Path) -> None:
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("ray missing in CI; `pip install -e .[dev]` installs it")
+        pytest.skip("ray not installed")
+    srv: RunningServer = start_server(tmp_path)
+    env = {"RL_INSIGHT_SERVER_URL": srv.url, "RL_INSIGHT_PROJECT": "ray", "RL_INSIGHT_EXPERIMENT_NAME": "actors"}
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    try:
+        import tempfile
+
+        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env},
+                 _temp_dir=tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+
+        @ray.remote(num_cpus=1)
+        class Worker:
+            def __init__(self, rank: int) -> None:
+                import rl_insight
+
+                rl_insight.init()  # bare, as verl's workers
+                self.rank = rank
+
+            def train(self) -> None:
+                import threading
+
+                import rl_insight
+
+                def wait_for_peers() -> None:
+                    threading.Event().wait(600)
+
+                def late_actor() -> None:
+                    time.sleep(600)
+
+                with rl_insight.trace_state("update_actor", state_lane_id=f"rank_{self.rank}"):
+                    (late_actor if self.rank == 2 else wait_for_peers)()
+
+        workers = [Worker.remote(r) for r in range(3)]
+        for w in workers:
+            w.train.remote()
+        wait_until(lambda: len(c.get("/api/v1/spans/open").json()["spans"]) == 3, timeout=120, what="3 open lanes")
+        run_id = c.get("/api/v1/runs").json()["runs"][0]["id"]
+        snap = snapshot(c, run_id)
+        holders = [g for g in snap["groups"] if g["holds_lanes"]]
+        assert [(g["size"], g["labels"], g["where"]["func"].rsplit(".", 1)[-1]) for g in holders] == [
+            (2, "rank_0-1", "wait_for_peers"), (1, "rank_2", "late_actor")]
+        assert holders[1]["odd_one_out"]
+    finally:
+        ray.shutdown()
+        c.close()
+        srv.stop()
