@@ -57,10 +57,12 @@ def demo(
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
     fault: Optional[str] = typer.Option(
         None,
-        help="Inject a fault at step 2: xid (GPU 0 reports XID 79) or npu (NPU 0 reports unhealthy) to see an "
-        "alert fire; hang (trainer rank ranks/2 never reaches the step's collective: the job hangs; "
-        "see `rl-insight stacks`).",
+        help="Inject a fault: xid (GPU 0 reports XID 79) or npu (NPU 0 reports unhealthy) to see an alert fire "
+        "(at step 2); hang (trainer rank ranks/2 never reaches the step's collective, at step 5: the job hangs; see "
+        "`rl-insight stacks`).",
     ),
+    fault_step: int = typer.Option(0, "--fault-step", min=0, help="Inject the fault at this step instead (0: the "
+                                                                   "fault's default)."),
     agent: bool = typer.Option(
         False,
         "--agent",
@@ -98,7 +100,7 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, agent=agent)
+                     fault=fault, fault_step=fault_step, agent=agent)
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")

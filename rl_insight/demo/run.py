@@ -40,7 +40,13 @@ class DemoConfig:
     requests_per_replica: int = 16
     max_concurrency: int = 8
     seed: int = 0
-    fault: str | None = None  # "xid" | "npu": injected at step 2, so an alert fires; "hang": a rank wedges at step 2
+    fault: str | None = None  # "xid" | "npu": an alert fires; "hang": a trainer rank wedges (see fault_at)
+    fault_step: int = 0  # the step the fault is injected at; 0: step 2, or step 5 for a hang (three summarised steps
+    #                      first, so the stalled-lane insight knows how long a state usually lasts)
+
+    @property
+    def fault_at(self) -> int:
+        return self.fault_step or (5 if self.fault == "hang" else 2)
     agent: bool = False  # the rollout is a multi-turn tool-calling agent loop (demo/agent.py)
 
     def plan(self, rng: random.Random) -> dict[str, float]:
@@ -187,10 +193,10 @@ class Demo:
                 step += 1
                 plan = self.cfg.plan(self.rng)
                 t0 = time.monotonic()
-                if step == 2 and self.cfg.fault:
+                if step == self.cfg.fault_at and self.cfg.fault:
                     self.trainer.send(("fault", self.cfg.fault))
                     if self.cfg.fault == "hang":
-                        self.report(f"fault injected: hang — rank_{self.cfg.ranks // 2} will never reach step 2's "
+                        self.report(f"fault injected: hang — rank_{self.cfg.ranks // 2} will never reach step {step}'s "
                                     f"collective; see where everyone is: rl-insight stacks --run "
                                     f"{self.cfg.project}/{self.cfg.experiment_name}")
                     else:

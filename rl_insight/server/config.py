@@ -53,6 +53,8 @@ class ServerConfig:
     step_metric: str = "training/global_step"
     version_metric: str = "current_param_version"  # trainer parameter version, for staleness
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
+    insights_interval_s: float = 15.0  # how often the insight metrics (and the stall watch) are recomputed
+    stalled_lane_min_s: float = 60.0  # a lane is stalled after 3x its usual time in a state, and at least this long
     # Where the other services run, for /api/v1/services (None = not managed by us).
     prometheus_url: str | None = None
     prometheus_config_file: str | None = None  # reported by target registration (upstream's `config_file`)

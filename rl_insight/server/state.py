@@ -127,6 +127,8 @@ class AppState:
                 step_metric=config.step_metric,
                 version_metric=config.version_metric,
                 writer=self.writer,
+                interval_s=config.insights_interval_s,
+                stalled_min_s=config.stalled_lane_min_s,
             )
             if self.reader is not None
             else None

@@ -41,12 +41,13 @@ def _need_browser() -> None:
         pytest.skip("chromium not installed (apt-get install chromium)")
 
 
-def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
+def _server(tmp: Path, token: str = "", config: dict | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cfg = tmp / "server.json"
     import json
 
-    cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "data_dir": str(tmp / "data"), "token": token}))
+    cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "data_dir": str(tmp / "data"), "token": token,
+                               **(config or {})}))
     proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"])
     url = f"http://127.0.0.1:{port}"
     import httpx
@@ -63,10 +64,10 @@ def _server(tmp: Path, token: str = "") -> tuple[subprocess.Popen, str]:
 
 @contextmanager
 def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int,
-                 extra: tuple[str, ...] = (), token: str = "") -> Iterator[str]:
-    """An ingest server (with `token`, as every network-facing server has one) and `rl-insight demo` feeding it,
-    until `min_steps` steps are in the run store; its URL."""
-    server, url = _server(tmp, token)
+                 extra: tuple[str, ...] = (), token: str = "", config: dict | None = None) -> Iterator[str]:
+    """An ingest server (with `token`, as every network-facing server has one, and `config`'s settings) and
+    `rl-insight demo` feeding it, until `min_steps` steps are in the run store; its URL."""
+    server, url = _server(tmp, token, config)
     demo = subprocess.Popen(
         [
             sys.executable,

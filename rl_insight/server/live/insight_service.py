@@ -32,14 +32,14 @@ VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off
 
 
 def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str,
-                 max_steps: int | None = None) -> dict[str, Any]:
+                 max_steps: int | None = None, stalled_min_s: float = 60.0) -> dict[str, Any]:
     """Every insight of a run over [from_ns, to_ns): whole steps from the stored per-step statistics,
     the partial steps at the edges from their spans (server/runstore/step_stats.py)."""
     now = time.time_ns()
     windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
     summary = step_stats.window_insights(
-        conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric), max_steps
-    )
+        conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric), max_steps,
+        stalled_min_s)
     if summary["staleness"] is None:  # verl reports its own staleness (separate-async trainer): use it
         mean, mx = (metric_samples(conn, run_id, m) for m in VERL_STALENESS)
         if mean:
@@ -54,7 +54,9 @@ def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: 
 
 class InsightService:
     def __init__(self, reader: RunStoreReader, *, window_s: float, live_window_s: float, step_metric: str,
-                 version_metric: str, interval_s: float = 15.0, writer: Any = None) -> None:
+                 version_metric: str, interval_s: float = 15.0, writer: Any = None,
+                 stalled_min_s: float = 60.0) -> None:
+        self._stalled_min_s = stalled_min_s
         self._reader = reader
         self._writer = writer  # where per-step statistics are stored (None: every window is computed from spans)
         self._done: dict[int, tuple[set[int], set[int]]] = {}  # run id -> (steps, blocks) whose statistics are stored
@@ -124,6 +126,7 @@ class InsightService:
                     self._step_metric,
                     self._version_metric,
                     max_steps=20,
+                    stalled_min_s=self._stalled_min_s,
                 )  # /metrics shows the last complete step
             except Exception as exc:  # one run's bad data never stops the others' insights
                 self.failures[run["id"]] = f"{type(exc).__name__}: {exc}"

@@ -26,6 +26,10 @@ log = logging.getLogger("rl_insight.server.live.stall_watch")
 CONFIRM_AFTER_S = 30.0
 
 
+def _secs(s: float) -> str:
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
+
+
 class StallWatch:
     def __init__(self, stacks: StackBook, clock: StepClock, *, step_stall_s: float, interval_s: float,
                  profiles: ProfileBook | None = None, auto_profile: bool = False,
@@ -48,7 +52,7 @@ class StallWatch:
         stalled = summary.get("stalled") or []
         if stalled:
             s = stalled[0]
-            usual = f"usually {s['usual_p95_s']:.0f} s at most" if s.get("usual_p95_s") is not None else \
+            usual = f"usually {_secs(s['usual_p95_s'])} at most" if s.get("usual_p95_s") is not None else \
                 "no history yet"
             more = f" (and {len(stalled) - 1} more lanes)" if len(stalled) > 1 else ""
             return (f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual}){more}",

@@ -157,7 +157,8 @@ def build_router(st: AppState) -> APIRouter:
                 to = int(run["last_seen"] * 1e9) + 1
                 frm = to - int(window_s * 1e9)
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
-        out = {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps)}
+        out = {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps,
+                                                      cfg.stalled_lane_min_s)}
         # the latest stack snapshot the server took by itself (a stall), for the stalled-lane card
         snap = st.stacks.latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
         out["stack_snapshot"] = None if snap is None else {k: snap.get(k) for k in (

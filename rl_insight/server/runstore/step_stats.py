@@ -125,7 +125,8 @@ def _add(d: dict, key: Any, v: float) -> None:
 
 
 def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windows: list[tuple[int, int, int]],
-                    versions: list[tuple[float, float]], max_steps: int | None = None) -> dict[str, Any]:
+                    versions: list[tuple[float, float]], max_steps: int | None = None,
+                    stalled_min_s: float = 60.0) -> dict[str, Any]:
     """`insights.summarize` over [t0, t1), from the stored per-step rows plus the raw partial edges."""
     in_window = [w for w in windows if w[2] > t0 and w[1] < t1]
     summaries = conn.execute(
@@ -232,7 +233,8 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
     waits = [{"step": s["step"], "wait_s": s.pop("rollout_wait_s")} for s in steps if "rollout_wait_s" in s]
     return {"window": {"from_ns": t0, "to_ns": t1, "seconds": (t1 - t0) / NS}, "lanes": lanes, "busy": busy_out,
             "overlap": overlap, "steps": steps, "long_tail": tails, "rollout_wait": waits,
-            "stalled": insights.stalled(open_unique, now_ns, history=history), "staleness": staleness}
+            "stalled": insights.stalled(open_unique, now_ns, min_seconds=stalled_min_s, history=history),
+            "staleness": staleness}
 
 
 def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int]],

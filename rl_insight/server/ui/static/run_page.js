@@ -7,6 +7,7 @@ import { ago, fmtDur, fmtNum } from "./format.js";
 import { compareLanes } from "./lanes.js";
 import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
+import { StackSnapshots } from "./stacks.js";
 import { Timeline, paletteReady, showStep } from "./timeline.js";
 import { Trajectories } from "./trajectories.js";
 
@@ -26,8 +27,9 @@ export async function renderRun(app, runId, compareIds) {
   const promEl = h("div", { id: "prom-sections" });
   const targetsEl = h("div", { id: "targets" });
   const profilesEl = h("div", { id: "profiles" });
+  const stacksEl = h("div", { id: "stacks" });
   const trajectoriesEl = h("div", { id: "trajectories" });
-  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["trajectories-h", "trajectories"], ["profiles-h", "profiles"],
+  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["trajectories-h", "trajectories"], ["stacks-h", "stacks"], ["profiles-h", "profiles"],
     ["metrics-h", "trainer metrics"],
     ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
@@ -48,6 +50,8 @@ export async function renderRun(app, runId, compareIds) {
     ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
     h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
       + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
+    h("h3", { id: "stacks-h" }, "Stack snapshots ", h("span", { class: "muted" }, "where every thread of every process is now, "
+      + "grouped; the odd ones out named (a hung or stalled job)")), stacksEl,
     h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
       + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
@@ -69,6 +73,8 @@ export async function renderRun(app, runId, compareIds) {
   for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
   const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
   await profiles.load();
+  const stacks = state.stacks = new StackSnapshots(stacksEl, run, state.timeline);
+  await stacks.load();
   const trajectories = state.trajectories = new Trajectories(trajectoriesEl, runId);
   await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
   await renderInsights(insightsEl, runId);
@@ -88,6 +94,7 @@ export async function renderRun(app, runId, compareIds) {
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
     profiles.run = r; await profiles.load();
   });
+  every(10000, () => stacks.load());
   every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
   every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
@@ -111,7 +118,8 @@ async function renderInsights(el, runId, idPrefix = "") {
         title: `the trajectories that kept ${tail.slowest_lane} busy at step ${tail.step}`,
         onclick: (e) => { e.stopPropagation(); state.trajectories.focus({ step: tail.step, replica: tail.slowest_lane }); } }, "trajectories ›") : null) : "–",
       "insight-long-tail", false, tail?.step),
-    card("stalled lanes", s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none", "insight-stalled", s.stalled.length > 0),
+    card("stalled lanes", h("span", {}, s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none",
+      idPrefix ? null : stalledStacks(s)), "insight-stalled", s.stalled.length > 0),
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
     card("rollout → training wait (last step)", (w => w ? fmtDur(w.wait_s) : "–")((s.rollout_wait || [])[(s.rollout_wait || []).length - 1]),
       "insight-wait"),
@@ -122,6 +130,16 @@ async function renderInsights(el, runId, idPrefix = "") {
             h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
       : "–", "insight-step", true, lastStep?.step),
     card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
+}
+
+// the stalled-lane card: the stack snapshot the server took by itself (or a button to take one)
+function stalledStacks(s) {
+  const snap = s.stack_snapshot;
+  if (snap) return h("div", { class: "card-stacks" }, h("button", { class: "mini link", id: "stalled-stacks", "data-snapshot": snap.id,
+    title: snap.reason || "", onclick: (e) => { e.stopPropagation(); state.stacks?.show(snap.id); } }, "stacks ›"),
+    h("div", { class: "stack-summary" }, snap.summary || "being collected …"));
+  return s.stalled.length ? h("button", { class: "mini link", id: "stalled-take-stacks",
+    onclick: (e) => { e.stopPropagation(); state.stacks?.take("stalled lanes"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null;
 }
 
 async function renderTargets(el, runId) {

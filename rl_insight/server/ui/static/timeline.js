@@ -34,6 +34,7 @@ export class Timeline {
     this.data = { lanes: [], spans: [] }; this.view = null; this.detailCache = new Map();
     this.selected = new Set(); this.onSelect = null;  // lanes chosen for a profile request (click their names)
     this.windows = [];  // profiled windows drawn over their lanes: [{lanes, start_ns, end_ns, id}]
+    this.snapshot = null;  // an open stack snapshot: {id, t_ns, odd: [lanes]} (stacks.js)
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
     this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
     window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
@@ -190,6 +191,25 @@ export class Timeline {
       this.rects.push({ x0, x1: x0 + w, y, y1: y + hgt, span: s });
     }
     this.drawWindows(ctx, xOf, W, H);
+    this.drawSnapshot(ctx, xOf, W, H);
+  }
+  drawSnapshot(ctx, xOf, W, H) {
+    // a stack snapshot: a red line at its moment, the lanes of its odd ones out (and silent processes) outlined
+    const s = this.snapshot;
+    this.el.dataset.snapshot = s ? JSON.stringify({ id: s.id, odd: s.odd }) : "";
+    if (!s) return;
+    const x = xOf(s.t_ns);
+    ctx.save(); ctx.strokeStyle = "#dc2626"; ctx.lineWidth = 2;
+    if (x >= this.gutter && x <= W) {
+      ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
+      ctx.fillStyle = "#dc2626"; ctx.font = "10px system-ui"; ctx.fillText("stacks", Math.min(x + 3, W - 36), this.axisH + 20);
+    }
+    this.data.lanes.forEach((l, i) => {
+      const y = this.rowOf.get(i);
+      if (y !== undefined && s.odd.includes(l)) ctx.strokeRect(this.gutter + 1, y + 1, W - this.gutter - 2, this.rowH - 2);
+    });
+    ctx.restore();
+    this.el.querySelectorAll(".lane-label").forEach(n => n.classList.toggle("odd", s.odd.includes(n.dataset.lane)));
   }
   toggleLane(lane) {
     if (this.selected.has(lane)) this.selected.delete(lane); else this.selected.add(lane);
