@@ -26,6 +26,10 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     rl_insight.init(os.environ["JOB_PROJECT"], os.environ["JOB_EXPERIMENT"])
+    # "model loading": a real job spends minutes before step 1; meanwhile its client hears pending requests and arms
+    # them (importing and warming torch.profiler, ~2.5 s on this CPU build, on the sender thread)
+    rl_insight.metric_gauge("job_loading", 1.0)
+    time.sleep(float(os.environ.get("PROFILE_JOB_LOAD_S", "6")))
     a = torch.ones(64, 64)
     for step in range(1, steps + 1):
         t0 = time.perf_counter()

@@ -105,6 +105,8 @@ def _describe(p: dict[str, Any], url: str) -> None:
     stage = f" (stage {req['stage']})" if req.get("stage") else ""
     typer.echo(f"profile {p['id']}: {p['state']} — {req['project']}/{req['experiment_name']} steps "
                f"{req['steps'][0]}-{req['steps'][1]}{stage}, {sel}, {','.join(req['activities'])}")
+    if p.get("passed") and not p["processes"]:
+        typer.echo(f"  {p['passed']['message']}")
     for proc in p["processes"].values():
         who = f"rank {proc['rank']}" if proc.get("rank") is not None else f"{proc['host']}:{proc['pid']}"
         typer.echo(f"  {who}: {proc['state']}" + (f" — {proc['message']}" if proc.get("message") else ""))
@@ -150,6 +152,8 @@ def request(
     ),
     save_path: str = typer.Option("outputs/profile", "--save-path", help="With --emit-verl-config: verl's save_path."),
     wait: float = typer.Option(0.0, "--wait", help="Wait up to this many seconds for the traces and their analysis."),
+    before_start: bool = typer.Option(False, "--before-start", help="The job has not started yet: keep the request "
+                                                                    "for its run instead of refusing an unknown run."),
     server_url: Optional[str] = ServerUrlOpt,
     token: Optional[str] = TokenOpt,
     home: Optional[Path] = HomeOpt,
@@ -175,7 +179,7 @@ def request(
     url = server.url
     body = {**_run_fields(run), "steps": steps, "lanes": _csv(lanes), "roles": _csv(roles), "ranks": _ranks(ranks),
             "activities": _csv(activities), "memory": memory, "stack": stack, "ttl_s": ttl, "max_window_s": max_window,
-            "max_bytes": _bytes(max_bytes), "stage": stage}
+            "max_bytes": _bytes(max_bytes), "stage": stage, "wait_for_run": before_start}
     if steps.strip().lower() != "next":
         _steps(steps)  # said here, before the server is asked
     p = server.request("POST", "/api/v1/profiles", json=body)

@@ -112,7 +112,7 @@ def _decorate(make_block: Any, func: Any) -> Any:
 class StateBlock:
     """The context manager returned by `trace_state` when monitoring is enabled; also a decorator."""
 
-    __slots__ = ("_exp", "_table", "_name", "_lane_id", "_labels", "_lane", "_role", "_start")
+    __slots__ = ("_exp", "_table", "_name", "_lane_id", "_labels", "_lane", "_role", "_start", "_rf")
 
     def __init__(self, exp: Delivery, table: LaneTable, name: str, lane_id: str, labels: dict) -> None:
         self._exp = exp
@@ -122,6 +122,9 @@ class StateBlock:
         self._labels = labels
 
     def __enter__(self) -> None:
+        self._open(False)
+
+    def _open(self, is_async: bool) -> None:
         now = time_ns()
         table, name, lane_id = self._table, self._name, self._lane_id
         with table.lock:
@@ -136,15 +139,21 @@ class StateBlock:
                 role = _MERGED
             else:
                 role = _CHILD
-        self._lane, self._role, self._start = lane, role, now
+        self._lane, self._role, self._start, self._rf = lane, role, now, None
         if role == _TOP:
             self._exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
         elif role == _CHILD and self._exp.profiling.hot:
             self._exp.profiling.boundary(lane_id, name)  # a nested state can open a stage profiling window
+        if role != _MERGED and not is_async and self._exp.profiling.hot:
+            # inside a profiling window: the state in the trace too (not for `async with`: coroutines interleave on
+            # one thread, and their ranges would not nest)
+            self._rf = self._exp.profiling.annotate(name)
 
     def __exit__(self, *exc: object) -> Literal[False]:
         now = time_ns()
         lane, exp = self._lane, self._exp
+        if self._rf is not None:
+            exp.profiling.end_annotation(self._rf)
         if self._role == _CHILD:
             attrs = _state_attrs(self._name, self._lane_id, self._labels)
             exp.span(exp.new_span_id(), lane.trace_id, lane.span_id, self._name, self._lane_id,
@@ -167,7 +176,7 @@ class StateBlock:
         return False
 
     async def __aenter__(self) -> None:
-        self.__enter__()
+        self._open(True)
 
     async def __aexit__(self, *exc: object) -> Literal[False]:
         return self.__exit__(*exc)

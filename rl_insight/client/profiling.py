@@ -83,6 +83,7 @@ class ProfileController(TraceUploads):
         self._seen: set[str] = set()
         self._outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)
         self._torch: bool | None = None  # None: not looked for yet
+        self._warmed = False
         self._fails = 0
         self._next_try = 0.0
         self.traces_uploaded = 0
@@ -160,6 +161,8 @@ class ProfileController(TraceUploads):
             self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to "
                                              "profile with")
             return
+        if self.phase == "idle":
+            self._warm_up()  # before arming: the window may open at the very next boundary
         with self._lock:
             if self.phase != "idle":
                 taken = (self._armed or (self._window.req if self._window else None)
@@ -190,6 +193,20 @@ class ProfileController(TraceUploads):
         """The step this process is in by its own step metric, else by the run's clock from replies."""
         return self._clock()
 
+    def _warm_up(self) -> None:
+        """Here, on the sender thread when a request is armed, what the first window would otherwise pay in the
+        training thread: importing the profiler's module and torch.profiler's first start (about 1.4 s on a CPU
+        build), which stalled a profiled step and spilled its window into the next."""
+        if self._warmed:
+            return
+        self._warmed = True
+        try:
+            from .torch_window import warm_up
+
+            warm_up()
+        except Exception as exc:  # another profiler running, a broken torch: the window tries anyway, and says why
+            ratelog.log(30, "profile-warm", "[rl-insight] torch.profiler warm-up failed (the window will try): %r", exc)
+
     def _clock(self) -> int | None:
         step = self._exp.step
         if step is not None:
@@ -211,6 +228,29 @@ class ProfileController(TraceUploads):
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
+
+    def annotate(self, state: str) -> Any:
+        """A `trace_state` entered (synchronously) while a window is open: the same range in the trace, so that
+        the analysis of the window shows the timeline's states, nested as they are there (not whatever ranges the
+        code happens to record). Returns the open range (to `end_annotation`), or None."""
+        w = self._window
+        if w is None or not w.engine.records_here():
+            return None
+        try:
+            from torch.autograd.profiler import record_function
+
+            rf = record_function(state)
+            rf.__enter__()
+            return rf
+        except Exception:  # profiling never breaks training
+            return None
+
+    @staticmethod
+    def end_annotation(rf: Any) -> None:
+        try:
+            rf.__exit__(None, None, None)
+        except Exception:
+            pass
 
     def stage_end(self, lane: str, state: str) -> None:
         """A lane's state ended (while `hot`): closes a stage window that this state opened."""

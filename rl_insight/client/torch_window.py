@@ -25,6 +25,14 @@ Done = Callable[[str | None, str | None], None]  # (exported path or None, error
 OPEN_TIMEOUT_S = 10.0
 
 
+def warm_up() -> None:
+    """Start and stop an empty CPU profile: torch.profiler's one-time initialisation (about 1.4 s on a CPU build),
+    paid by the caller (the sender thread, when a request is armed) instead of the first window's opening thread."""
+    prof = profile(activities=[ProfilerActivity.CPU], record_shapes=False)
+    prof.start()
+    prof.stop()
+
+
 def _all_threads_config() -> Any | None:
     try:
         from torch._C._profiler import _ExperimentalConfig
@@ -75,6 +83,11 @@ class TorchWindow:
 
     def can_act_here(self) -> bool:
         return self.threaded or threading.get_ident() == self._owner
+
+    def records_here(self) -> bool:
+        """Whether this thread's ranges land in the trace: every thread's with `profile_all_threads`, else only the
+        opening thread's."""
+        return self.can_act_here()
 
     def mark(self, step: int) -> None:
         if self.threaded:

@@ -20,6 +20,10 @@ pytest.importorskip("torch")
 TOKEN = "profile-token"
 ROOT = Path(__file__).resolve().parents[2]
 
+# a run that has not sent data yet: a request for it waits for the job (`profile request --before-start`)
+NOT_YET_RUN = {"project": "p", "experiment_name": "e", "wait_for_run": True}
+GLOO = {"project": "gloo", "wait_for_run": True}  # the job starts after the request
+
 
 def _job(
     url: str, experiment: str, world: int, steps: int, step_s: float, extra_env: dict | None = None
@@ -78,15 +82,17 @@ def _api(srv) -> httpx.Client:
 
 def test_one_step_on_one_rank_yields_exactly_that_trace(srv, tmp_path: Path) -> None:
     api = _api(srv)
-    r = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "one", "steps": "4", "ranks": [1],
+    r = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "one", "steps": "4", "ranks": [1],
                                            "activities": ["cpu"]})
     assert r.status_code == 201, r.text
     rid = r.json()["id"]
     outs = _wait(_job(srv.url, "one", world=2, steps=7, step_s=0.25))
     assert all("done" in o for o in outs), outs
 
-    prof = wait_until(lambda: (p := api.get(f"/api/v1/profiles/{rid}").json())["state"] == "done" and p, timeout=60,
-                      what="the request to finish")
+    prof = wait_until(lambda: (p := api.get(f"/api/v1/profiles/{rid}").json())["state"] in ("done", "failed",
+                                                                                            "expired") and p,
+                      timeout=60, what="the request to finish")
+    assert prof["state"] == "done", json.dumps(prof["processes"])
     procs = list(prof["processes"].values())
     assert [p["rank"] for p in procs] == [1]  # rank 0 never armed, never started a profiler
     assert procs[0]["state"] == "uploaded" and procs[0]["window"]["steps"] == [4]
@@ -119,7 +125,7 @@ def _until_process_state(api: httpx.Client, rid: str, state: str, timeout: float
 
 def test_cancel_mid_window_discards_the_trace_and_says_so(srv) -> None:
     api = _api(srv)
-    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "cancel", "steps": "3-6",
+    rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "cancel", "steps": "3-6",
                                              "ranks": [0], "activities": ["cpu"]}).json()["id"]
     procs = _job(srv.url, "cancel", world=1, steps=9, step_s=0.4)
     _until_process_state(api, rid, "profiling")
@@ -133,7 +139,7 @@ def test_cancel_mid_window_discards_the_trace_and_says_so(srv) -> None:
 
 def test_a_rank_that_exits_mid_window_reports_it(srv) -> None:
     api = _api(srv)
-    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "exit", "steps": "3-4",
+    rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "exit", "steps": "3-4",
                                              "activities": ["cpu"]}).json()["id"]
     procs = _job(srv.url, "exit", world=1, steps=6, step_s=0.2, extra_env={0: {"PROFILE_JOB_EXIT_AT": "4"}})
     outs = _wait(procs)
@@ -147,9 +153,9 @@ def test_a_rank_that_exits_mid_window_reports_it(srv) -> None:
 
 def test_a_second_request_for_a_busy_process_is_refused_visibly(srv) -> None:
     api = _api(srv)
-    first = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "busy", "steps": "3-4",
+    first = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "busy", "steps": "3-4",
                                                "activities": ["cpu"]}).json()["id"]
-    second = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "busy", "steps": "4",
+    second = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "busy", "steps": "4",
                                                 "activities": ["cpu"]}).json()["id"]
     outs = _wait(_job(srv.url, "busy", world=1, steps=6, step_s=0.2))
     assert "done" in outs[0], outs
@@ -162,7 +168,7 @@ def test_a_second_request_for_a_busy_process_is_refused_visibly(srv) -> None:
 
 def test_a_process_without_torch_answers_unsupported(srv) -> None:
     api = _api(srv)
-    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "notorch", "steps": "2",
+    rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "notorch", "steps": "2",
                                              "activities": ["cpu"]}).json()["id"]
     code = ("import sys; sys.modules['torch'] = None\n"  # torch cannot be imported in this process
             "import time, rl_insight\n"
@@ -188,8 +194,8 @@ def test_the_cli_requests_waits_fetches_and_uploads(srv, tmp_path: Path) -> None
     home = tmp_path / "home"
     u = ("--server-url", srv.url)
     procs = _job(srv.url, "cli", world=2, steps=10, step_s=0.3)
-    r = _cli("request", "--run", "gloo/cli", "--steps", "5", "--ranks", "0", "--activities", "cpu", "--wait", "90", *u,
-             home=home)
+    r = _cli("request", "--run", "gloo/cli", "--steps", "5", "--ranks", "0", "--activities", "cpu", "--wait", "90",
+             "--before-start", *u, home=home)
     outs = _wait(procs)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "done" in r.stdout and "rank 0: uploaded" in r.stdout and "report/timeline.html" in r.stdout, r.stdout
@@ -244,7 +250,7 @@ def test_emit_verl_config_prints_the_overrides_for_the_same_steps_and_ranks(tmp_
 
 def test_an_export_that_fails_is_reported_with_its_reason(srv, tmp_path: Path) -> None:
     api = _api(srv)
-    rid = api.post("/api/v1/profiles", json={"project": "gloo", "experiment_name": "diskfull", "steps": "3",
+    rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "diskfull", "steps": "3",
                                              "activities": ["cpu"]}).json()["id"]
     missing = tmp_path / "no-such-dir"  # stands for a full or read-only disk: the export cannot write
     outs = _wait(_job(srv.url, "diskfull", world=1, steps=5, step_s=0.2,
@@ -259,7 +265,7 @@ def test_an_upload_interrupted_by_a_server_restart_resumes_where_the_server_is(t
     port = free_port()
     first = start_server(tmp_path, port=port, token=TOKEN)
     api = httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-    rid = api.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "1"}).json()["id"]
+    rid = api.post("/api/v1/profiles", json={**NOT_YET_RUN, "steps": "1"}).json()["id"]
     data = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "actor_update",
                                                       "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}]}).encode() * 1)
     name = "actor_rank0_pid1_20261130120000123.json.gz"
@@ -291,6 +297,7 @@ def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
     r = api.post(
         "/api/v1/profiles",
         json={
+            "wait_for_run": True,
             "project": "gloo",
             "experiment_name": "stage",
             "steps": "4",
@@ -302,14 +309,14 @@ def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
     assert r.status_code == 201, r.text
     rid = r.json()["id"]
     bad = api.post(
-        "/api/v1/profiles", json={"project": "gloo", "experiment_name": "stage", "steps": "4-5", "stage": "x"}
+        "/api/v1/profiles", json={**GLOO, "experiment_name": "stage", "steps": "4-5", "stage": "x"}
     )
     assert bad.status_code == 422 and "one step" in bad.json()["detail"]
     outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2))
     assert "done" in outs[0], outs
-    p = wait_until(
-        lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] == "done" and x, timeout=60, what="done"
-    )
+    p = wait_until(lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] in ("done", "failed", "expired")
+                   and x, timeout=60, what="done")
+    assert p["state"] == "done", json.dumps(p["processes"])
     (name,) = [n for n, f in p["files"].items() if f["complete"]]
     trace = json.loads(gzip.decompress(api.get(f"/api/v1/profiles/{rid}/files/{name}").content))
     marks = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith(("work_step", "gen_step"))}

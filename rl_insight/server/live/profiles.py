@@ -23,7 +23,6 @@ import builtins
 import json
 import logging
 import os
-import queue
 import re
 import shutil
 import threading
@@ -34,6 +33,7 @@ from typing import Any, Callable, Sequence
 from ...analysis.isolated import REPORT_FILES
 from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ...protocol import (
+    CLIENT_HEARTBEAT_S,
     DEFAULT_PROFILE_ACTIVITIES,
     DEFAULT_PROFILE_BYTES,
     DEFAULT_PROFILE_TOOL,
@@ -47,6 +47,7 @@ from ...protocol import (
     RunControl,
 )
 from ...protocol.profiles import profile_window, whole_number
+from .profile_analysis import REQUEST_FILES_FACTOR, TraceAnalysis
 from .profile_files import RequestFiles
 from .step_clock import StepClock
 
@@ -58,18 +59,18 @@ FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
 MAX_PROCESSES_PER_REQUEST = 1024
-REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
 MAX_RANK = 2**31
 ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
 MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen yet (a job about to start)
 ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
+PASSED_GRACE_S = CLIENT_HEARTBEAT_S + 5.0  # after its first step ended, a request no process took is over
 
 
 def _now() -> float:
     return time.time()
 
 
-class ProfileBook:
+class ProfileBook(TraceAnalysis):
     def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
                  clock: StepClock | None = None, analysis_timeout_s: float = 600.0,
                  analysis_max_memory_bytes: int = 8 * 2**30,
@@ -89,11 +90,7 @@ class ProfileBook:
         self._max_active = max_active_per_run
         self._load()
         self._analyze = analyze
-        self._work: queue.Queue[str | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        if analyze:
-            self._thread = threading.Thread(target=self._analysis_loop, name="rl-insight-profile-analysis", daemon=True)
-            self._thread.start()
+        self.start_analysis(analyze)
 
     # ------------------------------------------------------------------ persistence
     def _dir(self, rid: str) -> Path:
@@ -216,7 +213,36 @@ class ProfileBook:
         return self.describe(rec)
 
     def describe(self, rec: dict[str, Any]) -> dict[str, Any]:
+        self._note_passed(rec)
         return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
+
+    def _note_passed(self, rec: dict[str, Any]) -> bool:
+        """A request no process took before its first step ended is over: it says so (once) instead of waiting
+        for its ttl. True when it is."""
+        if rec.get("passed") is not None:
+            return True
+        if rec["processes"] or rec["cancelled_at"] is not None or rec.get("origin") == "upload":
+            return False
+        req = rec["request"]
+        ended = self.clock.reached_at(req["project"], req["experiment_name"], req["steps"][0])
+        # a process that armed it says so within a cycle of hearing it, and every process hears within a heartbeat
+        if ended is None or _now() - ended < PASSED_GRACE_S:
+            return False
+        clock = self.clock.current(req["project"], req["experiment_name"])
+        with self._lock:
+            rec["passed"] = {"at": _now(), "message": f"step {req['steps'][0]} ended (the run is at step "
+                             f"{clock[0] if clock else '?'}) before any process of the run took the request: none "
+                             "matched it, or none heard of it in time"}
+            self._save(rec)
+        return True
+
+    def profiled_steps(self, project: str, experiment_name: str) -> builtins.list[int]:
+        """The steps a profiling window covered in some process of the run: disturbed by the profiler."""
+        steps: set[int] = set()
+        for rec in self._of_run((project, experiment_name)):
+            for proc in list(rec["processes"].values()):
+                steps.update((proc.get("window") or {}).get("steps") or ())
+        return sorted(steps)
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
     def for_client(self, project: str | None, experiment_name: str | None) -> RunControl:
@@ -228,7 +254,7 @@ class ProfileBook:
         now = _now()
         active = [self._requests[r["request"]["id"]] for r in self._of_run(key)
                   if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
-                  and _state(r) in ("pending", "running")]
+                  and not self._note_passed(r) and _state(r) in ("pending", "running")]
         clock = self.clock.current(*key)
         if clock is None:
             return RunControl(active)
@@ -422,64 +448,6 @@ class ProfileBook:
                 shutil.rmtree(self.root / rid, ignore_errors=True)
         return len(gone)
 
-    # ------------------------------------------------------------------ analysis on arrival
-    def _analysis_loop(self) -> None:
-        for rid, rec in list(self._records.items()):
-            if rec.get("analysis", {}).get("state") == "pending":
-                self._work.put(rid)
-        while True:
-            try:
-                got = self._work.get(timeout=600)
-            except queue.Empty:
-                self.sweep()
-                continue
-            if got is None:
-                return
-            rid = got
-            while not self._work.empty():  # several files arrived meanwhile: analyse the request once
-                nxt = self._work.get()
-                if nxt is None:
-                    return
-                if nxt != rid:
-                    self._work.put(nxt)
-                    break
-            try:
-                self._analyse(rid)
-            except Exception as exc:  # the thread survives, and the request never stays "running"
-                log.warning("analysis of profile request %s failed: %r", rid, exc)
-                failed = self._records.get(rid)
-                if failed is not None:
-                    self._set_analysis(failed, {**failed.get("analysis", {}), "state": "failed",
-                                                "message": f"the analysis could not run: {type(exc).__name__}"})
-
-    def _analyse(self, rid: str) -> None:
-        """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
-        from ...analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
-
-        rec = self._records.get(rid)
-        if rec is None:
-            return
-        attempts = int(rec.get("analysis", {}).get("attempts", 0)) + 1
-        self._set_analysis(rec, {"state": "running", "attempts": attempts, "started_at": _now()})
-        req = rec["request"]
-        title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
-        names = [n for n, f in rec["files"].items() if f.get("complete")]
-        # bound on what one trace may inflate to: tied to the request's byte cap, and within the child's memory
-        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], self.analysis_max_memory_bytes // 2))
-        result = run_isolated(self._dir(rid), names, title, inflate_limit=inflate_limit,
-                              max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
-        self._set_analysis(rec, {**result, "attempts": attempts})
-
-    def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
-        with self._lock:
-            rec["analysis"] = analysis
-            self._save(rec)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._work.put(None)
-            self._thread.join(timeout=5)
-
 
 def _run_of(rec: dict[str, Any]) -> tuple[str, str]:
     return rec["request"]["project"], rec["request"]["experiment_name"]
@@ -491,7 +459,7 @@ def _state(rec: dict[str, Any]) -> str:
         return "cancelled"
     procs = list(rec["processes"].values())
     if not procs:
-        return "expired" if rec["request"]["expires_at"] <= _now() else "pending"
+        return "expired" if rec["request"]["expires_at"] <= _now() or rec.get("passed") else "pending"
     if any(p["state"] not in PROCESS_TERMINAL for p in procs):
         return "running" if rec["request"]["expires_at"] > _now() else "expired"
     return "done" if any(p["state"] == "uploaded" for p in procs) else "failed"

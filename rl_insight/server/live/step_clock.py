@@ -101,6 +101,15 @@ class StepClock:
                 return hist[0][1] if len(hist) < HISTORY else None
             return hist[i][1] + 1
 
+    def reached_at(self, project: str, experiment_name: str, step: int) -> float | None:
+        """When the clock first said `step` or more (step `step` ended), as far as its history remembers; None while
+        it has not."""
+        hist = self._runs.get((project, experiment_name))
+        if not hist:
+            return None
+        with self._lock:
+            return next((at for at, value in hist if value >= step), None)
+
     def forget(self, keys: set[tuple[str, str]]) -> None:
         with self._lock:
             for k in keys:

@@ -188,6 +188,8 @@ class ProfileCreate(BaseModel):
                                                                                               "per process")
     stage: str = Field("", max_length=p.MAX_SPAN_NAME, description="profile only this state (a trace_state name, e.g. "
                        "actor_update) in the one step given; empty: the whole step(s)")
+    wait_for_run: bool = Field(False, description="the run has not sent data yet (the job is about to start): keep "
+                               "the request for it instead of answering 404")
     origin: Literal["api", "upload"] = Field("api", description="upload: traces verl's own profiler wrote, sent by "
                                              "`rl-insight profile upload` (never delivered to the job's processes)")
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import ConflictError, InvalidInputError
+from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
 from ..live.profiles import FILE_NAME
 from ..state import AppState
@@ -51,11 +51,39 @@ def build_router(st: AppState) -> APIRouter:
             raise InvalidInputError("say which run: run_id, or project and experiment_name")
         return project, experiment
 
+    def check_run(project: str, experiment: str, body: ProfileCreate) -> None:
+        """Refuse at once what would sit pending forever: a run the store never saw (unless the request says it
+        waits for the job to start), and selectors that match none of the run's live processes."""
+        if body.origin == "upload":
+            return
+        if st.reader is not None and not body.wait_for_run:
+            from ..runstore import queries as q
+
+            if q.find_run_id(st.reader.conn(), project, experiment) is None:
+                raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
+                                    hint="check the name (`rl-insight server experiments list`), or ask before the "
+                                         "job starts with wait_for_run (`profile request --before-start`)")
+        live = st.clients.processes(project, experiment)
+        if live and not body.roles:  # roles can come from a process's environment, which the server does not see
+            from ...protocol.profiles import process_selected
+            from ..live.stacks import describe_processes
+
+            if not any(process_selected(body.lanes, (), body.ranks, p["lanes"], (), p["rank"]) for p in live):
+                asked = " or ".join(f"{k} {', '.join(map(str, v))}" for k, v in (("lanes", body.lanes),
+                                                                                  ("ranks", body.ranks)) if v)
+                lanes_hint = "; the ranks here are lanes: choose them with --lanes (rank_1)" \
+                    if body.ranks and not any(p["rank"] is not None for p in live) else ""
+                raise ConflictError(f"no live process of run {project}/{experiment} matches {asked}; it has "
+                                    f"{describe_processes(live)}{lanes_hint}",
+                                    hint="pick lanes or ranks the run has (the timeline shows its lanes)")
+
     @operate.post("", status_code=201)
     def create(body: ProfileCreate, request: Request) -> dict[str, Any]:
-        """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; expires
-        after `ttl_s` when no process took it."""
+        """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; refused at once
+        for a run that never sent data (unless `wait_for_run`) or selectors no live process matches; over when
+        its first step ends with no process having taken it, or after `ttl_s`."""
         project, experiment = run_key(body.run_id, body.project, body.experiment_name)
+        check_run(project, experiment, body)
         if body.steps.strip().lower() == "next":
             # the first step that begins after every process of the run has heard of the request (an idle process
             # hears at its next batch, at the latest its heartbeat): exact, and never refused as already begun

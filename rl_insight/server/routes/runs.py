@@ -159,6 +159,12 @@ def build_router(st: AppState) -> APIRouter:
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
         out = {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps,
                                                       cfg.stalled_lane_min_s)}
+        # steps a profiling window covered: disturbed by the profiler, not the run's usual pace
+        profiled: set[int] = set(st.profiles.profiled_steps(run["project"], run["experiment_name"])) if run["project"] \
+            else set()
+        out["profiled_steps"] = sorted(profiled)
+        for s in out["steps"]:
+            s["profiled"] = s["step"] in profiled
         # the latest stack snapshot the server took by itself (a stall), for the stalled-lane card
         snap = st.stacks.latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
         out["stack_snapshot"] = None if snap is None else {k: snap.get(k) for k in (

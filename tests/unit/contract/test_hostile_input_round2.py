@@ -32,6 +32,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 NAME = "actor_rank0_pid7_20261130120000123.json.gz"
 ANNOTATION = {"ph": "X", "cat": "user_annotation", "name": "actor_update", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
 
+# a run that has not sent data yet: a request for it waits for the job (`profile request --before-start`)
+NOT_YET_RUN = {"project": "p", "experiment_name": "e", "wait_for_run": True}
+
 
 def _damaged_trace(copies: int) -> bytes:
     """A truncated torch trace whose text before traceEvents repeats a key thousands of times (case 1)."""
@@ -69,7 +72,7 @@ def test_r2_01_an_uploaded_damaged_trace_is_analysed_outside_the_server(tmp_path
     url, proc = _server_process(tmp_path, token=TOKEN)  # its own process: a stall there cannot hide behind our GIL
     try:
         api = httpx.Client(base_url=url, headers=AUTH, timeout=10)
-        rid = api.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "1"}).json()["id"]
+        rid = api.post("/api/v1/profiles", json={**NOT_YET_RUN, "steps": "1"}).json()["id"]
         data = gzip.compress(_damaged_trace(10_000))
         assert len(data) < 2_000  # a tiny upload
         r = api.post(f"/api/v1/profiles/{rid}/upload/{NAME}", params={"offset": 0, "total": len(data)}, content=data,
@@ -199,7 +202,7 @@ def test_r2_06_the_ui_session_requests_and_cancels_profiles_on_a_token_server(tm
         assert ui.post("/api/v1/login", json={"token": TOKEN}).status_code == 200  # the sign-in form
         same_origin = {"Origin": srv.url}
         r = ui.post(
-            "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}, headers=same_origin
+            "/api/v1/profiles", json={**NOT_YET_RUN, "steps": "3"}, headers=same_origin
         )
         assert r.status_code == 201, r.text
         rid = r.json()["id"]
@@ -207,12 +210,12 @@ def test_r2_06_the_ui_session_requests_and_cancels_profiles_on_a_token_server(tm
         # what processes do stays token-only, and a foreign page cannot use the cookie
         proc = {"state": "armed", "process": {"host": "h", "pid": 1}}
         assert ui.post(f"/api/v1/profiles/{rid}/status", json=proc, headers=same_origin).status_code == 401
-        foreign = ui.post("/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"},
+        foreign = ui.post("/api/v1/profiles", json={**NOT_YET_RUN, "steps": "3"},
                           headers={"Origin": "https://evil.example"})
         assert foreign.status_code == 403
         assert (
             httpx.post(
-                srv.url + "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "3"}
+                srv.url + "/api/v1/profiles", json={**NOT_YET_RUN, "steps": "3"}
             ).status_code
             == 401
         )

@@ -57,6 +57,7 @@ export class Profiles {
     const { profiles } = await api(`/api/v1/profiles?run_id=${this.run.id}`).catch(() => ({ profiles: [] }));
     // the windows each process profiled, on the timeline
     // (over the lanes the request chose, else every lane of the process)
+    this.timeline.profiledSteps = new Set(profiles.flatMap(p => Object.values(p.processes).flatMap(x => x.window?.steps || [])));
     this.timeline.windows = profiles.flatMap(p => Object.values(p.processes).filter(x => x.window)
       .map(x => ({ id: p.id, lanes: p.request.lanes.length ? p.request.lanes.filter(l => (x.lanes || []).includes(l)) : (x.lanes || []),
         start_ns: x.window.start_ns, end_ns: x.window.end_ns })));
@@ -84,7 +85,7 @@ export class Profiles {
         a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
       return h("tr", { "data-profile": p.id, "data-state": p.state }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
         h("td", {}, `${req.steps[0]}${req.steps[1] !== req.steps[0] ? "–" + req.steps[1] : ""}`), h("td", {}, sel),
-        h("td", {}, procs.length ? procs : h("span", { class: "muted" }, "no process has taken it yet")), h("td", {}, ...links, stages));
+        h("td", {}, procs.length ? procs : h("span", { class: "muted" }, p.passed ? p.passed.message : "no process has taken it yet")), h("td", {}, ...links, stages));
     });
     this.list.replaceChildren(h("table", { class: "grid" }, h("tr", {}, ...["request", "state", "steps", "who", "processes", ""].map(t => h("th", {}, t))), ...rows));
   }

@@ -123,7 +123,7 @@ async function renderInsights(el, runId, idPrefix = "") {
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
     card("rollout → training wait (last step)", (w => w ? fmtDur(w.wait_s) : "–")((s.rollout_wait || [])[(s.rollout_wait || []).length - 1]),
       "insight-wait"),
-    card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + ")" : ""}`, lastStep
+    card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + (lastStep.profiled ? ", profiled: slower than usual" : "") + ")" : ""}`, lastStep
       ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
           h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
               onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "⏺"),

@@ -154,7 +154,7 @@ export class Timeline {
       const x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
       if (x - lastLabelX > 44) {  // right-aligned to its line, kept inside the canvas
-        const label = `end of step ${step}`, w = ctx.measureText(label).width;
+        const label = `end of step ${step}${this.profiledSteps?.has(step) ? " (profiled)" : ""}`, w = ctx.measureText(label).width;
         ctx.fillText(label, Math.min(Math.max(this.gutter, x - w - 2), W - w - 2), this.axisH + 9); lastLabelX = x;
       }
       this.stepHits.push([x, step]);

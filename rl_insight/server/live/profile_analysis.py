@@ -1,0 +1,95 @@
+"""Profile traces analysed on arrival: the analysis half of the profile book (server/live/profiles.py).
+
+Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
+process bounded in time and memory (analysis/isolated.py), one request at a time, on one thread: no upload can
+freeze or exhaust the server, and a burst of uploads never competes with ingest for more than one core. An analysis
+that fails or is killed ends `failed` with the reason. A mixin of `ProfileBook`; the state it shares is declared
+below for the type checker.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger("rl_insight.server.live.profiles")
+
+REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
+
+
+class TraceAnalysis:
+    _lock: threading.Lock
+    _records: dict[str, dict[str, Any]]
+    analysis_timeout_s: float
+    analysis_max_memory_bytes: int
+    _save: Callable[[dict[str, Any]], None]
+    _dir: Callable[[str], Path]
+    sweep: Callable[..., int]
+
+    def start_analysis(self, analyze: bool) -> None:
+        self._work: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        if analyze:
+            self._thread = threading.Thread(target=self._analysis_loop, name="rl-insight-profile-analysis", daemon=True)
+            self._thread.start()
+
+    def _analysis_loop(self) -> None:
+        for rid, rec in list(self._records.items()):
+            if rec.get("analysis", {}).get("state") == "pending":
+                self._work.put(rid)
+        while True:
+            try:
+                got = self._work.get(timeout=600)
+            except queue.Empty:
+                self.sweep()
+                continue
+            if got is None:
+                return
+            rid = got
+            while not self._work.empty():  # several files arrived meanwhile: analyse the request once
+                nxt = self._work.get()
+                if nxt is None:
+                    return
+                if nxt != rid:
+                    self._work.put(nxt)
+                    break
+            try:
+                self._analyse(rid)
+            except Exception as exc:  # the thread survives, and the request never stays "running"
+                log.warning("analysis of profile request %s failed: %r", rid, exc)
+                failed = self._records.get(rid)
+                if failed is not None:
+                    self._set_analysis(failed, {**failed.get("analysis", {}), "state": "failed",
+                                                "message": f"the analysis could not run: {type(exc).__name__}"})
+
+    def _analyse(self, rid: str) -> None:
+        """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
+        from ...analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
+
+        rec = self._records.get(rid)
+        if rec is None:
+            return
+        attempts = int(rec.get("analysis", {}).get("attempts", 0)) + 1
+        self._set_analysis(rec, {"state": "running", "attempts": attempts, "started_at": time.time()})
+        req = rec["request"]
+        title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
+        names = [n for n, f in rec["files"].items() if f.get("complete")]
+        # bound on what one trace may inflate to: tied to the request's byte cap, and within the child's memory
+        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], self.analysis_max_memory_bytes // 2))
+        result = run_isolated(self._dir(rid), names, title, inflate_limit=inflate_limit,
+                              max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
+        self._set_analysis(rec, {**result, "attempts": attempts})
+
+    def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
+        with self._lock:
+            rec["analysis"] = analysis
+            self._save(rec)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._work.put(None)
+            self._thread.join(timeout=5)
