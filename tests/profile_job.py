@@ -29,7 +29,7 @@ def main() -> None:
     # "model loading": a real job spends minutes before step 1; meanwhile its client hears pending requests and arms
     # them (importing and warming torch.profiler, ~2.5 s on this CPU build, on the sender thread)
     rl_insight.metric_gauge("job_loading", 1.0)
-    time.sleep(float(os.environ.get("PROFILE_JOB_LOAD_S", "6")))
+    time.sleep(float(os.environ.get("PROFILE_JOB_LOAD_S", "3")))
     a = torch.ones(64, 64)
     for step in range(1, steps + 1):
         t0 = time.perf_counter()

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
         def wake(self) -> None: ...  # the sender thread: a status or an upload chunk waits
 
+WARM_UP_WAIT_S = 30.0
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
 MAX_PROCESS_LANES = 4096  # lanes remembered for --lanes matching (an agent loop makes one per trajectory)
 
@@ -83,7 +84,7 @@ class ProfileController(TraceUploads):
         self._seen: set[str] = set()
         self._outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)
         self._torch: bool | None = None  # None: not looked for yet
-        self._warmed = False
+        self._warmed = threading.Event()  # set once torch.profiler has been started once in this process
         self._fails = 0
         self._next_try = 0.0
         self.traces_uploaded = 0
@@ -161,8 +162,6 @@ class ProfileController(TraceUploads):
             self._status(req, "unsupported", "torch is not installed in this process's environment: nothing to "
                                              "profile with")
             return
-        if self.phase == "idle":
-            self._warm_up()  # before arming: the window may open at the very next boundary
         with self._lock:
             if self.phase != "idle":
                 taken = (self._armed or (self._window.req if self._window else None)
@@ -174,6 +173,7 @@ class ProfileController(TraceUploads):
             self._armed_clock = self._clock()
             self.hot = True
         self._status(req, "armed", f"waiting for step {req.first_step} (this process is at step {self._clock()})")
+        self._warm_up()  # now, on this thread: a window that opens meanwhile waits for it (_start)
 
     def _torch_available(self) -> bool:
         if self._torch is None:
@@ -197,15 +197,16 @@ class ProfileController(TraceUploads):
         """Here, on the sender thread when a request is armed, what the first window would otherwise pay in the
         training thread: importing the profiler's module and torch.profiler's first start (about 1.4 s on a CPU
         build), which stalled a profiled step and spilled its window into the next."""
-        if self._warmed:
+        if self._warmed.is_set():
             return
-        self._warmed = True
         try:
             from .torch_window import warm_up
 
             warm_up()
         except Exception as exc:  # another profiler running, a broken torch: the window tries anyway, and says why
             ratelog.log(30, "profile-warm", "[rl-insight] torch.profiler warm-up failed (the window will try): %r", exc)
+        finally:
+            self._warmed.set()
 
     def _clock(self) -> int | None:
         step = self._exp.step
@@ -334,6 +335,9 @@ class ProfileController(TraceUploads):
             self._status(req, state, message)
 
     def _start(self, req: ProfileRequest, step: int, lane: str | None) -> None:
+        # a window due before the sender thread finished warming torch.profiler up waits for it (never two at once):
+        # the first start's cost, paid here only when the request came that close to its step
+        self._warmed.wait(WARM_UP_WAIT_S)
         from .torch_window import TorchWindow
 
         try:

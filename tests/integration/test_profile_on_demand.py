@@ -315,7 +315,8 @@ def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
     outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2))
     assert "done" in outs[0], outs
     p = wait_until(lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] in ("done", "failed", "expired")
-                   and x, timeout=60, what="done")
+                   and x.get("analysis", {}).get("state") not in ("pending", "running") and x, timeout=60,
+                   what="done")
     assert p["state"] == "done", json.dumps(p["processes"])
     (name,) = [n for n, f in p["files"].items() if f["complete"]]
     trace = json.loads(gzip.decompress(api.get(f"/api/v1/profiles/{rid}/files/{name}").content))
