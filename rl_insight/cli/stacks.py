@@ -61,8 +61,8 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
         if g["answered"]:
             out.append(f"  in {g['where']['text']}")
         for m in g["members"][:8]:
-            states = ", ".join(f"{s['lane']} in {s['state']} for {_ago(s.get('since_ns'), now_ns)}"
-                               for s in m.get("states") or [])
+            states = ", ".join(f"{'' if s['lane'] == m['label'] else s['lane'] + ' '}in {s['state']} for "
+                               f"{_ago(s.get('since_ns'), now_ns)}" for s in m.get("states") or [])
             seen = f"last seen {_ago(m.get('last_seen_ns'), now_ns)} ago" if not g["answered"] else ""
             extra = "; ".join(x for x in (states, seen) if x)
             if extra:
@@ -75,6 +75,10 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
             out.append(f"      {f['file']}:{f['line']} {f['func']}{code}")
         if len(frames) > frames_shown:
             out.append(f"      ({len(frames) - frames_shown} outer frames not shown; --json has them)")
+        c_frames = [f for f in g.get("native") or [] if f["line"] == 0][-4:]  # the C frames under the Python ones
+        if c_frames:
+            out.append("    native (py-spy): " + " ← ".join(f"{f['func']} ({f['file'].rsplit('/', 1)[-1]})"
+                                                            for f in reversed(c_frames)))
         out.append("")
     native = {r.get("native_state") for r in (snap.get("reports") or {}).values()}
     if native - {"ok", "not_asked", None}:
@@ -97,6 +101,8 @@ def stacks(
     as_json: bool = typer.Option(False, "--json", help="Print the snapshot as JSON (with every process's answer)."),
     list_: bool = typer.Option(False, "--list", help="List the run's snapshots instead of taking one."),
     show: Optional[str] = typer.Option(None, "--show", help="Print this snapshot of the run again."),
+    exact_lines: bool = typer.Option(False, "--exact-lines", help="Group by line too: two lines of one function are "
+                                                                 "two places (default: grouped by function)."),
     server_url: Optional[str] = ServerUrlOpt,
     token: Optional[str] = TokenOpt,
     home: Optional[Path] = HomeOpt,
@@ -130,7 +136,7 @@ def stacks(
         while snap["state"] == "pending" and time.monotonic() < end:
             time.sleep(0.5)
             snap = server.request("GET", f"{base}/{show}")
-    snap = server.request("GET", f"{base}/{show}", params={"reports": "true"})
+    snap = server.request("GET", f"{base}/{show}", params={"reports": "true", "exact": str(exact_lines).lower()})
     if as_json:
         typer.echo(json.dumps(snap, indent=2))
     elif snap["state"] == "pending":

@@ -73,6 +73,7 @@ def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
     rank2 = next(r for r in reports.values() if r["process"]["rank"] == 2)
     main = next(t for t in rank2["threads"] if t["main"])
     assert any("sleep" in f["func"] for f in main["native"]), main["native"][-5:]
+    assert any("sleep" in f["func"] for f in odd["native"])  # the group carries it: the CLI and the UI show it
 
     second = snapshot(c, run_id)
     assert second["moved"]["previous"] == first["id"] and second["moved"]["moved_count"] == 0

@@ -16,6 +16,7 @@ import re
 from typing import Any, Iterable
 
 MAX_LABELS_SHOWN = 12  # compact range strings list at most this many prefixes
+NATIVE_SHOWN = 16  # innermost native frames kept on a group
 _LIB = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 _STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\]")
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
@@ -151,6 +152,8 @@ def group(us: list[dict[str, Any]], exact: bool = False) -> list[dict[str, Any]]
                        "labels": compact(labels),
                        "where": where(members[0]["frames"]) if answered else None,
                        "frames": members[0]["frames"] if answered else None,
+                       # py-spy's view of the same thread, when asked: the C frames below the Python ones
+                       "native": (members[0].get("native") or [])[-NATIVE_SHOWN:] if answered else None,
                        "members": [{k: m.get(k) for k in ("key", "label", "thread_name", "states", "last_seen_ns",
                                                           "step")} for m in members]})
     groups.sort(key=lambda g: (not g["answered"], not g["holds_lanes"], -g["size"], g["labels"]))

@@ -100,8 +100,8 @@ class StackBook:
                                 hint="a stack snapshot needs the job running (its processes send heartbeats)")
         expected = [p for p in live if process_selected(lanes, roles, ranks, p["lanes"], _roles(p), p["rank"])]
         if not expected:
-            raise ConflictError(f"no live process of run {project}/{experiment_name} matches "
-                                    f"{_selectors(lanes, roles, ranks)}; it has {describe_processes(live)}")
+            raise ConflictError(refusal(project, experiment_name, live, lanes, roles, ranks),
+                                hint="pick lanes or ranks the run has (the timeline shows its lanes)")
         sid = os.urandom(8).hex()
         now = time.time()
         request = StackRequest.from_wire(StackRequest(sid, tuple(lanes), tuple(roles), tuple(ranks), native,
@@ -203,11 +203,18 @@ class StackBook:
             raise NotFoundError(f"no stack snapshot {sid!r}", hint="`rl-insight stacks --run RUN --list` lists them")
         return snap
 
-    def get(self, sid: str, run: tuple[str, str] | None = None, reports: bool = False) -> dict[str, Any]:
+    def get(self, sid: str, run: tuple[str, str] | None = None, reports: bool = False,
+            exact: bool = False) -> dict[str, Any]:
+        """One snapshot; `exact`: grouped again with line numbers (two lines of one function are two places)."""
         snap = self._get(sid)
         if run is not None and _run(snap) != run:
             raise NotFoundError(f"no stack snapshot {sid!r} in this run")
-        return self.describe(snap, reports)
+        out = self.describe(snap, reports)
+        if exact and out.get("units") is not None:
+            out["groups"] = stack_groups.group(out["units"], exact=True)
+            out["summary"] = stack_groups.sentence(out["groups"], int(out["completed_at"] * 1e9)) + \
+                " (grouped by line)"
+        return out
 
     def list(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -258,6 +265,17 @@ def _selectors(lanes: Sequence[str], roles: Sequence[str], ranks: Sequence[int])
     said = [f"{what} {', '.join(map(str, v))}" for what, v in (("lanes", lanes), ("roles", roles), ("ranks", ranks))
             if v]
     return " or ".join(said) or "every process"
+
+
+def refusal(project: str, experiment_name: str, live: list[dict[str, Any]], lanes: Sequence[str],
+            roles: Sequence[str], ranks: Sequence[int]) -> str:
+    """Why selectors picked none of a run's live processes, and what it has (stack snapshots and profile requests
+    say the same)."""
+    lanes_hint = "; the ranks here are lanes: choose them with --lanes (" + \
+        ", ".join(f"rank_{r}" for r in list(ranks)[:3]) + ")" if ranks and not any(p["rank"] is not None
+                                                                                     for p in live) else ""
+    return (f"no live process of run {project}/{experiment_name} matches {_selectors(lanes, roles, ranks)}; it has "
+            f"{describe_processes(live)}{lanes_hint}")
 
 
 def describe_processes(procs: list[dict[str, Any]]) -> str:

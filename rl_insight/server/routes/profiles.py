@@ -66,15 +66,10 @@ def build_router(st: AppState) -> APIRouter:
         live = st.clients.processes(project, experiment)
         if live and not body.roles:  # roles can come from a process's environment, which the server does not see
             from ...protocol.profiles import process_selected
-            from ..live.stacks import describe_processes
+            from ..live.stacks import refusal
 
             if not any(process_selected(body.lanes, (), body.ranks, p["lanes"], (), p["rank"]) for p in live):
-                asked = " or ".join(f"{k} {', '.join(map(str, v))}" for k, v in (("lanes", body.lanes),
-                                                                                  ("ranks", body.ranks)) if v)
-                lanes_hint = "; the ranks here are lanes: choose them with --lanes (rank_1)" \
-                    if body.ranks and not any(p["rank"] is not None for p in live) else ""
-                raise ConflictError(f"no live process of run {project}/{experiment} matches {asked}; it has "
-                                    f"{describe_processes(live)}{lanes_hint}",
+                raise ConflictError(refusal(project, experiment, live, body.lanes, (), body.ranks),
                                     hint="pick lanes or ranks the run has (the timeline shows its lanes)")
 
     @operate.post("", status_code=201)

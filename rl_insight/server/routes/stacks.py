@@ -63,8 +63,10 @@ def build_router(st: AppState) -> APIRouter:
 
     @read.get("/{run_id}/stacks/{snapshot_id}")
     def get(run_id: RunId, snapshot_id: str = SnapshotId,
-            reports: bool = Query(False, description="include each process's raw answer")) -> dict[str, Any]:
-        return book.get(snapshot_id, run_key(run_id, asking=False), reports)
+            reports: bool = Query(False, description="include each process's raw answer"),
+            exact: bool = Query(False, description="group by line too (two lines of one function: two places)")
+            ) -> dict[str, Any]:
+        return book.get(snapshot_id, run_key(run_id, asking=False), reports, exact)
 
     @write.post("/{snapshot_id}/report", openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})

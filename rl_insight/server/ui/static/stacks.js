@@ -79,10 +79,12 @@ export class StackSnapshots {
       (m.states || []).map(st => `${st.lane === m.label ? "" : st.lane + " "}in ${st.state} for ${fmtS(now - st.since_ns)}`).join(", "),
       m.last_seen_ns ? h("span", { class: "muted" }, ` · last seen ${fmtS(now - m.last_seen_ns)} ago`) : null));
     const frames = (g.frames || []).slice(-FRAMES_SHOWN).map(f => `${f.file}:${f.line}  ${f.func}${f.code ? "\n      " + f.code : ""}`).join("\n");
+    const native = (g.native || []).filter(f => f.line === 0).slice(-4).reverse().map(f => `${f.func} (${f.file.split("/").pop()})`).join(" ← ");
     return h("div", { class: `stack-group${g.odd_one_out ? " odd" : ""}`, "data-group": i, "data-labels": g.labels },
       h("div", {}, h("b", {}, `${g.size} × ${g.labels}`), " ", tag, g.where ? h("span", {}, ` in ${g.where.text}`) : null),
       h("ul", { class: "members" }, ...members, g.members.length > 8 ? h("li", { class: "muted" }, `… ${g.members.length - 8} more`) : null),
-      frames ? h("pre", { class: "frames" }, frames) : null);
+      frames ? h("pre", { class: "frames" }, frames) : null,
+      native ? h("div", { class: "muted native" }, `native (py-spy): ${native}`) : null);
   }
   mark(s) {  // the snapshot on the timeline: a line at its moment, the odd ones' lanes outlined
     if (!this.timeline) return;

@@ -50,6 +50,16 @@ def test_every_expected_answer_completes_the_snapshot(tmp_path: Path) -> None:
         answer(book, snap["id"], 1)
 
 
+def test_grouping_by_line_when_asked(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    snap = book.create(*RUN)
+    for r in range(4):
+        answer(book, snap["id"], r, collective(0, 3252 + r % 2))
+    assert len(book.get(snap["id"])["groups"]) == 1
+    exact = book.get(snap["id"], exact=True)
+    assert [g["size"] for g in exact["groups"]] == [2, 2] and exact["summary"].endswith("(grouped by line)")
+
+
 def test_the_deadline_completes_it_with_the_silent_listed(tmp_path: Path) -> None:
     book = book_of(tmp_path)
     snap = book.create(*RUN, deadline_s=5)
