@@ -121,10 +121,7 @@ class StateBlock:
         self._lane_id = lane_id
         self._labels = labels
 
-    def __enter__(self) -> None:
-        self._open(False)
-
-    def _open(self, is_async: bool) -> None:
+    def __enter__(self, is_async: bool = False) -> None:  # (one call: this is the hot path)
         now = time_ns()
         table, name, lane_id = self._table, self._name, self._lane_id
         with table.lock:
@@ -176,7 +173,7 @@ class StateBlock:
         return False
 
     async def __aenter__(self) -> None:
-        self._open(True)
+        self.__enter__(True)
 
     async def __aexit__(self, *exc: object) -> Literal[False]:
         return self.__exit__(*exc)

@@ -112,6 +112,12 @@ def test_one_step_on_one_rank_yields_exactly_that_trace(srv, tmp_path: Path) -> 
     assert analysis["lanes"] == ["rank/rank1"], analysis  # role from the lane rank_1, rank from RANK
     summary = api.get(f"/api/v1/profiles/{rid}/report/summary.json").json()
     assert [s["step"] for s in summary["steps"]] == [4]
+    # the timeline's states are the trace's ranges, nested as there: the analysis' stages are generate and
+    # actor_update (the job's own record_function ranges are inside them), and the step's actor_update lasts the
+    # job's 0.25 s of work, as on the timeline
+    stages = {s["name"]: s for s in analysis["stages"]}
+    assert {"generate", "actor_update"} <= set(stages) and not any(n.startswith("work_step") for n in stages), stages
+    assert stages["actor_update"]["total_s"] >= 0.2, stages["actor_update"]
     html = api.get(f"/api/v1/profiles/{rid}/report/timeline.html")
     assert html.status_code == 200 and "work_step4" in html.text
 

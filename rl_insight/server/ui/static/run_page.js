@@ -172,7 +172,9 @@ async function renderAlerts(el, runId) {
       h("span", { class: "muted" }, x.since ? `since ${new Date(x.since).toLocaleTimeString([], { hour12: false })}`
         : x.last_firing ? `last fired ${ago(x.last_firing)}` : "")),
     h("div", {}, x.summary), x.description ? h("div", { class: "muted" }, x.description) : null,
-    x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null);
+    x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
+    x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
+      onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
   el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
     ...a.active.map(item), ...a.recent.map(item));
 }

@@ -139,3 +139,44 @@ def test_the_step_clock_stalling_counts_too(tmp_path: Path) -> None:
     watch = StallWatch(book, clock, step_stall_s=600, interval_s=900)
     assert watch.stall_of(RUN, {"stalled": []}, time.time())[0].startswith("no step has ended for 1000 s")
     assert StallWatch(book, clock, step_stall_s=0, interval_s=900).stall_of(RUN, {}, time.time()) is None
+
+
+def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
+    from rl_insight.server.live.profiles import ProfileBook
+
+    book, clock = book_of(tmp_path), StepClock()
+    now = time.time()
+    for step in range(1, 6):
+        clock.note("p", "e", step, now - 60 + 10 * step)  # a step every 10 s
+    profiles = ProfileBook(tmp_path / "profiles", analyze=False, clock=clock)
+    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, profiles=profiles, auto_profile=True,
+                       confirm_after_s=30)
+    stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
+    watch.on_insights(stalled, now)
+    first = book.list(*RUN)[0]["id"]
+    for r in range(4):
+        answer(book, first, r)
+    watch.on_insights(stalled, now + 31)
+    second = next(s["id"] for s in book.list(*RUN) if s["id"] != first)
+    for r in range(4):  # rank 0 moved: slow, not stuck
+        answer(book, second, r, collective(0, 3300) if r == 0 else None)
+    (req,) = profiles.list("p", "e")
+    assert req["origin"] == "auto" and req["request"]["lanes"] == ["rank_2"] and watch.profiled == 1
+
+
+def test_a_stuck_stall_arms_no_profile(tmp_path: Path) -> None:
+    from rl_insight.server.live.profiles import ProfileBook
+
+    book, clock = book_of(tmp_path), StepClock()
+    clock.note("p", "e", 3, time.time() - 100)
+    profiles = ProfileBook(tmp_path / "profiles", analyze=False, clock=clock)
+    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, profiles=profiles, auto_profile=True,
+                       confirm_after_s=30)
+    stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
+    now = time.time()
+    for at in (now, now + 31):
+        watch.on_insights(stalled, at)
+        sid = next(s["id"] for s in book.list(*RUN) if s["state"] == "pending")
+        for r in range(4):
+            answer(book, sid, r)
+    assert profiles.list("p", "e") == [] and watch.profiled == 0
