@@ -64,7 +64,10 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
             states = ", ".join(f"{'' if s['lane'] == m['label'] else s['lane'] + ' '}in {s['state']} for "
                                f"{_ago(s.get('since_ns'), now_ns)}" for s in m.get("states") or [])
             seen = f"last seen {_ago(m.get('last_seen_ns'), now_ns)} ago" if not g["answered"] else ""
-            extra = "; ".join(x for x in (states, seen) if x)
+            res = (f"step {m['step']}, " if m.get("step") is not None else "") + \
+                (f"RSS {m['rss_bytes'] / 2**30:.2f} GiB, CPU {m['cpu_s']:.0f} s" if m.get("rss_bytes") and
+                 m.get("cpu_s") is not None else "")
+            extra = "; ".join(x for x in (states, seen, res.rstrip(", ")) if x)
             if extra:
                 out.append(f"    {m['label']}: {extra}")
         if len(g["members"]) > 8:

@@ -116,7 +116,8 @@ def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> 
                         "label": compact(lanes) if lanes else default, "labels": lanes or [default],
                         "holds_lanes": bool(lanes),
                         "states": t["lanes"], "frames": t["frames"], "native": t.get("native"),
-                        "answered": True, "cpu_s": rep.get("cpu_s"), "step": rep.get("step")})
+                        "answered": True, "cpu_s": rep.get("cpu_s"), "rss_bytes": rep.get("rss_bytes"),
+                        "step": rep.get("step")})
     for proc in missing:
         lanes = [o["lane"] for o in proc.get("open", [])]
         default = _process_label(proc)
@@ -155,7 +156,7 @@ def group(us: list[dict[str, Any]], exact: bool = False) -> list[dict[str, Any]]
                        # py-spy's view of the same thread, when asked: the C frames below the Python ones
                        "native": (members[0].get("native") or [])[-NATIVE_SHOWN:] if answered else None,
                        "members": [{k: m.get(k) for k in ("key", "label", "thread_name", "states", "last_seen_ns",
-                                                          "step")} for m in members]})
+                                                          "step", "cpu_s", "rss_bytes")} for m in members]})
     groups.sort(key=lambda g: (not g["answered"], not g["holds_lanes"], -g["size"], g["labels"]))
     pool = candidates(groups)
     others = {id(g) for g in pool[1:]}

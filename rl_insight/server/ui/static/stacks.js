@@ -77,7 +77,8 @@ export class StackSnapshots {
     const tag = g.odd_one_out ? h("span", { class: "badge failed odd" }, "odd one out") : !g.answered ? h("span", { class: "badge expired" }, "no answer") : null;
     const members = g.members.slice(0, 8).map(m => h("li", {}, h("b", {}, m.label), " ",
       (m.states || []).map(st => `${st.lane === m.label ? "" : st.lane + " "}in ${st.state} for ${fmtS(now - st.since_ns)}`).join(", "),
-      m.last_seen_ns ? h("span", { class: "muted" }, ` · last seen ${fmtS(now - m.last_seen_ns)} ago`) : null));
+      m.last_seen_ns ? h("span", { class: "muted" }, ` · last seen ${fmtS(now - m.last_seen_ns)} ago`) : null,
+      m.rss_bytes ? h("span", { class: "muted" }, ` · ${m.step !== null && m.step !== undefined ? "step " + m.step + " · " : ""}RSS ${(m.rss_bytes / 2 ** 30).toFixed(2)} GiB · CPU ${Math.round(m.cpu_s || 0)} s`) : null));
     const frames = (g.frames || []).slice(-FRAMES_SHOWN).map(f => `${f.file}:${f.line}  ${f.func}${f.code ? "\n      " + f.code : ""}`).join("\n");
     const native = (g.native || []).filter(f => f.line === 0).slice(-4).reverse().map(f => `${f.func} (${f.file.split("/").pop()})`).join(" ← ");
     return h("div", { class: `stack-group${g.odd_one_out ? " odd" : ""}`, "data-group": i, "data-labels": g.labels },
