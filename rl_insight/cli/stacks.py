@@ -41,6 +41,10 @@ def resolve_run(server: Server, run: str) -> int:
     return max(found)
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def _ago(ns: int | None, now_ns: int) -> str:
     return f"{max(0.0, (now_ns - ns) / 1e9):.0f} s" if ns else "?"
 
@@ -65,7 +69,7 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
                                f"{_ago(s.get('since_ns'), now_ns)}" for s in m.get("states") or [])
             seen = f"last seen {_ago(m.get('last_seen_ns'), now_ns)} ago" if not g["answered"] else ""
             res = (f"step {m['step']}, " if m.get("step") is not None else "") + \
-                (f"RSS {m['rss_bytes'] / 2**30:.2f} GiB, CPU {m['cpu_s']:.0f} s" if m.get("rss_bytes") and
+                (f"RSS {_size(m['rss_bytes'])}, CPU {m['cpu_s']:.0f} s" if m.get("rss_bytes") and
                  m.get("cpu_s") is not None else "")
             extra = "; ".join(x for x in (states, seen, res.rstrip(", ")) if x)
             if extra:

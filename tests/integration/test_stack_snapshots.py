@@ -75,29 +75,27 @@ def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
     assert any("sleep" in f["func"] for f in main["native"]), main["native"][-5:]
     assert any("sleep" in f["func"] for f in odd["native"])  # the group carries it: the CLI and the UI show it
 
-    second = snapshot(c, run_id)
-    assert second["moved"]["previous"] == first["id"] and second["moved"]["moved_count"] == 0
-    assert second["summary"].endswith("nobody moved: stuck.")
-
+    # again, from the CLI: the text, and who moved since (nobody)
     out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "stacks", "--server-url", srv.url, "--run",
                           "gloo/hang"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "group 2 — 1: rank_2  ODD ONE OUT" in out.stdout and "late_rank_pause" in out.stdout
+    assert "after the previous snapshot nobody moved: stuck." in out.stdout, out.stdout
+    second = c.get(f"/api/v1/runs/{run_id}/stacks").json()["snapshots"][0]
+    assert second["moved"]["previous"] == first["id"] and second["moved"]["moved_count"] == 0
 
-    procs[3].send_signal(signal.SIGKILL)  # gone without a word: still expected until it is declared silent
-    procs[3].wait(10)
-    third = snapshot(c, run_id)  # the live ranks hear at their heartbeat; rank 3 never answers
-    assert 3 in [p["rank"] for p in third["missing"]] and 2 in [r["process"]["rank"] for r in third["reports"].values()]
-    assert "rank_3 did not answer, last seen" in third["summary"] and "in actor_update for" in third["summary"]
-
-
-def test_selectors_that_match_no_process_are_refused_with_the_processes(hung_gloo_job: Any) -> None:
-    srv, c, run_id, _ = hung_gloo_job
+    # selectors: only rank 2 asked; a rank the job does not have is refused with what it has
     r = c.post(f"/api/v1/runs/{run_id}/stacks", json={"ranks": [7]})
     assert r.status_code == 409
     assert "matches ranks 7; it has 4 live processes, ranks 0-3, lanes rank_0-3" in r.json()["detail"]
-    assert snapshot(c, run_id, ranks=[2])["groups"][0]["labels"] == "rank_2"
     assert c.post("/api/v1/runs/999/stacks", json={}).status_code == 404
+
+    procs[3].send_signal(signal.SIGKILL)  # gone without a word: still expected until it is declared silent
+    procs[3].wait(10)
+    third = snapshot(c, run_id, ranks=[2, 3])  # rank 2 hears at its heartbeat; rank 3 never answers
+    assert [p["rank"] for p in third["missing"]] == [3]
+    assert [r["process"]["rank"] for r in third["reports"].values()] == [2]
+    assert "rank_3 did not answer, last seen" in third["summary"] and "in actor_update for" in third["summary"]
 
 
 def test_ray_actors(tmp_path: Path) -> None:

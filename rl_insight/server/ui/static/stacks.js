@@ -78,7 +78,7 @@ export class StackSnapshots {
     const members = g.members.slice(0, 8).map(m => h("li", {}, h("b", {}, m.label), " ",
       (m.states || []).map(st => `${st.lane === m.label ? "" : st.lane + " "}in ${st.state} for ${fmtS(now - st.since_ns)}`).join(", "),
       m.last_seen_ns ? h("span", { class: "muted" }, ` · last seen ${fmtS(now - m.last_seen_ns)} ago`) : null,
-      m.rss_bytes ? h("span", { class: "muted" }, ` · ${m.step !== null && m.step !== undefined ? "step " + m.step + " · " : ""}RSS ${(m.rss_bytes / 2 ** 30).toFixed(2)} GiB · CPU ${Math.round(m.cpu_s || 0)} s`) : null));
+      m.rss_bytes ? h("span", { class: "muted" }, ` · ${m.step !== null && m.step !== undefined ? "step " + m.step + " · " : ""}RSS ${fmtBytes(m.rss_bytes)} · CPU ${Math.round(m.cpu_s || 0)} s`) : null));
     const frames = (g.frames || []).slice(-FRAMES_SHOWN).map(f => `${f.file}:${f.line}  ${f.func}${f.code ? "\n      " + f.code : ""}`).join("\n");
     const native = (g.native || []).filter(f => f.line === 0).slice(-4).reverse().map(f => `${f.func} (${f.file.split("/").pop()})`).join(" ← ");
     return h("div", { class: `stack-group${g.odd_one_out ? " odd" : ""}`, "data-group": i, "data-labels": g.labels },
@@ -96,4 +96,5 @@ export class StackSnapshots {
   }
 }
 
+function fmtBytes(b) { return b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${Math.round(b / 2 ** 20)} MiB`; }
 function fmtS(ns) { const s = Math.max(0, ns / 1e9); return s < 120 ? `${s.toFixed(0)} s` : `${(s / 60).toFixed(1)} min`; }
