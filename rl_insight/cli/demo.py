@@ -43,7 +43,7 @@ def demo(
     mode: str = typer.Option(
         "sync", help="sync: generate then train; async: generation of step+1 overlaps training of step."
     ),
-    steps: int = typer.Option(0, help="Steps to run; 0 runs until Ctrl+C."),
+    steps: int = typer.Option(0, min=0, help="Steps to run; 0 runs until Ctrl+C."),
     replicas: int = typer.Option(4, min=1, max=64, help="Rollout replicas (lanes replica_0..)."),
     ranks: int = typer.Option(4, min=1, max=64, help="Trainer ranks (lanes rank_0..)."),
     engine: str = typer.Option("vllm", help="Stand-in rollout engine: vllm, sglang or vllm-omni."),

@@ -71,7 +71,7 @@ def export(
         target = out if out.suffix == ".csv" else out / f"run-{info['id']}.csv"
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "w", newline="") as f:
-            for chunk in q.csv_export(conn, info["id"]):
+            for chunk in q.csv_export(conn, info["id"], extra=_insight_rows(conn, info)):
                 f.write(chunk)
         typer.echo(f"wrote {target}")
     else:
@@ -84,10 +84,18 @@ def export(
 
         target = out if out.suffix == ".parquet" else out / f"run-{info['id']}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        frame = pd.read_csv(io.StringIO("".join(q.csv_export(conn, info["id"]))))
+        frame = pd.read_csv(io.StringIO("".join(q.csv_export(conn, info["id"], extra=_insight_rows(conn, info)))))
         frame.to_parquet(target, index=False)
         typer.echo(f"wrote {target} ({len(frame)} rows)")
     return 0
+
+
+def _insight_rows(conn: Any, run: dict[str, Any]) -> list[tuple[str, str, int, float, float]]:
+    from ..export.points import insight_rows
+    from ..server.config import ServerConfig
+
+    cfg = ServerConfig()
+    return insight_rows(conn, run, cfg.step_metric, cfg.version_metric)
 
 
 def _export_scalars(conn: Any, run: dict[str, Any], to: str, out: Path, wandb_project: str | None,

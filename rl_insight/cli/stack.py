@@ -135,6 +135,7 @@ def start(
     h.ensure()
     state = StackState.read(h)
     if state and state.supervisor_alive():
+        _refuse_other_port(ctx, state)
         return _already_running(h, state)
 
     tok = _token(h, p)
@@ -211,6 +212,19 @@ def _token(h: Home, p: dict[str, Any]) -> str:
     if p["token"]:
         return str(p["token"])
     return "" if p["host"] in LOOPBACK else h.ensure_token()
+
+
+def _refuse_other_port(ctx: typer.Context, state: StackState) -> None:
+    """A second `server start --port X` while a server runs on another port: say so, never ignore the flag."""
+    source = ctx.get_parameter_source("port")  # typer may vendor click: compare by name, not by enum class
+    if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+        return
+    wanted = ctx.params["port"]
+    running = state.ingest_url.rsplit(":", 1)[-1].rstrip("/")
+    if running.isdigit() and int(running) != wanted:
+        raise InvalidInputError(f"a server of this home already runs on port {running} ({state.ingest_url}); "
+                                f"--port {wanted} was not applied",
+                                hint="`rl-insight server stop`, then start again with --port; or use another --home")
 
 
 def _already_running(h: Home, state: StackState) -> int:

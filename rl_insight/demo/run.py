@@ -223,6 +223,8 @@ class Demo:
                 self.steps_done = step
                 self.report(f"step {step}: {timings['step']:.2f}s (gen {gen['gen']:.2f}s, slowest replica "
                             f"{max(gen['per_replica']):.2f}s)")
+                if step == 1:
+                    self._announce_run_page()
         except KeyboardInterrupt:
             self.report("stopping the demo …")
         finally:
@@ -262,6 +264,21 @@ class Demo:
             self.delivery_problem = (f"the server at {self.cfg.server_url} did not store the demo's data "
                                      f"(sent {st.get('sent', 0)}, dropped {dropped or 'none'}, last flush "
                                      f"{'ok' if delivered else 'failed'})")
+
+    def _announce_run_page(self) -> None:
+        """Once the run exists on the server: the address of its page (not the runs list)."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.cfg.token}"} if self.cfg.token else {}
+        try:
+            rl_insight.flush(5)
+            runs = httpx.get(self.cfg.server_url + "/api/v1/runs", params={"project": self.cfg.project},
+                             headers=headers, timeout=5, trust_env=False).json().get("runs", [])
+        except (httpx.HTTPError, ValueError):
+            return
+        run = next((r for r in runs if r.get("experiment_name") == self.cfg.experiment_name), None)
+        if run is not None:
+            self.report(f"run page: {self.cfg.server_url}/#/run/{run['id']}")
 
     def _unregister_targets(self) -> None:
         """The stand-in endpoints are gone: remove this run's targets so they do not linger as `down`."""

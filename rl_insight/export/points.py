@@ -72,6 +72,13 @@ def run_insight_points(conn: Any, run: dict[str, Any], step_metric: str, version
     return list(insight_points(summary, run["last_seen"]))
 
 
+def insight_rows(conn: Any, run: dict[str, Any], step_metric: str,
+                 version_metric: str) -> list[tuple[str, str, int, float, float]]:
+    """The insight metrics per step as CSV rows (name, labels, step, unix time, value)."""
+    points = run_insight_points(conn, run, step_metric, version_metric)
+    return [(p.tag, "{}", p.step, p.wall_time, p.value) for p in points]
+
+
 def config_text(run: dict[str, Any], extra: Iterable[tuple[str, Any]] = ()) -> str:
     """The run's identity and config as a markdown table (TensorBoard text / W&B config)."""
     rows = [("project", run.get("project")), ("experiment_name", run.get("experiment_name")),

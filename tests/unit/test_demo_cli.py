@@ -26,6 +26,12 @@ def test_demo_exits_non_zero_when_nothing_was_stored() -> None:
     assert r.returncode == 1 and "did not store the demo's data" in r.stderr
 
 
+def test_demo_refuses_negative_steps() -> None:
+    r = subprocess.run(DEMO + ["--steps", "-1", "--server-url", "http://127.0.0.1:9"], capture_output=True, text=True,
+                       timeout=60, env=_env())
+    assert r.returncode == 2 and "--steps" in r.stderr
+
+
 def test_demo_with_a_wrong_token_exits_non_zero(tmp_path: Path) -> None:
     srv = start_server(tmp_path, token="right")
     try:
@@ -46,8 +52,9 @@ def test_sigterm_stops_the_demo_like_ctrl_c(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             lines.append(line)
-            if line.startswith("[demo] step 1"):
+            if line.startswith("[demo] run page: "):  # after step 1: where to look, not the runs list
                 break
+        assert lines[-1].strip().startswith(f"[demo] run page: {srv.url}/#/run/"), lines
         assert httpx.get(srv.url + "/api/v1/targets").json()["count"] >= 1  # its stand-ins are registered
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
@@ -77,5 +84,9 @@ def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_pat
         assert again.returncode == 0 and "already running" in again.stdout
         assert f"export RL_INSIGHT_SERVER_URL=http://127.0.0.1:{port}" in again.stdout
         assert "loopback only" in again.stderr and "has no token" in again.stderr and "server stop" in again.stderr
+        other = subprocess.run(cli + ["start", "--port", str(port + 1), *home], capture_output=True, text=True,
+                               timeout=120, env=_env())  # never silently ignored
+        assert other.returncode == 2 and f"already runs on port {port}" in other.stderr
+        assert f"--port {port + 1} was not applied" in other.stderr and "server stop" in other.stderr
     finally:
         subprocess.run(cli + ["stop", *home], capture_output=True, timeout=60, env=_env())

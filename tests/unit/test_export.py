@@ -156,6 +156,13 @@ def test_export_cli_for_runs_already_in_the_store(tmp_path: Path, monkeypatch) -
 
     frame = pd.read_parquet(tmp_path / "run.parquet")
     assert set(frame[frame["name"] == "critic_score_mean"]["value"].round(3)) == {s / 10 for s in range(1, STEPS + 1)}
+    assert "rl_insight/step/duration_s" in set(frame["name"])  # the insight metrics, as the help says
+    r = cli("1", "--to", "csv", "-o", str(tmp_path / "run.csv"))
+    assert r.returncode == 0, r.stderr
+    rows = (tmp_path / "run.csv").read_text().splitlines()
+    steps = [row.split(",")[2] for row in rows[1:] if row.startswith("critic_score_mean,")]
+    assert steps == [str(s) for s in range(1, STEPS + 1)]  # whole steps, not 1.0
+    assert any(row.startswith("rl_insight/step/duration_s,") for row in rows)
     r = cli("nope/none", "--to", "csv")
     assert r.returncode == 2 and "no run 'nope/none'" in r.stderr
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
+from ...export.points import insight_rows
 from ...protocol import INT64_MAX
 from ..live.insight_service import run_insights
 from ..runstore import queries as q
@@ -172,11 +173,15 @@ def build_router(st: AppState) -> APIRouter:
         return out
 
     @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)
-    def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000)) -> StreamingResponse:
+    def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000),
+                   insights: bool = Query(True, description="add the insight metrics per step (without `names`)")
+                   ) -> StreamingResponse:
+        """Every sample (name, labels, step, unix time, value), then the run's insight metrics per step."""
         conn = reader.conn()
-        q.get_run(conn, run_id)  # 404 before streaming starts
+        run = q.get_run(conn, run_id)  # 404 before streaming starts
         wanted = [n for n in (names or "").split(",") if n] or None
-        return StreamingResponse(q.csv_export(conn, run_id, wanted), media_type="text/csv",
+        extra = insight_rows(conn, run, step_metric, version_metric) if insights and wanted is None else []
+        return StreamingResponse(q.csv_export(conn, run_id, wanted, extra), media_type="text/csv",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
     @r.get("/runs/{run_id}/trace.json")
@@ -185,7 +190,7 @@ def build_router(st: AppState) -> APIRouter:
         streamed one lane at a time."""
         conn = reader.conn()
         q.get_run(conn, run_id)  # 404 before streaming starts
-        return StreamingResponse(q.chrome_trace_stream(conn, run_id), media_type="application/json",
+        return StreamingResponse(q.chrome_trace_stream(conn, run_id, step_metric), media_type="application/json",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
     @r.get("/runs/{run_id}/targets")

@@ -11,7 +11,7 @@ import io
 import json
 import sqlite3
 import time
-from typing import Any, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
 from ...lane_order import lane_sort_key
@@ -397,8 +397,15 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
 
 
 # ----------------------------------------------------------------------------- exports
-def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = None) -> Iterator[str]:
-    """One row per sample: name, labels, step, unix time, value."""
+def _whole(step: Any) -> Any:
+    """A step as people write it: 7, not 7.0 (steps are stored as REAL)."""
+    return int(step) if isinstance(step, float) and step.is_integer() else step
+
+
+def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = None,
+               extra: Iterable[tuple[str, str, Any, float, float]] = ()) -> Iterator[str]:
+    """One row per sample: name, labels, step (a whole number when it is one), unix time, value; then `extra` rows
+    (the insight metrics per step, export/points.py)."""
     get_run(conn, run_id)
     sql = ("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
            "WHERE s.run_id = ?")
@@ -414,25 +421,51 @@ def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = 
     while True:
         chunk = cur.fetchmany(5000)
         if not chunk:
-            return
+            break
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerows(chunk)
+        w.writerows((name, labels, _whole(step), ts, value) for name, labels, step, ts, value in chunk)
+        yield buf.getvalue()
+    buf = io.StringIO()
+    csv.writer(buf).writerows((name, labels, _whole(step), ts, value) for name, labels, step, ts, value in extra)
+    if buf.getvalue():
         yield buf.getvalue()
 
 
-def chrome_trace(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+def chrome_trace(conn: sqlite3.Connection, run_id: int, step_metric: str = "training/global_step") -> dict[str, Any]:
     """Chrome trace / Perfetto JSON as one object (tests, small runs); the route streams `chrome_trace_stream`."""
-    return json.loads("".join(chrome_trace_stream(conn, run_id)))
+    return json.loads("".join(chrome_trace_stream(conn, run_id, step_metric)))
 
 
-def chrome_trace_stream(conn: sqlite3.Connection, run_id: int) -> Iterator[str]:
+def chrome_trace_stream(conn: sqlite3.Connection, run_id: int,
+                        step_metric: str = "training/global_step") -> Iterator[str]:
     """Chrome trace / Perfetto JSON text, one lane at a time: one process per lane (sorted), nested
-    states as nested slices (rl_insight.perfetto); open states end at export time and carry args.open = true."""
+    states as nested slices (rl_insight.perfetto); open states end at export time and carry args.open = true.
+    Steps (from the step metric's samples) come first as a `steps` track of `step N` slices, and every slice
+    carries `args.step`, the step it began in."""
+    import bisect
+
+    from ...insights import step_windows
+    from ...names import sanitize_metric_name
     from ...perfetto import Slice, build_stream
 
     run = get_run(conn, run_id)
     now_ns = time.time_ns()
+    marks = metric_values(conn, run_id, sanitize_metric_name(step_metric))
+    windows = step_windows(marks)
+    first = min(((ts, v) for ts, v in marks if v == v), default=None)  # the first step ends at its first mark
+    if first is not None:  # and began with the run (its first batch or state, whichever came first)
+        began = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
+        start = min(int(run["first_seen"] * 1e9), began if began is not None else 2**63)
+        if start < int(first[0] * 1e9) and not any(n == int(first[1]) for n, _, _ in windows):
+            windows.insert(0, (int(first[1]), start, int(first[0] * 1e9)))
+    starts = [a for _, a, _ in windows]
+
+    def step_of(t: int) -> int | None:
+        i = bisect.bisect_right(starts, t) - 1
+        return windows[i][0] if i >= 0 and t < windows[i][2] else None
+
+    step_slices = [Slice("steps", "steps", f"step {n}", "step", a, b, {"step": n}) for n, a, b in windows]
 
     def lane_slices(lane: str) -> Iterator[Slice]:
         rows = conn.execute("SELECT name, kind, start_ns, end_ns, attributes FROM spans WHERE run_id = ? AND lane = ? "
@@ -442,9 +475,13 @@ def chrome_trace_stream(conn: sqlite3.Connection, run_id: int) -> Iterator[str]:
             if end is None:
                 args["open"] = True
             track = "states" if kind in ("state", "state_child") else kind
+            step = step_of(start)
+            if step is not None:
+                args["step"] = step
             yield Slice(lane or "(no lane)", track, name, kind, start, end if end is not None else now_ns, args)
 
     lanes_in_order = [d["lane"] for d in lanes(conn, run_id)]
-    yield from build_stream(((lane, lane_slices(lane)) for lane in lanes_in_order),
+    tracks = [("steps", iter(step_slices))] if step_slices else []
+    yield from build_stream([*tracks, *((lane, lane_slices(lane)) for lane in lanes_in_order)],
                             f"{run['project']}/{run['experiment_name']}",
                             {"project": run["project"], "experiment_name": run["experiment_name"]})

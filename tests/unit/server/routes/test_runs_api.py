@@ -96,11 +96,19 @@ def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
     assert "attachment" in trace.headers["content-disposition"]
     events = trace.json()["traceEvents"]
     assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
+        "steps",  # the run's steps as a track of their own
         "rank_0",
         "replica_0",
         "replica_1",
         "replica_2",
     }
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    last_end = max(e["ts"] + e["dur"] for e in steps)
+    assert [e["name"] for e in steps][:2] == ["step 1", "step 2"]
+    assert all("step" in e["args"] for e in events if e["ph"] == "X" and e["cat"] == "state" and e["ts"] < last_end)
+    whole = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/export.csv").text.splitlines()
+    insight = [line for line in whole if line.startswith("rl_insight/")]
+    assert insight and all(line.split(",")[2].isdigit() for line in insight), whole[-3:]  # per step, whole numbers
 
 
 @pytest.mark.parametrize(

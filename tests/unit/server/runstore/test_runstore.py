@@ -134,13 +134,33 @@ def test_chrome_trace_is_valid_and_nested(store) -> None:
     assert any(e["args"].get("open") for e in xs)
 
 
+def test_chrome_trace_carries_steps(store) -> None:
+    """A `steps` track of `step N` slices first, and each slice's step in its args (the step it began in)."""
+    w, r = store
+    w.put_samples([SampleRow("p", "e", "training_global_step", "gauge", "{}", n, n * 10.0, float(n))
+                   for n in (1, 2, 3)])
+    w.put_spans([], [span("z", "generate", "rank_0", 2 * S, 5 * S), span("a", "train_batch", "rank_0", 12 * S, 15 * S),
+                     span("b", "train_batch", "rank_0", 21 * S, 25 * S)])
+    w.flush(10)
+    trace = q.chrome_trace(r.conn(), 1)
+    procs = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"]
+    assert procs == ["steps", "rank_0"]
+    xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    # step 1 ends at its mark (10 s) and began with the run (its first state, at 2 s)
+    assert [(e["name"], e["args"]["step"]) for e in xs if e["cat"] == "step"] == [("step 1", 1), ("step 2", 2),
+                                                                                  ("step 3", 3)]
+    assert [e["args"]["step"] for e in xs if e["cat"] == "state"] == [1, 2, 3]
+
+
 def test_csv_export(store) -> None:
     w, r = store
     w.put_samples([SampleRow("p", "e", "loss", "gauge", '{"role":"actor"}', 1.0, 10.0, 0.5),
                    SampleRow("p", "e", "acc", "gauge", "{}", 1.0, 10.0, 0.9)])
     w.flush(10)
-    text = "".join(q.csv_export(r.conn(), 1, ["loss"]))
-    assert text.splitlines() == ["name,labels,step,timestamp,value", 'loss,"{""role"":""actor""}",1.0,10.0,0.5']
+    text = "".join(q.csv_export(r.conn(), 1, ["loss"], extra=[("rl_insight/insight/step/duration_s", "{}", 1, 11.0,
+                                                                2.5)]))
+    assert text.splitlines() == ["name,labels,step,timestamp,value", 'loss,"{""role"":""actor""}",1,10.0,0.5',
+                                 "rl_insight/insight/step/duration_s,{},1,11.0,2.5"]  # whole steps as integers
 
 
 def test_data_survives_a_restart(tmp_path: Path) -> None:
