@@ -216,9 +216,9 @@ class AppState:
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")
 
-    def _mark_finished(self, project: str, experiment_name: str) -> None:
+    def _mark_finished(self, project: str, experiment_name: str, lost: dict[str, Any] | None = None) -> None:
         if self.writer is not None:
-            self.writer.mark_finished(project, experiment_name)
+            self.writer.mark_finished(project, experiment_name, lost)
 
     def _register_collectors(self) -> None:
         from .live.collectors import ExportCollector, OtlpCollector, RunStoreHealthCollector

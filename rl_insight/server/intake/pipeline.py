@@ -71,11 +71,11 @@ class IntakePipeline:
                 run_info = True
         self.exporters.samples(result.samples)
         self.spans.put(result.span_starts, result.spans, c.host, c.namespace)
-        self.clients.seen(c, result.span_starts, result.spans, batch.final)
+        stepped = [(r.step, r.ts) for r in result.samples if r.step is not None]
+        self.clients.seen(c, result.span_starts, result.spans, batch.final, logs_steps=bool(stepped))
         self._count(result.accepted_by_section, result.reasons)
         if result.replaced_strings:
             self.metrics.replaced.inc(result.replaced_strings)
-        stepped = [(r.step, r.ts) for r in result.samples if r.step is not None]
         if stepped:
             # the clock moves when the client logged the step (its timestamp, never in the server's future), not when
             # the batch arrived: spans timed by the same cluster's clocks are then put in the right step

@@ -27,13 +27,14 @@ MAX_LANES_PER_CLIENT = 64
 
 
 class _Client:
-    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid", "rank", "lanes")
+    __slots__ = ("last_seen_mono", "last_seen_ns", "run", "open", "final", "host", "pid", "rank", "lanes", "steps")
 
     def __init__(self) -> None:
         self.host: str = ""
         self.pid: int | None = None
         self.rank: int | None = None
         self.lanes: set[str] = set()  # lanes this client reported states on (bounded): who a request selects
+        self.steps = False  # it logs the run's step metric (the trainer's driver): its silence ends the run, lost
         self.last_seen_mono = 0.0
         self.last_seen_ns = 0
         self.run: tuple[str, str] | None = None
@@ -43,7 +44,7 @@ class _Client:
 
 class ClientTracker:
     def __init__(self, silence_s: float, close_spans: Callable[[list[SpanRecord]], None],
-                 mark_finished: Callable[[str, str], None]) -> None:
+                 mark_finished: Callable[..., None]) -> None:
         self.silence_s = silence_s
         self._close_spans = close_spans
         self._mark_finished = mark_finished
@@ -54,6 +55,7 @@ class ClientTracker:
         # states open at the previous boot, by (project, experiment, span id): (record, end if nobody claims it)
         self._orphans: dict[tuple[str, str, str], tuple[SpanRecord, int]] = {}
         self._orphans_due = 0.0
+        self._lost: dict[tuple[str, str], dict[str, Any]] = {}  # runs whose step logger went silent: how they end
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
         self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
@@ -75,8 +77,9 @@ class ClientTracker:
         with self._lock:
             return len(self._orphans)
 
-    def seen(self, client: ClientInfo, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], final: bool) -> None:
-        """Record one batch of a client (called by ingest)."""
+    def seen(self, client: ClientInfo, starts: Sequence[SpanRecord], ends: Sequence[SpanRecord], final: bool,
+             logs_steps: bool = False) -> None:
+        """Record one batch of a client (called by ingest); `logs_steps`: the batch carried the run's step."""
         now_mono, now_ns = time.monotonic(), time.time_ns()
         closed: list[SpanRecord] = []
         finished_run: tuple[str, str] | None = None
@@ -92,6 +95,9 @@ class ClientTracker:
                 c = self._clients[client.id] = _Client()
             c.last_seen_mono, c.last_seen_ns = now_mono, now_ns
             c.host, c.pid = client.host, client.pid
+            c.steps = c.steps or logs_steps
+            if logs_steps and c.run is not None:
+                self._lost.pop(c.run, None)  # a step logger of the run is here: whatever was lost came back
             if client.rank is not None:
                 c.rank = client.rank
             for s in starts:
@@ -117,7 +123,7 @@ class ClientTracker:
         if closed:
             self._close_spans(closed)
         if finished_run is not None:
-            self._mark_finished(*finished_run)
+            self._end(finished_run)
 
     def reap(self, now_mono: float | None = None) -> int:
         """Close the open states of clients silent for `silence_s`; returns how many were closed."""
@@ -125,6 +131,7 @@ class ClientTracker:
         closed: list[SpanRecord] = []
         runs: set[tuple[str, str]] = set()
         silent: list[tuple[str, int]] = []
+        lost_now: list[tuple[str, str]] = []
         with self._lock:
             if self._orphans and now_mono >= self._orphans_due:
                 for s, end_ns in self._orphans.values():
@@ -155,14 +162,24 @@ class ClientTracker:
                 c = self._clients.pop(cid)
                 if c.pid is not None:
                     silent.append((c.host, c.pid))
+                if c.steps and c.run is not None and c.run not in self._lost:
+                    # the process that logs the run's steps is gone without a word: the run ends lost, with what was
+                    # open then (its own states and its peers')
+                    lanes = sorted({s.lane for x in (c, *self._clients.values()) if x.run == c.run
+                                    for s in x.open.values() if s.lane})[:64]
+                    self._lost[c.run] = {"reason": f"the process logging the run's steps ({c.host}:{c.pid}) stopped "
+                                                   f"reporting without finishing: killed, crashed, or its node gone",
+                                         "lanes": lanes, "at": c.last_seen_ns / 1e9}
+                    if not any(x.run == c.run for x in self._clients.values()):
+                        lost_now.append(c.run)
                 closed.extend(self._cut(c, c.last_seen_ns, "client silent"))
                 run = self._run_done(c)
                 if run is not None:
                     runs.add(run)
         if closed:
             self._close_spans(closed)
-        for run in runs:
-            self._mark_finished(*run)
+        for run in runs | set(lost_now):
+            self._end(run)
         for host, pid in silent:
             for callback in self.on_silent:
                 callback(host, pid)
@@ -179,6 +196,15 @@ class ClientTracker:
                      "open": [{"lane": s.lane, "state": s.name, "since_ns": s.start_ns}
                               for s in sorted((s for s in c.open.values() if s.lane), key=lambda s: s.lane or "")][:64]}
                     for cid, c in self._clients.items() if c.run == run]
+
+    def _end(self, run: tuple[str, str]) -> None:
+        """The run's last client is gone: finished, or lost when its step logger had gone silent."""
+        with self._lock:
+            lost = self._lost.pop(run, None)
+        if lost is None:
+            self._mark_finished(*run)
+        else:
+            self._mark_finished(*run, lost=lost)
 
     def live_clients(self) -> int:
         with self._lock:

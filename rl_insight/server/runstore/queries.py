@@ -20,10 +20,15 @@ XAxis = Literal["step", "time"]
 MAX_POINTS = 20_000
 
 
+RUN_COLUMNS = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags, end_state"
+
+
 def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> str:
+    """live, idle (no data lately), finished (its clients said goodbye), or lost (the process logging its steps
+    stopped reporting without a word: killed, crashed, its node gone)."""
     last_seen, finished_at = row[4], row[6]
     if finished_at is not None and finished_at >= last_seen - 1e-6:
-        return "finished"
+        return "lost" if len(row) > 8 and row[8] else "finished"
     return "live" if now - last_seen <= live_window_s else "idle"
 
 
@@ -31,15 +36,17 @@ def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
     d = {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
          "last_step": row[5], "status": run_status(row, now, live_window_s),
          "duration_s": max(0.0, row[4] - row[3]), "tags": json.loads(row[7]) if len(row) > 7 and row[7] else []}
-    if len(row) > 8:
-        d["config"] = json.loads(row[8]) if row[8] else {}
+    if d["status"] == "lost":
+        d["lost"] = json.loads(row[8])  # why, and the lanes that were open
+    if len(row) > 9:
+        d["config"] = json.loads(row[9]) if row[9] else {}
     return d
 
 
 def list_runs(
     conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None
 ) -> list[dict[str, Any]]:
-    sql = "SELECT id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags FROM runs"
+    sql = f"SELECT {RUN_COLUMNS} FROM runs"
     args: tuple = ()
     if project is not None:
         sql += " WHERE project = ?"
@@ -51,9 +58,7 @@ def list_runs(
 def get_run(
     conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
 ) -> dict[str, Any]:
-    cols = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags" + (
-        ", config" if include_config else ""
-    )
+    cols = RUN_COLUMNS + (", config" if include_config else "")
     row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")

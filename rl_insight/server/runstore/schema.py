@@ -14,9 +14,10 @@ from ...errors import StoreError
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
-    4  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+    5  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 )
-# 4: a sample is unique per (series, time), so a resend is stored once
+# 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
+# finish, or lost: the process logging its steps stopped reporting)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -30,6 +31,7 @@ CREATE TABLE IF NOT EXISTS runs (
     config TEXT,
     tags TEXT,
     max_span_ns INTEGER,
+    end_state TEXT,
     UNIQUE (project, experiment_name)
 );
 CREATE TABLE IF NOT EXISTS series (
@@ -199,7 +201,8 @@ def quick_check(conn: sqlite3.Connection, path: Path) -> str:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a store written by an older rl-insight up to SCHEMA_VERSION, adding, never rewriting."""
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-    for col, kind in (("config", "TEXT"), ("tags", "TEXT"), ("max_span_ns", "INTEGER")):  # version 1 -> 2
+    for col, kind in (("config", "TEXT"), ("tags", "TEXT"), ("max_span_ns", "INTEGER"),  # version 1 -> 2
+                      ("end_state", "TEXT")):  # version 4 -> 5
         if col not in columns:
             conn.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
             if col == "max_span_ns":  # one scan, once: window queries are bounded by each run's longest span

@@ -142,9 +142,10 @@ class RunStoreWriter:
         if rows:
             self._put("samples", rows, len(rows))
 
-    def mark_finished(self, project: str, experiment_name: str) -> None:
-        """A client of this run said it is done (its last batch); later data makes the run live again."""
-        self._put("finished", (project, experiment_name), 1)
+    def mark_finished(self, project: str, experiment_name: str, lost: dict[str, Any] | None = None) -> None:
+        """The run ended: its clients said they are done (their last batch), or, with `lost` (why, and the lanes that
+        were open), the process logging its steps stopped reporting without a word. Later data makes it live again."""
+        self._put("finished", (project, experiment_name, lost), 1)
 
     def put_run_info(self, project: str, experiment_name: str, config: dict[str, Any], tags: list[str]) -> None:
         """What init(config=...) said about the run; the latest description wins."""
@@ -317,7 +318,10 @@ class RunStoreWriter:
     def _write_item(self, what: str, item: Any, touched: dict[int, list], now: float) -> None:
         c = self._conn
         if what == "finished":
-            self._touch(touched, self._run_id(item[0], item[1], now), now, final=True)
+            run_id = self._run_id(item[0], item[1], now)
+            self._touch(touched, run_id, now, final=True)
+            c.execute("UPDATE runs SET end_state = ? WHERE id = ?",
+                      (json.dumps({"state": "lost", **item[2]}) if item[2] else None, run_id))
         elif what == "run_info":
             self._run_info(item, now)
         elif what == "step_stats":

@@ -59,7 +59,9 @@ export async function renderRun(app, runId, compareIds) {
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
 
   const setHeader = (r) => header.replaceChildren(
-    h("span", { class: `badge ${r.status}`, id: "run-status" }, r.status), h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
+    h("span", { class: `badge ${r.status}`, id: "run-status", title: r.lost ? r.lost.reason : "" }, r.status),
+    r.lost ? h("span", { class: "lost-why", id: "run-lost" }, `${r.lost.reason}` + (r.lost.lanes.length ? `; open then: ${r.lost.lanes.join(", ")}` : "")) : null,
+    h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
     h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
       + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
     h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),

@@ -91,3 +91,38 @@ def test_a_server_side_close_never_overwrites_a_real_end(tmp_path: Path) -> None
         assert spans["b"]["end_ns"] == 77 and spans["b"]["attributes"]["cut_short"] is True
     finally:
         w.close()
+
+
+KILLED_JOB = r"""
+import sys, time
+import rl_insight
+rl_insight.init(project="p", experiment_name="killed")
+for step in (1, 2):
+    rl_insight.metric_gauge("training/global_step", step)
+block = rl_insight.trace_state("actor_update", state_lane_id="rank_0")
+block.__enter__()  # step 3 is under way when the job is killed
+assert rl_insight.flush(10)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_job_killed_mid_step_is_lost_with_its_open_lanes_not_finished(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    srv = start_server(tmp_path, client_silence_s=1.5)
+    env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url}
+    job = subprocess.Popen([sys.executable, "-c", KILLED_JOB], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "ready"
+        job.send_signal(signal.SIGKILL)  # no finish(), no atexit
+        job.wait(10)
+        run = wait_until(lambda: (r := _run(srv, "killed"))["status"] == "lost" and r, timeout=20, what="lost")
+        assert run["lost"]["lanes"] == ["rank_0"] and "stopped reporting without finishing" in run["lost"]["reason"]
+        assert run["last_step"] == 2
+    finally:
+        job.kill()
+        srv.stop()
