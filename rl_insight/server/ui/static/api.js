@@ -4,7 +4,12 @@ import { render } from "./main.js";
 
 export class ApiError extends Error {}
 export async function api(path, opts = {}) {
-  const r = await fetch(path, { credentials: "same-origin", ...opts });
+  let r;
+  try {
+    r = await fetch(path, { credentials: "same-origin", ...opts });
+  } catch (e) { unreachable(`no answer (${e.message})`); throw new ApiError("the server is not answering"); }
+  if (r.status === 502 || r.status === 503 || r.status === 504) unreachable(`HTTP ${r.status}`);
+  else reachable();
   if (r.status === 401) { state.session.authenticated = false; render(); throw new ApiError("login required"); }
   const body = r.headers.get("content-type")?.includes("json") ? await r.json() : await r.text();
   if (!r.ok) throw new ApiError(body.detail || `HTTP ${r.status}`);
@@ -15,4 +20,21 @@ export const state = { session: null, timers: [], charts: [], timeline: null };
 window.rlInsight = state;  // for debugging and for the browser tests
 
 export function clearTimers() { state.timers.forEach(clearInterval); state.timers = []; state.charts.forEach(c => c.destroy()); state.charts = []; }
-export function every(ms, fn) { state.timers.push(setInterval(fn, ms)); }
+// a refresh that fails (the server stopped) is shown once by the banner below, never as an error per timer
+export function every(ms, fn) { state.timers.push(setInterval(() => Promise.resolve().then(fn).catch(() => {}), ms)); }
+
+// The page never shows stale data silently: while the server does not answer, a banner says since when.
+function unreachable(why) {
+  const el = document.getElementById("offline-banner");
+  if (!el) return;
+  if (!state.unreachableSince) state.unreachableSince = new Date();
+  el.textContent = `The server at ${location.origin} is not answering (${why}) since `
+    + `${state.unreachableSince.toLocaleTimeString([], { hour12: false })}: what this page shows is from then. Retrying…`;
+  el.hidden = false;
+}
+function reachable() {
+  if (!state.unreachableSince) return;
+  state.unreachableSince = null;
+  const el = document.getElementById("offline-banner");
+  if (el) el.hidden = true;
+}

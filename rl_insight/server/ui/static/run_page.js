@@ -92,14 +92,14 @@ export async function renderRun(app, runId, compareIds) {
   every(3000, async () => {
     const r = await api(`/api/v1/runs/${runId}?config=false`);
     setHeader(r);
-    if (r.last_step !== headerStep) { headerStep = r.last_step; renderInsights(insightsEl, runId); }  // cards follow the header
+    if (r.last_step !== headerStep) { headerStep = r.last_step; await renderInsights(insightsEl, runId); }  // cards follow the header
     if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
     profiles.run = r; await profiles.load();
   });
   every(10000, () => stacks.load());
   every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
-  every(10000, async () => { if (run.status === "live") await prom.refresh(); renderAlerts(alertsEl, runId); });
-  every(10000, () => { renderInsights(insightsEl, runId); cmpCards.forEach(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`)); });
+  every(10000, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); });
+  every(10000, () => Promise.all([renderInsights(insightsEl, runId), ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))]));
   every(15000, () => renderTargets(targetsEl, runId));
 }
 

@@ -31,7 +31,7 @@ export class StackSnapshots {
       await this.load();
       const poll = setInterval(async () => {
         const x = await api(`/api/v1/runs/${this.run.id}/stacks/${s.id}`).catch(() => null);
-        if (!x || x.state !== "pending") { clearInterval(poll); this.msg.textContent = ""; await this.load(); }
+        if (!x || x.state !== "pending") { clearInterval(poll); this.msg.textContent = ""; await this.load().catch(() => {}); }
       }, 1000);
     } catch (e) { this.msg.textContent = `not taken: ${e.message}`; }
   }

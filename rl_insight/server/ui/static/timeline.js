@@ -113,7 +113,7 @@ export class Timeline {
     const end = this.stepMarks[i][1], start = i > 0 ? this.stepMarks[i - 1][1] : this.data.from_ns;
     this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
   }
-  fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load(), 120); }
+  fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load().catch(() => {}), 120); }  // (a failure: the banner)
   zoom(px, factor) {
     const [a, b] = this.view; const x = a + (b - a) * Math.max(0, px - this.gutter) / (this.width() - this.gutter);
     this.view = [Math.round(x - (x - a) * factor), Math.round(x + (b - x) * factor)]; this.follow = false; this.draw(); this.fetchSoon();
