@@ -52,6 +52,16 @@ def test_a_killed_job_is_lost_and_a_stopped_server_shows_a_banner(tmp_path: Path
         page.wait_for_selector("#run-status.lost")
         assert "rank_0" in page.inner_text("#run-lost") and "stopped reporting" in page.inner_text("#run-lost")
         assert page.is_hidden("#offline-banner")
+        # alerts are grouped by name and state: seven targets down are one entry, counted, since the earliest
+        grouped = page.evaluate("""groupAlerts([
+            ...[1, 2, 3, 4, 5, 6, 7].map(i => ({alertname: "TargetDown", state: "firing", summary: `t${i} down`,
+                                               since: `2026-12-01T00:0${i}:00Z`})),
+            {alertname: "TargetDown", state: "pending", summary: "t8 down"},
+            {alertname: "RLInsightTrainerStalled", state: "firing", summary: "stalled"}])""")
+        assert [(g["alertname"], g["state"], g["count"]) for g in grouped] == [
+            ("TargetDown", "firing", 7), ("TargetDown", "pending", 1), ("RLInsightTrainerStalled", "firing", 1)]
+        assert grouped[0]["summary"] == "t1 down" and grouped[0]["others"][-1] == "t7 down"
+        assert grouped[0]["since"] == "2026-12-01T00:01:00Z"
         page.screenshot(path=str(ARTIFACTS / "run-lost.png"))
         server.send_signal(signal.SIGTERM)  # the server goes away under the open page
         server.wait(30)

@@ -4,7 +4,7 @@ import { ApiError, api, clearTimers, state } from "./api.js";
 import { colorOf, showStep } from "./timeline.js";
 import { $, h } from "./dom.js";
 import { fmtTick, fmtUnit, timeTicks, yRange } from "./format.js";
-import { renderRun } from "./run_page.js";
+import { groupAlerts, renderRun } from "./run_page.js";
 import { renderRuns } from "./runs.js";
 
 export async function render() {
@@ -39,6 +39,6 @@ function renderLogin(app) {
 
 
 // For the console and the browser tests: the page's state and its pure helpers, by the names they had as globals.
-Object.assign(window, { state, fmtTick, fmtUnit, yRange, timeTicks, colorOf, showStep });
+Object.assign(window, { state, fmtTick, fmtUnit, yRange, timeTicks, colorOf, showStep, groupAlerts });
 
 render();

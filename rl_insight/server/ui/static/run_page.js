@@ -165,18 +165,36 @@ function renderConfig(config) {
     h("table", { class: "grid config" }, rows));
 }
 
+// One entry per alert name and state, with how many instances (seven TargetDown are one line, not seven): the
+// first instance's text, the others' summaries under it.
+export function groupAlerts(list) {
+  const groups = new Map();
+  for (const x of list) {
+    const key = `${x.alertname}\u0000${x.state}`;
+    if (!groups.has(key)) groups.set(key, { ...x, count: 0, others: [] });
+    const g = groups.get(key);
+    g.count += 1;
+    if (g.count > 1) g.others.push(x.summary);
+    if (x.since && (!g.since || x.since < g.since)) g.since = x.since;  // since the earliest
+  }
+  return [...groups.values()];
+}
+
 async function renderAlerts(el, runId) {
   const a = await api(`/api/v1/runs/${runId}/alerts`).catch(() => null);
   if (!a || a.prometheus.state !== "ok" || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
-  const item = (x) => h("div", { class: `alert ${x.state}`, "data-alert": x.alertname, "data-state": x.state },
+  const item = (x) => h("div", { class: `alert ${x.state}`, "data-alert": x.alertname, "data-state": x.state, "data-count": x.count },
     h("div", { class: "head" }, h("span", { class: `badge ${x.state}` }, x.state), h("b", {}, x.alertname),
+      x.count > 1 ? h("span", { class: "badge count" }, `× ${x.count}`) : null,
       x.severity ? h("span", { class: "muted" }, x.severity) : null,
       h("span", { class: "muted" }, x.since ? `since ${new Date(x.since).toLocaleTimeString([], { hour12: false })}`
         : x.last_firing ? `last fired ${ago(x.last_firing)}` : "")),
-    h("div", {}, x.summary), x.description ? h("div", { class: "muted" }, x.description) : null,
+    h("div", {}, x.summary), x.others.length ? h("details", { class: "muted" }, h("summary", {}, `${x.others.length} more`),
+      ...x.others.slice(0, 50).map(s => h("div", {}, s))) : null,
+    x.description ? h("div", { class: "muted" }, x.description) : null,
     x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
     x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
       onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
   el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
-    ...a.active.map(item), ...a.recent.map(item));
+    ...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item));
 }
