@@ -16,9 +16,14 @@ export async function render() {
   if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
   if (state.session.grafana_url) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
   if (state.session.auth_required && !state.session.authenticated) return renderLogin(app);
-  const m = location.hash.match(/^#\/run\/(\d+)(?:\?compare=([\d,]+))?/);
+  const m = location.hash.match(/^#\/run\/(\d+)(?:\?(.*))?$/);
   try {
-    if (m) await renderRun(app, +m[1], (m[2] || "").split(",").filter(Boolean).map(Number));
+    if (m) {
+      const params = new URLSearchParams(m[2] || "");
+      const step = params.get("step");
+      await renderRun(app, +m[1], (params.get("compare") || "").split(",").filter(Boolean).map(Number),
+        step !== null && /^\d+$/.test(step) ? +step : null);
+    }
     else await renderRuns(app);
   } catch (e) { if (!(e instanceof ApiError && e.message === "login required")) app.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }
 }

@@ -8,10 +8,11 @@ import { compareLanes } from "./lanes.js";
 import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
 import { StackSnapshots } from "./stacks.js";
+import { StepTable } from "./steps.js";
 import { Timeline, paletteReady, showStep } from "./timeline.js";
 import { Trajectories } from "./trajectories.js";
 
-export async function renderRun(app, runId, compareIds) {
+export async function renderRun(app, runId, compareIds, step = null) {
   const run = await api(`/api/v1/runs/${runId}`);
   // compared runs are named by project/experiment everywhere, even when the page was opened by URL
   const others = await Promise.all(compareIds.map(id => api(`/api/v1/runs/${id}?config=false`).catch(() => null)));
@@ -21,6 +22,8 @@ export async function renderRun(app, runId, compareIds) {
   $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"), " / ", `${run.project} / ${run.experiment_name}`);
   const header = h("div", { class: "bar", id: "run-header" });
   const insightsEl = h("div", { class: "cards", id: "insights" });
+  const stepsEl = h("div", { id: "step-table" });
+  state.selectedStep = step;
   const timelineEl = h("div", { id: "timeline" });
   const chartsEl = h("div", { id: "charts" });
   const alertsEl = h("div", { id: "alerts" });
@@ -43,7 +46,9 @@ export async function renderRun(app, runId, compareIds) {
   app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
       compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
     header, nav, renderConfig(run.config || {}), alertsEl,
-    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data)")), insightsBlock,
+    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
+    h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
+      "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
       + (compared.length ? " · click a step to show that step in every run" : ""))),
     compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
@@ -81,6 +86,19 @@ export async function renderRun(app, runId, compareIds) {
   await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
   await renderInsights(insightsEl, runId);
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
+  const steps = state.stepTable = new StepTable(stepsEl, runId);
+  await steps.load().catch(e => stepsEl.replaceChildren(h("p", { class: "error" }, `steps: ${e.message}`)));
+  state.onStep = [() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); }];
+  if (step !== null) showStep(step, { scroll: false });
+  document.onkeydown = (e) => {  // [ and ]: the previous / next step (not while typing)
+    if (e.target.closest?.("input, textarea, select") || (e.key !== "[" && e.key !== "]")) return;
+    const known = steps.steps.map(s => s.step).sort((a, b) => a - b);
+    if (!known.length) return;
+    const cur = state.selectedStep ?? known[known.length - 1];
+    const i = known.indexOf(cur);
+    const next = e.key === "]" ? known[Math.min(known.length - 1, i < 0 ? known.length - 1 : i + 1)] : known[Math.max(0, i < 0 ? 0 : i - 1)];
+    showStep(next, { scroll: false });
+  };
   renderTargets(targetsEl, runId);
   renderAlerts(alertsEl, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds);
@@ -99,7 +117,8 @@ export async function renderRun(app, runId, compareIds) {
   every(10000, () => stacks.load());
   every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
   every(10000, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); });
-  every(10000, () => Promise.all([renderInsights(insightsEl, runId), ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))]));
+  every(10000, () => Promise.all([renderInsights(insightsEl, runId), steps.load(),
+    ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))]));
   every(15000, () => renderTargets(targetsEl, runId));
 }
 
@@ -111,8 +130,16 @@ async function renderInsights(el, runId, idPrefix = "") {
     onclick: step !== undefined && step !== null ? () => showStep(step) : null },
     h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
   const lanes = Object.entries(s.lanes).sort((a, b) => compareLanes(a[0], b[0]));
-  const lastStep = s.steps[s.steps.length - 1];
-  const tail = s.long_tail[s.long_tail.length - 1];
+  // the selected step's own numbers when it is one of these steps (else the last); its card says "selected"
+  const sel = idPrefix ? null : state.selectedStep;
+  const pick = (list) => (sel !== null && sel !== undefined && list.find(x => x.step === sel)) || list[list.length - 1];
+  if (sel !== null && sel !== undefined && !s.steps.some(x => x.step === sel)) {
+    const older = await api(`/api/v1/runs/${runId}/insights?window_s=2592000&max_steps=1000000`).catch(() => null);
+    if (older) { s.steps = older.steps; s.long_tail = older.long_tail; s.rollout_wait = older.rollout_wait; }
+  }
+  const lastStep = pick(s.steps);
+  const tail = pick(s.long_tail);
+  const selected = sel !== null && sel !== undefined && lastStep?.step === sel;
   el.replaceChildren(
     card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
     card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
@@ -123,9 +150,9 @@ async function renderInsights(el, runId, idPrefix = "") {
     card("stalled lanes", h("span", {}, s.stalled.length ? s.stalled.map(x => `${x.lane}: ${x.state} ${fmtDur(x.open_s)}`).join(", ") : "none",
       idPrefix ? null : stalledStacks(s)), "insight-stalled", s.stalled.length > 0),
     card("staleness", s.staleness ? `mean ${fmtNum(s.staleness.mean)} · max ${fmtNum(s.staleness.max)}` : "not reported", "insight-staleness"),
-    card("rollout → training wait (last step)", (w => w ? fmtDur(w.wait_s) : "–")((s.rollout_wait || [])[(s.rollout_wait || []).length - 1]),
+    card(`rollout → training wait (${selected ? "step " + sel : "last step"})`, (w => w ? fmtDur(w.wait_s) : "–")(pick(s.rollout_wait || [])),
       "insight-wait"),
-    card(`last step${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + (lastStep.profiled ? ", profiled: slower than usual" : "") + ")" : ""}`, lastStep
+    card(`${selected ? "selected step" : "last step"}${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + (lastStep.profiled ? ", profiled: slower than usual" : "") + ")" : ""}`, lastStep
       ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
           h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
               onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "⏺"),

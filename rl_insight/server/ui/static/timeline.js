@@ -266,9 +266,17 @@ export class Timeline {
 
 
 // Chart point or breakdown card → the timeline zoomed to that step (double-click the timeline to go back).
-export function showStep(step) {
+// Select step N everywhere: the timeline(s) zoom to it, the cards and the step table show it (state.onStep), the
+// address says it (`?step=N`, so the view survives a reload and can be shared).
+export function showStep(step, { scroll = true } = {}) {
+  state.selectedStep = step;
+  const [path, query] = location.hash.split("?");
+  const params = new URLSearchParams(query || "");
+  params.set("step", step);
+  history.replaceState(null, "", `${path}?${params}`);
+  (state.onStep || []).forEach(fn => fn(step));
   if (!state.timeline) return;
   for (const t of state.timelines || [state.timeline]) t.zoomToStep(step);
-  document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });
+  if (scroll) document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });
 }
 export function showTime(ns) { const step = state.timeline?.stepOf(ns); if (step !== null && step !== undefined) showStep(step); }

@@ -1,0 +1,50 @@
+/* rl-insight UI, steps.js: the run's steps in a sortable table (slowest first): duration, generation, training,
+   rollout → training wait, the slowest replica and its tail ratio, and whether a profiler disturbed it; a row selects
+   its step everywhere (showStep).
+   A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { api, state } from "./api.js";
+import { h } from "./dom.js";
+import { fmtDur } from "./format.js";
+import { showStep } from "./timeline.js";
+
+const GEN = /generate|rollout/i;
+const COLUMNS = [
+  ["step", "step", (s) => s.step],
+  ["duration", "duration_s", (s) => s.duration_s],
+  ["generation", "gen_s", (s) => s.gen_s],
+  ["training", "train_s", (s) => s.train_s],
+  ["rollout → training wait", "wait_s", (s) => s.wait_s],
+  ["slowest replica", "tail_lane", (s) => s.tail_lane],
+  ["tail ratio", "tail_ratio", (s) => s.tail_ratio],
+];
+
+export class StepTable {
+  constructor(el, runId) { this.el = el; this.runId = runId; this.steps = []; this.sort = ["duration_s", -1]; }
+  async load() {
+    const s = await api(`/api/v1/runs/${this.runId}/insights?window_s=2592000&max_steps=1000`);
+    const wait = new Map((s.rollout_wait || []).map(w => [w.step, w.wait_s]));
+    const tail = new Map((s.long_tail || []).map(t => [t.step, t]));
+    this.steps = s.steps.map(x => {
+      const states = Object.entries(x.states || {});
+      const sum = (f) => states.filter(([k]) => f(k)).reduce((a, [, v]) => a + v, 0);
+      return { step: x.step, duration_s: x.duration_s, gen_s: sum(k => GEN.test(k)), train_s: sum(k => !GEN.test(k)),
+        wait_s: wait.get(x.step) ?? null, tail_lane: tail.get(x.step)?.slowest_lane ?? null,
+        tail_ratio: tail.get(x.step)?.ratio ?? null, profiled: !!x.profiled };
+    });
+    this.draw();
+  }
+  draw() {
+    const [key, dir] = this.sort;
+    const rows = [...this.steps].sort((a, b) => ((a[key] ?? -Infinity) > (b[key] ?? -Infinity) ? 1 : -1) * dir);
+    if (!rows.length) { this.el.replaceChildren(h("p", { class: "muted" }, "No complete step yet.")); return; }
+    const fmt = (k, v) => v === null || v === undefined ? "–" : k === "step" || k === "tail_lane" ? String(v)
+      : k === "tail_ratio" ? `${v.toFixed(2)}×` : fmtDur(v);
+    const head = h("tr", {}, ...COLUMNS.map(([label, k]) => h("th", { class: `sortable${k === key ? " sorted" : ""}`, "data-sort": k,
+      onclick: () => { this.sort = [k, k === key ? -dir : -1]; this.draw(); } }, label + (k === key ? (dir < 0 ? " ▼" : " ▲") : ""))));
+    const body = rows.slice(0, 200).map(r => h("tr", { "data-step": r.step, class: r.step === state.selectedStep ? "selected" : "",
+      onclick: () => showStep(r.step) },
+      ...COLUMNS.map(([, k]) => h("td", {}, fmt(k, r[k]), k === "step" && r.profiled ? h("span", { class: "muted" }, " (profiled)") : null))));
+    const more = rows.length > 200 ? [h("p", { class: "muted" }, `${rows.length - 200} more steps (sort to see them)`)] : [];
+    this.el.replaceChildren(h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
+  }
+}
