@@ -40,11 +40,15 @@ def test_a_row_selects_its_step_everywhere_and_the_address_keeps_it(demo: str, p
                                                                               "class")
     assert f"(step {chosen})" in page.inner_text("#insight-wait .k")
     assert "null" not in page.inner_text("#step-table")
+    # the breakdown card shows whole numbers (wrapped, never cut with an ellipsis) and a readable profile button
+    cut = page.eval_on_selector_all("#insight-step .breakdown li", "ls => ls.filter(l => l.scrollWidth > l.clientWidth "
+                                    "|| getComputedStyle(l).textOverflow === 'ellipsis').length")
+    assert cut == 0 and page.inner_text("#insight-step button[data-profile-stage]").strip() == "profile"
     page.screenshot(path=str(ARTIFACTS / "selected-step.png"))
     page.keyboard.press("]")  # the next step
     page.wait_for_function(f"location.hash.includes('step={chosen + 1}')")
     page.reload()
     page.wait_for_function(f"(document.querySelector('#insight-step .k') || {{}}).textContent?.startsWith("
-                           f"'selected step ({chosen + 1},')", timeout=30_000)
+                           f"'selected step ({chosen + 1},')", timeout=60_000)
     page.keyboard.press("[")
     page.wait_for_function(f"location.hash.includes('step={chosen}')")

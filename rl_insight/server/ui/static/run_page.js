@@ -153,12 +153,21 @@ async function renderInsights(el, runId, idPrefix = "") {
     card(`rollout → training wait (${selected ? "step " + sel : "last step"})`, (w => w ? fmtDur(w.wait_s) : "–")(pick(s.rollout_wait || [])),
       "insight-wait"),
     card(`${selected ? "selected step" : "last step"}${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + (lastStep.profiled ? ", profiled: slower than usual" : "") + ")" : ""}`, lastStep
-      ? h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
+      ? h("div", {}, h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
           h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
-              onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "⏺"),
-            h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} ${fmtDur(v)}`)))
+              onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "profile"),
+            h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} `, h("span", { class: "dur" }, fmtDur(v))))),
+          overlapNote(lastStep))
       : "–", "insight-step", true, lastStep?.step),
     card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
+}
+
+// States of one step overlap (separate-async: generation of step N+1 during training of step N; nested states):
+// their shares then add up to more than 100 %, and the card says so instead of leaving a puzzle.
+function overlapNote(step) {
+  const total = Object.values(step.states).reduce((a, v) => a + v, 0) / (step.duration_s || 1);
+  return total > 1.05 ? h("div", { class: "muted overlap-note", id: "breakdown-overlap" },
+    `shares add up to ${(100 * total).toFixed(0)} %: states overlap in time (async generation, or concurrent lanes)`) : null;
 }
 
 // the stalled-lane card: the stack snapshot the server took by itself (or a button to take one)
