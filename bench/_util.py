@@ -40,8 +40,8 @@ def machine() -> str:
 class IngestServer:
     """`python -m rl_insight.server` on a free loopback port, as the supervisor runs it."""
 
-    def __init__(self, store: bool = True, **extra: object) -> None:
-        self.dir = tempfile.mkdtemp(prefix="rl-bench-")
+    def __init__(self, store: bool = True, data_dir: str | None = None, **extra: object) -> None:
+        self.dir = data_dir or tempfile.mkdtemp(prefix="rl-bench-")
         self.port = free_port()
         cfg = Path(self.dir) / "server.json"
         cfg.write_text(

@@ -89,6 +89,23 @@ def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> t
 
 
 
+def summarize_steps(path: Path, conn) -> list:
+    """What the server's insight service does in the background as steps complete (here: all at once): the per-step
+    statistics the insights and the step table read. Returns the steps summarized."""
+    from rl_insight import insights as ins
+    from rl_insight.server.live.insight_service import metric_samples
+    from rl_insight.server.runstore import step_stats
+
+    w = RunStoreWriter(path)
+    windows = ins.step_windows(metric_samples(conn, 1, "training/global_step"))
+    todo = step_stats.pending_steps(conn, 1, windows, time.time_ns())
+    blocks = step_stats.complete_blocks(windows, {x[0] for x in todo}, set())
+    w.put_step_stats(step_stats.compute_steps(conn, 1, todo, [], time.time_ns()), [(1, *b) for b in blocks])
+    w.flush(1200)
+    w.close()
+    return todo
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=600)
@@ -108,19 +125,8 @@ def main() -> None:
           f"{path.stat().st_size / 2**20:.0f} MiB, built in {time.perf_counter() - t0:.0f} s")
     conn = RunStoreReader(path).conn()
     lo, hi = q.span_bounds(conn, 1)
-    # what the server's insight service does in the background as steps complete (here: all at once)
-    from rl_insight import insights as ins
-    from rl_insight.server.live.insight_service import metric_samples
-    from rl_insight.server.runstore import step_stats
-
-    w = RunStoreWriter(path)
     t0 = time.perf_counter()
-    windows = ins.step_windows(metric_samples(conn, 1, "training/global_step"))
-    todo = step_stats.pending_steps(conn, 1, windows, time.time_ns())
-    blocks = step_stats.complete_blocks(windows, {x[0] for x in todo}, set())
-    w.put_step_stats(step_stats.compute_steps(conn, 1, todo, [], time.time_ns()), [(1, *b) for b in blocks])
-    w.flush(1200)
-    w.close()
+    todo = summarize_steps(path, conn)
     took = time.perf_counter() - t0
     print(
         f"  per-step statistics of {len(todo):,} steps: {took:.1f} s ({took / max(1, len(todo)) * 1000:.1f} ms a step, "

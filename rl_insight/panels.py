@@ -248,7 +248,9 @@ TRANSFER_QUEUE = Section("transfer_queue", "TransferQueue", "tq_controller_uptim
         Query(f"tq_storage_memory_rss_bytes{{{SEL}}}", "storage {{storage_unit_id}}")), unit="bytes"),
 ))
 
-_GPU = "{{instance}} gpu{{gpu}}"
+# The node by name, not by scrape address: dcgm-exporter labels every series with its host (`hostname`; `Hostname`
+# before it renamed the label: the absent one renders empty, in Grafana as here).
+_GPU = "{{hostname}}{{Hostname}} gpu{{gpu}}"
 GPU = Section("gpu", "GPUs (dcgm-exporter)", "DCGM_FI_DEV_GPU_UTIL",
               "Run NVIDIA dcgm-exporter on each node and register it: "
               "`rl-insight server targets add HOST:9400 --job dcgm --project P --experiment-name E`.", panels=(

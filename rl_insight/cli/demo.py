@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +36,8 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
         state = StackState.read(home)
         if state is None:
             raise ServiceError(f"the server started but wrote no readable state file ({home.state_file})")
+        for moved in state.moved_ports:  # why the addresses below are not :18080 / :9090
+            typer.echo(f"  {moved}")
     token = home.read_token() if state.token_required else ""
     return state.ingest_url, token, state
 
@@ -63,6 +66,9 @@ def demo(
     ),
     fault_step: int = typer.Option(0, "--fault-step", min=0, help="Inject the fault at this step instead (0: the "
                                                                    "fault's default)."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", min=0, help="Random seed of the simulated values and timings (default: from the experiment "
+        "name, so two runs differ and a rerun under the same name repeats)."),
     agent: bool = typer.Option(
         False,
         "--agent",
@@ -100,7 +106,8 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, fault_step=fault_step, agent=agent)
+                     fault=fault, fault_step=fault_step, agent=agent,
+                     seed=seed if seed is not None else zlib.crc32(experiment.encode()))
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()
     typer.echo(f"Demo finished after {runner.steps_done} steps.")

@@ -34,8 +34,10 @@ def experiments_list(project: Optional[str] = typer.Option(None, "--project", he
     if not items:
         typer.echo("No experiments have registered targets.")
         return 0
-    echo_table([[e["project"], e["experiment_name"], e["state"], str(e["target_count"])] for e in items],
-                ["PROJECT", "EXPERIMENT", "STATE", "TARGETS"])
+    # RUN is how the job is (live, idle, finished, lost); STATE is upstream's: whether its targets are still discovered
+    # (active) or archived — a finished job's experiment stays "active" until archived, which alone misled readers
+    echo_table([[e["project"], e["experiment_name"], e.get("run_status") or "–", e["state"], str(e["target_count"])]
+                for e in items], ["PROJECT", "EXPERIMENT", "RUN", "STATE", "TARGETS"])
     return 0
 
 

@@ -323,7 +323,18 @@ def _print_started(h: Home, state: StackState | None, token: str) -> None:
     typer.echo(f"rl-insight server is ready (home {h.root}).")
     rows = [[s.name, str(s.pid), s.url or "", s.version, s.log] for s in state.services]
     echo_table(rows, ["SERVICE", "PID", "URL", "VERSION", "LOG"])
+    for moved in state.moved_ports:  # not only in the log: the addresses above are not the usual ones
+        typer.secho(moved, fg="yellow")
+    # optional services whose binaries are not installed: one line, not two per service (the UI works without them)
+    absent = [m for m in state.missing if "not found" in m.reason]
+    if absent:
+        typer.secho(f"not running, not installed (optional: ingest and the built-in UI work without them): "
+                    f"{', '.join(m.name for m in absent)}", fg="yellow")
+        typer.echo("  to get them: `rl-insight server install` (or --local-archive with a bundle), or pass "
+                   + " / ".join(f"--{m.name}-bin PATH" for m in absent) + "; `rl-insight server status` says more")
     for m in state.missing:
+        if m in absent:
+            continue
         typer.secho(f"{m.name} is not running: {m.reason}", fg="yellow")
         if m.hint:
             typer.echo(f"  to get it: {m.hint}")

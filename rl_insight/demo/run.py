@@ -157,7 +157,7 @@ class Demo:
                 "nnodes": 1,
                 "logger": ["console", "rl_insight"],
             },
-            "data": {"train_batch_size": 256, "max_prompt_length": 1024, "max_response_length": 4096},
+            "data": {"train_batch_size": 256, "max_prompt_length": 1024, "max_response_length": 4096, "seed": c.seed},
             "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
             "actor_rollout_ref": {
                 "model": {"path": "Qwen/Qwen2.5-7B-Instruct"},

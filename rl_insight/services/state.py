@@ -61,6 +61,8 @@ class StackState:
     services: tuple[ServiceRecord, ...] = ()
     missing: tuple[MissingRecord, ...] = ()
     grafana_password_new: bool = False
+    # ports --auto-port moved because the asked ones were busy: "port 18080 (ingest) is busy; using 40123 instead"
+    moved_ports: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def supervisor_alive(self) -> bool:
@@ -95,6 +97,7 @@ class StackState:
             ),
             missing=tuple(MissingRecord(m["name"], m.get("reason", ""), m.get("hint")) for m in d.get("missing", [])),
             grafana_password_new=bool(d.get("grafana_password_new")),
+            moved_ports=tuple(str(x) for x in d.get("moved_ports") or ()),
         )
 
     @classmethod

@@ -124,6 +124,7 @@ class Supervisor:
         self.prometheus_port = settings.prometheus_port
         self._stopping = threading.Event()
         self.grafana_password_created = False
+        self.moved_ports: list[str] = []
 
     # ------------------------------------------------------------------ planning
     def _pick_port(self, host: str, port: int, what: str) -> int:
@@ -133,7 +134,8 @@ class Supervisor:
             raise PortInUseError(f"port {port} ({what}) on {host} is already in use",
                                  hint="stop what uses it, choose another port, or pass --auto-port")
         chosen = free_port(host if host not in ("0.0.0.0", "::") else "127.0.0.1")
-        self.report(f"port {port} ({what}) is busy; using {chosen} instead (--auto-port)")
+        self.moved_ports.append(f"port {port} ({what}) was busy; using {chosen} instead (--auto-port)")
+        self.report(self.moved_ports[-1])
         return chosen
 
     def _find(self, name: str, enabled: bool, explicit: str | None) -> Any:
@@ -353,6 +355,7 @@ class Supervisor:
             ),
             missing=tuple(MissingRecord(m.name, m.reason, m.hint) for m in self.missing),
             grafana_password_new=self.grafana_password_created,
+            moved_ports=tuple(self.moved_ports),
         ).write(self.s.home)
 
 

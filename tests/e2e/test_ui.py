@@ -62,6 +62,14 @@ def _server(tmp: Path, token: str = "", config: dict | None = None) -> tuple[sub
     return proc, url
 
 
+def browser_demo(factory: pytest.TempPathFactory, experiment: str, step_seconds: float, token: str,
+                 **kwargs) -> Iterator[str]:
+    """The body of a module-scoped fixture: a token server with a demo feeding it, for Chromium tests."""
+    _need_browser()
+    with running_demo(factory.mktemp(experiment), experiment, step_seconds, token=token, **kwargs) as url:
+        yield url
+
+
 @contextmanager
 def running_demo(tmp: Path, experiment: str, step_seconds: float, replicas: int, ranks: int, min_steps: int,
                  extra: tuple[str, ...] = (), token: str = "", config: dict | None = None) -> Iterator[str]:
@@ -623,14 +631,35 @@ def test_compare_names_runs_and_shows_both_cards_and_timelines(live_demo: str, p
     heads = page.eval_on_selector_all("#compare-insights h4", "els => els.map(e => e.textContent)")
     assert heads == ["rl-insight-demo/ui-test", "rl-insight-demo/ui-test-b"]
     page.wait_for_function(
-        "document.querySelector('.chart[data-metric=\"critic_score_mean\"] .u-legend')", timeout=30_000
+        "document.querySelectorAll('.chart[data-metric=\"critic_score_mean\"] .legend-table tr[data-series]').length"
+        " === 2", timeout=30_000
     )
     legend = page.eval_on_selector_all(
-        '.chart[data-metric="critic_score_mean"] .u-legend .u-label', "els => els.map(e => e.textContent)"
+        '.chart[data-metric="critic_score_mean"] .legend-table tr[data-series]', "els => els.map(e => e.dataset.series)"
     )
     assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), (
         legend
     )
+    # a run legend names each run's colour; the runs' own values differ (the demo seeds each run by its name)
+    assert page.eval_on_selector_all("#run-legend .item", "els => els.map(e => e.textContent)") == [
+        "rl-insight-demo/ui-test", "rl-insight-demo/ui-test-b"]
+    curves = page.evaluate("(() => { const p = state.charts.find(c => "
+                           "c.root.closest('[data-metric=\"critic_score_mean\"]')); "
+                           "return [p.data[1], p.data[2], p.series[1].stroke(), p.series[2].stroke()]; })()")
+    shared = [(x, y) for x, y in zip(curves[0], curves[1]) if x is not None and y is not None]
+    assert shared and any(x != y for x, y in shared), shared  # not the same curve twice
+    assert curves[2] != curves[3]
+    # the config: one column per run, only the keys that differ by default
+    assert page.eval_on_selector("#run-config", "e => e.open")
+    heads = page.eval_on_selector_all("#run-config th", "els => els.map(e => e.textContent)")
+    assert heads == ["key", "rl-insight-demo/ui-test", "rl-insight-demo/ui-test-b"]
+    differing = page.eval_on_selector_all("#run-config tr[data-key]", "els => els.map(e => e.dataset.key)")
+    assert differing and all(page.get_attribute(f"#run-config tr[data-key='{k}']", "class") == "differs"
+                             for k in differing)
+    page.click("#config-diff-only")  # every key again
+    assert len(page.eval_on_selector_all("#run-config tr[data-key]", "els => els")) > len(differing)
+    # the Prometheus sections (or their honest absence) for every run, not only the first
+    page.wait_for_selector(f".prom-sections[data-run-id='{b}'] > *", timeout=30_000)
     # both timelines, stacked; a step click shows that step in both runs
     page.wait_for_function(
         f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_ui import ARTIFACTS, _need_browser, running_demo, sign_in
+from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
 
 pytestmark = pytest.mark.e2e
 TOKEN = "e2e-steps-token"
@@ -14,10 +14,7 @@ TOKEN = "e2e-steps-token"
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory):
-    _need_browser()
-    with running_demo(tmp_path_factory.mktemp("ui-steps"), "steps-ui", 1.0, replicas=2, ranks=2, min_steps=5,
-                      token=TOKEN) as url:
-        yield url
+    yield from browser_demo(tmp_path_factory, "steps-ui", 1.0, TOKEN, replicas=2, ranks=2, min_steps=5)
 
 
 def _durations(page) -> list[float]:
@@ -50,5 +47,6 @@ def test_a_row_selects_its_step_everywhere_and_the_address_keeps_it(demo: str, p
     page.reload()
     page.wait_for_function(f"(document.querySelector('#insight-step .k') || {{}}).textContent?.startsWith("
                            f"'selected step ({chosen + 1},')", timeout=60_000)
+    page.wait_for_selector(f"#step-table tr.selected[data-step='{chosen + 1}']", timeout=60_000)  # the steps are known
     page.keyboard.press("[")
     page.wait_for_function(f"location.hash.includes('step={chosen}')")

@@ -46,7 +46,8 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
     home = tmp_path / "home"
     tempo = write_standin(tmp_path / "bin" / "tempo", "tempo", "2.6.1")
     grafana = write_standin(tmp_path / "bin" / "grafana", "grafana", "13.0.0")
-    r = cli(home, *start_args(tmp_path, tempo, grafana, "--remote-write-url", "http://mimir.example:9009/api/v1/push"))
+    first = start_args(tmp_path, tempo, grafana, "--remote-write-url", "http://mimir.example:9009/api/v1/push")
+    r = cli(home, *first)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         assert "Grafana login: admin / " in r.stdout
@@ -123,8 +124,12 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         assert password in cred.stdout and "admin" in cred.stdout
         logs = cli(home, "server", "logs", "tempo", "-n", "5")
         assert logs.returncode == 0 and "stand-in tempo listening" in logs.stdout
-        again = cli(home, *start_args(tmp_path, tempo, grafana))
+        again = cli(home, *first)  # the same start again: it says so
         assert "already running" in again.stdout
+        # another --port while it runs is refused, naming the running port (never silently ignored)
+        other = cli(home, *start_args(tmp_path, tempo, grafana))
+        running_port = ingest["url"].rsplit(":", 1)[1]
+        assert other.returncode == 2 and "was not applied" in other.stderr and running_port in other.stderr
         second = cli(home, "server", "stop")
         assert second.returncode == 0
         assert (
@@ -143,7 +148,8 @@ def test_missing_optional_services_start_degraded(tmp_path: Path, monkeypatch) -
             "--prometheus-bin", prometheus_binary(), "--scrape-interval", "1s", env=env)
     try:
         assert r.returncode == 0, r.stderr
-        assert "tempo is not running" in r.stdout and "grafana is not running" in r.stdout
+        line = next(x for x in r.stdout.splitlines() if x.startswith("not running, not installed"))
+        assert line.endswith("tempo, grafana") and "--tempo-bin PATH / --grafana-bin PATH" in r.stdout
         st = cli(home, "server", "status")
         assert st.returncode == 0 and "tempo" in st.stdout and "missing" in st.stdout
         ingest = json.loads((home / "run" / "stack.json").read_text())["ingest_url"]

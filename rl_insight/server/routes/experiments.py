@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
+from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
 from .models import error_responses, inline_schema
@@ -37,8 +38,15 @@ def build_router(st: AppState) -> APIRouter:
 
     @reads.get("")
     def experiments(project: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
-        """Every experiment that registered targets: state (active/archived), target count, timestamps."""
+        """Every experiment that registered targets: state (active/archived: whether its targets are discovered,
+        upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
+        null without a run store or a run): `active` says nothing about whether the job still runs."""
         items = st.experiments.list(project)
+        runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(st.reader.conn(), st.config.live_window_s,
+                                                                            project)} if st.reader is not None else {}
+        for e in items:
+            run = runs.get((e["project"], e["experiment_name"]))
+            e["run_id"], e["run_status"] = (run["id"], run["status"]) if run else (None, None)
         return {"experiments": items, "count": len(items)}
 
     @reads.get("/targets")

@@ -96,6 +96,9 @@ def build_router(st: AppState) -> APIRouter:
         from_ns: FromNs = None,
         to_ns: ToNs = None,
         resolution_ns: int = Query(0, ge=0, le=INT64_MAX),
+        px: int = Query(0, ge=0, le=100_000, description="the view's width in pixels: without resolution_ns, merge "
+                        "to about one item per pixel per lane over the window (the run's own when from/to are not "
+                        "given) — one answer the size of the view, not the whole run at full resolution"),
         lanes: str | None = Query(None, description="comma-separated lane names (default: all)"),
         limit: int = Query(200_000, ge=1, le=1_000_000),
     ) -> JSONResponse:
@@ -126,6 +129,8 @@ def build_router(st: AppState) -> APIRouter:
             from_ns = from_ns if from_ns is not None else min(int(run["first_seen"] * 1e9), first or end - 1)
             to_ns = to_ns if to_ns is not None else end
         lane_list = [x for x in (lanes or "").split(",") if x] or None
+        if px and not resolution_ns:
+            resolution_ns = max(0, (to_ns - from_ns) // px)
         body = q.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
                               lane_names=lane_list, limit=limit)
         if left_out is not None:

@@ -46,7 +46,8 @@ def build_router(st: AppState) -> APIRouter:
         status: Optional[str] = Query(None, max_length=64),
         tool: Optional[str] = Query(None, max_length=256),
         replica: Optional[str] = Query(None, max_length=256),
-        failed: bool = False,
+        failed: bool = Query(False, description="only those that ended failed (error, timeout, aborted, …)"),
+        tool_errors: bool = Query(False, description="only those with a failed tool call (whatever their ending)"),
         sample: Optional[str] = Query(
             None, max_length=256, description="one sample's trajectories (its rollout group)"
         ),
@@ -66,6 +67,7 @@ def build_router(st: AppState) -> APIRouter:
             tool=tool,
             replica=replica,
             failed=failed,
+            tool_errors=tool_errors,
             min_turns=min_turns,
             sample=sample,
             offset=offset,

@@ -40,8 +40,10 @@ Sort = Literal[
     "start",
 ]  # the keys of SORTS, for the API's schema (a test checks they match)
 FAILED_STATUSES = ("error", "failure", "failed", "aborted", "timeout", "truncated", "capacity_exhausted")
-# "failed" = tool errors or one of these statuses
-FAILED = f"(tool_errors > 0 OR status IN ({', '.join(repr(x) for x in FAILED_STATUSES)}))"
+# "failed" = the trajectory ended in one of these statuses; a successful one whose tool calls failed on the way is
+# not failed (the agent recovered): it is found with the tool-errors filter instead
+FAILED = f"status IN ({', '.join(repr(x) for x in FAILED_STATUSES)})"
+TOOL_ERRORS = "tool_errors > 0"
 _COLUMNS = (
     "id",
     "key",
@@ -101,7 +103,8 @@ def _step_clause(step: int | None) -> tuple[str, tuple]:
 
 def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str = "duration", descending: bool = True,
          status: str | None = None, tool: str | None = None, replica: str | None = None, failed: bool = False,
-         min_turns: int | None = None, sample: str | None = None, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+         tool_errors: bool = False, min_turns: int | None = None, sample: str | None = None, offset: int = 0,
+         limit: int = 50) -> dict[str, Any]:
     """One page of a step's trajectories and how many match (`step` None: those without a step)."""
     column = SORTS.get(sort)
     if column is None:
@@ -122,6 +125,8 @@ def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str =
         params.append(sample)
     if failed:
         where.append(FAILED)
+    if tool_errors:
+        where.append(TOOL_ERRORS)
     if min_turns is not None:
         where.append("turns >= ?")
         params.append(min_turns)
@@ -218,7 +223,8 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
         "tools": tool_rows,
         "replicas": replicas,
         "statuses": by_status,
-        "failed": sum(1 for r in rows if (r[7] or 0) > 0 or (r[6] or "") in FAILED_STATUSES),
+        "failed": sum(1 for r in rows if (r[6] or "") in FAILED_STATUSES),
+        "with_tool_errors": sum(1 for r in rows if (r[7] or 0) > 0),
     }
 
 

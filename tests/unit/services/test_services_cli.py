@@ -261,3 +261,23 @@ def test_rendered_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     settings.config_file.write_text(text)
     out = subprocess.run([promtool, "check", "config", str(settings.config_file)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_auto_port_says_at_start_which_port_moved_and_why(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(busy), "--auto-port",
+                "--no-prometheus", timeout=60)
+        try:
+            assert r.returncode == 0, r.stdout + r.stderr
+            state = json.loads((tmp_path / "run" / "stack.json").read_text())
+            moved = f"port {busy} (ingest server) was busy; using"
+            assert any(m.startswith(moved) for m in state["moved_ports"]), state["moved_ports"]
+            assert moved in r.stdout  # on the screen, not only in the log
+            # optional services that are not installed: one line naming them, not a paragraph each
+            assert [x for x in r.stdout.splitlines() if "tempo" in x and "--tempo-bin" not in x] == [
+                "not running, not installed (optional: ingest and the built-in UI work without them): tempo, grafana"]
+        finally:
+            cli(tmp_path, "server", "stop", timeout=60)

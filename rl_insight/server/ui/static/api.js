@@ -19,7 +19,10 @@ export async function api(path, opts = {}) {
 export const state = { session: null, timers: [], charts: [], timeline: null };
 window.rlInsight = state;  // for debugging and for the browser tests
 
-export function clearTimers() { state.timers.forEach(clearInterval); state.timers = []; state.charts.forEach(c => c.destroy()); state.charts = []; }
+export function clearTimers({ keepCharts = false } = {}) {
+  state.timers.forEach(clearInterval); state.timers = [];
+  if (!keepCharts) { state.charts.forEach(c => c.destroy()); state.charts = []; }
+}
 // a refresh that fails (the server stopped) is shown once by the banner below, never as an error per timer
 export function every(ms, fn) { state.timers.push(setInterval(() => Promise.resolve().then(fn).catch(() => {}), ms)); }
 
@@ -37,4 +40,14 @@ function reachable() {
   state.unreachableSince = null;
   const el = document.getElementById("offline-banner");
   if (el) el.hidden = true;
+}
+
+// The run page's view state lives in the address (`#/run/N?step=…&steps=…`): set (or, with null, drop) some of its
+// parameters without a new history entry and without re-rendering the page.
+export function setUrlParams(values) {
+  const [path, query] = location.hash.split("?");
+  const params = new URLSearchParams(query || "");
+  for (const [k, v] of Object.entries(values)) { if (v === null || v === undefined || v === "") params.delete(k); else params.set(k, v); }
+  const q = params.toString();
+  history.replaceState(null, "", q ? `${path}?${q}` : path);
 }

@@ -1,9 +1,10 @@
 /* rl-insight UI, charts.js: metric charts: families, pinned metrics, one uPlot chart per metric, step or time on x.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, state } from "./api.js";
+import { api, setUrlParams, state } from "./api.js";
 import { h } from "./dom.js";
-import { fmtTick, yRange } from "./format.js";
-import { PALETTE, showStep, showTime } from "./timeline.js";
+import { applyViewRange, chartTools, destroyPlot, makePlot, seriesStyles } from "./plot.js";
+import { setRange } from "./range.js";
+import { showStep, showTime } from "./timeline.js";
 
 // The trainer's metric families come from the server's panel catalogue (rl_insight/panels.py), in its order; the key
 // ones (loss, reward, throughput, timing) start open, the rest collapsed and load when opened.
@@ -14,33 +15,40 @@ const loadFamilies = () => familiesReady ??= api("/api/v1/metric-families").then
   FAMILIES = body.families.map(f => f.id);
   for (const f of body.families) if (f.key) KEY_FAMILIES.add(f.id);
 }).catch(() => { familiesReady = null; });  // asked again next time; meanwhile every chart is drawn, under "other"
+const normal = (q) => q.trim().toLowerCase().replaceAll("/", "_");
+// compare: which colour is which run (the same colours in every chart: seriesStyles keys them by the run's position)
+function runLegend(ids) {
+  const styles = seriesStyles(ids.map((_, i) => `#${i}`));
+  return h("span", { class: "run-legend", id: "run-legend" }, "comparing ", ...ids.map((id, i) => h("span", { class: "item", "data-run-id": id },
+    h("i", { style: `background:${styles[i].color}` }), state.runNames?.[id] || `run ${id}`)));
+}
 function familyOf(name) { const f = name.split("_")[0]; return FAMILIES.includes(f) ? f : "other"; }
 const PINS_KEY = "rl-insight.pinned-metrics";
 const loadPins = () => { try { return new Set(JSON.parse(localStorage.getItem(PINS_KEY) || "[]")); } catch (e) { return new Set(); } };
 
 export class ChartGrid {
-  constructor(el, runId, compareIds) {
+  constructor(el, runId, compareIds, query = "") {
     this.el = el; this.runId = runId; this.compare = compareIds; this.x = "step"; this.smooth = 0; this.byName = new Map();
-    this.filter = ""; this.pins = loadPins(); this.names = [];
+    this.query = query; this.filter = normal(query); this.pins = loadPins(); this.names = [];
   }
   async load() {
     const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
     this.names = [...new Set(metrics.map(m => m.name))].sort();
-    const search = h("input", { type: "search", id: "metric-search", placeholder: `search ${this.names.length} metrics`,
-      oninput: (e) => { this.filter = e.target.value.trim().toLowerCase().replaceAll("/", "_"); this.applyFilter(); } });
+    const search = h("input", { type: "search", id: "metric-search", placeholder: `search ${this.names.length} metrics (press /)`,
+      value: this.query, oninput: (e) => { this.filter = normal(e.target.value); setUrlParams({ q: e.target.value.trim() }); this.applyFilter(); } });
     const bar = h("div", { class: "bar" }, search,
       h("button", { id: "x-step", class: this.x === "step" ? "on" : "", onclick: () => { this.x = "step"; this.rebuild(); } }, "by step"),
       h("button", { id: "x-time", class: this.x === "time" ? "on" : "", onclick: () => { this.x = "time"; this.rebuild(); } }, "by time"),
       h("label", {}, "smoothing ", h("input", { type: "range", id: "smoothing", min: 0, max: 0.98, step: 0.02, value: this.smooth,
         oninput: (e) => { this.smooth = +e.target.value; this.refresh(); } })),
-      h("span", { class: "muted" }, "click a point to see that step on the timeline"),
-      this.compare.length ? h("span", { class: "muted" }, "comparing ", [this.runId, ...this.compare].map(id => state.runNames?.[id] || `run ${id}`).join(" · ")) : null);
+      h("span", { class: "muted" }, "click a point: select its step · drag: zoom every chart and the timeline to that range"),
+      this.compare.length ? runLegend([this.runId, ...this.compare]) : null);
     this.body = h("div");
     this.el.replaceChildren(bar, this.body);
     await this.rebuild();
   }
   destroyPlots() {
-    for (const c of this.byName.values()) if (c.plot) { c.plot.destroy(); state.charts = state.charts.filter(p => p !== c.plot); }
+    for (const c of this.byName.values()) destroyPlot(c.plot);
     this.byName.clear();
   }
   async rebuild() {
@@ -65,9 +73,12 @@ export class ChartGrid {
         const pin = h("button", { class: "pin", title: this.pins.has(n) ? "unpin" : "pin to the top",
           onclick: () => { this.pins.has(n) ? this.pins.delete(n) : this.pins.add(n); localStorage.setItem(PINS_KEY, JSON.stringify([...this.pins])); this.rebuild(); } },
           this.pins.has(n) ? "★" : "☆");
-        const box = h("div", { class: "chart", "data-metric": n, "data-family": f }, h("div", { class: "title" }, pin, n));
+        const box = h("div", { class: "chart", "data-metric": n, "data-family": f });
+        const c = { box, plot: null, name: n, details: det, log: false };
+        box.append(h("div", { class: "title" }, pin, n, chartTools(box, { canLog: () => c.positive,
+          onLog: (on) => { c.log = on; this.draw(n, c).catch(() => {}); } })));
         grid.append(box);
-        this.byName.set(key, { box, plot: null, name: n, details: det });
+        this.byName.set(key, c);
       }
     }
     this.applyFilter();
@@ -91,31 +102,33 @@ export class ChartGrid {
     const entries = [...this.byName.values()].filter(c => c.details.open && !c.box.hidden && !c.details.hidden);
     for (let i = 0; i < entries.length; i += 8)  // a few requests at a time
       await Promise.all(entries.slice(i, i + 8).map((c) => this.draw(c.name, c).catch(() => {})));
+    // every visible chart has been drawn this many times: what a reader (or a test) waits for
+    this.el.dataset.refreshed = String(+(this.el.dataset.refreshed || 0) + 1);
   }
   async draw(name, c) {
     const runs = await this.fetch(name);
-    const xs = new Set(); const lines = [];
-    for (const r of runs) for (const s of r.series) {
+    const xs = new Set(); const series = [];
+    runs.forEach((r, ri) => { for (const s of r.series) {
       const lab = Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(",");
       const runName = runs.length > 1 ? (state.runNames?.[r.run_id] || `run ${r.run_id}`) : "";
-      lines.push({ label: [runName, lab].filter(Boolean).join(" ") || name, pts: s.points }); s.points.forEach(p => xs.add(p[0]));
-    }
+      // compare: one colour per run (the same in every chart), dashes for a run's several series
+      series.push({ label: [runName, lab].filter(Boolean).join(" ") || "value", colorKey: runs.length > 1 ? `#${ri}` : undefined, pts: s.points });
+      s.points.forEach(p => xs.add(p[0]));
+    } });
     const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));
-    const ys = lines.map(l => { const y = new Array(xv.length).fill(null); let ema = null;
-      for (const [x, v] of l.pts) { ema = (ema === null || this.smooth === 0) ? v : this.smooth * ema + (1 - this.smooth) * v; y[idx.get(x)] = ema; } return y; });
+    const column = (pts, smooth) => { const y = new Array(xv.length).fill(null); let ema = null;
+      for (const [x, v] of pts) { ema = (ema === null || smooth === 0) ? v : smooth * ema + (1 - smooth) * v; y[idx.get(x)] = ema; } return y; };
+    // smoothed: the raw values stay behind, faint (an EMA hides spikes one should still see)
+    const lines = series.flatMap(s => [...(this.smooth > 0 ? [{ label: `${s.label} (raw)`, colorKey: s.colorKey ?? s.label, raw: true,
+      values: column(s.pts, 0) }] : []), { label: s.label, colorKey: s.colorKey, values: column(s.pts, this.smooth) }]);
     c.box.dataset.points = xv.length;
-    const data = [xv, ...ys];
-    if (c.plot && c.plot.series.length === lines.length + 1) { c.plot.setData(data); return; }
-    if (c.plot) c.plot.destroy();
-    const opts = { width: Math.max(320, c.box.clientWidth - 12), height: 170, legend: { show: lines.length > 1 },
-      scales: { x: { time: this.x === "time" }, y: { range: yRange } },
-      axes: [{ values: this.x === "time" ? undefined : (u, v) => v.map(fmtTick) }, { values: (u, v) => v.map(fmtTick), size: 56 }],
-      series: [{ label: this.x }, ...lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true }))] };
-    c.plot = new uPlot(opts, data, c.box); state.charts.push(c.plot);
-    c.plot.over.addEventListener("click", () => {
-      const i = c.plot.cursor.idx; if (i === null || i === undefined) return;
-      const x = c.plot.data[0][i];
-      if (this.x === "step") showStep(x); else showTime(x * 1e9);
-    });
+    c.positive = series.every(s => s.pts.every(p => p[1] === null || p[1] > 0));
+    const shape = `${lines.length}|${this.smooth > 0}|${!!c.log}`;
+    if (c.plot && c.shape === shape) { c.plot.setData([xv, ...lines.map(l => l.values)]); applyViewRange(c.plot); return; }
+    destroyPlot(c.plot);
+    c.shape = shape;
+    c.plot = makePlot(c.box, { xs: xv, lines, xKind: this.x, log: c.log && c.positive,
+      onClick: (x) => (this.x === "step" ? showStep(x) : showTime(x * 1e9)),
+      onZoom: (a, b) => (this.x === "step" ? setRange({ steps: [Math.ceil(a), Math.floor(b)] }) : setRange({ secs: [a, b] })) });
   }
 }

@@ -46,3 +46,22 @@ export const fmtDur = (s) => s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? 
   : `${(s / 60).toFixed(1)} min`;
 export const ago = (ts) => { const s = Date.now() / 1000 - ts; return s < 90 ? `${s.toFixed(0)} s ago` : s < 5400 ? `${(s / 60).toFixed(0)} min ago`
   : `${(s / 3600).toFixed(1)} h ago`; };
+// 24-hour wall-clock time of epoch seconds, everywhere (never "5:03pm"): HH:MM, or HH:MM:SS.
+const pad2 = (n) => String(n).padStart(2, "0");
+export const clock = (sec, withSeconds = true) => { const d = new Date(sec * 1000);
+  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}` + (withSeconds ? `:${pad2(d.getSeconds())}` : ""); };
+// Axis ticks at round times (…, 100 ms, 1 s, 5 s, 15 s, 1 min, 5 min, 1 h …): at most n of them over [fromNs, toNs],
+// each [ns, label] with as many fractional digits as the spacing needs.
+const ROUND_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5,
+  108e5, 216e5, 432e5, 864e5];
+export const roundTicks = (fromNs, toNs, n) => {
+  const spanMs = Math.max(1e-6, (toNs - fromNs) / 1e6);
+  const incr = ROUND_MS.find(x => spanMs / x <= n) ?? ROUND_MS[ROUND_MS.length - 1];
+  const digits = incr >= 1000 ? 0 : incr >= 100 ? 1 : incr >= 10 ? 2 : 3;
+  const out = [];
+  for (let ms = Math.ceil(fromNs / 1e6 / incr) * incr; ms * 1e6 <= toNs; ms += incr) {
+    const base = clock(Math.floor(ms / 1000), incr < 6e4);
+    out.push([ms * 1e6, digits ? `${base}.${String(Math.round(ms % 1000)).padStart(3, "0").slice(0, digits)}` : base]);
+  }
+  return out;
+};

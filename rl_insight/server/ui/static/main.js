@@ -19,10 +19,7 @@ export async function render() {
   const m = location.hash.match(/^#\/run\/(\d+)(?:\?(.*))?$/);
   try {
     if (m) {
-      const params = new URLSearchParams(m[2] || "");
-      const step = params.get("step");
-      await renderRun(app, +m[1], (params.get("compare") || "").split(",").filter(Boolean).map(Number),
-        step !== null && /^\d+$/.test(step) ? +step : null);
+      await renderRun(app, +m[1], new URLSearchParams(m[2] || ""));
     }
     else await renderRuns(app);
   } catch (e) { if (!(e instanceof ApiError && e.message === "login required")) app.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }

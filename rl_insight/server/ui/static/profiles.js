@@ -1,6 +1,6 @@
 /* rl-insight UI, profiles.js: profiles on request: ask, list, and the link from a profiled step to its analysis.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, every, state } from "./api.js";
+import { api, every, setUrlParams, state } from "./api.js";
 import { h } from "./dom.js";
 import { fmtDur } from "./format.js";
 import { showStep } from "./timeline.js";
@@ -79,11 +79,12 @@ export class Profiles {
         if (files.includes("trace.perfetto.json")) links.push(h("a", { href: at("trace.perfetto.json"), class: "button", "data-link": "perfetto" }, "Perfetto"));
         if (files.includes("memory.csv")) links.push(h("a", { href: at("memory.csv"), class: "button", "data-link": "memory" }, "memory CSV"));
       } else if (a.state && a.state !== "none") links.push(h("span", { class: "muted" }, `analysis ${a.state}${a.message ? ": " + a.message : ""}`));
-      links.push(h("button", { onclick: () => showStep(req.steps[0]), "data-link": "timeline" }, "on the timeline"));
+      links.push(h("button", { onclick: () => { this.opened = p.id; setUrlParams({ profile: p.id }); showStep(req.steps[0]); this.load(); },
+        "data-link": "timeline" }, "on the timeline"));
       if (p.state === "pending" || p.state === "running") links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
       const stages = a.state === "done" && a.stages?.length ? h("div", { class: "muted" }, "top stages: " +
         a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
-      return h("tr", { "data-profile": p.id, "data-state": p.state }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
+      return h("tr", { "data-profile": p.id, "data-state": p.state, class: p.id === this.opened ? "selected" : "" }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
         h("td", {}, `${req.steps[0]}${req.steps[1] !== req.steps[0] ? "–" + req.steps[1] : ""}`), h("td", {}, sel),
         h("td", {}, procs.length ? procs : h("span", { class: "muted" }, p.passed ? p.passed.message : "no process has taken it yet")), h("td", {}, ...links, stages));
     });

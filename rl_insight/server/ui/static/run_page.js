@@ -1,6 +1,6 @@
 /* rl-insight UI, run_page.js: a run page: insights, targets, config, alerts, and the places the other parts are drawn into.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, every, state } from "./api.js";
+import { api, clearTimers, every, state } from "./api.js";
 import { ChartGrid } from "./charts.js";
 import { $, h } from "./dom.js";
 import { ago, fmtDur, fmtNum } from "./format.js";
@@ -9,13 +9,20 @@ import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
 import { StackSnapshots } from "./stacks.js";
 import { StepTable } from "./steps.js";
+import { keyboard } from "./keys.js";
+import { currentRange, rangeFromParams } from "./range.js";
+import { RangeBar } from "./range_bar.js";
 import { Timeline, paletteReady, showStep } from "./timeline.js";
 import { Trajectories } from "./trajectories.js";
 
-export async function renderRun(app, runId, compareIds, step = null) {
+// The page's view comes from its address (#/run/N?compare=…&step=…&steps=…|last=…|from=…&to=…&refresh=…&q=…&traj…):
+// a reload or a shared link opens the same view.
+export async function renderRun(app, runId, params) {
+  const compareIds = (params.get("compare") || "").split(",").filter(x => /^\d+$/.test(x)).map(Number);
+  const step = /^\d+$/.test(params.get("step") || "") ? +params.get("step") : null;
   const run = await api(`/api/v1/runs/${runId}`);
   // compared runs are named by project/experiment everywhere, even when the page was opened by URL
-  const others = await Promise.all(compareIds.map(id => api(`/api/v1/runs/${id}?config=false`).catch(() => null)));
+  const others = await Promise.all(compareIds.map(id => api(`/api/v1/runs/${id}`).catch(() => null)));
   state.runNames = { ...(state.runNames || {}), [run.id]: `${run.project}/${run.experiment_name}`,
     ...Object.fromEntries(others.filter(Boolean).map(r => [r.id, `${r.project}/${r.experiment_name}`])) };
   const compared = others.filter(Boolean);
@@ -24,6 +31,10 @@ export async function renderRun(app, runId, compareIds, step = null) {
   const insightsEl = h("div", { class: "cards", id: "insights" });
   const stepsEl = h("div", { id: "step-table" });
   state.selectedStep = step;
+  state.range = rangeFromParams(params);
+  state.onStep = []; state.onRange = []; state.stepTable = null;
+  document.onkeydown = keyboard;  // from the start: the keys act on what has loaded (steps once the table has)
+  const rangeEl = h("div", { id: "range" });
   const timelineEl = h("div", { id: "timeline" });
   const chartsEl = h("div", { id: "charts" });
   const alertsEl = h("div", { id: "alerts" });
@@ -38,6 +49,7 @@ export async function renderRun(app, runId, compareIds, step = null) {
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
   // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
   const cmpCards = compared.map(r => ({ run: r, el: h("div", { class: "cards", "data-run-id": r.id }) }));
+  const cmpProm = compared.map(r => ({ run: r, el: h("div", { class: "prom-sections", "data-run-id": r.id }) }));
   const cmpTimelines = compared.map(r => ({ run: r, el: h("div", { class: "timeline", "data-run-id": r.id }) }));
   const insightsBlock = compared.length
     ? h("div", { class: "compare-cols", id: "compare-insights" }, h("div", {}, h("h4", {}, state.runNames[run.id]), insightsEl),
@@ -45,7 +57,7 @@ export async function renderRun(app, runId, compareIds, step = null) {
     : insightsEl;
   app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
       compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
-    header, nav, renderConfig(run.config || {}), alertsEl,
+    header, nav, rangeEl, renderConfig(run, compared), alertsEl,
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
     h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
       "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
@@ -60,12 +72,14 @@ export async function renderRun(app, runId, compareIds, step = null) {
     h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
       + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
-    h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")), promEl,
+    h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")),
+    compared.length ? h("h4", {}, state.runNames[run.id]) : "", promEl,
+    ...cmpProm.flatMap(c => [h("h4", {}, state.runNames[c.run.id]), c.el]),
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
 
   const setHeader = (r) => header.replaceChildren(
     h("span", { class: `badge ${r.status}`, id: "run-status", title: r.lost ? r.lost.reason : "" }, r.status),
-    r.lost ? h("span", { class: "lost-why", id: "run-lost" }, `${r.lost.reason}` + (r.lost.lanes.length ? `; open then: ${r.lost.lanes.join(", ")}` : "")) : null,
+    r.lost ? h("span", { class: "lost-why", id: "run-lost" }, `${r.lost.reason}` + (r.lost.lanes.length ? `; open then: ${r.lost.lanes.join(", ")}` : "")) : "",
     h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
     h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
       + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
@@ -73,53 +87,64 @@ export async function renderRun(app, runId, compareIds, step = null) {
     h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
   setHeader(run);
 
+  const refreshMs = /^\d+$/.test(params.get("refresh") || "") ? +params.get("refresh") : 3000;
+  let chosenMs = refreshMs;  // (chosen before the loops below exist: they start with it)
+  const rangeBar = new RangeBar(rangeEl, { refreshMs, onRefresh: (ms) => { chosenMs = ms; state.schedule?.(ms); } });
   await paletteReady;  // stage colours before the first draw
-  state.timeline = new Timeline(timelineEl, runId, run.status === "live");
+  state.timeline = new Timeline(timelineEl, runId, run.status === "live" && (!state.range || !!state.range.last_s));
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
+  if (state.range) { const { secs } = currentRange(); if (secs) state.timeline.setWindow([secs[0] * 1e9, secs[1] * 1e9], !!state.range.last_s); }
+  state.onHoverTime = (sec) => state.timeline?.setHover(sec);
   state.timelines = [state.timeline];
   for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
   const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
+  profiles.opened = params.get("profile");
   await profiles.load();
   const stacks = state.stacks = new StackSnapshots(stacksEl, run, state.timeline);
   await stacks.load();
-  const trajectories = state.trajectories = new Trajectories(trajectoriesEl, runId);
+  if (/^[\w-]{1,64}$/.test(params.get("stacks") || "")) stacks.show(params.get("stacks")).catch(() => {});
+  let lastStepNow = run.last_step;  // (the header's refresh keeps it current)
+  const trajectories = state.trajectories = new Trajectories(trajectoriesEl, runId, { params, lastStep: () => lastStepNow });
   await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
   await renderInsights(insightsEl, runId);
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
   const steps = state.stepTable = new StepTable(stepsEl, runId);
   await steps.load().catch(e => stepsEl.replaceChildren(h("p", { class: "error" }, `steps: ${e.message}`)));
-  state.onStep = [() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); }];
+  state.onStep.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); });
+  rangeBar.show();
   if (step !== null) showStep(step, { scroll: false });
-  document.onkeydown = (e) => {  // [ and ]: the previous / next step (not while typing)
-    if (e.target.closest?.("input, textarea, select") || (e.key !== "[" && e.key !== "]")) return;
-    const known = steps.steps.map(s => s.step).sort((a, b) => a - b);
-    if (!known.length) return;
-    const cur = state.selectedStep ?? known[known.length - 1];
-    const i = known.indexOf(cur);
-    const next = e.key === "]" ? known[Math.min(known.length - 1, i < 0 ? known.length - 1 : i + 1)] : known[Math.max(0, i < 0 ? 0 : i - 1)];
-    showStep(next, { scroll: false });
-  };
   renderTargets(targetsEl, runId);
   renderAlerts(alertsEl, runId);
-  const charts = new ChartGrid(chartsEl, runId, compareIds);
+  const charts = new ChartGrid(chartsEl, runId, compareIds, params.get("q") || "");
   await charts.load();
   const prom = state.prom = new PromSections(promEl, runId);
   await prom.load();
+  for (const c of cmpProm) await new PromSections(c.el, c.run.id, `r${c.run.id}-`).load().catch(() => {});
 
   let headerStep = null;
-  every(3000, async () => {
-    const r = await api(`/api/v1/runs/${runId}?config=false`);
-    setHeader(r);
-    if (r.last_step !== headerStep) { headerStep = r.last_step; await renderInsights(insightsEl, runId); }  // cards follow the header
-    if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
-    profiles.run = r; await profiles.load();
-  });
-  every(10000, () => stacks.load());
-  every(10000, async () => { if (run.status === "live") await trajectories.refresh(); });
-  every(10000, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); });
-  every(10000, () => Promise.all([renderInsights(insightsEl, runId), steps.load(),
-    ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))]));
-  every(15000, () => renderTargets(targetsEl, runId));
+  // what refreshes, at the base interval (3 s) times the chosen one / 3 s; "off" stops them all (the banner, too)
+  const loops = [
+    [1, async () => {
+      const r = await api(`/api/v1/runs/${runId}?config=false`);
+      setHeader(r); lastStepNow = r.last_step;
+      if (r.last_step !== headerStep) { headerStep = r.last_step; await renderInsights(insightsEl, runId); }  // cards follow the header
+      if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+      profiles.run = r; await profiles.load();
+    }],
+    [10 / 3, () => stacks.load()],
+    [10 / 3, async () => { if (run.status === "live") await trajectories.refresh(); }],
+    [10 / 3, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); }],
+    [10 / 3, () => Promise.all([renderInsights(insightsEl, runId), steps.load().then(() => rangeBar.drawMinimap()),
+      ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))])],
+    [5, () => renderTargets(targetsEl, runId)],
+  ];
+  state.schedule = (ms) => {
+    clearTimers({ keepCharts: true });
+    if (ms > 0) for (const [factor, fn] of loops) every(ms * factor, fn);
+    state.refreshMs = ms;
+  };
+  state.schedule(chosenMs);
+  rangeBar.drawMinimap();
 }
 
 async function renderInsights(el, runId, idPrefix = "") {
@@ -188,17 +213,31 @@ async function renderTargets(el, runId) {
   el.replaceChildren(targets.length ? t : h("p", { class: "muted" }, "No targets registered for this run."));
 }
 
-// What init(config=...) described (verl: the whole trainer config), searchable.
-function renderConfig(config) {
-  const keys = Object.keys(config);
+// What init(config=...) described (verl: the whole trainer config), searchable; comparing, one column per run and by
+// default only the keys whose values differ (the rest is what the runs share).
+function renderConfig(run, compared = []) {
+  const runs = [run, ...compared], configs = runs.map(r => r.config || {});
+  const keys = [...new Set(configs.flatMap(c => Object.keys(c)))].sort();
   if (!keys.length) return h("div", { id: "run-config", class: "muted" }, "No run config (pass config=… to rl_insight.init to see it here).");
+  const differs = (k) => new Set(configs.map(c => (k in c ? JSON.stringify(c[k]) : "\u0000absent"))).size > 1;
+  const nDiff = compared.length ? keys.filter(differs).length : 0;
+  const only = compared.length ? h("input", { type: "checkbox", id: "config-diff-only", checked: "", onchange: () => fill() }) : null;
+  const search = h("input", { type: "search", id: "config-search", placeholder: "filter keys and values", oninput: () => fill() });
   const rows = h("tbody");
-  const fill = (q) => rows.replaceChildren(...keys.filter(k => !q || k.toLowerCase().includes(q) || String(config[k]).toLowerCase().includes(q))
-    .slice(0, 500).map(k => h("tr", {}, h("td", { class: "key" }, k), h("td", {}, String(config[k])))));
-  fill("");
-  return h("details", { id: "run-config" }, h("summary", {}, `Run config (${keys.length} keys)`),
-    h("input", { type: "search", id: "config-search", placeholder: "filter keys and values", oninput: (e) => fill(e.target.value.trim().toLowerCase()) }),
-    h("table", { class: "grid config" }, rows));
+  const cell = (c, k) => h("td", { class: k in c ? "" : "muted" }, k in c ? String(c[k]) : "(absent)");
+  const fill = () => {
+    const q = search.value.trim().toLowerCase();
+    rows.replaceChildren(...keys.filter(k => (!only || !only.checked || differs(k))
+      && (!q || k.toLowerCase().includes(q) || configs.some(c => String(c[k] ?? "").toLowerCase().includes(q))))
+      .slice(0, 500).map(k => h("tr", { "data-key": k, class: compared.length && differs(k) ? "differs" : "" },
+        h("td", { class: "key" }, k), ...configs.map(c => cell(c, k)))));
+  };
+  fill();
+  const head = compared.length ? h("tr", {}, h("th", {}, "key"), ...runs.map(r => h("th", {}, state.runNames?.[r.id] || `run ${r.id}`))) : null;
+  return h("details", { id: "run-config", open: compared.length ? "" : null },
+    h("summary", {}, compared.length ? `Run config: ${nDiff} of ${keys.length} keys differ` : `Run config (${keys.length} keys)`),
+    h("div", { class: "bar" }, search, only ? h("label", {}, only, " only the keys that differ") : null),
+    h("table", { class: "grid config" }, head, rows));
 }
 
 // One entry per alert name and state, with how many instances (seven TargetDown are one line, not seven): the
@@ -216,6 +255,14 @@ export function groupAlerts(list) {
   return [...groups.values()];
 }
 
+// the step that was running when the alert began: a link that selects it (its time on the timeline, every chart)
+function beganAt(x) {
+  const ms = x.since ? Date.parse(x.since) : NaN;
+  const step = Number.isFinite(ms) ? state.timeline?.stepOf(ms * 1e6) : null;
+  return step === null || step === undefined ? null : h("a", { href: "#", class: "alert-step", "data-step": step,
+    title: "select the step that was running when this alert began", onclick: (e) => { e.preventDefault(); showStep(step); } }, `began in step ${step}`);
+}
+
 async function renderAlerts(el, runId) {
   const a = await api(`/api/v1/runs/${runId}/alerts`).catch(() => null);
   if (!a || a.prometheus.state !== "ok" || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
@@ -224,7 +271,7 @@ async function renderAlerts(el, runId) {
       x.count > 1 ? h("span", { class: "badge count" }, `× ${x.count}`) : null,
       x.severity ? h("span", { class: "muted" }, x.severity) : null,
       h("span", { class: "muted" }, x.since ? `since ${new Date(x.since).toLocaleTimeString([], { hour12: false })}`
-        : x.last_firing ? `last fired ${ago(x.last_firing)}` : "")),
+        : x.last_firing ? `last fired ${ago(x.last_firing)}` : ""), beganAt(x)),
     h("div", {}, x.summary), x.others.length ? h("details", { class: "muted" }, h("summary", {}, `${x.others.length} more`),
       ...x.others.slice(0, 50).map(s => h("div", {}, s))) : null,
     x.description ? h("div", { class: "muted" }, x.description) : null,

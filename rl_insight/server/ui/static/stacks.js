@@ -1,7 +1,8 @@
 /* rl-insight UI, stacks.js: stack snapshots of the run: take one (a button, or the stalled-lane card), read the
    groups with the odd ones out named, and see where each lane was at that moment on the timeline.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api } from "./api.js";
+import { api, setUrlParams } from "./api.js";
+import { setRange } from "./range.js";
 import { h } from "./dom.js";
 
 const FRAMES_SHOWN = 14;
@@ -35,15 +36,12 @@ export class StackSnapshots {
       }, 1000);
     } catch (e) { this.msg.textContent = `not taken: ${e.message}`; }
   }
-  async show(id) {  // from the stalled-lane card: open it, and show its moment on the timeline
+  async show(id) {  // from the stalled-lane card (or the address): open it, and show its moment everywhere
     this.open.add(id);
+    setUrlParams({ stacks: id });
     await this.load();
     const s = this.shown.get(id);
-    if (s && this.timeline) {
-      const t = s.created_at * 1e9;
-      this.timeline.view = [t - 60e9, t + 15e9]; this.timeline.follow = false;
-      await this.timeline.load();
-    }
+    if (s && this.timeline) setRange({ secs: [s.created_at - 60, s.created_at + 15] });
     document.getElementById(`stack-${id}`)?.scrollIntoView();
   }
   async load() {

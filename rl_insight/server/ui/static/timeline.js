@@ -1,15 +1,17 @@
 /* rl-insight UI, timeline.js: the RL state timeline: lanes x time, stage colours, step marks, zoom; and `showStep`, the jump other parts use.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, every, state } from "./api.js";
+import { api, setUrlParams, state } from "./api.js";
 import { $, h } from "./dom.js";
-import { PLUMBING, fmtDur, timeTicks } from "./format.js";
+import { PLUMBING, fmtDur, roundTicks, timeTicks } from "./format.js";
+import { applyHover, redrawMarks } from "./plot.js";
+import { setRange } from "./range.js";
 
 export const PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4f46e5", "#059669"];
 // Stage colours: rl_insight/palette.py (served as /ui/palette.json), the same in the offline HTML and PNG.
 let STAGE_COLORS = { stages: {}, fallback: PALETTE, mixed: "#9ca3af" };
 export const paletteReady = fetch("/ui/palette.json").then(r => r.ok ? r.json() : null)
   .then(p => { if (p && p.stages && Array.isArray(p.fallback) && p.fallback.length) STAGE_COLORS = p; }).catch(() => {});
-const fnv1a = (text) => { let h = 0x811c9dc5; for (const b of new TextEncoder().encode(text)) { h ^= b; h = Math.imul(h, 0x01000193) >>> 0; } return h; };
+export const fnv1a = (text) => { let h = 0x811c9dc5; for (const b of new TextEncoder().encode(text)) { h ^= b; h = Math.imul(h, 0x01000193) >>> 0; } return h; };
 export const colorOf = (name) => STAGE_COLORS.stages[name] || STAGE_COLORS.fallback[fnv1a(name) % STAGE_COLORS.fallback.length];
 
 export class Timeline {
@@ -37,9 +39,10 @@ export class Timeline {
     this.snapshot = null;  // an open stack snapshot: {id, t_ns, odd: [lanes]} (stacks.js)
     this.canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e.offsetX, e.deltaY > 0 ? 1.25 : 0.8); }, { passive: false });
     this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: this.view[0], to: this.view[1] }; });
-    window.addEventListener("mouseup", () => { if (this.drag) { this.drag = null; this.fetchSoon(); } });
+    window.addEventListener("mouseup", (e) => { if (this.drag) { const moved = Math.abs(e.clientX - this.drag.x) > 2; this.drag = null;
+      this.fetchSoon(); if (moved) this.reportView(); } });
     window.addEventListener("mousemove", (e) => this.onMove(e));
-    this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; });
+    this.canvas.addEventListener("mouseleave", () => { $("#tooltip").hidden = true; this.crosshair(null); });
     this.canvas.addEventListener("click", (e) => {
       if (e.offsetY > this.axisH + 14) return;  // the step band under the time axis
       // the nearest step mark within 30 px (marks can be closer than that when many steps are in view)
@@ -47,7 +50,10 @@ export class Timeline {
         .sort((p, q) => Math.abs(p[0] - e.offsetX) - Math.abs(q[0] - e.offsetX))[0];
       if (hit) (state.timelines?.includes(this) ? showStep(hit[1]) : this.zoomToStep(hit[1]));  // compare: every run at that step
     });
-    this.canvas.addEventListener("dblclick", () => { this.view = null; this.follow = true; this.load(); });
+    this.canvas.addEventListener("dblclick", () => {
+      this.view = null; this.follow = true; this.load();
+      if (state.timeline === this) setRange(null, { source: this });
+    });
   }
   width() { return Math.max(300, this.el.clientWidth); }
   async pageLanes() {
@@ -67,7 +73,7 @@ export class Timeline {
     const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
     this.pager.replaceChildren(h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
       h("span", { id: this.pid("lanes-page") }, `lanes ${a + 1}–${b} of ${n}`),
-      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"), hidden);
+      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"), ...(hidden ? [hidden] : []));
     return this.allLanes.slice(a, b);
   }
   async load() {
@@ -76,9 +82,11 @@ export class Timeline {
     let q = page ? `&lanes=${encodeURIComponent(page.join(","))}` : "";
     if (this.view && !this.follow) q += `&from_ns=${Math.round(this.view[0])}&to_ns=${Math.round(this.view[1])}`;
     else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q += `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
-    const res = this.view ? Math.max(0, Math.floor((this.view[1] - this.view[0]) / w)) : 0;
-    const d = await api(`/api/v1/runs/${this.runId}/spans?resolution_ns=${res}${q}`);
-    if (!this.view) { this.view = [d.from_ns, d.to_ns]; if (d.spans.length > 20000) return this.load(); }
+    // the first view (the whole run) is merged by the server to the view's width (px): one answer, never the whole
+    // run at full resolution first
+    const res = this.view ? `resolution_ns=${Math.max(0, Math.floor((this.view[1] - this.view[0]) / w))}` : `px=${Math.floor(w)}`;
+    const d = await api(`/api/v1/runs/${this.runId}/spans?${res}${q}`);
+    if (!this.view) this.view = [d.from_ns, d.to_ns];
     else if (this.follow) this.view = [d.from_ns, d.to_ns];
     this.data = d;
     // spans whose clocks say they began long before the run (a node at 1970) are not in the default window: say so
@@ -109,14 +117,45 @@ export class Timeline {
       i = (this.stepMarks || []).findIndex(m => m[0] === step);
       if (i < 0) return;
     }
-    // a step's metrics are logged when it ends: step N spans from the previous mark to its own
-    const end = this.stepMarks[i][1], start = i > 0 ? this.stepMarks[i - 1][1] : this.data.from_ns;
+    const [start, end] = this.stepRange(step);
     this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
+  }
+  // A step's span in ns: its metrics are logged when it ends, so step N runs from the previous mark to its own.
+  stepRange(step) {
+    const marks = this.stepMarks || [], i = marks.findIndex(m => m[0] === step);
+    if (i < 0) return null;
+    return [i > 0 ? marks[i - 1][1] : Math.min(this.data.from_ns ?? marks[i][1], marks[i][1]), marks[i][1]];
+  }
+  // The page's range moved (range.js): show that window (null: the whole run), following the end when asked.
+  setWindow(ns, follow) {
+    this.view = ns; this.follow = follow;
+    this.load().catch(() => {});
+  }
+  // A zoom or pan by the user: the page's range follows (the main timeline only: a compared run has its own times).
+  reportView() {
+    clearTimeout(this.rt);
+    if (state.timeline !== this) return;
+    this.rt = setTimeout(() => setRange({ secs: [this.view[0] / 1e9, this.view[1] / 1e9] }, { source: this }), 250);
+  }
+  zoomBy(factor) { this.zoom(this.gutter + (this.width() - this.gutter) / 2, factor); }
+  panBy(fraction) {
+    const d = (this.view[1] - this.view[0]) * fraction;
+    this.view = [this.view[0] + d, this.view[1] + d]; this.follow = false; this.draw(); this.fetchSoon(); this.reportView();
+  }
+  // A chart's cursor at this moment (epoch seconds; null: none): a thin line over every lane.
+  setHover(sec) {
+    if (!this.hoverLine) { this.hoverLine = h("div", { class: "hover-line" }); this.el.append(this.hoverLine); }
+    const [a, b] = this.view || [0, 0], ns = sec === null ? null : sec * 1e9;
+    const inside = ns !== null && ns >= a && ns <= b && b > a;
+    this.hoverLine.hidden = !inside;
+    if (inside) this.hoverLine.style.left = `${this.gutter + (ns - a) / (b - a) * (this.width() - this.gutter)}px`;
+    this.el.dataset.hoverNs = inside ? String(Math.round(ns)) : "";
   }
   fetchSoon() { clearTimeout(this.t); this.t = setTimeout(() => this.load().catch(() => {}), 120); }  // (a failure: the banner)
   zoom(px, factor) {
     const [a, b] = this.view; const x = a + (b - a) * Math.max(0, px - this.gutter) / (this.width() - this.gutter);
     this.view = [Math.round(x - (x - a) * factor), Math.round(x + (b - x) * factor)]; this.follow = false; this.draw(); this.fetchSoon();
+    this.reportView();
   }
   layout() {
     const rows = []; let prev = null;
@@ -136,29 +175,31 @@ export class Timeline {
     this.el.dataset.fromNs = a; this.el.dataset.toNs = b; this.el.dataset.laneCount = this.data.lanes.length; this.el.dataset.spanCount = this.data.spans.length;
     // axis
     ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#e5e7eb";
-    const ticks = 8;
-    const labels = timeTicks(a, b, ticks);
-    this.el.dataset.ticks = JSON.stringify(labels);
-    for (let i = 0; i <= ticks; i++) {
-      const t = a + (b - a) * i / ticks, x = xOf(t);
+    const ticks = roundTicks(a, b, Math.max(2, Math.floor(plotW / 110)));  // round times, as many as fit
+    this.el.dataset.ticks = JSON.stringify(ticks.map(t => t[1]));
+    for (const [t, label] of ticks) {
+      const x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
-      ctx.fillText(labels[i], Math.min(x + 2, W - 60), 14);
+      ctx.fillText(label, Math.min(x + 2, W - ctx.measureText(label).width - 2), 14);
     }
     // step boundaries (a step ends when its step metric is logged)
     const visible = (this.stepMarks || []).filter(([, t]) => t >= a && t <= b);
     this.el.dataset.steps = JSON.stringify(visible.map(m => m[0]));
     this.stepHits = [];
     ctx.save(); ctx.strokeStyle = "#94a3b8"; ctx.setLineDash([3, 3]); ctx.fillStyle = "#475569"; ctx.font = "10px system-ui";
-    let lastLabelX = -1e9;
+    // labels thinned to what fits: "end of step N" when there is room, "N" when there is less, none when marks
+    // crowd (every step is named on hover, in the band under the axis)
+    let lastRight = this.gutter - 4; const labelled = [];
+    const spacing = visible.length > 1 ? plotW / visible.length : plotW;
     for (const [step, t] of visible) {
       const x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, this.axisH); ctx.lineTo(x, H); ctx.stroke();
-      if (x - lastLabelX > 44) {  // right-aligned to its line, kept inside the canvas
-        const label = `end of step ${step}${this.profiledSteps?.has(step) ? " (profiled)" : ""}`, w = ctx.measureText(label).width;
-        ctx.fillText(label, Math.min(Math.max(this.gutter, x - w - 2), W - w - 2), this.axisH + 9); lastLabelX = x;
-      }
+      const label = spacing > 90 ? `end of step ${step}${this.profiledSteps?.has(step) ? " (profiled)" : ""}` : String(step);
+      const w = ctx.measureText(label).width, x0 = Math.min(Math.max(this.gutter, x - w - 2), W - w - 2);
+      if (x0 > lastRight + 6) { ctx.fillText(label, x0, this.axisH + 9); lastRight = x0 + w; labelled.push(step); }
       this.stepHits.push([x, step]);
     }
+    this.el.dataset.stepLabels = JSON.stringify(labelled);
     ctx.restore();
     // rows and labels
     this.el.querySelectorAll(".lane-label").forEach(n => n.remove());
@@ -239,6 +280,12 @@ export class Timeline {
     }
     if (e.target !== this.canvas) return;
     const x = e.offsetX, y = e.offsetY, tip = $("#tooltip");
+    this.crosshair(x);
+    const place = (text) => { tip.textContent = text; tip.hidden = false; tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`; };
+    if (y <= this.axisH + 14) {  // the step band: every step mark is named here, labelled or not
+      const mark = (this.stepHits || []).filter(([mx]) => Math.abs(mx - x) < 8).sort((p, q) => Math.abs(p[0] - x) - Math.abs(q[0] - x))[0];
+      if (mark) { place(`end of step ${mark[1]}${this.profiledSteps?.has(mark[1]) ? " (profiled)" : ""} · click: select it`); tip.dataset.step = mark[1]; return; }
+    }
     const hit = (this.rects || []).filter(r => x >= r.x0 - 1 && x <= r.x1 + 1 && y >= r.y && y <= r.y1).pop();
     if (!hit) { tip.hidden = true; return; }
     const [laneI, , name, start, end, count, id, open] = hit.span;
@@ -252,6 +299,13 @@ export class Timeline {
     if (id && count === 1) this.detail(id).then(d => { if (!tip.hidden && d) tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
       Object.entries(d.attributes).filter(([k]) => !PLUMBING.has(k)).map(([k, v]) => `${k}: ${v}`).join("\n");
       tip.dataset.detailed = "1"; });
+  }
+  // the timeline's cursor moves the time charts' crosshair (the Prometheus panels, the trainer charts by time)
+  crosshair(px) {
+    if (state.timeline !== this || !this.view) return;
+    const sec = px === null || px < this.gutter ? null : (this.view[0] + (px - this.gutter) / (this.width() - this.gutter) * (this.view[1] - this.view[0])) / 1e9;
+    state.hoverSec = sec;  // kept: a chart redrawn by a refresh puts its crosshair back (plot.js)
+    for (const p of state.charts) applyHover(p);
   }
   stepOf(ns) {
     // the step a moment belongs to: the first step whose end mark is at or after it
@@ -270,11 +324,9 @@ export class Timeline {
 // address says it (`?step=N`, so the view survives a reload and can be shared).
 export function showStep(step, { scroll = true } = {}) {
   state.selectedStep = step;
-  const [path, query] = location.hash.split("?");
-  const params = new URLSearchParams(query || "");
-  params.set("step", step);
-  history.replaceState(null, "", `${path}?${params}`);
+  setUrlParams({ step });
   (state.onStep || []).forEach(fn => fn(step));
+  redrawMarks();
   if (!state.timeline) return;
   for (const t of state.timelines || [state.timeline]) t.zoomToStep(step);
   if (scroll) document.getElementById("timeline-h")?.scrollIntoView({ behavior: "smooth" });

@@ -1,7 +1,7 @@
 /* rl-insight UI, trajectories.js: the run page's agent-loop trajectories (step -> trajectory -> turns).
    One step at a time: a sortable, filterable, paged table; the step's distributions; a trajectory's waterfall.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, every } from "./api.js";
+import { api, every, setUrlParams } from "./api.js";
 import { h } from "./dom.js";
 import { fmtDur, fmtNum, fmtTick } from "./format.js";
 import { compareLanes } from "./lanes.js";
@@ -24,21 +24,33 @@ const TRAJ_COLUMNS = [  // [sort key or null, header, cell]
 const PAGE = 50;
 
 export class Trajectories {
-  constructor(el, runId) {
-    this.el = el; this.runId = runId;
-    this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, min_turns: "", sample: "", offset: 0 };
+  // params: the page's address (traj_step, traj_status, traj_tool, traj_replica, traj_failed, traj: the open one);
+  // lastStep(): the run's last complete step (a live run's newest trajectory step may still be running)
+  constructor(el, runId, { params = new URLSearchParams(), lastStep = () => null } = {}) {
+    this.el = el; this.runId = runId; this.lastStep = lastStep;
+    this.query = { step: null, sort: "duration", desc: true, status: "", tool: "", replica: "", failed: false, tool_errors: false,
+      min_turns: "", sample: "", offset: 0 };
+    const p = (k) => params.get(`traj_${k}`) || "";
+    if (/^\d+$/.test(p("step"))) this.query.step = +p("step"); else if (p("step") === "none") this.query.step = "none";
+    Object.assign(this.query, { status: p("status"), tool: p("tool"), replica: p("replica"), failed: p("failed") === "true",
+      tool_errors: p("tool_errors") === "true" });
+    if (/^\d+$/.test(params.get("traj") || "")) this.wanted = +params.get("traj");
     this.stepSel = h("select", { id: "traj-step", onchange: () => this.set({ step: this.stepSel.value === "none" ? "none" : Number(this.stepSel.value), offset: 0 }) });
     this.statusSel = h("select", { id: "traj-status", onchange: () => this.set({ status: this.statusSel.value, offset: 0 }) });
     this.toolSel = h("select", { id: "traj-tool", onchange: () => this.set({ tool: this.toolSel.value, offset: 0 }) });
     this.replicaSel = h("select", { id: "traj-replica", onchange: () => this.set({ replica: this.replicaSel.value, offset: 0 }) });
-    this.failed = h("input", { type: "checkbox", id: "traj-failed", onchange: () => this.set({ failed: this.failed.checked, offset: 0 }) });
+    this.failed = h("input", { type: "checkbox", id: "traj-failed", checked: this.query.failed ? "" : null,
+      onchange: () => this.set({ failed: this.failed.checked, offset: 0 }) });
+    this.toolErrors = h("input", { type: "checkbox", id: "traj-tool-errors", checked: this.query.tool_errors ? "" : null,
+      onchange: () => this.set({ tool_errors: this.toolErrors.checked, offset: 0 }) });
     this.minTurns = h("input", { id: "traj-min-turns", size: 4, placeholder: "≥ turns", onchange: () => this.set({ min_turns: this.minTurns.value.trim(), offset: 0 }) });
     this.summary = h("span", { class: "muted", id: "traj-summary" });
     this.dists = h("div", { class: "cards traj-dists", id: "traj-dists" });
     this.table = h("div", { id: "traj-table" });
     this.waterfall = h("div", { id: "traj-waterfall" });
     this.bar = h("div", { class: "bar", id: "traj-controls" }, h("label", {}, "step ", this.stepSel), h("label", {}, "status ", this.statusSel),
-      h("label", {}, "tool ", this.toolSel), h("label", {}, "replica ", this.replicaSel), h("label", {}, this.failed, " failed only"), this.minTurns,
+      h("label", {}, "tool ", this.toolSel), h("label", {}, "replica ", this.replicaSel), h("label", { title: "ended failed: error, timeout, aborted, truncated …" }, this.failed, " failed only"),
+      h("label", { title: "a tool call failed (the trajectory may still have succeeded)" }, this.toolErrors, " with tool errors"), this.minTurns,
       this.summary);
   }
 
@@ -51,7 +63,9 @@ export class Trajectories {
       return false;
     }
     // "none": trajectories no step could be given to (spans that arrived before the run's first step metric)
-    if (this.query.step === null || (this.query.step !== "none" && !steps.includes(this.query.step))) this.query.step = steps[0] ?? "none";
+    // by default the newest complete step (the newest may still be running: its trajectories are not all there)
+    const last = this.lastStep(), done = steps.find(s => last === null || last === undefined || s <= last);
+    if (this.query.step === null || (this.query.step !== "none" && !steps.includes(this.query.step))) this.query.step = done ?? steps[0] ?? "none";
     this.stepSel.replaceChildren(...steps.map(s => h("option", { value: s }, `step ${s}`)),
       without_step ? h("option", { value: "none" }, "no step") : null);
     this.stepSel.value = this.query.step;
@@ -70,15 +84,27 @@ export class Trajectories {
     await this.load();
   }
 
-  async set(changes) { Object.assign(this.query, changes); await Promise.all([changes.step !== undefined ? this.loadStats() : null, this.loadPage()]); }
+  async set(changes) {
+    Object.assign(this.query, changes);
+    this.remember();
+    await Promise.all([changes.step !== undefined ? this.loadStats() : null, this.loadPage()]);
+  }
+  // the view in the address: a reload or a shared link opens the same step, filters and trajectory
+  remember() {
+    const q = this.query;
+    setUrlParams({ traj_step: q.step, traj_status: q.status, traj_tool: q.tool, traj_replica: q.replica, traj_failed: q.failed ? "true" : null,
+      traj_tool_errors: q.tool_errors ? "true" : null,
+      traj: this.selected ?? null });
+  }
 
   /** From the long-tail card: which trajectories kept this replica busy at this step. */
   async focus({ step, replica }) {
     Object.assign(this.query, { step: step ?? this.query.step, replica: replica || "", sort: "duration", desc: true, offset: 0, status: "",
-      tool: "", failed: false, sample: "", min_turns: "" });
-    this.failed.checked = false; this.minTurns.value = "";  // the controls the menus' refresh does not redraw
+      tool: "", failed: false, tool_errors: false, sample: "", min_turns: "" });
+    this.failed.checked = false; this.toolErrors.checked = false; this.minTurns.value = "";  // the controls the menus' refresh does not redraw
     document.getElementById("trajectories-h")?.scrollIntoView();
     await this.load();
+    this.remember();
   }
 
   params() {
@@ -86,6 +112,7 @@ export class Trajectories {
     if (q.step === "none") p.set("no_step", "true"); else if (q.step !== null) p.set("step", q.step);
     for (const k of ["status", "tool", "replica", "min_turns", "sample"]) if (q[k] !== "" && q[k] !== null) p.set(k, q[k]);
     if (q.failed) p.set("failed", "true");
+    if (q.tool_errors) p.set("tool_errors", "true");
     return p;
   }
 
@@ -104,7 +131,7 @@ export class Trajectories {
     this.dists.replaceChildren(
       card(`${s.step === null ? "no step" : "step " + s.step}: ${s.trajectories} trajectories`, h("div", { class: "v small" },
         d.p50 === null ? "–" : `p50 ${fmtDur(d.p50)} · p90 ${fmtDur(d.p90)} · p99 ${fmtDur(d.p99)} · max ${fmtDur(d.max)}`,
-        h("br"), `${s.failed} failed or with tool errors`), "traj-card-duration"),
+        h("br"), `${s.failed} failed · ${s.with_tool_errors ?? 0} with tool errors`), "traj-card-duration"),
       card("duration", histogram(s.duration, fmtDur), "traj-hist-duration"),
       card("turns per trajectory", histogram(s.turns, v => String(v)), "traj-hist-turns"),
       card("reward", histogram(s.reward, fmtNum), "traj-hist-reward"),
@@ -125,7 +152,7 @@ export class Trajectories {
       onclick: () => this.set({ sort: key, desc: q.sort === key ? !q.desc : key !== "reward", offset: 0 }) } : {},
       label, key && q.sort === key ? (q.desc ? " ▼" : " ▲") : "")));
     const rows = p.trajectories.map(t => h("tr", { "data-traj-id": t.id, class: this.selected === t.id ? "selected" : "",
-      onclick: () => this.show(t.id) }, ...TRAJ_COLUMNS.map(([, , cell]) => h("td", {}, cell(t, this)))));
+      onclick: () => this.show(t.id).then(() => this.remember()) }, ...TRAJ_COLUMNS.map(([, , cell]) => h("td", {}, cell(t, this)))));
     const last = Math.min(p.total, q.offset + p.trajectories.length);
     this.summary.textContent = p.total ? `${q.offset + 1}–${last} of ${p.total}` : "no trajectory matches";
     const pager = h("div", { class: "bar" },
@@ -135,12 +162,14 @@ export class Trajectories {
       q.sample ? h("button", { id: "traj-sample-clear", title: "show every sample again", onclick: () => this.set({ sample: "", offset: 0 }) },
         `sample ${q.sample} ✕`) : null);
     this.table.replaceChildren(h("table", { class: "grid traj" }, head, ...rows), pager);
-    if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
+    if (this.wanted !== undefined) { const id = this.wanted; delete this.wanted; await this.show(id).catch(() => this.show(p.trajectories[0]?.id)); }
+    else if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
     else if (!p.trajectories.length) this.waterfall.replaceChildren();
   }
 
   /** A trajectory's turns as bars on its own time axis: generate → tool → generate …, gaps visible. */
   async show(id) {
+    if (id === undefined) return;
     this.selected = id;
     this.table.querySelectorAll("tr[data-traj-id]").forEach(tr => tr.classList.toggle("selected", Number(tr.dataset.trajId) === id));
     const t = await api(`/api/v1/runs/${this.runId}/trajectories/${id}`);

@@ -177,8 +177,13 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
 def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
     emit_run(server.url, monkeypatch=monkeypatch)
     wait_for_run(server.url)
-    server.app.state.st.insight.refresh()
-    text = httpx.get(server.url + "/metrics").text
+
+    def exposition() -> str | None:  # the last step's spans may reach the store just after its step metric
+        server.app.state.st.insight.refresh()
+        text = httpx.get(server.url + "/metrics").text
+        return text if "rl_insight_insight_rollout_long_tail_ratio{" in text else None
+
+    text = wait_until(exposition, what="the long-tail insight on /metrics")
     assert 'rl_insight_insight_lane_utilization{experiment_name="exp",lane="replica_0",project="proj"}' in text
     assert 'rl_insight_insight_rollout_training_overlap_ratio{experiment_name="exp",project="proj"} 0.0' in text
     assert (
@@ -208,3 +213,22 @@ def test_run_metrics_and_spans_survive_a_server_restart(tmp_path, monkeypatch) -
         assert json.loads(httpx.get(srv.url + "/healthz").text)["store"]["degraded"] is False
     finally:
         srv.stop()
+
+
+def test_spans_px_merges_the_runs_own_window_to_the_views_width_in_one_answer(server, monkeypatch) -> None:
+    emit_run(server.url, steps=5, monkeypatch=monkeypatch)
+    rid = wait_for_run(server.url)["id"]
+    full = httpx.get(f"{server.url}/api/v1/runs/{rid}/spans").json()
+    merged = httpx.get(f"{server.url}/api/v1/runs/{rid}/spans", params={"px": 4}).json()
+    # the same window the server chose, merged to about one item per pixel per lane and depth
+    assert (merged["from_ns"], merged["lanes"]) == (full["from_ns"], full["lanes"])
+    assert merged["resolution_ns"] == (merged["to_ns"] - merged["from_ns"]) // 4 > 0
+    per_lane: dict[tuple[int, int], int] = {}
+    for lane, depth, *_ in merged["spans"]:
+        per_lane[(lane, depth)] = per_lane.get((lane, depth), 0) + 1
+    assert len(merged["spans"]) < len(full["spans"]) and max(per_lane.values()) <= 2 * 4
+    assert any(row[5] > 1 for row in merged["spans"])  # merged rows carry their count
+    # an explicit resolution wins over px
+    exact = httpx.get(f"{server.url}/api/v1/runs/{rid}/spans", params={"px": 4, "resolution_ns": 1}).json()
+    assert exact["resolution_ns"] == 1
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}/spans", params={"px": -1}).status_code == 422

@@ -1,0 +1,190 @@
+"""Readable charts and one time range (real Chromium, a live demo on a token server): hover values in every chart's
+legend table, one crosshair shared by the charts on the same axis, the selected step marked on every chart, a drag on
+a chart zooming every chart and the timeline (and the reverse), the range and view surviving a reload through the
+address, the keyboard shortcuts, log scale and full width, 24-hour time and thinned step labels."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
+
+pytestmark = pytest.mark.e2e
+TOKEN = "e2e-charts-token"
+RECT = "e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    yield from browser_demo(tmp_path_factory, "charts-ui", 0.8, TOKEN, replicas=3, ranks=2, min_steps=8)
+
+
+def _open(page, demo: str, query: str = "") -> None:
+    sign_in(page, demo, TOKEN)
+    page.goto(f"{demo}/#/run/1{query}")
+    page.wait_for_function("document.querySelectorAll('.chart[data-metric][data-points]').length >= 10", timeout=60_000)
+    page.wait_for_function("(JSON.parse(document.querySelector('#timeline')?.dataset.steps || '[]')).length >= 5",
+                           timeout=60_000)
+
+
+def _over(page, metric: str) -> list[float]:
+    page.locator(f".chart[data-metric='{metric}'] .u-over").scroll_into_view_if_needed()
+    return page.eval_on_selector(f".chart[data-metric='{metric}'] .u-over", RECT)
+
+
+def test_hover_values_a_shared_crosshair_and_the_selected_step_on_every_chart(demo: str, page) -> None:
+    page.set_viewport_size({"width": 1440, "height": 1000})
+    _open(page, demo)
+    # the page fits a 1440 px window: no sideways scrolling
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
+    x, y, w, hgt = _over(page, "timing_s_step")
+    page.mouse.move(x + w * 0.5, y + hgt / 2)
+    at = page.inner_text(".chart[data-metric='timing_s_step'] .legend-table th.at")
+    assert re.fullmatch(r"step \d+", at), at
+    step = int(at.split()[1])
+    # the value under the cursor is the chart's own data point at that step
+    value = page.inner_text(".chart[data-metric='timing_s_step'] .legend-table td.cur")
+    data = page.evaluate("(() => { const p = state.charts.find(c => c.root.closest('[data-metric=\"timing_s_step\"]'));"
+                         " return [p.data[0], p.data[1]]; })()")
+    expected = data[1][data[0].index(step)]
+    assert value != "–" and abs(float(value) - expected) <= abs(expected) * 1e-3 + 1e-9, (value, expected)
+    # last / min / max / mean of the series
+    stats = {k: float(page.inner_text(f".chart[data-metric='timing_s_step'] td[data-stat='{k}']"))
+             for k in ("min", "max")}
+    values = [v for v in data[1] if v is not None]
+    assert stats["min"] == pytest.approx(min(values), rel=1e-3) and stats["max"] == pytest.approx(max(values), rel=1e-3)
+    # one crosshair: another chart on the step axis shows the same step
+    assert page.inner_text(".chart[data-metric='critic_score_mean'] .legend-table th.at") == f"step {step}"
+    page.locator(".chart[data-metric='timing_s_step']").screenshot(path=str(ARTIFACTS / "chart-hover.png"))
+    # a click selects the step: every chart marks it, the address says it
+    page.mouse.click(x + w * 0.5, y + hgt / 2)
+    page.wait_for_function(f"location.hash.includes('step={step}')")
+    marked = page.eval_on_selector_all(".chart[data-metric][data-points]", "cs => cs.map(c => c.dataset.selectedStep)")
+    assert marked and all(m == str(step) for m in marked), marked
+    # smoothing keeps the raw values behind the smoothed line, faint, in the same colour
+    page.eval_on_selector("#smoothing", "e => { e.value = 0.6; e.dispatchEvent(new Event('input')); }")
+    plot = "state.charts.find(p => p.root.closest('[data-metric=\"timing_s_step\"]'))"
+    page.wait_for_function(f"{plot}?.series.length === 3", timeout=10_000)
+    raw, smooth = page.evaluate(f"[{plot}.series[1], {plot}.series[2]].map(s => [s.label, s.stroke(), s.width])")
+    assert raw[0].endswith("(raw)") and raw[1].startswith(smooth[1]) and raw[1] != smooth[1] and raw[2] < smooth[2]
+    rows = ".chart[data-metric='timing_s_step'] .legend-table tr[data-series]"
+    assert page.eval_on_selector_all(rows, "r => r.length") == 1
+
+
+def test_a_drag_on_a_chart_zooms_every_chart_and_the_timeline_and_the_address_keeps_it(demo: str, page) -> None:
+    _open(page, demo)
+    x, y, w, hgt = _over(page, "timing_s_step")
+    page.mouse.move(x + w * 0.15, y + hgt / 2)
+    page.mouse.down()
+    page.mouse.move(x + w * 0.6, y + hgt / 2, steps=6)
+    page.mouse.up()
+    page.wait_for_function("/steps=\\d+-\\d+/.test(location.hash)")
+    a, b = map(int, re.search(r"steps=(\d+)-(\d+)", page.url).groups())
+    assert a < b
+    # every step chart shows exactly that range; the timeline shows those steps' time
+    scales = page.evaluate("state.charts.filter(p => p.xKind === 'step').map(p => [p.scales.x.min, p.scales.x.max])")
+    assert scales and all(s == [a, b] for s in scales), scales
+    marks = dict(page.evaluate("state.timeline.stepMarks"))
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs === {marks[b]}")
+    assert json.loads(page.get_attribute("#range", "data-range"))["steps"] == [a, b]
+    assert page.input_value("#range-from-step") == str(a) and page.input_value("#range-to-step") == str(b)
+    page.screenshot(path=str(ARTIFACTS / "range-steps.png"))
+    # a reload opens the same range
+    page.reload()
+    page.wait_for_function("document.querySelectorAll('.chart[data-metric][data-points]').length >= 10", timeout=60_000)
+    page.wait_for_function(f"state.charts.filter(p => p.xKind === 'step').every(p => p.scales.x.min === {a} && "
+                           f"p.scales.x.max === {b})", timeout=30_000)
+    # the timeline's zoom drives the charts back: W zooms in around its middle, the step charts follow
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs === {marks[b]}", timeout=30_000)
+    page.keyboard.press("w")
+    page.wait_for_function("!/steps=/.test(location.hash) && /from=\\d+&to=\\d+/.test(location.hash)", timeout=10_000)
+    frm, to = map(int, re.search(r"from=(\d+)&to=(\d+)", page.url).groups())
+    tl = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    assert abs(tl[0] / 1e6 - frm) <= 1 and abs(tl[1] / 1e6 - to) <= 1
+    time_range = page.evaluate("state.rangeNow().secs")
+    assert time_range[1] - time_range[0] < (marks[b] - marks[a - 1 if a - 1 in marks else a]) / 1e9
+    # the picker: the whole run again
+    page.click("#range-reset")
+    page.wait_for_function("!/from=|steps=|last=/.test(location.hash)")
+    assert page.input_value("#range-preset") == ""
+
+
+def test_the_picker_the_minimap_and_the_time_charts(demo: str, page) -> None:
+    _open(page, demo, "?last=900")
+    assert page.input_value("#range-preset") == "900"
+    page.wait_for_function("+document.querySelector('#minimap').dataset.steps >= 5", timeout=30_000)
+    # the minimap: a drag across it chooses a step range
+    box = page.eval_on_selector("#minimap", RECT)
+    page.mouse.move(box[0] + box[2] * 0.3, box[1] + box[3] / 2)
+    page.mouse.down()
+    page.mouse.move(box[0] + box[2] * 0.7, box[1] + box[3] / 2, steps=4)
+    page.mouse.up()
+    page.wait_for_function("/steps=\\d+-\\d+/.test(location.hash)")
+    assert page.input_value("#range-preset") == "custom"
+    page.locator("#minimap").screenshot(path=str(ARTIFACTS / "minimap.png"))
+    # by time: 24-hour clock ticks on the x axis, the timeline's cursor moves the time charts' crosshair
+    drawn = int(page.get_attribute("#charts", "data-refreshed") or 0)
+    page.click("#x-time")
+    page.wait_for_function(f"+document.querySelector('#charts').dataset.refreshed > {drawn} && "
+                           "state.charts.some(p => p.xKind === 'time')", timeout=30_000)
+    ticks = page.evaluate("state.charts.find(p => p.xKind === 'time').axes[0]._values")
+    assert ticks and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks if t), ticks
+    page.click("#range-reset")
+    page.wait_for_function("!/steps=/.test(location.hash)")
+    page.wait_for_timeout(500)  # the views settle on the whole run
+    size = page.eval_on_selector("#timeline canvas", "e => [e.clientWidth, e.clientHeight]")
+    page.hover("#timeline canvas", position={"x": size[0] * 0.6, "y": size[1] * 0.6})
+    page.wait_for_function("state.charts.filter(p => p.xKind === 'time').every(p => p.cursor.idx !== null && "
+                           "p.cursor.idx !== undefined)", timeout=5_000)
+    at = page.eval_on_selector(".chart[data-metric] .legend-table th.at", "e => e.textContent")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", at), at
+
+
+def test_shortcuts_log_scale_full_width_and_step_labels(demo: str, page) -> None:
+    _open(page, demo)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("?")
+    assert page.is_visible("#shortcuts") and "W / S" in page.inner_text("#shortcuts")
+    page.screenshot(path=str(ARTIFACTS / "shortcuts.png"))
+    page.keyboard.press("Escape")
+    assert not page.is_visible("#shortcuts")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "metric-search"
+    page.keyboard.type("critic_score")
+    page.wait_for_function("location.hash.includes('q=critic_score')")
+    page.keyboard.press("Escape")
+    # A / D pan the timeline by a fifth of its view
+    before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    page.keyboard.press("d")
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.fromNs > {before[0]}")
+    after = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
+    assert after[1] - after[0] == pytest.approx(before[1] - before[0], rel=0.01)
+    # the search survived as the address's q: a reload filters the same
+    page.reload()
+    page.wait_for_function("document.querySelector('#metric-search')?.value === 'critic_score'", timeout=60_000)
+    page.wait_for_function("document.querySelectorAll('.chart[data-metric]:not([hidden])').length > 0", timeout=30_000)
+    shown = page.eval_on_selector_all(".chart[data-metric]:not([hidden])", "els => els.map(e => e.dataset.metric)")
+    assert shown and all("critic_score" in m for m in shown), shown
+    # log scale (positive data) and full width
+    chart = ".chart[data-metric='critic_score_mean']"
+    page.wait_for_selector(f"{chart}[data-points]", timeout=30_000)
+    narrow = page.eval_on_selector(chart, "e => e.getBoundingClientRect().width")
+    page.click(f"{chart} button[data-tool='wide']")
+    wide = page.eval_on_selector(chart, "e => e.getBoundingClientRect().width")
+    assert wide > narrow * 1.8
+    positive = page.evaluate("state.charts.find(p => p.root.closest('[data-metric=\"critic_score_mean\"]'))"
+                             ".data[1].every(v => v === null || v > 0)")
+    page.click(f"{chart} button[data-tool='log']")
+    plot = "state.charts.find(p => p.root.closest('[data-metric=\"critic_score_mean\"]'))"
+    page.wait_for_function(f"{plot}?.scales.y.distr === {3 if positive else 1}", timeout=10_000)
+    if not positive:  # the button says why it refused
+        assert "above 0" in page.get_attribute(f"{chart} button[data-tool='log']", "title")
+    # step labels on the timeline never overlap (thinned to what fits), ticks at round times in 24-hour form
+    page.fill("#metric-search", "")
+    labels = json.loads(page.get_attribute("#timeline", "data-step-labels"))
+    assert labels
+    ticks = json.loads(page.get_attribute("#timeline", "data-ticks"))
+    assert all(re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d{1,3})?)?", t) for t in ticks), ticks
