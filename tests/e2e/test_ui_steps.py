@@ -36,6 +36,11 @@ def test_a_row_selects_its_step_everywhere_and_the_address_keeps_it(demo: str, p
     assert f"step={chosen}" in page.url and "selected" in page.get_attribute(f"#step-table tr[data-step='{chosen}']",
                                                                               "class")
     assert f"(step {chosen})" in page.inner_text("#insight-wait .k")
+    # utilization and overlap of exactly that step; the table's bubbles column is its idle share
+    page.wait_for_function(f"document.querySelector('#insight-utilization .k').textContent.includes('(step {chosen})')")
+    assert f"(step {chosen})" in page.inner_text("#insight-overlap .k")
+    bubbles = page.inner_text(f"#step-table tr[data-step='{chosen}'] td:nth-child(8)")
+    assert bubbles.endswith(" %") and 0 <= int(bubbles[:-2]) <= 100, bubbles
     assert "null" not in page.inner_text("#step-table")
     # the breakdown card shows whole numbers (wrapped, never cut with an ellipsis) and a readable profile button
     cut = page.eval_on_selector_all("#insight-step .breakdown li", "ls => ls.filter(l => l.scrollWidth > l.clientWidth "

@@ -27,6 +27,7 @@ from typing import Any
 
 from ... import insights
 from . import queries as q
+from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
 
 NS = 1e9
 BLOCK = 32  # consecutive steps summed into one block: a window reads its blocks and a few single steps
@@ -248,6 +249,7 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
     states: dict[int, dict[str, float]] = {}
     gen: dict[int, dict[str, float]] = {}
     waits: dict[int, float] = {}
+    lane_busy: dict[int, tuple[float, int]] = {}  # per step: its lanes' busy seconds and how many lanes
     for i in range(0, len(steps_wanted), 500):
         part = steps_wanted[i:i + 500]
         marks = ",".join("?" * len(part))
@@ -265,16 +267,28 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
                 waits[step] = value
             else:
                 (states if lane == "" else gen).setdefault(step, {})[name] = value
+        # each lane's busy seconds (lane, "") summed per step in SQL: one row a step, not one a lane
+        for step, total, n in conn.execute(
+                f"SELECT step, sum(value), count(*) FROM step_stats WHERE run_id = ? AND step IN ({marks}) "
+                "AND name = '' AND lane NOT IN ('', '@gen', '@wait', '@phase', '@stale', '@maxdur') "
+                "AND lane NOT LIKE ? GROUP BY step", (run_id, *part, AGENT_LANE_PREFIX + "%")):
+            lane_busy[step] = (total, n)
     for step, a, b in (w for w in in_window if w[0] not in stored):  # few: each read on its own
         spans = q.spans_in(conn, run_id, a, b, attributes=False)
         states[step] = insights.step_breakdown(spans, [(step, a, b)], now_ns)[0]["states"]
         gen[step] = {lane: iv.length_in(a, b) / NS for lane, iv in insights.generation_lanes(spans, now_ns).items()}
         for _, _, value in wait_rows(conn, run_id, step, a, b, now_ns):
             waits[step] = value
+        per_lane = [v["busy_s"] for lane, v in insights.lane_utilization(spans, a, b, now_ns).items()
+                    if not lane.startswith(AGENT_LANE_PREFIX)]
+        lane_busy[step] = (sum(per_lane), len(per_lane))
     steps, tails = [], []
     for step, a, b in in_window:
         steps.append({"step": step, "start_ns": a, "end_ns": b, "duration_s": (b - a) / NS,
                       "states": {k: v for k, v in sorted(states.get(step, {}).items()) if v > 0}})
+        total, n = lane_busy.get(step, (0.0, 0))
+        if n and b > a:  # the share of lane time idle in the step, over the lanes that worked in it
+            steps[-1]["bubble_ratio"] = max(0.0, 1 - total * NS / (n * (b - a)))
         t = insights.tail_of_step(step, gen.get(step, {}))
         if t is not None:
             tails.append(t)

@@ -154,7 +154,6 @@ async function renderInsights(el, runId, idPrefix = "") {
     title: step !== undefined && step !== null ? `show step ${step} on the timeline` : null,
     onclick: step !== undefined && step !== null ? () => showStep(step) : null },
     h("div", { class: "k" }, k), h("div", { class: small ? "v small" : "v" }, v));
-  const lanes = Object.entries(s.lanes).sort((a, b) => compareLanes(a[0], b[0]));
   // the selected step's own numbers when it is one of these steps (else the last); its card says "selected"
   const sel = idPrefix ? null : state.selectedStep;
   const pick = (list) => (sel !== null && sel !== undefined && list.find(x => x.step === sel)) || list[list.length - 1];
@@ -165,8 +164,13 @@ async function renderInsights(el, runId, idPrefix = "") {
   const lastStep = pick(s.steps);
   const tail = pick(s.long_tail);
   const selected = sel !== null && sel !== undefined && lastStep?.step === sel;
+  // the selected step's own utilization and overlap: the insights of exactly its window
+  const span = selected ? state.timeline?.stepRange(sel) : null;
+  const own = span ? await api(`/api/v1/runs/${runId}/insights?from_ns=${span[0]}&to_ns=${span[1]}&max_steps=1`).catch(() => null) : null;
+  if (own) { s.lanes = own.lanes; s.overlap = own.overlap; }
+  const lanes = Object.entries(s.lanes).sort((a, b) => compareLanes(a[0], b[0]));
   el.replaceChildren(
-    card("rollout–training overlap", `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
+    card(`rollout–training overlap${own ? " (step " + sel + ")" : ""}`, `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
     card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
       !idPrefix && state.trajectories?.steps?.length ? h("button", { class: "mini link", id: "long-tail-trajectories", "data-lane": tail.slowest_lane, "data-step": tail.step,
         title: `the trajectories that kept ${tail.slowest_lane} busy at step ${tail.step}`,
@@ -184,7 +188,7 @@ async function renderInsights(el, runId, idPrefix = "") {
             h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} `, h("span", { class: "dur" }, fmtDur(v))))),
           overlapNote(lastStep))
       : "–", "insight-step", true, lastStep?.step),
-    card("lane utilization / bubbles", lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
+    card(`lane utilization / bubbles${own ? " (step " + sel + ")" : ""}`, lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–", "insight-utilization", true));
 }
 
 // States of one step overlap (separate-async: generation of step N+1 during training of step N; nested states):

@@ -1,5 +1,6 @@
 /* rl-insight UI, steps.js: the run's steps in a sortable table (slowest first): duration, generation, training,
-   rollout → training wait, the slowest replica and its tail ratio, and whether a profiler disturbed it; a row selects
+   rollout → training wait, the slowest replica and its tail ratio, the bubbles (the share of lane time idle in the
+   step), and whether a profiler disturbed it; a row selects
    its step everywhere (showStep).
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { api, state } from "./api.js";
@@ -16,6 +17,7 @@ const COLUMNS = [
   ["rollout → training wait", "wait_s", (s) => s.wait_s],
   ["slowest replica", "tail_lane", (s) => s.tail_lane],
   ["tail ratio", "tail_ratio", (s) => s.tail_ratio],
+  ["bubbles", "bubble_ratio", (s) => s.bubble_ratio],
 ];
 
 export class StepTable {
@@ -29,7 +31,7 @@ export class StepTable {
       const sum = (f) => states.filter(([k]) => f(k)).reduce((a, [, v]) => a + v, 0);
       return { step: x.step, duration_s: x.duration_s, gen_s: sum(k => GEN.test(k)), train_s: sum(k => !GEN.test(k)),
         wait_s: wait.get(x.step) ?? null, tail_lane: tail.get(x.step)?.slowest_lane ?? null,
-        tail_ratio: tail.get(x.step)?.ratio ?? null, profiled: !!x.profiled };
+        tail_ratio: tail.get(x.step)?.ratio ?? null, bubble_ratio: x.bubble_ratio ?? null, profiled: !!x.profiled };
     });
     this.draw();
   }
@@ -38,7 +40,7 @@ export class StepTable {
     const rows = [...this.steps].sort((a, b) => ((a[key] ?? -Infinity) > (b[key] ?? -Infinity) ? 1 : -1) * dir);
     if (!rows.length) { this.el.replaceChildren(h("p", { class: "muted" }, "No complete step yet.")); return; }
     const fmt = (k, v) => v === null || v === undefined ? "–" : k === "step" || k === "tail_lane" ? String(v)
-      : k === "tail_ratio" ? `${v.toFixed(2)}×` : fmtDur(v);
+      : k === "tail_ratio" ? `${v.toFixed(2)}×` : k === "bubble_ratio" ? `${(100 * v).toFixed(0)} %` : fmtDur(v);
     const head = h("tr", {}, ...COLUMNS.map(([label, k]) => h("th", { class: `sortable${k === key ? " sorted" : ""}`, "data-sort": k,
       onclick: () => { this.sort = [k, k === key ? -dir : -1]; this.draw(); } }, label + (k === key ? (dir < 0 ? " ▼" : " ▲") : ""))));
     const body = rows.slice(0, 200).map(r => h("tr", { "data-step": r.step, class: r.step === state.selectedStep ? "selected" : "",

@@ -102,6 +102,9 @@ def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, wind
                                  step_samples, versions)
         one = next(x for x in ref["steps"] if x["step"] == f["step"])
         _close(f["states"], one["states"], f"step {f['step']}")
+        # the step's bubbles: the share of lane time idle within the step, over the lanes that worked in it
+        util = [v["utilization"] for v in ref["lanes"].values()]
+        assert f["bubble_ratio"] == pytest.approx(1 - sum(util) / len(util), abs=1e-9)
         ref_tail = next((t for t in ref["long_tail"] if t["step"] == f["step"]), None)
         assert (ref_tail is None) == (f["step"] not in tails)
         if ref_tail:
