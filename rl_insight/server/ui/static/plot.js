@@ -96,6 +96,12 @@ function legendTable(u, lines, fmt, xKind) {
   return { table, update, updateStats };
 }
 
+function snapToPoint(u, left, top) {
+  const i = left >= 0 ? u.posToIdx(left) : null;
+  const x = i === null || i === undefined ? null : u.data[0][i];
+  return [x === null || x === undefined ? left : u.valToPos(x, "x"), top];
+}
+
 // Build a chart into `box` (a .chart element): lines = [{label, values, color?, dash?, raw?}] over xs.
 // ownRange: the chart keeps its own x range and crosshair (a compared run's panels: its times are not the page's).
 export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, onClick = null, onZoom = null, height = 170, ownRange = false }) {
@@ -111,7 +117,8 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
   const opts = {
     width: Math.max(320, box.clientWidth - 12), height,
     legend: { show: false },
-    cursor: { sync: { key: ownRange ? `own-${Math.random()}` : SYNC_KEY[xKind], setSeries: false }, drag: { x: true, y: false, setScale: false } },
+    // the crosshair snaps to the nearest point: every chart on the axis then shows the same step or moment
+    cursor: { move: snapToPoint, sync: { key: ownRange ? `own-${Math.random()}` : SYNC_KEY[xKind], setSeries: false }, drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: xKind === "time" }, y: log ? { distr: 3 } : { range: yRange } },
     axes: [axisX, { values: (u, v) => v.map(x => fmt(x)), size: 64 }],
     series: [{ label: xKind }, ...lines.map(l => ({ label: l.label, stroke: l.raw ? `${l.color}55` : l.color, width: l.raw ? 1 : 1.5,
@@ -134,11 +141,13 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
   legend = legendTable(plot, lines, fmt, xKind);
   legend.updateStats();
   box.append(legend.table);
-  if (onClick) plot.over.addEventListener("click", () => {
+  // (captured on the root: uPlot's drag handling may stop a click's propagation at its overlay)
+  if (onClick) plot.root.addEventListener("click", (e) => {
+    if (!plot.over.contains(e.target)) return;
     if (Date.now() - +(box.dataset.dragged || 0) < 300) return;  // the end of a drag, not a click
     const i = plot.cursor.idx;
     if (i !== null && i !== undefined) onClick(plot.data[0][i]);
-  });
+  }, true);
   state.charts.push(plot);
   applyViewRange(plot);
   return plot;
