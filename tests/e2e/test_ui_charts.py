@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
+import httpx
 import pytest
 
 from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
@@ -188,3 +191,119 @@ def test_shortcuts_log_scale_full_width_and_step_labels(demo: str, page) -> None
     assert labels
     ticks = json.loads(page.get_attribute("#timeline", "data-ticks"))
     assert all(re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d{1,3})?)?", t) for t in ticks), ticks
+
+
+def test_the_lane_filter_and_its_page_in_the_address(demo: str, page) -> None:
+    _open(page, demo)
+    page.fill("#lane-filter", "replica")
+    page.wait_for_function("document.querySelector('#timeline').dataset.laneCount === '3'", timeout=10_000)
+    assert "lanes=replica" in page.url and page.inner_text("#lanes-matched") == "3 of 5 lanes match"
+    page.reload()
+    page.wait_for_function("document.querySelector('#lane-filter')?.value === 'replica' && "
+                           "document.querySelector('#timeline').dataset.laneCount === '3'", timeout=60_000)
+    page.fill("#lane-filter", "rank_1, replica_0")  # any of the parts
+    page.wait_for_function("document.querySelector('#timeline').dataset.laneCount === '2'", timeout=10_000)
+    page.fill("#lane-filter", "no-such-lane")
+    page.wait_for_function("document.querySelector('#timeline').dataset.laneCount === '0'", timeout=10_000)
+    assert page.inner_text("#lanes-matched") == "0 of 5 lanes match"
+
+
+def test_the_exports_carry_steps_through_the_signed_in_browser(demo: str, page) -> None:
+    _open(page, demo)
+    with page.expect_download() as dl:
+        page.click("#export-trace")
+    trace = json.loads(open(dl.value.path()).read())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    slices = [e for e in events if e.get("ph") == "X"]
+    steps_track = [e for e in slices if re.fullmatch(r"step \d+", str(e.get("name", "")))]
+    assert len(steps_track) >= 5  # the steps track
+    stepped = [e for e in slices if isinstance(e.get("args", {}).get("step"), int)]
+    assert len(stepped) >= len(slices) * 0.8, (len(stepped), len(slices))  # the step on (nearly) every slice
+    with page.expect_download() as dl:
+        page.click("#export-csv")
+    lines = open(dl.value.path()).read().splitlines()
+    header = lines[0].split(",")
+    step_col = header.index("step")
+    steps = [row.split(",")[step_col] for row in lines[1:] if row.split(",")[step_col]]
+    assert steps and all(re.fullmatch(r"\d+", x) for x in steps)  # integer steps, never "1.0"
+    from rl_insight.export.points import INSIGHT_PREFIX
+    assert any(row.startswith(INSIGHT_PREFIX + "step/duration_s,") for row in lines[1:])  # the insight metrics too
+
+
+def test_compare_names_runs_and_shows_both_cards_and_timelines(demo: str, page) -> None:
+    """Compare on the token server: a second demo run, opened by URL next to the first."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    d = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rl_insight",
+            "demo",
+            "--server-url",
+            demo,
+            "--token",
+            TOKEN,
+            "--steps",
+            "4",
+            "--step-seconds",
+            "1.0",
+            "--replicas",
+            "2",
+            "--ranks",
+            "2",
+            "--experiment-name",
+            "ui-test-b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert d.returncode == 0, d.stdout + d.stderr
+    runs = {r["experiment_name"]: r["id"] for r in httpx.get(demo + "/api/v1/runs", headers=headers).json()["runs"]}
+    a, b = runs["charts-ui"], runs["ui-test-b"]
+    sign_in(page, demo, TOKEN)
+    page.goto(f"{demo}/#/run/{a}?compare={b}")  # opened by URL: names must not depend on the runs list
+    page.wait_for_function("document.querySelectorAll('#compare-insights [data-card=\"insight-overlap\"]').length "
+                           "=== 2", timeout=30_000)
+    heads = page.eval_on_selector_all("#compare-insights h4", "els => els.map(e => e.textContent)")
+    assert heads == ["rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+    page.wait_for_function(
+        "document.querySelectorAll('.chart[data-metric=\"critic_score_mean\"] .legend-table tr[data-series]').length"
+        " === 2", timeout=30_000
+    )
+    legend = page.eval_on_selector_all(
+        '.chart[data-metric="critic_score_mean"] .legend-table tr[data-series]', "els => els.map(e => e.dataset.series)"
+    )
+    assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), (
+        legend
+    )
+    # a run legend names each run's colour; the runs' own values differ (the demo seeds each run by its name)
+    assert page.eval_on_selector_all("#run-legend .item", "els => els.map(e => e.textContent)") == [
+        "rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+    curves = page.evaluate("(() => { const p = state.charts.find(c => "
+                           "c.root.closest('[data-metric=\"critic_score_mean\"]')); "
+                           "return [p.data[1], p.data[2], p.series[1].stroke(), p.series[2].stroke()]; })()")
+    shared = [(x, y) for x, y in zip(curves[0], curves[1]) if x is not None and y is not None]
+    assert shared and any(x != y for x, y in shared), shared  # not the same curve twice
+    assert curves[2] != curves[3]
+    # the config: one column per run, only the keys that differ by default
+    assert page.eval_on_selector("#run-config", "e => e.open")
+    heads = page.eval_on_selector_all("#run-config th", "els => els.map(e => e.textContent)")
+    assert heads == ["key", "rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+    differing = page.eval_on_selector_all("#run-config tr[data-key]", "els => els.map(e => e.dataset.key)")
+    assert differing and all(page.get_attribute(f"#run-config tr[data-key='{k}']", "class") == "differs"
+                             for k in differing)
+    page.click("#config-diff-only")  # every key again
+    assert len(page.eval_on_selector_all("#run-config tr[data-key]", "els => els")) > len(differing)
+    # the Prometheus sections (or their honest absence) for every run, not only the first
+    page.wait_for_selector(f".prom-sections[data-run-id='{b}'] > *", timeout=30_000)
+    # both timelines, stacked; a step click shows that step in both runs
+    page.wait_for_function(
+        f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000
+    )
+    page.wait_for_function("state.timelines.every(t => (t.stepMarks || []).some(m => m[0] === 3))", timeout=30_000)
+    page.evaluate("showStep(3)")
+    for i in (0, 1):
+        marks = dict(page.evaluate(f"state.timelines[{i}].stepMarks"))
+        page.wait_for_function(f"+state.timelines[{i}].el.dataset.toNs === {marks[3]}", timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -202,3 +203,20 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:
                       ("npu", "ui-npu.png"), ("host", "ui-host.png")):
         if page.get_attribute(f"#sec-{sid}", "data-available") == "1":
             page.locator(f"#sec-{sid}").screenshot(path=str(ARTIFACTS / shot))
+    # the panels follow the page's one time range: "last 5 min" queries that window, and their x axes show it in
+    # 24-hour time; hovering one panel moves every panel's crosshair (and the timeline's line) to the same moment
+    x_ticks = page.evaluate("state.prom.boxes.get('vllm_kv_cache').plot.axes[0]._values")
+    assert x_ticks and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in x_ticks if t), x_ticks
+    drawn = int(page.get_attribute("#prom-sections", "data-refreshed"))
+    page.select_option("#range-preset", "300")
+    page.wait_for_function(f"+document.querySelector('#prom-sections').dataset.refreshed > {drawn}", timeout=30_000)
+    lo, hi = page.evaluate("(() => { const s = state.prom.boxes.get('vllm_kv_cache').plot.scales.x; "
+                           "return [s.min, s.max]; })()")
+    assert 290 <= hi - lo <= 310, (lo, hi)
+    box = page.eval_on_selector(".chart[data-panel='vllm_kv_cache'] .u-over", "e => { e.scrollIntoView(); "
+                                "const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] * 0.9, box[1] + box[3] / 2)
+    at = page.inner_text(".chart[data-panel='vllm_kv_cache'] .legend-table th.at")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", at), at
+    assert page.inner_text(".chart[data-panel='vllm_requests'] .legend-table th.at") == at
+    assert page.get_attribute("#timeline", "data-hover-ns")

@@ -5,6 +5,7 @@ long-tail card opens the trajectories that kept its replica busy at its step."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from tests.e2e.test_ui import ARTIFACTS, _need_browser, running_demo
@@ -32,8 +33,17 @@ def _seconds(text: str) -> float:
 
 
 def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo: str, page) -> None:
+    page.set_viewport_size({"width": 1440, "height": 1000})
     page.goto(agent_demo + "/#/run/1")
     page.wait_for_selector("#traj-table tr[data-traj-id]", timeout=60_000)
+    # a 1440 px window: the wide trajectory table scrolls inside its section, the page never sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
+    # the newest complete step opens first (the newest may still be generating); "failed" and "with tool errors"
+    # are two filters
+    assert page.is_visible("#traj-failed") and page.is_visible("#traj-tool-errors")
+    last_step = httpx.get(agent_demo + "/api/v1/runs/1").json()["last_step"]
+    opened = int(page.input_value("#traj-step"))
+    assert last_step is None or opened <= last_step, (opened, last_step)
     # the timeline keeps its ranks and replicas: one lane per trajectory would bury them; a link says where they are
     lanes = page.eval_on_selector_all("#timeline .lane-label[data-lane]", "els => els.map(e => e.dataset.lane)")
     assert {"rank_0", "replica_0", "replica_1", "replica_2"} <= set(lanes) and not any(

@@ -92,6 +92,8 @@ export async function renderRun(app, runId, params) {
   const rangeBar = new RangeBar(rangeEl, { refreshMs, onRefresh: (ms) => { chosenMs = ms; state.schedule?.(ms); } });
   await paletteReady;  // stage colours before the first draw
   state.timeline = new Timeline(timelineEl, runId, run.status === "live" && (!state.range || !!state.range.last_s));
+  state.timeline.laneFilter = state.timeline.filterBox.value = (params.get("lanes") || "").slice(0, 500);
+  state.timeline.page = /^\d{1,6}$/.test(params.get("lane_page") || "") ? +params.get("lane_page") : 0;
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
   if (state.range) { const { secs } = currentRange(); if (secs) state.timeline.setWindow([secs[0] * 1e9, secs[1] * 1e9], !!state.range.last_s); }
   state.onHoverTime = (sec) => state.timeline?.setHover(sec);

@@ -25,11 +25,14 @@ export class Timeline {
   }
   constructor(el, runId, follow) {
     this.el = el; this.runId = runId; this.follow = follow; this.gutter = 120; this.rowH = 18; this.axisH = 22;
-    this.pageSize = 64; this.page = 0; this.allLanes = null;
+    this.pageSize = 64; this.page = 0; this.allLanes = null; this.laneFilter = "";
     const main = el.id === "timeline";  // compared runs' timelines carry no ids (they would repeat)
     const pid = (id) => main ? id : null;
     this.pid = pid;
     this.pager = h("div", { class: "bar", id: pid("lane-pager") });
+    this.filterBox = h("input", { type: "search", class: "lane-filter", id: pid("lane-filter"), placeholder: "filter lanes: rank_1, replica_",
+      oninput: () => { this.laneFilter = this.filterBox.value; this.page = 0; this.rememberLanes(); clearTimeout(this.ft);
+        this.ft = setTimeout(() => this.load().catch(() => {}), 200); } });
     this.el.before(this.pager);
     this.canvas = h("canvas"); this.el.append(this.canvas);
     this.legend = h("div", { class: "legend", id: pid("timeline-legend") }); this.el.after(this.legend);
@@ -64,21 +67,36 @@ export class Timeline {
       this.allLanes = all.filter(l => !l.startsWith("experiment="));
       this.hiddenLanes = all.length - this.allLanes.length;
     }
-    const n = this.allLanes.length;
+    // the lane filter: names containing any of its comma-separated parts (rank_1, replica_ …), case-insensitive
+    const parts = this.laneFilter.toLowerCase().split(",").map(x => x.trim()).filter(Boolean);
+    const shown = parts.length ? this.allLanes.filter(l => parts.some(p => l.toLowerCase().includes(p))) : this.allLanes;
+    const n = shown.length;
     const hidden = this.hiddenLanes ? h("a", { href: "#", id: this.pid("lanes-hidden"), class: "muted", onclick: (e) => { e.preventDefault();
       document.getElementById("trajectories-h")?.scrollIntoView(); } }, ` ${this.hiddenLanes} agent-loop trajectory lanes: see the trajectories`) : null;
-    if (n <= this.pageSize) { this.pager.replaceChildren(...(hidden ? [hidden] : [])); return this.hiddenLanes && n ? this.allLanes : null; }
-    const pages = Math.ceil(n / this.pageSize); this.page = Math.min(this.page, pages - 1);
+    const note = parts.length ? h("span", { class: "muted", id: this.pid("lanes-matched") }, `${n} of ${this.allLanes.length} lanes match`) : null;
+    if (n <= this.pageSize) {
+      this.pager.replaceChildren(this.filterBox, ...[note, hidden].filter(Boolean));
+      return parts.length || (this.hiddenLanes && n) ? shown : null;  // null: every lane (the server's default)
+    }
+    const pages = Math.ceil(n / this.pageSize); this.page = Math.max(0, Math.min(this.page, pages - 1));
     const a = this.page * this.pageSize, b = Math.min(n, a + this.pageSize);
-    const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.load(); };
-    this.pager.replaceChildren(h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
+    const go = (d) => { this.page = Math.max(0, Math.min(pages - 1, this.page + d)); this.rememberLanes(); this.load(); };
+    this.pager.replaceChildren(this.filterBox, h("button", { id: this.pid("lanes-prev"), onclick: () => go(-1), disabled: this.page === 0 ? "" : null }, "◀"),
       h("span", { id: this.pid("lanes-page") }, `lanes ${a + 1}–${b} of ${n}`),
-      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"), ...(hidden ? [hidden] : []));
-    return this.allLanes.slice(a, b);
+      h("button", { id: this.pid("lanes-next"), onclick: () => go(1), disabled: this.page === pages - 1 ? "" : null }, "▶"),
+      ...[note, hidden].filter(Boolean));
+    return shown.slice(a, b);
   }
+  // the main timeline's lane filter and page live in the address (`lanes=`, `lane_page=`)
+  rememberLanes() { if (state.timeline === this) setUrlParams({ lanes: this.laneFilter || null, lane_page: this.page || null }); }
   async load() {
     const w = this.width() - this.gutter;
     const page = await this.pageLanes();
+    if (page && !page.length) {  // the filter matches no lane: nothing to ask for (an empty list would mean all)
+      this.data = { lanes: [], spans: [], from_ns: this.view?.[0] ?? 0, to_ns: this.view?.[1] ?? 1 };
+      if (!this.view) return;
+      this.draw(); return;
+    }
     let q = page ? `&lanes=${encodeURIComponent(page.join(","))}` : "";
     if (this.view && !this.follow) q += `&from_ns=${Math.round(this.view[0])}&to_ns=${Math.round(this.view[1])}`;
     else if (this.view) { const span = this.view[1] - this.view[0]; const now = Date.now() * 1e6; q += `&from_ns=${Math.round(now - span)}&to_ns=${Math.round(now)}`; }
