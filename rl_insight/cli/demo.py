@@ -62,7 +62,8 @@ def demo(
         None,
         help="Inject a fault: xid (GPU 0 reports XID 79) or npu (NPU 0 reports unhealthy) to see an alert fire "
         "(at step 2); hang (trainer rank ranks/2 never reaches the step's collective, at step 5: the job hangs; see "
-        "`rl-insight stacks`).",
+        "`rl-insight stacks`); slow-replica (the last replica generates 3x slower from step 2: compare with a run "
+        "without it, `rl-insight runs diff`).",
     ),
     fault_step: int = typer.Option(0, "--fault-step", min=0, help="Inject the fault at this step instead (0: the "
                                                                    "fault's default)."),
@@ -84,8 +85,8 @@ def demo(
         raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
     if engine not in ("vllm", "sglang", "vllm-omni"):
         raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
-    if fault not in (None, "xid", "npu", "hang"):
-        raise typer.BadParameter("fault must be xid, npu or hang", param_hint="--fault")
+    if fault not in (None, "xid", "npu", "hang", "slow-replica"):
+        raise typer.BadParameter("fault must be xid, npu, hang or slow-replica", param_hint="--fault")
     h = Home.resolve(home)
     state: StackState | None = None
     if server_url:

@@ -19,6 +19,7 @@ from .analyze import analyze
 from .demo import demo
 from .export import export
 from .profile import profile_app
+from .runs import runs_app
 from .server import server_app
 from .stacks import stacks
 
@@ -26,6 +27,7 @@ app = typer.Typer(help="rl-insight: live observability for RL post-training jobs
                   add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(server_app, name="server")
 app.add_typer(profile_app, name="profile")
+app.add_typer(runs_app, name="runs")
 app.command("demo")(demo)
 app.command("analyze")(analyze)
 app.command("export")(export)

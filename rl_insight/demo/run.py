@@ -40,7 +40,8 @@ class DemoConfig:
     requests_per_replica: int = 16
     max_concurrency: int = 8
     seed: int = 0
-    fault: str | None = None  # "xid" | "npu": an alert fires; "hang": a trainer rank wedges (see fault_at)
+    fault: str | None = None  # "xid" | "npu": an alert fires; "hang": a trainer rank wedges; "slow-replica": the last
+    # replica generates 3x slower (see fault_at)
     fault_step: int = 0  # the step the fault is injected at; 0: step 2, or step 5 for a hang (three summarised steps
     #                      first, so the stalled-lane insight knows how long a state usually lasts)
 
@@ -123,6 +124,10 @@ class Demo:
                 continue
             self._stash[msg[0]] = msg
 
+    def _slow(self, step: int) -> int:
+        """--fault slow-replica: the last replica is 3x slower from the fault's step on (-1: none)."""
+        return self.cfg.replicas - 1 if self.cfg.fault == "slow-replica" and step >= self.cfg.fault_at else -1
+
     def _tail(self, step: int) -> int:
         # Now and then one replica is the long tail (2.5x slower), as with skewed response lengths.
         return self.rng.randrange(self.cfg.replicas) if step % 4 == 0 else -1
@@ -130,16 +135,16 @@ class Demo:
     def _step(self, step: int, plan: dict[str, float]) -> tuple[dict, dict, float]:
         more = self.cfg.steps <= 0 or step < self.cfg.steps
         if self.cfg.mode == "sync":
-            self.rollout.send(("generate", step, plan["gen"], self._tail(step)))
+            self.rollout.send(("generate", step, plan["gen"], self._tail(step), self._slow(step)))
             gen = self._recv(self.rollout, "generated")[2]
             self.trainer.send(("train", step, plan))
             return gen, self._recv(self.trainer, "trained")[2], 0.0
         # separate async (one step off-policy): batch step+1 generates while batch step trains
         if step == 1:
-            self.rollout.send(("generate", step, plan["gen"], self._tail(step)))
+            self.rollout.send(("generate", step, plan["gen"], self._tail(step), self._slow(step)))
         gen = self._recv(self.rollout, "generated")[2]
         if more:
-            self.rollout.send(("generate", step + 1, plan["gen"], self._tail(step + 1)))
+            self.rollout.send(("generate", step + 1, plan["gen"], self._tail(step + 1), self._slow(step + 1)))
         self.trainer.send(("train", step, plan))
         return gen, self._recv(self.trainer, "trained")[2], 1.0
 
@@ -193,7 +198,10 @@ class Demo:
                 step += 1
                 plan = self.cfg.plan(self.rng)
                 t0 = time.monotonic()
-                if step == self.cfg.fault_at and self.cfg.fault:
+                if step == self.cfg.fault_at and self.cfg.fault == "slow-replica":
+                    self.report(f"fault injected: replica_{self.cfg.replicas - 1} generates 3x slower from step {step} "
+                                "on; compare with a run without it: rl-insight runs diff A B")
+                elif step == self.cfg.fault_at and self.cfg.fault:
                     self.trainer.send(("fault", self.cfg.fault))
                     if self.cfg.fault == "hang":
                         self.report(f"fault injected: hang — rank_{self.cfg.ranks // 2} will never reach step {step}'s "

@@ -82,14 +82,14 @@ class _Replica:
 
 
 async def _generate(replicas: list[_Replica], requests: int, budget_s: float, tail_replica: int, step: int = 0,
-                    agent: Any = None) -> dict[str, Any]:
+                    agent: Any = None, slow_replica: int = -1) -> dict[str, Any]:
     t0 = time.monotonic()
     per_replica: list[float] = []
 
     async def run(rep: _Replica) -> None:
         start = time.monotonic()
         # two waves of `max_concurrency` requests fill the budget
-        tail = 2.5 if rep.index == tail_replica else 1.0
+        tail = 3.0 if rep.index == slow_replica else 2.5 if rep.index == tail_replica else 1.0
         if agent is None:
             await asyncio.gather(*(rep.request(budget_s / 2, tail) for _ in range(requests)))
         else:  # --agent: each request is a multi-turn trajectory (demo/agent.py)
@@ -136,8 +136,9 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
         while True:
             msg = conn.recv()
             if msg[0] == "generate":
-                _, step, budget_s, tail_replica = msg
-                result = loop.run_until_complete(_generate(reps, requests, budget_s, tail_replica, step, agent_loop))
+                _, step, budget_s, tail_replica, slow_replica = msg
+                result = loop.run_until_complete(_generate(reps, requests, budget_s, tail_replica, step, agent_loop,
+                                                           slow_replica))
                 conn.send(("generated", step, result))
             elif msg[0] == "update_weights":
                 t0 = time.monotonic()

@@ -22,6 +22,7 @@ from ..protocol import clean_text
 from .config import ServerConfig
 from .routes import (
     experiments,
+    explain,
     health,
     ingest,
     otlp,
@@ -75,6 +76,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(session.build_router(st))
     app.include_router(profiles.build_router(st))
     if st.reader is not None:
+        app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
         app.include_router(runs.build_router(st))
         app.include_router(trajectories.build_router(st))
         app.include_router(panels.build_router(st))

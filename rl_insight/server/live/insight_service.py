@@ -93,6 +93,10 @@ class InsightService:
             else []
         )
         done.update(w[0] for w in todo)
+        if len(todo) < budget:  # steps an older version summarized without their critical path: theirs now
+            older = step_stats.steps_without_path(conn, run_id, budget - len(todo))
+            rows += step_stats.compute_paths(conn, run_id, older, now)
+            todo += older
         blocks = step_stats.complete_blocks(windows, done, blocks_done)
         if rows or blocks:
             self._writer.put_step_stats(rows, [(run_id, *b) for b in blocks])

@@ -14,6 +14,10 @@ little in the past. Its pieces are computed once, with the same pure functions a
 | "@maxdur"  | X           | longest finished X that ended in the step (stalled thresholds)   |
 | "@stale"   | sum, count, max | staleness values of the step's generation states (count: n)  |
 | "@wait"    | wait_s      | rollout wait: last generation end before the step's first training start |
+| "@cp"      | X           | state X's time on the step's critical path (rl_insight/critical_path.py)    |
+| "@cplane"  | L           | lane L's time on the critical path                               |
+| "@whatif"  | bubbles, tail, cut5, cut10, cut20 | estimated seconds saved (the path's gaps removed; the    |
+|            |             | long tail finishing with the others; the slowest k % of generation items cut)     |
 
 A window is then: the sums over the steps it fully contains (one indexed SQL aggregate) plus a
 raw computation over the partial steps at its two edges, which are short. The result equals
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import critical_path as cp
 from ... import insights
 from . import queries as q
 from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
@@ -117,7 +122,41 @@ def compute_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], v
     for step, a, b in windows:
         spans = q.spans_in(conn, run_id, a, b, attributes="param_version")
         rows = step_rows(spans, step, a, b, now_ns, versions) + wait_rows(conn, run_id, step, a, b, now_ns)
+        rows += path_rows(conn, run_id, step, a, b, spans, now_ns)
         out += [(run_id, step, a, b, lane, name, value) for lane, name, value in rows]
+    return out
+
+
+def step_trajectories(conn: Any, run_id: int, step: int) -> list[dict[str, Any]]:
+    """The step's agent-loop trajectories that ran on a known replica (the generation items of its what-if)."""
+    return [{"replica": r, "start_ns": a, "end_ns": b} for r, a, b in conn.execute(
+        "SELECT replica, start_ns, end_ns FROM trajectories WHERE run_id = ? AND step = ? AND replica IS NOT NULL "
+        "AND start_ns IS NOT NULL AND end_ns IS NOT NULL", (run_id, step))]
+
+
+def path_rows(conn: Any, run_id: int, step: int, a: int, b: int, spans: list[dict[str, Any]],
+              now_ns: int) -> list[tuple[str, str, float]]:
+    """The step's critical path and what-if rows ("@cp", "@cplane", "@whatif")."""
+    path = cp.critical_path(spans, a, b, now_ns)
+    return cp.step_whatif_rows(path, cp.generation_items(spans, a, b, now_ns, step_trajectories(conn, run_id, step)))
+
+
+def steps_without_path(conn: Any, run_id: int, limit: int) -> list[tuple[int, int, int]]:
+    """Stored steps summarized before their critical path was kept (an older version): (step, start, end)."""
+    return [tuple(r) for r in conn.execute(
+        "SELECT first_step, start_ns, end_ns FROM step_summaries s WHERE run_id = ? AND kind = 'step' AND NOT EXISTS "
+        "(SELECT 1 FROM step_stats t WHERE t.run_id = s.run_id AND t.step = s.first_step AND t.lane = '@whatif' "
+        "AND t.name = 'bubbles') ORDER BY first_step LIMIT ?", (run_id, limit))]
+
+
+def compute_paths(conn: Any, run_id: int, windows: list[tuple[int, int, int]],
+                  now_ns: int) -> list[tuple[int, int, int, int, str, str, float]]:
+    """Only the critical-path rows of the given (already summarized) steps."""
+    out = []
+    for step, a, b in windows:
+        spans = q.spans_in(conn, run_id, a, b, attributes=False)
+        rows = path_rows(conn, run_id, step, a, b, spans, now_ns)
+        out += [(run_id, step, a, b, lane, name, v) for lane, name, v in rows]
     return out
 
 
@@ -160,7 +199,7 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
                     stale["max"] = mx if stale["max"] is None else max(stale["max"], mx)
                 else:
                     stale[name] += total
-            elif lane in ("", "@gen", "@maxdur", "@wait"):
+            elif lane in ("", "@gen", "@maxdur", "@wait", "@cp", "@cplane", "@whatif"):
                 continue
             elif name == "":
                 _add(lane_busy, lane, total)

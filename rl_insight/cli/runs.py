@@ -1,0 +1,125 @@
+"""`rl-insight runs diff | explain`: why is run B slower than run A, and why is this step as long as it is — from the
+running server's stored per-step data (server/runstore/explain.py).
+
+    rl-insight runs diff demo/base demo/slow            the sentence, the stages, the lanes, the biggest fix
+    rl-insight runs diff 3 3 --a-steps 1-50 --b-steps 51-100      two windows of one run
+    rl-insight runs explain demo/slow --step 12         one step's critical path, slacks and what-if savings
+    rl-insight runs explain demo/slow                   over the run: median savings per step, the biggest fix
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
+from .reach import require_server
+from .stacks import resolve_run
+
+runs_app = typer.Typer(help="Explain runs: where the time went between two runs, a step's critical path.",
+                       no_args_is_help=True)
+StepsOpt = typer.Option(None, "--steps", help="Only these steps, e.g. 10-200.")
+
+
+def _s(x: float | None) -> str:
+    return "–" if x is None else f"{x * 1000:+.0f} ms" if abs(x) < 1 else f"{x:+.2f} s"
+
+
+@runs_app.command("diff")
+def runs_diff(
+    a: str = typer.Argument(..., help="Run A (the baseline): PROJECT/EXPERIMENT or its run id."),
+    b: str = typer.Argument(..., help="Run B: PROJECT/EXPERIMENT or its run id (A again with --a-steps/--b-steps)."),
+    steps: Optional[str] = StepsOpt,
+    a_steps: Optional[str] = typer.Option(None, "--a-steps", help="A's window (with --b-steps: two windows)."),
+    b_steps: Optional[str] = typer.Option(None, "--b-steps", help="B's window."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole diff as JSON (every aligned step)."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Where B's time went against A's: steps aligned by number, the difference by stage, lane class and lane, one
+    sentence, and the biggest single fix in B (an estimate)."""
+    server = require_server(home, server_url, token, None)
+    params: dict[str, Any] = {"a": resolve_run(server, a), "b": resolve_run(server, b)}
+    params.update({k: v for k, v in (("steps", steps), ("a_steps", a_steps), ("b_steps", b_steps)) if v})
+    d = server.request("GET", "/api/v1/runs/diff", params=params)
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return 0
+    typer.echo(d["sentence"])
+    if not d["aligned_steps"]:
+        return 0
+    typer.echo("")
+    echo_table([[k, _s(v)] for k, v in list(d["by_stage"].items())[:8]], ["STAGE", "Δ A STEP (B − A)"])
+    typer.echo("")
+    echo_table([[k, _s(v)] for k, v in d["by_class"].items()], ["LANE CLASS", "Δ BUSY A STEP"])
+    if d["lanes"]:
+        typer.echo("")
+        echo_table([[x["lane"], x["class"], _s(x.get("generation_delta_s", x.get("busy_delta_s"))),
+                     f"{100 * x['slowest_share_b']:.0f} %" if "slowest_share_b" in x else "–"] for x in d["lanes"][:6]],
+                   ["LANE", "CLASS", "Δ A STEP", "SLOWEST IN B"])
+    pending = d.get("pending_steps", {})
+    if pending.get("a") or pending.get("b"):
+        typer.echo(f"\n({pending.get('a', 0)} + {pending.get('b', 0)} steps are not summarized yet and were left out)")
+    return 0
+
+
+@runs_app.command("explain")
+def runs_explain(
+    run: str = typer.Argument(..., help="The run: PROJECT/EXPERIMENT or its run id."),
+    step: Optional[int] = typer.Option(None, "--step", min=0, help="One step's critical path (else the whole run)."),
+    steps: Optional[str] = StepsOpt,
+    cut_percent: int = typer.Option(10, "--cut", help="What if the slowest k % of generations were not waited for "
+                                                      "(5, 10 or 20 over a run; any value for one step)."),
+    stage: Optional[str] = typer.Option(None, "--stage", help="What if this stage were --faster % faster."),
+    faster: float = typer.Option(50.0, "--faster", min=0, max=100),
+    as_json: bool = typer.Option(False, "--json"),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Why a step is as long as it is: its critical path with each state's slack and the idle gaps on it, and what
+    would save time (estimates); over the run, the median saving per step of each."""
+    server = require_server(home, server_url, token, None)
+    run_id = resolve_run(server, run)
+    extra: dict[str, Any] = {"cut_percent": cut_percent}
+    if stage:
+        extra.update(stage=stage, faster_percent=faster)
+    if step is not None:
+        p = server.request("GET", f"/api/v1/runs/{run_id}/critical-path", params={"step": step, **extra})
+        if as_json:
+            typer.echo(json.dumps(p, indent=2))
+            return 0
+        typer.echo(f"step {p['step']}: {p['duration_s']:.2f} s; critical path (oldest first), "
+                   f"{p['bubbles_s']:.2f} s idle on it:")
+        rows = [[e["lane"], e["name"], f"{e['seconds']:.3f} s", f"{e['slack_s']:.3f} s"] for e in p["elements"]]
+        echo_table(rows, ["LANE", "STATE", "TIME", "SLACK"])
+        w = p["what_if"]
+        typer.echo("\nwhat if (estimates, one change at a time):")
+        typer.echo(f"  the long-tail replica finished with the others: {w['tail_s']:.2f} s saved"
+                   + (f" ({w['tail_lane']})" if w.get("tail_lane") else ""))
+        typer.echo(f"  the slowest {w['cut_percent']:g} % of generations not waited for: {w['cut_s']:.2f} s")
+        typer.echo(f"  the idle gaps on the path removed: {w['bubbles_s']:.2f} s")
+        if "stage_s" in w:
+            typer.echo(f"  {w['stage']} {w['faster_percent']:g} % faster: {w['stage_s']:.2f} s")
+        if p.get("critical_trajectory"):
+            t = p["critical_trajectory"]
+            typer.echo(f"\ncritical trajectory: {t['key']} ({t['turns']} turns, {t['duration_s']:.2f} s)")
+        return 0
+    e = server.request("GET", f"/api/v1/runs/{run_id}/explain", params={**({"steps": steps} if steps else {}), **extra})
+    if as_json:
+        typer.echo(json.dumps(e, indent=2))
+        return 0
+    typer.echo(f"{e['steps']} steps, median {e['median_step_s'] or 0:.2f} s a step.")
+    if e.get("biggest_text"):
+        typer.echo(f"biggest single fix (estimate): {e['biggest_text']}, "
+                   f"{e['what_if'][e['biggest']]['median_s']:.2f} s a step (median), "
+                   f"{e['what_if'][e['biggest']]['total_s']:.1f} s over these steps")
+    echo_table([[k, f"{v['median_s']:.3f} s", f"{v['total_s']:.1f} s"] for k, v in e["what_if"].items()],
+               ["WHAT IF", "MEDIAN SAVED A STEP", "TOTAL"])
+    typer.echo("")
+    echo_table([[k, f"{v:.3f} s"] for k, v in e["path_lanes"].items()], ["LANE ON THE PATH", "A STEP"])
+    return 0

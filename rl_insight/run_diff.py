@@ -1,0 +1,143 @@
+"""Where the time went between two runs (or two windows of one run): steps aligned by step number, the difference
+split by stage and by lane class, the lanes that account for most of it, and one paragraph in plain words. Pure:
+per-step facts in (the server reads them from its stored per-step rows, the offline analysis computes them from its
+event table), plain dicts out.
+
+A step's facts: {"duration_s", "states": {state: s (union across lanes)}, "gen": {rollout lane: generation s},
+"lanes": {lane: busy s}, "cp": {state: s on the critical path}, "whatif": {name: s saved}}; any part may be empty.
+
+Definitions (docs/explain.md):
+* per step, Δ = B − A of the aligned step (same step number); the summary is the mean over aligned steps, the
+  medians say how long a step usually took;
+* by stage: the mean Δ of each state's time (the step breakdown); by lane class: the mean Δ of busy time summed
+  over the lanes of a class (rollout replicas, trainer ranks, TransferQueue, other) — several lanes busy at once
+  count each;
+* the lanes that account for it: the rollout lanes whose generation time grew most, and how often each was the
+  slowest (the long tail) in B's steps; the trainer lanes whose busy time grew most;
+* a stage or class is "unchanged" when its |mean Δ| is under max(10 ms, 2 % of A's median step).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Mapping
+
+from .insights import phase
+
+Facts = Mapping[str, Any]
+
+
+def lane_class(lane: str) -> str:
+    low = lane.lower()
+    if low.startswith(("replica", "rollout")) or "/replica" in low:
+        return "rollout replicas"
+    if low.startswith("rank") or "/rank" in low:
+        return "trainer ranks"
+    if low.startswith(("tq", "transfer_queue", "transferqueue")):
+        return "TransferQueue"
+    return "other lanes"
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _mean_delta(steps: list[int], a: Mapping[int, Facts], b: Mapping[int, Facts], part: str) -> dict[str, float]:
+    keys = {k for s in steps for k in (*a[s].get(part, {}), *b[s].get(part, {}))}
+    return {k: _mean([b[s].get(part, {}).get(k, 0.0) - a[s].get(part, {}).get(k, 0.0) for s in steps]) for k in keys}
+
+
+def _by_class(steps: list[int], runs: Mapping[int, Facts]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for s in steps:
+        per: dict[str, float] = {}
+        for lane, busy in runs[s].get("lanes", {}).items():
+            per[lane_class(lane)] = per.get(lane_class(lane), 0.0) + busy
+        for cls, v in per.items():
+            out.setdefault(cls, []).append(v)
+    return out
+
+
+def _slowest_share(steps: list[int], runs: Mapping[int, Facts]) -> dict[str, float]:
+    counts: dict[str, int] = {}
+    n = 0
+    for s in steps:
+        gen = runs[s].get("gen", {})
+        if len(gen) >= 2:
+            n += 1
+            slow = max(gen, key=lambda lane: gen[lane])
+            counts[slow] = counts.get(slow, 0) + 1
+    return {lane: c / n for lane, c in counts.items()} if n else {}
+
+
+def diff(a: Mapping[int, Facts], b: Mapping[int, Facts], names: tuple[str, str] = ("A", "B")) -> dict[str, Any]:
+    """The diff of two runs' per-step facts (see the module)."""
+    steps = sorted(set(a) & set(b))
+    if not steps:
+        return {"names": list(names), "aligned_steps": 0, "steps": [], "sentence":
+                f"{names[0]} and {names[1]} have no step number in common: nothing to align.", "by_stage": {},
+                "by_class": {}, "lanes": []}
+    rows = [{"step": s, "a_s": a[s]["duration_s"], "b_s": b[s]["duration_s"],
+             "delta_s": b[s]["duration_s"] - a[s]["duration_s"],
+             "stages": {k: v for k, v in _mean_delta([s], a, b, "states").items() if abs(v) > 1e-9}} for s in steps]
+    med_a = statistics.median(a[s]["duration_s"] for s in steps)
+    med_b = statistics.median(b[s]["duration_s"] for s in steps)
+    mean_delta = _mean([r["delta_s"] for r in rows])
+    by_stage = dict(sorted(_mean_delta(steps, a, b, "states").items(), key=lambda kv: -abs(kv[1])))
+    cls_a, cls_b = _by_class(steps, a), _by_class(steps, b)
+    by_class = {c: _mean(cls_b.get(c, [0.0])) - _mean(cls_a.get(c, [0.0])) for c in {*cls_a, *cls_b}}
+    by_class = dict(sorted(by_class.items(), key=lambda kv: -abs(kv[1])))
+    gen_delta = _mean_delta(steps, a, b, "gen")
+    slow_a, slow_b = _slowest_share(steps, a), _slowest_share(steps, b)
+    busy_delta = _mean_delta(steps, a, b, "lanes")
+    lanes: list[dict[str, Any]] = [{"lane": lane, "class": "rollout replicas", "generation_delta_s": d,
+              "slowest_share_a": slow_a.get(lane, 0.0), "slowest_share_b": slow_b.get(lane, 0.0)}
+             for lane, d in gen_delta.items()]
+    lanes += [{"lane": lane, "class": lane_class(lane), "busy_delta_s": d} for lane, d in busy_delta.items()
+              if lane not in gen_delta and lane_class(lane) != "rollout replicas"]
+    lanes.sort(key=lambda x: -abs(float(x.get("generation_delta_s", x.get("busy_delta_s", 0.0)))))
+    threshold = max(0.01, 0.02 * med_a)
+    out = {"names": list(names), "aligned_steps": len(steps), "median_a_s": med_a, "median_b_s": med_b,
+           "mean_delta_s": mean_delta, "change": (med_b - med_a) / med_a if med_a else None, "steps": rows,
+           "by_stage": by_stage, "by_class": by_class, "lanes": lanes[:10], "threshold_s": threshold}
+    out["sentence"] = sentence(out, slow_b)
+    return out
+
+
+def _fmt(s: float) -> str:
+    a = abs(s)
+    return f"{s * 1000:+.0f} ms" if a < 1 else f"{s:+.2f} s" if a < 120 else f"{s / 60:+.1f} min"
+
+
+def sentence(d: dict[str, Any], slow_b: Mapping[str, float]) -> str:
+    """One paragraph: how much longer or shorter, the stages that moved (with the lanes behind a generation change),
+    and what did not move."""
+    a_name, b_name = d["names"]
+    med_a, med_b, th = d["median_a_s"], d["median_b_s"], d["threshold_s"]
+    change = d["change"] or 0.0
+    longer = "longer" if change > 0 else "shorter"
+    how = "about as long as" if abs(change) < 0.02 else f"{abs(change) * 100:.0f} % {longer} than"
+    head = (f"{b_name}'s steps are {how} {a_name}'s (median {med_b:.2f} s vs {med_a:.2f} s over {d['aligned_steps']} "
+            f"aligned step{'s' if d['aligned_steps'] != 1 else ''})")
+    moved = [(k, v) for k, v in d["by_stage"].items() if abs(v) >= th]
+    parts = []
+    for name, v in moved[:3]:
+        text = f"{_fmt(v)} a step in {name}"
+        if phase(name, "") == "generation":
+            grew = [x for x in d["lanes"] if "generation_delta_s" in x and x["generation_delta_s"] * v > 0
+                    and abs(x["generation_delta_s"]) >= th]
+            if grew:
+                names = [x["lane"] for x in grew[:2]]
+                tail = max(slow_b.items(), key=lambda kv: kv[1], default=None)
+                text += f", from {' and '.join(names)}"
+                if tail and tail[0] in names and tail[1] >= 0.5:
+                    text += f" (the slowest replica in {tail[1] * 100:.0f} % of {b_name}'s steps)"
+        parts.append(text)
+    training = [k for k in d["by_stage"] if phase(k, "rank_0") == "training" and phase(k, "") == "other"]
+    still = [k for k in training if abs(d["by_stage"][k]) < th]
+    tail_words = ""
+    if training and len(still) == len(training):
+        tail_words = "; training is unchanged"
+    elif not moved:
+        tail_words = "; no stage moved by more than " + _fmt(th).lstrip("+")
+    return head + (": " + "; ".join(parts) if parts else "") + tail_words + "."

@@ -1,0 +1,128 @@
+"""Explaining steps and runs over HTTP (server/runstore/explain.py, rl_insight/critical_path.py, run_diff.py):
+
+    GET /api/v1/runs/{run_id}/critical-path?step=N[&cut_percent=&stage=&faster_percent=]
+        one step's critical path, slacks, gaps and what-if savings (the last complete step without `step`)
+    GET /api/v1/runs/{run_id}/explain?steps=a-b[&cut_percent=&stage=&faster_percent=]
+        over a window of steps: each what-if's median and total saving, the biggest single fix, where the path runs
+    GET /api/v1/runs/diff?a=RUN&b=RUN[&steps=a-b | &a_steps=a-b&b_steps=c-d]
+        two runs (or two windows of one run, a = b) aligned by step: the difference by stage, lane class and lane,
+        and the sentence
+
+Windows come from stored per-step rows; only one step's path reads spans. Registered before the runs router:
+`/runs/diff` is not a run id.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
+
+from ... import critical_path as cp
+from ... import insights
+from ...errors import InvalidInputError, NotFoundError
+from ...protocol import INT64_MAX
+from ..live.insight_service import metric_samples
+from ..runstore import explain
+from ..runstore import queries as q
+from ..state import AppState
+from .models import error_responses
+from .params import RunId
+
+
+# (a fresh Query per parameter: one shared instance would give every parameter the first one's name)
+def _steps_param() -> Any:
+    return Query(None, max_length=64, pattern=r"^\d{1,18}-\d{1,18}$", description="a step range, e.g. 10-200")
+
+
+def _run_param() -> Any:
+    return Query(..., ge=1, le=INT64_MAX, description="run id (GET /api/v1/runs)")
+
+
+def _range(text: Optional[str]) -> tuple[int, int] | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"(\d+)-(\d+)", text)
+    assert m is not None  # the Query pattern checked it
+    a, b = int(m[1]), int(m[2])
+    if a > b:
+        raise InvalidInputError(f"step range {text!r} runs backwards", hint="write the smaller step first: 10-200")
+    return a, b
+
+
+def build_router(st: AppState) -> APIRouter:
+    assert st.reader is not None
+    reader, cfg = st.reader, st.config
+    r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["explain"],
+                  responses=error_responses(401, 403, 404, 422))
+
+    def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[dict[str, Any], list[tuple[int, int, int]]]:
+        conn = reader.conn()
+        run = q.get_run(conn, run_id, cfg.live_window_s)  # 404 for an unknown run
+        ws = insights.step_windows(metric_samples(conn, run_id, cfg.step_metric))
+        if steps is not None:
+            ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
+        return run, ws
+
+    @r.get("/diff")
+    async def runs_diff(a: int = _run_param(), b: int = _run_param(), steps: Optional[str] = _steps_param(),
+                        a_steps: Optional[str] = _steps_param(), b_steps: Optional[str] = _steps_param()
+                        ) -> dict[str, Any]:
+        """Where B's time went against A's, step by step (the same run twice with two step ranges compares windows)."""
+        def work() -> dict[str, Any]:
+            run_a, wa = windows(a, _range(a_steps or steps))
+            run_b, wb = windows(b, _range(b_steps or steps))
+            if a_steps and b_steps:  # two windows (of one run, or two): aligned by position, named by range
+                wb = [(wa[i][0], x[1], x[2]) for i, x in enumerate(wb[:len(wa)])]
+                wa = wa[:len(wb)]
+            name_a = f"{run_a['project']}/{run_a['experiment_name']}" + (f" steps {a_steps}" if a_steps else "")
+            name_b = f"{run_b['project']}/{run_b['experiment_name']}" + (f" steps {b_steps}" if b_steps else "")
+            if name_a == name_b:
+                name_a, name_b = f"A ({name_a})", f"B ({name_b})"
+            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), time.time_ns())
+            return {"a": a, "b": b, **out}
+        return await run_in_threadpool(work)
+
+    @r.get("/{run_id}/critical-path")
+    async def critical_path(run_id: RunId, step: Optional[int] = Query(None, ge=0, le=INT64_MAX),
+                            cut_percent: float = Query(10.0, ge=0, le=100),
+                            stage: Optional[str] = Query(None, max_length=256),
+                            faster_percent: float = Query(50.0, ge=0, le=100)) -> dict[str, Any]:
+        """One step's critical path: its chain of states with each one's slack, the idle gaps on it, every other
+        state's slack, and the what-if savings (estimates; docs/explain.md)."""
+        def work() -> dict[str, Any]:
+            _, ws = windows(run_id, None)
+            if not ws:
+                raise NotFoundError(f"run {run_id} has no complete step yet",
+                                    hint=f"its steps come from the step metric ({cfg.step_metric})")
+            w = ws[-1] if step is None else next((x for x in ws if x[0] == step), None)
+            if w is None:
+                raise NotFoundError(f"run {run_id} has no step {step}", hint=f"its steps are {ws[0][0]}–{ws[-1][0]}")
+            return {"run_id": run_id, **explain.step_path(reader.conn(), run_id, w, time.time_ns(),
+                                                           cut_percent=cut_percent, stage=stage,
+                                                           faster_percent=faster_percent if stage else None)}
+        return await run_in_threadpool(work)
+
+    @r.get("/{run_id}/explain")
+    async def run_explain(run_id: RunId, steps: Optional[str] = _steps_param(),
+                          cut_percent: int = Query(10, description=f"one of {list(cp.CUT_PERCENTS)}"),
+                          stage: Optional[str] = Query(None, max_length=256),
+                          faster_percent: float = Query(50.0, ge=0, le=100)) -> dict[str, Any]:
+        """Over a window of steps (default: all): each what-if's median saving per step and total, the biggest single
+        fix, and the stages and lanes the critical path runs through (seconds a step)."""
+        if cut_percent not in cp.CUT_PERCENTS:
+            raise InvalidInputError(f"cut_percent must be one of {list(cp.CUT_PERCENTS)} over a window",
+                                    hint="any value for one step: GET …/critical-path?step=N&cut_percent=")
+        def work() -> dict[str, Any]:
+            _, ws = windows(run_id, _range(steps))
+            facts, pending = explain.step_facts(reader.conn(), run_id, ws, time.time_ns())
+            out = explain.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
+            biggest = out["biggest"]
+            return {"run_id": run_id, **out, "pending_steps": len(pending),
+                    "biggest_text": explain.describe(biggest) if biggest else None}
+        return await run_in_threadpool(work)
+
+    return r

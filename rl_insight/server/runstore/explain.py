@@ -1,0 +1,141 @@
+"""Explaining steps from the run store: one step's critical path and what-if (from its spans: one step is small),
+and any window's per-step facts, savings and run diffs from the stored per-step rows (step_stats.py), never a
+rescan of the window's spans. Steps not summarized yet (the newest, or more than `FALLBACK_STEPS` of an older
+version) are computed from their spans, the rest listed as pending.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ... import critical_path as cp
+from ... import insights, run_diff
+from . import queries as q
+from .step_stats import path_rows, step_rows, step_trajectories
+
+FALLBACK_STEPS = 50  # steps a request computes from spans when their stored rows are missing
+FACT_LANES = ("", "@gen", "@cp", "@cplane", "@whatif")
+
+
+def step_path(conn: Any, run_id: int, window: tuple[int, int, int], now_ns: int, *, cut_percent: float | None = None,
+              stage: str | None = None, faster_percent: float | None = None) -> dict[str, Any]:
+    """One step's critical path (every element, its slack, the gaps), its what-if savings and, in an agent-loop
+    step, the critical trajectory."""
+    step, a, b = window
+    spans = q.spans_in(conn, run_id, a, b, attributes=False)
+    path = cp.critical_path(spans, a, b, now_ns)
+    trajectories = step_trajectories(conn, run_id, step)
+    items = cp.generation_items(spans, a, b, now_ns, trajectories)
+    out = {"step": step, **path,
+           "what_if": cp.what_if(path, items, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)}
+    gen_on_path = [e for e in path["elements"] if e["lane"] in items]
+    if trajectories and gen_on_path:  # the trajectory that kept the path's replica busy longest
+        last = max(gen_on_path, key=lambda e: e["end_ns"])
+        row = conn.execute(
+            "SELECT id, key, turns, duration_s FROM trajectories WHERE run_id = ? AND step = ? AND replica = ? "
+            "ORDER BY end_ns DESC LIMIT 1", (run_id, step, last["lane"])).fetchone()
+        if row:
+            out["critical_trajectory"] = {"id": row[0], "key": row[1], "turns": row[2], "duration_s": row[3]}
+    return out
+
+
+def step_facts(conn: Any, run_id: int, windows: list[tuple[int, int, int]],
+               now_ns: int) -> tuple[dict[int, dict], list[int]]:
+    """Per-step facts (run_diff's shape, plus "whatif") of the given windows from the stored rows; steps without them
+    computed from spans up to FALLBACK_STEPS; the others returned as pending."""
+    facts: dict[int, dict[str, Any]] = {}
+    bounds = {s: (a, b) for s, a, b in windows}
+    wanted = list(bounds)
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for step, lane, name, value in conn.execute(
+                f"SELECT step, lane, name, value FROM step_stats WHERE run_id = ? AND step IN ({marks}) "
+                f"AND (lane IN ({','.join('?' * len(FACT_LANES))}) OR name = '')", (run_id, *part, *FACT_LANES)):
+            f = facts.setdefault(step, _empty(bounds[step]))
+            if lane == "":
+                f["states"][name] = value
+            elif name == "" and not lane.startswith("@"):
+                f["lanes"][lane] = value
+            else:
+                f[{"@gen": "gen", "@cp": "cp", "@cplane": "cplane", "@whatif": "whatif"}[lane]][name] = value
+    missing = [s for s in wanted if s not in facts or "bubbles" not in facts[s]["whatif"]]
+    for step in missing[:FALLBACK_STEPS]:
+        a, b = bounds[step]
+        spans = q.spans_in(conn, run_id, a, b, attributes=False)
+        f = facts[step] = _empty((a, b))
+        for lane, name, value in step_rows(spans, step, a, b, now_ns, []) + path_rows(conn, run_id, step, a, b, spans,
+                                                                                        now_ns):
+            if lane == "":
+                f["states"][name] = value
+            elif name == "" and not lane.startswith("@"):
+                f["lanes"][lane] = value
+            elif lane in ("@gen", "@cp", "@cplane", "@whatif"):
+                f[lane[1:]][name] = value
+    return facts, missing[FALLBACK_STEPS:]
+
+
+def _empty(bounds: tuple[int, int]) -> dict[str, Any]:
+    a, b = bounds
+    return {"start_ns": a, "end_ns": b, "duration_s": (b - a) / insights.NS, "states": {}, "lanes": {}, "gen": {},
+            "cp": {}, "cplane": {}, "whatif": {}}
+
+
+def savings(facts: dict[int, dict], *, cut_percent: int = 10, stage: str | None = None,
+            faster_percent: float | None = None) -> dict[str, Any]:
+    """Over a window of steps: each what-if's median saving per step and its total, the biggest single fix, and
+    where the path runs (the stages and lanes with the most time on it)."""
+    if cut_percent not in cp.CUT_PERCENTS:
+        raise ValueError(f"cut_percent must be one of {list(cp.CUT_PERCENTS)} over a window (any value for one step)")
+    steps = sorted(facts)
+    per: dict[str, list[float]] = {"tail": [], "bubbles": [], f"cut{cut_percent}": []}
+    if stage and faster_percent is not None:
+        per[f"stage:{stage}"] = []
+    for s in steps:
+        w = facts[s]["whatif"]
+        per["tail"].append(w.get("tail", 0.0))
+        per["bubbles"].append(w.get("bubbles", 0.0))
+        per[f"cut{cut_percent}"].append(w.get(f"cut{cut_percent}", 0.0))
+        if stage and faster_percent is not None:
+            per[f"stage:{stage}"].append(facts[s]["cp"].get(stage, 0.0) * faster_percent / 100)
+    out = {k: {"median_s": statistics.median(v) if v else 0.0, "total_s": sum(v)} for k, v in per.items()}
+    best = max(out.items(), key=lambda kv: kv[1]["total_s"], default=None)
+    n = len(steps) or 1
+    stages: dict[str, float] = {}
+    lanes: dict[str, float] = {}
+    for s in steps:
+        for k, v in facts[s]["cp"].items():
+            stages[k] = stages.get(k, 0.0) + v / n
+        for k, v in facts[s]["cplane"].items():
+            lanes[k] = lanes.get(k, 0.0) + v / n
+    durations = [facts[s]["duration_s"] for s in steps]
+    return {"steps": len(steps), "median_step_s": statistics.median(durations) if durations else None,
+            "what_if": out, "biggest": None if best is None or best[1]["total_s"] <= 0 else best[0],
+            "path_stages": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:10]),
+            "path_lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])[:10])}
+
+
+def runs_diff(conn: Any, a: tuple[int, list[tuple[int, int, int]], str], b: tuple[int, list[tuple[int, int, int]], str],
+              now_ns: int) -> dict[str, Any]:
+    """run_diff.diff of two (run id, windows, name) from their stored per-step facts, with each side's savings."""
+    fa, pending_a = step_facts(conn, a[0], a[1], now_ns)
+    fb, pending_b = step_facts(conn, b[0], b[1], now_ns)
+    d = run_diff.diff(fa, fb, (a[2], b[2]))
+    d["pending_steps"] = {"a": len(pending_a), "b": len(pending_b)}
+    sb = savings(fb)
+    d["savings_b"] = sb
+    if sb["biggest"]:
+        d["sentence"] += f" The biggest single fix in {b[2]}: {describe(sb['biggest'])}, about " \
+                         f"{sb['what_if'][sb['biggest']]['median_s']:.2f} s a step (estimate)."
+    return d
+
+
+def describe(what: str) -> str:
+    if what == "tail":
+        return "the long-tail replica finishing with the others"
+    if what == "bubbles":
+        return "removing the idle gaps on the critical path"
+    if what.startswith("cut"):
+        return f"not waiting for the slowest {what[3:]} % of generations"
+    return f"{what.split(':', 1)[1]} faster"

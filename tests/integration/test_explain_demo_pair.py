@@ -1,0 +1,101 @@
+"""The demo pair (issue 25): the same job twice, the second with `--fault slow-replica` (the last replica 3x slower
+from step 2). The diff names the slow replica and the generation stage as the cause — in the API and the CLI — and
+the slow run's critical path runs through that replica, whose finishing with the others is the biggest fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer, start_server
+
+TOKEN = "explain-token"
+REPLICAS = 4
+SLOW = f"replica_{REPLICAS - 1}"
+
+
+def _demo(url: str, name: str, *extra: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--token", TOKEN,
+                        "--steps", "7", "--step-seconds", "0.6", "--replicas", str(REPLICAS), "--ranks", "2",
+                        "--experiment-name", name, *extra], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, int, int]]:
+    srv = start_server(tmp_path_factory.mktemp("explain"), token=TOKEN)
+    try:
+        _demo(srv.url, "base")
+        _demo(srv.url, "slow", "--fault", "slow-replica", "--fault-step", "2")
+        runs = {r["experiment_name"]: r["id"] for r in _get(srv, "/api/v1/runs")["runs"]}
+        yield srv, runs["base"], runs["slow"]
+    finally:
+        srv.stop()
+
+
+def _get(srv: RunningServer, path: str, **params: object) -> dict:
+    r = httpx.get(srv.url + path, params=params, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_the_diff_names_the_slow_replica_and_the_generation_stage(pair) -> None:
+    srv, base, slow = pair
+    d = _get(srv, "/api/v1/runs/diff", a=base, b=slow, steps="2-7")
+    assert d["aligned_steps"] >= 5 and d["median_b_s"] > d["median_a_s"]
+    top_stage, top_delta = next(iter(d["by_stage"].items()))
+    assert top_stage == "vllm_generate" and top_delta > 0, d["by_stage"]
+    assert d["lanes"][0]["lane"] == SLOW and d["lanes"][0]["generation_delta_s"] > 0, d["lanes"]
+    assert next(iter(d["by_class"])) == "rollout replicas"
+    assert "vllm_generate" in d["sentence"] and SLOW in d["sentence"] and "longer" in d["sentence"], d["sentence"]
+    assert "biggest single fix" in d["sentence"] and "long-tail replica" in d["sentence"], d["sentence"]
+    assert all(r["step"] in range(2, 8) for r in d["steps"])
+    # the same run against itself: no change
+    same = _get(srv, "/api/v1/runs/diff", a=base, b=base)
+    assert same["mean_delta_s"] == 0 and "about as long as" in same["sentence"]
+
+
+def test_the_slow_runs_critical_path_and_savings(pair) -> None:
+    srv, base, slow = pair
+    p = _get(srv, f"/api/v1/runs/{slow}/critical-path", step=5, stage="train_batch", faster_percent=50)
+    assert p["step"] == 5 and any(e["lane"] == SLOW and e["name"] == "vllm_generate" for e in p["elements"])
+    tiled = sum(e["seconds"] for e in p["elements"]) + sum(g["seconds"] for g in p["gaps"])
+    assert tiled == pytest.approx(p["duration_s"], rel=1e-6)
+    assert p["what_if"]["tail_lane"] == SLOW and p["what_if"]["tail_s"] > 0.05
+    assert p["what_if"]["stage_s"] == pytest.approx(p["by_stage"].get("train_batch", 0.0) * 0.5)
+    e = _get(srv, f"/api/v1/runs/{slow}/explain", steps="2-7")
+    assert e["steps"] >= 5 and e["biggest"] == "tail" and next(iter(e["path_lanes"])) in (SLOW, "rank_0", "rank_1")
+    assert SLOW in e["path_lanes"]
+    # bad input is a clear error
+    r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/explain", params={"cut_percent": 7},
+                  headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 422 and "cut_percent" in r.json()["detail"]
+    r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/critical-path", params={"step": 999},
+                  headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 404 and "no step 999" in r.json()["detail"]
+    r = httpx.get(f"{srv.url}/api/v1/runs/diff", params={"a": base, "b": slow, "steps": "9-3"},
+                  headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 422 and "backwards" in r.json()["detail"]
+    assert httpx.get(f"{srv.url}/api/v1/runs/diff", params={"a": base, "b": slow}).status_code == 401
+
+
+def test_the_cli_says_it_too(pair, tmp_path: Path) -> None:
+    srv, base, slow = pair
+    cmd = [sys.executable, "-m", "rl_insight", "runs"]
+    common = ["--server-url", srv.url, "--token", TOKEN, "--home", str(tmp_path / "h")]
+    r = subprocess.run([*cmd, "diff", "rl-insight-demo/base", "rl-insight-demo/slow", "--steps", "2-7", *common],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("rl-insight-demo/slow's steps are") and SLOW in first, r.stdout
+    assert "STAGE" in r.stdout and "LANE CLASS" in r.stdout
+    r = subprocess.run([*cmd, "explain", str(slow), "--step", "5", *common], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "critical path" in r.stdout and SLOW in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([*cmd, "diff", "rl-insight-demo/nope", str(slow), *common], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "no run rl-insight-demo/nope" in r.stderr
