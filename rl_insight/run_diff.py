@@ -22,6 +22,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
+from .critical_path import CUT_PERCENTS
 from .insights import phase
 
 Facts = Mapping[str, Any]
@@ -127,11 +128,15 @@ def sentence(d: dict[str, Any], slow_b: Mapping[str, float]) -> str:
             grew = [x for x in d["lanes"] if "generation_delta_s" in x and x["generation_delta_s"] * v > 0
                     and abs(x["generation_delta_s"]) >= th]
             if grew:
-                names = [x["lane"] for x in grew[:2]]
-                tail = max(slow_b.items(), key=lambda kv: kv[1], default=None)
-                text += f", from {' and '.join(names)}"
-                if tail and tail[0] in names and tail[1] >= 0.5:
-                    text += f" (the slowest replica in {tail[1] * 100:.0f} % of {b_name}'s steps)"
+                lead = grew[0]
+                text += f", from {lead['lane']}"
+                share = slow_b.get(lead["lane"], 0.0)
+                details = [f"{_fmt(lead['generation_delta_s'])} of generation a step"]
+                if share >= 0.5:
+                    details.append(f"the slowest replica in {share * 100:.0f} % of {b_name}'s steps")
+                text += f" ({'; '.join(details)})"
+                if len(grew) > 1 and abs(grew[1]["generation_delta_s"]) >= 0.25 * abs(lead["generation_delta_s"]):
+                    text += f" and {grew[1]['lane']}"
         parts.append(text)
     training = [k for k in d["by_stage"] if phase(k, "rank_0") == "training" and phase(k, "") == "other"]
     still = [k for k in training if abs(d["by_stage"][k]) < th]
@@ -141,3 +146,47 @@ def sentence(d: dict[str, Any], slow_b: Mapping[str, float]) -> str:
     elif not moved:
         tail_words = "; no stage moved by more than " + _fmt(th).lstrip("+")
     return head + (": " + "; ".join(parts) if parts else "") + tail_words + "."
+
+
+def savings(facts: dict[int, dict], *, cut_percent: int = 10, stage: str | None = None,
+            faster_percent: float | None = None) -> dict[str, Any]:
+    """Over a window of steps: each what-if's median saving per step and its total, the biggest single fix, and
+    where the path runs (the stages and lanes with the most time on it)."""
+    if cut_percent not in CUT_PERCENTS:
+        raise ValueError(f"cut_percent must be one of {list(CUT_PERCENTS)} over a window (any value for one step)")
+    steps = sorted(facts)
+    per: dict[str, list[float]] = {"tail": [], "bubbles": [], f"cut{cut_percent}": []}
+    if stage and faster_percent is not None:
+        per[f"stage:{stage}"] = []
+    for s in steps:
+        w = facts[s]["whatif"]
+        per["tail"].append(w.get("tail", 0.0))
+        per["bubbles"].append(w.get("bubbles", 0.0))
+        per[f"cut{cut_percent}"].append(w.get(f"cut{cut_percent}", 0.0))
+        if stage and faster_percent is not None:
+            per[f"stage:{stage}"].append(facts[s]["cp"].get(stage, 0.0) * faster_percent / 100)
+    out = {k: {"median_s": statistics.median(v) if v else 0.0, "total_s": sum(v)} for k, v in per.items()}
+    best = max(out.items(), key=lambda kv: kv[1]["total_s"], default=None)
+    n = len(steps) or 1
+    stages: dict[str, float] = {}
+    lanes: dict[str, float] = {}
+    for s in steps:
+        for k, v in facts[s]["cp"].items():
+            stages[k] = stages.get(k, 0.0) + v / n
+        for k, v in facts[s]["cplane"].items():
+            lanes[k] = lanes.get(k, 0.0) + v / n
+    durations = [facts[s]["duration_s"] for s in steps]
+    return {"steps": len(steps), "median_step_s": statistics.median(durations) if durations else None,
+            "what_if": out, "biggest": None if best is None or best[1]["total_s"] <= 0 else best[0],
+            "path_stages": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:10]),
+            "path_lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])[:10])}
+
+
+def describe(what: str) -> str:
+    if what == "tail":
+        return "the long-tail replica finishing with the others"
+    if what == "bubbles":
+        return "removing the idle gaps on the critical path"
+    if what.startswith("cut"):
+        return f"not waiting for the slowest {what[3:]} % of generations"
+    return f"{what.split(':', 1)[1]} faster"

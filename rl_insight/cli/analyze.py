@@ -45,6 +45,9 @@ def analyze(
     workers: Optional[int] = typer.Option(
         None, min=1, help="Processes reading files in parallel (default: all cores when there are several files)."
     ),
+    compare: Optional[list[Path]] = typer.Option(
+        None, "--compare", help="Traces of a second run (files or directories; repeat the option for several): the "
+        "report says where its time went against the first, step by step (docs/explain.md)."),
     ray: Optional[str] = typer.Option(
         None,
         "--ray",
@@ -113,6 +116,21 @@ def analyze(
     written: list[Path] = []
     title = f"RL timeline: {', '.join(p.name for p in paths)}"
     result = summarize(df, loaded.metrics, loaded.memory) if {"html", "summary", "tensorboard"} & set(formats) else None
+    if result is not None and not df.empty:
+        from ..analysis import explain
+
+        facts = explain.step_facts(df)
+        result["critical_path"] = explain.critical_paths(facts)
+        if compare:
+            other = load(compare, source=cast(Source, source), detail=details, ranks=_ints(ranks, "ranks"),
+                         roles={r.strip() for r in roles.split(",")} if roles else None, steps=_ints(steps, "steps"),
+                         workers=workers, ray_address=ray)
+            if other.events.empty:
+                raise InvalidInputError(f"nothing to compare in {', '.join(map(str, compare))}",
+                                        hint="--compare takes the second run's traces, like the first argument")
+            names = (", ".join(p.name for p in paths), ", ".join(p.name for p in compare))
+            result["compare"] = explain.compare(facts, explain.step_facts(other.events), names)
+            typer.echo(result["compare"]["sentence"])
     if not df.empty:
         if "html" in formats:  # the report: timeline and every table, rows linked to the timeline
             written.append(html.render(df, out / "timeline.html", title, result=result))

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from .. import analyze as an
+from .explain_tables import explain_tables
 
 NS_PER_MS = 1e6
 EXPOSED_COMM_SHARE = 0.10  # communication not hidden behind computation above this share of the stage is flagged
@@ -259,4 +260,5 @@ def tables(df: pd.DataFrame, result: dict[str, Any], t0: int) -> list[dict[str, 
             "rows": rows,
         }
     )
+    out += explain_tables(result, ms)
     return out

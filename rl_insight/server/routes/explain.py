@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Query
 from starlette.concurrency import run_in_threadpool
 
 from ... import critical_path as cp
-from ... import insights
+from ... import insights, run_diff
 from ...errors import InvalidInputError, NotFoundError
 from ...protocol import INT64_MAX
 from ..live.insight_service import metric_samples
@@ -119,10 +119,10 @@ def build_router(st: AppState) -> APIRouter:
         def work() -> dict[str, Any]:
             _, ws = windows(run_id, _range(steps))
             facts, pending = explain.step_facts(reader.conn(), run_id, ws, time.time_ns())
-            out = explain.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
+            out = run_diff.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
             biggest = out["biggest"]
             return {"run_id": run_id, **out, "pending_steps": len(pending),
-                    "biggest_text": explain.describe(biggest) if biggest else None}
+                    "biggest_text": run_diff.describe(biggest) if biggest else None}
         return await run_in_threadpool(work)
 
     return r

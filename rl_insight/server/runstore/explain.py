@@ -6,7 +6,6 @@ version) are computed from their spans, the rest listed as pending.
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from ... import critical_path as cp
@@ -82,40 +81,6 @@ def _empty(bounds: tuple[int, int]) -> dict[str, Any]:
             "cp": {}, "cplane": {}, "whatif": {}}
 
 
-def savings(facts: dict[int, dict], *, cut_percent: int = 10, stage: str | None = None,
-            faster_percent: float | None = None) -> dict[str, Any]:
-    """Over a window of steps: each what-if's median saving per step and its total, the biggest single fix, and
-    where the path runs (the stages and lanes with the most time on it)."""
-    if cut_percent not in cp.CUT_PERCENTS:
-        raise ValueError(f"cut_percent must be one of {list(cp.CUT_PERCENTS)} over a window (any value for one step)")
-    steps = sorted(facts)
-    per: dict[str, list[float]] = {"tail": [], "bubbles": [], f"cut{cut_percent}": []}
-    if stage and faster_percent is not None:
-        per[f"stage:{stage}"] = []
-    for s in steps:
-        w = facts[s]["whatif"]
-        per["tail"].append(w.get("tail", 0.0))
-        per["bubbles"].append(w.get("bubbles", 0.0))
-        per[f"cut{cut_percent}"].append(w.get(f"cut{cut_percent}", 0.0))
-        if stage and faster_percent is not None:
-            per[f"stage:{stage}"].append(facts[s]["cp"].get(stage, 0.0) * faster_percent / 100)
-    out = {k: {"median_s": statistics.median(v) if v else 0.0, "total_s": sum(v)} for k, v in per.items()}
-    best = max(out.items(), key=lambda kv: kv[1]["total_s"], default=None)
-    n = len(steps) or 1
-    stages: dict[str, float] = {}
-    lanes: dict[str, float] = {}
-    for s in steps:
-        for k, v in facts[s]["cp"].items():
-            stages[k] = stages.get(k, 0.0) + v / n
-        for k, v in facts[s]["cplane"].items():
-            lanes[k] = lanes.get(k, 0.0) + v / n
-    durations = [facts[s]["duration_s"] for s in steps]
-    return {"steps": len(steps), "median_step_s": statistics.median(durations) if durations else None,
-            "what_if": out, "biggest": None if best is None or best[1]["total_s"] <= 0 else best[0],
-            "path_stages": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:10]),
-            "path_lanes": dict(sorted(lanes.items(), key=lambda kv: -kv[1])[:10])}
-
-
 def runs_diff(conn: Any, a: tuple[int, list[tuple[int, int, int]], str], b: tuple[int, list[tuple[int, int, int]], str],
               now_ns: int) -> dict[str, Any]:
     """run_diff.diff of two (run id, windows, name) from their stored per-step facts, with each side's savings."""
@@ -123,19 +88,9 @@ def runs_diff(conn: Any, a: tuple[int, list[tuple[int, int, int]], str], b: tupl
     fb, pending_b = step_facts(conn, b[0], b[1], now_ns)
     d = run_diff.diff(fa, fb, (a[2], b[2]))
     d["pending_steps"] = {"a": len(pending_a), "b": len(pending_b)}
-    sb = savings(fb)
+    sb = run_diff.savings(fb)
     d["savings_b"] = sb
     if sb["biggest"]:
-        d["sentence"] += f" The biggest single fix in {b[2]}: {describe(sb['biggest'])}, about " \
+        d["sentence"] += f" The biggest single fix in {b[2]}: {run_diff.describe(sb['biggest'])}, about " \
                          f"{sb['what_if'][sb['biggest']]['median_s']:.2f} s a step (estimate)."
     return d
-
-
-def describe(what: str) -> str:
-    if what == "tail":
-        return "the long-tail replica finishing with the others"
-    if what == "bubbles":
-        return "removing the idle gaps on the critical path"
-    if what.startswith("cut"):
-        return f"not waiting for the slowest {what[3:]} % of generations"
-    return f"{what.split(':', 1)[1]} faster"

@@ -9,6 +9,7 @@ import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
 import { StackSnapshots } from "./stacks.js";
 import { StepTable } from "./steps.js";
+import { renderDiffs, showCriticalPath } from "./explain.js";
 import { keyboard } from "./keys.js";
 import { currentRange, rangeFromParams } from "./range.js";
 import { RangeBar } from "./range_bar.js";
@@ -30,6 +31,8 @@ export async function renderRun(app, runId, params) {
   const header = h("div", { class: "bar", id: "run-header" });
   const insightsEl = h("div", { class: "cards", id: "insights" });
   const stepsEl = h("div", { id: "step-table" });
+  const explainEl = h("div", { id: "explain-step", class: "explain" });
+  const diffEl = h("div", { id: "compare-diff" });
   state.selectedStep = step;
   state.range = rangeFromParams(params);
   state.onStep = []; state.onRange = []; state.stepTable = null;
@@ -58,7 +61,11 @@ export async function renderRun(app, runId, params) {
   app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
       compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
     header, nav, rangeEl, renderConfig(run, compared), alertsEl,
+    compared.length ? h("h3", { id: "diff-h" }, "Where the time went ", h("span", { class: "muted" },
+      "(each compared run against this one, steps aligned by number; docs/explain.md)")) : "", diffEl,
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
+    h("h3", { id: "explain-h" }, "Critical path ", h("span", { class: "muted" }, "what the step waited on, in order (outlined on "
+      + "the timeline); the selected step, else the last")), explainEl,
     h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
       "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
@@ -112,7 +119,11 @@ export async function renderRun(app, runId, params) {
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
   const steps = state.stepTable = new StepTable(stepsEl, runId);
   await steps.load().catch(e => stepsEl.replaceChildren(h("p", { class: "error" }, `steps: ${e.message}`)));
-  state.onStep.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); });
+  state.onStep.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); refreshPaths(); });
+  const refreshPaths = () => Promise.all((state.timelines || []).map((tl, i) =>
+    showCriticalPath(i === 0 ? explainEl : null, tl, tl.runId, state.selectedStep))).catch(() => {});
+  await refreshPaths();
+  if (compared.length) await renderDiffs(diffEl, runId, compared).catch(e => diffEl.replaceChildren(h("p", { class: "error" }, e.message)));
   rangeBar.show();
   if (step !== null) showStep(step, { scroll: false });
   renderTargets(targetsEl, runId);
@@ -134,6 +145,7 @@ export async function renderRun(app, runId, params) {
       profiles.run = r; await profiles.load();
     }],
     [10 / 3, () => stacks.load()],
+    [10 / 3, () => Promise.all([refreshPaths(), compared.length ? renderDiffs(diffEl, runId, compared) : null])],
     [10 / 3, async () => { if (run.status === "live") await trajectories.refresh(); }],
     [10 / 3, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); }],
     [10 / 3, () => Promise.all([renderInsights(insightsEl, runId), steps.load().then(() => rangeBar.drawMinimap()),

@@ -251,6 +251,7 @@ export class Timeline {
     }
     this.drawWindows(ctx, xOf, W, H);
     this.drawSnapshot(ctx, xOf, W, H);
+    this.drawCritical(ctx, xOf, W);
   }
   drawSnapshot(ctx, xOf, W, H) {
     // a stack snapshot: a red line at its moment, the lanes of its odd ones out (and silent processes) outlined
@@ -269,6 +270,30 @@ export class Timeline {
     });
     ctx.restore();
     this.el.querySelectorAll(".lane-label").forEach(n => n.classList.toggle("odd", s.odd.includes(n.dataset.lane)));
+  }
+  drawCritical(ctx, xOf, W) {
+    // the shown step's critical path (explain.js): its states outlined, joined in order; a red dashed joint is an
+    // idle gap on the path (nothing it waited on was running)
+    const p = this.critical;
+    this.el.dataset.critical = p ? JSON.stringify({ step: p.step, lanes: p.elements.map(e => e.lane) }) : "";
+    if (!p || !p.elements.length) return;
+    const rowY = new Map(this.data.lanes.map((l, i) => [l, this.rowOf.get(i)]));
+    ctx.save(); ctx.lineWidth = 2;
+    let prev = null;
+    for (const e of p.elements) {
+      const y = rowY.get(e.lane);
+      const x0 = Math.max(this.gutter, xOf(e.start_ns)), x1 = Math.min(W, xOf(e.end_ns));
+      if (y !== undefined && x1 >= this.gutter && x0 <= W) {
+        ctx.strokeStyle = "#111827"; ctx.setLineDash([]); ctx.strokeRect(x0, y + 1, Math.max(2, x1 - x0), 14);
+        if (prev) {
+          const gap = e.start_ns - prev.end_ns > 1e6;
+          ctx.strokeStyle = gap ? "#dc2626" : "#111827"; ctx.setLineDash(gap ? [3, 2] : []);
+          ctx.beginPath(); ctx.moveTo(prev.x, prev.y); ctx.lineTo(x0, y + 8); ctx.stroke();
+        }
+        prev = { x: x1, y: y + 8, end_ns: e.end_ns };
+      } else prev = null;
+    }
+    ctx.restore();
   }
   toggleLane(lane) {
     if (this.selected.has(lane)) this.selected.delete(lane); else this.selected.add(lane);
