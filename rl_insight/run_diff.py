@@ -48,31 +48,30 @@ def _mean_delta(steps: list[int], a: Mapping[int, Facts], b: Mapping[int, Facts]
     return {k: _mean([b[s].get(part, {}).get(k, 0.0) - a[s].get(part, {}).get(k, 0.0) for s in steps]) for k in keys}
 
 
-def _by_class(steps: list[int], runs: Mapping[int, Facts]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
+def lane_summary(steps: list[int], runs: Mapping[int, Facts]) -> dict[str, Any]:
+    """Over the aligned steps: each lane's busy and generation seconds summed, and how many steps each rollout lane
+    was the slowest in (of `gen_steps` steps with two or more rollout lanes). The server sums the same in SQL."""
+    busy: dict[str, float] = {}
+    gen: dict[str, float] = {}
+    slowest: dict[str, int] = {}
+    gen_steps = 0
     for s in steps:
-        per: dict[str, float] = {}
-        for lane, busy in runs[s].get("lanes", {}).items():
-            per[lane_class(lane)] = per.get(lane_class(lane), 0.0) + busy
-        for cls, v in per.items():
-            out.setdefault(cls, []).append(v)
-    return out
+        for lane, v in runs[s].get("lanes", {}).items():
+            busy[lane] = busy.get(lane, 0.0) + v
+        g = runs[s].get("gen", {})
+        for lane, v in g.items():
+            gen[lane] = gen.get(lane, 0.0) + v
+        if len(g) >= 2:
+            gen_steps += 1
+            slow = max(g, key=lambda lane: g[lane])
+            slowest[slow] = slowest.get(slow, 0) + 1
+    return {"busy": busy, "gen": gen, "slowest": slowest, "gen_steps": gen_steps}
 
 
-def _slowest_share(steps: list[int], runs: Mapping[int, Facts]) -> dict[str, float]:
-    counts: dict[str, int] = {}
-    n = 0
-    for s in steps:
-        gen = runs[s].get("gen", {})
-        if len(gen) >= 2:
-            n += 1
-            slow = max(gen, key=lambda lane: gen[lane])
-            counts[slow] = counts.get(slow, 0) + 1
-    return {lane: c / n for lane, c in counts.items()} if n else {}
-
-
-def diff(a: Mapping[int, Facts], b: Mapping[int, Facts], names: tuple[str, str] = ("A", "B")) -> dict[str, Any]:
-    """The diff of two runs' per-step facts (see the module)."""
+def diff(a: Mapping[int, Facts], b: Mapping[int, Facts], names: tuple[str, str] = ("A", "B"),
+         lanes_a: Mapping[str, Any] | None = None, lanes_b: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The diff of two runs' per-step facts (see the module); `lanes_a` / `lanes_b`: their lane_summary over the
+    aligned steps when the caller has it (then the facts need no per-lane parts)."""
     steps = sorted(set(a) & set(b))
     if not steps:
         return {"names": list(names), "aligned_steps": 0, "steps": [], "sentence":
@@ -85,16 +84,24 @@ def diff(a: Mapping[int, Facts], b: Mapping[int, Facts], names: tuple[str, str] 
     med_b = statistics.median(b[s]["duration_s"] for s in steps)
     mean_delta = _mean([r["delta_s"] for r in rows])
     by_stage = dict(sorted(_mean_delta(steps, a, b, "states").items(), key=lambda kv: -abs(kv[1])))
-    cls_a, cls_b = _by_class(steps, a), _by_class(steps, b)
-    by_class = {c: _mean(cls_b.get(c, [0.0])) - _mean(cls_a.get(c, [0.0])) for c in {*cls_a, *cls_b}}
-    by_class = dict(sorted(by_class.items(), key=lambda kv: -abs(kv[1])))
-    gen_delta = _mean_delta(steps, a, b, "gen")
-    slow_a, slow_b = _slowest_share(steps, a), _slowest_share(steps, b)
-    busy_delta = _mean_delta(steps, a, b, "lanes")
+    la = lanes_a if lanes_a is not None else lane_summary(steps, a)
+    lb = lanes_b if lanes_b is not None else lane_summary(steps, b)
+    n = len(steps)
+
+    def per_step_delta(part: str) -> dict[str, float]:
+        return {k: (lb[part].get(k, 0.0) - la[part].get(k, 0.0)) / n for k in {*la[part], *lb[part]}}
+
+    classes: dict[str, float] = {}
+    for lane, d in per_step_delta("busy").items():
+        classes[lane_class(lane)] = classes.get(lane_class(lane), 0.0) + d
+    by_class = dict(sorted(classes.items(), key=lambda kv: -abs(kv[1])))
+    gen_delta = per_step_delta("gen")
+    slow_a = {k: v / la["gen_steps"] for k, v in la["slowest"].items()} if la["gen_steps"] else {}
+    slow_b = {k: v / lb["gen_steps"] for k, v in lb["slowest"].items()} if lb["gen_steps"] else {}
     lanes: list[dict[str, Any]] = [{"lane": lane, "class": "rollout replicas", "generation_delta_s": d,
-              "slowest_share_a": slow_a.get(lane, 0.0), "slowest_share_b": slow_b.get(lane, 0.0)}
-             for lane, d in gen_delta.items()]
-    lanes += [{"lane": lane, "class": lane_class(lane), "busy_delta_s": d} for lane, d in busy_delta.items()
+                                    "slowest_share_a": slow_a.get(lane, 0.0), "slowest_share_b": slow_b.get(lane, 0.0)}
+                                   for lane, d in gen_delta.items()]
+    lanes += [{"lane": lane, "class": lane_class(lane), "busy_delta_s": d} for lane, d in per_step_delta("busy").items()
               if lane not in gen_delta and lane_class(lane) != "rollout replicas"]
     lanes.sort(key=lambda x: -abs(float(x.get("generation_delta_s", x.get("busy_delta_s", 0.0)))))
     threshold = max(0.01, 0.02 * med_a)

@@ -55,6 +55,12 @@ def test_the_diff_names_the_slow_replica_and_the_generation_stage(pair) -> None:
     assert "vllm_generate" in d["sentence"] and SLOW in d["sentence"] and "longer" in d["sentence"], d["sentence"]
     assert "biggest single fix" in d["sentence"] and "long-tail replica" in d["sentence"], d["sentence"]
     assert all(r["step"] in range(2, 8) for r in d["steps"])
+    # two windows of one run, aligned by their order (B's steps numbered as A's); a window against itself: no change
+    w = _get(srv, "/api/v1/runs/diff", a=slow, b=slow, a_steps="2-4", b_steps="5-7")
+    assert w["aligned_steps"] == 3 and [r["step"] for r in w["steps"]] == [2, 3, 4] and "steps 5-7" in w["names"][1]
+    assert [r["b_s"] for r in w["steps"]] != [r["a_s"] for r in w["steps"]]
+    again = _get(srv, "/api/v1/runs/diff", a=slow, b=slow, a_steps="2-4", b_steps="2-4")
+    assert again["mean_delta_s"] == 0 and again["by_class"] and all(v == 0 for v in again["by_class"].values())
     # the same run against itself: no change
     same = _get(srv, "/api/v1/runs/diff", a=base, b=base)
     assert same["mean_delta_s"] == 0 and "about as long as" in same["sentence"]

@@ -75,14 +75,12 @@ def build_router(st: AppState) -> APIRouter:
         def work() -> dict[str, Any]:
             run_a, wa = windows(a, _range(a_steps or steps))
             run_b, wb = windows(b, _range(b_steps or steps))
-            if a_steps and b_steps:  # two windows (of one run, or two): aligned by position, named by range
-                wb = [(wa[i][0], x[1], x[2]) for i, x in enumerate(wb[:len(wa)])]
-                wa = wa[:len(wb)]
+            by_position = bool(a_steps and b_steps)  # two windows (of one run, or two): aligned by their order
             name_a = f"{run_a['project']}/{run_a['experiment_name']}" + (f" steps {a_steps}" if a_steps else "")
             name_b = f"{run_b['project']}/{run_b['experiment_name']}" + (f" steps {b_steps}" if b_steps else "")
             if name_a == name_b:
                 name_a, name_b = f"A ({name_a})", f"B ({name_b})"
-            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), time.time_ns())
+            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), time.time_ns(), by_position)
             return {"a": a, "b": b, **out}
         return await run_in_threadpool(work)
 
@@ -118,7 +116,7 @@ def build_router(st: AppState) -> APIRouter:
                                     hint="any value for one step: GET …/critical-path?step=N&cut_percent=")
         def work() -> dict[str, Any]:
             _, ws = windows(run_id, _range(steps))
-            facts, pending = explain.step_facts(reader.conn(), run_id, ws, time.time_ns())
+            facts, pending = explain.step_facts(reader.conn(), run_id, ws, time.time_ns(), per_lane=False)
             out = run_diff.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
             biggest = out["biggest"]
             return {"run_id": run_id, **out, "pending_steps": len(pending),

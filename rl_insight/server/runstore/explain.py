@@ -40,18 +40,21 @@ def step_path(conn: Any, run_id: int, window: tuple[int, int, int], now_ns: int,
 
 
 def step_facts(conn: Any, run_id: int, windows: list[tuple[int, int, int]],
-               now_ns: int) -> tuple[dict[int, dict], list[int]]:
+               now_ns: int, per_lane: bool = True) -> tuple[dict[int, dict], list[int]]:
     """Per-step facts (run_diff's shape, plus "whatif") of the given windows from the stored rows; steps without them
-    computed from spans up to FALLBACK_STEPS; the others returned as pending."""
+    computed from spans up to FALLBACK_STEPS; the others returned as pending. `per_lane=False` leaves out each
+    lane's busy and generation rows (most of the rows: a diff sums them in SQL instead, lane_sums)."""
     facts: dict[int, dict[str, Any]] = {}
     bounds = {s: (a, b) for s, a, b in windows}
     wanted = list(bounds)
     for i in range(0, len(wanted), 500):
         part = wanted[i:i + 500]
         marks = ",".join("?" * len(part))
+        lanes = FACT_LANES if per_lane else tuple(x for x in FACT_LANES if x != "@gen")
         for step, lane, name, value in conn.execute(
                 f"SELECT step, lane, name, value FROM step_stats WHERE run_id = ? AND step IN ({marks}) "
-                f"AND (lane IN ({','.join('?' * len(FACT_LANES))}) OR name = '')", (run_id, *part, *FACT_LANES)):
+                f"AND (lane IN ({','.join('?' * len(lanes))}){' OR name = ' + repr('') if per_lane else ''})",
+                (run_id, *part, *lanes)):
             f = facts.setdefault(step, _empty(bounds[step]))
             if lane == "":
                 f["states"][name] = value
@@ -81,12 +84,51 @@ def _empty(bounds: tuple[int, int]) -> dict[str, Any]:
             "cp": {}, "cplane": {}, "whatif": {}}
 
 
+def lane_sums(conn: Any, run_id: int, steps: list[int], facts: dict[int, dict]) -> dict[str, Any]:
+    """run_diff.lane_summary over `steps`, summed in SQL from the stored rows (steps computed from spans, in
+    `facts` with their per-lane parts, are added from there)."""
+    out: dict[str, Any] = {"busy": {}, "gen": {}, "slowest": {}, "gen_steps": 0}
+    stored = [s for s in steps if not facts.get(s, {}).get("lanes")]
+    for i in range(0, len(stored), 500):
+        part = stored[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for lane, total in conn.execute(
+                f"SELECT lane, sum(value) FROM step_stats WHERE run_id = ? AND step IN ({marks}) AND name = '' "
+                "AND lane != '' AND lane NOT LIKE '@%' GROUP BY lane", (run_id, *part)):
+            out["busy"][lane] = out["busy"].get(lane, 0.0) + total
+        for lane, total in conn.execute(
+                f"SELECT name, sum(value) FROM step_stats WHERE run_id = ? AND step IN ({marks}) AND lane = '@gen' "
+                "GROUP BY name", (run_id, *part)):
+            out["gen"][lane] = out["gen"].get(lane, 0.0) + total
+        # the slowest rollout lane of each step with two or more (SQLite: the bare column comes from the max row)
+        for lane, _ in conn.execute(
+                f"SELECT name, max(value) FROM step_stats WHERE run_id = ? AND step IN ({marks}) AND lane = '@gen' "
+                "GROUP BY step HAVING count(*) >= 2", (run_id, *part)):
+            out["slowest"][lane] = out["slowest"].get(lane, 0) + 1
+            out["gen_steps"] += 1
+    computed = run_diff.lane_summary([s for s in steps if s not in stored], facts)
+    for key in ("busy", "gen", "slowest"):
+        for k, v in computed[key].items():
+            out[key][k] = out[key].get(k, 0) + v
+    out["gen_steps"] += computed["gen_steps"]
+    return out
+
+
 def runs_diff(conn: Any, a: tuple[int, list[tuple[int, int, int]], str], b: tuple[int, list[tuple[int, int, int]], str],
-              now_ns: int) -> dict[str, Any]:
-    """run_diff.diff of two (run id, windows, name) from their stored per-step facts, with each side's savings."""
-    fa, pending_a = step_facts(conn, a[0], a[1], now_ns)
-    fb, pending_b = step_facts(conn, b[0], b[1], now_ns)
-    d = run_diff.diff(fa, fb, (a[2], b[2]))
+              now_ns: int, by_position: bool = False) -> dict[str, Any]:
+    """run_diff.diff of two (run id, windows, name) from their stored per-step facts, with each side's savings.
+    `by_position`: two windows (of one run or two) aligned by their order, B's steps numbered as A's."""
+    fa, pending_a = step_facts(conn, a[0], a[1], now_ns, per_lane=False)
+    fb, pending_b = step_facts(conn, b[0], b[1], now_ns, per_lane=False)
+    if by_position:
+        pairs = list(zip(sorted(fa), sorted(fb)))
+        sums_a = lane_sums(conn, a[0], [x for x, _ in pairs], fa)
+        sums_b = lane_sums(conn, b[0], [y for _, y in pairs], fb)
+        fa, fb = {x: fa[x] for x, _ in pairs}, {x: fb[y] for x, y in pairs}
+    else:
+        aligned = sorted(set(fa) & set(fb))
+        sums_a, sums_b = lane_sums(conn, a[0], aligned, fa), lane_sums(conn, b[0], aligned, fb)
+    d = run_diff.diff(fa, fb, (a[2], b[2]), sums_a, sums_b)
     d["pending_steps"] = {"a": len(pending_a), "b": len(pending_b)}
     sb = run_diff.savings(fb)
     d["savings_b"] = sb
