@@ -25,7 +25,9 @@ StepsOpt = typer.Option(None, "--steps", help="Only these steps, e.g. 10-200.")
 
 
 def _s(x: float | None) -> str:
-    return "–" if x is None else f"{x * 1000:+.0f} ms" if abs(x) < 1 else f"{x:+.2f} s"
+    if x is None:
+        return "–"
+    return f"{x * 1e6:+.0f} µs" if abs(x) < 1e-3 else f"{x * 1000:+.0f} ms" if abs(x) < 1 else f"{x:+.2f} s"
 
 
 @runs_app.command("diff")

@@ -157,3 +157,30 @@ def test_a_window_scan_reads_only_from_the_runs_longest_span(tmp_path: Path) -> 
     }
     assert got == want
     w.close()
+
+
+def test_steps_summarized_before_the_critical_path_get_theirs(tmp_path: Path) -> None:
+    """A store written by an older version has no path rows: they are found, computed once and stored; until then a
+    window's facts come from the spans, and the answers agree."""
+    from rl_insight.server.runstore import explain
+
+    w, step_samples, versions = _build(tmp_path / "store.sqlite", steps=6)
+    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    now = T0 + 200 * S
+    windows = insights.step_windows(step_samples)
+    rows = step_stats.compute_steps(conn, 1, windows, versions, now)
+    old = [r for r in rows if r[4] not in ("@cp", "@cplane", "@whatif")]
+    assert len(old) < len(rows)
+    w.put_step_stats(old)
+    assert w.flush()
+    missing = step_stats.steps_without_path(conn, 1, 100)
+    assert [m[0] for m in missing] == [x[0] for x in windows]
+    from_spans, pending = explain.step_facts(conn, 1, windows, now)
+    assert pending == [] and all("bubbles" in f["whatif"] for f in from_spans.values())
+    w.put_step_stats(step_stats.compute_paths(conn, 1, missing, now))
+    assert w.flush()
+    assert step_stats.steps_without_path(conn, 1, 100) == []
+    stored, _ = explain.step_facts(conn, 1, windows, now)
+    for s, f in stored.items():
+        assert f["whatif"] == pytest.approx(from_spans[s]["whatif"]) and f["cp"] == pytest.approx(from_spans[s]["cp"])
+    w.close()
