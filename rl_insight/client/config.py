@@ -139,13 +139,14 @@ def _namespace(raw: Any) -> str:
 
 def resolve_identity(project: str | None, experiment_name: str | None) -> dict[str, str]:
     """Run identity labels: the arguments of init(), else RL_INSIGHT_PROJECT / RL_INSIGHT_EXPERIMENT_NAME
-    (verl's workers call bare init(); the Ray runtime env carries these)."""
+    (verl's workers call bare init(); the Ray runtime env carries these). Normalised as upstream main does:
+    surrounding whitespace stripped, and a name that is blank after that counts as not given."""
     project = project if project is not None else (_env.get(_env.PROJECT) or None)
     if experiment_name is None:
         experiment_name = _env.get(_env.EXPERIMENT_NAME) or None
     labels = {}
-    if project is not None:
-        labels["project"] = str(project)
-    if experiment_name is not None:
-        labels["experiment_name"] = str(experiment_name)
+    for key, value in (("project", project), ("experiment_name", experiment_name)):
+        text = "" if value is None else str(value).strip()
+        if text:
+            labels[key] = text
     return labels

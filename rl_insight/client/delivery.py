@@ -61,6 +61,9 @@ class Delivery(BatchBuilder):
         self._run_info_in_flight = False
         self.url = url
         self.base_labels = dict(base_labels)
+        # legacy mode (no identity at init): a call label named project / experiment_name is kept as a label, with
+        # one UserWarning per process (upstream main); with an identity the identity wins (client/wire.py)
+        self._legacy_label_warned = bool(base_labels)
         self.pid = os.getpid()
         self.client_id = os.urandom(8).hex()
         import socket  # lazy: only processes that enable monitoring pay for it
@@ -151,7 +154,18 @@ class Delivery(BatchBuilder):
                 pass
         return is_step
 
+    def _legacy_identity_label(self, labels: dict) -> None:
+        if "project" in labels or "experiment_name" in labels:
+            self._legacy_label_warned = True
+            import warnings
+
+            warnings.warn("[rl-insight] a label named project or experiment_name without a run identity at init(): "
+                          "it is kept as a label; pass init(project=..., experiment_name=...) to name the run",
+                          UserWarning, stacklevel=4)
+
     def gauge(self, name: str, value: Any, doc: str, labels: dict) -> None:
+        if labels and not self._legacy_label_warned:
+            self._legacy_identity_label(labels)
         if self._step_names.get(name) is not False:
             if self._note_step(name, value) and self.profiling.hot:
                 self.profiling.boundary()  # a step boundary: a requested profiling window may open or close here
@@ -161,6 +175,8 @@ class Delivery(BatchBuilder):
         q.append((_GAUGE, name, value, labels, doc, time.time(), self.step))
 
     def count(self, name: str, amount: Any, doc: str, labels: dict) -> None:
+        if labels and not self._legacy_label_warned:
+            self._legacy_identity_label(labels)
         try:
             amount = float(amount)
         except (TypeError, ValueError, OverflowError):
@@ -173,6 +189,8 @@ class Delivery(BatchBuilder):
         self.agg.add(name, amount, doc, labels, self.step)
 
     def observe(self, name: str, value: Any, doc: str, labels: dict) -> None:
+        if labels and not self._legacy_label_warned:
+            self._legacy_identity_label(labels)
         try:
             value = float(value)
         except (TypeError, ValueError, OverflowError):

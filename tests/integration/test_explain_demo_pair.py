@@ -80,7 +80,7 @@ def test_the_slow_runs_critical_path_and_savings(pair) -> None:
     # bad input is a clear error
     r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/explain", params={"cut_percent": 7},
                   headers={"Authorization": f"Bearer {TOKEN}"})
-    assert r.status_code == 422 and "cut_percent" in r.json()["detail"]
+    assert r.status_code == 422 and "cut_percent" in r.text
     r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/critical-path", params={"step": 999},
                   headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 404 and "no step 999" in r.json()["detail"]

@@ -106,7 +106,9 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/{run_id}/explain")
     async def run_explain(run_id: RunId, steps: Optional[str] = _steps_param(),
-                          cut_percent: int = Query(10, description=f"one of {list(cp.CUT_PERCENTS)}"),
+                          cut_percent: int = Query(10, json_schema_extra={"enum": list(cp.CUT_PERCENTS)},
+                                                   description="the slowest k % of generation items not waited for: "
+                                                   "5, 10 or 20 over a window (kept per step)"),
                           stage: Optional[str] = Query(None, max_length=256),
                           faster_percent: float = Query(50.0, ge=0, le=100)) -> dict[str, Any]:
         """Over a window of steps (default: all): each what-if's median saving per step and total, the biggest single

@@ -301,6 +301,10 @@ class TargetRegistered(BaseModel):
     targets_file: str
     config_file: str | None = Field(None, description="the rendered prometheus.yml, when this server's stack runs "
                                                       "Prometheus")
+    project: str | None = Field(None, description="the experiment the targets went to (upstream main); null when "
+                                                  "the registration named none")
+    experiment_name: str | None = None
+    state: str | None = Field(None, description="that experiment's state: active (archived ones refuse with 409)")
 
 
 class LoginBody(BaseModel):

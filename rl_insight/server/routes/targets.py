@@ -46,9 +46,13 @@ def build_router(st: AppState) -> APIRouter:
             raise BadRequestError(exc.message, hint=exc.hint) from None  # upstream answers 400 here
         # Prometheus watches the file_sd file: once it is written the targets are in effect (within its
         # refresh interval, no reload needed), which is what upstream's clients check this field for.
+        # upstream main: the answer names the experiment the targets went to and its state (null: unidentified)
+        project, experiment = identity if identity else (None, None)
+        state = st.experiments.state(identity) if identity else None
         return {"status": "ok", "prometheus_reloaded": True, "reload_needed": False, "job_name": job,
                 "target_count": count, "targets_file": str(st.targets.path),
-                "config_file": st.config.prometheus_config_file}
+                "config_file": st.config.prometheus_config_file, "project": project, "experiment_name": experiment,
+                "state": state}
 
     @reads.get("/api/v1/targets", responses=error_responses(401, 403))
     async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> dict[str, Any]:

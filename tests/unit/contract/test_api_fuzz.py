@@ -45,6 +45,8 @@ CROSS_FIELD_RULES = {
     "GET /api/v1/runs/{run_id}/series": re.compile(r"empty window"),  # from < to
     "GET /api/v1/runs/{run_id}/spans": re.compile(r"empty window"),
     "GET /api/v1/runs/{run_id}/insights": re.compile(r"empty window"),
+    "GET /api/v1/runs/diff": re.compile(r"runs backwards"),  # a step range's order
+    "GET /api/v1/runs/{run_id}/explain": re.compile(r"runs backwards"),
     "POST /api/v1/profiles": re.compile(r"give first <= last|a stage is profiled in one step"),
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
 }

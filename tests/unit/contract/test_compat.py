@@ -145,6 +145,39 @@ def test_call_labels_never_override_the_run_identity(server, monkeypatch) -> Non
     assert s["attributes"]["project"] == "p"
 
 
+def test_identity_names_are_stripped_and_blank_counts_as_not_given(server, monkeypatch) -> None:
+    """Upstream main normalises the identity before it becomes one: surrounding whitespace goes."""
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    with pytest.raises(ValueError, match="both project and experiment_name"):
+        rl_insight.init(project="p", experiment_name="   ")  # blank: only project was given
+    rl_insight.init(project="  proj ", experiment_name="\texp\n")
+    rl_insight.metric_gauge("g", 2.0)
+    rl_insight.flush(5)
+    assert 'rl_insight_monitor_g{experiment_name="exp",project="proj"} 2.0' in httpx.get(server.url + "/metrics").text
+    assert [(r["project"], r["experiment_name"]) for r in httpx.get(server.url + "/api/v1/runs").json()["runs"]] == [
+        ("proj", "exp")]
+
+
+def test_legacy_mode_keeps_an_identity_named_label_and_warns_once(server, monkeypatch) -> None:
+    """No identity at init: a label named project / experiment_name passes through as a label, with one
+    UserWarning per process (upstream main); the training call never raises."""
+    import warnings
+
+    monkeypatch.delenv("RL_INSIGHT_PROJECT", raising=False)
+    monkeypatch.delenv("RL_INSIGHT_EXPERIMENT_NAME", raising=False)
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", server.url)
+    rl_insight.init()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rl_insight.metric_gauge("g", 1.0, project="legacy-p")
+        rl_insight.metric_count("c", 1.0, experiment_name="legacy-e")
+        rl_insight.metric_gauge("g", 3.0, project="legacy-p")
+    user = [w for w in seen if issubclass(w.category, UserWarning) and "project or experiment_name" in str(w.message)]
+    assert len(user) == 1 and user[0].filename == __file__  # once, pointing at the caller's line
+    rl_insight.flush(5)
+    assert 'rl_insight_monitor_g{project="legacy-p"} 3.0' in httpx.get(server.url + "/metrics").text
+
+
 def _register(server, **payload) -> httpx.Response:
     return httpx.post(server.url + "/api/v1/prometheus/targets", json=payload)
 
@@ -153,7 +186,12 @@ def test_experiment_identity_rules_on_registration(server) -> None:
     assert _register(server, targets=["h:1"], project="p").status_code == 400
     r = _register(server, targets=[{"target": "h:1", "labels": {"project": "q"}}], project="p", experiment_name="e")
     assert r.status_code == 400 and "contradicts" in r.json()["detail"]
-    assert _register(server, targets=["h:1"], project="p", experiment_name="e").status_code == 200
+    r = _register(server, targets=["h:1"], project=" p ", experiment_name="e")
+    assert r.status_code == 200
+    # upstream main: the answer names the experiment (normalised) and its state; unidentified targets have none
+    assert (r.json()["project"], r.json()["experiment_name"], r.json()["state"]) == ("p", "e", "active")
+    legacy = _register(server, targets=["h:2"]).json()
+    assert (legacy["project"], legacy["experiment_name"], legacy["state"]) == (None, None, None)
 
 
 def test_archive_and_restore_over_http_cli_and_the_client(server, tmp_path, monkeypatch) -> None:
