@@ -177,6 +177,9 @@ class AppState:
         # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
         self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,
                                      clock=self.step_clock, exporters=self.exporters, metrics=self.metrics)
+        from .intake.otlp_metrics import OtlpMetrics  # OTLP metrics: delta points' running totals live here
+
+        self.otlp_metrics = OtlpMetrics(config.step_metric, self.step_clock)
         self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
@@ -272,6 +275,7 @@ class AppState:
                 self.config.otlp_intake_grpc_port,
                 max_body_bytes=self.config.max_body_bytes,
                 ack_timeout_s=self.config.ack_timeout_s,
+                metrics=self.otlp_metrics,
             )
             self.grpc_intake.start()
 

@@ -27,8 +27,9 @@ WORKERS = 4
 
 class GrpcTraceIntake:
     def __init__(self, intake: IntakePipeline, auth: Auth, host: str, port: int, *, max_body_bytes: int,
-                 ack_timeout_s: float) -> None:
+                 ack_timeout_s: float, metrics: Any = None) -> None:
         self.intake, self.auth, self.host, self.port = intake, auth, host, port
+        self.metrics = metrics  # intake/otlp_metrics.OtlpMetrics: the metrics service's converter
         self.max_body_bytes, self.ack_timeout_s = max_body_bytes, ack_timeout_s
         self._server: Any = None
         self.bound_port = 0
@@ -36,6 +37,7 @@ class GrpcTraceIntake:
     def start(self) -> None:
         """Bind and serve; PortInUseError when the port is taken, ServiceError-like ImportError when grpc is missing."""
         import grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
         intake, auth, ack_timeout_s = self.intake, self.auth, self.ack_timeout_s
@@ -66,11 +68,34 @@ class GrpcTraceIntake:
                     answer.partial_success.error_message = got.error[:1000]
                 return answer
 
+        converter = self.metrics
+
+        class MetricsService(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
+                if auth.token:
+                    meta = dict(context.invocation_metadata())
+                    scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
+                    if scheme.lower() != "bearer" or not auth.token_ok(supplied):
+                        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
+                                      "OTEL_EXPORTER_OTLP_METRICS_HEADERS=Authorization=Bearer%20<token>")
+                try:
+                    batches, counts = converter.to_batches(request)
+                    got = intake.otlp_metrics(batches, counts)
+                    wait_stored(got.durable, ack_timeout_s)
+                except BusyError as exc:
+                    context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
+                answer = metrics_service_pb2.ExportMetricsServiceResponse()
+                if got.rejected:
+                    answer.partial_success.rejected_data_points = got.rejected
+                    answer.partial_success.error_message = got.error[:1000]
+                return answer
+
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rl-insight-otlp-grpc"),
             maximum_concurrent_rpcs=MAX_CONCURRENT,
             options=[("grpc.max_receive_message_length", self.max_body_bytes), ("grpc.so_reuseport", 0)])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(MetricsService(), server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             self.bound_port = server.add_insecure_port(address)

@@ -110,6 +110,41 @@ class IntakePipeline:
         self.metrics.latency.observe(time.perf_counter() - started)
         return SpansReceived(accepted, rejected, error, self._durable(since) if accepted else None)
 
+    def otlp_metrics(self, batches: list[dict[str, Any]], counts: Counter) -> SpansReceived:
+        """One OTLP metrics request, converted (otlp_metrics.OtlpMetrics.to_batches): each batch validated and sent
+        to the metric sinks like an ingest batch. Its processes never say goodbye, so they are not step loggers whose
+        silence makes a run lost; a step metric among them moves the run's step clock."""
+        started = time.perf_counter()
+        since = self.writer.seq() if self.writer is not None else None
+        refused = sum(counts.values())
+        accepted, rejected = 0, refused
+        error = ", ".join(f"{why}: {n}" for why, n in counts.items() if why not in ("capped", "unassigned"))
+        reasons: Counter = Counter({k: v for k, v in counts.items() if k not in ("capped", "unassigned")})
+        for obj in batches:
+            steps = obj.pop("_steps", [])
+            obj.pop("_index", None)
+            batch, result = apply_batch(obj, self.store)
+            if self.writer is not None:
+                self.writer.put_samples(result.samples)
+            self.exporters.samples(result.samples)
+            self.clients.seen(batch.client, [], [], False, logs_steps=False)
+            accepted += result.accepted
+            rejected += result.rejected
+            if result.errors and not error:
+                error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
+            reasons.update(result.reasons)
+            if steps and batch.client.project:
+                top = max(s for s, _ in steps)
+                self.clock.note(batch.client.project, batch.client.experiment_name, int(top),
+                                min(min(ts for s, ts in steps if s == top), time.time()))
+        rejected -= counts.get("capped", 0) + counts.get("unassigned", 0)  # kept: capped or in the unassigned run
+        self._count({"otlp_metric_points": accepted}, reasons)
+        for what in ("capped", "unassigned"):
+            if counts.get(what):
+                self.metrics.otlp_intake.labels(f"metrics_{what}").inc(counts[what])
+        self.metrics.latency.observe(time.perf_counter() - started)
+        return SpansReceived(accepted, max(0, rejected), error, self._durable(since) if accepted else None)
+
     def _durable(self, since: int | None) -> Future[bool] | None:
         """When what was handed to the run store since `since` is committed (None: no run store)."""
         return self.writer.durable(since) if self.writer is not None and since is not None else None

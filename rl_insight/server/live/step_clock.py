@@ -101,6 +101,16 @@ class StepClock:
                 return hist[0][1] if len(hist) < HISTORY else None
             return hist[i][1] + 1
 
+    def value_at(self, project: str, experiment_name: str, t: float) -> int | None:
+        """The clock's value at time t (epoch s): the last step completed by then, as a client stamps its samples
+        (None before the run's first step metric, or once that far back was forgotten)."""
+        hist = self._runs.get((project, experiment_name))
+        if not hist:
+            return None
+        with self._lock:
+            i = bisect.bisect_right([at for at, _ in hist], t) - 1
+            return hist[i][1] if i >= 0 else None
+
     def reached_at(self, project: str, experiment_name: str, step: int) -> float | None:
         """When the clock first said `step` or more (step `step` ended), as far as its history remembers; None while
         it has not."""

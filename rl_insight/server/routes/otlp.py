@@ -18,6 +18,7 @@ from .body import gunzip_bounded, read_body
 from .models import error_responses
 
 ROUTE_OTLP_TRACES = "/v1/traces"
+ROUTE_OTLP_METRICS = "/v1/metrics"
 
 
 MAX_IN_FLIGHT = 4  # OTLP/HTTP requests decoded at once (like the gRPC intake's worker threads)
@@ -76,6 +77,53 @@ def build_router(st: AppState) -> APIRouter:
         msg = ExportTraceServiceResponse()
         if rejected:
             msg.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=error[:1000]))
+        return Response(msg.SerializeToString(), media_type="application/x-protobuf")
+
+    def metrics_intake(raw: bytes, encoding: str | None, content_type: str) -> SpansReceived:
+        msg = st.otlp_metrics.decode(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
+        batches, counts = st.otlp_metrics.to_batches(msg)
+        return st.intake.otlp_metrics(batches, counts)
+
+    @r.post(
+        ROUTE_OTLP_METRICS,
+        responses={200: {"description": "ExportMetricsServiceResponse, in the request's encoding",
+                         "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                                     "application/json": {"schema": {"type": "object"}}}},
+                   **error_responses(400, 401, 403, 413, 415, 503)},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                    "application/json": {
+                        "schema": {"type": "object", "description": "OTLP/JSON ExportMetricsServiceRequest"}
+                    },
+                },
+            }
+        },
+    )
+    async def metrics(request: Request) -> Response:
+        """OTLP/HTTP ExportMetricsServiceRequest (protobuf or JSON, optionally gzip): gauges, sums and explicit-bucket
+        histograms become series of their run (docs/otel.md); points refused are counted in `partialSuccess`."""
+        gzipped = (request.headers.get("content-encoding") or "").lower() == "gzip"
+        declared = request.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() and int(declared) <= st.config.max_body_bytes and not gzipped \
+            else st.config.max_body_bytes
+        with gate.admit(size):
+            raw = await read_body(request, st.config.max_body_bytes)
+            content_type = request.headers.get("content-type", "application/x-protobuf")
+            got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type)
+            await until_stored(got.durable, st.config.ack_timeout_s)
+        if content_type.split(";", 1)[0].strip().lower() == "application/json":
+            body = {"partialSuccess": {"rejectedDataPoints": str(got.rejected), "errorMessage": got.error}} \
+                if got.rejected else {}
+            return JSONResponse(body)
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+
+        msg = ExportMetricsServiceResponse()
+        if got.rejected:
+            msg.partial_success.rejected_data_points = got.rejected
+            msg.partial_success.error_message = got.error[:1000]
         return Response(msg.SerializeToString(), media_type="application/x-protobuf")
 
     return r
