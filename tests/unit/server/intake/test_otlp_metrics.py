@@ -147,3 +147,83 @@ def test_hostile_bodies_are_refused_with_reasons_and_the_rest_kept(srv: RunningS
     assert r.status_code == 200
     wide = [line for line in _metrics(srv).splitlines() if line.startswith("rl_insight_monitor_wide{")]
     assert len(wide) == 1 and 'project="unassigned"' in wide[0] and wide[0].endswith(" 7.0")
+
+
+def test_nemo_rl_telemetry_names_arrive_as_documented(srv: RunningServer) -> None:
+    """The metric names NeMo-RL documents for its telemetry (rl.* through nemo-lens, gen_ai.* from the GenAI
+    semantic conventions), as its driver would export them: each under the name docs/otel.md gives."""
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    provider = _provider(OTLPMetricExporter(endpoint=srv.url + "/v1/metrics", headers=AUTH), "nemo", False)
+    meter = provider.get_meter("nemo_rl")
+    meter.create_gauge("rl.efficiency").set(0.62, {"category": "generation"})
+    meter.create_gauge("rl.setup.duration", unit="s").set(41.0, {"phase": "vllm_init"})
+    meter.create_gauge("rl.reward.mean").set(0.41)
+    meter.create_gauge("rl.policy.loss").set(0.02)
+    meter.create_histogram("gen_ai.client.token.usage", unit="{token}").record(512, {"gen_ai.token.type": "output"})
+    meter.create_histogram("gen_ai.client.operation.duration", unit="s").record(1.5)
+    meter.create_histogram("rl.generation.duration_ms", unit="ms").record(1500)
+    provider.force_flush()
+    provider.shutdown()
+    text = _metrics(srv)
+    sel = 'experiment_name="nemo",project="otel"'
+    for line in (f'rl_insight_monitor_rl_efficiency{{category="generation",{sel}}} 0.62',
+                 'rl_insight_monitor_rl_setup_duration_seconds{experiment_name="nemo",phase="vllm_init",'
+                 'project="otel"} 41.0',
+                 f'rl_insight_monitor_rl_reward_mean{{{sel}}} 0.41',
+                 f'rl_insight_monitor_rl_policy_loss{{{sel}}} 0.02',
+                 'rl_insight_monitor_gen_ai_client_token_usage_count{experiment_name="nemo",gen_ai_token_type="output",'
+                 'project="otel"} 1.0',
+                 f'rl_insight_monitor_gen_ai_client_operation_duration_seconds_sum{{{sel}}} 1.5',
+                 f'rl_insight_monitor_rl_generation_duration_ms_milliseconds_count{{{sel}}} 1.0'):
+        assert line in text, line
+
+
+SDK_PROGRAM = '''
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+resource = Resource.create()  # from OTEL_RESOURCE_ATTRIBUTES
+mp = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+tp = TracerProvider(resource=resource)
+tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint, headers: from the environment
+meter, tracer = mp.get_meter("job"), tp.get_tracer("job")
+step, reward = meter.create_gauge("training/global_step"), meter.create_gauge("reward.mean")
+for i in range(1, 4):
+    with tracer.start_as_current_span("generate"):
+        pass
+    step.set(i)
+    reward.set(i / 10)
+    mp.force_flush()
+tp.shutdown()
+mp.shutdown()
+'''
+
+
+def test_an_sdk_program_with_only_environment_variables_is_a_run(srv: RunningServer, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": srv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{TOKEN}",
+           "OTEL_RESOURCE_ATTRIBUTES": "project=sdk,experiment_name=env-only,service.name=grpo-job"}
+    r = subprocess.run([sys.executable, "-c", SDK_PROGRAM], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    runs = {(x["project"], x["experiment_name"]): x for x in
+            httpx.get(srv.url + "/api/v1/runs", headers=AUTH).json()["runs"]}
+    run = runs[("sdk", "env-only")]
+    assert run["last_step"] == 3
+    pts = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/series", headers=AUTH,
+                    params={"name": "reward_mean"}).json()["series"][0]["points"]
+    assert [p[0] for p in pts] == [1.0, 2.0, 3.0] and pts[-1][1] == pytest.approx(0.3)  # charted by step
+    wait_until(lambda: httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/spans", headers=AUTH).json()["spans"],
+               what="the program's spans on the timeline")
+    lanes = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/lanes", headers=AUTH).json()["lanes"]
+    assert {x["lane"] for x in lanes} == {"otlp/grpo-job"}
