@@ -284,6 +284,21 @@ def trainer_section(b: Board) -> None:
             b.add(timeseries(name, [prom(f"{M}{name}{{{S}}}", "{{experiment_name}}")]), w=6, h=7)
 
 
+def moe_section(b: Board) -> None:
+    """verl's rollout MoE load-balance metrics (rl_insight/moe.py): one heatmap row per layer, the colour its busiest
+    expert's excess over its fair share (max_vio; 0 = balanced), as the run page's MoE heatmap."""
+    b.row("rollout · MoE expert load")
+    expr = f'{{__name__=~"{M}rollout_moe_max_vio_layer_[0-9]+", {S}}}'
+    target = prom(expr, "{{__name__}}")  # one row per layer
+    b.add({"type": "heatmap", "title": "MoE load violation per layer (max_vio: the busiest expert's share x experts "
+           "- 1)", "datasource": PROM, "targets": [target],
+           "description": "verl logs rollout/moe/max_vio/layer_i when moe_lb_metrics_interval > 0: 0 means the "
+                          "busiest expert of the layer gets its fair share, 2 means three times it.",
+           "fieldConfig": {"defaults": {"unit": "short"}, "overrides": []},
+           "options": {"calculate": False, "yAxis": {"unit": "short"}, "rowsFrame": {"layout": "auto"},
+                       "cellGap": 1, "color": {"mode": "scheme", "scheme": "Oranges"}}}, w=24, h=9)
+
+
 def catalogue_section(b: Board, section: panels.Section) -> None:
     """One section of rl_insight/panels.py (the catalogue the built-in UI queries too) as a dashboard row."""
     scope = S + (', replica=~"$replica"' if section.per_replica else "")
@@ -402,6 +417,7 @@ def verl_trainer(engine: str) -> dict[str, Any]:
     b.row("RL state timeline")
     b.add(traceql_state_timeline(), w=24, h=12)
     trainer_section(b)
+    moe_section(b)
     (vllm_section if engine == "vllm" else sglang_section)(b)
     transfer_queue_section(b)
     hardware_section(b)

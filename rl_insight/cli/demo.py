@@ -70,6 +70,9 @@ def demo(
     seed: Optional[int] = typer.Option(
         None, "--seed", min=0, help="Random seed of the simulated values and timings (default: from the experiment "
         "name, so two runs differ and a rerun under the same name repeats)."),
+    moe: bool = typer.Option(False, "--moe", help="Log verl's rollout MoE load-balance metrics (rollout/moe/*) of a "
+                             "simulated 12-layer, 16-expert model whose expert 5 of layer 7 gets hot: the run page's "
+                             "MoE heatmap names it."),
     agent: bool = typer.Option(
         False,
         "--agent",
@@ -107,7 +110,7 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, fault_step=fault_step, agent=agent,
+                     fault=fault, fault_step=fault_step, agent=agent, moe=moe,
                      seed=seed if seed is not None else zlib.crc32(experiment.encode()))
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()

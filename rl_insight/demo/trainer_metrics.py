@@ -125,8 +125,8 @@ class TrainerMetricModel:
 
 
 def verl_keys() -> list[str]:
-    """Every key `step_metrics` produces (used by tests and the metric catalog)."""
-    return sorted(TrainerMetricModel().step_metrics(1, {}, 0.0))
+    """Every key `step_metrics` produces, and the MoE keys of `--moe` (used by tests and the metric catalog)."""
+    return sorted([*TrainerMetricModel().step_metrics(1, {}, 0.0), *moe_metrics(1, random.Random(0))])
 
 
 # verl-omni's extra trainer keys (upstream's verl_omni dashboard plots them): rewards from audio/image
@@ -156,3 +156,20 @@ def omni_metrics(step: int, base: dict[str, float], rng: random.Random) -> dict[
         "timing_per_image_ms/update_actor": 1000 * upd_s / images,
         "rollout_corr/logprob_abs_diff/mean": 0.004 + abs(rng.gauss(0, 0.001)),
     }
+
+
+def moe_metrics(step: int, rng: random.Random, layers: int = 12, experts: int = 16) -> dict[str, float]:
+    """`--moe`: one step's rollout/moe/* metrics as verl logs them (rl_insight/moe.py), from simulated routing
+    counts: near-uniform load, except expert 5 of layer 7, which gets busier step by step (up to 4x its share),
+    and a milder hot spot in layer 2."""
+    from ..moe import load_balance_metrics
+
+    counts = []
+    for layer in range(layers):
+        row = [max(0.0, rng.gauss(1000, 60)) for _ in range(experts)]
+        if layer == 7:
+            row[5] *= min(4.0, 1.5 + 0.08 * step)
+        elif layer == 2:
+            row[11] *= 1.6
+        counts.append(row)
+    return load_balance_metrics(counts)

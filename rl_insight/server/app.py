@@ -25,6 +25,7 @@ from .routes import (
     explain,
     health,
     ingest,
+    moe,
     otlp,
     panels,
     profiles,
@@ -78,6 +79,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     if st.reader is not None:
         app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
         app.include_router(runs.build_router(st))
+        app.include_router(moe.build_router(st))
         app.include_router(trajectories.build_router(st))
         app.include_router(panels.build_router(st))
         app.include_router(stacks.build_router(st))

@@ -121,6 +121,7 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory):
                     "--server-url",
                     stack.ingest_url,
                     *(["--agent"] if exp == AGENT_RUN else []),
+                    "--moe",  # verl's rollout/moe/* metrics: the trainer boards' MoE heatmap
                 ],
                 env=env,
                 stdout=subprocess.PIPE,

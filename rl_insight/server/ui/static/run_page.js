@@ -11,6 +11,7 @@ import { StackSnapshots } from "./stacks.js";
 import { StepTable } from "./steps.js";
 import { renderDiffs, showCriticalPath } from "./explain.js";
 import { keyboard } from "./keys.js";
+import { renderMoe } from "./moe.js";
 import { currentRange, rangeFromParams } from "./range.js";
 import { RangeBar } from "./range_bar.js";
 import { Timeline, paletteReady, showStep } from "./timeline.js";
@@ -40,6 +41,9 @@ export async function renderRun(app, runId, params) {
   const rangeEl = h("div", { id: "range" });
   const timelineEl = h("div", { id: "timeline" });
   const chartsEl = h("div", { id: "charts" });
+  const moeEl = h("div", { id: "moe", class: "explain", hidden: "" });
+  const moeHead = h("h3", { id: "moe-h", hidden: "" }, "MoE expert load ", h("span", { class: "muted" },
+    "(verl's rollout/moe/* load-balance metrics: which layer and expert get more than their share)"));
   const alertsEl = h("div", { id: "alerts" });
   const promEl = h("div", { id: "prom-sections" });
   const targetsEl = h("div", { id: "targets" });
@@ -78,6 +82,7 @@ export async function renderRun(app, runId, params) {
       + "grouped; the odd ones out named (a hung or stalled job)")), stacksEl,
     h("h3", { id: "profiles-h" }, "Profiles ", h("span", { class: "muted" }, "torch.profiler on request: click lane names on the "
       + "timeline to choose them, pick the steps; the trace comes back analysed")), profilesEl,
+    moeHead, moeEl,
     h("h3", { id: "metrics-h" }, "Trainer metrics"), chartsEl,
     h("h3", { id: "prom-h" }, "Rollout engine, TransferQueue and hardware ", h("span", { class: "muted" }, "(from Prometheus, the same queries as the Grafana dashboards)")),
     compared.length ? h("h4", {}, state.runNames[run.id]) : "", promEl,
@@ -128,6 +133,7 @@ export async function renderRun(app, runId, params) {
   if (step !== null) showStep(step, { scroll: false });
   renderTargets(targetsEl, runId);
   renderAlerts(alertsEl, runId);
+  await renderMoe(moeEl, moeHead, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds, params.get("q") || "");
   await charts.load();
   const prom = state.prom = new PromSections(promEl, runId);
@@ -151,6 +157,7 @@ export async function renderRun(app, runId, params) {
     [10 / 3, () => Promise.all([renderInsights(insightsEl, runId), steps.load().then(() => rangeBar.drawMinimap()),
       ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))])],
     [5, () => renderTargets(targetsEl, runId)],
+    [10 / 3, async () => { if (run.status === "live") await renderMoe(moeEl, moeHead, runId); }],
   ];
   state.schedule = (ms) => {
     clearTimers({ keepCharts: true });

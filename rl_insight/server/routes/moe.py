@@ -1,0 +1,32 @@
+"""MoE expert load over HTTP: `GET /api/v1/runs/{run_id}/moe[?step=]` (server/runstore/moe_queries.py,
+rl_insight/moe.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
+
+from ..runstore.moe_queries import moe_summary
+from ..state import AppState
+from .models import error_responses
+from .params import RunId
+
+
+def build_router(st: AppState) -> APIRouter:
+    assert st.reader is not None
+    reader = st.reader
+    r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
+                  responses=error_responses(401, 403, 404, 422))
+
+    @r.get("/{run_id}/moe")
+    async def run_moe(run_id: RunId, step: Optional[float] = Query(None, ge=-2**53, le=2**53, description="the step of "
+                                                                   "the layers × experts view (default: the last)")
+                      ) -> dict[str, Any]:
+        """MoE expert load (verl's rollout/moe/*, rl_insight/moe.py): each layer's max violation of uniform load
+        by step, the most imbalanced layer, and, when the job logs each expert's share, layers x experts with the
+        hottest expert named."""
+        return await run_in_threadpool(moe_summary, reader.conn(), run_id, step)
+
+    return r
