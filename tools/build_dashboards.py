@@ -657,6 +657,35 @@ def agent_loop_trajectory() -> dict[str, Any]:
     )
 
 
+def slime() -> dict[str, Any]:
+    """upstream RL-Insight's slime dashboard (its uid and title), classic JSON, from the catalogue's SLIME_PANELS and
+    its SGLang section."""
+    b = Board()
+    b.row("RL state timeline")
+    b.add(traceql_state_timeline(), w=24, h=12)
+    b.row("training · slime")
+    for title, queries, unit, description in panels.SLIME_PANELS:
+        b.add(timeseries(title, [prom(f"{M}{name}{{{S}}}", legend) for name, legend in queries], unit=unit,
+                         description=description), w=24 if len(queries) > 1 else 8, h=8)
+    catalogue_section(b, panels.SGLANG)
+    b.add(timeseries("SGLang target scrape health", [prom(f'up{{job="sglang", {S}, replica=~"$replica"}}',
+                                                          "replica {{replica}} · {{instance}}")],
+                     description="Prometheus' scrape health of the SGLang servers slime registered (1 = up)."),
+          w=12)
+    templating = variables([replica_var("sglang")], tempo=True)
+    for v in templating["list"]:  # slime's own keys name its runs (it has no verl step metric of its own)
+        if v["name"] == "project":
+            v["definition"] = v["query"]["query"] = f"label_values({M}train_loss, project)"
+        elif v["name"] == "experiment_name":
+            query = f'label_values({M}train_loss{{project=~"$project"}}, experiment_name)'
+            v["definition"] = v["query"]["query"] = query
+    board = dashboard("slime-training-with-sglang", "Slime Training with SGLang", b, templating,
+                      "slime (Megatron training, SGLang rollout) through rl-insight: the RL state timeline, slime's "
+                      "training and rollout scalars, the SGLang engines.", time_from="now-1h")
+    board["tags"] = sorted({*board.get("tags", []), "slime", "sglang"})
+    return board
+
+
 def build_all() -> dict[str, dict[str, Any]]:
     return {
         "quick_start_demo.json": quick_start_demo(),
@@ -668,6 +697,7 @@ def build_all() -> dict[str, dict[str, Any]]:
         "transfer_queue.json": transfer_queue(),
         "hardware.json": hardware(),
         "agent_loop_trajectory.json": agent_loop_trajectory(),
+        "slime_training_with_sglang.json": slime(),
     }
 
 

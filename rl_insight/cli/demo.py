@@ -43,6 +43,7 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
 
 
 def demo(
+    ctx: typer.Context,
     mode: str = typer.Option(
         "sync", help="sync: generate then train; async: generation of step+1 overlaps training of step."
     ),
@@ -70,6 +71,9 @@ def demo(
     seed: Optional[int] = typer.Option(
         None, "--seed", min=0, help="Random seed of the simulated values and timings (default: from the experiment "
         "name, so two runs differ and a rerun under the same name repeats)."),
+    framework: str = typer.Option("verl", "--framework", help="verl, or slime: slime's metric keys (train/loss, "
+                                  "rollout/rewards, perf/*_time, with role / rank labels), Megatron ranks and SGLang "
+                                  "rollout (--engine sglang), as upstream's slime dashboard reads them."),
     moe: bool = typer.Option(False, "--moe", help="Log verl's rollout MoE load-balance metrics (rollout/moe/*) of a "
                              "simulated 12-layer, 16-expert model whose expert 5 of layer 7 gets hot: the run page's "
                              "MoE heatmap names it."),
@@ -88,6 +92,14 @@ def demo(
         raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
     if engine not in ("vllm", "sglang", "vllm-omni"):
         raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
+    if framework not in ("verl", "slime"):
+        raise typer.BadParameter("framework must be verl or slime", param_hint="--framework")
+    if framework == "slime":
+        source = ctx.get_parameter_source("engine")
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP") and engine != "sglang":
+            raise typer.BadParameter("slime rolls out with SGLang: leave --engine out or pass --engine sglang",
+                                     param_hint="--engine")
+        engine = "sglang"
     if fault not in (None, "xid", "npu", "hang", "slow-replica"):
         raise typer.BadParameter("fault must be xid, npu, hang or slow-replica", param_hint="--fault")
     h = Home.resolve(home)
@@ -110,7 +122,7 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, fault_step=fault_step, agent=agent, moe=moe,
+                     fault=fault, fault_step=fault_step, agent=agent, moe=moe, framework=framework,
                      seed=seed if seed is not None else zlib.crc32(experiment.encode()))
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal
 import rl_insight
 
 from ..server.http.net import free_port
-from .trainer_metrics import TrainerMetricModel, moe_metrics, omni_metrics
+from .trainer_metrics import TrainerMetricModel, moe_metrics, omni_metrics, slime_metrics
 from .transfer_queue import TransferQueueStandIn
 from .workers import rollout_worker, trainer_worker
 
@@ -49,6 +49,7 @@ class DemoConfig:
     def fault_at(self) -> int:
         return self.fault_step or (5 if self.fault == "hang" else 2)
     agent: bool = False  # the rollout is a multi-turn tool-calling agent loop (demo/agent.py)
+    framework: str = "verl"  # "slime": slime's metric keys (Megatron trainer + SGLang rollout lanes)
     moe: bool = False  # verl's rollout/moe/* expert-load metrics of a simulated MoE model (a hot expert in layer 7)
 
     def plan(self, rng: random.Random) -> dict[str, float]:
@@ -224,8 +225,13 @@ class Demo:
                     metrics.update(omni_metrics(step, metrics, self.rng))
                 if self.cfg.moe:  # verl's rollout MoE load-balance metrics (moe_lb_metrics_interval=1)
                     metrics.update(moe_metrics(step, self.rng))
-                for key, value in metrics.items():
-                    rl_insight.metric_gauge(key.replace("/", "_"), float(value))  # verl: "/" -> "_"
+                if self.cfg.framework == "slime":  # slime's keys, with the role / rank labels its logger adds
+                    for key, value in slime_metrics(metrics).items():
+                        rl_insight.metric_gauge(key, float(value), role="actor", rank=0)
+                    rl_insight.metric_gauge("training_global_step", float(step))  # the monitor's step clock
+                else:
+                    for key, value in metrics.items():
+                        rl_insight.metric_gauge(key.replace("/", "_"), float(value))  # verl: "/" -> "_"
                 # upstream's quick start example (its quick_start_demo dashboard): one of each metric kind
                 rl_insight.metric_count("train_step", 1)
                 rl_insight.metric_gauge("reward_mean", float(metrics["critic/score/mean"]))

@@ -125,8 +125,11 @@ class TrainerMetricModel:
 
 
 def verl_keys() -> list[str]:
-    """Every key `step_metrics` produces, and the MoE keys of `--moe` (used by tests and the metric catalog)."""
-    return sorted([*TrainerMetricModel().step_metrics(1, {}, 0.0), *moe_metrics(1, random.Random(0))])
+    """Every key `step_metrics` produces, the MoE keys of `--moe` and slime's of `--framework slime` (used by tests
+    and the metric catalog)."""
+    from ..panels import SLIME_KEYS
+
+    return sorted([*TrainerMetricModel().step_metrics(1, {}, 0.0), *moe_metrics(1, random.Random(0)), *SLIME_KEYS])
 
 
 # verl-omni's extra trainer keys (upstream's verl_omni dashboard plots them): rewards from audio/image
@@ -173,3 +176,20 @@ def moe_metrics(step: int, rng: random.Random, layers: int = 12, experts: int = 
             row[11] *= 1.6
         counts.append(row)
     return load_balance_metrics(counts)
+
+
+def slime_metrics(verl: dict[str, float]) -> dict[str, float]:
+    """`--framework slime`: the same simulated step under the keys slime logs (rl_insight/panels.py SLIME_KEYS), as
+    its logger reports them to rl_insight (with role / rank labels)."""
+    return {
+        "train/loss": verl["actor/pg_loss"],
+        "train/grad_norm": verl["actor/grad_norm"],
+        "train/lr-pg_0": verl["actor/lr"],
+        "rollout/response_len/mean": verl["response_length/mean"],
+        "rollout/rewards": verl["critic/rewards/mean"],
+        "rollout/truncated_ratio": verl["response_length/clip_ratio"],
+        "perf/rollout_time": verl["timing_s/gen"],
+        "perf/train_time": verl["timing_s/update_actor"] + verl["timing_s/old_log_prob"] + verl["timing_s/ref"],
+        "perf/update_weights_time": verl["timing_s/update_weights"],
+    }
+

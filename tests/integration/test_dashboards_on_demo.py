@@ -25,7 +25,9 @@ from tests.integration.conftest import Stack, cli, start_stack
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "dash-test"
-RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang"), "sync-omni": ("sync", "vllm-omni")}
+RUNS = {"sync-vllm": ("sync", "vllm"), "async-sglang": ("async", "sglang"), "sync-omni": ("sync", "vllm-omni"),
+        "slime-sglang": ("sync", "sglang")}
+SLIME_RUN = "slime-sglang"  # demo --framework slime: upstream's slime dashboard instead of the verl trainer board
 AGENT_RUN = "sync-vllm"  # its rollout is the --agent loop: agent_loop_session's gauges for agent_loop_trajectory
 ENGINE_BOARD = {"vllm": "verl_trainer_v1_with_vllm_engine.json", "sglang": "verl_trainer_v1_with_sglang_engine.json",
                 "vllm-omni": "verl_omni_trainer_v1_with_vllm_omni_engine.json"}
@@ -121,6 +123,7 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory):
                     "--server-url",
                     stack.ingest_url,
                     *(["--agent"] if exp == AGENT_RUN else []),
+                    *(["--framework", "slime"] if exp == SLIME_RUN else []),
                     "--moe",  # verl's rollout/moe/* metrics: the trainer boards' MoE heatmap
                 ],
                 env=env,
@@ -155,7 +158,10 @@ def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(
 ) -> None:
     _wait_for_rules(demo_stack)
     engine = RUNS[experiment][1]
-    boards = [ENGINE_BOARD[engine], *SHARED_BOARDS] + (
+    board = "slime_training_with_sglang.json" if experiment == SLIME_RUN else ENGINE_BOARD[engine]
+    # the overview's trainer panels read verl's keys (timing_s/*, critic/*): slime's run has its own board for those
+    shared = [b for b in SHARED_BOARDS if not (experiment == SLIME_RUN and b == "rl_insight_overview.json")]
+    boards = [board, *shared] + (
         ["agent_loop_trajectory.json"] if experiment == AGENT_RUN else []
     )
     exprs = [e for b in boards for e in dashboard_exprs(b)] + rule_exprs()

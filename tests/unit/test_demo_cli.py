@@ -32,6 +32,35 @@ def test_demo_refuses_negative_steps() -> None:
     assert r.returncode == 2 and "--steps" in r.stderr
 
 
+def test_demo_framework_choices_are_checked() -> None:
+    for args, says in ((["--framework", "rllib"], "framework must be verl or slime"),
+                       (["--framework", "slime", "--engine", "vllm"], "slime rolls out with SGLang")):
+        r = subprocess.run(DEMO + ["--steps", "1", "--server-url", "http://127.0.0.1:9", *args], capture_output=True,
+                           text=True, timeout=60, env=_env())
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
+def test_the_slime_shape_reports_slimes_keys_with_role_and_rank(tmp_path: Path) -> None:
+    srv = start_server(tmp_path)
+    try:
+        r = subprocess.run(DEMO + ["--steps", "2", "--server-url", srv.url, "--framework", "slime",
+                                   "--experiment-name", "slime"], capture_output=True, text=True, timeout=120,
+                           env=_env())
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = httpx.get(srv.url + "/metrics").text
+        for name in ("train_loss", "train_grad_norm", "train_lr_pg_0", "rollout_response_len_mean", "rollout_rewards",
+                     "rollout_truncated_ratio", "perf_rollout_time", "perf_train_time", "perf_update_weights_time"):
+            assert f'rl_insight_monitor_{name}{{experiment_name="slime",project="rl-insight-demo",rank="0",' \
+                   f'role="actor"}}' in text, name
+        assert "rl_insight_monitor_critic_score_mean{" not in text  # not verl's keys
+        lanes = {x["lane"] for x in httpx.get(srv.url + "/api/v1/runs/1/lanes").json()["lanes"]}
+        assert {"rank_0", "replica_0"} <= lanes
+        states = {row[2] for row in httpx.get(srv.url + "/api/v1/runs/1/spans").json()["spans"]}
+        assert {"sglang_generate", "actor_compute_log_prob", "ref_compute_log_prob", "train_batch"} <= states
+    finally:
+        srv.stop()
+
+
 def test_demo_with_a_wrong_token_exits_non_zero(tmp_path: Path) -> None:
     srv = start_server(tmp_path, token="right")
     try:

@@ -132,6 +132,11 @@ def test_hostile_bodies_are_refused_with_reasons_and_the_rest_kept(srv: RunningS
     assert _post(srv, bomb, **{"Content-Encoding": "gzip"}).status_code == 413
     assert httpx.post(srv.url + "/v1/metrics", content=_gauge_request({"asDouble": 1.0}),
                       headers={"Content-Type": "application/json"}).status_code == 401
+    # NaN and infinite values: refused and counted, the series on /metrics untouched
+    for bad in ("NaN", "Infinity", "-Infinity"):
+        r = _post(srv, _gauge_request({"asDouble": bad}, "ok_gauge"))
+        assert r.status_code == 200 and int(r.json()["partialSuccess"]["rejectedDataPoints"]) == 1, r.text
+    assert 'rl_insight_monitor_ok_gauge{experiment_name="e",project="p"} 2.5' in _metrics(srv)
     # an out-of-range time and an exponential histogram: refused and counted, not a 500
     r = _post(srv, _gauge_request({"asDouble": 1.0}, "late", time_ns="18446744073709551615"))
     assert r.status_code == 200 and int(r.json()["partialSuccess"]["rejectedDataPoints"]) == 1
