@@ -194,9 +194,16 @@ def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page)
     page.wait_for_selector("#insight-overlap")  # the page has finished its first layout
     page.wait_for_function("window.rlInsight.timeline && window.rlInsight.timeline.rects && "
                            "window.rlInsight.timeline.rects.length > 5")
-    target = page.evaluate("""() => { const t = window.rlInsight.timeline;
-        const i = t.rects.findIndex(r => r.x1 - r.x0 > 4 && r.span[5] === 1); return t.spanRect(i); }""")
-    page.mouse.move(target["x"], target["y"])
+    for _ in range(5):  # a live page may redraw between reading a span's place and moving there: read again
+        page.locator("#timeline canvas").scroll_into_view_if_needed()  # (below the range bar: maybe below the fold)
+        target = page.evaluate("""() => { const t = window.rlInsight.timeline;
+            const i = t.rects.findIndex(r => r.x1 - r.x0 > 4 && r.span[5] === 1); return t.spanRect(i); }""")
+        page.mouse.move(target["x"], target["y"])
+        try:
+            page.wait_for_selector("#tooltip:not([hidden])", timeout=3_000)
+            break
+        except Exception:  # playwright's TimeoutError: the span moved; read its place again
+            page.mouse.move(5, 5)
     tip = page.wait_for_selector("#tooltip:not([hidden])")
     text = tip.inner_text()
     assert target["name"] in text and ("ms" in text or " s" in text)

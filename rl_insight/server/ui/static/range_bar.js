@@ -47,12 +47,13 @@ export class RangeBar {
   }
   steps() { return [...(state.stepTable?.steps || [])].sort((a, b) => a.step - b.step); }
   drawMinimap() {
+    // the minimap always holds its place (an empty strip before two steps): nothing below it moves when steps arrive
     const steps = this.steps(), c = this.minimap, dpr = devicePixelRatio || 1;
-    c.hidden = steps.length < 2;
-    if (c.hidden) return;
     const W = Math.max(300, this.el.clientWidth), H = 36;
     c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
     const ctx = c.getContext("2d"); ctx.scale(dpr, dpr); ctx.clearRect(0, 0, W, H);
+    c.dataset.steps = steps.length;
+    if (steps.length < 2) return;
     const max = Math.max(...steps.map(s => s.duration_s || 0)) || 1, bw = W / steps.length;
     const { steps: sel } = currentRange();
     steps.forEach((s, i) => {

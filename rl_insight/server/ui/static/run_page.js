@@ -68,14 +68,15 @@ export async function renderRun(app, runId, params) {
     compared.length ? h("h3", { id: "diff-h" }, "Where the time went ", h("span", { class: "muted" },
       "(each compared run against this one, steps aligned by number; docs/explain.md)")) : "", diffEl,
     h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
-    h("h3", { id: "explain-h" }, "Critical path ", h("span", { class: "muted" }, "what the step waited on, in order (outlined on "
-      + "the timeline); the selected step, else the last")), explainEl,
     h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
       "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
       + (compared.length ? " · click a step to show that step in every run" : ""))),
     compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
     ...cmpTimelines.flatMap(t => [h("h4", {}, state.runNames[t.run.id]), t.el]),
+    // below the timeline it outlines (filled after the timeline: nothing above it moves when it arrives)
+    h("h3", { id: "explain-h" }, "Critical path ", h("span", { class: "muted" }, "what the step waited on, in order (outlined on "
+      + "the timeline); the selected step, else the last")), explainEl,
     h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
       + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
     h("h3", { id: "stacks-h" }, "Stack snapshots ", h("span", { class: "muted" }, "where every thread of every process is now, "
