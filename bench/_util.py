@@ -40,7 +40,9 @@ def machine() -> str:
 class IngestServer:
     """`python -m rl_insight.server` on a free loopback port, as the supervisor runs it."""
 
-    def __init__(self, store: bool = True, data_dir: str | None = None, **extra: object) -> None:
+    def __init__(self, store: bool = True, data_dir: str | None = None, code: str | None = None,
+                 **extra: object) -> None:
+        """`code`: a checkout whose rl_insight runs (a side-by-side "before"), else the installed one."""
         self.dir = data_dir or tempfile.mkdtemp(prefix="rl-bench-")
         self.port = free_port()
         cfg = Path(self.dir) / "server.json"
@@ -55,8 +57,10 @@ class IngestServer:
                 }
             )
         )
+        env = {**os.environ, "PYTHONPATH": code} if code else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"]
+            [sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"], env=env,
+            cwd=code or None,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30

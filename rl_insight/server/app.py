@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import disable_created_metrics
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -36,7 +36,7 @@ from .routes import (
     targets,
     trajectories,
 )
-from .security import SECURITY_HEADERS, guard_middleware
+from .security import SECURITY_HEADERS, GuardMiddleware
 from .state import AppState
 from .ui import STATIC, mount_ui
 
@@ -66,7 +66,9 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.st = st
     _install_error_handlers(app)
     _install_metrics_middleware(app, st)
-    app.middleware("http")(guard_middleware(st.auth, st.host_names, config.host in ("0.0.0.0", "::", "")))
+    # (added last: outermost, so that every answer, a refusal included, carries the security headers)
+    app.add_middleware(GuardMiddleware, auth=st.auth, names=st.host_names,
+                       wildcard_bind=config.host in ("0.0.0.0", "::", ""))
 
     app.include_router(health.build_router(st))
     app.include_router(ingest.build_router(st))
@@ -159,13 +161,33 @@ def _parameter_descriptions(request: Request) -> dict[str, str]:
     return out
 
 
+class RequestCounter:
+    """Pure ASGI: counts every answer by route template, method and status (`rl_insight_server_requests_total`).
+    No task group and streams per request as `@app.middleware("http")` would add (see security.GuardMiddleware)."""
+
+    def __init__(self, app: Any, st: AppState) -> None:
+        self.app, self.requests = app, st.metrics.requests
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [500]  # what an exception escaping the app becomes
+
+        async def send_status(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:  # the router put the matched route into the (shared) scope
+            route = scope.get("route")
+            self.requests.labels(getattr(route, "path", "unmatched"), scope["method"], str(status[0])).inc()
+
+
 def _install_metrics_middleware(app: FastAPI, st: AppState) -> None:
-    @app.middleware("http")
-    async def _count_requests(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        st.metrics.requests.labels(getattr(route, "path", "unmatched"), request.method, str(response.status_code)).inc()
-        return response
+    app.add_middleware(RequestCounter, st=st)
 
 
 def _document_errors(app: FastAPI) -> None:

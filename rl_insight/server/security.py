@@ -18,10 +18,11 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import socket
-from typing import Awaitable, Callable
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import MutableHeaders
 
 from ..errors import UnauthorizedError
 
@@ -130,27 +131,45 @@ def _refuse(status: int, detail: str, hint: str) -> JSONResponse:
     return JSONResponse({"detail": detail, "hint": hint}, status_code=status, headers=SECURITY_HEADERS)
 
 
-def guard_middleware(auth: Auth, names: frozenset[str], wildcard_bind: bool,
-                     ) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
-    """ASGI HTTP middleware applying the cross-site rules above and adding the security headers."""
+class GuardMiddleware:
+    """Pure ASGI middleware applying the cross-site rules above and adding the security headers to every answer.
 
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if not auth.token and not host_allowed(request.headers.get("host"), names, wildcard_bind):
+    Pure ASGI, not Starlette's `@app.middleware("http")`: that wraps each request in a task group and memory
+    streams, which at a thousand clients' batches a second cost more than the request itself (bench/bench_fanin.py).
+    It reads headers only, never the body."""
+
+    def __init__(self, app: Any, auth: Auth, names: frozenset[str], wildcard_bind: bool) -> None:
+        self.app, self.auth, self.names, self.wildcard_bind = app, auth, names, wildcard_bind
+
+    def _problem(self, request: Request) -> Response | None:
+        if not self.auth.token and not host_allowed(request.headers.get("host"), self.names, self.wildcard_bind):
             return _refuse(403, f"Host {request.headers.get('host', '')[:100]!r} is not a name of this server",
                            "address the server by its own host name or IP, or add the name with --allowed-host")
         if request.method in STATE_CHANGING:
-            problem = _cross_site_problem(request)
-            if problem is not None:
-                return problem
-        elif request.method == "OPTIONS":  # no CORS: never answer a preflight
+            return _cross_site_problem(request)
+        if request.method == "OPTIONS":  # no CORS: never answer a preflight
             return _refuse(405, "CORS preflight requests are not answered", "call the API from the same origin or a "
                                                                             "non-browser client")
-        response = await call_next(request)
-        for k, v in SECURITY_HEADERS.items():
-            response.headers.setdefault(k, v)
-        return response
+        return None
 
-    return guard
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        problem = self._problem(Request(scope))
+        if problem is not None:
+            await problem(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for k, v in SECURITY_HEADERS.items():
+                    if k not in headers:
+                        headers[k] = v
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def _cross_site_problem(request: Request) -> Response | None:

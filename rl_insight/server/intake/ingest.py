@@ -96,25 +96,21 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
     for section, index, err in batch.errors:
         result.reject(section, index, err)
     client_id = batch.client.id
-    refs: list[SeriesRef | ItemError] = []
-    for d in batch.series:
-        if isinstance(d, ItemError):
-            refs.append(d)
-            continue
-        try:
-            refs.append(store.resolve(d, client_id, batch.client.namespace))
-        except ItemError as err:
-            refs.append(err)
+    refs = store.resolve_many(batch.series, client_id, batch.client.namespace)
     identities: dict[int, tuple[str, str, str, str]] = {}
     rows = result.samples
+    # every sample of the batch under one acquisition of the store's lock (MetricStore.apply_many)
+    valid: list[tuple[int, Any, SeriesRef]] = []
     for i, sample in batch.samples:
         ref = refs[sample.series]
-        try:
-            if isinstance(ref, ItemError):
-                raise ref
-            exposed = store.apply(ref, client_id, sample.ts, sample.value)
-        except ItemError as err:
-            result.reject("samples", i, err)
+        if isinstance(ref, ItemError):
+            result.reject("samples", i, ref)
+        else:
+            valid.append((i, sample, ref))
+    applied = store.apply_many([(ref, sample.ts, sample.value) for _, sample, ref in valid], client_id)
+    for (i, sample, ref), exposed in zip(valid, applied):
+        if isinstance(exposed, ItemError):
+            result.reject("samples", i, exposed)
             continue
         result.accepted += 1
         result.accepted_by_section["samples"] += 1

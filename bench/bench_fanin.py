@@ -1,0 +1,165 @@
+"""Fan-in of one ingest process (issue 24, item 0): many simulated training clients, each on its own keep-alive
+connection posting one gzip batch a second (~20 samples + 5 spans, as a trainer rank or a rollout replica sends),
+against one `python -m rl_insight.server` (with its run store) and, side by side in the same run, a bare uvicorn
+app that reads the body and answers a small JSON (the ceiling of the web server itself on this machine).
+
+    python bench/bench_fanin.py [--clients 100,250,500,1000] [--seconds 15] [--targets ours,bare]
+
+For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
+failures (errors, non-2xx, a batch refused). The generator is asyncio with raw streams (pre-built requests, no
+HTTP client library in the loop), in this process: on a 2-core machine it competes with the server for CPU, so
+the numbers are a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import IngestServer, free_port, machine
+
+BARE_APP = '''
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    size = 0
+    while True:
+        m = await receive()
+        size += len(m.get("body", b""))
+        if not m.get("more_body"):
+            break
+    body = b'{"accepted":25,"rejected":0,"errors":[],"boot_id":"bare"}'
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+'''
+
+
+def batch(client: str, k: int) -> bytes:
+    now = time.time()
+    series = [{"k": "g", "n": f"actor/metric_{i}", "l": {"project": "fan", "experiment_name": "in"}} for i in range(20)]
+    samples = [[i, now, k, float(i + k)] for i in range(20)]
+    t = time.time_ns()
+    spans = [{"id": f"{client}{k:08x}{i:02x}"[-16:], "trace_id": f"{k:032x}", "parent_id": None,
+              "name": "vllm_generate", "lane": f"replica_{i}", "kind": "state", "start_ns": t - 1000, "end_ns": t,
+              "attributes": {"project": "fan", "experiment_name": "in"}} for i in range(5)]
+    body = {"v": 1, "client": {"id": client, "pid": 1, "host": "h", "project": "fan", "experiment_name": "in"},
+            "series": series, "samples": samples, "spans": spans}
+    return gzip.compress(json.dumps(body).encode(), 1)
+
+
+def request(port: int, body: bytes, token: str) -> bytes:
+    head = (f"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n"
+            + (f"Authorization: Bearer {token}\r\n" if token else "") + "\r\n")
+    return head.encode() + body
+
+
+async def client(port: int, cid: str, token: str, until: float, start_at: float, out: dict) -> None:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        out["failed"] += 1
+        return
+    k = 0
+    next_at = start_at
+    try:
+        while True:
+            now = time.monotonic()
+            if next_at > now:
+                await asyncio.sleep(next_at - now)
+            if time.monotonic() >= until:
+                break
+            k += 1
+            req = request(port, batch(cid, k), token)
+            t0 = time.perf_counter()
+            writer.write(req)
+            await writer.drain()
+            status_line = await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if length:
+                await reader.readexactly(length)
+            out["latencies"].append(time.perf_counter() - t0)
+            if b" 200 " not in status_line:
+                out["failed"] += 1
+            next_at += 1.0  # one batch a second; a slow answer makes the next one late, as a real client
+    except (OSError, asyncio.IncompleteReadError):
+        out["failed"] += 1
+    finally:
+        writer.close()
+
+
+async def load(port: int, n: int, seconds: float, token: str) -> dict:
+    out: dict = {"latencies": [], "failed": 0}
+    t0 = time.monotonic()
+    until = t0 + seconds
+    # start times spread over the first second, as processes of a job are not in lockstep
+    await asyncio.gather(*(client(port, f"c{i:06d}", token, until, t0 + i / n, out) for i in range(n)))
+    out["elapsed"] = time.monotonic() - t0
+    return out
+
+
+def bare_server() -> tuple[subprocess.Popen, int]:
+    d = tempfile.mkdtemp(prefix="rl-bare-")
+    Path(d, "bare_app.py").write_text(BARE_APP)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level",
+                             "warning", "--no-access-log"], cwd=d)
+    import httpx
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(f"http://127.0.0.1:{port}/", content=b"x", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return proc, port
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", default="100,250,500,1000")
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--targets", default="ours,bare", help="ours, bare, and before (--before's checkout)")
+    ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")
+    args = ap.parse_args()
+    print(f"machine: {machine()}")
+    for n in [int(x) for x in args.clients.split(",")]:
+        for target in args.targets.split(","):  # interleaved: each count against both, one after the other
+            if target in ("ours", "before"):
+                srv = IngestServer(code=args.before if target == "before" else None)
+                port, token, stop = srv.port, "", srv.stop
+            else:
+                proc, port = bare_server()
+                token, stop = "", proc.terminate
+            try:
+                out = asyncio.run(load(port, n, args.seconds, token))
+            finally:
+                stop()
+            lat = sorted(out["latencies"])
+            p = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000) if lat else (lambda q: float("nan"))
+            print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, p50 {p(0.5):6.0f} ms, "
+                  f"p99 {p(0.99):6.0f} ms, failed {out['failed']}"
+                  + (f" (median {statistics.median(lat) * 1000:.0f} ms)" if lat else ""))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

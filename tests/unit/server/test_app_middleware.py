@@ -1,0 +1,30 @@
+"""The app's two middlewares (pure ASGI since issue 24's fan-in work): every answer counted by route template,
+method and status, and every answer — a refusal, an error, a streamed export — carrying the security headers, the
+cross-site rules unchanged."""
+
+from __future__ import annotations
+
+import httpx
+
+from rl_insight.server.security import SECURITY_HEADERS
+
+
+def test_answers_are_counted_by_route_template_and_carry_the_security_headers(server) -> None:
+    assert httpx.get(server.url + "/healthz").status_code == 200
+    missing = httpx.get(server.url + "/api/v1/runs/987654")
+    assert missing.status_code == 404
+    for k, v in SECURITY_HEADERS.items():
+        assert missing.headers.get(k) == v, k
+    text = httpx.get(server.url + "/metrics").text
+    assert 'rl_insight_server_http_requests_total{method="GET",route="/api/v1/runs/{run_id}",status="404"} 1.0' in text
+    assert 'rl_insight_server_http_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
+    # refused by the guard before any route: still the headers, and counted as unmatched by a route
+    refused = httpx.post(server.url + "/api/v1/ingest", content=b"{}", headers={"Origin": "https://evil.example",
+                                                                                 "Content-Type": "application/json"})
+    assert refused.status_code == 403 and "cross-origin" in refused.json()["detail"]
+    assert refused.headers.get("X-Frame-Options") == "DENY"
+    preflight = httpx.options(server.url + "/api/v1/ingest")
+    assert preflight.status_code == 405 and preflight.headers.get("X-Content-Type-Options") == "nosniff"
+    # a route that sets its own CSP keeps it (the guard only fills what is missing)
+    page = httpx.get(server.url + "/")
+    assert page.status_code == 200 and page.headers.get("Content-Security-Policy")
