@@ -42,17 +42,17 @@ class GrpcTraceIntake:
 
         intake, auth, ack_timeout_s = self.intake, self.auth, self.ack_timeout_s
 
+        def authenticate(context: Any, signal: str) -> None:  # the ingest token, as the HTTP intake wants it
+            if auth.token:
+                meta = dict(context.invocation_metadata())
+                scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
+                if scheme.lower() != "bearer" or not auth.token_ok(supplied):
+                    context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
+                                  f"OTEL_EXPORTER_OTLP_{signal}_HEADERS=Authorization=Bearer%20<token>")
+
         class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
-                if auth.token:
-                    meta = dict(context.invocation_metadata())
-                    scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
-                    if scheme.lower() != "bearer" or not auth.token_ok(supplied):
-                        context.abort(
-                            grpc.StatusCode.UNAUTHENTICATED,
-                            "missing or wrong bearer token: set "
-                            "OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<token>",
-                        )
+                authenticate(context, "TRACES")
                 try:
                     got = intake.otlp(pb_spans(request), True)
                     wait_stored(got.durable, ack_timeout_s)  # answered once stored, like the HTTP intake
@@ -72,12 +72,7 @@ class GrpcTraceIntake:
 
         class MetricsService(metrics_service_pb2_grpc.MetricsServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
-                if auth.token:
-                    meta = dict(context.invocation_metadata())
-                    scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
-                    if scheme.lower() != "bearer" or not auth.token_ok(supplied):
-                        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
-                                      "OTEL_EXPORTER_OTLP_METRICS_HEADERS=Authorization=Bearer%20<token>")
+                authenticate(context, "METRICS")
                 try:
                     batches, counts = converter.to_batches(request)
                     got = intake.otlp_metrics(batches, counts)

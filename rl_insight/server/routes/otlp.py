@@ -24,10 +24,25 @@ ROUTE_OTLP_METRICS = "/v1/metrics"
 MAX_IN_FLIGHT = 4  # OTLP/HTTP requests decoded at once (like the gRPC intake's worker threads)
 
 
+def _otlp_body(what: str) -> dict[str, Any]:
+    """The OpenAPI request body of an OTLP/HTTP export (`what`: ExportTraceServiceRequest, …)."""
+    return {"requestBody": {"required": True, "content": {
+        "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+        "application/json": {"schema": {"type": "object", "description": f"OTLP/JSON {what}"}}}}}
+
+
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["otlp"], dependencies=[Depends(st.auth.require_write)])
     # a parsed request costs a few times its body: hold at most this many bodies' worth at once
     gate = IntakeGate(MAX_IN_FLIGHT, 4 * st.config.max_body_bytes, "OTLP trace intake busy")
+
+    def admitted_size(request: Request) -> int:
+        """What a request may cost the gate: its declared length, or the limit when unknown or gzip'd (a gzip'd
+        body inflates up to the body limit)."""
+        declared = request.headers.get("content-length", "")
+        gzipped = (request.headers.get("content-encoding") or "").lower() == "gzip"
+        limit = st.config.max_body_bytes
+        return int(declared) if declared.isdigit() and int(declared) <= limit and not gzipped else limit
 
     def intake(raw: bytes, encoding: str | None, content_type: str) -> SpansReceived:
         spans, b64 = decode_request(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
@@ -41,26 +56,12 @@ def build_router(st: AppState) -> APIRouter:
     @r.post(
         ROUTE_OTLP_TRACES,
         responses={**otlp_200, **error_responses(400, 401, 403, 413, 415, 503)},
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
-                    "application/json": {
-                        "schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}
-                    },
-                },
-            }
-        },
+        openapi_extra=_otlp_body("ExportTraceServiceRequest"),
     )
     async def traces(request: Request) -> Response:
         """OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json, optionally gzip).
         Answers an ExportTraceServiceResponse; spans refused by validation are counted in `partialSuccess`."""
-        declared = request.headers.get("content-length", "")
-        gzipped = (request.headers.get("content-encoding") or "").lower() == "gzip"  # inflates up to the body limit
-        size = int(declared) if declared.isdigit() and int(declared) <= st.config.max_body_bytes and not gzipped \
-            else st.config.max_body_bytes
-        with gate.admit(size):
+        with gate.admit(admitted_size(request)):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
@@ -90,26 +91,12 @@ def build_router(st: AppState) -> APIRouter:
                          "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                                      "application/json": {"schema": {"type": "object"}}}},
                    **error_responses(400, 401, 403, 413, 415, 503)},
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
-                    "application/json": {
-                        "schema": {"type": "object", "description": "OTLP/JSON ExportMetricsServiceRequest"}
-                    },
-                },
-            }
-        },
+        openapi_extra=_otlp_body("ExportMetricsServiceRequest"),
     )
     async def metrics(request: Request) -> Response:
         """OTLP/HTTP ExportMetricsServiceRequest (protobuf or JSON, optionally gzip): gauges, sums and explicit-bucket
         histograms become series of their run (docs/otel.md); points refused are counted in `partialSuccess`."""
-        gzipped = (request.headers.get("content-encoding") or "").lower() == "gzip"
-        declared = request.headers.get("content-length", "")
-        size = int(declared) if declared.isdigit() and int(declared) <= st.config.max_body_bytes and not gzipped \
-            else st.config.max_body_bytes
-        with gate.admit(size):
+        with gate.admit(admitted_size(request)):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type)
