@@ -72,6 +72,42 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
     srv.stop()
 
 
+@dataclass(frozen=True)
+class DemoPair:
+    """The same demo job twice on one token server, the second with `--fault slow-replica` from step 2 (issue 25)."""
+
+    url: str
+    token: str
+    base: int
+    slow: int
+    slow_lane: str
+
+
+DEMO_PAIR_REPLICAS = 4
+
+
+@pytest.fixture(scope="session")
+def demo_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoPair]:
+    """Shared by the API, CLI and Chromium tests of the diff and the critical path: made once per session."""
+    import subprocess
+    import sys
+
+    token = "demo-pair-token"
+    srv = start_server(tmp_path_factory.mktemp("demo-pair"), token=token)
+    try:
+        for name, extra in (("base", ()), ("slow", ("--fault", "slow-replica", "--fault-step", "2"))):
+            r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", srv.url, "--token", token,
+                                "--steps", "7", "--step-seconds", "0.6", "--replicas", str(DEMO_PAIR_REPLICAS),
+                                "--ranks", "2", "--experiment-name", name, *extra],
+                               capture_output=True, text=True, timeout=180)
+            assert r.returncode == 0, r.stdout + r.stderr
+        runs = httpx.get(srv.url + "/api/v1/runs", headers={"Authorization": f"Bearer {token}"}).json()["runs"]
+        ids = {r["experiment_name"]: r["id"] for r in runs}
+        yield DemoPair(srv.url, token, ids["base"], ids["slow"], f"replica_{DEMO_PAIR_REPLICAS - 1}")
+    finally:
+        srv.stop()
+
+
 @pytest.fixture
 def token_server(tmp_path: Path) -> Iterator[RunningServer]:
     srv = start_server(tmp_path, token="s3cret-token")

@@ -196,8 +196,26 @@ def all_reduce(barrier: threading.Barrier) -> None:
 
 def wedged_rank(stop: threading.Event) -> None:
     """`--fault hang`: this rank never reaches the collective (a stuck data loader, a dead-locked callback)."""
-    while not stop.is_set():
-        time.sleep(1.0)
+    while not stop.wait(1.0):
+        pass
+
+
+def _stop_listener(conn: Connection, stop: threading.Event, phase_done: threading.Event) -> threading.Thread:
+    """While a hung phase holds the worker's main thread, the driver's next message can only be its stop: take it
+    here, so Ctrl+C on a hung demo ends at once instead of after the driver's join timeout."""
+
+    def listen() -> None:
+        while not stop.is_set() and not phase_done.is_set():
+            if conn.poll(0.2):
+                try:
+                    conn.recv()
+                except (EOFError, OSError):
+                    pass
+                stop.set()
+
+    t = threading.Thread(target=listen, name="demo-stop-listener", daemon=True)
+    t.start()
+    return t
 
 
 def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None,
@@ -270,9 +288,16 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
             took = {
                 "old_log_prob": _phase("actor_compute_log_prob", ranks, plan["old_log_prob"], busy),
                 "ref": _phase("ref_compute_log_prob", ranks, plan["ref"], busy),
-                "update_actor": _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update",
-                                       hang_rank=hang_rank, stop=stop),
             }
+            phase_done = threading.Event()
+            listener = _stop_listener(conn, stop, phase_done) if hang_rank is not None else None
+            took["update_actor"] = _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update",
+                                          hang_rank=hang_rank, stop=stop)
+            phase_done.set()
+            if listener is not None:
+                listener.join()
+            if stop.is_set():  # the driver's stop arrived while a rank hung
+                break
             conn.send(("trained", step, took))
     except (EOFError, KeyboardInterrupt):
         pass

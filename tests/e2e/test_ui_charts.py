@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
-import httpx
 import pytest
 
+from tests.conftest import DemoPair
 from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -230,43 +228,15 @@ def test_the_exports_carry_steps_through_the_signed_in_browser(demo: str, page) 
     assert any(row.startswith(INSIGHT_PREFIX + "step/duration_s,") for row in lines[1:])  # the insight metrics too
 
 
-def test_compare_names_runs_and_shows_both_cards_and_timelines(demo: str, page) -> None:
-    """Compare on the token server: a second demo run, opened by URL next to the first."""
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    d = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rl_insight",
-            "demo",
-            "--server-url",
-            demo,
-            "--token",
-            TOKEN,
-            "--steps",
-            "4",
-            "--step-seconds",
-            "1.0",
-            "--replicas",
-            "2",
-            "--ranks",
-            "2",
-            "--experiment-name",
-            "ui-test-b",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert d.returncode == 0, d.stdout + d.stderr
-    runs = {r["experiment_name"]: r["id"] for r in httpx.get(demo + "/api/v1/runs", headers=headers).json()["runs"]}
-    a, b = runs["charts-ui"], runs["ui-test-b"]
-    sign_in(page, demo, TOKEN)
+def test_compare_names_runs_and_shows_both_cards_and_timelines(demo_pair: DemoPair, page) -> None:
+    """Compare on a token server: two runs of the demo, opened by URL side by side."""
+    demo, a, b = demo_pair.url, demo_pair.base, demo_pair.slow
+    sign_in(page, demo, demo_pair.token)
     page.goto(f"{demo}/#/run/{a}?compare={b}")  # opened by URL: names must not depend on the runs list
     page.wait_for_function("document.querySelectorAll('#compare-insights [data-card=\"insight-overlap\"]').length "
                            "=== 2", timeout=30_000)
     heads = page.eval_on_selector_all("#compare-insights h4", "els => els.map(e => e.textContent)")
-    assert heads == ["rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+    assert heads == ["rl-insight-demo/base", "rl-insight-demo/slow"]
     page.wait_for_function(
         "document.querySelectorAll('.chart[data-metric=\"critic_score_mean\"] .legend-table tr[data-series]').length"
         " === 2", timeout=30_000
@@ -274,12 +244,12 @@ def test_compare_names_runs_and_shows_both_cards_and_timelines(demo: str, page) 
     legend = page.eval_on_selector_all(
         '.chart[data-metric="critic_score_mean"] .legend-table tr[data-series]', "els => els.map(e => e.dataset.series)"
     )
-    assert any("rl-insight-demo/ui-test-b" in x for x in legend) and not any(x.startswith("run ") for x in legend), (
+    assert any("rl-insight-demo/slow" in x for x in legend) and not any(x.startswith("run ") for x in legend), (
         legend
     )
     # a run legend names each run's colour; the runs' own values differ (the demo seeds each run by its name)
     assert page.eval_on_selector_all("#run-legend .item", "els => els.map(e => e.textContent)") == [
-        "rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+        "rl-insight-demo/base", "rl-insight-demo/slow"]
     curves = page.evaluate("(() => { const p = state.charts.find(c => "
                            "c.root.closest('[data-metric=\"critic_score_mean\"]')); "
                            "return [p.data[1], p.data[2], p.series[1].stroke(), p.series[2].stroke()]; })()")
@@ -289,7 +259,7 @@ def test_compare_names_runs_and_shows_both_cards_and_timelines(demo: str, page) 
     # the config: one column per run, only the keys that differ by default
     assert page.eval_on_selector("#run-config", "e => e.open")
     heads = page.eval_on_selector_all("#run-config th", "els => els.map(e => e.textContent)")
-    assert heads == ["key", "rl-insight-demo/charts-ui", "rl-insight-demo/ui-test-b"]
+    assert heads == ["key", "rl-insight-demo/base", "rl-insight-demo/slow"]
     differing = page.eval_on_selector_all("#run-config tr[data-key]", "els => els.map(e => e.dataset.key)")
     assert differing and all(page.get_attribute(f"#run-config tr[data-key='{k}']", "class") == "differs"
                              for k in differing)
@@ -299,7 +269,7 @@ def test_compare_names_runs_and_shows_both_cards_and_timelines(demo: str, page) 
     page.wait_for_selector(f".prom-sections[data-run-id='{b}'] > *", timeout=30_000)
     # both timelines, stacked; a step click shows that step in both runs
     page.wait_for_function(
-        f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '4'", timeout=30_000
+        f"document.querySelector('.timeline[data-run-id=\"{b}\"]')?.dataset.laneCount === '6'", timeout=30_000
     )
     page.wait_for_function("state.timelines.every(t => (t.stepMarks || []).some(m => m[0] === 3))", timeout=30_000)
     page.evaluate("showStep(3)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import DemoPair
 from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -34,15 +35,8 @@ def test_the_heatmap_names_the_hot_layer_and_expert(demo: str, page) -> None:
     page.locator("#moe").screenshot(path=str(ARTIFACTS / "ui-moe.png"))
 
 
-def test_a_run_without_moe_metrics_has_no_section(demo: str, page, tmp_path) -> None:
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", demo, "--token", TOKEN, "--steps",
-                        "2", "--step-seconds", "0.6", "--replicas", "1", "--ranks", "1", "--experiment-name", "plain"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    sign_in(page, demo, TOKEN)
-    page.goto(demo + "/#/run/2")
+def test_a_run_without_moe_metrics_has_no_section(demo_pair: DemoPair, page) -> None:
+    sign_in(page, demo_pair.url, demo_pair.token)
+    page.goto(f"{demo_pair.url}/#/run/{demo_pair.base}")
     page.wait_for_selector(".chart[data-metric][data-points]", timeout=60_000)
     assert not page.is_visible("#moe") and not page.is_visible("#moe-h")

@@ -7,45 +7,23 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import DEMO_PAIR_REPLICAS, DemoPair
 
-TOKEN = "explain-token"
-REPLICAS = 4
-SLOW = f"replica_{REPLICAS - 1}"
+SLOW = f"replica_{DEMO_PAIR_REPLICAS - 1}"
 
 
-def _demo(url: str, name: str, *extra: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--token", TOKEN,
-                        "--steps", "7", "--step-seconds", "0.6", "--replicas", str(REPLICAS), "--ranks", "2",
-                        "--experiment-name", name, *extra], capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, int, int]]:
-    srv = start_server(tmp_path_factory.mktemp("explain"), token=TOKEN)
-    try:
-        _demo(srv.url, "base")
-        _demo(srv.url, "slow", "--fault", "slow-replica", "--fault-step", "2")
-        runs = {r["experiment_name"]: r["id"] for r in _get(srv, "/api/v1/runs")["runs"]}
-        yield srv, runs["base"], runs["slow"]
-    finally:
-        srv.stop()
-
-
-def _get(srv: RunningServer, path: str, **params: object) -> dict:
-    r = httpx.get(srv.url + path, params=params, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+def _get(pair: DemoPair, path: str, **params: object) -> dict:
+    r = httpx.get(pair.url + path, params=params, headers={"Authorization": f"Bearer {pair.token}"}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def test_the_diff_names_the_slow_replica_and_the_generation_stage(pair) -> None:
-    srv, base, slow = pair
+def test_the_diff_names_the_slow_replica_and_the_generation_stage(demo_pair: DemoPair) -> None:
+    srv, base, slow = demo_pair, demo_pair.base, demo_pair.slow
     d = _get(srv, "/api/v1/runs/diff", a=base, b=slow, steps="2-7")
     assert d["aligned_steps"] >= 5 and d["median_b_s"] > d["median_a_s"]
     top_stage, top_delta = next(iter(d["by_stage"].items()))
@@ -66,8 +44,8 @@ def test_the_diff_names_the_slow_replica_and_the_generation_stage(pair) -> None:
     assert same["mean_delta_s"] == 0 and "about as long as" in same["sentence"]
 
 
-def test_the_slow_runs_critical_path_and_savings(pair) -> None:
-    srv, base, slow = pair
+def test_the_slow_runs_critical_path_and_savings(demo_pair: DemoPair) -> None:
+    srv, base, slow = demo_pair, demo_pair.base, demo_pair.slow
     p = _get(srv, f"/api/v1/runs/{slow}/critical-path", step=5, stage="train_batch", faster_percent=50)
     assert p["step"] == 5 and any(e["lane"] == SLOW and e["name"] == "vllm_generate" for e in p["elements"])
     tiled = sum(e["seconds"] for e in p["elements"]) + sum(g["seconds"] for g in p["gaps"])
@@ -79,21 +57,21 @@ def test_the_slow_runs_critical_path_and_savings(pair) -> None:
     assert SLOW in e["path_lanes"]
     # bad input is a clear error
     r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/explain", params={"cut_percent": 7},
-                  headers={"Authorization": f"Bearer {TOKEN}"})
+                  headers={"Authorization": f"Bearer {srv.token}"})
     assert r.status_code == 422 and "cut_percent" in r.text
     r = httpx.get(f"{srv.url}/api/v1/runs/{slow}/critical-path", params={"step": 999},
-                  headers={"Authorization": f"Bearer {TOKEN}"})
+                  headers={"Authorization": f"Bearer {srv.token}"})
     assert r.status_code == 404 and "no step 999" in r.json()["detail"]
     r = httpx.get(f"{srv.url}/api/v1/runs/diff", params={"a": base, "b": slow, "steps": "9-3"},
-                  headers={"Authorization": f"Bearer {TOKEN}"})
+                  headers={"Authorization": f"Bearer {srv.token}"})
     assert r.status_code == 422 and "backwards" in r.json()["detail"]
     assert httpx.get(f"{srv.url}/api/v1/runs/diff", params={"a": base, "b": slow}).status_code == 401
 
 
-def test_the_cli_says_it_too(pair, tmp_path: Path) -> None:
-    srv, base, slow = pair
+def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
+    srv, slow = demo_pair, demo_pair.slow
     cmd = [sys.executable, "-m", "rl_insight", "runs"]
-    common = ["--server-url", srv.url, "--token", TOKEN, "--home", str(tmp_path / "h")]
+    common = ["--server-url", srv.url, "--token", srv.token, "--home", str(tmp_path / "h")]
     r = subprocess.run([*cmd, "diff", "rl-insight-demo/base", "rl-insight-demo/slow", "--steps", "2-7", *common],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
