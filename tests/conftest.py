@@ -195,3 +195,28 @@ def prom_query(prom_url: str, query: str) -> list[dict[str, Any]]:
         return r.json()["data"]["result"] if r.status_code == 200 else []
     except httpx.HTTPError:
         return []
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL 15 cluster (tests/pg_cluster.py); CI installs Debian's postgresql-15, so a missing one
+    fails there."""
+    from tests.pg_cluster import PostgresCluster, postgres_bin_dir
+
+    if postgres_bin_dir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("postgresql-15 missing in CI; .ci/run must install Debian's postgresql-15 package")
+        pytest.skip("PostgreSQL not installed (apt-get install postgresql-15)")
+    cluster = PostgresCluster()
+    cluster.wait_ready()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh, empty database's store URL; its password in RL_INSIGHT_STORE_PASSWORD, as a deployment sets it."""
+    from tests.pg_cluster import PASSWORD
+
+    monkeypatch.setenv("RL_INSIGHT_STORE_PASSWORD", PASSWORD)
+    return str(postgres_cluster.url(postgres_cluster.create_database()))

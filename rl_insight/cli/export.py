@@ -41,22 +41,28 @@ def export(
         None, "--wandb-project", help="W&B project (default: the run's project)."
     ),
     wandb_entity: Optional[str] = typer.Option(None, "--wandb-entity", help="W&B entity."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Run store file (default <home>/data/runstore.sqlite)."),
+    store: Optional[str] = typer.Option(None, "--store", envvar="RL_INSIGHT_STORE_URL", metavar="FILE|URL",
+                                        help="Run store: a file, sqlite:///FILE or postgresql://user@host:port/db "
+                                             "(default <home>/data/runstore.sqlite)."),
     list_runs: bool = typer.Option(False, "--list", help="List the runs in the store and exit."),
     home: Optional[Path] = typer.Option(None, "--home", envvar=env.HOME),
 ) -> int:
     """Export a run from the run store: trainer scalars at their step and rl-insight's insight metrics."""
     from ..server.runstore import queries as q
+    from ..server.runstore.location import parse_store, sqlite_location
     from ..server.runstore.schema import connect
     from ..services.home import Home
 
     if to not in TARGETS:
         raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="--to")
-    path = store or Home.resolve(home).data_dir / "runstore.sqlite"
-    if not path.exists():
-        raise NotFoundError(f"no run store at {path}", hint="pass --store FILE, or --home of the server that "
-                                                            "collected the run")
-    conn = connect(path, readonly=True)
+    data_dir = Home.resolve(home).data_dir
+    where = parse_store(store if store and "://" in store else None, data_dir)
+    if store and "://" not in store:
+        where = sqlite_location(Path(store).expanduser())
+    if where.path is not None and not where.path.exists():
+        raise NotFoundError(f"no run store at {where.path}", hint="pass --store FILE or URL, or --home of the server "
+                                                                  "that collected the run")
+    conn = connect(where, readonly=True)
     if list_runs or run is None:
         for r in q.list_runs(conn):
             typer.echo(f"{r['id']:>5}  {r['project']}/{r['experiment_name']}  last step {r['last_step']}  "

@@ -68,6 +68,11 @@ def start(
     prometheus_port: int = typer.Option(STACK.prometheus_port, help="Prometheus port."),
     scrape_interval: str = typer.Option(STACK.scrape_interval, help="Prometheus scrape interval."),
     retention: str = typer.Option(STACK.retention, help="Prometheus TSDB retention time."),
+    store: Optional[str] = typer.Option(SERVER.store, "--store", envvar="RL_INSIGHT_STORE_URL", metavar="URL",
+                                        help="The run store: postgresql://user@host:port/db (extra "
+                                             "rl-insight[postgres]; the password from RL_INSIGHT_STORE_PASSWORD, "
+                                             "~/.pgpass or ?passfile=, never in the URL) or sqlite:///FILE (default: "
+                                             "a SQLite file under --data-dir). See docs/scale.md."),
     store_retention_days: float = typer.Option(SERVER.store_retention_days, min=0.01,
                                                help="Run store: delete runs not seen for this many days."),
     store_max_gb: float = typer.Option(SERVER.store_max_gb, min=0.01,
@@ -183,6 +188,13 @@ def stack_settings(h: Home, params: dict[str, Any], server: ServerConfig) -> Sta
 
 def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
     """Name a missing extra, a bad directory or a bad value before anything starts."""
+    if p.get("store"):
+        from ..server.runstore.location import parse_store
+
+        if parse_store(p["store"], Path(".")).kind == "postgresql":
+            from ..server.runstore.postgres import require_psycopg
+
+            require_psycopg()
     if p["export_tensorboard"] is not None:
         from ..export.tensorboard_writer import _import as need_tensorboard
 

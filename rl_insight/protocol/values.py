@@ -68,7 +68,7 @@ def short_repr(x: object) -> str:
 
 
 class TextCleaner:
-    """Cleans strings to valid UTF-8 and counts how many needed it."""
+    """Cleans strings to valid UTF-8 without NUL characters and counts how many needed it."""
 
     __slots__ = ("replaced",)
 
@@ -76,6 +76,9 @@ class TextCleaner:
         self.replaced = 0
 
     def clean(self, s: str) -> str:
+        if "\x00" in s:  # valid UTF-8, but no database's text holds it (PostgreSQL refuses it; C strings end there)
+            self.replaced += 1
+            s = s.replace("\x00", "\ufffd")
         try:
             s.encode("utf-8")
             return s
@@ -94,5 +97,5 @@ class TextCleaner:
 
 
 def clean_text(s: str) -> str:
-    """A string made valid UTF-8 (lone surrogates replaced with U+FFFD)."""
+    """A string made valid UTF-8 (lone surrogates and NUL replaced with U+FFFD)."""
     return TextCleaner().clean(s)

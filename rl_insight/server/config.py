@@ -8,10 +8,15 @@ field here plus one flag in `cli/stack.py`."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .runstore.location import StoreLocation
 
 DEFAULT_PORT = 18080
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -44,9 +49,10 @@ class ServerConfig:
     client_silence_s: float = 30.0
     # Host names (besides loopback, this machine's names and the bound address) a token-less server answers to.
     allowed_hosts: tuple[str, ...] = ()
-    # Run store (SQLite under data_dir): runs not seen for retention_days are deleted, and the
-    # oldest runs go first when the file holds more than store_max_gb.
+    # Run store (SQLite under data_dir, or `store`: postgresql://user@host:port/db, never with a password in it):
+    # runs not seen for retention_days are deleted, and the oldest runs go first when it holds more than store_max_gb.
     store_enabled: bool = True
+    store: str | None = None
     store_retention_days: float = DEFAULT_RETENTION_DAYS
     store_max_gb: float = DEFAULT_STORE_MAX_GB
     live_window_s: float = 60.0  # a run counts as live while data arrived this recently
@@ -96,6 +102,13 @@ class ServerConfig:
     @property
     def store_file(self) -> Path:
         return Path(self.data_dir).expanduser() / "runstore.sqlite"
+
+    @property
+    def store_location(self) -> StoreLocation:
+        """`store` (or RL_INSIGHT_STORE_URL), else the SQLite file under data_dir; ConfigError for a bad URL."""
+        from .runstore.location import STORE_URL_ENV, parse_store
+
+        return parse_store(self.store or os.environ.get(STORE_URL_ENV), Path(self.data_dir).expanduser())
 
     @property
     def targets_file(self) -> Path:

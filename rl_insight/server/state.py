@@ -116,9 +116,9 @@ class AppState:
         self.metrics = ServerMetrics(self.registry)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
         self.experiments = ExperimentBook(self.targets)
-        self.writer = RunStoreWriter(config.store_file, retention_days=config.store_retention_days,
+        self.writer = RunStoreWriter(config.store_location, retention_days=config.store_retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
-        self.reader = RunStoreReader(config.store_file) if self.writer is not None else None
+        self.reader = RunStoreReader(config.store_location) if self.writer is not None else None
         self.insight = (
             InsightService(
                 self.reader,

@@ -100,10 +100,12 @@ def lane_sums(conn: Any, run_id: int, steps: list[int], facts: dict[int, dict]) 
                 f"SELECT name, sum(value) FROM step_stats WHERE run_id = ? AND step IN ({marks}) AND lane = '@gen' "
                 "GROUP BY name", (run_id, *part)):
             out["gen"][lane] = out["gen"].get(lane, 0.0) + total
-        # the slowest rollout lane of each step with two or more (SQLite: the bare column comes from the max row)
+        # the slowest rollout lane of each step with two or more (ties: the first by name)
         for lane, _ in conn.execute(
-                f"SELECT name, max(value) FROM step_stats WHERE run_id = ? AND step IN ({marks}) AND lane = '@gen' "
-                "GROUP BY step HAVING count(*) >= 2", (run_id, *part)):
+                "SELECT name, value FROM (SELECT name, value, row_number() OVER (PARTITION BY step ORDER BY "
+                "value DESC, name) AS rn, count(*) OVER (PARTITION BY step) AS n FROM step_stats WHERE run_id = ? "
+                "AND step IN "
+                f"({marks}) AND lane = '@gen') WHERE rn = 1 AND n >= 2", (run_id, *part)):
             out["slowest"][lane] = out["slowest"].get(lane, 0) + 1
             out["gen_steps"] += 1
     computed = run_diff.lane_summary([s for s in steps if s not in stored], facts)

@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
 from ...lane_order import lane_sort_key
+from .dialect import is_postgres
+from .downsample import lttb, minmax
 
 XAxis = Literal["step", "time"]
 MAX_POINTS = 20_000
@@ -116,7 +118,7 @@ def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
     rows = conn.execute(
         "SELECT s.name, s.kind, s.labels, (SELECT count(*) FROM samples WHERE series_id = s.id), "
-        "(SELECT max(step) FROM samples WHERE series_id = s.id) FROM series s WHERE s.run_id = ? ORDER BY s.name",
+        "(SELECT max(step) FROM samples WHERE series_id = s.id) FROM series s WHERE s.run_id = ? ORDER BY s.name, s.id",
         (run_id,)).fetchall()
     return [{"name": r[0], "kind": r[1], "labels": json.loads(r[2]), "samples": r[3], "last_step": r[4]} for r in rows]
 
@@ -161,67 +163,9 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
             raw = conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args).fetchall()
             pts = lttb(raw, points)
         else:
-            pts = _minmax(conn, col, where, args, lo, hi, points)
+            pts = minmax(conn, col, where, args, lo, hi, points)
         out.append({"labels": json.loads(labels), "kind": kind, "points": pts, "total": n})
     return {"run_id": run_id, "name": name, "x": x, "agg": agg, "series": out}
-
-
-def _minmax(
-    conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int
-) -> list[list[float]]:
-    """Per bucket, the minimum and maximum point (SQLite returns the row of MIN()/MAX() for bare columns)."""
-    buckets = max(1, (points - 2) // 2)
-    width = (hi - lo) / buckets or 1.0
-    b = f"min(CAST(({col} - ?) / ? AS INTEGER), {buckets - 1})"
-    rows = conn.execute(
-        f"SELECT {b} AS b, {col}, min(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]
-    ).fetchall()
-    rows += conn.execute(
-        f"SELECT {b} AS b, {col}, max(value) FROM samples WHERE {where} GROUP BY b", [lo, width, *args]
-    ).fetchall()
-    # the first and last points too, so the line starts and ends where the data does
-    for order in ("ASC", "DESC"):
-        rows += conn.execute(
-            f"SELECT 0, {col}, value FROM samples WHERE {where} ORDER BY {col} {order} LIMIT 1", args
-        ).fetchall()
-    seen: set[tuple[float, float]] = set()
-    pts = []
-    for _, xv, yv in sorted(rows, key=lambda r: (r[1], r[2] if r[2] is not None else 0)):
-        if (xv, yv) not in seen:
-            seen.add((xv, yv))
-            pts.append([xv, yv])
-    return pts
-
-
-def lttb(data: list[tuple[float, float]], threshold: int) -> list[list[float]]:
-    """Largest-Triangle-Three-Buckets (Steinarsson 2013): keeps the visual shape with `threshold` points."""
-    n = len(data)
-    if threshold >= n or threshold < 3:
-        return [list(p) for p in data]
-    out = [list(data[0])]
-    every = (n - 2) / (threshold - 2)
-    a = 0
-    for i in range(threshold - 2):
-        start, end = int((i + 1) * every) + 1, min(int((i + 2) * every) + 1, n)
-        avg_x = avg_y = 0.0
-        for x, y in data[start:end]:
-            avg_x += x
-            avg_y += y or 0.0
-        cnt = max(1, end - start)
-        avg_x, avg_y = avg_x / cnt, avg_y / cnt
-        r_start, r_end = int(i * every) + 1, int((i + 1) * every) + 1
-        ax, ay = data[a]
-        ay = ay or 0.0
-        best, best_area = r_start, -1.0
-        for j in range(r_start, r_end):
-            x, y = data[j]
-            area = abs((ax - avg_x) * ((y or 0.0) - ay) - (ax - x) * (avg_y - ay))
-            if area > best_area:
-                best, best_area = j, area
-        out.append(list(data[best]))
-        a = best
-    out.append(list(data[-1]))
-    return out
 
 
 def compare(conn: sqlite3.Connection, run_ids: list[int], name: str, **kw: Any) -> list[dict[str, Any]]:
@@ -357,11 +301,12 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
     elif attributes is False:
         attr_sql = "NULL"
     else:
-        attr_sql = "json_extract(attributes, ?)"
+        attr_sql = "CAST(attributes AS JSONB) -> ?" if is_postgres(conn) else "json_extract(attributes, ?)"
     sql = f"SELECT id, parent_id, name, lane, kind, start_ns, end_ns, {attr_sql} FROM spans WHERE run_id = ?"
     args: list[Any] = [run_id]
     if isinstance(attributes, str):
-        args.insert(0, "$." + json.dumps(attributes))  # quoted: any attribute name is a valid JSON path key
+        # quoted: any attribute name is a valid JSON path key (PostgreSQL takes the key itself)
+        args.insert(0, attributes if is_postgres(conn) else "$." + json.dumps(attributes))
     if to_ns is not None:
         sql += " AND start_ns < ?"
         args.append(to_ns)

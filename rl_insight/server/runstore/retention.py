@@ -5,14 +5,31 @@ with writes) and forgets what it cached about the runs deleted."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Callable
+
+from .dialect import is_postgres
 
 
 def used_bytes(conn: sqlite3.Connection) -> int:
-    """Bytes in use: pages minus free pages (the file does not shrink without VACUUM)."""
+    """Bytes in use: pages minus free pages (the file does not shrink without VACUUM); on PostgreSQL, what the
+    store's tables and indexes take."""
+    if is_postgres(conn):
+        from .postgres import used_bytes as postgres_bytes
+
+        return postgres_bytes(conn)  # type: ignore[arg-type]
     page = conn.execute("PRAGMA page_size").fetchone()[0]
     count = conn.execute("PRAGMA page_count").fetchone()[0]
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     return int((count - free) * page)
+
+
+def run_bytes(conn: sqlite3.Connection, run_id: int) -> int | None:
+    """What deleting the run frees, where the size cannot simply be measured again (PostgreSQL); else None."""
+    if is_postgres(conn):
+        from .postgres import run_bytes as postgres_run_bytes
+
+        return postgres_run_bytes(conn, run_id)  # type: ignore[arg-type]
+    return None
 
 
 def runs_not_seen_since(conn: sqlite3.Connection, cutoff: float) -> list[int]:
@@ -39,3 +56,22 @@ def delete_runs(conn: sqlite3.Connection, run_ids: list[int]) -> set[tuple[str, 
     conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
     conn.execute("COMMIT")
     return keys
+
+
+def prune(conn: sqlite3.Connection, cutoff: float, max_bytes: int, delete: Callable[[list[int]], object]) -> int:
+    """Runs not seen since `cutoff`, then the oldest while the store holds more than `max_bytes`, through `delete`
+    (the writer's: it forgets what it cached about them); how many runs went."""
+    old = runs_not_seen_since(conn, cutoff)
+    if old:
+        delete(old)
+    removed = len(old)
+    used = used_bytes(conn)
+    while used > max_bytes:
+        oldest = oldest_run(conn)
+        if oldest is None:
+            break
+        freed = run_bytes(conn, oldest)
+        delete([oldest])
+        removed += 1
+        used = used_bytes(conn) if freed is None else used - freed
+    return removed

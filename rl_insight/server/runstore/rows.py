@@ -1,5 +1,6 @@
 """What the writer is handed and how it writes it: the row of a metric sample, the writer's counters, and the
-statements that make every write idempotent (a resent sample or span is stored once)."""
+statements that make every write idempotent (a resent sample or span is stored once). Upserts name their conflict
+target, so the same text runs on SQLite and PostgreSQL (dialect.py)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ class WriterStats:
 
 
 # a resent sample (a lost answer, a restart) is the same series and time: stored once
-INSERT_SAMPLE = "INSERT OR IGNORE INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?)"
-UPSERT_STEP_STAT = ("INSERT OR REPLACE INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)")
+INSERT_SAMPLE = "INSERT INTO samples (series_id, step, ts, value) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+UPSERT_STEP_STAT = ("INSERT INTO step_stats (run_id, step, start_ns, end_ns, lane, name, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step, lane, name) DO UPDATE SET "
+                    "start_ns = excluded.start_ns, end_ns = excluded.end_ns, value = excluded.value")
 # a late start never reopens a span whose end is already stored
 INSERT_START = (
-    "INSERT OR IGNORE INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, attributes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 # a span closed by the server (its client went silent) never overwrites an end its client did send
 CLOSE_CUT_SHORT = (
@@ -50,3 +52,6 @@ CLOSE_CUT_SHORT = (
 UPSERT_END = ("INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET "
                "end_ns = excluded.end_ns, start_ns = excluded.start_ns, attributes = excluded.attributes")
+# a step or block summed up again replaces its mark ({kind}: 'step' or 'block')
+UPSERT_SUMMARY = ("INSERT INTO step_summaries VALUES (?, '{kind}', ?, ?, ?) ON CONFLICT (run_id, kind, first_step) "
+                  "DO UPDATE SET start_ns = excluded.start_ns, end_ns = excluded.end_ns")

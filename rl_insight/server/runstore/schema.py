@@ -1,4 +1,5 @@
-"""The run store's SQLite file: schema, opening, and refusing files that are not ours or are damaged.
+"""The run store's schema (one DDL, in SQLite's dialect; postgres.py derives PostgreSQL's from it), opening a store
+of either kind, and refusing files that are not ours or are damaged.
 
 A foreign or corrupt file is never modified or replaced: opening raises StoreError naming the
 file and what to do, so nothing already stored is lost.
@@ -9,8 +10,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from ...errors import StoreError
+from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
@@ -222,8 +225,34 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("COMMIT")
 
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open (creating if needed) the store; raise StoreError for foreign, newer or damaged files, or a
+def is_storage_failure(exc: BaseException) -> bool:
+    """Failures of the file or server itself (disk full, I/O, locked, connection lost): retrying item by item would
+    not help."""
+    if type(exc).__module__.startswith("psycopg"):
+        from .postgres import is_storage_failure as postgres_failure
+
+        return postgres_failure(exc)
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    msg = str(exc).lower()
+    return any(w in msg for w in ("full", "disk i/o", "locked", "readonly", "read-only", "unable to open", "malformed"))
+
+
+def connect(where: Path | StoreLocation, *, readonly: bool = False) -> Any:
+    """Open (creating if needed) the store, a SQLite file or a PostgreSQL database (runstore/postgres.py); raise
+    StoreError for foreign, newer or damaged stores, or a directory that cannot be written."""
+    if isinstance(where, StoreLocation):
+        if where.kind == "postgresql":
+            from .postgres import connect_postgres
+
+            return connect_postgres(where, readonly=readonly)
+        assert where.path is not None
+        where = where.path
+    return connect_sqlite(where, readonly=readonly)
+
+
+def connect_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open (creating if needed) the store's file; raise StoreError for foreign, newer or damaged files, or a
     directory that cannot be written. Stores above QUICK_CHECK_MAX_BYTES are not checked here (that
     would take minutes near the size limit); the writer checks them in the background."""
     existed = path.exists() and path.stat().st_size > 0

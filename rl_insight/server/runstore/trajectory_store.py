@@ -18,13 +18,19 @@ from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 _MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
 
 _UPSERT_TURN = (
-    "INSERT OR REPLACE INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
-    "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO turns (traj, start_ns, span_id, end_ns, kind, name, step, replica, tokens_in, tokens_out, "
+    "error, request_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (traj, start_ns, span_id) "
+    "DO UPDATE SET end_ns = excluded.end_ns, kind = excluded.kind, name = excluded.name, step = excluded.step, "
+    "replica = excluded.replica, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out, "
+    "error = excluded.error, request_id = excluded.request_id, detail = excluded.detail"
 )
 _UPSERT_REQUEST = (
-    "INSERT OR REPLACE INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, "
-    "tokens_in, "
-    "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO llm_requests (run_id, request_id, parent_id, trace_id, start_ns, end_ns, replica, tokens_in, "
+    "tokens_out, queue_s, ttft_s, prefill_s, decode_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id, request_id) DO UPDATE SET parent_id = excluded.parent_id, trace_id = excluded.trace_id, "
+    "start_ns = excluded.start_ns, end_ns = excluded.end_ns, replica = excluded.replica, "
+    "tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out, queue_s = excluded.queue_s, "
+    "ttft_s = excluded.ttft_s, prefill_s = excluded.prefill_s, decode_s = excluded.decode_s"
 )
 # a later record's known values win; what it does not know keeps what an earlier one said
 _MERGE_INFO = (
@@ -51,7 +57,7 @@ _TOTALS = (
 _BUSIEST_REPLICA = (
     f"SELECT coalesce(t.replica, r.replica) AS rep FROM turns t {REQUEST_OF_TURN} WHERE t.traj = ?2 AND t.kind = "
     "'generate' "
-    f"AND rep IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1"
+    f"AND coalesce(t.replica, r.replica) IS NOT NULL GROUP BY rep ORDER BY sum(t.end_ns - t.start_ns) DESC LIMIT 1"
 )
 _TOOLS = "SELECT DISTINCT name FROM turns WHERE traj = ? AND kind = 'tool' ORDER BY name LIMIT 32"
 _FIRST_STEP = "SELECT step FROM turns WHERE traj = ? AND step IS NOT NULL ORDER BY start_ns LIMIT 1"
@@ -155,7 +161,7 @@ class TrajectoryStore:
     def _traj_id(self, conn: sqlite3.Connection, run_id: int, key: str) -> int:
         tid = self._ids.get((run_id, key))
         if tid is None:
-            conn.execute("INSERT OR IGNORE INTO trajectories (run_id, key) VALUES (?, ?)", (run_id, key))
+            conn.execute("INSERT INTO trajectories (run_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING", (run_id, key))
             tid = conn.execute("SELECT id FROM trajectories WHERE run_id = ? AND key = ?", (run_id, key)).fetchone()[0]
             if len(self._ids) >= _MAX_CACHED:
                 self._ids.clear()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from concurrent.futures import Future
@@ -30,8 +29,18 @@ from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention
-from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, UPSERT_STEP_STAT, SampleRow, WriterStats
-from .schema import QUICK_CHECK_MAX_BYTES, connect, quick_check
+from .location import StoreLocation, sqlite_location
+from .rows import (
+    CLOSE_CUT_SHORT,
+    INSERT_SAMPLE,
+    INSERT_START,
+    UPSERT_END,
+    UPSERT_STEP_STAT,
+    UPSERT_SUMMARY,
+    SampleRow,
+    WriterStats,
+)
+from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, quick_check
 from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
@@ -63,22 +72,17 @@ def _cut_short(s: SpanRecord) -> bool:
     return s.attributes.get("cut_short") is True
 
 
-def _is_storage_failure(exc: BaseException) -> bool:
-    """Failures of the file itself (disk full, I/O, locked): retrying item by item would not help."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    msg = str(exc).lower()
-    return any(w in msg for w in ("full", "disk i/o", "locked", "readonly", "read-only", "unable to open", "malformed"))
-
-
 class RunStoreWriter:
-    def __init__(self, path: Path, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
+    def __init__(self, where: Path | StoreLocation, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
                  retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
                  prune_every_s: float = 60.0) -> None:
-        self.path = path
-        self._conn = connect(path)  # raises StoreError for a foreign or damaged file before the server starts
-        # large stores skip the start-up check (minutes near the size limit); it runs in the background instead
-        self.integrity = "ok" if path.stat().st_size <= QUICK_CHECK_MAX_BYTES else "checking"
+        self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
+        self.path = self.location.display  # what logs may name (never a password)
+        self._conn = connect(self.location)  # raises StoreError for a foreign or damaged store before the server starts
+        # large files skip the start-up check (minutes near the size limit); it runs in the background instead
+        # (PostgreSQL checks its own pages)
+        small = self.location.path is None or self.location.path.stat().st_size <= QUICK_CHECK_MAX_BYTES
+        self.integrity = "ok" if small else "checking"
         if self.integrity == "checking":
             threading.Thread(target=self._check_integrity, name="rl-insight-integrity", daemon=True).start()
         self._retention_s = retention_days * 86400
@@ -94,7 +98,7 @@ class RunStoreWriter:
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self.stats = WriterStats()
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
-        self._last_prune = time.monotonic()
+        self._last_prune = self._last_commit = time.monotonic()
         # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
         self._worker: BatchWorker[tuple[str, Any, int]] = BatchWorker(
             "runstore", self._export, max_weight=max_queue_items, max_batch_weight=MAX_TRANSACTION_ITEMS,
@@ -102,8 +106,9 @@ class RunStoreWriter:
 
     def _check_integrity(self) -> None:
         try:
-            conn = connect(self.path, readonly=True)
-            result = quick_check(conn, self.path)
+            assert self.location.path is not None
+            conn = connect(self.location, readonly=True)
+            result = quick_check(conn, self.location.path)
             conn.close()
         except Exception as exc:
             result = f"{type(exc).__name__}: {exc}"
@@ -208,11 +213,12 @@ class RunStoreWriter:
             self.stats.samples += sum(len(p) for k, p in work if k == "samples")
             self.stats.spans += sum(len(p[0]) + len(p[1]) for k, p in work if k == "spans")
             self.stats.batches += 1
+            self._last_commit = time.monotonic()
             self._recovered()
             return True
         except Exception as exc:  # whatever it is, the transaction must not stay open
             self._rollback()
-            if _is_storage_failure(exc):
+            if is_storage_failure(exc):
                 self._storage_failed(exc, n)
                 return False
             # One bad item (a value SQLite cannot bind, a constraint) must not cost the others:
@@ -233,11 +239,17 @@ class RunStoreWriter:
         try:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
+        except Exception:  # sqlite3's or psycopg's: a broken connection is reopened by the next write
             pass
         self._runs.clear()  # ids created inside the rolled-back transaction are gone
         self._series.clear()
         self.trajectories.forget()
+
+    def lag_s(self) -> float:
+        """How far the store trails ingest: 0 with nothing queued, else the seconds since the last commit."""
+        if self._worker.queued_weight == 0:
+            return 0.0
+        return time.monotonic() - self._last_commit
 
     def _recovered(self) -> None:
         if self.stats.degraded_since is not None:
@@ -344,7 +356,7 @@ class RunStoreWriter:
         try:
             work()
         except Exception as exc:
-            if _is_storage_failure(exc):
+            if is_storage_failure(exc):
                 raise
             c.execute("ROLLBACK TO part")
             c.execute("RELEASE part")
@@ -384,30 +396,23 @@ class RunStoreWriter:
         c = self._conn
         c.executemany(UPSERT_STEP_STAT, rows)
         marks = {(r[0], r[1]): (r[2], r[3]) for r in rows}
-        c.executemany("INSERT OR REPLACE INTO step_summaries VALUES (?, 'step', ?, ?, ?)",
+        c.executemany(UPSERT_SUMMARY.format(kind="step"),
                       [(run, step, a, b) for (run, step), (a, b) in marks.items()])
         for run_id, first, a, b, steps in blocks:
             c.execute("DELETE FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first))
             c.execute(
-                f"INSERT INTO step_blocks SELECT run_id, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
+                f"INSERT INTO step_blocks SELECT ?, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
                 f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
-                (first, a, b, run_id, *steps),
+                (run_id, first, a, b, run_id, *steps),
             )
-            c.execute("INSERT OR REPLACE INTO step_summaries VALUES (?, 'block', ?, ?, ?)", (run_id, first, a, b))
+            c.execute(UPSERT_SUMMARY.format(kind="block"), (run_id, first, a, b))
 
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
     @staticmethod
-    def _touch(
-        touched: dict[int, list],
-        run_id: int,
-        now: float,
-        *,
-        step: float | None = None,
-        earliest: float | None = None,
-        final: bool = False,
-    ) -> None:
+    def _touch(touched: dict[int, list], run_id: int, now: float, *, step: float | None = None,
+               earliest: float | None = None, final: bool = False) -> None:
         t = touched.setdefault(run_id, [now, None, False, now, 0])
         if final:
             t[2] = True
@@ -449,7 +454,8 @@ class RunStoreWriter:
         if rid is None:
             c = self._conn
             c.execute(
-                "INSERT OR IGNORE INTO runs (project, experiment_name, first_seen, last_seen) VALUES (?, ?, ?, ?)",
+                "INSERT INTO runs (project, experiment_name, first_seen, last_seen) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (project, experiment, now, now),
             )
             rid = c.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", key).fetchone()[0]
@@ -461,7 +467,7 @@ class RunStoreWriter:
         sid = self._series.get(key)
         if sid is None:
             c = self._conn
-            c.execute("INSERT OR IGNORE INTO series (run_id, name, kind, labels) VALUES (?, ?, ?, ?)", key)
+            c.execute("INSERT INTO series (run_id, name, kind, labels) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", key)
             sid = c.execute(
                 "SELECT id FROM series WHERE run_id = ? AND name = ? AND kind = ? AND labels = ?", key
             ).fetchone()[0]
@@ -474,16 +480,7 @@ class RunStoreWriter:
 
     def prune(self) -> int:
         """Delete runs not seen for `retention_days`, then the oldest runs while over `max_bytes`."""
-        old = retention.runs_not_seen_since(self._conn, time.time() - self._retention_s)
-        if old:
-            self._delete_runs(old)
-        removed = len(old)
-        while self.used_bytes() > self._max_bytes:
-            oldest = retention.oldest_run(self._conn)
-            if oldest is None:
-                break
-            self._delete_runs([oldest])
-            removed += 1
+        removed = retention.prune(self._conn, time.time() - self._retention_s, self._max_bytes, self._delete_runs)
         self.stats.runs_pruned += removed
         return removed
 

@@ -14,6 +14,7 @@ from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.location import StoreLocation
 
 S = 10**9
 
@@ -26,9 +27,9 @@ def span(i: str, name: str, lane: str, start: int, end: int | None, kind: str = 
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    w = RunStoreWriter(tmp_path / "rs.sqlite", flush_interval_s=0.02)
-    yield w, RunStoreReader(tmp_path / "rs.sqlite")
+def store(store_at: StoreLocation):
+    w = RunStoreWriter(store_at, flush_interval_s=0.02)
+    yield w, RunStoreReader(store_at)
     w.close()
 
 
@@ -163,14 +164,14 @@ def test_csv_export(store) -> None:
                                  "rl_insight/insight/step/duration_s,{},1,11.0,2.5"]  # whole steps as integers
 
 
-def test_data_survives_a_restart(tmp_path: Path) -> None:
-    w = RunStoreWriter(tmp_path / "rs.sqlite")
+def test_data_survives_a_restart(store_at: StoreLocation) -> None:
+    w = RunStoreWriter(store_at)
     write_series(w, 50)
     w.put_spans([], [span("a", "rollout", "replica_0", 0, 5)])
     w.close()
-    w2 = RunStoreWriter(tmp_path / "rs.sqlite")
+    w2 = RunStoreWriter(store_at)
     try:
-        r = RunStoreReader(tmp_path / "rs.sqlite")
+        r = RunStoreReader(store_at)
         assert q.list_runs(r.conn())[0]["last_step"] == 49.0
         assert q.span_detail(r.conn(), 1, "a")["end_ns"] == 5
         write_series(w2, 60, t0=2_000.0)  # the same run and series continue after the restart
@@ -219,15 +220,15 @@ def test_full_disk_is_reported_not_raised(tmp_path: Path) -> None:
         w.close()
 
 
-def test_retention_by_age_and_by_size(tmp_path: Path) -> None:
-    w = RunStoreWriter(tmp_path / "rs.sqlite", retention_days=1.0)
+def test_retention_by_age_and_by_size(store_at: StoreLocation) -> None:
+    w = RunStoreWriter(store_at, retention_days=1.0)
     try:
         for exp in ("old", "mid", "new"):
             write_series(w, 2000, exp=exp)
         w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'old'", (time.time() - 3 * 86400,))
         w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'mid'", (time.time() - 3600,))
         assert w.prune() == 1
-        r = RunStoreReader(tmp_path / "rs.sqlite")
+        r = RunStoreReader(store_at)
         assert sorted(x["experiment_name"] for x in q.list_runs(r.conn())) == ["mid", "new"]
         w._max_bytes = w.used_bytes() - 1  # over the size limit: the oldest remaining run goes
         assert w.prune() == 1

@@ -12,13 +12,15 @@ from rl_insight import insights
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.location import StoreLocation
 
 S = 10**9
 T0 = 1_790_000_000 * S
 ID = {"project": "p", "experiment_name": "e"}
 
 
-def _build(path: Path, steps: int = 30) -> tuple[RunStoreWriter, list[tuple[float, float]], list[tuple[float, float]]]:
+def _build(path: Path | StoreLocation,
+           steps: int = 30) -> tuple[RunStoreWriter, list[tuple[float, float]], list[tuple[float, float]]]:
     rng = random.Random(7)
     w = RunStoreWriter(path, flush_interval_s=0.01)
     spans, step_samples, versions, seq = [], [], [], 0
@@ -73,9 +75,10 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("window", [(0, 60), (3.3, 17.9), (10, 12), (10.5, 10.9), (-5, 80), (21.0, 40.0)])
-def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, window: tuple[float, float]) -> None:
-    w, step_samples, versions = _build(tmp_path / "store.sqlite")
-    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+def test_window_from_stored_steps_equals_the_raw_definition(store_at: StoreLocation,
+                                                            window: tuple[float, float]) -> None:
+    w, step_samples, versions = _build(store_at)
+    conn = RunStoreReader(store_at).conn()
     now = T0 + 200 * S
     windows = insights.step_windows(step_samples)
     todo = step_stats.pending_steps(conn, 1, windows, now)
@@ -131,9 +134,9 @@ def test_window_from_stored_steps_equals_the_raw_definition(tmp_path: Path, wind
     w.close()
 
 
-def test_windows_without_stored_steps_fall_back_to_spans_and_open_states_are_seen(tmp_path: Path) -> None:
-    w, step_samples, versions = _build(tmp_path / "store.sqlite", steps=6)
-    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+def test_windows_without_stored_steps_fall_back_to_spans_and_open_states_are_seen(store_at: StoreLocation) -> None:
+    w, step_samples, versions = _build(store_at, steps=6)
+    conn = RunStoreReader(store_at).conn()
     now = T0 + 6 * 2 * S + 3600 * S  # the open state has run for an hour: stalled (no history needed)
     windows = insights.step_windows(step_samples)
     t0, t1 = T0, now
@@ -144,10 +147,10 @@ def test_windows_without_stored_steps_fall_back_to_spans_and_open_states_are_see
     w.close()
 
 
-def test_a_window_scan_reads_only_from_the_runs_longest_span(tmp_path: Path) -> None:
+def test_a_window_scan_reads_only_from_the_runs_longest_span(store_at: StoreLocation) -> None:
     """spans_in is bounded below by the run's longest finished span (plus open spans): same answer as a full scan."""
-    w, _, _ = _build(tmp_path / "store.sqlite")
-    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    w, _, _ = _build(store_at)
+    conn = RunStoreReader(store_at).conn()
     longest = conn.execute("SELECT max_span_ns FROM runs WHERE id = 1").fetchone()[0]
     assert longest == conn.execute("SELECT max(end_ns - start_ns) FROM spans").fetchone()[0]
     a, b = T0 + 20 * S, T0 + 30 * S
@@ -159,13 +162,13 @@ def test_a_window_scan_reads_only_from_the_runs_longest_span(tmp_path: Path) -> 
     w.close()
 
 
-def test_steps_summarized_before_the_critical_path_get_theirs(tmp_path: Path) -> None:
+def test_steps_summarized_before_the_critical_path_get_theirs(store_at: StoreLocation) -> None:
     """A store written by an older version has no path rows: they are found, computed once and stored; until then a
     window's facts come from the spans, and the answers agree."""
     from rl_insight.server.runstore import explain
 
-    w, step_samples, versions = _build(tmp_path / "store.sqlite", steps=6)
-    conn = RunStoreReader(tmp_path / "store.sqlite").conn()
+    w, step_samples, versions = _build(store_at, steps=6)
+    conn = RunStoreReader(store_at).conn()
     now = T0 + 200 * S
     windows = insights.step_windows(step_samples)
     rows = step_stats.compute_steps(conn, 1, windows, versions, now)

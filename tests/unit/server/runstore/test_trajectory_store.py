@@ -15,6 +15,7 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
 from rl_insight.server.runstore import trajectory_facts as tr
 from rl_insight.server.runstore import trajectory_queries as tq
+from rl_insight.server.runstore.location import StoreLocation
 
 LANE = "experiment=e/sample=1/session=s/traj=0"
 
@@ -32,9 +33,9 @@ def gateway(i: str, start: int, **attrs) -> SpanRecord:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    w = RunStoreWriter(tmp_path / "rs.sqlite", flush_interval_s=0.02)
-    yield w, RunStoreReader(tmp_path / "rs.sqlite")
+def store(store_at: StoreLocation):
+    w = RunStoreWriter(store_at, flush_interval_s=0.02)
+    yield w, RunStoreReader(store_at)
     w.close()
 
 

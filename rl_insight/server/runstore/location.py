@@ -1,0 +1,85 @@
+"""Where the run store lives: a SQLite file (the embedded default, `<data_dir>/runstore.sqlite`) or a PostgreSQL
+database named by a URL (`server start --store postgresql://user@host:port/db`, the key `store` in the config
+file, `RL_INSIGHT_STORE_URL` in the environment).
+
+Invariant: a password never travels in the URL. A URL that carries one is refused with where to put it instead
+(`RL_INSIGHT_STORE_PASSWORD`, libpq's `PGPASSWORD`, `~/.pgpass`, or `?passfile=FILE`), so it can never appear on a
+command line, in `server.json`, in logs or in `/healthz`; `display` is what any of those may show.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from ...errors import ConfigError
+
+PASSWORD_ENV = "RL_INSIGHT_STORE_PASSWORD"
+STORE_URL_ENV = "RL_INSIGHT_STORE_URL"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+# libpq parameters a store URL may carry (the rest, e.g. `password`, are refused)
+ALLOWED_PARAMS = {"sslmode", "sslrootcert", "sslcert", "sslkey", "passfile", "connect_timeout", "application_name",
+                  "target_session_attrs", "options"}
+WHERE_PASSWORDS_GO = (f"put it in {PASSWORD_ENV} (or libpq's PGPASSWORD), in ~/.pgpass, or in a file named by "
+                      "?passfile=FILE")
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    kind: str  # "sqlite" or "postgresql"
+    path: Path | None = None  # the SQLite file
+    url: str | None = None  # the PostgreSQL URL, without a password
+
+    @property
+    def display(self) -> str:
+        """What logs, state files and /healthz may show."""
+        return str(self.path) if self.kind == "sqlite" else str(self.url)
+
+    def conninfo(self) -> tuple[str, dict[str, str]]:
+        """The URL and the keyword arguments psycopg connects with (the password from the environment, if set)."""
+        extra = {"password": os.environ[PASSWORD_ENV]} if os.environ.get(PASSWORD_ENV) else {}
+        return str(self.url), extra
+
+
+def sqlite_location(path: Path) -> StoreLocation:
+    return StoreLocation("sqlite", path=path)
+
+
+def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
+    """`value` (a URL, a `sqlite:///FILE` URL, or empty for the default file under `data_dir`) as a location;
+    ConfigError naming the problem otherwise."""
+    if not value:
+        return sqlite_location(data_dir / "runstore.sqlite")
+    if value.startswith("sqlite:///"):
+        return sqlite_location(Path(value[len("sqlite://"):]).expanduser())
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"store URL is not a valid URL: {exc}",
+                          hint="e.g. postgresql://rl@db.example:5432/rl_insight or sqlite:///path/runstore.sqlite")
+    if parts.scheme not in POSTGRES_SCHEMES:
+        raise ConfigError(f"store URL scheme {parts.scheme or '(none)'!r} is not supported",
+                          hint="use postgresql://user@host:port/database, or sqlite:///FILE (the default is a "
+                               "SQLite file under --data-dir)")
+    if parts.password is not None:
+        raise ConfigError("the store URL carries a password, which would show on command lines and in state files",
+                          hint=WHERE_PASSWORDS_GO)
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if "password" in params:
+        raise ConfigError("the store URL carries a password parameter", hint=WHERE_PASSWORDS_GO)
+    unknown = sorted(set(params) - ALLOWED_PARAMS)
+    if unknown:
+        raise ConfigError(f"the store URL has unknown parameters {unknown}",
+                          hint=f"allowed: {', '.join(sorted(ALLOWED_PARAMS))}")
+    if not parts.hostname:
+        raise ConfigError("the store URL names no host", hint="postgresql://user@host:port/database")
+    database = parts.path.lstrip("/")
+    if not database or "/" in database:
+        raise ConfigError(f"the store URL names no single database (path {parts.path!r})",
+                          hint="postgresql://user@host:port/database")
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"the store URL's port {port} is out of range")
+    return StoreLocation("postgresql", url=value.replace("postgres://", "postgresql://", 1))

@@ -1,0 +1,191 @@
+"""The same job into a SQLite store and a PostgreSQL store (issue 24): `rl-insight demo --agent --moe` sends through a
+tee that hands every request, byte for byte, to one server on each backend. Afterwards every view the UI and the
+CLI read — runs, metrics, series, lanes, the timeline, span detail, insights, per-step statistics, the critical
+path and the explanation, trajectories, MoE, CSV and Perfetto exports, retention — answers the same on both."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer, start_server, wait_until
+
+TOKEN = "backends-token"
+H = {"Authorization": f"Bearer {TOKEN}"}
+# what depends on when each server wrote (its own clock), not on what it stored
+VOLATILE = {"last_seen", "first_seen", "finished_at", "status", "age_s", "seen_s_ago", "generated_at", "now",
+            "store", "live", "duration_s"}
+
+
+class Tee:
+    """Forwards each request to `primary` (whose answer the client gets) and to `secondary`, the same bytes."""
+
+    def __init__(self, primary: str, secondary: str) -> None:
+        tee = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self, method: str) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                answers = [httpx.request(method, base + self.path, content=body, headers=headers, timeout=30)
+                           for base in (primary, secondary)]
+                tee.statuses.append((self.path, answers[0].status_code, answers[1].status_code))
+                out = answers[0]
+                self.send_response(out.status_code)
+                for k, v in out.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(out.content)))
+                self.end_headers()
+                self.wfile.write(out.content)
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.statuses: list[tuple[str, int, int]] = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory, postgres_cluster: Any) -> Iterator[tuple[RunningServer, ...]]:
+    from tests.pg_cluster import PASSWORD
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RL_INSIGHT_STORE_PASSWORD", PASSWORD)
+    url = postgres_cluster.url(postgres_cluster.create_database("backends"))
+    lite = start_server(tmp_path_factory.mktemp("lite"), token=TOKEN, insights_interval_s=1.0)
+    pg = start_server(tmp_path_factory.mktemp("pg"), token=TOKEN, insights_interval_s=1.0, store=url)
+    tee = Tee(lite.url, pg.url)
+    try:
+        r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", tee.url, "--token", TOKEN,
+                            "--steps", "6", "--step-seconds", "0.5", "--replicas", "3", "--ranks", "2", "--agent",
+                            "--moe", "--experiment-name", "both", "--seed", "7"],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        refused = [s for s in tee.statuses if s[1] != s[2]]
+        assert not refused, refused  # every request was answered alike
+        for srv in (lite, pg):
+            srv.app.state.st.writer.flush(10)
+        # the per-step statistics both servers compute in the background, for every step
+        for srv in (lite, pg):
+            wait_until(lambda srv=srv: len(_get(srv, "/api/v1/runs/1/insights", window_s=3600)["steps"]) >= 5,
+                       timeout=30, what="step statistics")
+        yield lite, pg
+    finally:
+        tee.close()
+        lite.stop()
+        pg.stop()
+        mp.undo()
+
+
+def _get(srv: RunningServer, path: str, **params: Any) -> Any:
+    r = httpx.get(srv.url + path, params=params, headers=H, timeout=30)
+    assert r.status_code == 200, (path, r.text)
+    return r.json() if "json" in r.headers.get("content-type", "") else r.text
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    """The CSV export's rows; of the insight rows (rl_insight/...: what each server computed, when), the time is left
+    out, and the last step's are left out (each server summed it up when its own clock said the run went quiet)."""
+    rows = [line.split(",") for line in text.splitlines()]
+    last = str(max(int(r[2]) for r in rows[1:] if r[2].isdigit()))
+    return [r[:3] + r[4:] if r[0].startswith("rl_insight/") else r for r in rows
+            if not (r[0].startswith("rl_insight/") and r[2] == last)]
+
+
+def _same(x: Any) -> Any:
+    """`x` without what depends on each server's clock, floats to 9 significant digits, ints and whole floats alike."""
+    if isinstance(x, dict):
+        return {k: _same(v) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [_same(v) for v in x]
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, (int, float)):
+        return float(f"{x:.9g}") if math.isfinite(x) else str(x)
+    return x
+
+
+VIEWS = [
+    ("/api/v1/runs", {}),
+    ("/api/v1/runs/1", {"config": True}),
+    ("/api/v1/runs/1/metrics", {}),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean"}),
+    ("/api/v1/runs/1/series", {"name": "critic_score_mean", "agg": "lttb", "points": 4}),
+    ("/api/v1/runs/1/series", {"name": "train_step", "x": "time", "points": 8}),
+    ("/api/v1/series", {"name": "critic_score_mean", "runs": "1"}),
+    ("/api/v1/runs/1/lanes", {"counts": True}),
+    ("/api/v1/runs/1/spans", {}),
+    ("/api/v1/runs/1/moe", {}),
+    ("/api/v1/runs/1/trajectories/steps", {}),
+    ("/api/v1/runs/1/trajectories", {"sort": "duration", "desc": True, "limit": 50}),
+    ("/api/v1/runs/1/trajectories/stats", {}),
+    ("/api/v1/runs/1/trajectories", {"failed": True}),
+    ("/api/v1/runs/1/critical-path", {"step": 4}),
+    ("/api/v1/runs/1/explain", {"steps": "2-6"}),
+    ("/api/v1/runs/diff", {"a": 1, "b": 1, "a_steps": "2-3", "b_steps": "4-5"}),
+    ("/api/v1/runs/1/export.csv", {}),
+    ("/api/v1/runs/1/trace.json", {}),
+]
+
+
+@pytest.mark.parametrize("path,params", VIEWS, ids=[p + "?" + "&".join(f"{k}={v}" for k, v in q.items())
+                                                     for p, q in VIEWS])
+def test_every_view_answers_the_same_on_both_backends(pair: tuple[RunningServer, ...], path: str,
+                                                      params: dict[str, Any]) -> None:
+    lite, pg = pair
+    a, b = _get(lite, path, **params), _get(pg, path, **params)
+    assert a, f"{path}: nothing to compare"
+    if isinstance(a, str):  # CSV: the insight rows' times are when each server computed them
+        assert _csv_rows(a) == _csv_rows(b)
+    else:
+        assert _same(a) == _same(b)
+
+
+def test_span_detail_insights_and_one_trajectory_answer_the_same(pair: tuple[RunningServer, ...]) -> None:
+    lite, pg = pair
+    span_id = next(s[6] for s in _get(lite, "/api/v1/runs/1/spans")["spans"] if s[6])
+    assert _same(_get(lite, f"/api/v1/runs/1/spans/{span_id}")) == _same(_get(pg, f"/api/v1/runs/1/spans/{span_id}"))
+    # the timeline merged to a view's width, over one window (the default one ends at each server's last_seen)
+    whole = _get(lite, "/api/v1/runs/1/spans")
+    window = {"from_ns": whole["from_ns"], "to_ns": whole["to_ns"], "px": 200}
+    assert _same(_get(lite, "/api/v1/runs/1/spans", **window)) == _same(_get(pg, "/api/v1/runs/1/spans", **window))
+    steps = [s["step"] for s in _get(lite, "/api/v1/runs/1/insights", window_s=3600)["steps"]]
+    a = _get(lite, "/api/v1/runs/1/insights", window_s=3600, max_steps=50)
+    b = _get(pg, "/api/v1/runs/1/insights", window_s=3600, max_steps=50)
+    assert steps and _same(a["steps"]) == _same(b["steps"]) and _same(a["overlap"]) == _same(b["overlap"])
+    traj = _get(lite, "/api/v1/runs/1/trajectories", limit=1)["trajectories"][0]["id"]
+    assert _same(_get(lite, f"/api/v1/runs/1/trajectories/{traj}")) == _same(
+        _get(pg, f"/api/v1/runs/1/trajectories/{traj}"))
+
+
+def test_the_postgres_store_says_what_it_is_and_never_its_password(pair: tuple[RunningServer, ...]) -> None:
+    _, pg = pair
+    from tests.pg_cluster import PASSWORD
+
+    health = httpx.get(pg.url + "/healthz").json()
+    assert health["store"]["backend"] == "postgresql" and health["store"]["schema_version"] >= 5
+    assert health["store"]["path"].startswith("postgresql://") and PASSWORD not in str(health)
+    assert PASSWORD not in pg.config.to_json()
+
