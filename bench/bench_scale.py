@@ -3,6 +3,7 @@
 count, without waiting 5 minutes), then the queries the run page and /metrics make.
 
     python bench/bench_scale.py [--steps 600] [--scale 1]     # --scale 10: ten times the steps
+    python bench/bench_scale.py --backends sqlite,postgresql  # the same store on both, queries interleaved
 
 Reports, for each query, the median of 3 and the size of the answer.
 """
@@ -10,12 +11,14 @@ Reports, for each query, the median of 3 and the size of the answer.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine, timed
@@ -24,12 +27,14 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.live.insight_service import run_insights
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.location import StoreLocation, parse_store, sqlite_location
+from rl_insight.server.runstore.retention import used_bytes
 
 S = 10**9
 ID = {"project": "bench", "experiment_name": "soak"}
 
 
-def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> tuple[int, int]:
+def build(path: Path | StoreLocation, steps: int, replicas: int, ranks: int, step_s: float) -> tuple[int, int]:
     """Per step: each replica generates (3 requests' worth of vllm_generate, long tail on one replica) and
     syncs weights; each rank computes log probs, then train_batch with a nested actor_update."""
     rng = random.Random(0)
@@ -89,7 +94,7 @@ def build(path: Path, steps: int, replicas: int, ranks: int, step_s: float) -> t
 
 
 
-def summarize_steps(path: Path, conn) -> list:
+def summarize_steps(path: Path | StoreLocation, conn: Any) -> list:
     """What the server's insight service does in the background as steps complete (here: all at once): the per-step
     statistics the insights and the step table read. Returns the steps summarized."""
     from rl_insight import insights as ins
@@ -106,48 +111,93 @@ def summarize_steps(path: Path, conn) -> list:
     return todo
 
 
+def _store(backend: str, d: Path, cluster: list) -> StoreLocation:
+    if backend == "sqlite":
+        return sqlite_location(d / "runstore.sqlite")
+    if not cluster:  # a throwaway PostgreSQL 15 cluster, as the tests start one (tests/pg_cluster.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.pg_cluster import PASSWORD, PostgresCluster
+
+        cluster.append(PostgresCluster())
+        cluster[0].wait_ready()
+        os.environ["RL_INSIGHT_STORE_PASSWORD"] = PASSWORD
+    return parse_store(cluster[0].url(cluster[0].create_database("soak")), d)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--scale", type=int, default=1, help="multiply the steps (10: the 10x soak)")
     ap.add_argument("--replicas", type=int, default=64)
     ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--backends", default="sqlite", help="comma-separated: sqlite,postgresql (the latter in a "
+                                                         "throwaway postgresql-15 cluster); queries interleaved")
     ap.add_argument("--skip-trace", action="store_true", help="leave out the trace.json export (slow under "
                                                               "tracemalloc)")
     args = ap.parse_args()
     steps = args.steps * args.scale
     print(f"machine: {machine()}")
     d = Path(tempfile.mkdtemp(prefix="rl-scale-bench-"))
-    path = d / "runstore.sqlite"
-    t0 = time.perf_counter()
-    n_spans, n_samples = build(path, steps, args.replicas, args.ranks, 0.5)
-    print(f"  store: {n_spans:,} spans on {args.replicas + args.ranks} lanes, {n_samples:,} samples, "
-          f"{path.stat().st_size / 2**20:.0f} MiB, built in {time.perf_counter() - t0:.0f} s")
-    conn = RunStoreReader(path).conn()
-    lo, hi = q.span_bounds(conn, 1)
-    t0 = time.perf_counter()
-    todo = summarize_steps(path, conn)
-    took = time.perf_counter() - t0
-    print(
-        f"  per-step statistics of {len(todo):,} steps: {took:.1f} s ({took / max(1, len(todo)) * 1000:.1f} ms a step, "
-        "once per step in the background)"
-    )
-    lanes = [x["lane"] for x in q.lanes(conn, 1)]
+    cluster: list = []
+    conns, bounds = {}, {}
+    try:
+        for backend in args.backends.split(","):
+            where = _store(backend, d, cluster)
+            t0 = time.perf_counter()
+            n_spans, n_samples = build(where, steps, args.replicas, args.ranks, 0.5)
+            built = time.perf_counter() - t0
+            conn = conns[backend] = RunStoreReader(where).conn()
+            print(f"  {backend}: {n_spans:,} spans on {args.replicas + args.ranks} lanes, {n_samples:,} samples, "
+                  f"{used_bytes(conn) / 2**20:.0f} MiB, built in {built:.0f} s ({n_spans / built:,.0f} spans/s)")
+            bounds[backend] = q.span_bounds(conn, 1)
+            t0 = time.perf_counter()
+            todo = summarize_steps(where, conn)
+            took = time.perf_counter() - t0
+            print(f"  {backend}: per-step statistics of {len(todo):,} steps: {took:.1f} s "
+                  f"({took / max(1, len(todo)) * 1000:.1f} ms a step, once per step in the background)")
+        queries(conns, bounds)
+        if not args.skip_trace:
+            for backend, conn in conns.items():
+                trace(backend, conn)
+    finally:
+        for c in cluster:
+            c.stop()
+
+
+def queries(conns: dict, bounds: dict) -> None:
+    """Each query on each backend in turn (interleaved: the machine's noise falls on both), median of 3."""
+    names = list(conns)
+    print("  query" + "".join(f" | {b}" for b in names) + (" | ratio" if len(names) == 2 else ""))
+    lanes = [x["lane"] for x in q.lanes(conns[names[0]], 1)]
     page = lanes[:64]
-    for label, frm, to in (("whole run", lo, hi), ("10 minutes", hi - 600 * S, hi), ("60 s", hi - 60 * S, hi),
-                           ("one step (0.5 s)", hi - S // 2, hi)):
-        res = max(0, (to - frm) // 1500)
-        t, out = timed(lambda: q.spans_window(conn, 1, from_ns=frm, to_ns=to, resolution_ns=res, lane_names=page))
-        print(f"  timeline, 64-lane page, {label}, 1,500 px: {t * 1000:.0f} ms, {len(out['spans']):,} items "
-              f"({len(out['spans']) / 1500 / 64:.2f} per px per lane)")
-    t, _ = timed(lambda: q.lanes(conn, 1, counts=True))
-    print(f"  lanes?counts=true: {t * 1000:.0f} ms")
-    for window in (60, 300, None):
-        frm = lo if window is None else hi - window * S
-        t, _ = timed(lambda: run_insights(conn, 1, frm, hi + 1, "training/global_step", "current_param_version", 200))
-        print(f"  insights, {'whole run' if window is None else f'{window} s window'}: {t * 1000:.0f} ms")
-    if args.skip_trace:
-        return
+
+    def row(label: str, make: Callable[[Any, int, int], Any], size: Callable[[Any], str] = lambda _: "") -> None:
+        cells, times = [], []
+        for b in names:
+            lo, hi = bounds[b]
+            t, out = timed(lambda: make(conns[b], lo, hi))
+            times.append(t)
+            cells.append(f"{t * 1000:.0f} ms{size(out)}")
+        ratio = f" | {times[1] / times[0]:.2f}x" if len(times) == 2 else ""
+        print(f"  {label} | " + " | ".join(cells) + ratio)
+
+    for label, span in (("whole run", None), ("10 minutes", 600 * S), ("60 s", 60 * S), ("one step (0.5 s)", S // 2)):
+        def window(conn: Any, lo: int, hi: int, span: int | None = span) -> Any:
+            frm = lo if span is None else hi - span
+            return q.spans_window(conn, 1, from_ns=frm, to_ns=hi, resolution_ns=max(0, (hi - frm) // 1500),
+                                  lane_names=page)
+        row(f"timeline, 64-lane page, {label}, 1,500 px", window, lambda out: f" ({len(out['spans']):,} items)")
+    row("lanes?counts=true", lambda conn, lo, hi: q.lanes(conn, 1, counts=True))
+    for w in (60, 300, None):
+        def insights(conn: Any, lo: int, hi: int, w: int | None = w) -> Any:
+            return run_insights(conn, 1, lo if w is None else hi - w * S, hi + 1, "training/global_step",
+                                "current_param_version", 200)
+        row(f"insights, {'whole run' if w is None else f'{w} s window'}", insights)
+    row("series, 600 steps -> 1,000 points", lambda conn, lo, hi: q.series(conn, 1, "metric_01", points=1000))
+    row("metrics list", lambda conn, lo, hi: q.metric_names(conn, 1))
+
+
+def trace(backend: str, conn: Any) -> None:
     tracemalloc.start()
     t0 = time.perf_counter()
     first = None
@@ -158,8 +208,8 @@ def main() -> None:
     total = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    print(f"  trace.json: first bytes after {first * 1000:.0f} ms, all {size / 2**20:.0f} MiB in {total:.1f} s, "
-          f"peak Python memory {peak / 2**20:.0f} MiB (tracemalloc)")
+    print(f"  {backend} trace.json: first bytes after {(first or 0) * 1000:.0f} ms, all {size / 2**20:.0f} MiB in "
+          f"{total:.1f} s, peak Python memory {peak / 2**20:.0f} MiB (tracemalloc)")
 
 
 if __name__ == "__main__":

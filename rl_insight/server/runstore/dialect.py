@@ -3,7 +3,7 @@
 The store's SQL is written once, in SQLite's dialect with `?` placeholders (the embedded default, and what every
 query module reads). On PostgreSQL each distinct statement is translated once by sqlglot (a well-kept SQL
 transpiler: GREATEST/LEAST for two-argument max/min, COALESCE, STRING_AGG, POSITION, NULLIF-guarded division as
-SQLite's divide-by-zero is NULL, SQLite's NULL ordering made explicit) and cached. What no transpiler can know is
+SQLite's divide-by-zero is NULL) and cached. What no transpiler can know is
 fixed at the source instead: upserts name their conflict target (`ON CONFLICT (...) DO ...`, which both engines
 read), casts to 64-bit say BIGINT, and the few dialect-specific expressions (JSON attribute lookup) ask
 `is_postgres(conn)`.
@@ -59,6 +59,13 @@ def to_postgres(sql: str) -> tuple[str, bool]:
     numbered = bool(_NUMBERED.search(sql))
     text = _INDEX_HINT.sub("", _NUMBERED.sub(r":rli_p\1", _NAMED.sub(r":rli_\1", sql)))
     tree = sqlglot.parse_one(text, read="sqlite")
+    # SQLite sorts NULL first, PostgreSQL last; sqlglot keeps SQLite's order with NULLS FIRST, which no index
+    # serves (every ORDER BY would sort). The store's orderings are over NOT NULL columns or put NULLs where they
+    # want them explicitly (`col IS NULL, col`, or NULLS FIRST/LAST in the text, then kept), so PostgreSQL's own
+    # default is used unless the statement says
+    if "NULLS" not in sql.upper():
+        for ordered in tree.find_all(exp.Ordered):
+            ordered.set("nulls_first", bool(ordered.args.get("desc")))
     # a conflict target is a column list, not an ordering (sqlglot would add NULLS FIRST to it)
     for conflict in tree.find_all(exp.OnConflict):
         for ordered in list(conflict.find_all(exp.Ordered)):

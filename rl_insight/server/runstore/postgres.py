@@ -2,8 +2,9 @@
 file, for a team's long-lived store and for several ingest servers sharing one.
 
 `PgConnection` reads like the sqlite3 connection the query modules were written against (`execute`,
-`executemany`, `in_transaction`, `close`, tuples back), translating each statement once (dialect.py). Parameters
-are bound client-side, as SQLite binds them: a `?` that is NULL or a bool needs no declared type. NUMERIC results
+`executemany`, `in_transaction`, `close`, tuples back), translating each statement once (dialect.py).
+Parameters are bound by the server (psycopg prepares a statement run often), so a `?` whose type nothing around it
+says (`? IS NULL`) is cast at the source; a bool is sent as the 0/1 SQLite stores. NUMERIC results
 (sums of BIGINT columns) come back as int or float, never Decimal, so answers are the same JSON on both backends.
 A statement outside a transaction that finds its connection dropped by the server (a restart, a proxy) is tried
 once more on a new one; inside a transaction the failure propagates (the writer counts the batch as not stored).
@@ -123,7 +124,7 @@ def _open_raw(location: StoreLocation, readonly: bool) -> Any:
     psycopg = require_psycopg()
     url, extra = location.conninfo()
     try:
-        raw = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=10,
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=10,
                               application_name="rl-insight", **extra)
     except psycopg.OperationalError as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -441,9 +441,11 @@ class RunStoreWriter:
 
     def _update_runs(self, touched: dict[int, list]) -> None:
         for run_id, (seen, step, final, earliest, longest) in touched.items():
-            # (SQLite's max() is NULL when any argument is: batches without a step keep last_step)
+            # (SQLite's max() is NULL when any argument is: batches without a step keep last_step; the cast gives
+            # PostgreSQL the parameter's type)
             self._conn.execute(
-                "UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN ? IS NULL THEN last_step "
+                "UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN CAST(? AS REAL) IS NULL "
+                "THEN last_step "
                 "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?), "
                 "max_span_ns = max(coalesce(max_span_ns, 0), ?) WHERE id = ?",
                 (seen, step, step, step, seen if final else None, earliest, longest, run_id))
