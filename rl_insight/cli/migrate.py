@@ -1,0 +1,52 @@
+"""`rl-insight server migrate --from FILE|URL --to postgresql://…`: move a run store (server/runstore/migrate.py),
+resumable, with a count per table at the end. Stop the servers writing to the source first: what they write after
+a table was copied is not moved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..server.runstore.location import parse_store, sqlite_location
+from ..services.home import Home
+from .options import HomeOpt
+
+
+def migrate(
+    source: Optional[str] = typer.Option(None, "--from", metavar="FILE|URL",
+                                         help="The store to move: a SQLite file, sqlite:///FILE or postgresql://… "
+                                              "(default: <home>/data/runstore.sqlite)."),
+    destination: str = typer.Option(..., "--to", metavar="URL", envvar="RL_INSIGHT_STORE_URL",
+                                     help="An empty PostgreSQL database: postgresql://user@host:port/db (the "
+                                          "password from RL_INSIGHT_STORE_PASSWORD, ~/.pgpass or ?passfile=)."),
+    chunk: int = typer.Option(5000, "--chunk", min=1, max=1_000_000, help="Rows per transaction."),
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Move a run store to PostgreSQL without loss; run it again to resume after an interruption."""
+    from ..server.runstore.migrate import migrate as move
+
+    data_dir = Home.resolve(home).data_dir
+    if source is None or "://" in source:
+        src = parse_store(source, data_dir)
+    else:
+        src = sqlite_location(Path(source).expanduser())
+    if src.path is not None and not src.path.exists():
+        raise typer.BadParameter(f"no run store at {src.path}", param_hint="--from")
+    dst = parse_store(destination, data_dir)
+    typer.echo(f"moving {src.display} -> {dst.display}")
+    shown: dict[str, int] = {}
+
+    def progress(table: str, n: int) -> None:
+        if n - shown.get(table, 0) >= 100_000:
+            shown[table] = n
+            typer.echo(f"  {table}: {n:,} rows")
+
+    report = move(src, dst, chunk=chunk, progress=progress)
+    if report.resumed:
+        typer.echo("(resumed where the previous run stopped)")
+    for table, (a, b) in report.counts.items():
+        typer.echo(f"  {table:<15} {a:>12,} rows -> {b:>12,} ({report.copied[table]:,} copied now)")
+    typer.echo(f"done: point the servers at it with `rl-insight server start --store {dst.display}`")
+    return 0
