@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 import typer
 
@@ -64,6 +65,11 @@ def start(
     prometheus: bool = typer.Option(STACK.prometheus, "--prometheus/--no-prometheus",
                                     help="Run Prometheus (--no-prometheus: only the ingest server)."),
     prometheus_bin: Optional[str] = typer.Option(None, "--prometheus-bin", help="Prometheus binary to use."),
+    prometheus_url: Optional[str] = typer.Option(SERVER.prometheus_url, "--prometheus-url", metavar="URL",
+                                                 help="The Prometheus-compatible query endpoint the UI's panels, alert "
+                                                      "history and Grafana read (VictoriaMetrics, Mimir, Thanos; with "
+                                                      "--remote-write-url sending it the managed Prometheus's data). "
+                                                      "Default: the managed Prometheus."),
     prometheus_host: str = typer.Option(STACK.prometheus_host, help="Prometheus bind address (loopback by default)."),
     prometheus_port: int = typer.Option(STACK.prometheus_port, help="Prometheus port."),
     scrape_interval: str = typer.Option(STACK.scrape_interval, help="Prometheus scrape interval."),
@@ -188,6 +194,11 @@ def stack_settings(h: Home, params: dict[str, Any], server: ServerConfig) -> Sta
 
 def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
     """Name a missing extra, a bad directory or a bad value before anything starts."""
+    if p.get("prometheus_url"):
+        url = urlsplit(p["prometheus_url"])
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise typer.BadParameter(f"{p['prometheus_url']!r} is not an http(s)://host[:port][/path] URL",
+                                     param_hint="--prometheus-url")
     if p.get("store"):
         from ..server.runstore.location import parse_store
 

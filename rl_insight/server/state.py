@@ -180,7 +180,7 @@ class AppState:
         from .intake.otlp_metrics import OtlpMetrics  # OTLP metrics: delta points' running totals live here
 
         self.otlp_metrics = OtlpMetrics(config.step_metric, self.step_clock)
-        self.prometheus = ServiceProbe(config.prometheus_url, "/-/ready")
+        self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
         self._register_collectors()

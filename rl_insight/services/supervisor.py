@@ -180,6 +180,7 @@ class Supervisor:
             ports["grafana"] = self._pick_port(s.grafana_host, s.grafana_port, "Grafana")
 
         prom_url = f"http://{probe_host(s.prometheus_host)}:{self.prometheus_port}" if prom_bin else None
+        query_url = srv.prometheus_url or prom_url  # what the UI and Grafana read: --prometheus-url, else ours
         tempo = None
         if tempo_bin:
             tempo = TempoSettings(
@@ -206,13 +207,14 @@ class Supervisor:
                 http_port=ports["grafana"],
                 data_dir=self.data_dir / "grafana",
                 runtime_dir=home.runtime_dir,
-                prometheus_url=prom_url,
+                prometheus_url=query_url,
                 tempo_url=tempo.url if tempo else None,
                 scrape_interval=s.scrape_interval,
                 extra_dashboard_dir=s.extra_dashboard_dir,
             )
 
-        server_cfg = replace(srv, port=self.ingest_port, data_dir=str(self.data_dir), prometheus_url=prom_url,
+        server_cfg = replace(srv, port=self.ingest_port, data_dir=str(self.data_dir), prometheus_url=query_url,
+                             managed_prometheus_url=prom_url,
                              scrape_interval_s=duration_seconds(s.scrape_interval), otlp_endpoint=otlp_endpoint,
                              otlp_intake_grpc_port=self.intake_grpc_port, tempo_url=tempo.url if tempo else None,
                              grafana_url=grafana.url if grafana else None,

@@ -130,12 +130,15 @@ def _matches(labels: dict[str, str], project: str | None, experiment_name: str |
 
 
 async def alerts(api: PrometheusApi, project: str | None = None, experiment_name: str | None = None,
-                 recent_s: float = RECENT_ALERTS_S, resolution_s: float = 15.0) -> dict[str, Any]:
-    """Firing and pending alerts now, and alerts that fired within `recent_s` and are resolved,
-    each with its summary, description and what to check (the rule's annotations)."""
+                 recent_s: float = RECENT_ALERTS_S, resolution_s: float = 15.0,
+                 rules_api: PrometheusApi | None = None) -> dict[str, Any]:
+    """Firing and pending alerts now (from `rules_api`, where the rules are evaluated: the managed Prometheus, else
+    `api`), and alerts that fired within `recent_s` and are resolved (their ALERTS series, from `api`, which a
+    long-term store behind --prometheus-url receives by remote_write), each with its summary, description and what
+    to check (the rule's annotations)."""
     async with api.session() as client:
         rules, fired = await asyncio.gather(
-            api.alert_rules(client),
+            (rules_api or api).alert_rules(client),
             api.query(
                 client,
                 f'max_over_time(timestamp(ALERTS{{alertstate="firing"}})'

@@ -51,7 +51,7 @@ def build_router(st: AppState) -> APIRouter:
             "grafana_port": httpx.URL(st.grafana.url).port if st.grafana.url and grafana_state == "running" else None,
             "services": {
                 "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
-                "prometheus": {"url": st.prometheus.url, "state": prom_state},
+                "prometheus": {"url": st.prometheus.url, "state": prom_state, "query_url": cfg.prometheus_url},
                 "tempo": {
                     "url": st.tempo.url,
                     "state": tempo_state,

@@ -34,7 +34,8 @@ def _unavailable(api: PrometheusApi, e: Exception | None = None) -> dict[str, An
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
     reader, cfg = st.reader, st.config
-    api = PrometheusApi(cfg.prometheus_url)
+    api = PrometheusApi(cfg.prometheus_url)  # panels and alert history: the query endpoint
+    rules = PrometheusApi(cfg.managed_prometheus_url) if cfg.managed_prometheus_url else api  # where rules run
     r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["prometheus"],
                   responses=error_responses(401, 403, 404, 422))
 
@@ -97,7 +98,7 @@ def build_router(st: AppState) -> APIRouter:
         run = run_of(run_id)
         try:
             return {"prometheus": {"state": "ok"}, **await alerts(api, run["project"], run["experiment_name"],
-                                                                  resolution_s=cfg.scrape_interval_s)}
+                                                                  resolution_s=cfg.scrape_interval_s, rules_api=rules)}
         except PrometheusUnavailable as e:
             return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
 
@@ -105,7 +106,8 @@ def build_router(st: AppState) -> APIRouter:
     async def all_alerts() -> dict[str, Any]:
         """Every firing, pending and recently resolved alert (the runs list groups them by run)."""
         try:
-            return {"prometheus": {"state": "ok"}, **await alerts(api, resolution_s=cfg.scrape_interval_s)}
+            return {"prometheus": {"state": "ok"}, **await alerts(api, resolution_s=cfg.scrape_interval_s,
+                                                                  rules_api=rules)}
         except PrometheusUnavailable as e:
             return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
 
