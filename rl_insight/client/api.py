@@ -20,7 +20,7 @@ from .config import ClientConfig, load_config, resolve_identity, resolve_token, 
 from .delivery import LOG_ERROR, LOG_WARNING, Delivery
 from .lanes import NOOP_BLOCK, DeferredNoop, LaneTable, NoopBlock, StateBlock
 from .ratelog import ratelog
-from .urls import parse_server_url
+from .urls import parse_server_urls
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
                                                "config['server']['url']); monitoring is off")
             return
         try:
-            url = parse_server_url(cfg.url)
+            url = parse_server_urls(cfg.url)
         except ValueError as exc:
             ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] %s; monitoring is off", exc)
             return
@@ -189,7 +189,7 @@ def _after_fork_in_child() -> None:
     _rt = None
     if parent is not None:
         try:
-            _rt = Delivery(parent.cfg, parent.url, parent.base_labels, parent._transport_factory)
+            _rt = Delivery(parent.cfg, parent.urls, parent.base_labels, parent._transport_factory)
             _rt.open_states = _open_states
             _rt.lane_holders = _lane_holders
         except Exception:
@@ -374,7 +374,7 @@ def update_prometheus_config(server_addresses: Sequence[Any] | Iterable[Any], jo
                                                              "RL_INSIGHT_SERVER_URL is not set")
                         return
                     try:
-                        parsed = parse_server_url(url)
+                        parsed = parse_server_urls(url)
                     except ValueError as exc:
                         ratelog.log(LOG_ERROR, "bad-url", "[rl-insight] cannot register targets: %s", exc)
                         return

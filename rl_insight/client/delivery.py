@@ -51,7 +51,7 @@ LOG_INFO = 20
 class Delivery(BatchBuilder):
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
-    def __init__(self, cfg: ClientConfig, url: ServerUrl, base_labels: dict[str, str],
+    def __init__(self, cfg: ClientConfig, url: ServerUrl | list[ServerUrl], base_labels: dict[str, str],
                  transport_factory: Callable[[], Any] | None = None, run_info: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
         # init(config=...)'s description of the run: sent until a server acknowledged it, and again after
@@ -59,7 +59,7 @@ class Delivery(BatchBuilder):
         self.run_info = run_info
         self._run_info_due = run_info is not None
         self._run_info_in_flight = False
-        self.url = url
+        self.urls = url if isinstance(url, list) else [url]  # several: sticks to one, fails over to the next
         self.base_labels = dict(base_labels)
         # legacy mode (no identity at init): a call label named project / experiment_name is kept as a label, with
         # one UserWarning per process (upstream main); with an identity the identity wins (client/wire.py)
@@ -323,7 +323,20 @@ class Delivery(BatchBuilder):
         from .transport import HttpTransport, warm_up  # lazy: keeps http.client out of `import rl_insight`
 
         warm_up()
-        return HttpTransport(self.url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}")
+
+        def http(url: ServerUrl) -> Any:
+            return HttpTransport(url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}")
+
+        if len(self.urls) == 1:
+            return http(self.urls[0])
+        from .transport import FailoverTransport
+
+        return FailoverTransport(self.urls, http)
+
+    @property
+    def url(self) -> ServerUrl:
+        """The server this process sends to now (of several: the one it stuck to)."""
+        return getattr(getattr(self, "_transport", None), "current", None) or self.urls[0]
 
     def _discard_all(self, reason: str) -> None:
         n = len(self.queue)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from .urls import ServerUrl
 
@@ -89,6 +89,48 @@ class HttpTransport:
                 self.close()
             return Response(resp.status, parsed)
         raise TransportError("unreachable")
+
+
+class FailoverTransport:
+    """Several servers behind one Transport: requests go to the current one while it answers; a connection error
+    or a 5xx moves to the next (each server tried at most once per request), and the process stays there. The
+    exporter notices the move by the new server's boot id and resends what a new server lacks: every series'
+    cumulative total and the open states (client/delivery.py), so totals stay exact."""
+
+    def __init__(self, urls: list[ServerUrl], make: Callable[[ServerUrl], Any]) -> None:
+        self._urls = urls
+        self._make = make
+        self._transports: dict[int, Any] = {}
+        self.index = 0
+        self.moves = 0
+
+    @property
+    def current(self) -> ServerUrl:
+        return self._urls[self.index]
+
+    def post(self, route: str, body: bytes, headers: dict[str, str]) -> Response:
+        last: Response | TransportError | None = None
+        for _ in range(len(self._urls)):
+            t = self._transports.get(self.index)
+            if t is None:
+                t = self._transports[self.index] = self._make(self.current)
+            try:
+                resp = t.post(route, body, headers)
+                if resp.status < 500:
+                    return resp
+                last = resp
+            except TransportError as exc:
+                last = exc
+            t.close()
+            self.index = (self.index + 1) % len(self._urls)
+            self.moves += 1
+        if isinstance(last, Response):
+            return last
+        raise TransportError(f"no server answered ({', '.join(u.text for u in self._urls)}): {last}")
+
+    def close(self) -> None:
+        for t in self._transports.values():
+            t.close()
 
 
 def warm_up() -> None:

@@ -1,4 +1,6 @@
-"""The server URL, checked once at `init()` (a bad URL turns monitoring off with one clear line)."""
+"""The server URL, checked once at `init()` (a bad URL turns monitoring off with one clear line). Several servers
+may be named, comma-separated (`RL_INSIGHT_SERVER_URL=http://a:18080,http://b:18080`): the process sticks to one and
+moves to the next when it fails (client/transport.py `FailoverTransport`)."""
 
 from __future__ import annotations
 
@@ -36,3 +38,15 @@ def parse_server_url(url: str) -> ServerUrl:
     https = parts.scheme == "https"
     text = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
     return ServerUrl(text, https, parts.hostname, port or (443 if https else 80), parts.path.rstrip("/"))
+
+
+def parse_server_urls(text: str) -> list[ServerUrl]:
+    """Every URL of a comma-separated list (at least one; duplicates once, in order). ValueError names a bad one."""
+    out: dict[str, ServerUrl] = {}
+    for part in text.split(","):
+        if part.strip():
+            url = parse_server_url(part)
+            out.setdefault(url.text, url)
+    if not out:
+        raise ValueError(f"RL-Insight server URL {text!r} names no server; expected http://host:port")
+    return list(out.values())
