@@ -180,6 +180,7 @@ class AppState:
         from .intake.otlp_metrics import OtlpMetrics  # OTLP metrics: delta points' running totals live here
 
         self.otlp_metrics = OtlpMetrics(config.step_metric, self.step_clock)
+        self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
         self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
@@ -209,6 +210,32 @@ class AppState:
                     % timeout_s,
                 }
             await asyncio.sleep(0.5)
+
+    def _fleet(self) -> Any:
+        """On a PostgreSQL store, the fleet loop (server/fleet/): background work on the lease holder only, clients
+        that move between servers counted once, a run's step clock seeded from the store."""
+        if self.writer is None or self.reader is None or self.writer.location.kind != "postgresql":
+            return None
+        from .fleet.coordinator import FleetCoordinator
+        from .fleet.lease import FleetLease
+        from .fleet.registry import FleetRegistry
+        from .live.insight_service import metric_samples
+        from .runstore import queries as q
+
+        location, reader, step_metric = self.writer.location, self.reader, self.config.step_metric
+        lease = FleetLease(location, self.boot_id)
+        fleet = FleetCoordinator(FleetRegistry(location, self.boot_id), lease, self.clients, self.store, reader,
+                                 self._close_cut_short, self._mark_finished, self.config.client_silence_s)
+        self.writer.lead = lambda: lease.held
+        if self.insight is not None:
+            self.insight.lead = lambda: lease.held
+
+        def seed(project: str, experiment_name: str) -> list[tuple[float, float]]:
+            run_id = q.find_run_id(reader.conn(), project, experiment_name)
+            return [] if run_id is None else metric_samples(reader.conn(), run_id, step_metric)
+
+        self.step_clock.seed = seed
+        return fleet
 
     def _run_exists(self, project: str, experiment_name: str) -> bool:
         from .runstore import queries as q
@@ -261,8 +288,10 @@ class AppState:
     def start(self) -> None:
         if self.insight is not None:
             self.insight.start()
-        if self.reader is not None:
+        if self.reader is not None and self.fleet is None:  # (a fleet's lease holder tidies instead)
             self._inherit_open_states()
+        if self.fleet is not None:
+            self.fleet.start()
         self.clients.start()
         self.stacks.start()
         if self.config.otlp_intake_grpc_port:
@@ -283,6 +312,8 @@ class AppState:
         if self.grpc_intake is not None:
             self.grpc_intake.stop()
         self.clients.stop()
+        if self.fleet is not None:
+            self.fleet.stop()
         self.stacks.stop()
         if self.insight is not None:
             self.insight.stop()

@@ -206,6 +206,19 @@ class ClientTracker:
         else:
             self._mark_finished(*run, lost=lost)
 
+    def snapshot(self) -> list[tuple[str, str | None, str | None, float]]:
+        """(client id, project, experiment_name, last seen in unix seconds) of every tracked client (the fleet
+        registry's view of this server)."""
+        with self._lock:
+            return [(cid, c.run[0] if c.run else None, c.run[1] if c.run else None, c.last_seen_ns / 1e9)
+                    for cid, c in self._clients.items()]
+
+    def forget(self, client_ids: set[str]) -> int:
+        """Clients that moved to another server: no longer tracked here, and nothing of theirs is closed or finished
+        (they are alive, and the server they moved to has their open states). Returns how many were tracked."""
+        with self._lock:
+            return sum(self._clients.pop(cid, None) is not None for cid in client_ids)
+
     def live_clients(self) -> int:
         with self._lock:
             return len(self._clients)

@@ -69,6 +69,7 @@ class InsightService:
         self._latest: dict[tuple[str, str], dict[str, Any]] = {}
         self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
         self.on_refresh: list[Any] = []  # callbacks taking {(project, experiment): summary} (live exporters)
+        self.lead: Any = lambda: True  # () -> whether this server does the fleet's background work
         self._refresher = Periodic("insights", interval_s, self.refresh)  # a failed round is logged; the next comes
 
     def start(self) -> None:
@@ -104,6 +105,10 @@ class InsightService:
         return len(todo)
 
     def refresh(self) -> None:
+        if not self.lead():  # several servers on one store: the lease holder summarizes and exposes (once)
+            with self._lock:
+                self._latest = {}
+            return
         conn = self._reader.conn()
         now = time.time_ns()
         latest = {}

@@ -29,6 +29,7 @@ class _Series:
     value: float = 0.0  # gauge value
     ts: float = -math.inf  # client timestamp of the gauge value
     per_client: dict[str, Any] = field(default_factory=dict)  # counter: float; histogram: (sum, count, cumulative)
+    writer: str = ""  # gauge: the client whose value it shows
     cost: int = 0  # estimated bytes (labels), for the store's size bound
 
 
@@ -207,7 +208,7 @@ class MetricStore:
         s.touched = now
         if fam.kind == "gauge":
             if ts >= s.ts:  # a late or resent older sample never overwrites a newer one
-                s.value, s.ts = value, ts
+                s.value, s.ts, s.writer = value, ts, client_id
             return value
         if fam.kind == "counter":
             prev = s.per_client.get(client_id, 0.0)
@@ -243,16 +244,37 @@ class MetricStore:
         for name in list(self._families):
             fam = self._families[name]
             cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
-            for key in [k for k, s in fam.series.items() if s.touched < cutoff]:
-                self.bytes_used -= fam.series.pop(key).cost
-            if not fam.series:
-                del self._families[name]
-                self.bytes_used -= fam.cost
-                left = self._families_by_client.get(fam.owner, 1) - 1
-                if left > 0:
-                    self._families_by_client[fam.owner] = left
-                else:
-                    self._families_by_client.pop(fam.owner, None)
+            self._drop(name, [k for k, s in fam.series.items() if s.touched < cutoff])
+
+    def _drop(self, name: str, keys: list[tuple]) -> None:
+        """(with the lock held) Remove these series of family `name`, and the family once it has none."""
+        fam = self._families[name]
+        for key in keys:
+            self.bytes_used -= fam.series.pop(key).cost
+        if not fam.series:
+            del self._families[name]
+            self.bytes_used -= fam.cost
+            left = self._families_by_client.get(fam.owner, 1) - 1
+            if left > 0:
+                self._families_by_client[fam.owner] = left
+            else:
+                self._families_by_client.pop(fam.owner, None)
+
+    def forget_client(self, client_id: str) -> int:
+        """A client that moved to another ingest server (several servers, one store): the series only it fed leave
+        /metrics at once (Prometheus scrapes every server: the new one has them now, so sums count them once).
+        A counter or histogram other clients feed too keeps its total, frozen for this client: a drop would read
+        as a counter reset. Returns the series removed."""
+        removed = 0
+        with self._lock:
+            for name in list(self._families):
+                fam = self._families[name]
+                mine = [k for k, s in fam.series.items()
+                        if (s.writer == client_id if fam.kind == "gauge" else set(s.per_client) == {client_id})]
+                if mine:
+                    removed += len(mine)
+                    self._drop(name, mine)
+        return removed
 
     def snapshot(self) -> list[Metric]:
         """Build exposition families. The lock is held only to copy state."""

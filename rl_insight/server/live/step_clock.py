@@ -25,6 +25,9 @@ class StepClock:
         # called with (project, experiment_name, step, at) when a run's clock moves for the first time, so data that
         # arrived before it (and could not be given a step) can be given one (the run store's trajectories)
         self.on_first_move: list[Callable[[str, str, int, float], None]] = []
+        # several servers on one store: a run first seen here may have a history another server recorded
+        # ((client time, step) in time order, from the run store); None: a run starts with what arrives here
+        self.seed: Callable[[str, str], list[tuple[float, float]]] | None = None
 
     def note(
         self, project: str | None, experiment_name: str | None, step: float | None, now: float | None = None
@@ -34,12 +37,16 @@ class StepClock:
             return
         key, value = (project, experiment_name), int(step)
         first = False
+        history = self._seed(key) if self.seed is not None and key not in self._runs else []
         with self._lock:
             hist = self._runs.get(key)
             if hist is None:
                 if len(self._runs) >= MAX_RUNS:
                     return
                 hist = self._runs[key] = deque(maxlen=HISTORY)
+                for at_s, v in history:
+                    if not hist or int(v) > hist[-1][1]:
+                        hist.append((max(at_s, hist[-1][0]) if hist else at_s, int(v)))
             if not hist or value > hist[-1][1]:
                 at = time.time() if now is None else now
                 first = not hist
@@ -52,6 +59,12 @@ class StepClock:
                     listener(project, experiment_name, value, at)
                 except Exception:  # a listener never stops the clock
                     pass
+
+    def _seed(self, key: tuple[str, str]) -> list[tuple[float, float]]:
+        try:
+            return self.seed(*key) if self.seed is not None else []
+        except Exception:  # the store is away: the clock starts from what arrives
+            return []
 
     def current(self, project: str, experiment_name: str) -> tuple[int, float] | None:
         """(last completed step, when its client logged it), or None before the run's first step metric."""

@@ -23,12 +23,13 @@ from typing import Any, Iterable, Sequence
 from ...errors import MissingExtraError, StoreError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
-from .schema import APPLICATION_ID, DDL, SCHEMA_VERSION
+from .schema import APPLICATION_ID, DDL, FLEET_DDL, SCHEMA_VERSION
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
-# version -> statements (SQLite's dialect) that bring version-1 to it; version 5 is the first on PostgreSQL
-MIGRATIONS: dict[int, list[str]] = {}
+# version -> what brings version-1 to it (DDL in SQLite's dialect, `;`-separated, typed as postgres_ddl types it);
+# version 5 is the first on PostgreSQL
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL}
 FIRST_POSTGRES_VERSION = 5
 
 
@@ -77,7 +78,7 @@ class PgConnection:
             except psycopg.OperationalError:
                 if not self.raw.broken:
                     raise
-                self.raw = _open_raw(self.location, self.readonly)
+                self.raw = open_raw(self.location, self.readonly)
         return self.raw.execute(text, args)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
@@ -120,7 +121,7 @@ def _adapt(raw: Any) -> None:
     raw.adapters.register_dumper(bool, BoolAsInt)
 
 
-def _open_raw(location: StoreLocation, readonly: bool) -> Any:
+def open_raw(location: StoreLocation, readonly: bool) -> Any:
     psycopg = require_psycopg()
     url, extra = location.conninfo()
     try:
@@ -139,7 +140,7 @@ def _open_raw(location: StoreLocation, readonly: bool) -> Any:
 
 def connect_postgres(location: StoreLocation, *, readonly: bool = False) -> PgConnection:
     """Connect, refuse a foreign or newer database, and (unless `readonly`) create or migrate the schema."""
-    conn = PgConnection(_open_raw(location, readonly), location, readonly)
+    conn = PgConnection(open_raw(location, readonly), location, readonly)
     try:
         _check_and_prepare(conn, readonly)
     except BaseException:
@@ -181,8 +182,8 @@ def _check_and_prepare(conn: PgConnection, readonly: bool) -> None:
                         (APPLICATION, str(SCHEMA_VERSION)))
         else:
             for v in range(max(version, FIRST_POSTGRES_VERSION) + 1, SCHEMA_VERSION + 1):
-                for stmt in MIGRATIONS.get(v, []):
-                    conn.execute(stmt)
+                for stmt in postgres_ddl(MIGRATIONS.get(v, "")):
+                    raw.execute(stmt)
             raw.execute("UPDATE rl_insight_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         raw.execute("COMMIT")
     except BaseException:

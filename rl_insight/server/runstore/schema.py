@@ -17,10 +17,22 @@ from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
-    5  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+    6  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 )
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
-# finish, or lost: the process logging its steps stopped reporting)
+# finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
+# store: which server each client process reports to now, server/fleet/registry.py)
+
+FLEET_DDL = """
+CREATE TABLE IF NOT EXISTS fleet_clients (
+    client_id TEXT PRIMARY KEY,
+    server TEXT NOT NULL,
+    project TEXT,
+    experiment_name TEXT,
+    last_seen REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fleet_clients_by_run ON fleet_clients (project, experiment_name, last_seen);
+"""
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -163,7 +175,7 @@ CREATE INDEX IF NOT EXISTS llm_requests_by_parent ON llm_requests (run_id, paren
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
-"""
+""" + FLEET_DDL
 
 
 QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the background, after the server is ready

@@ -97,6 +97,7 @@ class RunStoreWriter:
         # hangs off a run elsewhere (profile traces) goes with it
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self.stats = WriterStats()
+        self.lead: Callable[[], bool] = lambda: True  # several servers on one store: retention on the lease holder
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
         self._last_prune = self._last_commit = time.monotonic()
         # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
@@ -187,7 +188,7 @@ class RunStoreWriter:
 
     # ------------------------------------------------------------------ the worker thread
     def _upkeep(self) -> None:
-        if time.monotonic() - self._last_prune > self._prune_every:
+        if time.monotonic() - self._last_prune > self._prune_every and self.lead():
             self._last_prune = time.monotonic()
             self.prune()
 

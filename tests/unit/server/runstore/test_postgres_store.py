@@ -92,10 +92,12 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
     w.put_samples(_samples(5))
     assert w.flush(10)
     w.close()
-    # a future version 6 and 7: what they add is applied in order, the version recorded, the data kept
+    # two later versions: what they add is applied in order, the version recorded, the data kept
+    with _raw(postgres_url) as c:  # (as a store written at version 5)
+        c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
     monkeypatch.setattr(pg, "SCHEMA_VERSION", 7)
-    monkeypatch.setattr(pg, "MIGRATIONS", {6: ["ALTER TABLE runs ADD COLUMN note TEXT"],
-                                           7: ["UPDATE runs SET note = 'migrated'"]})
+    monkeypatch.setattr(pg, "MIGRATIONS", {6: "ALTER TABLE runs ADD COLUMN note TEXT",
+                                           7: "UPDATE runs SET note = 'migrated'"})
     starts: list[Any] = []
     threads = [threading.Thread(target=lambda: starts.append(pg.connect_postgres(loc))) for _ in range(3)]
     for t in threads:
@@ -108,6 +110,22 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
         assert c.execute("SELECT note, last_step FROM runs").fetchall() == [("migrated", 4.0)]
     for conn in starts:
         conn.close()
+
+
+def test_a_version_5_store_gains_the_fleet_registry(postgres_url: str) -> None:
+    loc = parse_store(postgres_url, Path("."))
+    w = RunStoreWriter(loc)
+    w.put_samples(_samples(3))
+    assert w.flush(10)
+    w.close()
+    with _raw(postgres_url) as c:  # as version 5 left it
+        c.execute("DROP TABLE fleet_clients")
+        c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
+    RunStoreWriter(loc).close()
+    with _raw(postgres_url) as c:
+        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "6"
+        assert c.execute("SELECT count(*) FROM fleet_clients").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
 
 
 def test_a_fresh_database_is_created_once_by_servers_starting_together(postgres_url: str) -> None:

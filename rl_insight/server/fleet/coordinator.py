@@ -1,0 +1,111 @@
+"""The fleet loop of one ingest server (several servers, one PostgreSQL store), every `interval_s`:
+
+1. publish this server's live clients to the registry;
+2. clients another server has seen since moved: stop tracking them (nothing of theirs is cut short or finished
+   here) and take the series only they fed off this server's /metrics, so that Prometheus, which scrapes every
+   server, counts them once;
+3. take or keep the lease; its holder tidies after what is gone from the whole fleet: states left open in the
+   store by runs whose clients no server has seen for the silence timeout are closed as cut short at the run's
+   last sign of life, and such runs are marked finished (lost) — a client killed together with its server, or
+   while no server ran. A state still open somewhere is never closed: its client is alive and reports it.
+
+Invariant: a failure of the store (unreachable, restarting) only skips a round; ingest never waits on this loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable
+
+from ...batch_worker import Periodic
+from ...protocol import SpanRecord
+from ..runstore import queries as q
+from .lease import FleetLease
+from .registry import FleetRegistry
+
+log = logging.getLogger("rl_insight.server.fleet")
+REGISTRY_KEEP_S = 86400.0  # registry rows of clients not seen for a day are deleted
+
+
+class FleetCoordinator:
+    def __init__(self, registry: FleetRegistry, lease: FleetLease, tracker: Any, metric_store: Any, reader: Any,
+                 close_spans: Callable[[list[SpanRecord]], None], mark_finished: Callable[..., None],
+                 silence_s: float, interval_s: float = 2.0) -> None:
+        self.registry, self.lease, self.tracker, self.metric_store = registry, lease, tracker, metric_store
+        self._reader, self._close_spans, self._mark_finished = reader, close_spans, mark_finished
+        self.silence_s = silence_s
+        self.moved_away = 0  # clients that moved to another server
+        self.closed = 0  # states the janitor closed
+        self.ended = 0  # runs the janitor marked finished
+        self.errors = 0
+        self._loop = Periodic("fleet", interval_s, self.tick)
+
+    @property
+    def server_id(self) -> str:
+        return self.registry.server_id
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self) -> None:
+        self._loop.stop()
+        self.lease.close()
+        self.registry.close()
+
+    def tick(self) -> None:
+        try:
+            mine = self.tracker.snapshot()
+            self.registry.publish(mine)
+            moved = self.registry.moved([c[0] for c in mine])
+            if moved:
+                self.moved_away += self.tracker.forget(moved)
+                dropped = sum(self.metric_store.forget_client(cid) for cid in moved)
+                log.info("%d client(s) moved to another server; %d series only they fed left /metrics here",
+                         len(moved), dropped)
+        except Exception as exc:  # the store is away: the next round tries again
+            self.errors += 1
+            log.warning("fleet registry round failed: %s: %s", type(exc).__name__, exc)
+        if self.lease.refresh():
+            try:
+                self.tidy()
+            except Exception as exc:
+                self.errors += 1
+                log.warning("fleet tidying failed: %s: %s", type(exc).__name__, exc)
+
+    def tidy(self, now: float | None = None) -> None:
+        """(the lease holder) Close what runs gone from the whole fleet left open, and finish those runs."""
+        now = time.time() if now is None else now
+        alive = self.registry.live_runs(now - self.silence_s)
+        conn = self._reader.conn()
+        closing: list[SpanRecord] = []
+        runs: dict[tuple[str, str], float] = {}
+        for project, experiment, last_seen, (sid, trace, parent, name, lane, start, attrs) in \
+                q.open_states(conn, 100_000):
+            run = (project, experiment)
+            if run in alive or last_seen > now - self.silence_s:
+                continue  # a client of the run reports somewhere (or did just now): its states are its own
+            try:
+                a = json.loads(attrs)
+            except ValueError:
+                a = {}
+            a = {**(a if isinstance(a, dict) else {}), "project": project, "experiment_name": experiment,
+                 "cut_short": True, "cut_short_reason": "its client stopped reporting to every server of the fleet"}
+            closing.append(SpanRecord(sid, trace, parent, name, lane, "state", start, max(start, int(last_seen * 1e9)),
+                                      a, 256))
+            runs[run] = last_seen
+        if closing:
+            self._close_spans(closing)
+            self.closed += len(closing)
+        for (project, experiment), last_seen in runs.items():
+            self._mark_finished(project, experiment, {
+                "reason": "no server of the fleet heard from its processes for "
+                          f"{self.silence_s:.0f} s (they or their server stopped without finishing)", "lanes": [],
+                "at": last_seen})
+            self.ended += 1
+        self.registry.forget_before(now - REGISTRY_KEEP_S)
+
+    def health(self) -> dict[str, Any]:
+        return {"server": self.server_id, "background_work": self.lease.held, "clients_moved_away": self.moved_away,
+                "states_closed_for_gone_clients": self.closed, "errors": self.errors}

@@ -1,0 +1,59 @@
+"""Background work once per fleet: a PostgreSQL session advisory lock held on a connection of its own.
+
+The holder does the store's background work (per-step statistics and the insight metrics on /metrics, retention,
+the tidying of gone clients' open states). When its process dies its connection closes, PostgreSQL releases the
+lock, and another server takes it on its next `refresh` (every few seconds). A connection that fails loses the
+lease at once (another server may hold it by now); it is asked for again on a new connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..runstore.location import StoreLocation
+
+log = logging.getLogger("rl_insight.server.fleet")
+LEASE_KEY = 0x524C4942  # "RLIB": the background-work lock (schema migrations use another key)
+
+
+class FleetLease:
+    def __init__(self, location: StoreLocation, server_id: str) -> None:
+        self.location = location
+        self.server_id = server_id
+        self._conn: Any = None
+        self.held = False
+        self.changes = 0  # times this server took or lost the lease
+
+    def refresh(self) -> bool:
+        """Take the lease if free, or confirm it is still ours; False when another server holds it or the store is
+        unreachable."""
+        from ..runstore.postgres import open_raw, require_psycopg
+
+        psycopg = require_psycopg()
+        was = self.held
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn, self.held = open_raw(self.location, readonly=False), False
+            if self.held:
+                self._conn.execute("SELECT 1")  # still connected: still ours
+            else:
+                self.held = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()[0])
+        except (psycopg.Error, OSError) as exc:
+            self.held = False
+            self.close()
+            log.warning("fleet lease: the store is unreachable (%s); background work pauses here", exc)
+        if self.held != was:
+            self.changes += 1
+            log.info("this server %s the fleet's background work (%s)", "took" if self.held else "gave up",
+                     self.server_id)
+        return self.held
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+        self.held = False

@@ -1,0 +1,69 @@
+"""The fleet's pieces on a real PostgreSQL: one lease holder at a time, taken over when the holder's connection
+dies; the registry telling a server which of its clients moved; a moved client's series leaving the old server's
+/metrics (a shared counter frozen, not dropped: a drop would read as a reset)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from rl_insight.protocol.batch import SeriesDef
+from rl_insight.server.fleet.lease import FleetLease
+from rl_insight.server.fleet.registry import FleetRegistry
+from rl_insight.server.live.metric_store import MetricStore, StoreCollector
+from rl_insight.server.runstore import RunStoreWriter
+from rl_insight.server.runstore.location import parse_store
+
+
+def test_one_lease_holder_and_a_takeover_when_it_dies(postgres_url: str) -> None:
+    loc = parse_store(postgres_url, Path("."))
+    RunStoreWriter(loc).close()  # the schema
+    first, second = FleetLease(loc, "a"), FleetLease(loc, "b")
+    assert first.refresh() is True and second.refresh() is False
+    assert first.refresh() is True and second.refresh() is False  # held, not taken twice
+    first._conn.close()  # the holder's process dies: its connection closes
+    assert second.refresh() is True
+    assert first.refresh() is False  # back, but the lease has moved on
+    second.close()
+    assert first.refresh() is True
+
+
+def test_the_registry_says_who_moved_and_which_runs_are_alive(postgres_url: str) -> None:
+    loc = parse_store(postgres_url, Path("."))
+    RunStoreWriter(loc).close()
+    a, b = FleetRegistry(loc, "server-a"), FleetRegistry(loc, "server-b")
+    now = time.time()
+    a.publish([("c1", "p", "e", now - 5), ("c2", "p", "e", now - 5), ("c3", "p", "old", now - 600)])
+    b.publish([("c2", "p", "e", now)])  # c2 went to b
+    a.publish([("c2", "p", "e", now - 4)])  # a's older sighting never takes it back
+    assert a.moved(["c1", "c2", "c3"]) == {"c2"} and b.moved(["c2"]) == set()
+    assert a.live_runs(now - 30) == {("p", "e")}
+    assert a.forget_before(now - 60) == 1
+    a.close()
+    b.close()
+
+
+def _exposed(store: MetricStore) -> str:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(StoreCollector(store))
+    return generate_latest(reg).decode()
+
+
+def test_a_moved_clients_series_leave_and_a_shared_counter_freezes() -> None:
+    store = MetricStore()
+    g = store.resolve(SeriesDef("gauge", "loss", {"project": "p"}, "", None, None), "c1")
+    mine = store.resolve(SeriesDef("counter", "done", {"rank": "0"}, "", None, None), "c1")
+    shared = store.resolve(SeriesDef("counter", "tokens", {}, "", None, None), "c1")
+    store.apply(g, "c1", 1.0, 0.5)
+    store.apply(mine, "c1", 1.0, 3.0)
+    store.apply(shared, "c1", 1.0, 10.0)
+    store.apply(shared, "c2", 1.0, 4.0)
+    other = store.resolve(SeriesDef("gauge", "lr", {}, "", None, None), "c2")
+    store.apply(other, "c2", 1.0, 1e-6)
+    assert store.forget_client("c1") == 2  # its gauge and its own counter
+    text = _exposed(store)
+    assert "rl_insight_monitor_loss" not in text and "rl_insight_monitor_done_total" not in text
+    assert "rl_insight_monitor_tokens_total 14.0" in text  # frozen: c1's part stays, no reset
+    assert "rl_insight_monitor_lr 1e-06" in text
