@@ -41,7 +41,7 @@ def export(
         None, "--wandb-project", help="W&B project (default: the run's project)."
     ),
     wandb_entity: Optional[str] = typer.Option(None, "--wandb-entity", help="W&B entity."),
-    store: Optional[str] = typer.Option(None, "--store", envvar="RL_INSIGHT_STORE_URL", metavar="FILE|URL",
+    store: Optional[str] = typer.Option(None, "--store", envvar=env.STORE_URL, metavar="FILE|URL",
                                         help="Run store: a file, sqlite:///FILE or postgresql://user@host:port/db "
                                              "(default <home>/data/runstore.sqlite)."),
     list_runs: bool = typer.Option(False, "--list", help="List the runs in the store and exit."),

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from .. import env
 from ..server.runstore.location import parse_store, sqlite_location
 from ..services.home import Home
 from .options import HomeOpt
@@ -18,7 +19,7 @@ def migrate(
     source: Optional[str] = typer.Option(None, "--from", metavar="FILE|URL",
                                          help="The store to move: a SQLite file, sqlite:///FILE or postgresql://… "
                                               "(default: <home>/data/runstore.sqlite)."),
-    destination: str = typer.Option(..., "--to", metavar="URL", envvar="RL_INSIGHT_STORE_URL",
+    destination: str = typer.Option(..., "--to", metavar="URL", envvar=env.STORE_URL,
                                      help="An empty PostgreSQL database: postgresql://user@host:port/db (the "
                                           "password from RL_INSIGHT_STORE_PASSWORD, ~/.pgpass or ?passfile=)."),
     chunk: int = typer.Option(5000, "--chunk", min=1, max=1_000_000, help="Rows per transaction."),

@@ -74,7 +74,7 @@ def start(
     prometheus_port: int = typer.Option(STACK.prometheus_port, help="Prometheus port."),
     scrape_interval: str = typer.Option(STACK.scrape_interval, help="Prometheus scrape interval."),
     retention: str = typer.Option(STACK.retention, help="Prometheus TSDB retention time."),
-    store: Optional[str] = typer.Option(SERVER.store, "--store", envvar="RL_INSIGHT_STORE_URL", metavar="URL",
+    store: Optional[str] = typer.Option(SERVER.store, "--store", envvar=env.STORE_URL, metavar="URL",
                                         help="The run store: postgresql://user@host:port/db (extra "
                                              "rl-insight[postgres]; the password from RL_INSIGHT_STORE_PASSWORD, "
                                              "~/.pgpass or ?passfile=, never in the URL) or sqlite:///FILE (default: "

@@ -71,6 +71,7 @@ class BatchBuilder:
     _latest_gauges: dict[tuple, tuple]
     _last_step_mark_ts: float
     _next_self_metrics: float
+    budget: Any
     _run_info_due: bool
     _run_info_in_flight: bool
     _final: bool
@@ -186,6 +187,9 @@ class BatchBuilder:
             drops = dict(self.drops)
         for reason, n in drops.items():
             values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
+        if self.budget is not None:  # what the span budget left out: by choice, not lost (not a drop)
+            values.append(("c", "turns_sampled_out", labels, float(self.budget.turns_out)))
+            values.append(("c", "trajectories_sampled_out", labels, float(self.budget.trajectories_out)))
         for kind, name, lab, value in values:
             samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.step, value])
 

@@ -23,7 +23,7 @@ class ClientConfig:
     """
 
     __slots__ = ("url", "token", "step_metric", "queue_size", "batch_size", "flush_interval_s",
-                 "request_timeout_s", "exit_timeout_s", "max_series", "histogram_buckets", "namespace")
+                 "request_timeout_s", "exit_timeout_s", "max_series", "histogram_buckets", "namespace", "span_budget")
 
     def __init__(
         self,
@@ -38,6 +38,7 @@ class ClientConfig:
         max_series: int = 10_000,  # distinct series per kind per process
         histogram_buckets: Mapping[str, tuple[float, ...]] | None = None,
         namespace: str = "",  # upstream's server.namespace: metric prefix and OTel service.name ("" = default)
+        span_budget: int = 0,  # agent-loop turn spans per step and process, by whole trajectories (0: no budget)
     ) -> None:
         self.url = url
         self.token = token
@@ -50,6 +51,7 @@ class ClientConfig:
         self.max_series = max_series
         self.histogram_buckets = dict(histogram_buckets or {})
         self.namespace = namespace
+        self.span_budget = span_budget
 
     @property
     def enabled(self) -> bool:
@@ -124,6 +126,7 @@ def load_config(config: Any = None) -> ClientConfig:
         max_series=max(10, _num(_get(client, "max_series"), 10_000, int)),
         histogram_buckets=buckets,
         namespace=_namespace(_get(config, "server", "namespace")),
+        span_budget=max(0, _num(env(_env.SPAN_BUDGET) or _get(client, "span_budget"), 0, int)),
     )
 
 

@@ -34,6 +34,7 @@ from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, Batch
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
+from .span_budget import budget_from
 from .stacks import StackAnswers
 from .urls import ServerUrl
 
@@ -80,6 +81,7 @@ class Delivery(BatchBuilder):
         self._problems = 0  # drops + rejections, for flush()'s answer
         self._problems_at_flush = 0
         self.agg = Aggregates(cfg.max_series, cfg.buckets_for, self.drop)
+        self.budget = budget_from(cfg.span_budget)  # agent-loop turn detail per step (None: everything is sent)
 
         # Span ids: a random per-process prefix plus an atomic sequence (itertools.count is atomic
         # under the GIL), so ids are unique across processes without os.urandom on the hot path.
@@ -221,6 +223,8 @@ class Delivery(BatchBuilder):
 
     def span(self, span_id: int, trace_id: int, parent_id: int | None, name: str, lane: str | None,
              start_ns: int, end_ns: int, attrs: dict, kind: str) -> None:
+        if self.budget is not None and not self.budget.keep(attrs):
+            return  # turn detail past this step's budget (counted by the budget, reported in the self-metrics)
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+from ... import env as _env
 from ...errors import ConfigError
 
-PASSWORD_ENV = "RL_INSIGHT_STORE_PASSWORD"
-STORE_URL_ENV = "RL_INSIGHT_STORE_URL"
+PASSWORD_ENV = _env.STORE_PASSWORD
+STORE_URL_ENV = _env.STORE_URL
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 # libpq parameters a store URL may carry (the rest, e.g. `password`, are refused)
 ALLOWED_PARAMS = {"sslmode", "sslrootcert", "sslcert", "sslkey", "passfile", "connect_timeout", "application_name",

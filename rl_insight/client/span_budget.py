@@ -1,0 +1,63 @@
+"""A per-process span budget per step (`RL_INSIGHT_SPAN_BUDGET`, or `client.span_budget` in the init config), for
+jobs of thousands of processes: agent-loop turn detail is what grows with the rollout (a turn span per model and
+tool call), so that is what the budget bounds.
+
+Invariants: RL state lanes (`trace_state`) and the session records (`agent_session`, with every trajectory's
+reward, turns and status) are always kept, so the timeline, the insights and the trajectory counts stay exact. Turn
+spans are kept or left out by whole trajectories (never half of one): a trajectory's first turn decides, while the
+step's budget has room, and its later turns follow even past it. What is left out is counted (turns and
+trajectories) and reported with the client's self-metrics.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+TURN_SOURCES = ("gateway", "tool")  # `monitor.trace_source` of turn detail (agent_loop.py's and the runtimes')
+MAX_DECISIONS = 200_000  # trajectories remembered (oldest forgotten first)
+
+
+class SpanBudget:
+    __slots__ = ("per_step", "_kept", "_decided", "turns_out", "trajectories_out")
+
+    def __init__(self, per_step: int) -> None:
+        self.per_step = per_step
+        self._kept: dict[Any, int] = {}  # step -> turn spans kept in it
+        self._decided: dict[str, bool] = {}  # trajectory lane -> kept
+        self.turns_out = 0
+        self.trajectories_out = 0
+
+    def keep(self, attrs: dict) -> bool:
+        """Whether this span goes out (anything but turn detail always does). Called on the training thread: a few
+        dict operations."""
+        if attrs.get("monitor.trace_source") not in TURN_SOURCES:
+            return True
+        traj = str(attrs.get("state_lane_id", ""))
+        step = attrs.get("global_steps", "")
+        decided = self._decided.get(traj)
+        if decided is None:
+            kept = self._kept.get(step, 0)
+            decided = kept < self.per_step
+            if len(self._decided) >= MAX_DECISIONS:
+                del self._decided[next(iter(self._decided))]
+            self._decided[traj] = decided
+            if not decided:
+                self.trajectories_out += 1
+            if len(self._kept) > 64:  # old steps' counts
+                del self._kept[next(iter(self._kept))]
+        if decided:
+            self._kept[step] = self._kept.get(step, 0) + 1
+            return True
+        self.turns_out += 1
+        return False
+
+
+def budget_from(value: Any) -> SpanBudget | None:
+    """The budget a setting asks for (a positive integer), else None (no budget)."""
+    try:
+        n = int(value) if value not in (None, "") else 0
+    except (TypeError, ValueError):
+        return None
+    return SpanBudget(n) if n > 0 else None
