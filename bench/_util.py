@@ -53,6 +53,7 @@ class IngestServer:
                     "port": self.port,
                     "data_dir": self.dir,
                     "store_enabled": store,
+                    **({"store": extra.pop("store_url")} if "store_url" in extra else {}),
                     **{k: (str(Path(self.dir) / v) if k == "export_tensorboard" else v) for k, v in extra.items()},
                 }
             )

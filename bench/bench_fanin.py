@@ -4,6 +4,7 @@ against one `python -m rl_insight.server` (with its run store) and, side by side
 app that reads the body and answers a small JSON (the ceiling of the web server itself on this machine).
 
     python bench/bench_fanin.py [--clients 100,250,500,1000] [--seconds 15] [--targets ours,bare]
+    python bench/bench_fanin.py --clients 250,500 --targets ours,pg,pg2   # the run store on PostgreSQL, two servers
 
 For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
 failures (errors, non-2xx, a batch refused). The generator is asyncio with raw streams (pre-built requests, no
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import IngestServer, free_port, machine
@@ -133,31 +135,87 @@ def bare_server() -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+class Targets:
+    """What a target name starts: our server (SQLite store), the same on a PostgreSQL store (`pg`), two of them on
+    one PostgreSQL behind haproxy (`pg2`), a bare uvicorn app (`bare`), or --before's checkout (`before`)."""
+
+    def __init__(self, before: str | None) -> None:
+        self.before = before
+        self.cluster: Any = None
+
+    def _store(self) -> str:
+        if self.cluster is None:  # a throwaway PostgreSQL 15 cluster, as the tests start one (tests/pg_cluster.py)
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.pg_cluster import PASSWORD, PostgresCluster
+
+            self.cluster = PostgresCluster()
+            self.cluster.wait_ready()
+            os.environ["RL_INSIGHT_STORE_PASSWORD"] = PASSWORD
+        return str(self.cluster.url(self.cluster.create_database("fanin")))
+
+    def start(self, target: str) -> tuple[int, Callable[[], None]]:
+        if target in ("ours", "before"):
+            srv = IngestServer(code=self.before if target == "before" else None)
+            return srv.port, srv.stop
+        if target == "pg":
+            srv = IngestServer(store_url=self._store())
+            return srv.port, srv.stop
+        if target == "pg2":
+            url = self._store()
+            servers = [IngestServer(store_url=url) for _ in range(2)]
+            lb, port = haproxy([s.port for s in servers])
+
+            def stop() -> None:
+                lb.terminate()
+                lb.wait(10)
+                for s in servers:
+                    s.stop()
+            return port, stop
+        proc, port = bare_server()
+        return port, proc.terminate
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+def haproxy(ports: list[int]) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    cfg = Path(tempfile.mkdtemp(prefix="rl-lb-")) / "haproxy.cfg"
+    servers = "\n".join(f"    server s{i} 127.0.0.1:{p}" for i, p in enumerate(ports))
+    cfg.write_text(f"defaults\n    mode http\n    timeout connect 1s\n    timeout client 60s\n    timeout server 60s\n"
+                   f"    maxconn 20000\nfrontend f\n    bind 127.0.0.1:{port}\n    maxconn 20000\n"
+                   f"    default_backend b\nbackend b\n    balance leastconn\n{servers}\n")
+    proc = subprocess.Popen(["haproxy", "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return proc, port
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
-    ap.add_argument("--targets", default="ours,bare", help="ours, bare, and before (--before's checkout)")
+    ap.add_argument("--targets", default="ours,bare", help="ours, pg, pg2 (two servers behind haproxy on one "
+                                                           "PostgreSQL), bare, and before (--before's checkout)")
     ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    for n in [int(x) for x in args.clients.split(",")]:
-        for target in args.targets.split(","):  # interleaved: each count against both, one after the other
-            if target in ("ours", "before"):
-                srv = IngestServer(code=args.before if target == "before" else None)
-                port, token, stop = srv.port, "", srv.stop
-            else:
-                proc, port = bare_server()
-                token, stop = "", proc.terminate
-            try:
-                out = asyncio.run(load(port, n, args.seconds, token))
-            finally:
-                stop()
-            lat = sorted(out["latencies"])
-            p = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000) if lat else (lambda q: float("nan"))
-            print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, p50 {p(0.5):6.0f} ms, "
-                  f"p99 {p(0.99):6.0f} ms, failed {out['failed']}"
-                  + (f" (median {statistics.median(lat) * 1000:.0f} ms)" if lat else ""))
+    targets = Targets(args.before)
+    try:
+        for n in [int(x) for x in args.clients.split(",")]:
+            for target in args.targets.split(","):  # interleaved: each count against every target in turn
+                port, stop = targets.start(target)
+                try:
+                    out = asyncio.run(load(port, n, args.seconds, ""))
+                finally:
+                    stop()
+                lat = sorted(out["latencies"])
+                p = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000) if lat else (lambda q: float("nan"))
+                print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, "
+                      f"p50 {p(0.5):6.0f} ms, p99 {p(0.99):6.0f} ms, failed {out['failed']}"
+                      + (f" (median {statistics.median(lat) * 1000:.0f} ms)" if lat else ""))
+    finally:
+        targets.close()
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ class FleetLease:
     def refresh(self) -> bool:
         """Take the lease if free, or confirm it is still ours; False when another server holds it or the store is
         unreachable."""
-        from ..runstore.postgres import open_raw, require_psycopg
+        from ..runstore.postgres import open_raw, ping, require_psycopg, try_lease
 
         psycopg = require_psycopg()
         was = self.held
@@ -36,9 +36,9 @@ class FleetLease:
             if self._conn is None or self._conn.closed:
                 self._conn, self.held = open_raw(self.location, readonly=False), False
             if self.held:
-                self._conn.execute("SELECT 1")  # still connected: still ours
+                ping(self._conn)  # still connected: still ours
             else:
-                self.held = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()[0])
+                self.held = try_lease(self._conn, LEASE_KEY)
         except (psycopg.Error, OSError) as exc:
             self.held = False
             self.close()

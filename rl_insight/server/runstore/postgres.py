@@ -219,6 +219,16 @@ def _row_bytes(conn: PgConnection) -> dict[str, float]:
     return out
 
 
+def try_lease(raw: Any, key: int) -> bool:
+    """Take the session advisory lock `key` on this connection if it is free (the fleet lease)."""
+    return bool(raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+
+
+def ping(raw: Any) -> None:
+    """A round trip: raises when the connection (and a session lock held on it) is gone."""
+    raw.execute("SELECT 1")
+
+
 def used_bytes(conn: PgConnection) -> int:
     """Bytes the store's live rows take, with their indexes (the statistics' live-row counts; they may trail the
     last second's writes)."""

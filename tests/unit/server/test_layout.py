@@ -1,5 +1,5 @@
-"""The server package by role: data flows routes → intake → live → outbound → runstore → prometheus → http, and an
-import never runs back up that order; below the routes nothing imports the composition root (state.py, app.py);
+"""The server package by role: data flows routes → intake → live → fleet → outbound → runstore → prometheus → http,
+and an import never runs back up that order; below the routes nothing imports the composition root (state.py, app.py);
 the package root holds only the app, its state, config, security and the entry point."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 SERVER = Path(__file__).resolve().parents[3] / "rl_insight" / "server"
-ORDER = ["routes", "intake", "live", "outbound", "runstore", "prometheus", "http", "ui"]
+ORDER = ["routes", "intake", "live", "fleet", "outbound", "runstore", "prometheus", "http", "ui"]
 ROOT_MODULES = {"__init__.py", "__main__.py", "app.py", "state.py", "config.py", "security.py"}
 _FROM = re.compile(r"^\s*from (\.+)([\w.]*) import (.+)$", re.M)
 
