@@ -180,6 +180,9 @@ class AppState:
         from .intake.otlp_metrics import OtlpMetrics  # OTLP metrics: delta points' running totals live here
 
         self.otlp_metrics = OtlpMetrics(config.step_metric, self.step_clock)
+        from .intake.ingest import StoredWaiters
+
+        self.acks = StoredWaiters(self.writer)  # requests waiting for the run store's commit, woken once per commit
         self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
         self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")

@@ -7,7 +7,7 @@ counters. Routes decode, call one method, and answer; nothing else wires sinks t
 
 Invariant: what a caller acknowledges is in the run store. Each method returns the run store's `durable`
 future for what it handed over (None when there is nothing to store, or no store), and the caller answers
-only once it resolved true (intake/ingest.until_stored / wait_stored).
+only once it resolved true (intake/ingest.StoredWaiters / wait_stored).
 """
 
 from __future__ import annotations

@@ -4,23 +4,27 @@ protocol/reply.py)."""
 from __future__ import annotations
 
 from concurrent.futures import Future
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from ...errors import PayloadTooLargeError
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
-from ..intake.ingest import until_stored
 from ..state import AppState
 from .body import decode_body, read_body
 from .models import IngestAnswer, IngestBody, error_responses, inline_schema
+
+INLINE_BYTES = 16 * 1024  # request bodies up to this size as sent (gzip) are handled on the event loop ...
+INLINE_DECODED_BYTES = 256 * 1024  # ... when they stay this small once decompressed
 
 
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["ingest"], dependencies=[Depends(st.auth.require_write)])
 
-    def ingest_sync(raw: bytes, encoding: str | None) -> tuple[dict, int, "Future[bool] | None"]:
-        done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes))
+    def ingest_sync(raw: bytes, encoding: str | None, body: Any = None) -> tuple[dict, int, "Future[bool] | None"]:
+        done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes) if body is None else body)
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
         control = st.profiles.for_client(c.project, c.experiment_name)
@@ -45,9 +49,22 @@ def build_router(st: AppState) -> APIRouter:
         (listed in `errors`, counted by reason on /metrics); the rest of the batch is kept. 422 only when nothing
         was accepted."""
         raw = await read_body(request, st.config.max_body_bytes)
-        # decoding and validation are CPU work: off the event loop, so /metrics and /healthz stay responsive
-        body, status, durable = await run_in_threadpool(ingest_sync, raw, request.headers.get("content-encoding"))
-        await until_stored(durable, st.config.ack_timeout_s)
+        encoding = request.headers.get("content-encoding")
+        small = None
+        if len(raw) <= INLINE_BYTES:
+            # a usual batch (a trainer rank's second: tens of samples, a few spans) is handled here: a trip through
+            # the thread pool and back costs more than the work, and a thousand clients a second pay it. Only if it
+            # stays small once gunzip'd (a small bomb would hold the loop): else it goes the big ones' way
+            try:
+                small = decode_body(raw, encoding, min(INLINE_DECODED_BYTES, st.config.max_body_bytes))
+            except PayloadTooLargeError:
+                if st.config.max_body_bytes <= INLINE_DECODED_BYTES:
+                    raise
+        if small is not None:
+            body, status, durable = ingest_sync(raw, encoding, small)
+        else:  # a big one is CPU work: off the event loop, so /metrics and /healthz stay responsive
+            body, status, durable = await run_in_threadpool(ingest_sync, raw, encoding)
+        await st.acks.until_stored(durable, st.config.ack_timeout_s)
         return JSONResponse(body, status_code=status)
 
     return r

@@ -10,7 +10,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..intake.gate import IntakeGate
-from ..intake.ingest import until_stored
 from ..intake.otlp import decode_request
 from ..intake.pipeline import SpansReceived
 from ..state import AppState
@@ -65,7 +64,7 @@ def build_router(st: AppState) -> APIRouter:
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
-            await until_stored(got.durable, st.config.ack_timeout_s)
+            await st.acks.until_stored(got.durable, st.config.ack_timeout_s)
         rejected, error = got.rejected, got.error
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
@@ -100,7 +99,7 @@ def build_router(st: AppState) -> APIRouter:
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type)
-            await until_stored(got.durable, st.config.ack_timeout_s)
+            await st.acks.until_stored(got.durable, st.config.ack_timeout_s)
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedDataPoints": str(got.rejected), "errorMessage": got.error}} \
                 if got.rejected else {}

@@ -98,6 +98,7 @@ class RunStoreWriter:
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self.stats = WriterStats()
         self.lead: Callable[[], bool] = lambda: True  # several servers on one store: retention on the lease holder
+        self.on_settled: list[Callable[[], None]] = []  # called on the writer thread after a commit settled marks
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
         self._last_prune = self._last_commit = time.monotonic()
         # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
@@ -203,6 +204,9 @@ class RunStoreWriter:
                 self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
         for since, fut in marks:
             fut.set_result(self._failed_seq <= since)
+        if marks:
+            for hook in self.on_settled:  # once per commit, however many requests wait on it
+                hook()
 
     def _write(self, work: list[tuple[str, Any]], n: int) -> bool:
         """Write a drained batch in one transaction; if an item breaks it, isolate items one by one. False when

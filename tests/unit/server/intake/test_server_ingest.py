@@ -155,6 +155,18 @@ def test_oversized_body_is_413(tmp_path) -> None:
         srv.stop()
 
 
+def test_a_small_body_that_inflates_past_the_inline_bound_is_still_taken(server) -> None:
+    """Small bodies are handled on the event loop only while they stay small once gunzip'd; one that inflates past
+    that (but within the limit) takes the thread-pool way and is stored like any other."""
+    from rl_insight.server.routes.ingest import INLINE_BYTES, INLINE_DECODED_BYTES
+
+    body = json.dumps(batch([G], [[0, time.time(), 1, 1.0]]))
+    raw = gzip.compress((body[:-1] + " " * (INLINE_DECODED_BYTES * 2) + "}").encode())
+    assert len(raw) <= INLINE_BYTES
+    r = post(server, None, headers={"Content-Encoding": "gzip"}, raw=raw)
+    assert r.status_code == 200 and r.json()["accepted"] == 1
+
+
 def test_token_required_for_writes_only(token_server) -> None:
     body = batch([G], [[0, time.time(), 1, 1.0]])
     assert post(token_server, body).status_code == 401
