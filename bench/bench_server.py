@@ -1,6 +1,6 @@
 """Ingest server throughput: pre-built gzip batches posted over keep-alive connections by sender threads.
 
-    python bench/bench_server.py [--seconds 10]
+    python bench/bench_server.py [--seconds 10] [--postgres]
 
 Reports samples/s and spans/s accepted by one `python -m rl_insight.server` process, and with the run store
 on also the rate *stored*: accepted items over the load time plus the time the writer still needed after it
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 import threading
 import time
@@ -44,8 +45,9 @@ def span_batch(n: int, client: str) -> bytes:
     return gzip.compress(json.dumps({"v": 1, "client": {"id": client}, "spans": spans}).encode(), 1)
 
 
-def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> tuple[float, float, float]:
-    """(items/s, p50 and p99 request latency in ms)."""
+def run(url: str | list[str], body: bytes, per_batch: int, seconds: float, threads: int) -> tuple[float, float, float]:
+    """(items/s, p50 and p99 request latency in ms); several URLs: the sender threads take turns."""
+    urls = [url] if isinstance(url, str) else url
     done = [0] * threads
     latencies: list[float] = []
     stop = time.monotonic() + seconds
@@ -54,7 +56,7 @@ def run(url: str, body: bytes, per_batch: int, seconds: float, threads: int) -> 
         with httpx.Client(timeout=30, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}) as c:
             while time.monotonic() < stop:
                 t0 = time.perf_counter()
-                r = c.post(url + "/api/v1/ingest", content=body)
+                r = c.post(urls[k % len(urls)] + "/api/v1/ingest", content=body)
                 latencies.append(1000 * (time.perf_counter() - t0))
                 assert r.status_code == 200 and r.json()["rejected"] == 0, r.text[:300]
                 done[k] += per_batch
@@ -98,37 +100,59 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--with-export", action="store_true", help="also: run store on + live TensorBoard export")
+    ap.add_argument("--postgres", action="store_true", help="also: the run store on PostgreSQL (a throwaway "
+                                                            "postgresql-15 cluster), through one and two processes")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    configs: list[tuple[str, bool, dict]] = [("run store off", False, {}), ("run store on ", True, {})]
+    configs: list[tuple[str, bool, dict, int]] = [("run store off", False, {}, 1), ("run store on ", True, {}, 1)]
     if args.with_export:
-        configs.append(("store + TB   ", True, {"export_tensorboard": "tb"}))
-    for label, store, extra in configs:
-        server = IngestServer(store=store, **extra)
-        try:
-            rate, p50, p99 = run(server.url, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
-            stored = (
-                f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
-            )
-            print(f"  [{label}] metric samples: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
-                  f"(batches of 5,000, {args.threads} sender threads)")
-            rate, p50, p99 = run(server.url, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
-            stored = (
-                f", stored {rate * args.seconds / (args.seconds + drain_seconds(server.url)):,.0f}/s" if store else ""
-            )
-            print(f"  [{label}] finished spans: {rate:,.0f}/s{stored}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
-                  f"(batches of 2,000)")
-            if store:
-                stats = httpx.get(server.url + "/metrics").text
-                dropped = [
-                    ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")
-                ]
-                print(f"  [{label}] run store drops: {dropped or 'none'}")
-                exported = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_export_points")]
-                if exported:
-                    print(f"  [{label}] export: {exported}")
-        finally:
-            server.stop()
+        configs.append(("store + TB   ", True, {"export_tensorboard": "tb"}, 1))
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.pg_cluster import PASSWORD, PostgresCluster
+
+        cluster = PostgresCluster()
+        cluster.wait_ready()
+        os.environ["RL_INSIGHT_STORE_PASSWORD"] = PASSWORD
+        configs += [("postgres, 1  ", True, {"store_url": "new"}, 1), ("postgres, 2  ", True, {"store_url": "new"}, 2)]
+    try:
+        for label, store, extra, processes in configs:
+            if extra.get("store_url") == "new":
+                assert cluster is not None
+                extra = {**extra, "store_url": cluster.url(cluster.create_database("write"))}
+            servers = [IngestServer(store=store, **dict(extra)) for _ in range(processes)]
+            try:
+                measure(label, [srv.url for srv in servers], store, args)
+            finally:
+                for srv in servers:
+                    srv.stop()
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def measure(label: str, urls: list[str], store: bool, args: argparse.Namespace) -> None:
+    def stored(rate: float) -> str:
+        if not store:
+            return ""
+        drain = max(drain_seconds(u) for u in urls)
+        return f", stored {rate * args.seconds / (args.seconds + drain):,.0f}/s"
+
+    rate, p50, p99 = run(urls, metric_batch(5000, "bench"), 5000, args.seconds, args.threads)
+    print(f"  [{label}] metric samples: {rate:,.0f}/s{stored(rate)}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
+          f"(batches of 5,000, {args.threads} sender threads, {len(urls)} process(es))")
+    rate, p50, p99 = run(urls, span_batch(2000, "bench"), 2000, args.seconds, args.threads)
+    print(f"  [{label}] finished spans: {rate:,.0f}/s{stored(rate)}, request p50 {p50:.0f} ms p99 {p99:.0f} ms "
+          f"(batches of 2,000)")
+    if store:
+        for u in urls:
+            stats = httpx.get(u + "/metrics").text
+            dropped = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_store_items_dropped_total")]
+            print(f"  [{label}] run store drops: {dropped or 'none'}")
+            exported = [ln for ln in stats.splitlines() if ln.startswith("rl_insight_server_export_points")]
+            if exported:
+                print(f"  [{label}] export: {exported}")
 
 
 if __name__ == "__main__":
