@@ -179,14 +179,20 @@ def _client_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         reg.report_undelivered()
 
 
-def prometheus_binary() -> str:
-    """The real Prometheus; CI installs Debian's package, so a missing binary fails there."""
-    path = shutil.which("prometheus") or ("/usr/bin/prometheus" if os.path.exists("/usr/bin/prometheus") else None)
+def debian_binary(name: str, package: str, where: str = "/usr/bin") -> str:
+    """A real binary from a Debian package the tests run; CI installs it (.ci/run), so a missing one fails there
+    and is skipped elsewhere."""
+    path = shutil.which(name) or (f"{where}/{name}" if os.path.exists(f"{where}/{name}") else None)
     if path is None:
         if os.environ.get("CI"):
-            pytest.fail("prometheus binary missing in CI; .ci/run must install Debian's prometheus package")
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
+            pytest.fail(f"{name} binary missing in CI; .ci/run must install Debian's {package} package")
+        pytest.skip(f"{name} not installed (apt-get install {package})")
     return path
+
+
+def prometheus_binary() -> str:
+    """The real Prometheus (Debian's package)."""
+    return debian_binary("prometheus", "prometheus")
 
 
 def prom_query(prom_url: str, query: str) -> list[dict[str, Any]]:

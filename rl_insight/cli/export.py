@@ -49,19 +49,18 @@ def export(
 ) -> int:
     """Export a run from the run store: trainer scalars at their step and rl-insight's insight metrics."""
     from ..server.runstore import queries as q
-    from ..server.runstore.location import parse_store, sqlite_location
+    from ..server.runstore.location import existing_store
     from ..server.runstore.schema import connect
     from ..services.home import Home
 
     if to not in TARGETS:
         raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="--to")
     data_dir = Home.resolve(home).data_dir
-    where = parse_store(store if store and "://" in store else None, data_dir)
-    if store and "://" not in store:
-        where = sqlite_location(Path(store).expanduser())
-    if where.path is not None and not where.path.exists():
-        raise NotFoundError(f"no run store at {where.path}", hint="pass --store FILE or URL, or --home of the server "
-                                                                  "that collected the run")
+    try:
+        where = existing_store(store, data_dir)
+    except FileNotFoundError as missing:
+        raise NotFoundError(f"no run store at {missing}", hint="pass --store FILE or URL, or --home of the server "
+                                                               "that collected the run") from None
     conn = connect(where, readonly=True)
     if list_runs or run is None:
         for r in q.list_runs(conn):

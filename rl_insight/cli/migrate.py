@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from .. import env
-from ..server.runstore.location import parse_store, sqlite_location
+from ..server.runstore.location import existing_store, parse_store
 from ..services.home import Home
 from .options import HomeOpt
 
@@ -29,12 +29,10 @@ def migrate(
     from ..server.runstore.migrate import migrate as move
 
     data_dir = Home.resolve(home).data_dir
-    if source is None or "://" in source:
-        src = parse_store(source, data_dir)
-    else:
-        src = sqlite_location(Path(source).expanduser())
-    if src.path is not None and not src.path.exists():
-        raise typer.BadParameter(f"no run store at {src.path}", param_hint="--from")
+    try:
+        src = existing_store(source, data_dir)
+    except FileNotFoundError as missing:
+        raise typer.BadParameter(f"no run store at {missing}", param_hint="--from") from None
     dst = parse_store(destination, data_dir)
     typer.echo(f"moving {src.display} -> {dst.display}")
     shown: dict[str, int] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,22 +19,14 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import debian_binary, free_port, wait_until
+from tests.forwarding import Forwarder
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
 TOKEN = "fleet-token"
 H = {"Authorization": f"Bearer {TOKEN}"}
 STEPS, STEP_S, SILENCE_S = 30, 0.25, 4.0
-
-
-def _haproxy() -> str:
-    if HAPROXY is None:
-        if os.environ.get("CI"):
-            pytest.fail("haproxy missing in CI; .ci/run installs Debian's haproxy")
-        pytest.skip("haproxy not installed (apt-get install haproxy)")
-    return HAPROXY
 
 
 def _server(tmp: Path, name: str, store: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -61,7 +52,7 @@ def _up(url: str) -> bool:
 def fleet(tmp_path: Path, postgres_cluster: Any) -> Iterator[dict[str, Any]]:
     from tests.pg_cluster import PASSWORD
 
-    haproxy = _haproxy()
+    haproxy = debian_binary("haproxy", "haproxy", "/usr/sbin")
     env = {**os.environ, "RL_INSIGHT_STORE_PASSWORD": PASSWORD, "PYTHONPATH": str(ROOT)}
     store = postgres_cluster.url(postgres_cluster.create_database("fleet"))
     procs: list[subprocess.Popen] = []
@@ -157,46 +148,6 @@ def test_a_server_killed_mid_run_loses_nothing(fleet: dict[str, Any]) -> None:
     assert health["store"]["backend"] == "postgresql" and health["fleet"]["background_work"] is True
 
 
-class Switch:
-    """A proxy in front of one server that can start answering 503 (the server is alive; its way in is not)."""
-
-    def __init__(self, target: str) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        switch = self
-        self.broken = False
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if switch.broken:
-                    out, status = b'{"detail": "unavailable"}', 503
-                else:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                    r = httpx.post(target + self.path, content=body, headers=headers, timeout=30)
-                    out, status = r.content, r.status_code
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        import threading
-
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_prometheus_counts_a_client_that_moved_once(tmp_path: Path, postgres_url: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Both servers alive and scraped by a real Prometheus; a process's way to the first breaks (503) and it moves to
@@ -206,7 +157,7 @@ def test_prometheus_counts_a_client_that_moved_once(tmp_path: Path, postgres_url
 
     a = start_server(tmp_path / "a", store=postgres_url)
     b = start_server(tmp_path / "b", store=postgres_url)
-    way_to_a = Switch(a.url)
+    way_to_a = Forwarder(a.url)
     prom_port = free_port()
     (tmp_path / "prom.yml").write_text(
         "global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: ingest\n    static_configs:\n      - targets: "

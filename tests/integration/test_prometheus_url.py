@@ -5,9 +5,7 @@ Prometheus that evaluates them, and a bad URL is refused before anything starts.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,21 +18,12 @@ import pytest
 
 from rl_insight import panels as catalogue
 from rl_insight.server.prometheus.panels import scope_selector
-from tests.conftest import free_port, prometheus_binary, wait_until
+from tests.conftest import debian_binary, free_port, prometheus_binary, wait_until
 from tests.integration.conftest import cli
 
 pytestmark = pytest.mark.integration
-VM = shutil.which("victoria-metrics")
 TOKEN = "vm-token"
 H = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def _vm_binary() -> str:
-    if VM is None:
-        if os.environ.get("CI"):
-            pytest.fail("victoria-metrics missing in CI; .ci/run installs Debian's victoria-metrics")
-        pytest.skip("victoria-metrics not installed (apt-get install victoria-metrics)")
-    return VM
 
 
 def _query_count(vm_url: str) -> float:
@@ -49,7 +38,8 @@ def vm_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     tmp = tmp_path_factory.mktemp("vm")
     vm_port, port = free_port(), free_port()
     vm_url = f"http://127.0.0.1:{vm_port}"
-    vm = subprocess.Popen([_vm_binary(), f"-httpListenAddr=127.0.0.1:{vm_port}", f"-storageDataPath={tmp / 'vm'}",
+    binary = debian_binary("victoria-metrics", "victoria-metrics")
+    vm = subprocess.Popen([binary, f"-httpListenAddr=127.0.0.1:{vm_port}", f"-storageDataPath={tmp / 'vm'}",
                            "-retentionPeriod=1d", "-search.latencyOffset=0s"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     home = tmp / "home"

@@ -8,63 +8,19 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import httpx
 import pytest
 
 from tests.conftest import RunningServer, start_server, wait_until
+from tests.forwarding import Forwarder
 
 TOKEN = "backends-token"
 H = {"Authorization": f"Bearer {TOKEN}"}
 # what depends on when each server wrote (its own clock), not on what it stored
 VOLATILE = {"last_seen", "first_seen", "finished_at", "status", "age_s", "seen_s_ago", "generated_at", "now",
             "store", "live", "duration_s"}
-
-
-class Tee:
-    """Forwards each request to `primary` (whose answer the client gets) and to `secondary`, the same bytes."""
-
-    def __init__(self, primary: str, secondary: str) -> None:
-        tee = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _forward(self, method: str) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                answers = [httpx.request(method, base + self.path, content=body, headers=headers, timeout=30)
-                           for base in (primary, secondary)]
-                tee.statuses.append((self.path, answers[0].status_code, answers[1].status_code))
-                out = answers[0]
-                self.send_response(out.status_code)
-                for k, v in out.headers.items():
-                    if k.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(out.content)))
-                self.end_headers()
-                self.wfile.write(out.content)
-
-            def do_POST(self) -> None:
-                self._forward("POST")
-
-            def do_GET(self) -> None:
-                self._forward("GET")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.statuses: list[tuple[str, int, int]] = []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +32,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory, postgres_cluster: Any) -> Ite
     url = postgres_cluster.url(postgres_cluster.create_database("backends"))
     lite = start_server(tmp_path_factory.mktemp("lite"), token=TOKEN, insights_interval_s=1.0)
     pg = start_server(tmp_path_factory.mktemp("pg"), token=TOKEN, insights_interval_s=1.0, store=url)
-    tee = Tee(lite.url, pg.url)
+    tee = Forwarder(lite.url, pg.url)  # every request to both; the client hears SQLite's answer
     try:
         r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", tee.url, "--token", TOKEN,
                             "--steps", "6", "--step-seconds", "0.5", "--replicas", "3", "--ranks", "2", "--agent",

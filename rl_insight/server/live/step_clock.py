@@ -37,7 +37,8 @@ class StepClock:
             return
         key, value = (project, experiment_name), int(step)
         first = False
-        history = self._seed(key) if self.seed is not None and key not in self._runs else []
+        seeding = self.seed is not None and key not in self._runs and len(self._runs) < MAX_RUNS
+        history = self._seed(key) if seeding else []
         with self._lock:
             hist = self._runs.get(key)
             if hist is None:

@@ -48,6 +48,16 @@ def sqlite_location(path: Path) -> StoreLocation:
     return StoreLocation("sqlite", path=path)
 
 
+def existing_store(value: str | None, data_dir: Path) -> StoreLocation:
+    """A store a command reads (`export --store`, `server migrate --from`): a plain path is a SQLite file, anything
+    else as `parse_store` reads it. A SQLite file that does not exist raises FileNotFoundError (the caller says
+    which option named it)."""
+    where = sqlite_location(Path(value).expanduser()) if value and "://" not in value else parse_store(value, data_dir)
+    if where.path is not None and not where.path.exists():
+        raise FileNotFoundError(where.path)
+    return where
+
+
 def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
     """`value` (a URL, a `sqlite:///FILE` URL, or empty for the default file under `data_dir`) as a location;
     ConfigError naming the problem otherwise."""

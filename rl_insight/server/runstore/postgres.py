@@ -114,9 +114,6 @@ def _adapt(raw: Any) -> None:
         def dump(self, obj: Any) -> bytes:
             return b"1" if obj else b"0"
 
-        def quote(self, obj: Any) -> bytes:
-            return self.dump(obj)
-
     raw.adapters.register_loader("numeric", NumericLoader)
     raw.adapters.register_dumper(bool, BoolAsInt)
 
