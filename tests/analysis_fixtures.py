@@ -60,11 +60,23 @@ if __name__ == "__main__":
 
 
 def make_torch_traces(root: Path, port: int) -> None:
+    """Real traces of a 2-rank gloo job. `port` is the rendezvous port; it was free when picked, but another
+    process may take it before torch binds it (an ephemeral source port of any outgoing connection): then the job
+    is run again on a fresh one. Any other failure raises with the job's stderr."""
     import subprocess
+
+    from tests.conftest import free_port
 
     script = root / "make_traces.py"
     script.write_text(TORCH_SCRIPT)
-    subprocess.run([sys.executable, str(script), str(root), str(port)], check=True, capture_output=True, timeout=300)
+    for attempt in range(3):
+        r = subprocess.run([sys.executable, str(script), str(root), str(port)], capture_output=True, text=True,
+                           timeout=300)
+        if r.returncode == 0:
+            return
+        if "address already in use" not in r.stderr.lower() or attempt == 2:
+            raise AssertionError(f"the torch trace job failed (exit {r.returncode}): {r.stderr[-3000:]}")
+        port = free_port()
 
 
 def make_nsys_sqlite(path: Path, rank: int, epoch_ns: int, ranges: list[tuple[str, int, int, int]]) -> Path:

@@ -36,8 +36,7 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert json.loads(page.get_attribute("#timeline", "data-critical"))["step"] == 5
     page.locator("#compare-diff").screenshot(path=str(ARTIFACTS / "explain-diff.png"))
     page.screenshot(path=str(ARTIFACTS / "explain-compare.png"), full_page=True)
-    # the slow run alone, at the step where the slow replica held the others up most (by the API): its path runs
-    # through that replica, and its finishing with the others is what the card puts first
+    # the slow run alone, at the step where the slow replica held the others up most (by the API)
     headers = {"Authorization": f"Bearer {token}"}
     tails = {s: httpx.get(f"{url}/api/v1/runs/{slow}/critical-path", params={"step": s}, headers=headers).json()[
         "what_if"] for s in range(3, 8)}
@@ -45,6 +44,12 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert tails[step]["tail_lane"] == demo_pair.slow_lane
     page.goto(f"{url}/#/run/{slow}?step={step}")
     page.wait_for_function(f"document.querySelector('#explain-step')?.dataset.step === '{step}'", timeout=60_000)
+    # the card puts first what saves most by the API's own numbers (on a loaded machine the idle gaps of a step can
+    # outweigh the tail, the demo's timings being real), and names the slow replica as the long tail
+    w = tails[step]
+    biggest = max((w["tail_s"], "long-tail replica"), (w["cut_s"], "generations not waited for"),
+                  (w["bubbles_s"], "idle gaps"))[1]
     best = page.inner_text("#cp-whatif .best")
-    assert "long-tail replica" in best and demo_pair.slow_lane in best, (best, tails[step])
+    assert biggest in best, (best, w)
+    assert f"long-tail replica finishing with the others ({demo_pair.slow_lane})" in page.inner_text("#cp-whatif")
     page.locator("#explain-step").screenshot(path=str(ARTIFACTS / "explain-step.png"))
