@@ -62,7 +62,7 @@ if __name__ == "__main__":
 def make_torch_traces(root: Path, port: int) -> None:
     """Real traces of a 2-rank gloo job. `port` is the rendezvous port; it was free when picked, but another
     process may take it before torch binds it (an ephemeral source port of any outgoing connection): then the job
-    is run again on a fresh one. Any other failure raises with the job's stderr."""
+    is run again on a fresh one, as after an abort in torch's teardown; three failures raise with the job's stderr."""
     import subprocess
 
     from tests.conftest import free_port
@@ -74,8 +74,10 @@ def make_torch_traces(root: Path, port: int) -> None:
                            timeout=300)
         if r.returncode == 0:
             return
-        if "address already in use" not in r.stderr.lower() or attempt == 2:
-            raise AssertionError(f"the torch trace job failed (exit {r.returncode}): {r.stderr[-3000:]}")
+        if attempt == 2:
+            raise AssertionError(f"the torch trace job failed 3 times (exit {r.returncode}): {r.stderr[-3000:]}")
+        # again on a fresh port: its port taken before torch bound it, or torch's gloo teardown aborting at exit
+        # ("terminate called without an active exception", seen in CI) — neither is what the tests examine
         port = free_port()
 
 
