@@ -79,6 +79,10 @@ def start(
                                              "rl-insight[postgres]; the password from RL_INSIGHT_STORE_PASSWORD, "
                                              "~/.pgpass or ?passfile=, never in the URL) or sqlite:///FILE (default: "
                                              "a SQLite file under --data-dir). See docs/scale.md."),
+    shared_dir: Optional[str] = typer.Option(SERVER.shared_dir, "--shared-dir", metavar="DIR",
+                                             help="A directory every server of a fleet mounts (NFS, Lustre): profile "
+                                                  "traces and their analyses, which any server then serves "
+                                                  "(default: --data-dir). See docs/scale.md."),
     store_retention_days: float = typer.Option(SERVER.store_retention_days, min=0.01,
                                                help="Run store: delete runs not seen for this many days."),
     store_max_gb: float = typer.Option(SERVER.store_max_gb, min=0.01,
@@ -176,8 +180,9 @@ def server_config(params: dict[str, Any], token: str) -> ServerConfig:
     given = {f.name: params[f.name] for f in fields(ServerConfig)
              if f.name in params and f.name not in NOT_CONFIG and params[f.name] is not None}
     given["allowed_hosts"] = tuple(given.get("allowed_hosts", ()))
-    if given.get("export_tensorboard"):
-        given["export_tensorboard"] = str(Path(given["export_tensorboard"]).expanduser().resolve())
+    for path in ("export_tensorboard", "shared_dir"):  # the server may run from another directory
+        if given.get(path):
+            given[path] = str(Path(given[path]).expanduser().resolve())
     return ServerConfig(**{**given, "token": token})
 
 

@@ -14,7 +14,7 @@ from .values import ItemError, TextCleaner, finite_float, short_repr
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 ROUTE_PROFILES = "/api/v1/profiles"
 PROFILE_TOOLS = ("torch",)
@@ -27,6 +27,7 @@ PROFILE_CHUNK_BYTES = 2**20
 MAX_PROFILE_CHUNK_BYTES = 8 * 2**20
 MAX_PROFILE_SELECTORS = 256
 MAX_PROFILE_TTL_S = 7 * 86400.0
+MAX_RANK = 2**31
 # The defaults of a request, for every place that offers one (the CLI's flags, the HTTP model, the server's book)
 DEFAULT_PROFILE_TOOL = "torch"
 DEFAULT_PROFILE_ACTIVITIES = PROFILE_ACTIVITIES
@@ -179,6 +180,34 @@ def process_selected(want_lanes: Any, want_roles: Any, want_ranks: Any, lanes: A
     norm = {r.replace("-", "_") for r in roles}
     return bool(set(want_lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in want_roles) or \
         (rank is not None and rank in want_ranks)
+
+
+def decode_process_report(body: dict[str, Any], file_name_ok: Callable[[str], bool]) -> tuple[str, dict[str, Any]]:
+    """What one process says of a profile request: its key (host:pid) and entry; ValueError naming the problem."""
+    state = body.get("state")
+    if state not in PROCESS_STATES:
+        raise ValueError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
+    proc = body.get("process")
+    pid = whole_number(proc.get("pid")) if isinstance(proc, dict) else None
+    if not isinstance(proc, dict) or not isinstance(proc.get("host"), str) or pid is None or not 0 <= pid <= INT64_MAX:
+        raise ValueError("process must be an object with host (string) and pid (non-negative integer)")
+    rank = whole_number(proc.get("rank"))
+    if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
+        raise ValueError(f"process rank must be an integer in [0, {MAX_RANK}), found {str(proc.get('rank'))[:40]!r}")
+    entry: dict[str, Any] = {
+        "host": proc["host"][:128],
+        "pid": pid,
+        "rank": rank,
+        "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
+        "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
+        "state": state,
+        "message": str(body.get("message") or "")[:2000],
+    }
+    if body.get("window") is not None:
+        entry["window"] = profile_window(body["window"])
+    if isinstance(body.get("file"), str) and file_name_ok(body["file"]):
+        entry["file"] = body["file"]
+    return f"{entry['host']}:{pid}", entry
 
 
 def whole_number(x: Any) -> int | None:

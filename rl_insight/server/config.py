@@ -53,6 +53,9 @@ class ServerConfig:
     # runs not seen for retention_days are deleted, and the oldest runs go first when it holds more than store_max_gb.
     store_enabled: bool = True
     store: str | None = None
+    # A directory every server of a fleet mounts (NFS, Lustre): profile traces and their analyses (default data_dir;
+    # the requests themselves live in a PostgreSQL store, docs/scale.md)
+    shared_dir: str | None = None
     store_retention_days: float = DEFAULT_RETENTION_DAYS
     store_max_gb: float = DEFAULT_STORE_MAX_GB
     live_window_s: float = 60.0  # a run counts as live while data arrived this recently
@@ -102,6 +105,10 @@ class ServerConfig:
     @property
     def store_max_bytes(self) -> int:
         return int(self.store_max_gb * 2**30)
+
+    @property
+    def profiles_dir(self) -> Path:
+        return Path(self.shared_dir or self.data_dir).expanduser() / "profiles"
 
     @property
     def store_file(self) -> Path:

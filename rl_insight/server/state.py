@@ -152,10 +152,11 @@ class AppState:
         from .live.step_clock import StepClock
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
-        self.profiles = ProfileBook(Path(config.data_dir).expanduser() / "profiles", clock=self.step_clock,
+        self.profiles = ProfileBook(config.profiles_dir, clock=self.step_clock,
                                     analysis_timeout_s=config.profile_analysis_timeout_s,
                                     analysis_max_memory_bytes=config.profile_analysis_max_memory_bytes,
-                                    run_exists=self._run_exists if self.reader is not None else None)
+                                    run_exists=self._run_exists if self.reader is not None else None,
+                                    shared=self._shared_book("profile"))
         if self.writer is not None:  # a run removed by retention takes its profile traces (and clock) with it
             self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
             self.writer.on_runs_deleted.append(self.step_clock.forget)
@@ -165,7 +166,8 @@ class AppState:
         from .live.stacks import StackBook
 
         # stack snapshots of a run's live processes, asked on the same replies as profiles
-        self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.clients.processes)
+        self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.run_processes,
+                                shared=self._shared_book("stack"))
         if self.writer is not None:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
         self.stall_watch: StallWatch | None = None
@@ -213,6 +215,38 @@ class AppState:
                     % timeout_s,
                 }
             await asyncio.sleep(0.5)
+
+    def _shared_book(self, kind: str) -> Any:
+        """On a PostgreSQL store, profile requests and stack snapshots live in the store: every server of the fleet
+        sees them (None: files under data_dir, one server)."""
+        if self.writer is None or self.writer.location.kind != "postgresql":
+            return None
+        from .fleet.records import SharedRecords
+        from .fleet.shared_book import SharedBook
+        from .live.profile_shared import SharedRequests
+
+        records = SharedRecords(self.writer.location, kind)
+        if kind == "stack":
+            return SharedBook(records, lambda s: s["id"], lambda s: (s["project"], s["experiment_name"]), ("reports",))
+        if not self.config.shared_dir:
+            log.warning("profile traces are kept under %s on this server only: with several servers on one store, "
+                        "give them all one --shared-dir (docs/scale.md)", self.config.profiles_dir)
+        return SharedRequests(records)
+
+    def run_processes(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
+        """A run's live processes: this server's, and in a fleet those reporting to the other servers (a stack
+        snapshot asks them all)."""
+        local = self.clients.processes(project, experiment_name)
+        if getattr(self, "fleet", None) is None:
+            return local
+        try:
+            others = self.fleet.registry.processes_elsewhere(project, experiment_name,
+                                                             time.time() - self.config.client_silence_s)
+        except Exception as exc:  # the store is away: this server's processes still answer
+            log.warning("cannot read the fleet's other processes of %s/%s: %s", project, experiment_name, exc)
+            return local
+        mine = {p["client_id"] for p in local}
+        return local + [p for p in others if p.get("client_id") not in mine]
 
     def _fleet(self) -> Any:
         """On a PostgreSQL store, the fleet loop (server/fleet/): background work on the lease holder only, clients
@@ -273,7 +307,7 @@ class AppState:
 
         assert self.reader is not None
         found = []
-        for project, experiment, last_seen, (sid, trace, parent, name, lane, start, attrs) in \
+        for project, experiment, last_seen, _finished, (sid, trace, parent, name, lane, start, attrs) in \
                 q.open_states(self.reader.conn(), limit):
             try:
                 a = json.loads(attrs)

@@ -2,11 +2,14 @@
 states through the load balancer; one server is SIGKILLed mid-run together with a process hung in a state. The
 processes fail over; afterwards the totals are exact, no accepted state is lost, the killed process's state is
 closed once (cut short), the run finishes, and the API answers through the balancer from the surviving server.
-With a real Prometheus scraping both servers: a process that moves while its first server stays up is counted
+A profile request made through one server is armed and answered by a process reporting to the other, and its
+trace and analysis are served by both (the records in the store, the traces in the shared directory). With a real
+Prometheus scraping both servers: a process that moves while its first server stays up is counted
 once by the dashboards' sums."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -33,9 +36,12 @@ def _server(tmp: Path, name: str, store: str, env: dict[str, str]) -> tuple[subp
     port = free_port()
     cfg = tmp / f"{name}.json"
     cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "data_dir": str(tmp / name), "token": TOKEN,
-                               "store": store, "client_silence_s": SILENCE_S, "insights_interval_s": 1.0}))
+                               "store": store, "shared_dir": str(tmp / "shared"), "client_silence_s": SILENCE_S,
+                               "insights_interval_s": 1.0}))
+    log = open(tmp / f"{name}.log", "ab")  # (read it when a test fails)
     proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level",
-                             "warning"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "warning"], env=env, cwd=ROOT, stdout=log, stderr=log)
+    log.close()
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: _up(url), timeout=30, what=f"server {name}")
     return proc, url
@@ -143,7 +149,7 @@ def test_a_server_killed_mid_run_loses_nothing(fleet: dict[str, Any]) -> None:
     if detail is not None:
         assert detail["attributes"].get("cut_short") is True
     wait_until(lambda: get(f"/api/v1/runs/{rid}")["status"] == "finished", timeout=SILENCE_S * 6, interval=0.5,
-               what="the run finished")
+               what=f"the run finished (it says {get(f'/api/v1/runs/{rid}')})")
     health = httpx.get(fleet["b_url"] + "/healthz").json()
     assert health["store"]["backend"] == "postgresql" and health["fleet"]["background_work"] is True
 
@@ -202,3 +208,69 @@ def test_prometheus_counts_a_client_that_moved_once(tmp_path: Path, postgres_url
         way_to_a.close()
         a.stop()
         b.stop()
+
+
+def test_a_profile_requested_on_one_server_is_taken_through_the_other(fleet: dict[str, Any]) -> None:
+    pytest.importorskip("torch")
+    a_url, b_url = fleet["a_url"], fleet["b_url"]
+    r = httpx.post(a_url + "/api/v1/profiles", headers=H, timeout=30, json={
+        "project": "gloo", "experiment_name": "fleet-profile", "steps": "4", "activities": ["cpu"],
+        "wait_for_run": True})
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    env = {**fleet["env"], "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "RL_INSIGHT_SERVER_URL": b_url, "RL_INSIGHT_TOKEN": TOKEN, "JOB_PROJECT": "gloo",
+           "JOB_EXPERIMENT": "fleet-profile"}
+    job = subprocess.Popen([sys.executable, "-m", "tests.profile_job", "7", "0.25"], env=env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = job.communicate(timeout=240)
+    assert "done" in out, out + err
+
+    def done(url: str) -> dict[str, Any] | None:
+        got = httpx.get(f"{url}/api/v1/profiles/{rid}", headers=H, timeout=30).json()
+        return got if got["state"] == "done" and got["analysis"]["state"] in ("done", "failed") else None
+
+    for url in (a_url, b_url):  # the process reported to b only; a says the same
+        prof = wait_until(lambda: done(url), timeout=90, what=f"the profile, seen from {url}")
+        assert prof["analysis"]["state"] == "done", prof["analysis"]
+        (proc,) = prof["processes"].values()
+        assert proc["state"] == "uploaded" and proc["window"]["steps"] == [4]
+        (name,) = [n for n, f in prof["files"].items() if f["complete"]]
+        trace = json.loads(gzip.decompress(httpx.get(f"{url}/api/v1/profiles/{rid}/files/{name}", headers=H,
+                                                     timeout=30).content))
+        assert sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("work_step")}) == \
+            ["work_step4"]
+        summary = httpx.get(f"{url}/api/v1/profiles/{rid}/report/summary.json", headers=H, timeout=30).json()
+        assert [s["step"] for s in summary["steps"]] == [4]
+
+
+def test_a_stack_snapshot_asked_on_one_server_gets_the_processes_of_both(fleet: dict[str, Any]) -> None:
+    a_url, b_url, env = fleet["a_url"], fleet["b_url"], fleet["env"]
+    hung = [_job(env, a_url, 0, hang=True), _job(env, b_url, 1, hang=True)]  # one process on each server
+    try:
+        for p in hung:
+            assert p.stdout is not None and p.stdout.readline().strip() == "hanging"
+        run_id = wait_until(lambda: (httpx.get(a_url + "/api/v1/runs", headers=H).json()["runs"] or [{}])[0].get("id"),
+                            what="the run")
+        time.sleep(2.5)  # the servers publish their processes to the fleet's registry every 2 s
+        r = httpx.post(f"{a_url}/api/v1/runs/{run_id}/stacks", headers=H, json={"deadline_s": 20}, timeout=30)
+        assert r.status_code == 201, r.text
+        assert r.json()["expected_count"] == 2  # b's process too
+        sid = r.json()["id"]
+
+        def complete(url: str) -> dict[str, Any] | None:
+            got = httpx.get(f"{url}/api/v1/runs/{run_id}/stacks/{sid}", params={"reports": "true"}, headers=H,
+                            timeout=30).json()
+            return got if got["state"] == "complete" else None
+
+        snap = wait_until(lambda: complete(b_url), timeout=30, what="the snapshot, complete, seen from b")
+        assert snap["missing"] == [] and snap["answered"] == 2  # both answered before the deadline
+        assert {rep["process"]["pid"] for rep in snap["reports"].values()} == {p.pid for p in hung}
+        held = {h["lane"] for rep in snap["reports"].values() for t in rep["threads"] for h in t["lanes"]}
+        assert held == {"rank_0", "rank_1"}, held  # where each process's main thread is: in its wedged state
+        seen_from_a = wait_until(lambda: complete(a_url), timeout=10, what="the snapshot, complete, seen from a")
+        assert seen_from_a["summary"] == snap["summary"] and seen_from_a["completed_at"] == snap["completed_at"]
+    finally:
+        for p in hung:
+            p.kill()
+            p.wait(10)

@@ -6,8 +6,9 @@
    server, counts them once;
 3. take or keep the lease; its holder tidies after what is gone from the whole fleet: states left open in the
    store by runs whose clients no server has seen for the silence timeout are closed as cut short at the run's
-   last sign of life, and such runs are marked finished (lost) — a client killed together with its server, or
-   while no server ran. A state still open somewhere is never closed: its client is alive and reports it.
+   last sign of life, and such runs, unless their processes finished them, are marked finished (lost) — a
+   client killed together with its server, or while no server ran. A state still open somewhere is never
+   closed: its client is alive and reports it.
 
 Invariant: a failure of the store (unreachable, restarting) only skips a round; ingest never waits on this loop.
 """
@@ -80,8 +81,8 @@ class FleetCoordinator:
         alive = self.registry.live_runs(now - self.silence_s)
         conn = self._reader.conn()
         closing: list[SpanRecord] = []
-        runs: dict[tuple[str, str], float] = {}
-        for project, experiment, last_seen, (sid, trace, parent, name, lane, start, attrs) in \
+        runs: dict[tuple[str, str], tuple[float, bool]] = {}  # run -> (last sign of life, finished by its processes)
+        for project, experiment, last_seen, finished, (sid, trace, parent, name, lane, start, attrs) in \
                 q.open_states(conn, 100_000):
             run = (project, experiment)
             if run in alive or last_seen > now - self.silence_s:
@@ -94,11 +95,14 @@ class FleetCoordinator:
                  "cut_short": True, "cut_short_reason": "its client stopped reporting to every server of the fleet"}
             closing.append(SpanRecord(sid, trace, parent, name, lane, "state", start, max(start, int(last_seen * 1e9)),
                                       a, 256))
-            runs[run] = last_seen
+            runs[run] = (last_seen, finished)
         if closing:
             self._close_spans(closing)
             self.closed += len(closing)
-        for (project, experiment), last_seen in runs.items():
+        for (project, experiment), (last_seen, finished) in runs.items():
+            if finished:  # its processes finished it (the one killed with its server left this state open): closing
+                self._mark_finished(project, experiment)  # the state is data that makes a run live; it ends clean again
+                continue
             self._mark_finished(project, experiment, {
                 "reason": "no server of the fleet heard from its processes for "
                           f"{self.silence_s:.0f} s (they or their server stopped without finishing)", "lanes": [],

@@ -9,7 +9,8 @@ with no client seen anywhere for the silence timeout is gone from the whole flee
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, Sequence
 
 from ..runstore import fleet_clients as table
 from ..runstore.location import StoreLocation
@@ -21,27 +22,39 @@ class FleetRegistry:
         self.location = location
         self.server_id = server_id
         self._conn: Any = None
+        self._lock = threading.Lock()  # the fleet loop publishes; a request thread asks for another server's clients
 
     def _c(self) -> Any:
         if self._conn is None or getattr(self._conn, "closed", False):
             self._conn = connect(self.location)
         return self._conn
 
-    def publish(self, clients: list[tuple[str, str | None, str | None, float]]) -> None:
-        """(client id, project, experiment_name, last seen in unix seconds) of this server's live clients."""
-        table.publish(self._c(), self.server_id, clients)
+    def publish(self, clients: Sequence[Sequence[Any]]) -> None:
+        """(client id, project, experiment_name, last seen in unix seconds[, the process's description]) of this
+        server's live clients."""
+        with self._lock:
+            table.publish(self._c(), self.server_id, clients)
 
     def moved(self, client_ids: list[str]) -> set[str]:
         """Of these clients, the ones another server has seen since."""
-        return table.seen_elsewhere(self._c(), self.server_id, client_ids)
+        with self._lock:
+            return table.seen_elsewhere(self._c(), self.server_id, client_ids)
+
+    def processes_elsewhere(self, project: str, experiment_name: str, since: float) -> list[dict[str, Any]]:
+        """The run's live processes that report to other servers (seen since `since`), as those described them."""
+        with self._lock:
+            return table.processes_elsewhere(self._c(), self.server_id, (project, experiment_name), since)
 
     def live_runs(self, since: float) -> set[tuple[str, str]]:
-        return table.live_runs(self._c(), since)
+        with self._lock:
+            return table.live_runs(self._c(), since)
 
     def forget_before(self, before: float) -> int:
-        return table.forget_before(self._c(), before)
+        with self._lock:
+            return table.forget_before(self._c(), before)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -191,11 +191,14 @@ class ClientTracker:
         run = (project, experiment_name)
         now_mono, now_ns = time.monotonic(), time.time_ns()
         with self._lock:
-            return [{"client_id": cid, "host": c.host, "pid": c.pid, "rank": c.rank, "lanes": sorted(c.lanes),
-                     "last_seen_ns": now_ns - int((now_mono - c.last_seen_mono) * 1e9),
-                     "open": [{"lane": s.lane, "state": s.name, "since_ns": s.start_ns}
-                              for s in sorted((s for s in c.open.values() if s.lane), key=lambda s: s.lane or "")][:64]}
-                    for cid, c in self._clients.items() if c.run == run]
+            return [self._describe(cid, c, now_mono, now_ns) for cid, c in self._clients.items() if c.run == run]
+
+    @staticmethod
+    def _describe(cid: str, c: Any, now_mono: float, now_ns: int) -> dict[str, Any]:
+        return {"client_id": cid, "host": c.host, "pid": c.pid, "rank": c.rank, "lanes": sorted(c.lanes),
+                "last_seen_ns": now_ns - int((now_mono - c.last_seen_mono) * 1e9),
+                "open": [{"lane": s.lane, "state": s.name, "since_ns": s.start_ns}
+                         for s in sorted((s for s in c.open.values() if s.lane), key=lambda s: s.lane or "")][:64]}
 
     def _end(self, run: tuple[str, str]) -> None:
         """The run's last client is gone: finished, or lost when its step logger had gone silent."""
@@ -206,12 +209,14 @@ class ClientTracker:
         else:
             self._mark_finished(*run, lost=lost)
 
-    def snapshot(self) -> list[tuple[str, str | None, str | None, float]]:
-        """(client id, project, experiment_name, last seen in unix seconds) of every tracked client (the fleet
-        registry's view of this server)."""
+    def snapshot(self) -> list[tuple[str, str | None, str | None, float, dict[str, Any]]]:
+        """(client id, project, experiment_name, last seen in unix seconds, the process as `processes` describes
+        it) of every tracked client: the fleet registry's view of this server, whom another server's stack
+        snapshot may ask."""
+        now_mono, now_ns = time.monotonic(), time.time_ns()
         with self._lock:
-            return [(cid, c.run[0] if c.run else None, c.run[1] if c.run else None, c.last_seen_ns / 1e9)
-                    for cid, c in self._clients.items()]
+            return [(cid, c.run[0] if c.run else None, c.run[1] if c.run else None, c.last_seen_ns / 1e9,
+                     self._describe(cid, c, now_mono, now_ns)) for cid, c in self._clients.items()]
 
     def forget(self, client_ids: set[str]) -> int:
         """Clients that moved to another server: no longer tracked here, and nothing of theirs is closed or finished

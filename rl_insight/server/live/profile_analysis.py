@@ -3,8 +3,10 @@
 Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
 process bounded in time and memory (analysis/isolated.py), one request at a time, on one thread: no upload can
 freeze or exhaust the server, and a burst of uploads never competes with ingest for more than one core. An analysis
-that fails or is killed ends `failed` with the reason. A mixin of `ProfileBook`; the state it shares is declared
-below for the type checker.
+that fails or is killed ends `failed` with the reason. In a fleet every server may see a request pending: the one
+that claims it (pending -> running, a compare-and-set in the store) analyses it, and one whose server died
+mid-analysis is claimed again once it has run past the analysis timeout. A mixin of `ProfileBook`; the state it
+shares is declared below for the type checker.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any, Callable
 log = logging.getLogger("rl_insight.server.live.profiles")
 
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
+ANALYSIS_ATTEMPTS = 2  # an analysis interrupted (a server stopped or died) runs once more, never in a loop
+TAKEOVER_GRACE_S = 120.0  # past its timeout and this, a running analysis' server is gone
 
 
 class TraceAnalysis:
@@ -26,12 +30,14 @@ class TraceAnalysis:
     _records: dict[str, dict[str, Any]]
     analysis_timeout_s: float
     analysis_max_memory_bytes: int
-    _save: Callable[[dict[str, Any]], None]
+    _shared_records: bool  # in a fleet's store (another server may run an analysis)
+    _update: Callable[[dict[str, Any], Callable[[dict[str, Any]], bool]], bool]
     _dir: Callable[[str], Path]
     sweep: Callable[..., int]
 
     def start_analysis(self, analyze: bool) -> None:
         self._work: queue.Queue[str | None] = queue.Queue()
+        self._queued: set[str] = set()  # in the queue: a fleet's poll finds the same pending request every second
         self._thread: threading.Thread | None = None
         if analyze:
             self._thread = threading.Thread(target=self._analysis_loop, name="rl-insight-profile-analysis", daemon=True)
@@ -39,8 +45,8 @@ class TraceAnalysis:
 
     def _analysis_loop(self) -> None:
         for rid, rec in list(self._records.items()):
-            if rec.get("analysis", {}).get("state") == "pending":
-                self._work.put(rid)
+            if self._analysis_due(rec):
+                self.enqueue(rid)
         while True:
             try:
                 got = self._work.get(timeout=600)
@@ -50,6 +56,7 @@ class TraceAnalysis:
             if got is None:
                 return
             rid = got
+            self._queued.discard(rid)
             while not self._work.empty():  # several files arrived meanwhile: analyse the request once
                 nxt = self._work.get()
                 if nxt is None:
@@ -73,8 +80,28 @@ class TraceAnalysis:
         rec = self._records.get(rid)
         if rec is None:
             return
-        attempts = int(rec.get("analysis", {}).get("attempts", 0)) + 1
-        self._set_analysis(rec, {"state": "running", "attempts": attempts, "started_at": time.time()})
+        claim: dict[str, Any] = {}
+
+        def take(r: dict[str, Any]) -> bool:
+            """pending (or abandoned by a dead server) -> running, here; False when another server has it or it is
+            over."""
+            if not self._analysis_due(r):
+                return False
+            before = r.get("analysis", {})
+            attempts = int(before.get("attempts", 0)) + 1
+            if before.get("state") == "running" and attempts > ANALYSIS_ATTEMPTS:
+                r["analysis"] = {"state": "failed", "attempts": attempts - 1,
+                                 "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times (its server "
+                                 "stopped); not tried again (the traces are kept: `rl-insight profile fetch`)"}
+                return True
+            r["analysis"] = claim.setdefault("analysis", {"state": "running", "attempts": attempts,
+                                                          "started_at": time.time()})
+            return True
+
+        with self._lock:
+            if not self._update(rec, take) or rec["analysis"].get("state") != "running":
+                return
+            attempts = rec["analysis"]["attempts"]
         req = rec["request"]
         title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
         names = [n for n, f in rec["files"].items() if f.get("complete")]
@@ -84,10 +111,28 @@ class TraceAnalysis:
                               max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
         self._set_analysis(rec, {**result, "attempts": attempts})
 
+    def enqueue(self, rid: str) -> None:
+        if rid not in self._queued:
+            self._queued.add(rid)
+            self._work.put(rid)
+
     def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
+        def put(r: dict[str, Any]) -> bool:
+            r["analysis"] = analysis
+            return True
+
         with self._lock:
-            rec["analysis"] = analysis
-            self._save(rec)
+            self._update(rec, put)
+
+    def _analysis_due(self, rec: dict[str, Any]) -> bool:
+        """Pending, or running so long that its server must have died (a fleet: another server takes it)."""
+        analysis = rec.get("analysis") or {}
+        if analysis.get("state") == "pending":
+            return True
+        started = analysis.get("started_at")
+        return (analysis.get("state") == "running" and self._shared_records
+                and isinstance(started, (int, float))
+                and time.time() - started > self.analysis_timeout_s + TAKEOVER_GRACE_S)
 
     def close(self) -> None:
         if self._thread is not None:

@@ -5,6 +5,9 @@ it to their lanes, role and rank), and collects what each matching process repor
 request lives in its own directory under `<data_dir>/profiles/<id>/` (`request.json` plus the uploaded
 `.json.gz` traces, partial uploads under `.partial/`, the analysis under `report/`), so requests,
 statuses and half-done uploads survive a server restart; the in-memory index is rebuilt from disk.
+Several servers on one store (a fleet) keep the records in the store instead (live/profile_shared.py) and the
+traces in a directory they all mount; each polls the store every second (`refresh`), so a request made through
+one server is armed by processes reporting to another, and its statuses and files are seen from all.
 
 What processes report is appended to `processes.jsonl` (one line per report, compacted now and then), so a
 status report costs the same with 1,000 processes as with one; `request.json` is rewritten only when the
@@ -20,7 +23,6 @@ the next start, never more.
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import os
 import re
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...analysis.isolated import REPORT_FILES
+from ...batch_worker import Periodic
 from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ...protocol import (
     CLIENT_HEARTBEAT_S,
@@ -39,16 +42,15 @@ from ...protocol import (
     DEFAULT_PROFILE_TOOL,
     DEFAULT_PROFILE_TTL_S,
     DEFAULT_PROFILE_WINDOW_S,
-    INT64_MAX,
     MAX_PROFILE_TTL_S,
-    PROCESS_STATES,
     PROCESS_TERMINAL,
     ProfileRequest,
     RunControl,
 )
-from ...protocol.profiles import profile_window, whole_number
+from ...protocol.profiles import decode_process_report
 from .profile_analysis import REQUEST_FILES_FACTOR, TraceAnalysis
 from .profile_files import RequestFiles
+from .profile_shared import SharedRequests
 from .step_clock import StepClock
 
 log = logging.getLogger("rl_insight.server.live.profiles")
@@ -59,10 +61,9 @@ FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,180}\.(?:json\.gz|sqlite
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_ACTIVE_PER_RUN = 8
 MAX_PROCESSES_PER_REQUEST = 1024
-MAX_RANK = 2**31
-ANALYSIS_ATTEMPTS = 2  # a server stop during an analysis runs it once more, never in a loop
 MAX_UNKNOWN_RUN_REQUESTS = 64  # active requests for runs the store has not seen yet (a job about to start)
 ORPHAN_GRACE_S = 86400.0  # an ended request of a run that never appeared is deleted this long after it expired
+POLL_S = 1.0  # a fleet's servers read what the others changed this often
 PASSED_GRACE_S = CLIENT_HEARTBEAT_S + 5.0  # after its first step ended, a request no process took is over
 
 
@@ -74,13 +75,17 @@ class ProfileBook(TraceAnalysis):
     def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
                  clock: StepClock | None = None, analysis_timeout_s: float = 600.0,
                  analysis_max_memory_bytes: int = 8 * 2**30,
-                 run_exists: Callable[[str, str], bool] | None = None) -> None:
+                 run_exists: Callable[[str, str], bool] | None = None,
+                 shared: SharedRequests | None = None) -> None:
         self.root = root
         # whether the run store knows a run: requests for runs that never appear are bounded and swept
         self.run_exists = run_exists
         self.analysis_timeout_s = analysis_timeout_s
         self.analysis_max_memory_bytes = analysis_max_memory_bytes
-        self._files = RequestFiles(root)  # request.json and the process journal of each request
+        # where the records live: request.json and a process journal per request, or a fleet's store
+        self._files: RequestFiles | SharedRequests = shared or RequestFiles(root, lambda d: bool(REQUEST_ID.match(d)))
+        self._shared = shared
+        self._shared_records = shared is not None
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
@@ -91,6 +96,9 @@ class ProfileBook(TraceAnalysis):
         self._load()
         self._analyze = analyze
         self.start_analysis(analyze)
+        self.refresh_errors = 0
+        self._warned_at = 0.0
+        self._poll = Periodic("profile-requests", POLL_S, self._refresh_quietly).start() if shared else None
 
     # ------------------------------------------------------------------ persistence
     def _dir(self, rid: str) -> Path:
@@ -99,38 +107,63 @@ class ProfileBook(TraceAnalysis):
         return self.root / rid
 
     def _load(self) -> None:
-        for d in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            f = d / "request.json"
-            if not REQUEST_ID.match(d.name) or not f.is_file():
-                continue
-            try:
-                rec = json.loads(f.read_text())
-                request = ProfileRequest.from_wire(rec["request"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("skipping unreadable profile request %s: %s", d, exc)
-                continue
-            self._files.read_processes(d.name, rec)
-            analysis = rec.setdefault("analysis", {"state": "none"})
-            if analysis.get("state") == "running":  # interrupted by a server stop
-                if analysis.get("attempts", 1) >= ANALYSIS_ATTEMPTS:
-                    rec["analysis"] = {
-                        "state": "failed",
-                        "attempts": analysis.get("attempts", 1),
-                        "message": f"the analysis was interrupted {ANALYSIS_ATTEMPTS} times by a server stop; "
-                        "not tried again (the traces are kept: `rl-insight profile fetch`)",
-                    }
-                else:
-                    rec["analysis"] = {**analysis, "state": "pending"}  # done once more below
-                self._save(rec)
-            self._records[d.name] = rec
-            self._requests[d.name] = request
-            self._by_run.setdefault(_run_of(rec), []).append(d.name)
+        for rec in self._files.load():
+            self._index(rec)
 
-    def _save(self, rec: dict[str, Any]) -> None:
-        self._files.save(rec)
+    def _index(self, rec: dict[str, Any]) -> None:
+        rid = rec["request"]["id"]
+        self._requests[rid] = ProfileRequest.from_wire(rec["request"])
+        if rid not in self._records:
+            self._by_run.setdefault(_run_of(rec), []).append(rid)
+        self._records[rid] = rec
+
+    def _update(self, rec: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> bool:
+        """`mutate` applied to the request and stored (in a fleet, applied again to the stored copy when another
+        server changed it first); False when it had nothing to do. Under the book's lock."""
+        return mutate(rec) and self._files.update(rec, mutate)
 
     def _journal(self, rec: dict[str, Any], key: str) -> None:
         self._files.journal(rec, key)
+
+    def _refresh_quietly(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # the store is away: the next poll tries again (ingest never waits on this)
+            self.refresh_errors += 1
+            if time.monotonic() - self._warned_at > 60:
+                self._warned_at = time.monotonic()
+                log.warning("profile requests: cannot read the fleet's store (%s: %s); retrying every %.0f s",
+                            type(exc).__name__, exc, POLL_S)
+
+    def close(self) -> None:
+        if self._poll is not None:
+            self._poll.stop()
+        super().close()
+        if self._shared is not None:
+            self._shared.close()
+
+    def refresh(self) -> None:
+        """(a fleet, every second) What other servers changed: requests made or cancelled, processes' reports,
+        files, analyses; an analysis whose server died mid-way is taken over."""
+        if self._shared is None:
+            return
+        with self._lock:
+            changes = self._shared.poll()
+            for rid in changes.gone:
+                self._unindex(rid)
+            for rid, doc in changes.docs.items():
+                rec = self._records.get(rid)
+                if rec is None:
+                    rec = {"processes": {}, "files": {}}
+                self._shared.take(rec, doc)
+                self._index(rec)
+            for rid, part, body in changes.parts:
+                if rid in self._records:
+                    self._shared.merge_part(self._records[rid], part, body)
+            waiting = [rid for rid, rec in self._records.items() if self._analysis_due(rec)]
+        if self._analyze:
+            for rid in waiting:
+                self.enqueue(rid)
 
     # ------------------------------------------------------------------ requests
     def create(
@@ -182,10 +215,8 @@ class ProfileBook(TraceAnalysis):
                     f"run {project}/{experiment_name} already has {len(active)} active profile requests",
                     hint="cancel one (`rl-insight profile cancel ID`) or wait for them to finish",
                 )
-            self._records[rid] = rec
-            self._requests[rid] = request
-            self._by_run.setdefault((project, experiment_name), []).append(rid)
-            self._save(rec)
+            self._files.create(rec)
+            self._index(rec)
         return self.describe(rec)
 
     def get(self, rid: str) -> dict[str, Any]:
@@ -193,6 +224,10 @@ class ProfileBook(TraceAnalysis):
 
     def _record(self, rid: str) -> dict[str, Any]:
         rec = self._records.get(rid)
+        if rec is None and self._shared is not None and REQUEST_ID.match(rid):  # made on another server just now
+            rec = self._shared.fetch(rid)
+            if rec is not None:
+                self._index(rec)
         if rec is None:
             raise NotFoundError(f"no profile request {rid!r}", hint="`rl-insight profile list` shows them")
         return rec
@@ -205,11 +240,15 @@ class ProfileBook(TraceAnalysis):
         return sorted(out, key=lambda r: r["created_at"], reverse=True)
 
     def cancel(self, rid: str) -> dict[str, Any]:
+        def cancel(r: dict[str, Any]) -> bool:
+            if _state(r) not in ("pending", "running"):
+                return False
+            r["cancelled_at"] = _now()
+            return True
+
         with self._lock:
             rec = self._record(rid)
-            if _state(rec) in ("pending", "running"):
-                rec["cancelled_at"] = _now()
-                self._save(rec)
+            self._update(rec, cancel)
         return self.describe(rec)
 
     def describe(self, rec: dict[str, Any]) -> dict[str, Any]:
@@ -229,12 +268,19 @@ class ProfileBook(TraceAnalysis):
         if ended is None or _now() - ended < PASSED_GRACE_S:
             return False
         clock = self.clock.current(req["project"], req["experiment_name"])
+        passed = {"at": _now(), "message": f"step {req['steps'][0]} ended (the run is at step "
+                  f"{clock[0] if clock else '?'}) before any process of the run took the request: none "
+                  "matched it, or none heard of it in time"}
+
+        def mark(r: dict[str, Any]) -> bool:
+            if r.get("passed") is not None or r["processes"] or r["cancelled_at"] is not None:
+                return False
+            r["passed"] = passed
+            return True
+
         with self._lock:
-            rec["passed"] = {"at": _now(), "message": f"step {req['steps'][0]} ended (the run is at step "
-                             f"{clock[0] if clock else '?'}) before any process of the run took the request: none "
-                             "matched it, or none heard of it in time"}
-            self._save(rec)
-        return True
+            self._update(rec, mark)
+        return rec.get("passed") is not None
 
     def profiled_steps(self, project: str, experiment_name: str) -> builtins.list[int]:
         """The steps a profiling window covered in some process of the run: disturbed by the profiler."""
@@ -264,40 +310,12 @@ class ProfileBook(TraceAnalysis):
     def report(self, rid: str, body: dict[str, Any]) -> dict[str, Any]:
         """Record what one process did; the answer is that process's entry and the request's state (never the
         whole request: a report costs the same with 1,000 processes as with one)."""
-        state = body.get("state")
-        if state not in PROCESS_STATES:
-            raise InvalidInputError(f"state must be one of {', '.join(PROCESS_STATES)}, found {str(state)[:40]!r}")
-        proc = body.get("process")
-        pid = whole_number(proc.get("pid")) if isinstance(proc, dict) else None
-        if (
-            not isinstance(proc, dict)
-            or not isinstance(proc.get("host"), str)
-            or pid is None
-            or not 0 <= pid <= INT64_MAX
-        ):
-            raise InvalidInputError("process must be an object with host (string) and pid (non-negative integer)")
-        rank = whole_number(proc.get("rank"))
-        if proc.get("rank") is not None and not (rank is not None and 0 <= rank < MAX_RANK):
-            raise InvalidInputError(f"process rank must be an integer in [0, {MAX_RANK}), found "
-                                    f"{str(proc.get('rank'))[:40]!r}")
-        key = f"{proc['host'][:128]}:{pid}"
-        entry = {
-            "host": proc["host"][:128],
-            "pid": pid,
-            "rank": rank,
-            "lanes": [str(x)[:256] for x in proc.get("lanes", [])[:64]] if isinstance(proc.get("lanes"), list) else [],
-            "roles": [str(x)[:128] for x in proc.get("roles", [])[:16]] if isinstance(proc.get("roles"), list) else [],
-            "state": state,
-            "message": str(body.get("message") or "")[:2000],
-            "updated_at": _now(),
-        }
-        if body.get("window") is not None:
-            try:
-                entry["window"] = profile_window(body["window"])
-            except ValueError as exc:
-                raise InvalidInputError(str(exc)) from None
-        if isinstance(body.get("file"), str) and FILE_NAME.match(body["file"]):
-            entry["file"] = body["file"]
+        try:
+            key, entry = decode_process_report(body, lambda name: bool(FILE_NAME.match(name)))
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+        entry["updated_at"] = _now()
+        state = entry["state"]
         with self._lock:
             rec = self._record(rid)
             procs = rec["processes"]
@@ -377,15 +395,15 @@ class ProfileBook(TraceAnalysis):
             size += len(data)
             complete = size == total
             if complete:
-                final = self._dir(rid) / name
-                os.replace(partial, final)
-                rec["analysis"] = {"state": "pending"}  # new input: analysed again (attempts start over)
+                os.replace(partial, self._dir(rid) / name)
             first = done is None
             rec["files"][name] = {"bytes": size, "total": total, "complete": complete, "updated_at": _now()}
             if complete or first:  # the declared total is what later chunks are held to; progress is `.partial`'s size
-                self._save(rec)
+                self._files.put_file(rec, name)
+            if complete:  # new input: analysed again (attempts start over)
+                self._update(rec, lambda r: _set_analysis_state(r, {"state": "pending"}))
         if complete and self._analyze:
-            self._work.put(rid)
+            self.enqueue(rid)
         return {"size": size, "complete": complete}
 
     def file(self, rid: str, name: str) -> Path:
@@ -434,8 +452,8 @@ class ProfileBook(TraceAnalysis):
                     ids = self._by_run.get(_run_of(rec), [])
                     if rid in ids:
                         ids.remove(rid)
-                self._files.forget(rid)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
+            self._files.forget(rids)
         return len(rids)
 
     def forget_runs(self, drop: set[tuple[str, str]]) -> int:
@@ -446,7 +464,20 @@ class ProfileBook(TraceAnalysis):
                 self._records.pop(rid, None)
                 self._requests.pop(rid, None)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
+            self._files.forget(gone)
         return len(gone)
+
+    def _unindex(self, rid: str) -> None:
+        """A request another server deleted (with its run, by retention): forgotten here too."""
+        rec = self._records.pop(rid, None)
+        self._requests.pop(rid, None)
+        if rec is not None and rid in self._by_run.get(_run_of(rec), []):
+            self._by_run[_run_of(rec)].remove(rid)
+
+
+def _set_analysis_state(rec: dict[str, Any], analysis: dict[str, Any]) -> bool:
+    rec["analysis"] = analysis
+    return True
 
 
 def _run_of(rec: dict[str, Any]) -> tuple[str, str]:

@@ -9,6 +9,11 @@ On completion the snapshot is summarised (live/stack_groups.py: groups, the odd 
 moved since the run's previous snapshot) and written to `<data_dir>/stacks/<id>.json`; the stored form is what the
 API serves. A snapshot still pending at a server stop is completed at the next start with what it had, and says so.
 
+Several servers on one store (a fleet) keep the snapshots in the store instead (server/fleet/shared_book.py): a
+snapshot asked through one server is listed on the replies of every server its processes report to (each polls
+the store every tick), each answer is stored by the server that heard it, and whichever server completes the
+snapshot first (a compare-and-set) summarises every server's answers; the others take its copy.
+
 Bounds: a few pending per run; at most `MAX_KEPT_PER_RUN` kept per run (the oldest deleted); one report's size is
 bounded by the protocol, and once a snapshot holds `MAX_SNAPSHOT_BYTES` of reports later ones keep only the threads
 that hold lanes and the main thread. Retention deletes a run's snapshots with the run.
@@ -30,6 +35,7 @@ from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...fsutil import atomic_write
 from ...protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
 from ...protocol.profiles import process_selected
+from ..fleet.shared_book import SharedBook
 from . import stack_groups
 
 log = logging.getLogger("rl_insight.server.live.stacks")
@@ -44,7 +50,7 @@ COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous o
 
 class StackBook:
     def __init__(self, root: Path, processes: Callable[[str, str], list[dict[str, Any]]],
-                 tick_s: float = 0.5) -> None:
+                 tick_s: float = 0.5, shared: SharedBook | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self._processes = processes  # the live processes of a run (ClientTracker.processes)
@@ -53,6 +59,8 @@ class StackBook:
         self._requests: dict[str, StackRequest] = {}  # pending id -> the request the replies list
         self._bytes: dict[str, int] = {}
         self.on_complete: list[Callable[[dict[str, Any]], None]] = []
+        self._shared = shared  # a fleet's store, or None: files under root
+        self._warned_at = 0.0
         self._load()
         self._ticker = Periodic("stack-snapshots", tick_s, self.tick)
 
@@ -67,6 +75,10 @@ class StackBook:
         return self.root / f"{sid}.json"
 
     def _load(self) -> None:
+        if self._shared is not None:
+            for snap in self._shared.load():
+                self._index(snap)
+            return
         for f in sorted(self.root.glob("*.json")):
             if not SNAPSHOT_ID.match(f.stem):
                 continue
@@ -85,6 +97,36 @@ class StackBook:
     def _save(self, snap: dict[str, Any]) -> None:
         atomic_write(self._path(snap["id"]), json.dumps(snap, separators=(",", ":")), 0o600)
 
+    def _index(self, snap: dict[str, Any]) -> None:
+        """A snapshot from the fleet's store into the book (another server's, or this one's before a restart)."""
+        self._snaps[snap["id"]] = snap
+        if snap["state"] == "pending":
+            self._requests[snap["id"]] = StackRequest.from_wire(snap["request"])
+            self._bytes.setdefault(snap["id"], 0)
+        else:
+            self._requests.pop(snap["id"], None)
+            self._bytes.pop(snap["id"], None)
+
+    def refresh(self) -> None:
+        """(a fleet, every tick) Snapshots other servers asked for, answers they heard, snapshots they completed."""
+        if self._shared is None:
+            return
+        changes = self._shared.poll()
+        with self._lock:
+            for sid in changes.gone:
+                self._snaps.pop(sid, None)
+                self._requests.pop(sid, None)
+                self._bytes.pop(sid, None)
+            for sid, doc in changes.docs.items():
+                snap = self._snaps.get(sid)
+                if snap is None:
+                    snap = self._shared.record_of(doc)
+                else:
+                    self._shared.take(snap, doc)
+                self._index(snap)
+            for sid, part, body in changes.parts:
+                if sid in self._snaps:
+                    self._shared.merge_part(self._snaps[sid], part, body)
     # ------------------------------------------------------------------ asking
     def create(self, project: str, experiment_name: str, *, run_id: int | None = None, lanes: Sequence[str] = (),
                roles: Sequence[str] = (), ranks: Sequence[int] = (), native: bool = False,
@@ -118,7 +160,10 @@ class StackBook:
             self._snaps[sid] = snap
             self._requests[sid] = request
             self._bytes[sid] = 0
-        self._save(snap)
+        if self._shared is not None:
+            self._shared.create(snap)
+        else:
+            self._save(snap)
         return self.describe(snap)
 
     def for_client(self, project: str | None, experiment_name: str | None) -> list[StackRequest]:
@@ -149,6 +194,8 @@ class StackBook:
             self._bytes[sid] += size
             rep["received_at"] = time.time()
             snap["reports"][key] = rep
+            if self._shared is not None:
+                self._shared.put_part(snap, "reports", key)
             expected = {f"{p['host']}:{p['pid']}" for p in snap["expected"]}
             done = expected <= set(snap["reports"])
         if done:
@@ -156,29 +203,50 @@ class StackBook:
         return {"id": sid, "state": snap["state"], "process": key}
 
     def tick(self, now: float | None = None) -> int:
-        """Complete the snapshots whose deadline passed; returns how many."""
+        """Complete the snapshots whose deadline passed, or (a fleet) whose processes all answered, some through
+        other servers; returns how many."""
+        try:
+            self.refresh()
+        except Exception as exc:  # the store is away: snapshots of this server's own processes still complete
+            if time.monotonic() - self._warned_at > 60:
+                self._warned_at = time.monotonic()
+                log.warning("stack snapshots: cannot read the fleet's store (%s: %s)", type(exc).__name__, exc)
         now = time.time() if now is None else now
         with self._lock:
-            due = [s for s in self._snaps.values() if s["state"] == "pending" and s["deadline_at"] <= now]
+            due = [s for s in self._snaps.values() if s["state"] == "pending" and (
+                s["deadline_at"] <= now or {f"{p['host']}:{p['pid']}" for p in s["expected"]} <= set(s["reports"]))]
         for snap in due:
             self._complete(snap)
         return len(due)
 
     def _complete(self, snap: dict[str, Any]) -> None:
+        if self._shared is not None and snap["state"] == "pending":  # every server's answers, for the summary
+            stored = self._shared.records.fetch(snap["id"])
+            if stored is not None:
+                with self._lock:
+                    for part, body in stored.parts.items():
+                        self._shared.merge_part(snap, part, body)
         with self._lock:
-            if snap["state"] != "pending":
-                return
-            snap["state"] = "complete"
-            self._requests.pop(snap["id"], None)
-            self._bytes.pop(snap["id"], None)
-            answered = set(snap["reports"])
-            snap["missing"] = [p for p in snap["expected"] if f"{p['host']}:{p['pid']}" not in answered]
             previous = max((s for s in self._snaps.values() if s is not snap and s["state"] == "complete"
                             and _run(s) == _run(snap) and 0 < snap["created_at"] - s["created_at"] <= COMPARE_WITHIN_S),
                            key=lambda s: s["created_at"], default=None)
-        snap["completed_at"] = time.time()
-        stack_groups.summarise(snap, previous, time.time_ns())
-        self._save(snap)
+
+            def finish(s: dict[str, Any]) -> bool:
+                if s["state"] != "pending":
+                    return False  # (another server of the fleet completed it first)
+                s["state"] = "complete"
+                answered = set(s["reports"])
+                s["missing"] = [p for p in s["expected"] if f"{p['host']}:{p['pid']}" not in answered]
+                s["completed_at"] = time.time()
+                stack_groups.summarise(s, previous, time.time_ns())
+                return True
+
+            done = finish(snap) and (self._shared is None or self._shared.update(snap, finish))
+            self._index(snap)
+        if not done:
+            return
+        if self._shared is None:
+            self._save(snap)
         self._prune(_run(snap))
         for callback in self.on_complete:
             try:
@@ -193,12 +261,22 @@ class StackBook:
             gone = kept[:max(0, len(kept) - MAX_KEPT_PER_RUN)]
             for s in gone:
                 self._snaps.pop(s["id"], None)
-        for s in gone:
-            self._path(s["id"]).unlink(missing_ok=True)
+        self._delete([s["id"] for s in gone])
+
+    def _delete(self, sids: list[str]) -> None:
+        if self._shared is not None:
+            self._shared.forget(sids)
+        for sid in sids:
+            self._path(sid).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
     def _get(self, sid: str) -> dict[str, Any]:
         snap = self._snaps.get(sid) if SNAPSHOT_ID.match(sid) else None
+        if snap is None and self._shared is not None and SNAPSHOT_ID.match(sid):  # asked on another server just now
+            snap = self._shared.fetch(sid)
+            if snap is not None:
+                with self._lock:
+                    self._index(snap)
         if snap is None:
             raise NotFoundError(f"no stack snapshot {sid!r}", hint="`rl-insight stacks --run RUN --list` lists them")
         return snap
@@ -248,8 +326,7 @@ class StackBook:
             for sid in gone:
                 self._snaps.pop(sid, None)
                 self._requests.pop(sid, None)
-        for sid in gone:
-            self._path(sid).unlink(missing_ok=True)
+        self._delete(gone)
         return len(gone)
 
 

@@ -63,7 +63,7 @@ def build_router(st: AppState) -> APIRouter:
                 raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
                                     hint="check the name (`rl-insight server experiments list`), or ask before the "
                                          "job starts with wait_for_run (`profile request --before-start`)")
-        live = st.clients.processes(project, experiment)
+        live = st.run_processes(project, experiment)
         if live and not body.roles:  # roles can come from a process's environment, which the server does not see
             from ...protocol.profiles import process_selected
             from ..live.stacks import refusal

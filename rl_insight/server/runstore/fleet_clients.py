@@ -3,18 +3,33 @@ servers, one store): the latest sighting wins a row, so a server's older view ne
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Sequence
 
-_PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_name, last_seen) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (client_id) DO UPDATE SET server = excluded.server, project = excluded.project, "
-            "experiment_name = excluded.experiment_name, last_seen = excluded.last_seen "
-            "WHERE fleet_clients.last_seen <= excluded.last_seen")
+_PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_name, last_seen, process) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET server = excluded.server, "
+            "project = excluded.project, experiment_name = excluded.experiment_name, last_seen = excluded.last_seen, "
+            "process = excluded.process WHERE fleet_clients.last_seen <= excluded.last_seen")
 
 
-def publish(conn: Any, server: str, clients: list[tuple[str, str | None, str | None, float]]) -> None:
-    """(client id, project, experiment_name, last seen in unix seconds) of `server`'s live clients."""
+def publish(conn: Any, server: str, clients: Sequence[Sequence[Any]]) -> None:
+    """(client id, project, experiment_name, last seen in unix seconds[, the process's description]) of `server`'s
+    live clients."""
     if clients:
-        conn.executemany(_PUBLISH, [(cid, server, p, e, seen) for cid, p, e, seen in clients])
+        conn.executemany(_PUBLISH, [(c[0], server, c[1], c[2], c[3], json.dumps(c[4]) if len(c) > 4 else None)
+                                    for c in clients])
+
+
+def processes_elsewhere(conn: Any, server: str, run: tuple[str, str], since: float) -> list[dict[str, Any]]:
+    """The run's processes other servers have seen since `since`, as they described them."""
+    out = []
+    for (process,) in conn.execute("SELECT process FROM fleet_clients WHERE project = ? AND experiment_name = ? AND "
+                                   "last_seen >= ? AND server != ? AND process IS NOT NULL", (*run, since, server)):
+        try:
+            out.append(json.loads(process))
+        except ValueError:
+            continue
+    return out
 
 
 def seen_elsewhere(conn: Any, server: str, client_ids: list[str]) -> set[str]:

@@ -23,13 +23,13 @@ from typing import Any, Iterable, Sequence
 from ...errors import MissingExtraError, StoreError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
-from .schema import APPLICATION_ID, DDL, FLEET_DDL, SCHEMA_VERSION
+from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, SCHEMA_VERSION
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
 # version -> what brings version-1 to it (DDL in SQLite's dialect, `;`-separated, typed as postgres_ddl types it);
 # version 5 is the first on PostgreSQL
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL}
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7}
 FIRST_POSTGRES_VERSION = 5
 
 

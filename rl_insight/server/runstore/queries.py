@@ -69,14 +69,15 @@ def get_run(
     return _run_dict(row, time.time(), live_window_s)
 
 
-def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, float, tuple]]:
+def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, float, bool, tuple]]:
     """States stored as started and never ended, across runs (at boot: what the previous boot left open):
-    (project, experiment_name, the run's last_seen, (id, trace_id, parent_id, name, lane, start_ns, attributes))."""
+    (project, experiment_name, the run's last_seen, whether the run is marked finished,
+    (id, trace_id, parent_id, name, lane, start_ns, attributes))."""
     rows = conn.execute(
-        "SELECT r.project, r.experiment_name, r.last_seen, s.id, s.trace_id, s.parent_id, s.name, s.lane, s.start_ns, "
-        "s.attributes FROM runs r JOIN spans s ON s.run_id = r.id AND s.end_ns IS NULL WHERE s.kind = 'state' LIMIT ?",
-        (limit,))
-    return [(p, e, seen, tuple(rest)) for p, e, seen, *rest in rows]
+        "SELECT r.project, r.experiment_name, r.last_seen, r.finished_at, s.id, s.trace_id, s.parent_id, s.name, "
+        "s.lane, s.start_ns, s.attributes FROM runs r JOIN spans s ON s.run_id = r.id AND s.end_ns IS NULL "
+        "WHERE s.kind = 'state' LIMIT ?", (limit,))
+    return [(p, e, seen, finished is not None, tuple(rest)) for p, e, seen, finished, *rest in rows]
 
 
 def has_open_spans(conn: sqlite3.Connection, run_id: int) -> bool:

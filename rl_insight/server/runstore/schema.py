@@ -17,11 +17,13 @@ from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
-    6  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+    7  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 )
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
-# store: which server each client process reports to now, server/fleet/registry.py)
+# store: which server each client process reports to now, server/fleet/registry.py); 7: fleet_records (what the
+# servers of a fleet share besides runs: profile requests, stack snapshots, server/fleet/records.py) and
+# fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks)
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -29,10 +31,30 @@ CREATE TABLE IF NOT EXISTS fleet_clients (
     server TEXT NOT NULL,
     project TEXT,
     experiment_name TEXT,
-    last_seen REAL NOT NULL
+    last_seen REAL NOT NULL,
+    process TEXT
 );
 CREATE INDEX IF NOT EXISTS fleet_clients_by_run ON fleet_clients (project, experiment_name, last_seen);
 """
+
+# a record (part '') and its parts ('process:HOST:PID', 'file:NAME'), each a JSON body; a record's version moves on
+# every change of it (compare-and-set), a part's changed_at (unix seconds) tells the other servers what to read again
+RECORDS_DDL = """
+CREATE TABLE IF NOT EXISTS fleet_records (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    part TEXT NOT NULL,
+    project TEXT,
+    experiment_name TEXT,
+    body TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    changed_at REAL NOT NULL,
+    PRIMARY KEY (kind, id, part)
+);
+CREATE INDEX IF NOT EXISTS fleet_records_changed ON fleet_records (kind, changed_at);
+"""
+# what version 7 adds to a version-6 store (on PostgreSQL, runstore/postgres.py MIGRATIONS)
+FLEET_V7 = RECORDS_DDL + "ALTER TABLE fleet_clients ADD COLUMN IF NOT EXISTS process TEXT;\n"
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -175,7 +197,7 @@ CREATE INDEX IF NOT EXISTS llm_requests_by_parent ON llm_requests (run_id, paren
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
-""" + FLEET_DDL
+""" + FLEET_DDL + RECORDS_DDL
 
 
 QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the background, after the server is ready
@@ -223,6 +245,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
             if col == "max_span_ns":  # one scan, once: window queries are bounded by each run's longest span
                 conn.execute("UPDATE runs SET max_span_ns = (SELECT max(end_ns - start_ns) FROM spans WHERE run_id = "
                              "runs.id)")
+    if "process" not in {r[1] for r in conn.execute("PRAGMA table_info(fleet_clients)")}:  # version 6 -> 7
+        conn.execute("ALTER TABLE fleet_clients ADD COLUMN process TEXT")
     # version 1 -> 2: the timeline scan reads a covering index (no table lookups) instead of (run_id, lane, start_ns)
     conn.execute("DROP INDEX IF EXISTS spans_by_lane")
     # version 3 -> 4: (series, time) unique, so a resent sample is stored once; copies stored before are removed first

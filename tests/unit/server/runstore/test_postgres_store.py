@@ -112,7 +112,7 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
         conn.close()
 
 
-def test_a_version_5_store_gains_the_fleet_registry(postgres_url: str) -> None:
+def test_a_version_5_store_gains_the_fleet_tables(postgres_url: str) -> None:
     loc = parse_store(postgres_url, Path("."))
     w = RunStoreWriter(loc)
     w.put_samples(_samples(3))
@@ -120,11 +120,13 @@ def test_a_version_5_store_gains_the_fleet_registry(postgres_url: str) -> None:
     w.close()
     with _raw(postgres_url) as c:  # as version 5 left it
         c.execute("DROP TABLE fleet_clients")
+        c.execute("DROP TABLE fleet_records")
         c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
     RunStoreWriter(loc).close()
     with _raw(postgres_url) as c:
-        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "6"
+        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "7"
         assert c.execute("SELECT count(*) FROM fleet_clients").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
 
 

@@ -106,7 +106,7 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     w.close()
     from rl_insight.server.runstore.schema import SCHEMA_VERSION
 
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def test_config_reaches_the_run_api_and_again_after_a_server_restart(server, monkeypatch: pytest.MonkeyPatch) -> None:

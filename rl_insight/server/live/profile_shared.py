@@ -1,0 +1,39 @@
+"""Profile requests kept in a fleet's store (server/fleet/shared_book.py), behind the methods of their files on
+disk (live/profile_files.py): several ingest servers on one store see the same requests, statuses and files.
+
+A request is one record (the request, its origin, cancellation, analysis); each process's report and each
+uploaded file is a part of it, written by the server that heard it. The traces themselves lie in the profiles
+directory every server of the fleet mounts (`--shared-dir`, docs/scale.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol import PROCESS_TERMINAL
+from ..fleet.records import SharedRecords
+from ..fleet.shared_book import SharedBook
+
+KIND = "profile"
+
+
+def _merge(rec: dict[str, Any], field: str, key: str, body: Any) -> None:
+    """A process's entry another server wrote; a finished process is never reopened by a late report."""
+    mine = rec[field].get(key)
+    if field == "processes" and mine and mine.get("state") in PROCESS_TERMINAL and \
+            body.get("state") not in PROCESS_TERMINAL:
+        return
+    rec[field][key] = body
+
+
+class SharedRequests(SharedBook):
+    def __init__(self, records: SharedRecords) -> None:
+        super().__init__(records, lambda r: r["request"]["id"],
+                         lambda r: (r["request"]["project"], r["request"]["experiment_name"]),
+                         ("processes", "files"), _merge)
+
+    def journal(self, rec: dict[str, Any], key: str) -> None:
+        self.put_part(rec, "processes", key)
+
+    def put_file(self, rec: dict[str, Any], name: str) -> None:
+        self.put_part(rec, "files", name)
