@@ -115,10 +115,11 @@ class AppState:
         self.registry.register(StoreCollector(self.store))
         self.metrics = ServerMetrics(self.registry)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
-        self.experiments = ExperimentBook(self.targets)
         self.writer = RunStoreWriter(config.store_location, retention_days=config.store_retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_location) if self.writer is not None else None
+        # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
+        self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
         self.insight = (
             InsightService(
                 self.reader,
@@ -216,6 +217,14 @@ class AppState:
                 }
             await asyncio.sleep(0.5)
 
+    def _shared_targets(self) -> Any:
+        """On a PostgreSQL store, the scrape targets and experiments as one document the fleet shares."""
+        if self.writer is None or self.writer.location.kind != "postgresql":
+            return None
+        from .fleet.records import SharedDocument, SharedRecords
+
+        return SharedDocument(SharedRecords(self.writer.location, "targets"), "fleet")
+
     def _shared_book(self, kind: str) -> Any:
         """On a PostgreSQL store, profile requests and stack snapshots live in the store: every server of the fleet
         sees them (None: files under data_dir, one server)."""
@@ -263,6 +272,7 @@ class AppState:
         lease = FleetLease(location, self.boot_id)
         fleet = FleetCoordinator(FleetRegistry(location, self.boot_id), lease, self.clients, self.store, reader,
                                  self._close_cut_short, self._mark_finished, self.config.client_silence_s)
+        fleet.on_tick.append(self.experiments.refresh)  # another server's targets into this one's file_sd
         self.writer.lead = lambda: lease.held
         if self.insight is not None:
             self.insight.lead = lambda: lease.held

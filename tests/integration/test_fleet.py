@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from rl_insight.protocol.limits import ROUTE_TARGETS
 from tests.conftest import debian_binary, free_port, wait_until
 from tests.forwarding import Forwarder
 
@@ -274,3 +275,23 @@ def test_a_stack_snapshot_asked_on_one_server_gets_the_processes_of_both(fleet: 
         for p in hung:
             p.kill()
             p.wait(10)
+
+
+def test_a_target_registered_and_archived_through_one_server_reaches_the_other(fleet: dict[str, Any]) -> None:
+    a_url, b_url = fleet["a_url"], fleet["b_url"]
+    r = httpx.post(a_url + ROUTE_TARGETS, headers=H, timeout=30, json={
+        "targets": ["10.1.2.3:9100"], "job_name": "node", "project": "p", "experiment_name": "e"})
+    assert r.status_code == 200, r.text
+
+    def on_b() -> list[str]:
+        return [t["target"] for t in httpx.get(b_url + "/api/v1/targets", headers=H, timeout=30).json()["targets"]]
+
+    wait_until(lambda: on_b() == ["10.1.2.3:9100"], timeout=15, what="b's scrape targets to hold a's registration")
+    r = httpx.post(b_url + "/api/v1/experiments/archive", headers=H, timeout=60,
+                   json={"project": "p", "experiment_name": "e"})
+    assert r.status_code == 200 and r.json()["state"] == "archived", r.text
+    wait_until(lambda: httpx.get(a_url + "/api/v1/targets", headers=H, timeout=30).json()["targets"] == [],
+               timeout=15, what="a to stop scraping the experiment b archived")
+    r = httpx.post(a_url + ROUTE_TARGETS, headers=H, timeout=30, json={
+        "targets": ["10.1.2.4:9100"], "project": "p", "experiment_name": "e"})
+    assert r.status_code == 409, r.text  # archived for the whole fleet

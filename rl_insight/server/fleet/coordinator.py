@@ -1,6 +1,6 @@
 """The fleet loop of one ingest server (several servers, one PostgreSQL store), every `interval_s`:
 
-1. publish this server's live clients to the registry;
+1. publish this server's live clients to the registry, and read again what else the fleet shares (scrape targets);
 2. clients another server has seen since moved: stop tracking them (nothing of theirs is cut short or finished
    here) and take the series only they fed off this server's /metrics, so that Prometheus, which scrapes every
    server, counts them once;
@@ -41,6 +41,7 @@ class FleetCoordinator:
         self.closed = 0  # states the janitor closed
         self.ended = 0  # runs the janitor marked finished
         self.errors = 0
+        self.on_tick: list[Callable[[], None]] = []  # other shared state read again each round (scrape targets)
         self._loop = Periodic("fleet", interval_s, self.tick)
 
     @property
@@ -68,6 +69,13 @@ class FleetCoordinator:
         except Exception as exc:  # the store is away: the next round tries again
             self.errors += 1
             log.warning("fleet registry round failed: %s: %s", type(exc).__name__, exc)
+        for refresh in self.on_tick:
+            try:
+                refresh()
+            except Exception as exc:
+                self.errors += 1
+                log.warning("fleet round: %s failed: %s: %s", getattr(refresh, "__qualname__", refresh),
+                            type(exc).__name__, exc)
         if self.lease.refresh():
             try:
                 self.tidy()

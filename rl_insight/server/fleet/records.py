@@ -7,7 +7,7 @@ records whose version moved are read again whole, parts changed since the last p
 transactions that committed late and clocks a little apart) are merged, records gone from the store are dropped.
 A change to a record is a compare-and-set on its version (`update`): when another server changed it first the
 caller gets the stored copy back and reapplies its change, so concurrent changes (a cancel here, a finished
-analysis there) are both kept.
+analysis there) are both kept. `SharedDocument` is one such record the whole fleet edits (the scrape targets).
 
 Invariant: the store being away never reaches ingest — a failed poll is counted and retried; a failed write is
 the caller's error (the API answers 503 and the caller retries).
@@ -138,3 +138,42 @@ class SharedRecords:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+class SharedDocument:
+    """One record the whole fleet shares (the scrape targets and experiments): `pull` gives it when another server
+    changed it since, `push` stores this server's copy if nobody changed it meanwhile (else: pull and redo)."""
+
+    def __init__(self, records: SharedRecords, rid: str) -> None:
+        self.records, self.rid = records, rid
+        self._base = -1  # the version this server's copy was made from; -1: none yet (read it whole)
+
+    def pull(self) -> dict[str, Any] | None:
+        """The stored body, when it moved past this server's copy (None: unchanged, or nothing stored yet)."""
+        doc = self.records.fetch(self.rid)
+        if doc is None or doc.version == self._base:
+            return None
+        self._base = doc.version
+        return doc.body
+
+    def exists(self) -> bool:
+        return self._base > 0 or self.records.fetch(self.rid) is not None
+
+    def push(self, body: dict[str, Any]) -> bool:
+        """Stored (True), or another server changed it first (False: pull, apply the change again, push)."""
+        try:
+            if self._base <= 0:
+                try:
+                    self._base = self.records.create(self.rid, ("", ""), body).version
+                    return True
+                except Exception:  # another server created it first (a unique key); its copy is read next
+                    self._base = -1
+                    return False
+            if self.records.update(self.rid, body, self._base) is None:
+                self._base += 1
+                return True
+            self._base = -1
+            return False
+        except Exception:
+            self._base = -1  # the store is away: this copy is read again whole once it is back
+            raise

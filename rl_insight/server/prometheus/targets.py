@@ -302,6 +302,17 @@ class TargetRegistry:
                 self._targets = previous
                 raise
 
+    def replace_all(self, targets: Iterable[Target]) -> None:
+        """Every target replaced (a fleet's shared copy, server/prometheus/experiments.py); written atomically."""
+        with self._lock:
+            previous = self._targets
+            self._targets = {(t.job, t.address): t for t in targets}
+            try:
+                self._write()
+            except StoreError:
+                self._targets = previous
+                raise
+
     def list(self, job: str | None = None) -> list[Target]:
         with self._lock:
             return [t for _, t in sorted(self._targets.items()) if job is None or t.job == job]

@@ -66,8 +66,8 @@ def build_router(st: AppState) -> APIRouter:
                              project: Optional[str] = Query(None, max_length=2048),
                              experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
         """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets."""
-        removed = await run_in_threadpool(lambda: st.targets.remove(target=target, job=job, project=project,
-                                                                    experiment_name=experiment_name))
+        removed = await run_in_threadpool(lambda: st.experiments.remove(target=target, job=job, project=project,
+                                                                        experiment_name=experiment_name))
         return {"status": "ok", "removed": removed}
 
     router = APIRouter()
