@@ -113,8 +113,9 @@ class ProfileBook(TraceAnalysis):
     def _index(self, rec: dict[str, Any]) -> None:
         rid = rec["request"]["id"]
         self._requests[rid] = ProfileRequest.from_wire(rec["request"])
-        if rid not in self._records:
-            self._by_run.setdefault(_run_of(rec), []).append(rid)
+        ids = self._by_run.setdefault(_run_of(rec), [])
+        if rid not in ids:  # (a request read from the store by two threads at once is listed once)
+            ids.append(rid)
         self._records[rid] = rec
 
     def _update(self, rec: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> bool:
