@@ -5,7 +5,7 @@ Invariants: the source is only read. Each chunk and the place it reached (`migra
 `rl_insight_meta`) commit together, so an interrupted move resumes where it stopped and copies nothing twice
 (inserts also skip rows already there). A destination that holds runs of its own (not from this source) is refused
 before anything is written: the ids would collide. At the end each table's rows are counted on both sides; a
-difference is an error naming the table.
+difference is an error naming the table. Then every table is analysed, so the planner knows the moved data at once.
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
     if short:
         raise StoreError(f"after the migration the row counts differ: {short} (source, destination)",
                          hint="run the same command again to resume; nothing in the source was changed")
+    for table, _, _ in TABLES:  # the planner's statistics now, not whenever autovacuum reaches a bulk-loaded table
+        dst.execute(f"ANALYZE {table}")  # (without them a step's distributions took 4x longer at 2M trajectories)
     _set_meta(dst, "migrate:done", json.dumps({t: c[1] for t, c in report.counts.items()}))
     return report
 
