@@ -81,15 +81,12 @@ def _row(r: tuple) -> dict[str, Any]:
 
 
 def steps(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
-    """The steps that have trajectories, newest first (index seeks, not a scan of every trajectory)."""
-    out: list[int] = []
-    row = conn.execute("SELECT max(step) FROM trajectories WHERE run_id = ?", (run_id,)).fetchone()
-    step = row[0] if row else None
-    while step is not None and len(out) < MAX_STEPS:
-        out.append(step)
-        step = conn.execute(
-            "SELECT max(step) FROM trajectories WHERE run_id = ? AND step < ?", (run_id, step)
-        ).fetchone()[0]
+    """The steps that have trajectories, newest first: one index seek per step (a skip scan written as a recursive
+    query, so a PostgreSQL store answers in one round trip, not one per step), not a scan of every trajectory."""
+    out = [int(r[0]) for r in conn.execute(
+        "WITH RECURSIVE s(step, n) AS (SELECT max(step), 1 FROM trajectories WHERE run_id = ? UNION ALL "
+        "SELECT (SELECT max(step) FROM trajectories WHERE run_id = ? AND step < s.step), s.n + 1 FROM s "
+        "WHERE s.step IS NOT NULL AND s.n < ?) SELECT step FROM s WHERE step IS NOT NULL", (run_id, run_id, MAX_STEPS))]
     without = (
         conn.execute("SELECT 1 FROM trajectories WHERE run_id = ? AND step IS NULL LIMIT 1", (run_id,)).fetchone()
         is not None

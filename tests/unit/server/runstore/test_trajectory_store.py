@@ -151,3 +151,17 @@ def test_a_schema_2_store_gains_the_trajectory_tables(tmp_path: Path) -> None:
         assert tq.steps(RunStoreReader(path).conn(), 1) == {"steps": [4], "without_step": False}
     finally:
         w.close()
+
+
+def test_the_steps_list_is_every_step_with_trajectories_newest_first(store) -> None:
+    w, r = store
+    spans = [span(f"g{i}", "gateway_generation", 10 * i, 10 * i + 5, lane=f"{LANE[:-1]}{i}",
+                  **{"monitor.trace_source": "gateway", "global_steps": step})
+             for i, step in enumerate((1, 2, 3, 5, 5, 2))]
+    w.put_spans([], spans)
+    assert w.flush(10)
+    assert tq.steps(r.conn(), 1) == {"steps": [5, 3, 2, 1], "without_step": False}
+    w.put_spans([], [span("late", "gateway_generation", 100, 200, lane=f"{LANE[:-1]}9",
+                          **{"monitor.trace_source": "gateway"})])  # a trajectory before the run had a step
+    assert w.flush(10)
+    assert tq.steps(r.conn(), 1)["without_step"] is True
