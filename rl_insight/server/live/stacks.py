@@ -227,22 +227,30 @@ class StackBook:
                     for part, body in stored.parts.items():
                         self._shared.merge_part(snap, part, body)
         with self._lock:
+            if snap["state"] != "pending":
+                return
+            snap["state"] = "complete"  # claimed here: later answers are refused, the ticker passes it by
+            self._requests.pop(snap["id"], None)
+            self._bytes.pop(snap["id"], None)
             previous = max((s for s in self._snaps.values() if s is not snap and s["state"] == "complete"
                             and _run(s) == _run(snap) and 0 < snap["created_at"] - s["created_at"] <= COMPARE_WITHIN_S),
                            key=lambda s: s["created_at"], default=None)
 
-            def finish(s: dict[str, Any]) -> bool:
-                if s["state"] != "pending":
-                    return False  # (another server of the fleet completed it first)
-                s["state"] = "complete"
-                answered = set(s["reports"])
-                s["missing"] = [p for p in s["expected"] if f"{p['host']}:{p['pid']}" not in answered]
-                s["completed_at"] = time.time()
-                stack_groups.summarise(s, previous, time.time_ns())
-                return True
+        def summarise(s: dict[str, Any]) -> bool:
+            """(outside the lock: grouping thousands of answers takes a while, and every ingest reply reads it)"""
+            s["state"] = "complete"
+            answered = set(s["reports"])
+            s["missing"] = [p for p in s["expected"] if f"{p['host']}:{p['pid']}" not in answered]
+            s["completed_at"] = time.time()
+            stack_groups.summarise(s, previous, time.time_ns())
+            return True
 
-            done = finish(snap) and (self._shared is None or self._shared.update(snap, finish))
-            self._index(snap)
+        summarise(snap)
+        done = True
+        if self._shared is not None:  # stored unless another server of the fleet completed it first (then: its copy)
+            done = self._shared.update(snap, lambda s: s["state"] == "pending" and summarise(s))
+            with self._lock:
+                self._index(snap)
         if not done:
             return
         if self._shared is None:
