@@ -58,6 +58,7 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     page.wait_for_function(
         f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {steps[1]}:')", timeout=10_000
     )
+    page.wait_for_selector(f"#traj-table table[data-step='{steps[1]}']")  # the table's rows are that step's too
     # slowest first by default, and both sources in one step: agent_loop_session lanes and MLflow traces
     durations = [_seconds(t) for t in _column(page, 2)]
     assert durations == sorted(durations, reverse=True)

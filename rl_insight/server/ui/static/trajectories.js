@@ -117,7 +117,10 @@ export class Trajectories {
   }
 
   async loadStats() {
-    const s = this.stats = await api(`/api/v1/runs/${this.runId}/trajectories/stats?${this.query.step === "none" ? "no_step=true" : "step=" + this.query.step}`);
+    const ticket = this.statsTicket = (this.statsTicket || 0) + 1;  // (the latest answer only, as loadPage)
+    const s = await api(`/api/v1/runs/${this.runId}/trajectories/stats?${this.query.step === "none" ? "no_step=true" : "step=" + this.query.step}`);
+    if (ticket !== this.statsTicket) return;
+    this.stats = s;
     const options = (sel, values, current) => {
       sel.replaceChildren(h("option", { value: "" }, "all"), ...values.map(v => h("option", { value: v }, v)));
       if (current && !values.includes(current)) sel.append(h("option", { value: current }, current));
@@ -144,9 +147,13 @@ export class Trajectories {
   }
 
   async loadPage() {
+    // answers can come back out of order (a refresh in flight when the user sorts): only the latest one is drawn,
+    // with the query it was asked with, so a header never says a sort its rows do not have
+    const ticket = this.pageTicket = (this.pageTicket || 0) + 1;
+    const q = { ...this.query };
     const p = await api(`/api/v1/runs/${this.runId}/trajectories?${this.params()}`);
+    if (ticket !== this.pageTicket) return;
     this.page = p;
-    const q = this.query;
     const head = h("tr", {}, ...TRAJ_COLUMNS.map(([key, label]) => h("th", key ? {
       class: "sortable" + (q.sort === key ? " sorted" : ""), "data-sort": key, title: "sort",
       onclick: () => this.set({ sort: key, desc: q.sort === key ? !q.desc : key !== "reward", offset: 0 }) } : {},
@@ -161,7 +168,7 @@ export class Trajectories {
       q.replica ? h("span", { class: "muted" }, `trajectories that ran on ${q.replica} at step ${p.step}, slowest first`) : null,
       q.sample ? h("button", { id: "traj-sample-clear", title: "show every sample again", onclick: () => this.set({ sample: "", offset: 0 }) },
         `sample ${q.sample} ✕`) : null);
-    this.table.replaceChildren(h("table", { class: "grid traj" }, head, ...rows), pager);
+    this.table.replaceChildren(h("table", { class: "grid traj", "data-step": String(p.step) }, head, ...rows), pager);
     if (this.wanted !== undefined) { const id = this.wanted; delete this.wanted; await this.show(id).catch(() => this.show(p.trajectories[0]?.id)); }
     else if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
     else if (!p.trajectories.length) this.waterfall.replaceChildren();
