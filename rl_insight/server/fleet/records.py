@@ -156,9 +156,6 @@ class SharedDocument:
         self._base = doc.version
         return doc.body
 
-    def exists(self) -> bool:
-        return self._base > 0 or self.records.fetch(self.rid) is not None
-
     def push(self, body: dict[str, Any]) -> bool:
         """Stored (True), or another server changed it first (False: pull, apply the change again, push)."""
         try:

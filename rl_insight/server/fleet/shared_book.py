@@ -90,6 +90,12 @@ class SharedBook:
             self.merge_part(rec, part, body)
         self._base[self.id_of(rec)] = doc.version
 
+    def read_parts(self, rec: Record) -> None:
+        """Every part the store holds of `rec` merged into it (what other servers heard, before summing it up)."""
+        doc = self.records.fetch(self.id_of(rec))
+        for part, body in (doc.parts.items() if doc is not None else ()):
+            self.merge_part(rec, part, body)
+
     def put_part(self, rec: Record, field: str, key: str) -> None:
         self.records.put_parts(self.id_of(rec), self.run_of(rec), {f"{field}:{key}": rec[field][key]})
 

@@ -30,7 +30,7 @@ class TraceAnalysis:
     _records: dict[str, dict[str, Any]]
     analysis_timeout_s: float
     analysis_max_memory_bytes: int
-    _shared_records: bool  # in a fleet's store (another server may run an analysis)
+    _shared: Any  # a fleet's store (another server may run an analysis), or None
     _update: Callable[[dict[str, Any], Callable[[dict[str, Any]], bool]], bool]
     _dir: Callable[[str], Path]
     sweep: Callable[..., int]
@@ -130,7 +130,7 @@ class TraceAnalysis:
         if analysis.get("state") == "pending":
             return True
         started = analysis.get("started_at")
-        return (analysis.get("state") == "running" and self._shared_records
+        return (analysis.get("state") == "running" and self._shared is not None
                 and isinstance(started, (int, float))
                 and time.time() - started > self.analysis_timeout_s + TAKEOVER_GRACE_S)
 

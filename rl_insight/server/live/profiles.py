@@ -85,7 +85,6 @@ class ProfileBook(TraceAnalysis):
         # where the records live: request.json and a process journal per request, or a fleet's store
         self._files: RequestFiles | SharedRequests = shared or RequestFiles(root, lambda d: bool(REQUEST_ID.match(d)))
         self._shared = shared
-        self._shared_records = shared is not None
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}

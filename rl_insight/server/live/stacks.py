@@ -221,11 +221,8 @@ class StackBook:
 
     def _complete(self, snap: dict[str, Any]) -> None:
         if self._shared is not None and snap["state"] == "pending":  # every server's answers, for the summary
-            stored = self._shared.records.fetch(snap["id"])
-            if stored is not None:
-                with self._lock:
-                    for part, body in stored.parts.items():
-                        self._shared.merge_part(snap, part, body)
+            with self._lock:
+                self._shared.read_parts(snap)
         with self._lock:
             if snap["state"] != "pending":
                 return
