@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import free_port, machine, timed
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 
 S = 10**9
@@ -121,7 +121,8 @@ def main() -> None:
     conn = r.conn()
     lo, hi = conn.execute("SELECT min(start_ns), max(end_ns) FROM spans").fetchone()
     res = (hi - lo) // 1500
-    t, out = timed(lambda: q.spans_window(conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, limit=2_000_000), runs=3)
+    t, out = timed(lambda: timeline.spans_window(
+        conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, limit=2_000_000), runs=3)
     print(f"  timeline, whole hour, all {args.lanes} lanes, resolution {res / S:.2f}s (1500 px): {t * 1000:.0f} ms, "
           f"{len(out['spans']):,} entries")
     t, lanes = timed(lambda: q.lanes(conn, 1), runs=3)
@@ -129,9 +130,11 @@ def main() -> None:
     t, _ = timed(lambda: q.lanes(conn, 1, counts=True), runs=3)
     print(f"  lane list with span counts (full scan): {t * 1000:.0f} ms")
     page = [x["lane"] for x in lanes[:64]]
-    t, out = timed(lambda: q.spans_window(conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, lane_names=page), runs=3)
+    t, out = timed(lambda: timeline.spans_window(
+        conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, lane_names=page), runs=3)
     print(f"  timeline, whole hour, one UI page of 64 lanes: {t * 1000:.0f} ms, {len(out['spans']):,} entries")
-    t, out = timed(lambda: q.spans_window(conn, 1, from_ns=lo, to_ns=lo + 60 * S, resolution_ns=60 * S // 1500), runs=3)
+    t, out = timed(lambda: timeline.spans_window(
+        conn, 1, from_ns=lo, to_ns=lo + 60 * S, resolution_ns=60 * S // 1500), runs=3)
     print(f"  timeline, one minute zoomed in: {t * 1000:.0f} ms, {len(out['spans']):,} entries")
     t, out = timed(lambda: q.series(conn, 1, "critic_score_mean", points=1000), runs=5)
     print(f"  series, 100,000 steps -> {len(out['series'][0]['points'])} points (min/max): {t * 1000:.0f} ms")

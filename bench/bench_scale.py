@@ -25,7 +25,7 @@ from _util import machine, timed
 
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.live.insight_service import run_insights
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.location import StoreLocation, parse_store, sqlite_location
 from rl_insight.server.runstore.retention import used_bytes
@@ -94,6 +94,20 @@ def build(path: Path | StoreLocation, steps: int, replicas: int, ranks: int, ste
 
 
 
+def catch_up_summary(path: Path | StoreLocation) -> tuple[float, int]:
+    """What the writer does in the background, a 0.2 s slice every 5 s, here to the end: the timeline's
+    level-of-detail summary of every span written (runstore/span_lod.py). Returns (seconds, buckets built)."""
+    w = RunStoreWriter(path)
+    t0 = time.perf_counter()
+    with w.conn_lock:
+        w.span_summary.run(w._conn, now=True)
+        while w.span_summary.backlog:
+            w.span_summary.run(w._conn, now=True)
+    took, built = time.perf_counter() - t0, w.span_summary.buckets_built
+    w.close()
+    return took, built
+
+
 def summarize_steps(path: Path | StoreLocation, conn: Any) -> list:
     """What the server's insight service does in the background as steps complete (here: all at once): the per-step
     statistics the insights and the step table read. Returns the steps summarized."""
@@ -150,6 +164,10 @@ def main() -> None:
             print(f"  {backend}: {n_spans:,} spans on {args.replicas + args.ranks} lanes, {n_samples:,} samples, "
                   f"{used_bytes(conn) / 2**20:.0f} MiB, built in {built:.0f} s ({n_spans / built:,.0f} spans/s)")
             bounds[backend] = q.span_bounds(conn, 1)
+            took, buckets = catch_up_summary(where)
+            items = conn.execute("SELECT count(*) FROM span_lod").fetchone()[0]
+            print(f"  {backend}: timeline summary caught up in {took:.1f} s ({buckets:,} buckets, {items:,} items; "
+                  f"in the background as spans arrive)")
             t0 = time.perf_counter()
             todo = summarize_steps(where, conn)
             took = time.perf_counter() - t0
@@ -181,11 +199,14 @@ def queries(conns: dict, bounds: dict) -> None:
         ratio = f" | {times[1] / times[0]:.2f}x" if len(times) == 2 else ""
         print(f"  {label} | " + " | ".join(cells) + ratio)
 
-    for label, span in (("whole run", None), ("10 minutes", 600 * S), ("60 s", 60 * S), ("one step (0.5 s)", S // 2)):
-        def window(conn: Any, lo: int, hi: int, span: int | None = span) -> Any:
+    windows = [("whole run", None, True), ("whole run, from the spans", None, False),
+               ("10 minutes", 600 * S, True), ("10 minutes, from the spans", 600 * S, False),
+               ("60 s", 60 * S, True), ("one step (0.5 s)", S // 2, True)]
+    for label, span, summary in windows:
+        def window(conn: Any, lo: int, hi: int, span: int | None = span, summary: bool = summary) -> Any:
             frm = lo if span is None else hi - span
-            return q.spans_window(conn, 1, from_ns=frm, to_ns=hi, resolution_ns=max(0, (hi - frm) // 1500),
-                                  lane_names=page)
+            return timeline.spans_window(conn, 1, from_ns=frm, to_ns=hi, resolution_ns=max(0, (hi - frm) // 1500),
+                                         lane_names=page, summary=summary)
         row(f"timeline, 64-lane page, {label}, 1,500 px", window, lambda out: f" ({len(out['spans']):,} items)")
     row("lanes?counts=true", lambda conn, lo, hi: q.lanes(conn, 1, counts=True))
     for w in (60, 300, None):

@@ -13,6 +13,7 @@ from ...export.points import insight_rows
 from ...protocol import INT64_MAX
 from ..live.insight_service import run_insights
 from ..runstore import queries as q
+from ..runstore import timeline
 from ..state import AppState
 from .models import error_responses
 from .params import FromNs, RunId, ToNs
@@ -131,7 +132,7 @@ def build_router(st: AppState) -> APIRouter:
         lane_list = [x for x in (lanes or "").split(",") if x] or None
         if px and not resolution_ns:
             resolution_ns = max(0, (to_ns - from_ns) // px)
-        body = q.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
+        body = timeline.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
                               lane_names=lane_list, limit=limit)
         if left_out is not None:
             body["left_out"] = left_out

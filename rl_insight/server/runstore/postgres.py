@@ -23,13 +23,13 @@ from typing import Any, Iterable, Sequence
 from ...errors import MissingExtraError, StoreError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
-from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, SCHEMA_VERSION
+from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SCHEMA_VERSION
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
 # version -> what brings version-1 to it (DDL in SQLite's dialect, `;`-separated, typed as postgres_ddl types it);
 # version 5 is the first on PostgreSQL
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7}
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8}
 FIRST_POSTGRES_VERSION = 5
 
 
@@ -201,6 +201,7 @@ _RUN_ROWS = {
     "trajectories": "SELECT count(*) FROM trajectories WHERE run_id = %(run)s",
     "turns": "SELECT count(*) FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id = %(run)s)",
     "llm_requests": "SELECT count(*) FROM llm_requests WHERE run_id = %(run)s",
+    "span_lod": "SELECT count(*) FROM span_lod WHERE run_id = %(run)s",
 }
 
 

@@ -11,8 +11,6 @@ import io
 import json
 import sqlite3
 import time
-from itertools import groupby
-from operator import itemgetter
 from typing import Any, Iterable, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
@@ -199,94 +197,6 @@ def lanes(conn: sqlite3.Connection, run_id: int, counts: bool = False) -> list[d
     else:
         out = [{"lane": r[0]} for r in conn.execute(_LANE_NAMES, {"run": run_id})]
     return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
-
-
-def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
-                 lane_names: list[str] | None = None, limit: int = 200_000) -> dict[str, Any]:
-    """Spans overlapping [from_ns, to_ns), at most about one item per `resolution_ns` per lane and depth.
-
-    Spans at least `resolution_ns` long are kept as they are. Shorter ones that follow each other less
-    than `resolution_ns` apart are merged into one busy interval with a count, whatever their names:
-    the item is named after its longest span, so a zoomed-out view of dense lanes costs at most one
-    item per pixel, not one per span. Open states end at
-    `now` and are flagged. Rows: [lane_index, depth, name, start_ns, end_ns, count, span_id (a span shown
-    alone and at least `resolution_ns` long: one a pixel can show; zoom in for the others), open].
-
-    One ordered scan of the covering (run_id, lane, start_ns, end_ns, kind, name [, id]) index per lane and a
-    single merging pass, proportional to the lanes asked for (the UI asks for the visible ones). Per lane, so that
-    no row carries its lane's name, and the span id only where the span is shown alone: building Python strings
-    for 150,000 rows was most of a whole-run view's time.
-    """
-    if to_ns <= from_ns:
-        raise InvalidInputError(f"empty window: to_ns ({to_ns}) must be greater than from_ns ({from_ns})")
-    if resolution_ns < 0:
-        raise InvalidInputError("resolution_ns must be >= 0")
-    get_run(conn, run_id)
-    now = time.time_ns()
-    res = resolution_ns
-    # (a WITHOUT ROWID table's indexes hold its primary key, so `id` comes from the index too)
-    wanted = list(dict.fromkeys(lane_names if lane_names else [x["lane"] for x in lanes(conn, run_id)]))
-    out_rows: list[list[Any]] = []
-    truncated = False
-    args = {"now": now, "res": res, "run": run_id, "to": to_ns, "from": from_ns}
-    for lane, rows in _rows_by_lane(conn, args, wanted):  # (a lane named twice is read once)
-        current: list[list[Any] | None] = [None, None]  # per depth: the item being extended
-        for depth, name, start, end, is_open, sid in rows:
-            cur = current[depth]
-            dur = end - start
-            if cur is not None and dur < res and cur[8] and start - cur[4] <= res:
-                # a short span right after a short (or merged) item: one busy interval
-                if end > cur[4]:
-                    cur[4] = end
-                cur[5] += 1
-                cur[6] = None
-                if is_open:
-                    cur[7] = True
-                if dur > cur[9]:  # named after its longest span
-                    cur[2], cur[9] = name, dur
-                continue
-            if len(out_rows) >= limit:
-                truncated = True
-                break
-            cur = [lane, depth, name, start, end, 1, sid, bool(is_open), dur < res, dur]
-            current[depth] = cur
-            out_rows.append(cur)
-        if truncated:
-            break
-    lane_list = sorted({r[0] for r in out_rows}, key=lane_sort_key)
-    index = {lane: i for i, lane in enumerate(lane_list)}
-    spans = [[index[r[0]], r[1], r[2], r[3], r[4], r[5], r[6], r[7]] for r in out_rows]
-    spans.sort(key=lambda r: (r[0], r[1], r[3]))
-    return {"run_id": run_id, "from_ns": from_ns, "to_ns": to_ns, "resolution_ns": resolution_ns, "lanes": lane_list,
-            "columns": ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"], "spans": spans,
-            "truncated": truncated}
-
-
-_WINDOW_COLUMNS = ("kind != 'state', name, start_ns, coalesce(end_ns, :now), end_ns IS NULL, "
-                   "CASE WHEN coalesce(end_ns, :now) - start_ns >= :res THEN id END")
-PER_LANE_FROM_NS = 60 * 10**9  # PostgreSQL: windows at least this wide are read lane by lane
-_WINDOW_WHERE = "run_id = :run AND start_ns < :to AND coalesce(end_ns, :now) > :from"
-
-
-def _rows_by_lane(conn: sqlite3.Connection, args: dict[str, Any], wanted: list[str]) -> Iterator[tuple[str, Any]]:
-    """Each wanted lane's window rows in start order, lanes in the order asked: one index range per lane (SQLite:
-    in-process, a statement costs nothing; PostgreSQL: the same prepared statement, whose plan walks the covering
-    index), except a narrow window on PostgreSQL, where the round trips would cost more than the rows: one statement
-    for up to 500 lanes (measured on the 64x64 soak: a whole-run page 278 ms per lane vs 370 ms in one; one step
-    60 ms per lane vs 28 ms in one)."""
-    if not is_postgres(conn) or args["to"] - args["from"] >= PER_LANE_FROM_NS:
-        sql = f"SELECT {_WINDOW_COLUMNS} FROM spans WHERE {_WINDOW_WHERE} AND lane = :lane ORDER BY start_ns"
-        for lane in wanted:
-            yield lane, conn.execute(sql, {**args, "lane": lane})
-        return
-    for i in range(0, len(wanted), 500):
-        part = wanted[i:i + 500]
-        names = {f"lane{k}": lane for k, lane in enumerate(part)}
-        rows = conn.execute(f"SELECT lane, {_WINDOW_COLUMNS} FROM spans WHERE {_WINDOW_WHERE} AND lane IN "
-                            f"({','.join(':' + n for n in names)}) ORDER BY lane, start_ns", {**args, **names})
-        grouped = {lane: [r[1:] for r in group] for lane, group in groupby(rows, key=itemgetter(0))}
-        for lane in part:
-            yield lane, grouped.get(lane, ())
 
 
 def span_bounds(conn: sqlite3.Connection, run_id: int, floor_ns: int | None = None) -> tuple[int | None, int | None]:

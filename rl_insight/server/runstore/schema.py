@@ -13,17 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
+from . import span_lod
 from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
-    7  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+    8  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 )
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
 # store: which server each client process reports to now, server/fleet/registry.py); 7: fleet_records (what the
 # servers of a fleet share besides runs: profile requests, stack snapshots, server/fleet/records.py) and
-# fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks)
+# fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks);
+# 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -197,7 +199,9 @@ CREATE INDEX IF NOT EXISTS llm_requests_by_parent ON llm_requests (run_id, paren
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
-""" + FLEET_DDL + RECORDS_DDL
+""" + FLEET_DDL + RECORDS_DDL + span_lod.DDL
+# what version 8 adds (both engines): the summary's tables, and every bucket of the spans already stored to build
+LOD_V8 = span_lod.DDL + span_lod.BACKFILL + ";\n"
 
 
 QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the background, after the server is ready
@@ -235,7 +239,7 @@ def quick_check(conn: sqlite3.Connection, path: Path) -> str:
     return "ok" if problems == [("ok",)] else str(problems[0][0])
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a store written by an older rl-insight up to SCHEMA_VERSION, adding, never rewriting."""
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     for col, kind in (("config", "TEXT"), ("tags", "TEXT"), ("max_span_ns", "INTEGER"),  # version 1 -> 2
@@ -247,6 +251,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
                              "runs.id)")
     if "process" not in {r[1] for r in conn.execute("PRAGMA table_info(fleet_clients)")}:  # version 6 -> 7
         conn.execute("ALTER TABLE fleet_clients ADD COLUMN process TEXT")
+    if version < 8:  # (the summary's tables come with the DDL)
+        conn.execute(span_lod.BACKFILL)
     # version 1 -> 2: the timeline scan reads a covering index (no table lookups) instead of (run_id, lane, start_ns)
     conn.execute("DROP INDEX IF EXISTS spans_by_lane")
     # version 3 -> 4: (series, time) unique, so a resent sample is stored once; copies stored before are removed first
@@ -325,7 +331,7 @@ def connect_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes, fast
             conn.execute("PRAGMA foreign_keys=ON")
             conn.executescript(DDL)
-            _migrate(conn)
+            _migrate(conn, version)
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             _prepare_file(path)  # the -wal/-shm files now exist

@@ -32,6 +32,7 @@ from typing import Any
 from ... import critical_path as cp
 from ... import insights
 from . import queries as q
+from .rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
 from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
 
 NS = 1e9
@@ -355,3 +356,19 @@ def _open_spans(conn: Any, run_id: int, t0: int, t1: int) -> list[dict[str, Any]
             (run_id, t1),
         )
     ]
+
+
+def store(conn: Any, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
+    """Write computed steps (`rows` of step_stats) and rebuild the complete 32-step blocks named (the writer's
+    thread, in its transaction)."""
+    conn.executemany(UPSERT_STEP_STAT, rows)
+    marks = {(r[0], r[1]): (r[2], r[3]) for r in rows}
+    conn.executemany(UPSERT_SUMMARY.format(kind="step"), [(run, step, a, b) for (run, step), (a, b) in marks.items()])
+    for run_id, first, a, b, steps in blocks:
+        conn.execute("DELETE FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first))
+        conn.execute(
+            f"INSERT INTO step_blocks SELECT ?, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
+            f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
+            (run_id, first, a, b, run_id, *steps),
+        )
+        conn.execute(UPSERT_SUMMARY.format(kind="block"), (run_id, first, a, b))

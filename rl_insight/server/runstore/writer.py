@@ -28,18 +28,9 @@ from typing import Any, Callable, Sequence
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
-from . import retention
+from . import retention, span_lod, step_stats
 from .location import StoreLocation, sqlite_location
-from .rows import (
-    CLOSE_CUT_SHORT,
-    INSERT_SAMPLE,
-    INSERT_START,
-    UPSERT_END,
-    UPSERT_STEP_STAT,
-    UPSERT_SUMMARY,
-    SampleRow,
-    WriterStats,
-)
+from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
 from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, quick_check
 from .trajectory_store import TrajectoryStore
 
@@ -100,7 +91,10 @@ class RunStoreWriter:
         self.lead: Callable[[], bool] = lambda: True  # several servers on one store: retention on the lease holder
         self.on_settled: list[Callable[[], None]] = []  # called on the writer thread after a commit settled marks
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
+        self.span_summary = span_lod.Summarizer()  # the timeline's level-of-detail summary, kept between batches
         self._last_prune = self._last_commit = time.monotonic()
+        # the connection serves one thread at a time: the worker's, or a caller of prune() (tests, tools)
+        self.conn_lock = threading.RLock()
         # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
         self._worker: BatchWorker[tuple[str, Any, int]] = BatchWorker(
             "runstore", self._export, max_weight=max_queue_items, max_batch_weight=MAX_TRANSACTION_ITEMS,
@@ -189,9 +183,13 @@ class RunStoreWriter:
 
     # ------------------------------------------------------------------ the worker thread
     def _upkeep(self) -> None:
-        if time.monotonic() - self._last_prune > self._prune_every and self.lead():
+        if not self.lead():
+            return
+        if time.monotonic() - self._last_prune > self._prune_every:
             self._last_prune = time.monotonic()
             self.prune()
+        with self.conn_lock:
+            self.span_summary.run(self._conn)
 
     def _export(self, batch: list[tuple[str, Any, int]]) -> None:
         """One transaction for the batch; then the marks in it learn whether what they wait for is stored."""
@@ -199,7 +197,9 @@ class RunStoreWriter:
         work = [(k, p) for k, p, _ in batch if k != "mark"]
         n = sum(_weight(item) for item in batch)
         self.stats.queue_items = self._worker.queued_weight
-        if work and not self._write(work, n):
+        with self.conn_lock:
+            written = not work or self._write(work, n)
+        if not written:
             with self._lock:
                 self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
         for since, fut in marks:
@@ -303,6 +303,7 @@ class RunStoreWriter:
             c.executemany(UPSERT_END, span_ends)
         if span_cut:
             c.executemany(CLOSE_CUT_SHORT, span_cut)
+        span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs(touched)
         c.execute("COMMIT")
@@ -342,7 +343,7 @@ class RunStoreWriter:
         elif what == "run_info":
             self._run_info(item, now)
         elif what == "step_stats":
-            self._step_stats(*item)
+            step_stats.store(c, *item)
         elif what == "step_backfill":
             self._step_backfill(item, now)
         elif what == "sample":
@@ -350,7 +351,10 @@ class RunStoreWriter:
             self.stats.samples += 1
         else:
             stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
-            c.execute(stmt, self._span_row(item, touched, now))
+            row = self._span_row(item, touched, now)
+            c.execute(stmt, row)
+            if what == "end":
+                span_lod.mark(c, [(row[0], row[5], row[7])])
             self.stats.spans += 1
 
     def _on_savepoint(self, work: Callable[[], object]) -> BaseException | None:
@@ -396,21 +400,6 @@ class RunStoreWriter:
             "UPDATE runs SET config = ?, tags = ? WHERE id = ?",
             (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)),
         )
-
-    def _step_stats(self, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
-        c = self._conn
-        c.executemany(UPSERT_STEP_STAT, rows)
-        marks = {(r[0], r[1]): (r[2], r[3]) for r in rows}
-        c.executemany(UPSERT_SUMMARY.format(kind="step"),
-                      [(run, step, a, b) for (run, step), (a, b) in marks.items()])
-        for run_id, first, a, b, steps in blocks:
-            c.execute("DELETE FROM step_blocks WHERE run_id = ? AND first_step = ?", (run_id, first))
-            c.execute(
-                f"INSERT INTO step_blocks SELECT ?, ?, ?, ?, lane, name, sum(value), max(value) FROM step_stats "
-                f"WHERE run_id = ? AND step IN ({','.join('?' * len(steps))}) GROUP BY lane, name",
-                (run_id, first, a, b, run_id, *steps),
-            )
-            c.execute(UPSERT_SUMMARY.format(kind="block"), (run_id, first, a, b))
 
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
@@ -487,7 +476,9 @@ class RunStoreWriter:
 
     def prune(self) -> int:
         """Delete runs not seen for `retention_days`, then the oldest runs while over `max_bytes`."""
-        removed = retention.prune(self._conn, time.time() - self._retention_s, self._max_bytes, self._delete_runs)
+        with self.conn_lock:
+            removed = retention.prune(self._conn, time.time() - self._retention_s, self._max_bytes,
+                                      self._delete_runs)
         self.stats.runs_pruned += removed
         return removed
 

@@ -112,22 +112,31 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
         conn.close()
 
 
-def test_a_version_5_store_gains_the_fleet_tables(postgres_url: str) -> None:
+def test_a_version_5_store_gains_the_fleet_tables_and_the_span_summary(postgres_url: str) -> None:
     loc = parse_store(postgres_url, Path("."))
     w = RunStoreWriter(loc)
     w.put_samples(_samples(3))
+    w.put_spans([], [SpanRecord("s1", "t", None, "step", "trainer/0", "state", 1 << 40, (1 << 40) + 5,
+                                {"project": "p", "experiment_name": "e"})])
     assert w.flush(10)
     w.close()
     with _raw(postgres_url) as c:  # as version 5 left it
         c.execute("DROP TABLE fleet_clients")
         c.execute("DROP TABLE fleet_records")
+        c.execute("DROP TABLE span_lod")
+        c.execute("DROP TABLE span_lod_dirty")
         c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
     RunStoreWriter(loc).close()
     with _raw(postgres_url) as c:
-        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "7"
+        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "8"
         assert c.execute("SELECT count(*) FROM fleet_clients").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
+        # the spans already stored were marked for the summary when it was created (and the writer may have
+        # summarized them already)
+        marked = c.execute("SELECT lane, level, bucket_ns FROM span_lod_dirty WHERE level = 0").fetchall()
+        built = c.execute("SELECT lane, name FROM span_lod WHERE level = 0").fetchall()
+        assert marked == [("trainer/0", 0, ((1 << 40) // (64 << 30)) * (64 << 30))] or built == [("trainer/0", "step")]
 
 
 def test_a_fresh_database_is_created_once_by_servers_starting_together(postgres_url: str) -> None:

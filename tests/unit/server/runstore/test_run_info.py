@@ -96,6 +96,8 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     conn.execute("ALTER TABLE runs DROP COLUMN tags")
     conn.execute("ALTER TABLE fleet_clients DROP COLUMN process")  # (and before version 7's column)
     conn.execute("DROP TABLE fleet_records")
+    conn.execute("DROP TABLE span_lod")
+    conn.execute("DROP TABLE span_lod_dirty")
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()
@@ -108,9 +110,10 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     w.close()
     from rl_insight.server.runstore.schema import SCHEMA_VERSION
 
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert "process" in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(fleet_clients)")}
     assert sqlite3.connect(path).execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM span_lod").fetchone()[0] == 0
 
 
 def test_config_reaches_the_run_api_and_again_after_a_server_restart(server, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.location import StoreLocation
 
@@ -70,7 +70,7 @@ def test_bad_queries_are_clear_errors(store) -> None:
     with pytest.raises(InvalidInputError, match="empty window"):
         q.series(r.conn(), 1, "reward", x_from=5, x_to=1)
     with pytest.raises(InvalidInputError, match="empty window"):
-        q.spans_window(r.conn(), 1, from_ns=10, to_ns=10)
+        timeline.spans_window(r.conn(), 1, from_ns=10, to_ns=10)
 
 
 def test_spans_merge_below_resolution_and_keep_long_ones(store) -> None:
@@ -83,7 +83,7 @@ def test_spans_merge_below_resolution_and_keep_long_ones(store) -> None:
     opened = [span("O1", "vllm_generate", "replica_2", 6 * S, None)]
     w.put_spans(opened, tiny + long)
     assert w.flush(10)
-    res = q.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, resolution_ns=10_000)
+    res = timeline.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, resolution_ns=10_000)
     assert res["lanes"] == ["replica_2", "replica_10"]  # numeric, not lexical, order
     merged = [row for row in res["spans"] if row[0] == 1]
     assert len(merged) == 1 and merged[0][5] == 1000 and merged[0][6] is None  # one entry, count 1000, no single id
@@ -91,9 +91,9 @@ def test_spans_merge_below_resolution_and_keep_long_ones(store) -> None:
     assert rows["train_batch"][5] == 1 and rows["train_batch"][6] == "L1" and rows["train_batch"][1] == 0
     assert rows["actor_update"][1] == 1  # nested child drawn one level down
     assert rows["vllm_generate"][7] is True  # open state flagged, drawn up to now
-    fine = q.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, resolution_ns=0)
+    fine = timeline.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, resolution_ns=0)
     assert sum(1 for row in fine["spans"] if row[0] == 1) == 1000
-    only = q.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, lane_names=["replica_2"])
+    only = timeline.spans_window(r.conn(), 1, from_ns=0, to_ns=10 * S, lane_names=["replica_2"])
     assert only["lanes"] == ["replica_2"]
     detail = q.span_detail(r.conn(), 1, "L1")
     assert detail["attributes"]["k"] == 1 and detail["open"] is False
@@ -225,8 +225,9 @@ def test_retention_by_age_and_by_size(store_at: StoreLocation) -> None:
     try:
         for exp in ("old", "mid", "new"):
             write_series(w, 2000, exp=exp)
-        w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'old'", (time.time() - 3 * 86400,))
-        w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'mid'", (time.time() - 3600,))
+        with w.conn_lock:  # (not while the writer's thread uses the connection)
+            w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'old'", (time.time() - 3 * 86400,))
+            w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'mid'", (time.time() - 3600,))
         assert w.prune() == 1
         r = RunStoreReader(store_at)
         assert sorted(x["experiment_name"] for x in q.list_runs(r.conn())) == ["mid", "new"]

@@ -129,7 +129,8 @@ def test_retention_deletes_a_runs_trajectories_turns_and_requests(store) -> None
         ],
     )
     assert w.flush(10)
-    w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'e'", (time.time() - 90 * 86400,))
+    with w.conn_lock:  # (not while the writer's thread uses the connection)
+        w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'e'", (time.time() - 90 * 86400,))
     assert w.prune() == 1
     c = r.conn()
     assert [x[0] for x in c.execute("SELECT key FROM trajectories")] == [LANE + "#step=4"]  # upstream's lane + the step

@@ -1,0 +1,283 @@
+"""The timeline's level-of-detail summary: a wide window's view without reading every span of its lanes.
+
+Per run, lane and level k (resolution `RESOLUTIONS[k]`, 1.07 s × 4^k), `span_lod` holds the lane's finished spans
+merged exactly as the timeline merges them at that resolution (`merge_lane`): a span at least that long stays one
+item; shorter ones that follow each other at most that far apart become one busy item with their count, named after
+their longest span. Items are kept per bucket of start time (`BUCKETS[k]`, 64 resolutions), so that a bucket can be
+rebuilt alone.
+
+Invariants:
+- Merging a level's items at any resolution at or above the level's gives what merging the spans themselves gives:
+  a merged item holds only spans shorter than its level's resolution, each starting at most that far after the ones
+  before, so at a coarser resolution either all of it merges or it starts an item that the rest of it extends. The
+  same holds for building level k from level k-1's items, which is how every level above 0 is built (a bucket reads
+  four buckets of the level below, never the spans again).
+- Never stale: the writer marks a lane's level-0 bucket dirty in the transaction that writes a finished span into it;
+  a reader takes a dirty bucket from the level below (at level 0: the spans). Rebuilding a bucket marks its parent
+  dirty. A mark carries a generation bumped by every write; a rebuild removes only the generation it read, so a span
+  written meanwhile (by another server of a fleet) keeps its bucket dirty.
+- Open spans are never summarized (their end moves); readers take them from their own index.
+- Only at a window's edges can a view from the summary differ from one from the spans: an edge item may also count
+  spans just outside the window (it is drawn where the lane was busy either way).
+
+Rebuilding runs in the writer's thread (`rebuild`, a bounded slice at a time) on the fleet's lease holder.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from heapq import merge
+from typing import Any, Iterable, Iterator, Sequence
+
+from .dialect import is_postgres
+
+log = logging.getLogger("rl_insight.server.runstore")
+LEVELS = 6
+RESOLUTIONS = [2**30 * 4**k for k in range(LEVELS)]  # ns: 1.07 s, 4.3 s, 17 s, 69 s, 4.6 min, 18 min
+BUCKETS = [64 * r for r in RESOLUTIONS]  # ns of start time per bucket: 69 s ... 19.5 h; 4 buckets make the next one
+
+DDL = """
+CREATE TABLE IF NOT EXISTS span_lod (
+    run_id INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    bucket_ns INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    depth INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    merged INTEGER NOT NULL,
+    longest_ns INTEGER NOT NULL,
+    span_id TEXT,
+    PRIMARY KEY (run_id, lane, level, bucket_ns, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS span_lod_dirty (
+    run_id INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    bucket_ns INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    PRIMARY KEY (run_id, lane, level, bucket_ns)
+) WITHOUT ROWID;
+"""
+# a store written before the summary existed: every level-0 bucket holding finished spans is dirty (one scan, once);
+# the writer's rebuilds catch up, and until then readers take those buckets from the spans
+BACKFILL = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT DISTINCT run_id, lane, 0, "
+            f"start_ns - ((start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}, 1 FROM spans "
+            f"WHERE end_ns IS NOT NULL ON CONFLICT DO NOTHING")
+
+_MARK = ("INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) VALUES (?, ?, ?, ?, 1) "
+         "ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = span_lod_dirty.generation + 1")
+# one item: (depth, name, start, end, spans merged, longest span's length, span id where the item is one span alone
+# at least the resolution long, open)
+Item = Sequence[Any]
+
+
+def level_for(resolution_ns: int) -> int | None:
+    """The coarsest level whose resolution is at or under `resolution_ns`; None below level 0's."""
+    level = None
+    for k, r in enumerate(RESOLUTIONS):
+        if r <= resolution_ns:
+            level = k
+    return level
+
+
+def bucket_of(level: int, ns: int) -> int:
+    return ns - ns % BUCKETS[level]
+
+
+def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], limit: int) -> bool:
+    """Append a lane's items, in start order, merged at resolution `res`, to `out` as [lane, depth, name, start, end,
+    count, span_id, open, mergeable, longest]; False when `limit` items were reached."""
+    current: list[list[Any] | None] = [None, None]  # per depth: the item being extended
+    for depth, name, start, end, count, longest, sid, is_open in rows:
+        cur = current[depth]
+        if cur is not None and longest < res and cur[8] and start - cur[4] <= res:
+            # short spans right after a short (or merged) item: one busy interval
+            if end > cur[4]:
+                cur[4] = end
+            cur[5] += count
+            cur[6] = None
+            if is_open:
+                cur[7] = True
+            if longest > cur[9]:  # named after its longest span
+                cur[2], cur[9] = name, longest
+            continue
+        if len(out) >= limit:
+            return False
+        cur = [lane, depth, name, start, end, count, sid, bool(is_open), longest < res, longest]
+        current[depth] = cur
+        out.append(cur)
+    return True
+
+
+def mark(conn: Any, buckets: Iterable[tuple[int, str, int]]) -> None:
+    """Mark the level-0 buckets of (run, lane, a finished span's start) dirty (the writer, in its transaction)."""
+    marks = sorted({(run, lane, bucket_of(0, start)) for run, lane, start in buckets})
+    if marks:
+        conn.executemany(_MARK, [(run, lane, 0, b) for run, lane, b in marks])
+
+
+# ----------------------------------------------------------------------------- rebuilding
+_SPANS_OF_BUCKET = ("SELECT kind != 'state', name, start_ns, end_ns, 1, end_ns - start_ns, id, 0 FROM spans "
+                    "WHERE run_id = ? AND lane = ? AND start_ns >= ? AND start_ns < ? AND end_ns IS NOT NULL "
+                    "ORDER BY start_ns")
+_ITEM_COLUMNS = "depth, name, start_ns, end_ns, merged, longest_ns, span_id, 0"
+_ITEMS_OF_BUCKETS = (f"SELECT {_ITEM_COLUMNS} FROM span_lod WHERE run_id = ? AND lane = ? AND level = ? "
+                     f"AND bucket_ns >= ? AND bucket_ns < ? ORDER BY bucket_ns, seq")
+
+
+def _build(conn: Any, run: int, lane: str, level: int, bucket: int) -> list[list[Any]]:
+    if level == 0:
+        rows: Any = conn.execute(_SPANS_OF_BUCKET, (run, lane, bucket, bucket + BUCKETS[0]))
+    else:
+        rows = conn.execute(_ITEMS_OF_BUCKETS, (run, lane, level - 1, bucket, bucket + BUCKETS[level]))
+    out: list[list[Any]] = []
+    merge_lane(lane, ((int(r[0]), *r[1:]) for r in rows), RESOLUTIONS[level], out, 2**62)
+    return out
+
+
+def rebuild(conn: Any, budget_s: float = 0.2) -> tuple[int, bool]:
+    """Rebuild dirty buckets, level 0 first, for about `budget_s`, in the caller's transaction: (buckets rebuilt,
+    whether dirty ones are left)."""
+    deadline = time.monotonic() + budget_s
+    done = 0
+    for level in range(LEVELS):
+        dirty = conn.execute("SELECT run_id, lane, bucket_ns, generation FROM span_lod_dirty WHERE level = ? "
+                             "ORDER BY run_id, lane, bucket_ns", (level,)).fetchall()
+        for run, lane, bucket, generation in dirty:
+            if time.monotonic() > deadline:
+                return done, True
+            items = _build(conn, run, lane, level, bucket)
+            conn.execute("DELETE FROM span_lod WHERE run_id = ? AND lane = ? AND level = ? AND bucket_ns = ?",
+                         (run, lane, level, bucket))
+            conn.executemany(
+                "INSERT INTO span_lod (run_id, lane, level, bucket_ns, seq, depth, name, start_ns, end_ns, merged, "
+                "longest_ns, span_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run, lane, level, bucket, i, it[1], it[2], it[3], it[4], it[5], it[9], it[6] if it[5] == 1 else None)
+                 for i, it in enumerate(items)])
+            conn.execute("DELETE FROM span_lod_dirty WHERE run_id = ? AND lane = ? AND level = ? AND bucket_ns = ? "
+                         "AND generation = ?", (run, lane, level, bucket, generation))
+            if level + 1 < LEVELS:
+                conn.execute(_MARK, (run, lane, level + 1, bucket_of(level + 1, bucket)))
+            done += 1
+    return done, False
+
+
+# ----------------------------------------------------------------------------- reading
+def _plan(level: int, lo: int, hi: int, dirty: set[tuple[int, int]], out: list[list[int]]) -> None:
+    """Cover start times [lo, hi) (aligned to `level`'s buckets) with clean buckets, as [level, lo, hi] runs in start
+    order; a dirty bucket by the level below, at level 0 by the spans (level -1)."""
+    size = BUCKETS[level]
+    for b in range(lo, hi, size):
+        if (level, b) not in dirty:
+            part = [level, b, b + size]
+        elif level > 0:
+            _plan(level - 1, b, b + size, dirty, out)
+            continue
+        else:
+            part = [-1, b, b + size]
+        if out and out[-1][0] == part[0] and out[-1][2] == part[1]:
+            out[-1][2] = part[2]
+        else:
+            out.append(part)
+
+
+def dirty_buckets(conn: Any, run_id: int) -> dict[str, set[tuple[int, int]]]:
+    """Per lane, the (level, bucket) not to be read: those marked, and every bucket above one (a rebuild marks the
+    parent only once the child is done, so until then the parent misses what the child is missing)."""
+    out: dict[str, set[tuple[int, int]]] = {}
+    for lane, level, bucket in conn.execute("SELECT lane, level, bucket_ns FROM span_lod_dirty WHERE run_id = ?",
+                                            (run_id,)):
+        out.setdefault(lane, set()).update((k, bucket_of(k, bucket)) for k in range(level, LEVELS))
+    return out
+
+
+_WINDOW = "start_ns < :to AND coalesce(end_ns, :now) > :from"
+_RAW = (f"SELECT kind != 'state', name, start_ns, coalesce(end_ns, :now), 1, coalesce(end_ns, :now) - start_ns, "
+        f"CASE WHEN coalesce(end_ns, :now) - start_ns >= :res THEN id END, end_ns IS NULL FROM spans "
+        f"WHERE run_id = :run AND lane = :lane AND start_ns >= :lo AND start_ns < :hi AND {_WINDOW} ORDER BY start_ns")
+_LOD = ("SELECT depth, name, start_ns, end_ns, merged, longest_ns, CASE WHEN merged = 1 AND longest_ns >= :res "
+        "THEN span_id END, 0 FROM span_lod WHERE run_id = :run AND lane = :lane AND level = :level "
+        "AND bucket_ns >= :lo AND bucket_ns < :hi AND start_ns < :to AND end_ns > :from ORDER BY bucket_ns, seq")
+_OPEN = ("SELECT lane, kind != 'state', name, start_ns, :now, 1, :now - start_ns, CASE WHEN :now - start_ns >= :res "
+         "THEN id END, 1 FROM spans {open_index} WHERE run_id = :run AND end_ns IS NULL AND start_ns < :to "
+         "ORDER BY start_ns")
+
+
+def open_index(conn: Any) -> str:
+    """SQLite would rather walk the start-time index over every span of the run than the partial index of its open
+    ones; PostgreSQL picks the latter by itself."""
+    return "" if is_postgres(conn) else "INDEXED BY spans_open"
+
+
+def lane_rows(conn: Any, args: dict[str, Any], lanes: list[str], level: int, longest_ns: int
+              ) -> Iterator[tuple[str, Iterable[Item]]]:
+    """Each lane's items for the window args[from, to) at resolution args[res] >= level's, in start order: clean
+    buckets of `level` (or below where dirty), the spans of dirty level-0 buckets, and open spans, which no bucket
+    holds. Buckets from the one holding args[from] - `longest_ns` on (no finished span reaching into the window
+    starts earlier)."""
+    dirty = dirty_buckets(conn, args["run"])
+    open_by_lane: dict[str, list[tuple]] = {}
+    for r in conn.execute(_OPEN.format(open_index=open_index(conn)), args):
+        open_by_lane.setdefault(r[0], []).append((int(r[1]), *r[2:]))
+    size = BUCKETS[level]
+    lo = bucket_of(level, args["from"] - max(0, longest_ns))
+    hi = bucket_of(level, args["to"] - 1) + size
+    for lane in lanes:
+        plan: list[list[int]] = []
+        _plan(level, lo, hi, dirty.get(lane, set()), plan)
+        parts: list[Iterable[Item]] = []
+        summarized: list[tuple[int, int]] = []
+        for lvl, a, b in plan:
+            if lvl < 0:
+                parts.append(conn.execute(_RAW, {**args, "lane": lane, "lo": a, "hi": b}))
+            else:
+                parts.append(conn.execute(_LOD, {**args, "lane": lane, "level": lvl, "lo": a, "hi": b}))
+                summarized.append((a, b))
+        rows: Iterable[Item] = (r for part in parts for r in part)
+        if lane in open_by_lane:  # (open spans of dirty buckets came with their spans; those before lo with none)
+            extra = [r for r in open_by_lane[lane] if r[2] < lo or any(a <= r[2] < b for a, b in summarized)]
+            if extra:
+                rows = merge(rows, extra, key=lambda r: r[2])
+        yield lane, rows
+
+
+class Summarizer:
+    """Keeps the summary up to date from the writer's thread (between its batches, so never in their way for more
+    than a slice): every EVERY_S, at once again while dirty buckets are left over. A failed round is rolled back,
+    counted and logged at most once a minute; readers meanwhile read the spans of what stays dirty."""
+
+    EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self._last = -float("inf")
+        self.backlog = True  # (a store upgraded from before the summary starts with every bucket to build)
+        self._logged = -float("inf")
+        self.buckets_built = 0
+        self.failures = 0
+
+    def run(self, conn: Any, *, now: bool = False) -> None:
+        """A slice of rebuilding, when due (or `now`)."""
+        if not now and not self.backlog and time.monotonic() - self._last < self.EVERY_S:
+            return
+        self._last = time.monotonic()
+        if conn.execute("SELECT 1 FROM span_lod_dirty LIMIT 1").fetchone() is None:
+            self.backlog = False  # (an idle store: no write lock taken)
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            done, self.backlog = rebuild(conn)
+            conn.execute("COMMIT")
+            self.buckets_built += done
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self.backlog = False
+            self.failures += 1
+            if time.monotonic() - self._logged > 60:
+                self._logged = time.monotonic()
+                log.warning("the timeline summary could not be brought up to date (the timeline reads spans "
+                            "instead): %s: %s", type(exc).__name__, exc)

@@ -1,0 +1,194 @@
+"""The timeline's level-of-detail summary (runstore/span_lod.py), on both backends: a wide window read from the summary
+answers exactly what the same window read from the spans answers, whatever is summarized, dirty or open; a span
+written while its bucket is rebuilt keeps the bucket dirty; retention takes the summary with the run."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+
+import pytest
+
+from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, span_lod, timeline
+from rl_insight.server.runstore.location import StoreLocation
+from tests.unit.server.runstore.test_runstore import span
+
+S = 10**9
+LANES = ["trainer/rank_0", "rollout/replica_0", "rollout/replica_1"]
+
+
+@pytest.fixture
+def store(store_at: StoreLocation):
+    w = RunStoreWriter(store_at, flush_interval_s=0.02)
+    run = w.span_summary.run
+    # the test says when the summary is built: the writer's upkeep leaves it alone
+    w.span_summary.run = lambda conn, now=False: run(conn, now=True) if now else None  # type: ignore[method-assign]
+    yield w, RunStoreReader(store_at)
+    w.close()
+
+
+def summarize(w: RunStoreWriter) -> None:
+    """Bring the summary up to date, as the writer's upkeep does, but now and to the end."""
+    with w.conn_lock:
+        w.span_summary.run(w._conn, now=True)
+        while w.span_summary.backlog:
+            w.span_summary.run(w._conn, now=True)
+    assert w.span_summary.failures == 0
+
+
+def dirty(r: RunStoreReader) -> int:
+    return int(r.conn().execute("SELECT count(*) FROM span_lod_dirty").fetchone()[0])
+
+
+def random_spans(rng: random.Random, t0: int, n: int, prefix: str) -> list[Any]:
+    """Per lane, `n` states one after another over a few hours: mostly short ones (ms to a second) in dense runs,
+    some long ones (up to ten minutes), gaps from none to minutes, and children one level down."""
+    out = []
+    for lane in LANES:
+        t = t0 + rng.randrange(10 * S)
+        for i in range(n):
+            length = int(rng.choice([1e6, 3e7, 3e8, 1.5e9, 5e9, 9e10, 6e11]) * rng.uniform(0.5, 1.5))
+            out.append(span(f"{prefix}{lane}{i}", rng.choice(["gen", "reward", "update"]), lane, t, t + length))
+            if rng.random() < 0.2:
+                out.append(span(f"{prefix}{lane}{i}c", "child", lane, t + 1, t + length // 2, "state_child",
+                                f"{prefix}{lane}{i}"))
+            t += length + int(rng.choice([0, 1e7, 8e8, 3e9, 2e10, 4e11]) * rng.random()) + 1
+    return out
+
+
+def views(r: RunStoreReader, lo: int, hi: int, res: int) -> tuple[Any, Any]:
+    """The window from the summary and from the spans; an open span ends at `now`, which differs between the two
+    reads, so its end is left out."""
+    def norm(v: dict[str, Any]) -> tuple[Any, list[Any]]:
+        rows = sorted((row[:4] + [None if row[7] else row[4]] + row[5:]) for row in v["spans"])
+        return v["lanes"], rows
+
+    conn = r.conn()
+    return (norm(timeline.spans_window(conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res)),
+            norm(timeline.spans_window(conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, summary=False)))
+
+
+RESOLUTIONS = [2**30, 3 * 2**30 + 7, 2**32, 5 * 2**33, 2**36 + 1, 2**38, 2**41]
+
+
+def assert_same(r: RunStoreReader, lo: int, hi: int) -> None:
+    for res in RESOLUTIONS:
+        from_summary, from_spans = views(r, lo, hi, res)
+        assert from_summary == from_spans, f"at resolution {res}"
+        assert from_spans[1], "an empty window proves nothing"
+
+
+def test_the_summary_answers_what_the_spans_answer(store) -> None:
+    w, r = store
+    rng = random.Random(24)
+    t0 = time.time_ns() - 6 * 3600 * S
+    spans = random_spans(rng, t0, 150, "a")
+    opened = [span("open0", "gen", LANES[0], max(s.end_ns for s in spans) + S, None),
+              span("open1", "stuck", LANES[1], t0 - 3600 * S, None)]  # open for hours: before every bucket read
+    w.put_spans(opened, spans)
+    assert w.flush(10)
+    lo, hi = t0 - 7200 * S, time.time_ns() + 60 * S
+    assert dirty(r) > 0
+    assert_same(r, lo, hi)  # nothing summarized yet: every bucket from the spans
+
+    summarize(w)
+    assert dirty(r) == 0 and w.span_summary.buckets_built > 0
+    levels = {row[0] for row in r.conn().execute("SELECT DISTINCT level FROM span_lod")}
+    assert levels == set(range(span_lod.LEVELS))
+    assert_same(r, lo, hi)  # everything summarized
+
+    # buckets marked dirty at every level (as if a rebuild were pending) are read from the level below
+    with w.conn_lock:
+        marks = [(1, lane, lvl, span_lod.bucket_of(lvl, t0 + rng.randrange(6 * 3600 * S)))
+                 for lane in LANES for lvl in range(span_lod.LEVELS) for _ in range(2)]
+        w._conn.executemany(span_lod._MARK, marks)
+    assert_same(r, lo, hi)
+
+    # more spans in the middle of the run: their level-0 buckets are dirty until rebuilt, the rest is summarized
+    more = random_spans(rng, t0 + 3600 * S, 40, "b")
+    w.put_spans([], more)
+    assert w.flush(10)
+    assert_same(r, lo, hi)
+    summarize(w)
+    assert dirty(r) == 0
+    assert_same(r, lo, hi)
+    # a window below the first level's resolution reads the spans, and says so by counting every one of them
+    fine = timeline.spans_window(r.conn(), 1, from_ns=lo, to_ns=hi, resolution_ns=0)
+    assert sum(row[5] for row in fine["spans"]) == len(spans) + len(opened) + len(more)
+
+
+def test_a_span_written_while_its_bucket_is_rebuilt_keeps_it_dirty(store, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 3600 * S)
+    w.put_spans([], [span("a", "gen", LANES[0], t0 + S, t0 + 2 * S)])
+    assert w.flush(10)
+    real = span_lod._build
+    writes = []
+
+    def build_while_another_server_writes(conn: Any, run: int, lane: str, level: int, bucket: int) -> Any:
+        items = real(conn, run, lane, level, bucket)
+        if level == 0 and not writes:  # a span lands in this bucket after the rebuild read it
+            writes.append(1)
+            span_lod.mark(conn, [(run, lane, t0 + 3 * S)])
+        return items
+
+    monkeypatch.setattr(span_lod, "_build", build_while_another_server_writes)
+    with w.conn_lock:
+        w.span_summary.run(w._conn, now=True)
+    rows = r.conn().execute("SELECT level, bucket_ns, generation FROM span_lod_dirty ORDER BY level").fetchall()
+    assert [tuple(x) for x in rows][0] == (0, t0, 2)  # still dirty, one generation on
+    monkeypatch.setattr(span_lod, "_build", real)
+    summarize(w)
+    assert dirty(r) == 0
+
+
+def test_a_failed_rebuild_is_rolled_back_counted_and_logged_once(store, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    w, r = store
+    t0 = time.time_ns() - 3600 * S
+    w.put_spans([], [span("a", "gen", LANES[0], t0, t0 + 2 * S)])
+    assert w.flush(10)
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("disk went away")
+
+    monkeypatch.setattr(span_lod, "_build", broken)
+    with caplog.at_level(logging.WARNING, "rl_insight.server.runstore"), w.conn_lock:
+        w.span_summary.run(w._conn, now=True)
+        w.span_summary.run(w._conn, now=True)
+    assert w.span_summary.failures == 2
+    assert sum("timeline summary could not be brought up to date" in m for m in caplog.messages) == 1
+    assert dirty(r) == 1  # nothing half done: the bucket waits, and readers take it from the spans
+    a, b = views(r, t0 - S, t0 + 10 * S, 2**30)
+    assert a == b and len(a[1]) == 1
+    w.put_spans([], [span("b", "gen", LANES[0], t0 + 3 * S, t0 + 4 * S)])  # the writer goes on writing
+    assert w.flush(10)
+
+
+def test_retention_takes_the_summary_with_the_run(store) -> None:
+    w, r = store
+    t0 = time.time_ns() - 3600 * S
+    w.put_spans([], [span("a", "gen", LANES[0], t0, t0 + 2 * S), span("k", "gen", LANES[0], t0, t0 + S, exp="kept")])
+    assert w.flush(10)
+    summarize(w)
+    with w.conn_lock:
+        w._conn.execute("UPDATE runs SET last_seen = ? WHERE experiment_name = 'e'", (time.time() - 90 * 86400,))
+    w._retention_s = 30 * 86400
+    assert w.prune() == 1
+    left = r.conn().execute("SELECT DISTINCT run_id FROM span_lod").fetchall()
+    assert [x[0] for x in left] == [2]
+
+
+def test_levels_and_the_read_plan() -> None:
+    assert span_lod.level_for(2**30 - 1) is None
+    assert span_lod.level_for(2**30) == 0 and span_lod.level_for(2**32 - 1) == 0 and span_lod.level_for(2**32) == 1
+    assert span_lod.level_for(10**15) == span_lod.LEVELS - 1
+    assert span_lod.bucket_of(0, -1) == -span_lod.BUCKETS[0]  # (before the epoch: the bucket below, not above)
+    b1, b0 = span_lod.BUCKETS[1], span_lod.BUCKETS[0]
+    plan: list[list[int]] = []
+    # level 1 over three buckets; the middle one dirty, and within it the second level-0 bucket dirty too
+    span_lod._plan(1, 0, 3 * b1, {(1, b1), (0, b1 + b0)}, plan)
+    assert plan == [[1, 0, b1], [0, b1, b1 + b0], [-1, b1 + b0, b1 + 2 * b0], [0, b1 + 2 * b0, 2 * b1],
+                    [1, 2 * b1, 3 * b1]]
