@@ -2,7 +2,7 @@
 
 A narrow window reads its lanes' spans from the covering (run_id, lane, start_ns, end_ns, kind, name [, id]) index,
 from the run's longest span before the window on (no finished span reaching into it starts earlier) plus the open
-ones; a window whose resolution is at least the level-of-detail summary's first (runstore/span_lod.py: 1.07 s, a
+ones; a window whose resolution is at least the level-of-detail summary's first (runstore/span_lod.py: 0.27 s, a
 window of about half an hour at 1,500 px) reads the summary instead, whose size follows the window, not the spans.
 Either way the answer is the same merge (span_lod.merge_lane), so the two paths agree span for span away from the
 window's edges.

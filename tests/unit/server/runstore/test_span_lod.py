@@ -70,7 +70,7 @@ def views(r: RunStoreReader, lo: int, hi: int, res: int) -> tuple[Any, Any]:
             norm(timeline.spans_window(conn, 1, from_ns=lo, to_ns=hi, resolution_ns=res, summary=False)))
 
 
-RESOLUTIONS = [2**30, 3 * 2**30 + 7, 2**32, 5 * 2**33, 2**36 + 1, 2**38, 2**41]
+RESOLUTIONS = [2**28, 3 * 2**28 + 7, 2**30, 2**32, 5 * 2**33, 2**36 + 1, 2**38, 2**41]
 
 
 def assert_same(r: RunStoreReader, lo: int, hi: int) -> None:
@@ -161,7 +161,7 @@ def test_a_failed_rebuild_is_rolled_back_counted_and_logged_once(store, monkeypa
     assert w.span_summary.failures == 2
     assert sum("timeline summary could not be brought up to date" in m for m in caplog.messages) == 1
     assert dirty(r) == 1  # nothing half done: the bucket waits, and readers take it from the spans
-    a, b = views(r, t0 - S, t0 + 10 * S, 2**30)
+    a, b = views(r, t0 - S, t0 + 10 * S, span_lod.RESOLUTIONS[0])
     assert a == b and len(a[1]) == 1
     w.put_spans([], [span("b", "gen", LANES[0], t0 + 3 * S, t0 + 4 * S)])  # the writer goes on writing
     assert w.flush(10)
@@ -182,8 +182,10 @@ def test_retention_takes_the_summary_with_the_run(store) -> None:
 
 
 def test_levels_and_the_read_plan() -> None:
-    assert span_lod.level_for(2**30 - 1) is None
-    assert span_lod.level_for(2**30) == 0 and span_lod.level_for(2**32 - 1) == 0 and span_lod.level_for(2**32) == 1
+    first = span_lod.RESOLUTIONS[0]
+    assert span_lod.level_for(first - 1) is None
+    assert span_lod.level_for(first) == 0 and span_lod.level_for(4 * first - 1) == 0
+    assert span_lod.level_for(4 * first) == 1
     assert span_lod.level_for(10**15) == span_lod.LEVELS - 1
     assert span_lod.bucket_of(0, -1) == -span_lod.BUCKETS[0]  # (before the epoch: the bucket below, not above)
     b1, b0 = span_lod.BUCKETS[1], span_lod.BUCKETS[0]
