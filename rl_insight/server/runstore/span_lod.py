@@ -260,6 +260,10 @@ class Summarizer:
         self.buckets_built = 0
         self.failures = 0
 
+    def health(self) -> dict[str, Any]:
+        """For /healthz: whether buckets wait to be rebuilt (wide views read their spans meanwhile), and failures."""
+        return {"behind": self.backlog, "buckets_built": self.buckets_built, "failures": self.failures}
+
     def run(self, conn: Any, *, now: bool = False) -> None:
         """A slice of rebuilding, when due (or `now`)."""
         if not now and not self.backlog and time.monotonic() - self._last < self.EVERY_S:

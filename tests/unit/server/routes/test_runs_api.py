@@ -211,6 +211,10 @@ def test_run_metrics_and_spans_survive_a_server_restart(tmp_path, monkeypatch) -
         spans = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/spans").json()["spans"]
         assert len(spans) >= 5 * 3
         assert json.loads(httpx.get(srv.url + "/healthz").text)["store"]["degraded"] is False
+        # the timeline summary catches up in the writer's upkeep and says so
+        summary = wait_until(lambda: (lambda x: x if x["behind"] is False else None)(
+            httpx.get(srv.url + "/healthz").json()["store"]["timeline_summary"]), what="the summary caught up")
+        assert summary["failures"] == 0
     finally:
         srv.stop()
 
