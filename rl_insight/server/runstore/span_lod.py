@@ -196,16 +196,18 @@ def dirty_buckets(conn: Any, run_id: int) -> dict[str, set[tuple[int, int]]]:
     return out
 
 
+# a span as an item (open ones end at :now), the timeline's reads of spans and of the summary alike
+SPAN_ITEM = ("kind != 'state', name, start_ns, coalesce(end_ns, :now), 1, coalesce(end_ns, :now) - start_ns, "
+             "CASE WHEN coalesce(end_ns, :now) - start_ns >= :res THEN id END, end_ns IS NULL")
+# the run's open spans starting before :before, from their partial index
+OPEN_SPANS = ("SELECT lane, " + SPAN_ITEM + " FROM spans {open_index} WHERE run_id = :run AND end_ns IS NULL "
+              "AND start_ns < :before ORDER BY start_ns")
 _WINDOW = "start_ns < :to AND coalesce(end_ns, :now) > :from"
-_RAW = (f"SELECT kind != 'state', name, start_ns, coalesce(end_ns, :now), 1, coalesce(end_ns, :now) - start_ns, "
-        f"CASE WHEN coalesce(end_ns, :now) - start_ns >= :res THEN id END, end_ns IS NULL FROM spans "
-        f"WHERE run_id = :run AND lane = :lane AND start_ns >= :lo AND start_ns < :hi AND {_WINDOW} ORDER BY start_ns")
+_RAW = (f"SELECT {SPAN_ITEM} FROM spans WHERE run_id = :run AND lane = :lane AND start_ns >= :lo AND start_ns < :hi "
+        f"AND {_WINDOW} ORDER BY start_ns")
 _LOD = ("SELECT depth, name, start_ns, end_ns, merged, longest_ns, CASE WHEN merged = 1 AND longest_ns >= :res "
         "THEN span_id END, 0 FROM span_lod WHERE run_id = :run AND lane = :lane AND level = :level "
         "AND bucket_ns >= :lo AND bucket_ns < :hi AND start_ns < :to AND end_ns > :from ORDER BY bucket_ns, seq")
-_OPEN = ("SELECT lane, kind != 'state', name, start_ns, :now, 1, :now - start_ns, CASE WHEN :now - start_ns >= :res "
-         "THEN id END, 1 FROM spans {open_index} WHERE run_id = :run AND end_ns IS NULL AND start_ns < :to "
-         "ORDER BY start_ns")
 
 
 def open_index(conn: Any) -> str:
@@ -222,7 +224,7 @@ def lane_rows(conn: Any, args: dict[str, Any], lanes: list[str], level: int, lon
     starts earlier)."""
     dirty = dirty_buckets(conn, args["run"])
     open_by_lane: dict[str, list[tuple]] = {}
-    for r in conn.execute(_OPEN.format(open_index=open_index(conn)), args):
+    for r in conn.execute(OPEN_SPANS.format(open_index=open_index(conn)), {**args, "before": args["to"]}):
         open_by_lane.setdefault(r[0], []).append((int(r[1]), *r[2:]))
     size = BUCKETS[level]
     lo = bucket_of(level, args["from"] - max(0, longest_ns))

@@ -74,13 +74,9 @@ def _longest_span(conn: Any, run_id: int) -> int | None:
 
 
 # (depth, name, start, end, count, longest, span id where alone and at least the resolution long, open)
-_WINDOW_COLUMNS = ("kind != 'state', name, start_ns, coalesce(end_ns, :now), 1, coalesce(end_ns, :now) - start_ns, "
-                   "CASE WHEN coalesce(end_ns, :now) - start_ns >= :res THEN id END, end_ns IS NULL")
+_WINDOW_COLUMNS = span_lod.SPAN_ITEM
 PER_LANE_FROM_NS = 60 * 10**9  # PostgreSQL: windows at least this wide are read lane by lane
 _WINDOW_WHERE = "run_id = :run AND start_ns < :to AND coalesce(end_ns, :now) > :from"
-# open spans older than the bound, from the partial index of open spans
-_EARLY_OPEN = (f"SELECT lane, {_WINDOW_COLUMNS} FROM spans {{open_index}} WHERE run_id = :run AND end_ns IS NULL "
-               f"AND start_ns < :floor ORDER BY start_ns")
 
 
 def _rows_by_lane(conn: Any, args: dict[str, Any], wanted: list[str], longest: int | None
@@ -96,7 +92,9 @@ def _rows_by_lane(conn: Any, args: dict[str, Any], wanted: list[str], longest: i
     if longest is not None:
         where += " AND start_ns >= :floor"
         args = {**args, "floor": args["from"] - longest}
-        for r in conn.execute(_EARLY_OPEN.format(open_index=span_lod.open_index(conn)), args):
+        # open spans older than the bound
+        for r in conn.execute(span_lod.OPEN_SPANS.format(open_index=span_lod.open_index(conn)),
+                              {**args, "before": args["floor"]}):
             early.setdefault(r[0], []).append(r[1:])
     for lane, rows in _lane_ranges(conn, args, wanted, where):
         yield lane, (merge(early[lane], rows, key=itemgetter(2)) if lane in early else rows)
