@@ -152,6 +152,7 @@ def page():
         pg = browser.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.on("console", lambda m: print(f"console {m.type}: {m.text}"))  # (shown when a test fails)
         yield pg
         browser.close()
         assert not errors, f"JavaScript errors: {errors}"

@@ -44,12 +44,10 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert tails[step]["tail_lane"] == demo_pair.slow_lane
     page.goto(f"{url}/#/run/{slow}?step={step}")
     page.wait_for_function(f"document.querySelector('#explain-step')?.dataset.step === '{step}'", timeout=60_000)
-    # the card puts first what saves most by the API's own numbers (on a loaded machine the idle gaps of a step can
-    # outweigh the tail, the demo's timings being real), and names the slow replica as the long tail
-    w = tails[step]
-    biggest = max((w["tail_s"], "long-tail replica"), (w["cut_s"], "generations not waited for"),
-                  (w["bubbles_s"], "idle gaps"))[1]
-    best = page.inner_text("#cp-whatif .best")
-    assert biggest in best, (best, w)
+    # the card puts first what saves most by its own numbers (on a loaded machine the idle gaps of a step can
+    # outweigh the tail, the demo's timings being real, and the step's spans may still move between two reads)
+    saves = page.eval_on_selector_all("#cp-whatif span[data-saves-s]", "els => els.map(e => +e.dataset.savesS)")
+    assert saves and saves[0] == max(saves) > 0, saves
+    assert page.get_attribute("#cp-whatif span[data-saves-s]:first-child", "class") == "best"
     assert f"long-tail replica finishing with the others ({demo_pair.slow_lane})" in page.inner_text("#cp-whatif")
     page.locator("#explain-step").screenshot(path=str(ARTIFACTS / "explain-step.png"))

@@ -63,11 +63,23 @@ def test_a_killed_job_is_lost_and_a_stopped_server_shows_a_banner(tmp_path: Path
         assert grouped[0]["summary"] == "t1 down" and grouped[0]["others"][-1] == "t7 down"
         assert grouped[0]["since"] == "2026-12-01T00:01:00Z"
         page.screenshot(path=str(ARTIFACTS / "run-lost.png"))
+        # the views' refreshes stop (as when a view failed before starting them): the banner must not need them
+        page.wait_for_function("rlInsight.refreshMs > 0", timeout=30_000)  # the page's render has finished
+        page.evaluate("rlInsight.timers.forEach(clearInterval); rlInsight.timers = []")
         server.send_signal(signal.SIGTERM)  # the server goes away under the open page
         server.wait(30)
-        page.wait_for_selector("#offline-banner:not([hidden])", timeout=15_000)
+        page.wait_for_selector("#offline-banner:not([hidden])", timeout=30_000)
         assert "is not answering" in page.inner_text("#offline-banner")
         page.screenshot(path=str(ARTIFACTS / "offline-banner.png"))
+        # a view opened while the server is away says so and retries; the server back on its address, it heals
+        page.evaluate("location.hash = '#/run/1?lanes='")
+        page.wait_for_selector("#page-error")
+        assert "not answering" in page.inner_text("#page-error") and "retrying" in page.inner_text("#page-error")
+        server = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(tmp_path / "server.json"),
+                                   "--log-level", "warning"])
+        page.wait_for_selector("#run-status.lost", timeout=60_000)
+        page.wait_for_selector("#offline-banner", state="hidden", timeout=10_000)
+        assert page.query_selector("#page-error") is None
     finally:
         job.kill()
         if server.poll() is None:

@@ -2,17 +2,17 @@
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { render } from "./main.js";
 
-export class ApiError extends Error {}
+// `status` is the answer's HTTP status, 0 when none came: a view that failed on 0 or 5xx may work when retried.
+export class ApiError extends Error { constructor(message, status) { super(message); this.status = status; } }
 export async function api(path, opts = {}) {
   let r;
   try {
     r = await fetch(path, { credentials: "same-origin", ...opts });
-  } catch (e) { unreachable(`no answer (${e.message})`); throw new ApiError("the server is not answering"); }
-  if (r.status === 502 || r.status === 503 || r.status === 504) unreachable(`HTTP ${r.status}`);
-  else reachable();
-  if (r.status === 401) { state.session.authenticated = false; render(); throw new ApiError("login required"); }
+  } catch (e) { unreachable(`no answer (${e.message})`); throw new ApiError("the server is not answering", 0); }
+  heard(r.status);
+  if (r.status === 401) { state.session.authenticated = false; render(); throw new ApiError("login required", 401); }
   const body = r.headers.get("content-type")?.includes("json") ? await r.json() : await r.text();
-  if (!r.ok) throw new ApiError(body.detail || `HTTP ${r.status}`);
+  if (!r.ok) throw new ApiError(body.detail || `HTTP ${r.status}`, r.status);
   return body;
 }
 
@@ -27,6 +27,21 @@ export function clearTimers({ keepCharts = false } = {}) {
 export function every(ms, fn) { state.timers.push(setInterval(() => Promise.resolve().then(fn).catch(() => {}), ms)); }
 
 // The page never shows stale data silently: while the server does not answer, a banner says since when.
+// The views' own refreshes raise it, and so does a watchdog that does not depend on them (a view may still be
+// loading, or have failed before its refreshes started): while refreshing is on, a page that has heard nothing
+// for 6 s asks the server's session endpoint (open, small). "Off" (state.refreshMs 0) stops the watchdog too.
+let lastHeard = Date.now();
+function heard(status) {
+  if (status === 502 || status === 503 || status === 504) { unreachable(`HTTP ${status}`); return; }
+  lastHeard = Date.now();
+  reachable();
+}
+setInterval(() => {
+  if (state.refreshMs === 0 || Date.now() - lastHeard < 6000) return;
+  fetch("/api/v1/session", { credentials: "same-origin", cache: "no-store" })
+    .then(r => heard(r.status), e => unreachable(`no answer (${e.message})`));
+}, 3000);
+
 function unreachable(why) {
   const el = document.getElementById("offline-banner");
   if (!el) return;

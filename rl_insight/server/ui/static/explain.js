@@ -31,7 +31,7 @@ export async function showCriticalPath(el, timeline, runId, step) {
       ` (${fmtDur(p.duration_s)}): `, ...chain,
       p.bubbles_s > 0 ? h("span", { class: "muted" }, ` · idle on the path ${fmtDur(p.bubbles_s)}`) : ""),
     h("div", { class: "cp-whatif", id: "cp-whatif" }, "what would save time (estimates): ",
-      ...fixes.map(([what, s, lane], i) => h("span", { class: i === 0 && s > 0 ? "best" : "" }, i ? " · " : "",
+      ...fixes.map(([what, s, lane], i) => h("span", { class: i === 0 && s > 0 ? "best" : "", "data-saves-s": s }, i ? " · " : "",
         `${what}${lane ? " (" + lane + ")" : ""} ${s > 0 ? fmtDur(s) : "nothing"}`))),
     p.critical_trajectory ? h("div", { class: "muted" }, `critical trajectory: ${p.critical_trajectory.key} (${p.critical_trajectory.turns} turns)`) : "");
   el.dataset.step = p.step;

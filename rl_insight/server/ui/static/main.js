@@ -9,6 +9,7 @@ import { renderRuns } from "./runs.js";
 
 export async function render() {
   clearTimers();
+  state.refreshMs = null;  // (a run page sets its own; the banner's watchdog runs unless it is "off")
   const app = $("#app");
   if (!state.session) state.session = await (await fetch("/api/v1/session", { credentials: "same-origin" })).json();
   const links = $("#links");
@@ -22,7 +23,13 @@ export async function render() {
       await renderRun(app, +m[1], new URLSearchParams(m[2] || ""));
     }
     else await renderRuns(app);
-  } catch (e) { if (!(e instanceof ApiError && e.message === "login required")) app.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    // no answer or a server error may pass (a restart, a busy store): the page tries again rather than stay broken
+    const retry = e instanceof ApiError && (e.status === 0 || e.status >= 500);
+    app.replaceChildren(h("p", { class: "error", id: "page-error" }, String(e.message || e) + (retry ? " (retrying every 5 s)" : "")));
+    if (retry) state.timers.push(setTimeout(render, 5000));  // (clearTimers clears timeouts too: one id pool)
+  }
 }
 window.addEventListener("hashchange", render);
 
