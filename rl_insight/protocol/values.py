@@ -76,6 +76,8 @@ class TextCleaner:
         self.replaced = 0
 
     def clean(self, s: str) -> str:
+        if s.isascii() and "\x00" not in s:  # the usual case, and a cheap one: CPython keeps whether a str is ASCII
+            return s
         if "\x00" in s:  # valid UTF-8, but no database's text holds it (PostgreSQL refuses it; C strings end there)
             self.replaced += 1
             s = s.replace("\x00", "\ufffd")

@@ -7,13 +7,15 @@ checks). It binds the socket itself so that a busy port is a clear error, not a 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from typing import Any
 
-from ..errors import PortInUseError, RLInsightError
+from ..errors import ConfigError, PortInUseError, RLInsightError
 from .config import ServerConfig
 from .http.net import bind_socket, port_is_free
+from .http.slow_peers import PeerGuardCounters, guarded_protocol
 from .outbound.otlp import require_grpc
 
 
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         from .app import create_app
 
         app = create_app(config)
-        server = uvicorn.Server(uvicorn_config(app, config, log_level=args.log_level))
+        server = uvicorn.Server(uvicorn_config(app, config, counters=app.state.st.peer_guard, log_level=args.log_level))
         server.run(sockets=[sock])
     except RLInsightError as exc:
         print(f"rl-insight server: {exc}", file=sys.stderr)
@@ -48,15 +50,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def uvicorn_config(app: object, config: ServerConfig, **kw: object) -> Any:
-    """uvicorn as the server runs it: slow or idle peers bounded (server/http/slow_peers.py)."""
+def uvicorn_config(app: object, config: ServerConfig, counters: PeerGuardCounters | None = None, **kw: object) -> Any:
+    """uvicorn as the server runs it: slow or idle peers bounded (server/http/slow_peers.py), on the configured
+    HTTP parser and event loop."""
     import uvicorn
 
-    from .http.slow_peers import guarded_protocol
-
+    protocol = guarded_protocol(config.header_timeout_s, config.body_timeout_s, config.max_connections,
+                                counters=counters, parser=config.http_parser)
+    if config.event_loop not in ("auto", "asyncio", "uvloop"):
+        raise ConfigError(f"event_loop {config.event_loop!r} is not one of auto, asyncio, uvloop")
+    if config.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise ConfigError("event_loop 'uvloop' needs the uvloop package (pip install uvloop), or use 'asyncio'")
     return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]  # uvicorn's stubs: `http` also takes a protocol class
-                          http=guarded_protocol(config.header_timeout_s, config.body_timeout_s, config.max_connections),
-                          **kw)  # type: ignore[arg-type]  # uvicorn's stubs: the keyword options are typed narrower than accepted
+                          http=protocol, loop=config.event_loop, **kw)  # type: ignore[arg-type]  # uvicorn's stubs: the keyword options are typed narrower than accepted
 
 
 if __name__ == "__main__":

@@ -93,6 +93,8 @@ class ServerConfig:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections: int = 2048
+    http_parser: str = "auto"  # uvicorn's HTTP/1.1 parser: "httptools" (C, where installed; "auto"), or "h11"
+    event_loop: str = "auto"  # uvicorn's event loop: "uvloop" (where installed; "auto"), or "asyncio"
     # Stack snapshots taken by the server itself (server/live/stall_watch.py): when the stalled-lane insight fires,
     # or the run's step clock has not moved for stall_step_s (0: off); at most one episode per run per interval
     stall_snapshots: bool = True

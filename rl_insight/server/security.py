@@ -66,12 +66,15 @@ class Auth:
     def authenticated(self, request: Request) -> bool:
         return not self.token or self.bearer_ok(request) or self.token_ok(request.cookies.get(SESSION_COOKIE, ""))
 
-    def require_write(self, request: Request) -> None:
+    # The routes' dependencies are coroutines though they never wait: FastAPI runs a plain function dependency in
+    # its thread pool, a trip there and back (two wake-ups of the event loop) for a header comparison, on every
+    # request; at a thousand clients that was 6 % of the server's CPU (bench/RESULTS.md, issue 24).
+    async def require_write(self, request: Request) -> None:
         if self.token and not self.bearer_ok(request):
             raise UnauthorizedError("missing or wrong bearer token",
                                     hint="set RL_INSIGHT_TOKEN (training) or --token (CLI) to the server's token")
 
-    def require_operator(self, request: Request) -> None:
+    async def require_operator(self, request: Request) -> None:
         """Actions a person takes in the UI (request or cancel a profile): bearer token or the UI's session cookie.
         The cookie is SameSite=Strict and every state-changing request passes the cross-site guard below, so a
         foreign page cannot use it."""
@@ -79,7 +82,7 @@ class Auth:
             raise UnauthorizedError("missing or wrong bearer token or UI session",
                                     hint="sign in on the UI, or send 'Authorization: Bearer <token>'")
 
-    def require_read(self, request: Request) -> None:
+    async def require_read(self, request: Request) -> None:
         """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie."""
         if self.token and not self.authenticated(request):
             raise UnauthorizedError(

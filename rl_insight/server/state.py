@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from ..protocol import SpanRecord
 from .config import ServerConfig
+from .http.slow_peers import PeerGuardCounters
 from .intake.pipeline import IntakePipeline
 from .live.clients import ClientTracker
 from .live.insight_service import InsightService
@@ -113,7 +114,8 @@ class AppState:
             max_bytes=config.max_metric_store_bytes,
         )
         self.registry.register(StoreCollector(self.store))
-        self.metrics = ServerMetrics(self.registry)
+        self.peer_guard = PeerGuardCounters()  # filled by the HTTP protocol (__main__), read by /metrics
+        self.metrics = ServerMetrics(self.registry, self.peer_guard)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
         self.writer = RunStoreWriter(config.store_location, retention_days=config.store_retention_days,
                                      max_bytes=config.store_max_bytes) if config.store_enabled else None

@@ -9,6 +9,7 @@ the validated records onto the live metric store, the run store and the span fan
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections import Counter
 from concurrent.futures import Future
@@ -114,9 +115,17 @@ def _verdict(ok: bool | None, timeout_s: float) -> None:
 
 def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:
     """(project, experiment_name, name, labels JSON) under which the run store records a series."""
-    labels = {k: v for k, v in ref.labels.items() if k not in ("project", "experiment_name")}
-    return (ref.labels.get("project", NO_IDENTITY), ref.labels.get("experiment_name", NO_IDENTITY), ref.base_name,
-            json.dumps(labels, sort_keys=True, separators=(",", ":")))
+    return _identity_of(ref.base_name, ref.key)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _identity_of(base_name: str, key: tuple[tuple[str, str], ...]) -> tuple[str, str, str, str]:
+    # `key` is the live store's series key, the exposed labels sorted: it determines the labels. Cached because a
+    # client defines its series in every batch and one JSON encoding per series was ~15 % of a batch's intake
+    # (bench/RESULTS.md, issue 24); the bound keeps a stream of new label sets from growing it.
+    labels = dict(key)
+    project, experiment = labels.pop("project", NO_IDENTITY), labels.pop("experiment_name", NO_IDENTITY)
+    return project, experiment, base_name, json.dumps(labels, sort_keys=True, separators=(",", ":"))
 
 
 def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:

@@ -3,15 +3,20 @@ isolated registry (never the process-global one, so several servers can live in 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from ..._version import __version__
+from ..http.slow_peers import PeerGuardCounters
 
 
 class ServerMetrics:
     """The server's own metrics (`rl_insight_server_*`), in the app's isolated registry."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, peer_guard: PeerGuardCounters | None = None) -> None:
         p = "rl_insight_server_"
         self.requests = Counter(
             p + "http_requests", "HTTP requests by route and status", ["route", "method", "status"], registry=registry
@@ -45,3 +50,22 @@ class ServerMetrics:
                                    "identity (kept under project 'unassigned')", ["what"], registry=registry)
         info = Gauge(p + "build_info", "Server version", ["version"], registry=registry)
         info.labels(__version__).set(1)
+        registry.register(_PeerGuardCollector(peer_guard or PeerGuardCounters()))
+
+
+class _PeerGuardCollector(Collector):
+    """The slow-peer guard's counts (server/http/slow_peers.py), kept by the HTTP protocol as plain integers (it
+    runs per connection, on the event loop: no prometheus_client lock there), read when /metrics is scraped."""
+
+    def __init__(self, counters: PeerGuardCounters) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        c = self.counters
+        family = CounterMetricFamily("rl_insight_server_connections_closed", "Connections the server closed on a "
+                                     "slow or surplus peer: headers or body not sent in time, past max_connections",
+                                     labels=["why"])
+        family.add_metric(["header_timeout"], c.header_timeouts)
+        family.add_metric(["body_timeout"], c.body_timeouts)
+        family.add_metric(["max_connections"], c.refused)
+        yield family

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -430,6 +431,17 @@ def test_r2_11_unfinished_headers_are_timed_out_and_connections_bounded(tmp_path
         answers = [_read(s, 5) for s in socks]  # after header_timeout_s every one is answered 408 and closed
         assert all(a.startswith(b"HTTP/1.1 408") for a in answers), answers[:3]
         assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+
+        def closed_by() -> dict[str, float]:  # the guard's counts on /metrics
+            return {m.group(1): float(m.group(2)) for m in re.finditer(
+                r'^rl_insight_server_connections_closed_total\{why="(\w+)"\} (\S+)', httpx.get(url + "/metrics").text,
+                re.M)}
+
+        # every connection that was held timed out (the 40 and the extras that fit), the rest were refused
+        counts = wait_until(lambda: (c := closed_by())["header_timeout"] == 80 - closed and c, timeout=10,
+                            what="the header timeouts counted")
+        assert counts["max_connections"] == closed
+        assert counts["body_timeout"] == 0
     finally:
         for s in socks + socks_extra:
             s.close()
