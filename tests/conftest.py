@@ -24,8 +24,45 @@ from rl_insight.server.app import create_app
 from rl_insight.server.config import ServerConfig
 
 
+def _port_slice() -> range:
+    """This test process's own ports: below the kernel's ephemeral range, one slice per pytest-xdist worker.
+
+    A port from bind(0) is an ephemeral one: between its release here and the server's own bind, any outgoing
+    connection on the machine (a test's HTTP client, the browser, another worker's) may take it as its source
+    port, and the server then fails to start or, worse, the test talks to someone else's process. Below the
+    ephemeral range only a listener takes a port, and each worker hands out its own."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    top = min(low, 32768) - 1
+    if top < 13_000:  # an unusual kernel setting: leave it to bind(0)
+        return range(0)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    size = (top - 11_000) // 4  # (from 11000: Chromium refuses 10080 and a few others below as unsafe ports)
+    start = 11_000 + (index % 4) * size
+    return range(start, start + size)
+
+
+_PORTS = _port_slice()
+_next_port = [int(time.time() * 1000) % max(1, len(_PORTS))]  # (a rerun soon after does not start on the same)
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port that is free now, outside the ephemeral range, never the same twice in a row."""
+    with _port_lock:
+        for _ in range(len(_PORTS)):
+            port = _PORTS[_next_port[0] % len(_PORTS)]
+            _next_port[0] += 1
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as s:  # no slice, or all of it taken
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -58,6 +58,18 @@ export function setRange(r, { source = null } = {}) {
   state.range = r;
   setUrlParams(rangeParams(r));
   applyViewRangeAll();
+  const t = state.timeline;
+  if (r?.steps && t && !stepsToSecs(r.steps)) {
+    // steps newer than the step marks the timeline fetched (the charts refresh ahead of it): fetch them first, or
+    // the timeline would show the whole run for a range of steps
+    t._stepsLoadedAt = 0;
+    t.loadSteps().catch(() => {}).then(() => { if (state.range === r) showRange(r, source); });
+    return;
+  }
+  showRange(r, source);
+}
+
+function showRange(r, source) {
   const { secs } = currentRange();
   for (const t of state.timelines || []) {
     if (t === source) continue;

@@ -17,9 +17,9 @@ import pytest
 import uvicorn
 
 from rl_insight.errors import ConfigError
-from rl_insight.server.http.net import bind_socket, free_port
+from rl_insight.server.http.net import bind_socket
 from rl_insight.server.http.slow_peers import PeerGuardCounters, guarded_protocol
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 HEADER_S, BODY_S = 0.6, 0.6
 
