@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.conftest import DemoPair
+from tests.conftest import DemoPair, wait_until
 from tests.e2e.test_ui import ARTIFACTS, browser_demo, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -140,11 +140,17 @@ def test_the_picker_the_minimap_and_the_time_charts(demo: str, page) -> None:
     assert ticks and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks if t), ticks
     page.click("#range-reset")
     page.wait_for_function("!/steps=/.test(location.hash)")
-    page.wait_for_timeout(500)  # the views settle on the whole run
-    size = page.eval_on_selector("#timeline canvas", "e => [e.clientWidth, e.clientHeight]")
-    page.hover("#timeline canvas", position={"x": size[0] * 0.6, "y": size[1] * 0.6})
-    page.wait_for_function("state.charts.filter(p => p.xKind === 'time').every(p => p.cursor.idx !== null && "
-                           "p.cursor.idx !== undefined)", timeout=5_000)
+    # the mouse moves over the timeline as a person's would, a little at a time, until every time chart's crosshair
+    # follows it (the views redraw on the whole run after the reset: a chart rebuilt after one hover has not seen it)
+    moves = iter(range(10_000))
+
+    def crosshairs_follow() -> bool:
+        size = page.eval_on_selector("#timeline canvas", "e => [e.clientWidth, e.clientHeight]")
+        page.hover("#timeline canvas", position={"x": size[0] * (0.55 + 0.01 * (next(moves) % 10)), "y": size[1] * 0.6})
+        return bool(page.evaluate("state.charts.filter(p => p.xKind === 'time').every(p => p.cursor.idx !== null && "
+                                  "p.cursor.idx !== undefined)"))
+
+    wait_until(crosshairs_follow, timeout=30, interval=0.3, what="the time charts' crosshairs following the timeline")
     at = page.eval_on_selector(".chart[data-metric] .legend-table th.at", "e => e.textContent")
     assert re.fullmatch(r"\d\d:\d\d:\d\d", at), at
 
