@@ -206,7 +206,7 @@ def decode_batch(obj: Any) -> Batch:
     batch.final = obj.get("final") is True
     for entry in sections["series"]:
         try:
-            batch.series.append(_series(entry, strings))
+            batch.series.append(_series_of(entry, strings))
         except ItemError as err:
             batch.series.append(err)
     n_series = len(batch.series)
@@ -284,6 +284,36 @@ def _namespace(ns: Any) -> str | None:
         raise BatchError(f"'client.namespace' {short_repr(ns)} is not a valid metric-name prefix "
                          "([a-zA-Z_][a-zA-Z0-9_:]*)")
     return ns
+
+
+_SERIES_SEEN: dict[tuple, SeriesDef] = {}
+_SERIES_SEEN_MAX = 65_536
+
+
+def _series_of(entry: Any, strings: TextCleaner) -> SeriesDef:
+    """`_series`, remembered: a client defines the series it uses in every batch, the same ones each time, and
+    validating them again was a fifth of a batch's intake (bench/RESULTS.md, issue 24). Only definitions that
+    validated without a change are remembered (a replaced character is counted on every batch); anything not
+    hashable, or not a plain object, is validated as usual. A SeriesDef is never changed after it is made."""
+    if type(entry) is not dict:
+        return _series(entry, strings)
+    labels, bounds = entry.get("l"), entry.get("b")
+    try:
+        key = (entry.get("k"), entry.get("n"), entry.get("ns"), entry.get("d"),
+               tuple(bounds) if type(bounds) is list else bounds,
+               tuple(labels.items()) if type(labels) is dict else labels)
+        seen = _SERIES_SEEN.get(key)
+    except TypeError:  # an unhashable part (a list or an object where a string belongs): the checks will say so
+        return _series(entry, strings)
+    if seen is not None:
+        return seen
+    before = strings.replaced
+    made = _series(entry, strings)
+    if strings.replaced == before:
+        if len(_SERIES_SEEN) >= _SERIES_SEEN_MAX:  # a stream of ever-new label sets: start over rather than grow
+            _SERIES_SEEN.clear()
+        _SERIES_SEEN[key] = made
+    return made
 
 
 def _series(entry: Any, strings: TextCleaner) -> SeriesDef:

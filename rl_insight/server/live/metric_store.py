@@ -89,6 +89,9 @@ class MetricStore:
         self._max_families_per_client = max_families_per_client
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
+        # _prepare's answers by definition: decode_batch hands out the same SeriesDef for the same definition
+        # (protocol/batch.py: _series_of), so a client's series are worked out once, not in every batch
+        self._prepared: dict[tuple[SeriesDef, str | None], tuple[Kind, str, str, dict[str, str], tuple]] = {}
         self._families: dict[str, _Family] = {}
         self._families_by_client: dict[str, int] = {}
         self.bytes_used = 0
@@ -127,7 +130,18 @@ class MetricStore:
         return out
 
     def _prepare(self, d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
-        """The exposed name, labels and series key of a definition (no shared state: outside the lock)."""
+        """The exposed name, labels and series key of a definition (outside the lock; a pure function of its
+        arguments, remembered by definition object: a dict's get and set are atomic under the GIL)."""
+        done = self._prepared.get((d, namespace))
+        if done is None:
+            done = self._work_out(d, namespace)
+            if len(self._prepared) >= 65_536:  # definitions that are not reused (e.g. ever-new labels): start over
+                self._prepared.clear()
+            self._prepared[(d, namespace)] = done
+        return done
+
+    @staticmethod
+    def _work_out(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
         try:
             base = sanitize_metric_name(d.name)
         except InvalidNameError as exc:
