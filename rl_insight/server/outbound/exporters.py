@@ -55,8 +55,9 @@ class LiveExporter:
         return True
 
     def close(self) -> None:
-        self.flush(10.0)
-        self._worker.stop(10.0)
+        if not self.flush(10.0) or not self._worker.stop(10.0):  # (say so: a run it was still making is not finished)
+            log.warning("%s exporter: still writing at shutdown after its wait; what it had not written is lost, "
+                        "and a run it was still opening is not closed", self.name)
         for w in self._writers.values():
             try:
                 w.close()
