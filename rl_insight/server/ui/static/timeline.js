@@ -145,8 +145,11 @@ export class Timeline {
     return [i > 0 ? marks[i - 1][1] : Math.min(this.data.from_ns ?? marks[i][1], marks[i][1]), marks[i][1]];
   }
   // The page's range moved (range.js): show that window (null: the whole run), following the end when asked.
+  // Drawn at once over the spans it has, as a zoom is: the window does not wait on (or, if it fails, stay behind) the
+  // fetch of its spans, which fill in when they come.
   setWindow(ns, follow) {
     this.view = ns; this.follow = follow;
+    if (ns && this.data) this.draw();
     this.load().catch(() => {});
   }
   // A zoom or pan by the user: the page's range follows (the main timeline only: a compared run has its own times).
