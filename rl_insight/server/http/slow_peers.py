@@ -11,9 +11,9 @@ HTTP/1.1 protocols with three additions, passed as `uvicorn.Config(http=guarded_
   timer runs; when it fires the peer gets `408 Request Timeout` and the connection is closed;
 * once the headers are in, the body must arrive within `body_timeout_s` (the route sees a disconnect).
 
-The protocol is uvicorn's httptools one (llhttp, in C) where `httptools` is installed — the parser is a large
-part of a small request's cost at a thousand clients (bench/RESULTS.md, issue 24) — and its h11 one (pure
-Python) otherwise; the guard is the same on both, only how each tells where a request stands differs.
+The protocol is uvicorn's httptools one (llhttp, in C) where `httptools` is installed and its h11 one (pure
+Python) otherwise (config `http_parser`; at a thousand clients the two measured within noise of each other,
+bench/RESULTS.md, issue 24); the guard is the same on both, only how each tells where a request stands differs.
 """
 
 from __future__ import annotations
