@@ -16,6 +16,8 @@ Invariants:
   a reader takes a dirty bucket from the level below (at level 0: the spans). Rebuilding a bucket marks its parent
   dirty. A mark carries a generation bumped by every write; a rebuild removes only the generation it read, so a span
   written meanwhile (by another server of a fleet) keeps its bucket dirty.
+- A finished span re-sent with another start (its upsert moves it) is marked in the bucket of its old start too,
+  in the same transaction, before the upsert (`mark_moved`): only the stored row still knows the old start.
 - Open spans are never summarized (their end moves); readers take them from their own index.
 - Only at a window's edges can a view from the summary differ from one from the spans: an edge item may also count
   spans just outside the window (it is drawn where the lane was busy either way).
@@ -112,6 +114,34 @@ def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], 
         current[depth] = cur
         out.append(cur)
     return True
+
+
+# (a trigger on spans would find the old start by itself, but its mere presence made SQLite's span upserts ~20%
+# slower; a lookup per span reads the page the upsert reads next and costs nothing measurable on SQLite, while on
+# PostgreSQL, where every statement is a round of its own, the batch's spans go in one statement as arrays, each
+# looked up by its key: OFFSET 0 keeps the planner from trading the point reads for a scan of every span)
+_OLD_BUCKET = f"s.start_ns - ((s.start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}"
+_ON_MARKED = ("ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = "
+              "span_lod_dirty.generation + 1")
+_MARK_MOVED = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
+               f"{_OLD_BUCKET}, 1 FROM spans s WHERE s.run_id = ? AND s.id = ? AND s.end_ns IS NOT NULL "
+               f"AND s.start_ns <> ? {_ON_MARKED}")
+_MARK_MOVED_PG = ("INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT DISTINCT s.run_id, "
+                  f"s.lane, 0, {_OLD_BUCKET.replace('%', '%%')}, 1 "
+                  "FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS v(run, id, start) CROSS JOIN LATERAL "
+                  "(SELECT run_id, lane, start_ns FROM spans WHERE run_id = v.run AND id = v.id "
+                  f"AND end_ns IS NOT NULL AND start_ns <> v.start OFFSET 0) s {_ON_MARKED}")
+
+
+def mark_moved(conn: Any, spans: Sequence[tuple[int, str, int]]) -> None:
+    """Before finished spans (run, id, start) are upserted: mark the level-0 bucket of each one already stored as
+    finished at another start, whose item the upsert would otherwise leave behind there."""
+    if not spans:
+        return
+    if is_postgres(conn):  # (the raw connection: PostgreSQL's own array syntax, bound as it stands)
+        conn.raw.execute(_MARK_MOVED_PG, ([r[0] for r in spans], [r[1] for r in spans], [r[2] for r in spans]))
+    else:
+        conn.executemany(_MARK_MOVED, spans)
 
 
 def mark(conn: Any, buckets: Iterable[tuple[int, str, int]]) -> None:

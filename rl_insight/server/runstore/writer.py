@@ -300,6 +300,7 @@ class RunStoreWriter:
         if span_starts:
             c.executemany(INSERT_START, span_starts)
         if span_ends:
+            span_lod.mark_moved(c, [(r[0], r[1], r[7]) for r in span_ends])
             c.executemany(UPSERT_END, span_ends)
         if span_cut:
             c.executemany(CLOSE_CUT_SHORT, span_cut)
@@ -352,6 +353,8 @@ class RunStoreWriter:
         else:
             stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
             row = self._span_row(item, touched, now)
+            if stmt is UPSERT_END:
+                span_lod.mark_moved(c, [(row[0], row[1], row[7])])
             c.execute(stmt, row)
             if what == "end":
                 span_lod.mark(c, [(row[0], row[5], row[7])])

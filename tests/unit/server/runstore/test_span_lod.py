@@ -19,12 +19,17 @@ S = 10**9
 LANES = ["trainer/rank_0", "rollout/replica_0", "rollout/replica_1"]
 
 
-@pytest.fixture
-def store(store_at: StoreLocation):
+def quiet_writer(store_at: StoreLocation) -> RunStoreWriter:
+    """A writer whose upkeep leaves the summary alone: the test says when it is built."""
     w = RunStoreWriter(store_at, flush_interval_s=0.02)
     run = w.span_summary.run
-    # the test says when the summary is built: the writer's upkeep leaves it alone
     w.span_summary.run = lambda conn, now=False: run(conn, now=True) if now else None  # type: ignore[method-assign]
+    return w
+
+
+@pytest.fixture
+def store(store_at: StoreLocation):
+    w = quiet_writer(store_at)
     yield w, RunStoreReader(store_at)
     w.close()
 
@@ -142,6 +147,31 @@ def test_a_span_written_while_its_bucket_is_rebuilt_keeps_it_dirty(store, monkey
     monkeypatch.setattr(span_lod, "_build", real)
     summarize(w)
     assert dirty(r) == 0
+
+
+def test_a_finished_span_resent_with_another_start_leaves_nothing_in_its_old_bucket(store) -> None:
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 6 * 3600 * S)
+    moved_to = t0 + 3 * span_lod.BUCKETS[0] + S  # three level-0 buckets later
+    w.put_spans([], [span("a", "gen", LANES[0], t0 + S, t0 + 2 * S),
+                     span("b", "gen", LANES[0], t0 + 5 * S, t0 + 6 * S)])
+    assert w.flush(10)
+    summarize(w)
+    w.put_spans([], [span("a", "gen", LANES[0], moved_to, moved_to + S)])  # the same span, its start corrected
+    assert w.flush(10)
+    marked = {tuple(x) for x in r.conn().execute("SELECT level, bucket_ns FROM span_lod_dirty")}
+    assert marked == {(0, t0), (0, span_lod.bucket_of(0, moved_to))}  # the bucket it left too
+    lo, hi = t0 - S, moved_to + 60 * S
+    assert_same(r, lo, hi)
+    summarize(w)
+    assert dirty(r) == 0
+    assert_same(r, lo, hi)
+    items = r.conn().execute("SELECT span_id, start_ns FROM span_lod WHERE level = 0 ORDER BY start_ns").fetchall()
+    assert [tuple(x) for x in items] == [("b", t0 + 5 * S), ("a", moved_to)]
+    # a resend that moves nothing (the same start, a later end) marks only the bucket it is in
+    w.put_spans([], [span("b", "gen", LANES[0], t0 + 5 * S, t0 + 7 * S)])
+    assert w.flush(10)
+    assert [tuple(x) for x in r.conn().execute("SELECT level, bucket_ns FROM span_lod_dirty")] == [(0, t0)]
 
 
 def test_a_failed_rebuild_is_rolled_back_counted_and_logged_once(store, monkeypatch: pytest.MonkeyPatch,
