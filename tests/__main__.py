@@ -1,0 +1,42 @@
+"""The whole suite as the README and CI run it (`python -m tests [pytest options]`), in two passes:
+
+1. everything but the browser tests on pytest-xdist workers (two by default, one per core of the CI machine; modules
+   kept whole on a worker, so a module's servers start once);
+2. the browser tests (marker `e2e`) in one process, alone on the machine.
+
+Why not one pass on the workers: a browser test waits for a page that draws under the load of its own server, demo
+and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
+time), while alone they hold. Why not one serial pass: it took ~19 minutes on two cores, over the project's limit.
+
+Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
+workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
+either pass failed; a pass that selects no test (a path holding only one kind) is not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+NO_TESTS_COLLECTED = 5  # pytest's exit status for a selection that matched nothing
+
+
+def run(args: list[str]) -> int:
+    print("\n$ python -m pytest " + " ".join(args), flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", *args])
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests", description=__doc__.split("\n")[0])
+    ap.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the first pass (0: none)")
+    known, passthrough = ap.parse_known_args(argv)
+    spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
+    results = [run(["-q", *spread, "-m", "not e2e", *passthrough]), run(["-q", "-m", "e2e", *passthrough])]
+    if all(r == NO_TESTS_COLLECTED for r in results):
+        return NO_TESTS_COLLECTED
+    return max((r for r in results if r != NO_TESTS_COLLECTED), default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
