@@ -43,15 +43,17 @@ class PeerGuardCounters:
 class _Guard:
     """The bound and the timers, whichever parser reads the requests. A protocol class mixes this in before
     uvicorn's, calls `_admit` once connected and `_arm` / `_disarm` as the request moves on, and says with
-    `_between_requests` whether nothing of the current request has been answered yet."""
+    `_between_requests` whether nothing of the current request has been answered yet. Both uvicorn protocols
+    have the loop, transport, connections and client used here."""
 
     counters: PeerGuardCounters
     limits: tuple[float, float, int]  # header_timeout_s, body_timeout_s, max_connections
     _guard: asyncio.TimerHandle | None = None
     _guarding: str | None = None
 
-    def _admit(self, protocol: Any) -> bool:
+    def _admit(self) -> bool:
         """False (and the connection aborted) past max_connections."""
+        protocol = self._protocol()
         stats, max_connections = self.counters, self.limits[2]
         if len(protocol.connections) <= max_connections:
             self._arm("headers")
@@ -72,7 +74,7 @@ class _Guard:
         self._disarm()
         self._guarding = what
         delay = self.limits[0] if what == "headers" else self.limits[1]
-        self._guard = self._loop().call_later(delay, self._expired, what)
+        self._guard = self._protocol().loop.call_later(delay, self._expired, what)
 
     def _disarm(self) -> None:
         if self._guard is not None:
@@ -81,7 +83,7 @@ class _Guard:
 
     def _expired(self, what: str) -> None:
         self._guard, self._guarding = None, None
-        transport = self._transport()
+        transport = self._protocol().transport
         if transport is None or transport.is_closing():
             return
         if what == "headers":
@@ -92,11 +94,8 @@ class _Guard:
             self.counters.body_timeouts += 1
         transport.close()
 
-    def _loop(self) -> asyncio.AbstractEventLoop:
-        raise NotImplementedError
-
-    def _transport(self) -> asyncio.Transport | None:
-        raise NotImplementedError
+    def _protocol(self) -> Any:
+        return self  # (uvicorn's half of the class: its attributes, as the type checker does not see them here)
 
     def _between_requests(self) -> bool:
         raise NotImplementedError
@@ -109,7 +108,7 @@ def _h11_protocol(counters: PeerGuardCounters, limits: tuple[float, float, int])
     class GuardedH11Protocol(_Guard, H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's protocol narrows BaseTransport
             super().connection_made(transport)
-            self._admit(self)
+            self._admit()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -135,12 +134,6 @@ def _h11_protocol(counters: PeerGuardCounters, limits: tuple[float, float, int])
             else:
                 self._disarm()  # answering, or idle between requests (uvicorn's keep-alive timeout bounds that)
 
-        def _loop(self) -> asyncio.AbstractEventLoop:
-            return self.loop
-
-        def _transport(self) -> asyncio.Transport | None:
-            return self.transport
-
         def _between_requests(self) -> bool:
             return self.conn.our_state is h11.IDLE
 
@@ -155,7 +148,7 @@ def _httptools_protocol(counters: PeerGuardCounters, limits: tuple[float, float,
         # llhttp calls back as a request moves on: its first byte, its headers complete, its body complete
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as above
             super().connection_made(transport)
-            self._admit(self)
+            self._admit()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -172,12 +165,6 @@ def _httptools_protocol(counters: PeerGuardCounters, limits: tuple[float, float,
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._disarm()  # answering, then idle (uvicorn's keep-alive timeout bounds that)
-
-        def _loop(self) -> asyncio.AbstractEventLoop:
-            return self.loop
-
-        def _transport(self) -> asyncio.Transport | None:
-            return self.transport
 
         def _between_requests(self) -> bool:
             return self.cycle is None or self.cycle.response_complete
