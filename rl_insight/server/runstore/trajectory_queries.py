@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any, Literal
 
 from ...errors import InvalidInputError, NotFoundError
+from .dialect import is_postgres
 from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {
@@ -167,6 +168,18 @@ def _histogram(values: list[float], bins: int = 20, integer: bool = False) -> di
     return {"edges": edges, "counts": counts}
 
 
+# (the cast: on PostgreSQL a BIGINT over 1e9 is NUMERIC, read back through a Python loader, 5x slower than a double)
+_TOOL_COLUMNS = "t.name, CAST(t.end_ns - t.start_ns AS DOUBLE) / 1e9, t.error IS NOT NULL"
+_TOOL_TURNS = {
+    False: f"SELECT {_TOOL_COLUMNS} FROM trajectories j JOIN turns t ON t.traj = j.id WHERE j.run_id = ? AND "
+           "j.{clause} AND t.kind = 'tool'",
+    # PostgreSQL's planner, costing each trajectory's turn lookup high, scanned the run's trajectories in parallel by
+    # their key instead of the step's index (150 vs 120 ms at 600k trajectories); the step's trajectories first
+    True: "WITH j AS MATERIALIZED (SELECT id FROM trajectories WHERE run_id = ? AND {clause}) "
+          f"SELECT {_TOOL_COLUMNS} FROM j JOIN turns t ON t.traj = j.id WHERE t.kind = 'tool'",
+}
+
+
 def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, Any]:
     """A step's distributions: duration quantiles, turns, rewards and tokens per trajectory, tool latency
     by tool, trajectories by replica and by status."""
@@ -186,12 +199,8 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
     tools: dict[str, list[float]] = {}
     errors: dict[str, int] = {}
     # one range of the turns' primary key per trajectory, reading only the tool turns
-    for name, dur, err in conn.execute(
-        "SELECT t.name, (t.end_ns - t.start_ns) / 1e9, t.error IS NOT NULL FROM trajectories j JOIN turns t ON "
-        "t.traj = j.id "
-        f"WHERE j.run_id = ? AND j.{clause} AND t.kind = 'tool'",
-        (run_id, *args),
-    ):
+    tool_turns = conn.execute(_TOOL_TURNS[is_postgres(conn)].format(clause=clause), (run_id, *args)).fetchall()
+    for name, dur, err in tool_turns:
         tools.setdefault(name, []).append(dur)
         errors[name] = errors.get(name, 0) + err
     tool_rows: list[dict[str, Any]] = []
