@@ -119,7 +119,8 @@ def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], 
 # (a trigger on spans would find the old start by itself, but its mere presence made SQLite's span upserts ~20%
 # slower; a lookup per span reads the page the upsert reads next and costs nothing measurable on SQLite, while on
 # PostgreSQL, where every statement is a round of its own, the batch's spans go in one statement as arrays, each
-# looked up by its key: OFFSET 0 keeps the planner from trading the point reads for a scan of every span)
+# looked up by its key: OFFSET 0 keeps the planner from trading the point reads for a scan of every span. There it
+# costs ~0.8x of the span ends' write rate; as CTEs of the upsert's own statement it cost 35x: bench/RESULTS.md)
 _OLD_BUCKET = f"s.start_ns - ((s.start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}"
 _ON_MARKED = ("ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = "
               "span_lod_dirty.generation + 1")
