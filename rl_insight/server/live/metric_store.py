@@ -7,6 +7,7 @@ twice, or a resent snapshot after a server restart, therefore never double count
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -71,6 +72,25 @@ def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
     return out
 
 
+# The exposed name, labels and series key of a definition: a pure function, outside the store's lock, remembered
+# by definition (decode_batch hands out the same SeriesDef for the same definition, protocol/batch.py: _series_of,
+# so a client's series are worked out once, not in every batch; definitions never reused make it start evicting).
+@functools.lru_cache(maxsize=65_536)
+def _prepare(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
+    try:
+        base = sanitize_metric_name(d.name)
+    except InvalidNameError as exc:
+        raise ItemError("invalid_metric_name", str(exc)) from None
+    kind = cast(Kind, d.kind)  # decode_batch admits only the three kinds
+    if kind == "counter" and base.endswith("_total"):
+        base = base[: -len("_total")] or base
+    # a client's `server.namespace` replaces the trainer-scalar prefix (upstream's meaning of it)
+    name = (namespace + "_" if namespace and d.ns is None else PREFIXES[d.ns]) + base
+    labels = _exposed_labels(d.labels)
+    if kind == "histogram" and "le" in labels:
+        raise ItemError("invalid_label_name", "label 'le' is reserved for histogram buckets")
+    return kind, base, name, labels, tuple(sorted(labels.items()))
+
 
 class MetricStore:
     """Bounded by count *and* size: series per metric, metric families in all and per client, and an
@@ -89,9 +109,6 @@ class MetricStore:
         self._max_families_per_client = max_families_per_client
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
-        # _prepare's answers by definition: decode_batch hands out the same SeriesDef for the same definition
-        # (protocol/batch.py: _series_of), so a client's series are worked out once, not in every batch
-        self._prepared: dict[tuple[SeriesDef, str | None], tuple[Kind, str, str, dict[str, str], tuple]] = {}
         self._families: dict[str, _Family] = {}
         self._families_by_client: dict[str, int] = {}
         self.bytes_used = 0
@@ -100,7 +117,7 @@ class MetricStore:
     # ----------------------------------------------------------------- ingest
     def resolve(self, d: SeriesDef, client_id: str = "", namespace: str | None = None) -> SeriesRef:
         """Map a validated series definition onto its exposed family and series (creating them)."""
-        prepared = self._prepare(d, namespace)
+        prepared = _prepare(d, namespace)
         with self._lock:
             return self._resolve_locked(d, client_id, *prepared)
 
@@ -114,7 +131,7 @@ class MetricStore:
                 prepared.append(d)
                 continue
             try:
-                prepared.append(self._prepare(d, namespace))
+                prepared.append(_prepare(d, namespace))
             except ItemError as err:
                 prepared.append(err)
         out: list[SeriesRef | ItemError] = []
@@ -128,33 +145,6 @@ class MetricStore:
                 except ItemError as err:
                     out.append(err)
         return out
-
-    def _prepare(self, d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
-        """The exposed name, labels and series key of a definition (outside the lock; a pure function of its
-        arguments, remembered by definition object: a dict's get and set are atomic under the GIL)."""
-        done = self._prepared.get((d, namespace))
-        if done is None:
-            done = self._work_out(d, namespace)
-            if len(self._prepared) >= 65_536:  # definitions that are not reused (e.g. ever-new labels): start over
-                self._prepared.clear()
-            self._prepared[(d, namespace)] = done
-        return done
-
-    @staticmethod
-    def _work_out(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
-        try:
-            base = sanitize_metric_name(d.name)
-        except InvalidNameError as exc:
-            raise ItemError("invalid_metric_name", str(exc)) from None
-        kind = cast(Kind, d.kind)  # decode_batch admits only the three kinds
-        if kind == "counter" and base.endswith("_total"):
-            base = base[: -len("_total")] or base
-        # a client's `server.namespace` replaces the trainer-scalar prefix (upstream's meaning of it)
-        name = (namespace + "_" if namespace and d.ns is None else PREFIXES[d.ns]) + base
-        labels = _exposed_labels(d.labels)
-        if kind == "histogram" and "le" in labels:
-            raise ItemError("invalid_label_name", "label 'le' is reserved for histogram buckets")
-        return kind, base, name, labels, tuple(sorted(labels.items()))
 
     def _resolve_locked(self, d: SeriesDef, client_id: str, kind: Kind, base: str, name: str,
                         labels: dict[str, str], key: tuple) -> SeriesRef:
