@@ -3,7 +3,9 @@
 The holder does the store's background work (per-step statistics and the insight metrics on /metrics, retention,
 the tidying of gone clients' open states). When its process dies its connection closes, PostgreSQL releases the
 lock, and another server takes it on its next `refresh` (every few seconds). A connection that fails loses the
-lease at once (another server may hold it by now); it is asked for again on a new connection.
+lease at once (another server may hold it by now); it is asked for again on a new connection. A server that
+stops cleanly gives the lock back before it disconnects, so the next holder need not wait for PostgreSQL to
+notice the connection gone.
 """
 
 from __future__ import annotations
@@ -50,7 +52,15 @@ class FleetLease:
         return self.held
 
     def close(self) -> None:
+        """Hand the lease over (a clean stop: another server may take it at its next refresh) and disconnect."""
         if self._conn is not None:
+            try:
+                if self.held and not self._conn.closed:
+                    from ..runstore.postgres import release_lease
+
+                    release_lease(self._conn, LEASE_KEY)
+            except Exception:
+                pass  # (the connection is going anyway: closing it frees the lock too)
             try:
                 self._conn.close()
             except Exception:

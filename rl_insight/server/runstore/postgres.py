@@ -222,6 +222,12 @@ def try_lease(raw: Any, key: int) -> bool:
     return bool(raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
 
 
+def release_lease(raw: Any, key: int) -> None:
+    """Give the session advisory lock `key` back now (closing the connection frees it too, but only once the server's
+    backend has seen the connection go, which another server may ask before)."""
+    raw.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
 def ping(raw: Any) -> None:
     """A round trip: raises when the connection (and a session lock held on it) is gone."""
     raw.execute("SELECT 1")
