@@ -1,5 +1,6 @@
 """Moving a run store to PostgreSQL (`rl-insight server migrate --from FILE|URL --to postgresql://…`): every table,
 row for row, ids kept (series, trajectories and turns refer to them), in chunks ordered by each table's key.
+Each series' sample count and last step are counted again from the moved samples at the end.
 
 Invariants: the source is only read. Each chunk and the place it reached (`migrate:<table>` in the destination's
 `rl_insight_meta`) commit together, so an interrupted move resumes where it stopped and copies nothing twice
@@ -17,6 +18,7 @@ from typing import Any, Callable
 from ...errors import ConflictError, StoreError
 from .location import StoreLocation
 from .schema import connect
+from .series_totals import RECOUNT
 
 # (table, its key columns in order, its columns); parents before the rows that refer to them
 TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
@@ -99,6 +101,7 @@ def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
         report.resumed = True
     for table, key, columns in TABLES:
         report.copied[table] = _copy_table(src, dst, table, key, columns, chunk, progress)
+    dst.execute(RECOUNT)  # each series' totals from the samples moved (a source of any version may lack them)
     for table in IDENTITY_TABLES:  # new rows written after the move get ids above the copied ones
         dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce((SELECT max(id) FROM {table}), "
                     "0) + 1, false)")

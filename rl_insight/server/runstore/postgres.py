@@ -23,13 +23,18 @@ from typing import Any, Iterable, Sequence
 from ...errors import MissingExtraError, StoreError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
-from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SCHEMA_VERSION
+from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SAMPLES_ONCE, SCHEMA_VERSION
+from .series_totals import POSTGRES_V9
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
 # version -> what brings version-1 to it (DDL in SQLite's dialect, `;`-separated, typed as postgres_ddl types it);
 # version 5 is the first on PostgreSQL
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8}
+# version 9: a sample once per series and time, as on SQLite since version 4 (stores created before held every
+# resend: the copies go first), then each series' totals
+SAMPLES_ONCE_V9 = ("DELETE FROM samples a USING samples b WHERE a.series_id = b.series_id AND a.ts = b.ts AND "
+                   f"a.ctid > b.ctid;\n{SAMPLES_ONCE};\n")
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9}
 FIRST_POSTGRES_VERSION = 5
 
 
@@ -172,7 +177,7 @@ def _check_and_prepare(conn: PgConnection, readonly: bool) -> None:
                 raise StoreError(f"{where} holds no run store yet", hint="start the server on it once")
             return
         if version == 0:
-            for stmt in postgres_ddl():
+            for stmt in postgres_ddl(f"{DDL};\n{SAMPLES_ONCE}"):
                 raw.execute(stmt)
             raw.execute("CREATE TABLE rl_insight_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             raw.execute("INSERT INTO rl_insight_meta VALUES ('application', %s), ('schema_version', %s)",

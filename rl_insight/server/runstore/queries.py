@@ -117,9 +117,8 @@ def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) ->
 
 def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
-    rows = conn.execute(
-        "SELECT s.name, s.kind, s.labels, (SELECT count(*) FROM samples WHERE series_id = s.id), "
-        "(SELECT max(step) FROM samples WHERE series_id = s.id) FROM series s WHERE s.run_id = ? ORDER BY s.name, s.id",
+    rows = conn.execute(  # (the totals the writer keeps: runstore/series_totals.py)
+        "SELECT name, kind, labels, n_samples, last_step FROM series WHERE run_id = ? ORDER BY name, id",
         (run_id,)).fetchall()
     return [{"name": r[0], "kind": r[1], "labels": json.loads(r[2]), "samples": r[3], "last_step": r[4]} for r in rows]
 

@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
-from . import span_lod
+from . import series_totals, span_lod
 from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
 SCHEMA_VERSION = (
-    8  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
+    9  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 )
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
 # store: which server each client process reports to now, server/fleet/registry.py); 7: fleet_records (what the
 # servers of a fleet share besides runs: profile requests, stack snapshots, server/fleet/records.py) and
 # fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks);
-# 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build
+# 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build;
+# 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: runstore/series_totals.py)
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -79,6 +80,8 @@ CREATE TABLE IF NOT EXISTS series (
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
     labels TEXT NOT NULL,
+    n_samples INTEGER NOT NULL DEFAULT 0,
+    last_step REAL,
     UNIQUE (run_id, name, kind, labels)
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -200,6 +203,9 @@ CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns,
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
 """ + FLEET_DDL + RECORDS_DDL + span_lod.DDL
+# a sample is stored once per series and time (version 4; on SQLite added by _migrate after removing the copies an
+# older file may hold, on PostgreSQL with the tables: postgres.py)
+SAMPLES_ONCE = "CREATE UNIQUE INDEX IF NOT EXISTS samples_once ON samples (series_id, ts)"
 # what version 8 adds (both engines): the summary's tables, and every bucket of the spans already stored to build
 LOD_V8 = span_lod.DDL + span_lod.BACKFILL + ";\n"
 
@@ -262,8 +268,15 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
             "DELETE FROM samples WHERE rowid IN (SELECT s.rowid FROM samples s WHERE EXISTS (SELECT 1 FROM samples t "
             "WHERE t.series_id = s.series_id AND t.ts = s.ts AND t.rowid < s.rowid))"
         )
-        conn.execute("CREATE UNIQUE INDEX samples_once ON samples (series_id, ts)")
+        conn.execute(SAMPLES_ONCE)
         conn.execute("DROP INDEX IF EXISTS samples_by_ts")
+        conn.execute("COMMIT")
+    # version 8 -> 9 (after the copies are gone): each series' totals, kept by the writer from now on
+    if "n_samples" not in {r[1] for r in conn.execute("PRAGMA table_info(series)")}:
+        conn.execute("BEGIN IMMEDIATE")  # (the columns and their totals together: never columns of zeros)
+        for column, kind in series_totals.COLUMNS:
+            conn.execute(f"ALTER TABLE series ADD COLUMN {column} {kind}")
+        conn.execute(series_totals.RECOUNT)
         conn.execute("COMMIT")
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
-from . import retention, span_lod, step_stats
+from . import retention, series_totals, span_lod, step_stats
 from .location import StoreLocation, sqlite_location
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
 from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, quick_check
@@ -296,7 +296,7 @@ class RunStoreWriter:
                 for s in ends:
                     (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
         if sample_rows:
-            c.executemany(INSERT_SAMPLE, sample_rows)
+            series_totals.record(c, sample_rows, c.executemany(INSERT_SAMPLE, sample_rows).rowcount)
         if span_starts:
             c.executemany(INSERT_START, span_starts)
         if span_ends:
@@ -348,7 +348,8 @@ class RunStoreWriter:
         elif what == "step_backfill":
             self._step_backfill(item, now)
         elif what == "sample":
-            c.execute(INSERT_SAMPLE, self._sample_row(item, touched, now))
+            row = self._sample_row(item, touched, now)
+            series_totals.record(c, [row], c.execute(INSERT_SAMPLE, row).rowcount)
             self.stats.samples += 1
         else:
             stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END

@@ -84,6 +84,9 @@ def test_every_row_moves_with_its_ids_and_the_store_goes_on(source: Any, postgre
     # the run store on the destination answers as the source did, and new runs get new ids
     a, b = RunStoreReader(source).conn(), RunStoreReader(dst).conn()
     assert [r["experiment_name"] for r in q.list_runs(a)] == [r["experiment_name"] for r in q.list_runs(b)]
+    listed = {r["id"]: q.metric_names(b, r["id"]) for r in q.list_runs(b)}  # each series' totals, counted again
+    assert listed == {r["id"]: q.metric_names(a, r["id"]) for r in q.list_runs(a)}  # from the moved samples
+    assert sum(m["samples"] for names in listed.values() for m in names) > 7000
     w = RunStoreWriter(dst, flush_interval_s=0.02)
     try:
         w.put_samples([SampleRow("p", "after-the-move", "loss", "gauge", "{}", 1.0, 5.0, 0.5)])

@@ -112,7 +112,7 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
         conn.close()
 
 
-def test_a_version_5_store_gains_the_fleet_tables_and_the_span_summary(postgres_url: str) -> None:
+def test_a_version_5_store_gains_the_fleet_tables_the_span_summary_and_the_series_totals(postgres_url: str) -> None:
     loc = parse_store(postgres_url, Path("."))
     w = RunStoreWriter(loc)
     w.put_samples(_samples(3))
@@ -125,13 +125,21 @@ def test_a_version_5_store_gains_the_fleet_tables_and_the_span_summary(postgres_
         c.execute("DROP TABLE fleet_records")
         c.execute("DROP TABLE span_lod")
         c.execute("DROP TABLE span_lod_dirty")
+        c.execute("ALTER TABLE series DROP COLUMN n_samples")
+        c.execute("ALTER TABLE series DROP COLUMN last_step")
+        c.execute("DROP INDEX samples_once")  # (before version 9, a resent sample was stored again)
+        c.execute("INSERT INTO samples SELECT * FROM samples WHERE step >= 1")
         c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
     RunStoreWriter(loc).close()
+    listed = q.metric_names(RunStoreReader(loc).conn(), 1)  # version 9 removed the copies, then counted
+    assert [(m["name"], m["samples"], m["last_step"]) for m in listed] == [("reward", 3, 2.0)]
     with _raw(postgres_url) as c:
-        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "8"
+        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "9"
         assert c.execute("SELECT count(*) FROM fleet_clients").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
+        with pytest.raises(psycopg.errors.UniqueViolation):  # and a copy cannot be stored any more
+            c.execute("INSERT INTO samples SELECT * FROM samples LIMIT 1")
         # the spans already stored were marked for the summary when it was created (and the writer may have
         # summarized them already)
         marked = c.execute("SELECT lane, level, bucket_ns FROM span_lod_dirty WHERE level = 0").fetchall()

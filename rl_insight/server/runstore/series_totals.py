@@ -1,0 +1,55 @@
+"""Each series' sample count and last step, kept in `series` (schema 9) so the metrics list reads one row per series
+instead of counting every sample (58,200 samples of a soak run: 2 ms on SQLite, 19 ms on PostgreSQL's heap).
+
+Invariant: `series.n_samples` equals the rows of `samples` for that series and `series.last_step` their largest
+step, on both engines, in the same transaction as the samples. Samples are unique per (series, time), so a resent
+sample is not stored again: when every offered row was stored (the statement's row count says so, the common
+case) the totals move by what the batch holds; when some were already there, the batch's series are counted again
+from their samples (exact, and rare: a client resending what it was not sure had arrived).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .dialect import is_postgres
+
+COLUMNS = (("n_samples", "INTEGER NOT NULL DEFAULT 0"), ("last_step", "REAL"))  # (in schema.DDL's series too)
+RECOUNT = ("UPDATE series SET n_samples = (SELECT count(*) FROM samples WHERE series_id = series.id), "
+           "last_step = (SELECT max(step) FROM samples WHERE series_id = series.id)")
+# what version 9 adds to an older PostgreSQL store (typed by postgres_ddl): the columns, then the totals of the
+# samples already there (one pass, once); SQLite's schema._migrate does the same by its table_info
+POSTGRES_V9 = "".join(f"ALTER TABLE series ADD COLUMN IF NOT EXISTS {c} {t};\n" for c, t in COLUMNS) + RECOUNT + ";\n"
+_RECOUNT_ONE = RECOUNT + " WHERE id = ?"
+# (SQLite's two-argument max() is NULL when either is: a step-less batch keeps last_step; the cast types the
+# parameter for PostgreSQL)
+_ADD = ("UPDATE series SET n_samples = n_samples + ?, last_step = CASE WHEN CAST(? AS REAL) IS NULL THEN last_step "
+        "ELSE max(coalesce(last_step, ?), ?) END WHERE id = ?")
+# on PostgreSQL one statement for the batch's series (what the totals cost there: 0.96x the sample writes without
+# them, bench/RESULTS.md)
+_ADD_PG = ("UPDATE series s SET n_samples = s.n_samples + v.n, last_step = CASE WHEN v.step IS NULL THEN s.last_step "
+           "ELSE greatest(s.last_step, v.step) END "
+           "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS v(id, n, step) WHERE s.id = v.id")
+
+
+def record(conn: Any, rows: Sequence[tuple], stored: int) -> None:
+    """Move the totals for `rows` ((series id, step, ts, value), as offered to INSERT_SAMPLE), of which `stored` were
+    new; inside the writer's transaction."""
+    if not rows:
+        return
+    if stored != len(rows):
+        conn.executemany(_RECOUNT_ONE, [(sid,) for sid in {r[0] for r in rows}])
+        return
+    totals: dict[int, list] = {}
+    for sid, step, _, _ in rows:
+        t = totals.get(sid)
+        if t is None:
+            totals[sid] = [1, step]
+        else:
+            t[0] += 1
+            if step is not None and (t[1] is None or step > t[1]):
+                t[1] = step
+    if is_postgres(conn):  # (the raw connection: PostgreSQL's own array syntax, bound as it stands)
+        conn.raw.execute(_ADD_PG, (list(totals), [t[0] for t in totals.values()], [t[1] for t in totals.values()]))
+    else:
+        conn.executemany(_ADD, [(n, step, step, step, sid) for sid, (n, step) in totals.items()])
