@@ -4,13 +4,15 @@ path a bad item sends a batch down."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.location import StoreLocation, parse_store
 
 
 def _rows(name: str, steps: range, *, exp: str = "e", step: bool = True) -> list[SampleRow]:
@@ -67,3 +69,34 @@ def test_the_totals_stay_exact_when_a_bad_item_sends_the_batch_item_by_item(stor
     assert w.stats.by_reason == {"invalid_item": 1}  # (the isolated path was taken)
     (run,) = q.list_runs(r.conn())
     assert _listed(r.conn(), run["id"]) == {"reward": (6, 5.0), "loss": (3, 2.0)} == _counted(r.conn(), run["id"])
+
+
+def test_two_servers_adding_to_the_same_series_at_once_neither_deadlock_nor_lose_a_count(postgres_url: str) -> None:
+    """A fleet's writers share series rows (a client that moved, a metric without per-process labels): each batch's
+    totals lock them in one order, so two writers handed the same series in opposite orders never deadlock."""
+    loc = parse_store(postgres_url, Path("."))
+    names = [f"m{i:02d}" for i in range(40)]
+    first = RunStoreWriter(loc, flush_interval_s=0.005)
+    first.put_samples([r for n in names for r in _rows(n, range(1))])  # (the series exist before the race)
+    assert first.flush(10)
+    second = RunStoreWriter(loc, flush_interval_s=0.005)
+    try:
+        def write(w: RunStoreWriter, order: list[str], offset: int) -> None:
+            for step in range(1, 31):
+                w.put_samples([SampleRow("p", "e", n, "gauge", "{}", float(step), 1_000.0 + step + offset, 1.0)
+                               for n in order])
+                assert w.flush(30)
+
+        threads = [threading.Thread(target=write, args=(first, names, 0.25)),
+                   threading.Thread(target=write, args=(second, names[::-1], 0.5))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert first.stats.dropped == second.stats.dropped == 0, (first.stats, second.stats)
+        conn = RunStoreReader(loc).conn()
+        (run,) = q.list_runs(conn)
+        assert _listed(conn, run["id"]) == {n: (61, 30.0) for n in names} == _counted(conn, run["id"])
+    finally:
+        first.close()
+        second.close()
