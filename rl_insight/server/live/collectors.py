@@ -49,7 +49,10 @@ class RunStoreHealthCollector:
         degraded = GaugeMetricFamily("rl_insight_server_store_degraded", "1 while run store writes fail (e.g. disk "
                                                                          "full)")
         degraded.add_metric([], 1 if st.degraded_since else 0)
-        return [written, dropped, queue, degraded]
+        retried = CounterMetricFamily("rl_insight_server_store_conflicts_retried", "Run store batches written again "
+                                      "after a conflict with another server's transaction (a fleet on PostgreSQL)")
+        retried.add_metric([], st.conflicts_retried)
+        return [written, dropped, queue, degraded, retried]
 
 
 class ExportCollector:

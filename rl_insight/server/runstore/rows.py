@@ -30,6 +30,7 @@ class WriterStats:
     degraded_since: float | None = None
     queue_items: int = 0
     write_seconds: float = 0.0
+    conflicts_retried: int = 0  # batches written again after losing a conflict with another server's (PostgreSQL)
     by_reason: dict[str, int] = field(default_factory=dict)
 
 

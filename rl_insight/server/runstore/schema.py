@@ -280,6 +280,15 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("COMMIT")
 
 
+# PostgreSQL aborted the transaction for a conflict with another's (deadlock detected, serialization failure): the
+# other went through, so the same transaction again will too
+TRANSIENT_CONFLICTS = ("40P01", "40001")
+
+
+def is_transient_conflict(exc: BaseException) -> bool:
+    return getattr(exc, "sqlstate", None) in TRANSIENT_CONFLICTS
+
+
 def is_storage_failure(exc: BaseException) -> bool:
     """Failures of the file or server itself (disk full, I/O, locked, connection lost): retrying item by item would
     not help."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from concurrent.futures import Future
@@ -29,13 +30,15 @@ from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention, series_totals, span_lod, step_stats
+from .identities import Identities
 from .location import StoreLocation, sqlite_location
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
-from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, quick_check
+from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, is_transient_conflict, quick_check
 from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
+CONFLICT_RETRIES = 3  # a batch PostgreSQL aborted for another server's transaction is written again this often
 MAX_TRANSACTION_ITEMS = 50_000  # items written in one transaction (a longer one holds readers' snapshots back)
 WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting for its interval
 # client times older than this (by the server's clock, when written) never move a run's start
@@ -82,8 +85,7 @@ class RunStoreWriter:
         self._seq = 0  # hand-overs so far
         self._failed_seq = 0  # the latest hand-over that was dropped or failed to write
         self._lock = threading.Lock()  # hand-overs take their sequence number and their queue place together
-        self._runs: dict[tuple[str, str], int] = {}
-        self._series: dict[tuple[int, str, str, str], int] = {}
+        self.ids = Identities()  # runs' and series' ids, created in key order (identities.py)
         # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
         # hangs off a run elsewhere (profile traces) goes with it
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
@@ -214,7 +216,7 @@ class RunStoreWriter:
         are counted, not lost: a resend would be refused the same way."""
         t0 = time.perf_counter()
         try:
-            self._write_batch(work)
+            self._write_batch_again_on_conflict(work)
             self.stats.samples += sum(len(p) for k, p in work if k == "samples")
             self.stats.spans += sum(len(p[0]) + len(p[1]) for k, p in work if k == "spans")
             self.stats.batches += 1
@@ -246,8 +248,7 @@ class RunStoreWriter:
                 self._conn.execute("ROLLBACK")
         except Exception:  # sqlite3's or psycopg's: a broken connection is reopened by the next write
             pass
-        self._runs.clear()  # ids created inside the rolled-back transaction are gone
-        self._series.clear()
+        self.ids.clear()  # ids created inside the rolled-back transaction are gone
         self.trajectories.forget()
 
     def lag_s(self) -> float:
@@ -275,10 +276,28 @@ class RunStoreWriter:
                 "run store %s cannot write (%s); %d items dropped, ingest and /metrics continue", self.path, exc, n
             )
 
+    def _write_batch_again_on_conflict(self, work: list[tuple[str, Any]]) -> None:
+        """A batch that lost a deadlock or a serialization conflict with another server's transaction (the writer
+        takes its locks in one order, so this is rare: resends of the same rows through two servers) is written
+        again, up to CONFLICT_RETRIES times, instead of being dropped."""
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            try:
+                return self._write_batch(work)
+            except Exception as exc:
+                if not is_transient_conflict(exc):
+                    raise
+                self._rollback()
+                self.stats.conflicts_retried += 1
+                log.info("run store batch conflicted with another server's (%s); writing it again", exc)
+                # the other transaction still has to commit: again at once would meet it half-way again
+                time.sleep(random.uniform(0.01, 0.05) * attempt)
+        self._write_batch(work)
+
     def _write_batch(self, work: list[tuple[str, Any]]) -> None:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         now = time.time()
+        self.ids.create_in_order(c, work, now)
         sample_rows: list[tuple] = []
         span_starts: list[tuple] = []
         span_ends: list[tuple] = []
@@ -324,8 +343,7 @@ class RunStoreWriter:
             for what, item in items:
                 exc = self._on_savepoint(partial(self._write_item, what, item, touched, now))
                 if exc is not None:
-                    self._runs.clear()
-                    self._series.clear()
+                    self.ids.clear()
                     self._count_drop("invalid_item", 1)
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"
                     log.warning("run store dropped one %s it cannot store: %s: %s", what, type(exc).__name__, exc)
@@ -337,7 +355,7 @@ class RunStoreWriter:
     def _write_item(self, what: str, item: Any, touched: dict[int, list], now: float) -> None:
         c = self._conn
         if what == "finished":
-            run_id = self._run_id(item[0], item[1], now)
+            run_id = self.ids.run_id(self._conn, item[0], item[1], now)
             self._touch(touched, run_id, now, final=True)
             c.execute("UPDATE runs SET end_state = ? WHERE id = ?",
                       (json.dumps({"state": "lost", **item[2]}) if item[2] else None, run_id))
@@ -384,7 +402,7 @@ class RunStoreWriter:
             return
         exc = self._on_savepoint(
             lambda: self.trajectories.apply(
-                self._conn, ended, lambda s: self._run_id(s.project, s.experiment_name, now)
+                self._conn, ended, lambda s: self.ids.run_id(self._conn, s.project, s.experiment_name, now)
             )
         )
         if exc is not None:
@@ -396,14 +414,14 @@ class RunStoreWriter:
 
     def _step_backfill(self, payload: tuple[str, str, int, int], now: float) -> None:
         project, experiment, step, before_ns = payload
-        self.trajectories.backfill_steps(self._conn, self._run_id(project, experiment, now), step, before_ns)
+        run_id = self.ids.run_id(self._conn, project, experiment, now)
+        self.trajectories.backfill_steps(self._conn, run_id, step, before_ns)
 
     def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
         project, experiment, config, tags = payload
-        self._conn.execute(
-            "UPDATE runs SET config = ?, tags = ? WHERE id = ?",
-            (json.dumps(config, allow_nan=False), json.dumps(tags), self._run_id(project, experiment, now)),
-        )
+        run_id = self.ids.run_id(self._conn, project, experiment, now)
+        self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
+                           (json.dumps(config, allow_nan=False), json.dumps(tags), run_id))
 
     def _run_exists(self, run_id: int) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
@@ -422,13 +440,13 @@ class RunStoreWriter:
             t[3] = min(t[3], earliest)
 
     def _sample_row(self, r: SampleRow, touched: dict[int, list], now: float) -> tuple:
-        run_id = self._run_id(r.project, r.experiment_name, now)
-        sid = self._series_id(run_id, r.name, r.kind, r.labels)
+        run_id = self.ids.run_id(self._conn, r.project, r.experiment_name, now)
+        sid = self.ids.series_id(self._conn, run_id, r.name, r.kind, r.labels)
         self._touch(touched, run_id, now, step=r.step, earliest=r.ts)
         return (sid, r.step, r.ts, r.value)
 
     def _span_row(self, s: SpanRecord, touched: dict[int, list], now: float) -> tuple:
-        run_id = self._run_id(s.project, s.experiment_name, now)
+        run_id = self.ids.run_id(self._conn, s.project, s.experiment_name, now)
         self._touch(touched, run_id, now, earliest=s.start_ns / 1e9)
         if s.end_ns is not None and s.end_ns - s.start_ns > touched[run_id][4]:
             touched[run_id][4] = s.end_ns - s.start_ns  # the run's longest span bounds window scans from below
@@ -438,7 +456,7 @@ class RunStoreWriter:
         return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, s.end_ns, attrs)
 
     def _update_runs(self, touched: dict[int, list]) -> None:
-        for run_id, (seen, step, final, earliest, longest) in touched.items():
+        for run_id, (seen, step, final, earliest, longest) in sorted(touched.items()):  # (id order: no deadlock)
             # (SQLite's max() is NULL when any argument is: batches without a step keep last_step; the cast gives
             # PostgreSQL the parameter's type)
             self._conn.execute(
@@ -447,32 +465,6 @@ class RunStoreWriter:
                 "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?), "
                 "max_span_ns = max(coalesce(max_span_ns, 0), ?) WHERE id = ?",
                 (seen, step, step, step, seen if final else None, earliest, longest, run_id))
-
-    def _run_id(self, project: str, experiment: str, now: float) -> int:
-        key = (project, experiment)
-        rid = self._runs.get(key)
-        if rid is None:
-            c = self._conn
-            c.execute(
-                "INSERT INTO runs (project, experiment_name, first_seen, last_seen) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (project, experiment, now, now),
-            )
-            rid = c.execute("SELECT id FROM runs WHERE project = ? AND experiment_name = ?", key).fetchone()[0]
-            self._runs[key] = rid
-        return rid
-
-    def _series_id(self, run_id: int, name: str, kind: str, labels: str) -> int:
-        key = (run_id, name, kind, labels)
-        sid = self._series.get(key)
-        if sid is None:
-            c = self._conn
-            c.execute("INSERT INTO series (run_id, name, kind, labels) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", key)
-            sid = c.execute(
-                "SELECT id FROM series WHERE run_id = ? AND name = ? AND kind = ? AND labels = ?", key
-            ).fetchone()[0]
-            self._series[key] = sid
-        return sid
 
     # ------------------------------------------------------------------ retention
     def used_bytes(self) -> int:
@@ -488,8 +480,7 @@ class RunStoreWriter:
 
     def _delete_runs(self, run_ids: list[int]) -> None:
         keys = retention.delete_runs(self._conn, run_ids)
-        self._runs = {k: v for k, v in self._runs.items() if v not in run_ids}
-        self._series = {k: v for k, v in self._series.items() if k[0] not in run_ids}
+        self.ids.forget(run_ids)
         self.trajectories.forget()
         for callback in self.on_runs_deleted:
             try:
