@@ -14,10 +14,11 @@ _PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_n
 
 def publish(conn: Any, server: str, clients: Sequence[Sequence[Any]]) -> None:
     """(client id, project, experiment_name, last seen in unix seconds[, the process's description]) of `server`'s
-    live clients."""
+    live clients, in client id order: two servers publishing the same clients (one that moved, or a balancer handing
+    its connections to either) take the rows' locks in one order (in their own orders they deadlocked)."""
     if clients:
         conn.executemany(_PUBLISH, [(c[0], server, c[1], c[2], c[3], json.dumps(c[4]) if len(c) > 4 else None)
-                                    for c in clients])
+                                    for c in sorted(clients, key=lambda c: c[0])])
 
 
 def processes_elsewhere(conn: Any, server: str, run: tuple[str, str], since: float) -> list[dict[str, Any]]:

@@ -1,0 +1,47 @@
+"""The fleet registry's table on one PostgreSQL (runstore/fleet_clients.py): two servers publishing the same
+clients at once (a client that moved, or a balancer handing its connections to either) never deadlock, and the
+latest sighting wins each row."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from rl_insight.server.runstore import fleet_clients as table
+from rl_insight.server.runstore.location import parse_store
+from rl_insight.server.runstore.schema import connect
+
+ROUNDS, CLIENTS = 20, 200
+
+
+def test_two_servers_publishing_the_same_clients_at_once_never_deadlock(postgres_url: str) -> None:
+    loc = parse_store(postgres_url, Path("."))
+    conns = [connect(loc), connect(loc)]
+    together = threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+
+    def publish(conn: Any, server: str, reverse: bool, seen: float) -> None:
+        try:
+            for r in range(ROUNDS):
+                clients = [(f"c{r:02d}-{i:03d}", "p", "e", seen + r) for i in range(CLIENTS)]
+                together.wait()
+                table.publish(conn, server, clients[::-1] if reverse else clients)
+        except BaseException as exc:  # noqa: BLE001 - the test reports it below
+            errors.append(exc)
+            together.abort()
+
+    threads = [threading.Thread(target=publish, args=(conns[0], "a", False, 1000.0)),
+               threading.Thread(target=publish, args=(conns[1], "b", True, 1000.5))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        # each client's row is the later sighting's: server b saw every one half a second after a
+        rows = conns[0].execute("SELECT server, count(*) FROM fleet_clients GROUP BY server").fetchall()
+        assert rows == [("b", ROUNDS * CLIENTS)]
+    finally:
+        for c in conns:
+            c.close()
