@@ -49,12 +49,14 @@ async def app(scope, receive, send):
 
 
 def batch(client: str, k: int) -> bytes:
+    """Client `client`'s k-th batch: 20 samples of the run's series, and one finished state on each of its own five
+    lanes (a lane is one rank's or replica's: no two processes write one)."""
     now = time.time()
     series = [{"k": "g", "n": f"actor/metric_{i}", "l": {"project": "fan", "experiment_name": "in"}} for i in range(20)]
     samples = [[i, now, k, float(i + k)] for i in range(20)]
     t = time.time_ns()
     spans = [{"id": f"{client}{k:08x}{i:02x}"[-16:], "trace_id": f"{k:032x}", "parent_id": None,
-              "name": "vllm_generate", "lane": f"replica_{i}", "kind": "state", "start_ns": t - 1000, "end_ns": t,
+              "name": "vllm_generate", "lane": f"{client}/replica_{i}", "kind": "state", "start_ns": t - 1000, "end_ns": t,
               "attributes": {"project": "fan", "experiment_name": "in"}} for i in range(5)]
     body = {"v": 1, "client": {"id": client, "pid": 1, "host": "h", "project": "fan", "experiment_name": "in"},
             "series": series, "samples": samples, "spans": spans}
@@ -129,6 +131,8 @@ async def client(port: int, requests: list[bytes], until: float, start_at: float
                     out["steady"].append(time.perf_counter() - t0)
             if b" 200 " not in status_line:
                 out["failed"] += 1
+                why = status_line.split(b" ", 2)[1].decode() if status_line else "no answer"
+                out["why"][why] = out["why"].get(why, 0) + 1
             next_at += interval  # one batch an interval; a slow answer makes the next one late, as a real client
     finally:
         if conn is not None:
@@ -142,7 +146,7 @@ def build_requests(port: int, n: int, seconds: float, token: str, interval: floa
 
 
 async def load(port: int, requests: list[list[bytes]], seconds: float, interval: float = 1.0) -> dict:
-    out: dict = {"latencies": [], "steady": [], "failed": 0}
+    out: dict = {"latencies": [], "steady": [], "failed": 0, "why": {}}
     n = len(requests)
     t0 = time.monotonic()
     until = t0 + seconds
@@ -269,7 +273,8 @@ def main() -> None:
                 lat, steady = sorted(out["latencies"]), sorted(out["steady"])
                 print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, "
                       f"p50 {pct(lat, 0.5):6.0f} ms, p99 {pct(lat, 0.99):6.0f} ms, failed {out['failed']}; "
-                      f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms")
+                      f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms"
+                      + (f" (failures: {out['why']})" if out["why"] else ""))
     finally:
         targets.close()
 
