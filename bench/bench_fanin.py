@@ -56,7 +56,8 @@ def batch(client: str, k: int) -> bytes:
     samples = [[i, now, k, float(i + k)] for i in range(20)]
     t = time.time_ns()
     spans = [{"id": f"{client}{k:08x}{i:02x}"[-16:], "trace_id": f"{k:032x}", "parent_id": None,
-              "name": "vllm_generate", "lane": f"{client}/replica_{i}", "kind": "state", "start_ns": t - 1000, "end_ns": t,
+              "name": "vllm_generate", "lane": f"{client}/replica_{i}", "kind": "state", "start_ns": t - 1000,
+              "end_ns": t,
               "attributes": {"project": "fan", "experiment_name": "in"}} for i in range(5)]
     body = {"v": 1, "client": {"id": client, "pid": 1, "host": "h", "project": "fan", "experiment_name": "in"},
             "series": series, "samples": samples, "spans": spans}
