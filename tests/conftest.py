@@ -87,8 +87,12 @@ class RunningServer:
     thread: threading.Thread
 
     def stop(self) -> None:
+        """Until the server has shut down (its exporters closed, its store's writer drained): a test goes on to read
+        what shutdown writes. The join used to give up after 10 s and go on silently (the likely cause of a W&B file
+        read without its run record in one CI run); a server still running after 60 s now fails the test."""
         self.server.should_exit = True
-        self.thread.join(10)
+        self.thread.join(60)
+        assert not self.thread.is_alive(), f"the server at {self.url} was still shutting down 60 s after stop()"
 
 
 def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> RunningServer:

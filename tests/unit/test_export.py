@@ -90,8 +90,9 @@ def test_live_wandb_offline_run_is_resumed_after_a_server_restart(tmp_path: Path
         _train(srv.url, monkeypatch, "live-wb", range(5, 8))
     finally:
         srv.stop()
-    # (wandb's own service process writes the offline files: once, in CI, a file's run record was not there yet
-    # right after the server stopped)
+    # (wandb's own service process writes the offline files; once, in CI, a file's run record was not there yet when
+    # read, when stop() gave up on the server's shutdown after 10 s without a word; it now waits for it, and this for
+    # the files)
     def both_written() -> list[Path] | None:
         found = _wandb_files(wb)
         return found if len(found) == 2 and all(run_info(f) for f in found) else None
