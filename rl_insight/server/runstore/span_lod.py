@@ -117,19 +117,17 @@ def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], 
 
 
 # (a trigger on spans would find the old start by itself, but its mere presence made SQLite's span upserts ~20%
-# slower; a lookup per span reads the page the upsert reads next and costs nothing measurable on SQLite, while on
-# PostgreSQL, where every statement is a round of its own, the batch's spans go in one statement as arrays, each
-# looked up by its key: OFFSET 0 keeps the planner from trading the point reads for a scan of every span. There it
-# costs ~0.8x of the span ends' write rate; as CTEs of the upsert's own statement it cost 35x: bench/RESULTS.md)
+# slower; a lookup per span reads the page the upsert reads next and costs nothing measurable on SQLite)
 _OLD_BUCKET = f"s.start_ns - ((s.start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}"
 _ON_MARKED = ("ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = "
               "span_lod_dirty.generation + 1")
 _MARK_MOVED = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
                f"{_OLD_BUCKET}, 1 FROM spans s WHERE s.run_id = ? AND s.id = ? AND s.end_ns IS NOT NULL "
                f"AND s.start_ns <> ? {_ON_MARKED}")
-# PostgreSQL: a batch's stored rows of one run by primary key and an array, planned per call (prepare=False): the
-# one-statement form (unnest, a LATERAL point read per span) ran as a generic plan that scanned spans for each one,
-# 7-19 s a batch at 300k spans (bench_fanin pg2, 2,000 clients: every ingest answer waited out its 10 s)
+# PostgreSQL, where every statement is a round of its own: a batch's stored rows of one run in one read by primary
+# key and an array, planned per call (prepare=False). The one-statement form before (unnest, a LATERAL point read per
+# span, the marks in the same statement) ran 7-19 s a batch on the CPU at ~300k spans in bench_fanin's two-server run
+# (its plan not captured; every ingest answer waited out its 10 s); this form is 1.26x its write rate: bench/RESULTS.md
 _STORED_PG = "SELECT id, lane, start_ns FROM spans WHERE run_id = %s AND id = ANY(%s) AND end_ns IS NOT NULL"
 
 
