@@ -1,7 +1,12 @@
 """End of a Ray job without finish(): verl's workers are Ray actors that call bare init() and are
-killed by ray.shutdown(), so atexit never runs. With a real local Ray cluster (runtime_env env vars,
-as verl's docs say): every step completed before the last ~100 ms reaches the server, the state a
-killed actor left open is closed (cut short) once it goes silent, and the run ends up finished."""
+torn down by ray.shutdown(). With a real local Ray cluster (runtime_env env vars, as verl's docs say):
+every step completed before the last ~100 ms reaches the server, the state an actor left open is
+closed (cut short) exactly once, and the run ends up finished.
+
+How an actor ends is Ray's choice and varies from run to run: killed outright (the server closes its
+states once it goes silent: "client silent"), or let out through Python's shutdown, where atexit
+runs and the client's last batch says it is done ("client finished"). Both are right; what must not
+happen is a state left open, closed twice, or a step lost."""
 
 from __future__ import annotations
 
@@ -98,7 +103,9 @@ def test_steps_before_ray_shutdown_arrive_and_open_states_are_cut_short(tmp_path
         rows = q.spans_in(st.reader.conn(), run["id"])
         assert len(rows) >= 2 * STEPS and all(s["end_ns"] is not None for s in rows)
         cut = [s for s in rows if (s.get("attributes") or {}).get("cut_short")]
-        assert len(cut) == 2 and all(c["attributes"]["cut_short_reason"] == "client silent" for c in cut)
+        assert sorted(c["lane"] for c in cut) == ["rank_0", "rank_1"], cut  # each actor's hanging state, closed once
+        reasons = {c["attributes"]["cut_short_reason"] for c in cut}
+        assert reasons <= {"client silent", "client finished"}, reasons
         status = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}").json()["status"]
         assert status == "finished"
     finally:
