@@ -185,7 +185,8 @@ def bare_server() -> tuple[subprocess.Popen, int]:
 
 
 class Targets:
-    """What a target name starts: our server (SQLite store), the same on uvicorn's h11 parser (`h11`), on a
+    """What a target name starts: our server (SQLite store), the same with a 5 s idle keep-alive (`ka5`), on uvicorn's
+    h11 parser (`h11`), on a
     PostgreSQL store (`pg`), two of them on one PostgreSQL behind haproxy (`pg2`), a bare uvicorn app (`bare`), or
     --before's checkout (`before`)."""
 
@@ -206,6 +207,9 @@ class Targets:
     def start(self, target: str) -> tuple[int, Callable[[], None]]:
         if target in ("ours", "before"):
             srv = IngestServer(code=self.before if target == "before" else None)
+            return srv.port, srv.stop
+        if target == "ka5":  # ours with uvicorn's own 5 s idle keep-alive (before `keep_alive_s`)
+            srv = IngestServer(keep_alive_s=5.0)
             return srv.port, srv.stop
         if target in ("h11", "asyncio"):  # one of uvicorn's other choices: the h11 parser, the stdlib loop
             srv = IngestServer(**({"http_parser": "h11"} if target == "h11" else {"event_loop": "asyncio"}))
@@ -253,7 +257,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
-    ap.add_argument("--targets", default="ours,bare", help="ours, h11 (ours on uvicorn's h11 parser), asyncio (on "
+    ap.add_argument("--targets", default="ours,bare", help="ours, ka5 (ours with a 5 s idle keep-alive), h11 (ours "
+                    "on uvicorn's h11 parser), asyncio (on "
                     "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "
                     "(--before's checkout)")
     ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")

@@ -97,6 +97,13 @@ def start(
                                             help="Another name clients use for this server (DNS name behind a proxy); "
                                                  "without a token, requests for other Host names are refused "
                                                  "(DNS-rebinding defence). Repeatable."),
+    max_connections: int = typer.Option(SERVER.max_connections, "--max-connections", min=16,
+                                        help="Client connections the ingest server holds at once (about one per "
+                                             "training process; past it new ones are closed and counted). See "
+                                             "docs/scale.md."),
+    keep_alive_s: float = typer.Option(SERVER.keep_alive_s, "--keep-alive-s", min=1,
+                                       help="Seconds a client's connection may sit idle before the server closes "
+                                            "it (longer than the clients' 10 s heartbeat keeps idle ones open)."),
     ready_timeout: float = typer.Option(STACK.ready_timeout, help="Seconds to wait for each service to become ready."),
     remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, "
                                                               "VictoriaMetrics)."),

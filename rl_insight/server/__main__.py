@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigError, PortInUseError, RLInsightError
 from .config import ServerConfig
+from .http.fd_limit import fit_open_files
 from .http.net import bind_socket, port_is_free
 from .http.slow_peers import PeerGuardCounters, guarded_protocol
 from .outbound.otlp import require_grpc
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         config = ServerConfig.from_file(args.config)
+        fit_open_files(config.max_connections)
         sock = bind_socket(config.host, config.port)
         if config.otlp_intake_grpc_port:  # its errors before uvicorn's start, as clear as the main port's
             require_grpc()
@@ -61,7 +63,9 @@ def uvicorn_config(app: object, config: ServerConfig, counters: PeerGuardCounter
         raise ConfigError(f"event_loop {config.event_loop!r} is not one of auto, asyncio, uvloop")
     if config.event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         raise ConfigError("event_loop 'uvloop' needs the uvloop package (pip install uvloop), or use 'asyncio'")
-    return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5,  # type: ignore[arg-type]  # uvicorn's stubs: `http` also takes a protocol class
+    if not config.keep_alive_s > 0:
+        raise ConfigError(f"keep_alive_s {config.keep_alive_s!r} must be a number of seconds above 0")
+    return uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=5, timeout_keep_alive=config.keep_alive_s,  # type: ignore[arg-type]  # uvicorn's stubs: `http` also takes a protocol class
                           http=protocol, loop=config.event_loop, **kw)  # type: ignore[arg-type]  # uvicorn's stubs: the keyword options are typed narrower than accepted
 
 

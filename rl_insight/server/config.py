@@ -93,6 +93,9 @@ class ServerConfig:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections: int = 2048
+    # How long a connection may sit idle between requests. Longer than a client's idle heartbeat (10 s), so a quiet
+    # process keeps its connection instead of opening a new one for every heartbeat or step (uvicorn's own is 5 s)
+    keep_alive_s: float = 20.0
     http_parser: str = "auto"  # uvicorn's HTTP/1.1 parser: "httptools" (C, where installed; "auto"), or "h11"
     event_loop: str = "auto"  # uvicorn's event loop: "uvloop" (where installed; "auto"), or "asyncio"
     # Stack snapshots taken by the server itself (server/live/stall_watch.py): when the stalled-lane insight fires,

@@ -22,7 +22,8 @@ Invariants:
 - Only at a window's edges can a view from the summary differ from one from the spans: an edge item may also count
   spans just outside the window (it is drawn where the lane was busy either way).
 
-Rebuilding runs in the writer's thread (`rebuild`, a bounded slice at a time) on the fleet's lease holder.
+Rebuilding runs in the writer's thread on the fleet's lease holder: a sweep over the dirty buckets in key order every
+few seconds (`Summarizer`), a bounded slice at a time, each bucket at most once a sweep (`rebuild`).
 """
 
 from __future__ import annotations
@@ -175,17 +176,32 @@ def _build(conn: Any, run: int, lane: str, level: int, bucket: int) -> list[list
     return out
 
 
-def rebuild(conn: Any, budget_s: float = 0.2) -> tuple[int, bool]:
-    """Rebuild dirty buckets, level 0 first, for about `budget_s`, in the caller's transaction: (buckets rebuilt,
-    whether dirty ones are left)."""
+Position = tuple[int, str, int, int]  # a dirty bucket's key: (run, lane, level, bucket), the table's primary key
+# the next dirty buckets after a position, in primary-key order (a range of the key's index, nothing filtered out:
+# each read visits only the rows it returns)
+_NEXT_DIRTY = ("SELECT run_id, lane, level, bucket_ns, generation FROM span_lod_dirty WHERE "
+               "(run_id, lane, level, bucket_ns) > (?, ?, ?, ?) ORDER BY run_id, lane, level, bucket_ns LIMIT 256")
+START: Position = (-(2**62), "", -1, -(2**62))
+
+
+def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START) -> tuple[int, Position | None]:
+    """Rebuild dirty buckets after position `after`, in primary-key order, for about `budget_s` (at least one), in the
+    caller's transaction: (buckets rebuilt, the position to resume after, None when the end was reached).
+
+    A sweep from START to the end takes each dirty bucket at most once. What is marked behind it — the newest bucket
+    of a busy lane, dirty again after every batch; a parent that sorts before rows already read — waits for the next
+    sweep. (Before, each slice began again at level 0 with every dirty row read: such a bucket was rebuilt on every
+    slice and, once one rebuild took a slice, the levels above it were never reached.) A lane's parents sort after
+    its buckets of the level below, so most are rebuilt in the sweep that marks them."""
     deadline = time.monotonic() + budget_s
-    done = 0
-    for level in range(LEVELS):
-        dirty = conn.execute("SELECT run_id, lane, bucket_ns, generation FROM span_lod_dirty WHERE level = ? "
-                             "ORDER BY run_id, lane, bucket_ns", (level,)).fetchall()
-        for run, lane, bucket, generation in dirty:
-            if time.monotonic() > deadline:
-                return done, True
+    done, position = 0, after
+    while True:
+        rows = conn.execute(_NEXT_DIRTY, position).fetchall()
+        if not rows:
+            return done, None
+        for run, lane, level, bucket, generation in rows:
+            if done and time.monotonic() > deadline:
+                return done, position
             items = _build(conn, run, lane, level, bucket)
             conn.execute("DELETE FROM span_lod WHERE run_id = ? AND lane = ? AND level = ? AND bucket_ns = ?",
                          (run, lane, level, bucket))
@@ -199,7 +215,7 @@ def rebuild(conn: Any, budget_s: float = 0.2) -> tuple[int, bool]:
             if level + 1 < LEVELS:
                 conn.execute(_MARK, (run, lane, level + 1, bucket_of(level + 1, bucket)))
             done += 1
-    return done, False
+            position = (run, lane, level, bucket)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -285,13 +301,15 @@ def lane_rows(conn: Any, args: dict[str, Any], lanes: list[str], level: int, lon
 
 class Summarizer:
     """Keeps the summary up to date from the writer's thread (between its batches, so never in their way for more
-    than a slice): every EVERY_S, at once again while dirty buckets are left over. A failed round is rolled back,
-    counted and logged at most once a minute; readers meanwhile read the spans of what stays dirty."""
+    than a slice): a sweep over the dirty buckets every EVERY_S, continued at once while it is unfinished. A failed
+    slice is rolled back, counted and logged at most once a minute; readers meanwhile read the spans of what stays
+    dirty."""
 
     EVERY_S = 5.0
 
     def __init__(self) -> None:
         self._last = -float("inf")
+        self._position: Position | None = None  # where the unfinished sweep goes on
         self.backlog = True  # (a store upgraded from before the summary starts with every bucket to build)
         self._logged = -float("inf")
         self.buckets_built = 0
@@ -302,22 +320,25 @@ class Summarizer:
         return {"behind": self.backlog, "buckets_built": self.buckets_built, "failures": self.failures}
 
     def run(self, conn: Any, *, now: bool = False) -> None:
-        """A slice of rebuilding, when due (or `now`)."""
+        """A slice of rebuilding, when due. `now`: at once, and left with `backlog` set while anything is dirty (what
+        a sweep leaves behind it is swept again at once)."""
         if not now and not self.backlog and time.monotonic() - self._last < self.EVERY_S:
             return
         self._last = time.monotonic()
         if conn.execute("SELECT 1 FROM span_lod_dirty LIMIT 1").fetchone() is None:
-            self.backlog = False  # (an idle store: no write lock taken)
+            self.backlog, self._position = False, None  # (an idle store: no write lock taken)
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            done, self.backlog = rebuild(conn)
+            done, self._position = rebuild(conn, after=self._position or START)
             conn.execute("COMMIT")
             self.buckets_built += done
+            self.backlog = self._position is not None or (
+                now and conn.execute("SELECT 1 FROM span_lod_dirty LIMIT 1").fetchone() is not None)
         except Exception as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self.backlog = False
+            self.backlog, self._position = False, None
             self.failures += 1
             if time.monotonic() - self._logged > 60:
                 self._logged = time.monotonic()

@@ -149,6 +149,43 @@ def test_a_span_written_while_its_bucket_is_rebuilt_keeps_it_dirty(store, monkey
     assert dirty(r) == 0
 
 
+def test_a_bucket_still_written_is_rebuilt_once_a_round_and_the_levels_above_it_are_reached(
+        store, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 3600 * S)
+    w.put_spans([], [span("a0", "gen", LANES[0], t0 + S, t0 + 2 * S)])
+    assert w.flush(10)
+    real, built = span_lod._build, []
+
+    def slow(conn: Any, run: int, lane: str, level: int, bucket: int) -> Any:
+        built.append(level)
+        if level == 0:
+            time.sleep(0.3)  # a dense lane's newest bucket: one rebuild takes more than a slice's budget
+        return real(conn, run, lane, level, bucket)
+
+    monkeypatch.setattr(span_lod, "_build", slow)
+    summary = w.span_summary
+    for i in range(1, 6):  # the upkeep between the writer's batches, each batch writing into that bucket again
+        with w.conn_lock:
+            span_lod.Summarizer.run(summary, w._conn)  # (the class's: the fixture's writer only runs it when told)
+        w.put_spans([], [span(f"a{i}", "gen", LANES[0], t0 + (2 * i + 1) * S, t0 + (2 * i + 2) * S)])
+        assert w.flush(10)
+    assert built == list(range(span_lod.LEVELS))  # the busy bucket once, then every level above it, in one round
+    assert not summary.backlog and summary.failures == 0
+    marked = [tuple(x) for x in r.conn().execute("SELECT level, bucket_ns FROM span_lod_dirty")]
+    assert marked == [(0, t0)]  # only it waits, and readers take it from its spans meanwhile
+    assert_same(r, t0, t0 + 60 * S)
+    # the next sweep (EVERY_S on, as if that long had passed) rebuilds it with what was written since, and the
+    # levels above it again
+    summary._last -= summary.EVERY_S
+    with w.conn_lock:
+        span_lod.Summarizer.run(summary, w._conn)
+        while summary.backlog:  # (its first slice was the busy bucket alone again)
+            span_lod.Summarizer.run(summary, w._conn)
+    assert built[span_lod.LEVELS:] == list(range(span_lod.LEVELS)) and not summary.backlog and dirty(r) == 0
+    assert_same(r, t0, t0 + 60 * S)
+
+
 def test_a_finished_span_resent_with_another_start_leaves_nothing_in_its_old_bucket(store) -> None:
     w, r = store
     t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 6 * 3600 * S)
