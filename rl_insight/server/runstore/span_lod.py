@@ -191,8 +191,9 @@ def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START) -> tuple[
     A sweep from START to the end takes each dirty bucket at most once. What is marked behind it — the newest bucket
     of a busy lane, dirty again after every batch; a parent that sorts before rows already read — waits for the next
     sweep. (Before, each slice began again at level 0 with every dirty row read: such a bucket was rebuilt on every
-    slice and, once one rebuild took a slice, the levels above it were never reached.) A lane's parents sort after
-    its buckets of the level below, so most are rebuilt in the sweep that marks them."""
+    slice and, once one rebuild took a slice, the levels above it were never reached.) A parent sorts after its
+    children (same run and lane, a level up) but often before rows already read with them: a lane's levels then
+    follow one a sweep, and readers take a dirty bucket from the level below meanwhile."""
     deadline = time.monotonic() + budget_s
     done, position = 0, after
     while True:

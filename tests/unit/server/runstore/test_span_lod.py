@@ -186,6 +186,29 @@ def test_a_bucket_still_written_is_rebuilt_once_a_round_and_the_levels_above_it_
     assert_same(r, t0, t0 + 60 * S)
 
 
+def test_a_slice_past_its_budget_stops_after_one_bucket_and_the_sweep_goes_on_from_there(store) -> None:
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 3600 * S)
+    w.put_spans([], [span(f"s{lane}.{b}", "gen", f"lane{lane:02d}", t0 + b * span_lod.BUCKETS[0] + S,
+                          t0 + b * span_lod.BUCKETS[0] + 2 * S) for lane in range(40) for b in range(3)])
+    assert w.flush(10)
+    assert dirty(r) == 120
+    with w.conn_lock:
+        w._conn.execute("BEGIN IMMEDIATE")
+        done, position = span_lod.rebuild(w._conn, budget_s=0)
+        w._conn.execute("COMMIT")
+    assert (done, position) == (1, (1, "lane00", 0, t0))  # always one, in key order
+    with w.conn_lock:
+        w._conn.execute("BEGIN IMMEDIATE")
+        done, position = span_lod.rebuild(w._conn, budget_s=60, after=position)
+        w._conn.execute("COMMIT")
+    assert position is None and done >= 119  # from there on to the end: the rest of level 0, and parents ahead
+    assert r.conn().execute("SELECT count(*) FROM span_lod_dirty WHERE level = 0").fetchone()[0] == 0
+    summarize(w)  # (what the sweep had passed: parents marked behind it)
+    assert dirty(r) == 0
+    assert_same(r, t0, t0 + 3 * span_lod.BUCKETS[0])
+
+
 def test_a_finished_span_resent_with_another_start_leaves_nothing_in_its_old_bucket(store) -> None:
     w, r = store
     t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 6 * 3600 * S)
