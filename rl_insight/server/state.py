@@ -187,7 +187,8 @@ class AppState:
         self.otlp_metrics = OtlpMetrics(config.step_metric, self.step_clock)
         from .intake.ingest import StoredWaiters
 
-        self.acks = StoredWaiters(self.writer)  # requests waiting for the run store's commit, woken once per commit
+        # requests waiting for the run store's commit, woken once per commit; how long each waited is on /metrics
+        self.acks = StoredWaiters(self.writer, self.metrics.ack_wait.observe)
         self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
         self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")

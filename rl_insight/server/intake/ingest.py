@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ...errors import BusyError, InvalidInputError
 from ...protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
@@ -55,9 +56,10 @@ class StoredWaiters:
     (`RunStoreWriter.on_settled`), not once per request (a thousand clients' batches a second each waking the loop
     from the writer thread cost a fifth of the server's CPU in self-pipe writes)."""
 
-    def __init__(self, writer: Any = None) -> None:
+    def __init__(self, writer: Any = None, observe: Callable[[float], None] | None = None) -> None:
         self._waiting: list[tuple[Future[bool], asyncio.Future[bool]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._observe = observe  # how long each answer waited for its commit (a histogram on /metrics)
         if writer is not None:
             writer.on_settled.append(self._settled)
 
@@ -67,6 +69,7 @@ class StoredWaiters:
         that a crash could still lose."""
         if durable is None:
             return
+        started = time.perf_counter()
         if not durable.done():
             loop = self._loop = asyncio.get_running_loop()
             waiter: asyncio.Future[bool] = loop.create_future()
@@ -77,6 +80,8 @@ class StoredWaiters:
                 await asyncio.wait_for(waiter, timeout_s)
             except asyncio.TimeoutError:
                 self._waiting = [w for w in self._waiting if w[1] is not waiter]
+        if self._observe is not None:
+            self._observe(time.perf_counter() - started)
         _verdict(durable.result() if durable.done() else None, timeout_s)
 
     def _settled(self) -> None:  # the writer thread, after a commit

@@ -35,6 +35,12 @@ class ServerMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=registry,
         )
+        self.ack_wait = Histogram(
+            p + "ingest_ack_wait_seconds",
+            "Time an ingest answer waited for the run store to commit its batch (answers are sent after the commit)",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=registry,
+        )
         self.series = Gauge(p + "series", "Trainer series currently exposed", registry=registry)
         self.store_bytes = Gauge(
             p + "metric_store_bytes", "Estimated bytes of names and labels held for /metrics", registry=registry

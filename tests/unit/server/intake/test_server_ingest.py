@@ -206,3 +206,19 @@ def test_services_endpoint_has_upstream_fields(server) -> None:
     assert {"otlp_port", "prometheus_port", "grafana_port"} <= set(body)
     assert body["prometheus_port"] is None  # not configured in this test server
     assert body["services"]["ingest"] == {"url": server.url, "state": "running", "version": rl_insight_version}
+
+
+def _ack_waits(text: str) -> float:
+    line = next((x for x in text.splitlines() if x.startswith("rl_insight_server_ingest_ack_wait_seconds_count")), "")
+    return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+
+def test_how_long_each_answer_waited_for_its_commit_is_on_metrics(server) -> None:
+    assert server.app.state.st.writer is not None  # (answers wait for the run store's commit only where there is one)
+    before = _ack_waits(exposition(server))
+    for i in range(3):
+        assert post(server, batch([G], [[0, time.time(), i, 0.5]])).status_code == 200
+    text = exposition(server)
+    assert _ack_waits(text) == before + 3
+    slowest = 'rl_insight_server_ingest_ack_wait_seconds_bucket{le="10.0"}'
+    assert float(next(x for x in text.splitlines() if x.startswith(slowest)).rsplit(" ", 1)[1]) == before + 3
