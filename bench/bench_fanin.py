@@ -248,6 +248,27 @@ def haproxy(ports: list[int]) -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+def ack_waits(port: int) -> str:
+    """From the server's /metrics (ours only): the share of answers that waited over 0.1 and 0.25 s for their commit
+    (rl_insight_server_ingest_ack_wait_seconds); '' where there is no such histogram."""
+    import httpx
+
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return ""
+    buckets = {}
+    for line in text.splitlines():
+        if line.startswith("rl_insight_server_ingest_ack_wait_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[le] = float(line.rsplit(" ", 1)[1])
+    total = buckets.get("+Inf", 0)
+    if not total:
+        return ""
+    return (f"commit waits over 0.1 s {1 - buckets['0.1'] / total:.1%}, over 0.25 s "
+            f"{1 - buckets['0.25'] / total:.1%}")
+
+
 def pct(sorted_s: list[float], q: float) -> float:
     """The q-quantile of sorted latencies in seconds, in ms (nan for none)."""
     return sorted_s[min(len(sorted_s) - 1, int(q * len(sorted_s)))] * 1000 if sorted_s else float("nan")
@@ -274,12 +295,14 @@ def main() -> None:
                 try:
                     requests = build_requests(port, n, args.seconds, "", args.interval)
                     out = run_loop(load(port, requests, args.seconds, args.interval))
+                    waits = ack_waits(port)
                 finally:
                     stop()
                 lat, steady = sorted(out["latencies"]), sorted(out["steady"])
                 print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, "
                       f"p50 {pct(lat, 0.5):6.0f} ms, p99 {pct(lat, 0.99):6.0f} ms, failed {out['failed']}; "
                       f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms"
+                      + (f"; {waits}" if waits else "")
                       + (f" (failures: {out['why']})" if out["why"] else ""))
     finally:
         targets.close()
