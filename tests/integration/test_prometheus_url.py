@@ -110,9 +110,14 @@ def test_the_panels_answer_from_victoria_metrics(vm_stack: tuple[str, str, int])
     shown = {tuple(sorted(x["labels"].items())): x["points"] for x in panel["series"]}
     for item in direct:
         key = tuple(sorted((k, str(v)) for k, v in item["metric"].items()))
-        mine = shown[key]
-        assert [float(v) for _, v in item["values"]] == [v for _, v in mine]
-        assert [float(t) for t, _ in item["values"]] == pytest.approx([t for t, _ in mine], abs=0.002)  # ms rounding
+        # the same value at every time both hold (times to the ms the UI rounds to); only the window's last point may
+        # be missing from one of the two: asked a moment apart, VictoriaMetrics once held it back from one (CI)
+        theirs = {round(float(t), 3): float(v) for t, v in item["values"]}
+        ours = {round(t, 3): v for t, v in shown[key]}
+        both = sorted(theirs.keys() & ours.keys())
+        assert both and [theirs[t] for t in both] == [ours[t] for t in both]
+        rest = (theirs.keys() | ours.keys()) - set(both)
+        assert len(rest) <= 1 and all(t > both[-1] for t in rest), (theirs, ours)
     services = httpx.get(url + "/api/v1/services").json()["services"]["prometheus"]
     assert services["query_url"] == vm_url and services["state"] == "running" and services["url"] != vm_url
 
