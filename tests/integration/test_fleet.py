@@ -83,8 +83,8 @@ frontend ingest
 backend servers
     balance roundrobin
     option httpchk GET /healthz
-    server a {a_url[7:]} check inter 300ms fall 1 rise 2
-    server b {b_url[7:]} check inter 300ms fall 1 rise 2
+    server a {a_url[7:]} check inter 300ms fall 3 rise 2
+    server b {b_url[7:]} check inter 300ms fall 3 rise 2
 """)
         lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(lb)
