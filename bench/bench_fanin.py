@@ -7,11 +7,17 @@ app that reads the body and answers a small JSON (the ceiling of the web server 
     python bench/bench_fanin.py --clients 250,500 --targets ours,pg,pg2   # the run store on PostgreSQL, two servers
     python bench/bench_fanin.py --clients 1000 --targets ours,h11,bare   # httptools (the default) against h11
     python bench/bench_fanin.py --clients 2000,4000 --interval 5 --targets ours,pg2   # thousands, at a step's cadence
+    python bench/bench_fanin.py --clients 1000 --generator wrk --targets ours,bare   # the load from Debian's wrk
 
 For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
 failures (errors, non-2xx, a batch refused). The generator is asyncio (on uvloop where installed) with raw
 streams, every request built before the clock starts (no HTTP client library, no JSON or gzip in the loop), in
 this process: on a 2-core machine it competes with the server for CPU, so the numbers are a lower bound.
+
+`--generator wrk` sends the same requests through Debian's `wrk` (C, one epoll thread; `fanin_wrk.lua`), which
+leaves the server most of a 2-core machine. Its connections take the bodies in turn (each client's batch once a
+round) and pause `--interval` after each answer, so a connection's period is the interval plus its latency: the
+batches/s it reports says what was offered. It has no per-client view, so no "after the first batch" figure.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import asyncio
 import gzip
 import json
 import os
+import resource
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -157,6 +166,42 @@ async def load(port: int, requests: list[list[bytes]], seconds: float, interval:
     return out
 
 
+def run_wrk(port: int, n: int, seconds: float, interval: float, cpu: Callable[[], float]) -> dict:
+    """The same load through wrk (fanin_wrk.lua): every body built first, in the order they are sent, into a file
+    the script reads; its summary as the Python generator's would be (latencies in s: p50, p99), with the servers'
+    CPU (`cpu()`) over wrk's run."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
+    rounds = int(seconds / interval) + 2
+    with tempfile.NamedTemporaryFile(prefix="rl-fanin-", suffix=".bin", delete=False) as f:
+        for k in range(1, rounds + 1):
+            for i in range(n):
+                body = batch(f"c{i:06d}", k)
+                f.write(struct.pack(">I", len(body)) + body)
+    script = Path(__file__).resolve().parent / "fanin_wrk.lua"
+
+    def more_files() -> None:  # one socket a client, beyond a soft limit of 1,024
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
+
+    try:
+        cpu0, t0 = cpu(), time.monotonic()
+        proc = subprocess.run(
+            ["wrk", "-t1", f"-c{n}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", str(script),
+             f"http://127.0.0.1:{port}", "--", f.name, str(int(interval * 1000)), str(n)],
+            capture_output=True, text=True, preexec_fn=more_files, timeout=seconds + 60)
+        used, elapsed = cpu() - cpu0, time.monotonic() - t0
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+    w = json.loads(lines[-1])
+    why = {k: w[k] for k in ("connect", "read", "write", "status", "timeout") if w[k]}
+    return {"rate": w["requests"] / (w["duration_us"] / 1e6), "p50": w["p50_us"] / 1e6, "p99": w["p99_us"] / 1e6,
+            "failed": sum(why.values()), "why": why, "cpu": used, "elapsed": elapsed}
+
+
 def run_loop(coro: Any) -> Any:
     """The generator's loop: uvloop where installed (a cheaper generator leaves more of the machine to the server)."""
     try:
@@ -204,19 +249,20 @@ class Targets:
             os.environ["RL_INSIGHT_STORE_PASSWORD"] = PASSWORD
         return str(self.cluster.url(self.cluster.create_database("fanin")))
 
-    def start(self, target: str) -> tuple[int, Callable[[], None]]:
+    def start(self, target: str) -> tuple[int, Callable[[], None], list[int]]:
+        """The target's port, how to stop it, and the pids of its server processes (whose CPU is reported)."""
         if target in ("ours", "before"):
             srv = IngestServer(code=self.before if target == "before" else None)
-            return srv.port, srv.stop
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "ka5":  # ours with uvicorn's own 5 s idle keep-alive (before `keep_alive_s`)
             srv = IngestServer(keep_alive_s=5.0)
-            return srv.port, srv.stop
+            return srv.port, srv.stop, [srv.proc.pid]
         if target in ("h11", "asyncio"):  # one of uvicorn's other choices: the h11 parser, the stdlib loop
             srv = IngestServer(**({"http_parser": "h11"} if target == "h11" else {"event_loop": "asyncio"}))
-            return srv.port, srv.stop
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "pg":
             srv = IngestServer(store_url=self._store())
-            return srv.port, srv.stop
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "pg2":
             url = self._store()
             servers = [IngestServer(store_url=url) for _ in range(2)]
@@ -227,9 +273,9 @@ class Targets:
                 lb.wait(10)
                 for s in servers:
                     s.stop()
-            return port, stop
+            return port, stop, [s.proc.pid for s in servers]
         proc, port = bare_server()
-        return port, proc.terminate
+        return port, proc.terminate, [proc.pid]
 
     def close(self) -> None:
         if self.cluster is not None:
@@ -246,6 +292,15 @@ def haproxy(ports: list[int]) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(["haproxy", "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
     return proc, port
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU the processes have used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def ack_waits(port: int) -> str:
@@ -269,6 +324,12 @@ def ack_waits(port: int) -> str:
             f"{1 - buckets['0.25'] / total:.1%}")
 
 
+def cost(cpu_s: float, batches: float, elapsed_s: float) -> str:
+    """The server processes' CPU: the share of one core, and per batch answered (what one process's GIL bounds)."""
+    per = cpu_s / batches * 1000 if batches else float("nan")
+    return f"server CPU {cpu_s / elapsed_s:.0%} of a core, {per:.2f} ms a batch"
+
+
 def pct(sorted_s: list[float], q: float) -> float:
     """The q-quantile of sorted latencies in seconds, in ms (nan for none)."""
     return sorted_s[min(len(sorted_s) - 1, int(q * len(sorted_s)))] * 1000 if sorted_s else float("nan")
@@ -283,6 +344,8 @@ def main() -> None:
                     "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "
                     "(--before's checkout)")
     ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")
+    ap.add_argument("--generator", choices=("python", "wrk"), default="python", help="the load: this process's "
+                    "asyncio clients, or Debian's wrk (fanin_wrk.lua: leaves the server more of a small machine)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between a client's batches (1: the issue's "
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
     args = ap.parse_args()
@@ -291,17 +354,29 @@ def main() -> None:
     try:
         for n in [int(x) for x in args.clients.split(",")]:
             for target in args.targets.split(","):  # interleaved: each count against every target in turn
-                port, stop = targets.start(target)
+                port, stop, pids = targets.start(target)
                 try:
-                    requests = build_requests(port, n, args.seconds, "", args.interval)
-                    out = run_loop(load(port, requests, args.seconds, args.interval))
+                    if args.generator == "wrk":
+                        w = run_wrk(port, n, args.seconds, args.interval, lambda: cpu_seconds(pids))
+                    else:
+                        requests = build_requests(port, n, args.seconds, "", args.interval)
+                        cpu0 = cpu_seconds(pids)
+                        out = run_loop(load(port, requests, args.seconds, args.interval))
+                        cpu = cpu_seconds(pids) - cpu0
                     waits = ack_waits(port)
                 finally:
                     stop()
+                if args.generator == "wrk":
+                    print(f"  {target:6s} {n:5d} clients (wrk): {w['rate']:7.0f} batches/s, p50 {w['p50'] * 1000:6.0f} "
+                          f"ms, p99 {w['p99'] * 1000:6.0f} ms, failed {w['failed']}; "
+                          f"{cost(w['cpu'], w['rate'] * w['elapsed'], w['elapsed'])}"
+                          + (f"; {waits}" if waits else "") + (f" (failures: {w['why']})" if w["why"] else ""))
+                    continue
                 lat, steady = sorted(out["latencies"]), sorted(out["steady"])
                 print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, "
                       f"p50 {pct(lat, 0.5):6.0f} ms, p99 {pct(lat, 0.99):6.0f} ms, failed {out['failed']}; "
-                      f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms"
+                      f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms; "
+                      f"{cost(cpu, len(lat), out['elapsed'])}"
                       + (f"; {waits}" if waits else "")
                       + (f" (failures: {out['why']})" if out["why"] else ""))
     finally:

@@ -139,25 +139,6 @@ def sign_in(page, url: str, token: str) -> None:
     page.wait_for_selector("#runs-table tr[data-run-id]")
 
 
-@pytest.fixture
-def page():
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        # bypass_csp: the tests' own polling predicates are evaluated as strings; the UI under its real
-        # CSP is checked by test_ui_and_docs_work_under_their_content_security_policy
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.on("console", lambda m: print(f"console {m.type}: {m.text}"))  # (shown when a test fails)
-        yield pg
-        browser.close()
-        assert not errors, f"JavaScript errors: {errors}"
-
-
 def test_runs_list_and_run_page(live_demo: str, page) -> None:
     page.goto(live_demo + "/")
     row = page.wait_for_selector("#runs-table tr[data-run-id]")
@@ -306,15 +287,12 @@ def test_offline_html_timeline_opens_and_zooms_in_chromium(tmp_path: Path, page)
         page.eval_on_selector("#c", "e => e.dataset.level") != level_before
 
 
-def test_ui_and_docs_work_under_their_content_security_policy(live_demo: str) -> None:
+def test_ui_and_docs_work_under_their_content_security_policy(live_demo: str, browser) -> None:
     """No bypass here: the UI, its charts and /docs render with the server's CSP, load nothing from
     another origin, and the browser reports no CSP violation."""
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        pg = context.new_page()
         console: list[str] = []
         urls: list[str] = []
         pg.on("console", lambda m: console.append(m.text))
@@ -330,7 +308,8 @@ def test_ui_and_docs_work_under_their_content_security_policy(live_demo: str) ->
         assert "RL-Insight server" in pg.inner_text(".swagger-ui .info .title")
         pg.wait_for_selector(".opblock-summary-path[data-path='/api/v1/ingest']")
         pg.screenshot(path=str(ARTIFACTS / "docs.png"))
-        browser.close()
+    finally:
+        context.close()
     foreign = [u for u in urls if not (u.startswith(live_demo) or u.startswith("data:"))]
     assert not foreign, f"requests to other origins: {foreign[:5]}"
     violations = [m for m in console if "Content Security Policy" in m]

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -44,12 +45,22 @@ def substitute(expr: str, experiment: str) -> str:
             .replace("$session", ".*").replace("$traj", ".*"))
 
 
-def query(prom_url: str, expr: str) -> tuple[str, list]:
-    r = httpx.get(prom_url + "/api/v1/query", params={"query": expr}, timeout=10, trust_env=False)
+def query(prom_url: str, expr: str, client: httpx.Client | None = None) -> tuple[str, list]:
+    if client is None:
+        with httpx.Client(trust_env=False) as one:
+            return query(prom_url, expr, one)
+    r = client.get(prom_url + "/api/v1/query", params={"query": expr}, timeout=10)
     body = r.json()
     return body.get("status"), body.get("data", {}).get("result", []) if body.get("status") == "success" else body.get(
         "error"
     )
+
+
+def query_all(prom_url: str, exprs: list[str]) -> list[tuple[str, list]]:
+    """Each expression's (status, result), in order, asked a few at a time (hundreds of panels' queries one after
+    the other were most of this module's minutes; Prometheus answers them on its own threads)."""
+    with httpx.Client(trust_env=False) as client, ThreadPoolExecutor(6) as pool:
+        return list(pool.map(lambda e: query(prom_url, e, client), exprs))
 
 
 def dashboard_exprs(name: str) -> list[tuple[str, str]]:
@@ -170,10 +181,9 @@ def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(
     pending = list(exprs) + (variable_exprs("agent_loop_trajectory.json") if experiment == AGENT_RUN else [])
     while pending and time.monotonic() < deadline:  # rates need two scrapes; give slow starters a little time
         still = []
-        for where, expr in pending:
-            if skip_without_node_exporter(where, expr):
-                continue
-            status, result = query(demo_stack.prometheus_url, substitute(expr, experiment))
+        pending = [(w, e) for w, e in pending if not skip_without_node_exporter(w, e)]
+        answers = query_all(demo_stack.prometheus_url, [substitute(e, experiment) for _, e in pending])
+        for (where, expr), (status, result) in zip(pending, answers):
             assert status == "success", f"{where}: query failed: {result}\n{substitute(expr, experiment)}"
             if not result and not MAY_BE_EMPTY.search(expr):
                 still.append((where, expr))
@@ -185,10 +195,10 @@ def test_every_dashboard_query_returns_data_for_the_run_and_none_for_another(
 
     # scoping: the same queries for an experiment that does not exist return nothing
     leaking = []
-    for where, expr in exprs:
-        if "rule " in where:
-            continue  # recording rules aggregate every run; their dashboard uses are scoped and checked above
-        status, result = query(demo_stack.prometheus_url, substitute(expr, "no-such-experiment"))
+    # recording rules aggregate every run; their dashboard uses are scoped and checked above
+    scoped = [(w, e) for w, e in exprs if "rule " not in w]
+    answers = query_all(demo_stack.prometheus_url, [substitute(e, "no-such-experiment") for _, e in scoped])
+    for (where, expr), (status, result) in zip(scoped, answers):
         assert status == "success"
         if result:
             leaking.append(f"{where}: {expr}")
