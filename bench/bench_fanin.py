@@ -166,40 +166,37 @@ async def load(port: int, requests: list[list[bytes]], seconds: float, interval:
     return out
 
 
-def run_wrk(port: int, n: int, seconds: float, interval: float, cpu: Callable[[], float]) -> dict:
-    """The same load through wrk (fanin_wrk.lua): every body built first, in the order they are sent, into a file
-    the script reads; its summary as the Python generator's would be (latencies in s: p50, p99), with the servers'
-    CPU (`cpu()`) over wrk's run."""
-    if shutil.which("wrk") is None:
-        raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
+def wrk_bodies(n: int, seconds: float, interval: float) -> str:
+    """Every body of a wrk run, in the order they are sent (round by round, client by client), each behind its length
+    as 4 bytes big-endian: the file fanin_wrk.lua reads. Built before the clock starts, as build_requests is."""
     rounds = int(seconds / interval) + 2
     with tempfile.NamedTemporaryFile(prefix="rl-fanin-", suffix=".bin", delete=False) as f:
         for k in range(1, rounds + 1):
             for i in range(n):
                 body = batch(f"c{i:06d}", k)
                 f.write(struct.pack(">I", len(body)) + body)
-    script = Path(__file__).resolve().parent / "fanin_wrk.lua"
+    return f.name
 
+
+def run_wrk(port: int, n: int, seconds: float, interval: float, bodies: str) -> dict:
+    """The same load through wrk (fanin_wrk.lua) from `bodies` (wrk_bodies): its summary (requests answered, batches/s,
+    latencies in s, failures by kind)."""
     def more_files() -> None:  # one socket a client, beyond a soft limit of 1,024
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
 
-    try:
-        cpu0, t0 = cpu(), time.monotonic()
-        proc = subprocess.run(
-            ["wrk", "-t1", f"-c{n}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", str(script),
-             f"http://127.0.0.1:{port}", "--", f.name, str(int(interval * 1000)), str(n)],
-            capture_output=True, text=True, preexec_fn=more_files, timeout=seconds + 60)
-        used, elapsed = cpu() - cpu0, time.monotonic() - t0
-    finally:
-        os.unlink(f.name)
+    script = Path(__file__).resolve().parent / "fanin_wrk.lua"
+    proc = subprocess.run(
+        ["wrk", "-t1", f"-c{n}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", str(script),
+         f"http://127.0.0.1:{port}", "--", bodies, str(int(interval * 1000)), str(n)],
+        capture_output=True, text=True, preexec_fn=more_files, timeout=seconds + 60)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     w = json.loads(lines[-1])
     why = {k: w[k] for k in ("connect", "read", "write", "status", "timeout") if w[k]}
-    return {"rate": w["requests"] / (w["duration_us"] / 1e6), "p50": w["p50_us"] / 1e6, "p99": w["p99_us"] / 1e6,
-            "failed": sum(why.values()), "why": why, "cpu": used, "elapsed": elapsed}
+    return {"requests": w["requests"], "rate": w["requests"] / (w["duration_us"] / 1e6), "p50": w["p50_us"] / 1e6,
+            "p99": w["p99_us"] / 1e6, "failed": sum(why.values()), "why": why}
 
 
 def run_loop(coro: Any) -> Any:
@@ -349,34 +346,42 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between a client's batches (1: the issue's "
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
     args = ap.parse_args()
+    if args.generator == "wrk" and shutil.which("wrk") is None:
+        raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
     print(f"machine: {machine()}")
     targets = Targets(args.before)
     try:
         for n in [int(x) for x in args.clients.split(",")]:
             for target in args.targets.split(","):  # interleaved: each count against every target in turn
                 port, stop, pids = targets.start(target)
+                bodies = None
                 try:
                     if args.generator == "wrk":
-                        w = run_wrk(port, n, args.seconds, args.interval, lambda: cpu_seconds(pids))
+                        bodies = wrk_bodies(n, args.seconds, args.interval)
                     else:
                         requests = build_requests(port, n, args.seconds, "", args.interval)
-                        cpu0 = cpu_seconds(pids)
+                    cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
+                    if args.generator == "wrk":
+                        w = run_wrk(port, n, args.seconds, args.interval, bodies)
+                    else:
                         out = run_loop(load(port, requests, args.seconds, args.interval))
-                        cpu = cpu_seconds(pids) - cpu0
+                    cpu, elapsed = cpu_seconds(pids) - cpu0, time.monotonic() - t0
                     waits = ack_waits(port)
                 finally:
                     stop()
+                    if bodies is not None:
+                        os.unlink(bodies)
                 if args.generator == "wrk":
                     print(f"  {target:6s} {n:5d} clients (wrk): {w['rate']:7.0f} batches/s, p50 {w['p50'] * 1000:6.0f} "
                           f"ms, p99 {w['p99'] * 1000:6.0f} ms, failed {w['failed']}; "
-                          f"{cost(w['cpu'], w['rate'] * w['elapsed'], w['elapsed'])}"
+                          f"{cost(cpu, w['requests'], elapsed)}"
                           + (f"; {waits}" if waits else "") + (f" (failures: {w['why']})" if w["why"] else ""))
                     continue
                 lat, steady = sorted(out["latencies"]), sorted(out["steady"])
                 print(f"  {target:6s} {n:5d} clients: {len(lat) / out['elapsed']:7.0f} batches/s, "
                       f"p50 {pct(lat, 0.5):6.0f} ms, p99 {pct(lat, 0.99):6.0f} ms, failed {out['failed']}; "
                       f"after each client's first batch: p99 {pct(steady, 0.99):6.0f} ms; "
-                      f"{cost(cpu, len(lat), out['elapsed'])}"
+                      f"{cost(cpu, len(lat), elapsed)}"
                       + (f"; {waits}" if waits else "")
                       + (f" (failures: {out['why']})" if out["why"] else ""))
     finally:
