@@ -33,6 +33,7 @@ import time
 from heapq import merge
 from typing import Any, Iterable, Iterator, Sequence
 
+from .bulk import write_rows
 from .dialect import is_postgres
 
 log = logging.getLogger("rl_insight.server.runstore")
@@ -122,9 +123,11 @@ def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], 
 _OLD_BUCKET = f"s.start_ns - ((s.start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}"
 _ON_MARKED = ("ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = "
               "span_lod_dirty.generation + 1")
-_MARK_MOVED = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
-               f"{_OLD_BUCKET}, 1 FROM spans s WHERE s.run_id = ? AND s.id = ? AND s.end_ns IS NOT NULL "
-               f"AND s.start_ns <> ? {_ON_MARKED}")
+# (SQLite: the batch's spans as a CTE's VALUES list, a point read by primary key each, in few statements: bulk.py)
+_MARK_MOVED = (f"WITH sent (run_id, id, start_ns) AS (VALUES (?, ?, ?)) "
+               f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
+               f"{_OLD_BUCKET}, 1 FROM sent JOIN spans s ON s.run_id = sent.run_id AND s.id = sent.id "
+               f"WHERE s.end_ns IS NOT NULL AND s.start_ns <> sent.start_ns {_ON_MARKED}")
 # PostgreSQL, where every statement is a round of its own: a batch's stored rows of one run in one read by primary
 # key and an array, planned per call (prepare=False). The one-statement form before (unnest, a LATERAL point read per
 # span, the marks in the same statement) ran 7-19 s a batch on the CPU at ~300k spans in bench_fanin's two-server run
@@ -138,7 +141,7 @@ def mark_moved(conn: Any, spans: Sequence[tuple[int, str, int]]) -> None:
     if not spans:
         return
     if not is_postgres(conn):
-        conn.executemany(_MARK_MOVED, spans)
+        write_rows(conn, _MARK_MOVED, spans)
         return
     starts: dict[int, dict[str, int]] = {}  # run -> span id -> the start it is sent with now
     for run, span_id, start in spans:
@@ -154,7 +157,7 @@ def mark(conn: Any, buckets: Iterable[tuple[int, str, int]]) -> None:
     """Mark the level-0 buckets of (run, lane, a finished span's start) dirty (the writer, in its transaction)."""
     marks = sorted({(run, lane, bucket_of(0, start)) for run, lane, start in buckets})
     if marks:
-        conn.executemany(_MARK, [(run, lane, 0, b) for run, lane, b in marks])
+        write_rows(conn, _MARK, [(run, lane, 0, b) for run, lane, b in marks])
 
 
 # ----------------------------------------------------------------------------- rebuilding

@@ -13,6 +13,7 @@ import sqlite3
 from typing import Callable, Iterable
 
 from ...protocol import SpanRecord
+from .bulk import write_rows
 from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 
 _MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
@@ -148,10 +149,10 @@ class TrajectoryStore:
                         )
                     )
         if turns:
-            conn.executemany(_UPSERT_TURN, turns)
+            write_rows(conn, _UPSERT_TURN, turns)
             self.turns += len(turns)
         if requests:
-            conn.executemany(_UPSERT_REQUEST, requests)
+            write_rows(conn, _UPSERT_REQUEST, requests)
             self.requests += len(requests)
             touched |= self._trajectories_of_requests(conn, requests)
         for run_id, tid in touched:

@@ -30,6 +30,7 @@ from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention, series_totals, span_lod, step_stats
+from .bulk import write_rows
 from .identities import Identities
 from .location import StoreLocation, sqlite_location
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
@@ -315,14 +316,14 @@ class RunStoreWriter:
                 for s in ends:
                     (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
         if sample_rows:
-            series_totals.record(c, sample_rows, c.executemany(INSERT_SAMPLE, sample_rows).rowcount)
+            series_totals.record(c, sample_rows, write_rows(c, INSERT_SAMPLE, sample_rows))
         if span_starts:
-            c.executemany(INSERT_START, span_starts)
+            write_rows(c, INSERT_START, span_starts)
         if span_ends:
             span_lod.mark_moved(c, [(r[0], r[1], r[7]) for r in span_ends])
-            c.executemany(UPSERT_END, span_ends)
+            write_rows(c, UPSERT_END, span_ends)
         if span_cut:
-            c.executemany(CLOSE_CUT_SHORT, span_cut)
+            write_rows(c, CLOSE_CUT_SHORT, span_cut)
         span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs(touched)
