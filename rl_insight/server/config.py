@@ -106,6 +106,9 @@ class ServerConfig:
     auto_profile_on_stall: bool = False  # a stall whose stacks still move (slow, not stuck): profile the next step
     # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
     ack_timeout_s: float = 10.0
+    # Where the run store's writer runs: "process" (a child process of its own, with its own GIL: the event loop never
+    # waits for the writer's Python work, runstore/writer_process.py) or "thread" (a thread of the server's process)
+    store_writer: str = "process"
 
     @property
     def store_max_bytes(self) -> int:

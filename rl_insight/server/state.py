@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prometheus_client import CollectorRegistry
 
+from ..errors import ConfigError
 from ..protocol import SpanRecord
 from .config import ServerConfig
 from .http.slow_peers import PeerGuardCounters
@@ -27,6 +28,8 @@ from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
 from .runstore import RunStoreReader, RunStoreWriter
+from .runstore.hand_over import HandOver
+from .runstore.writer_process import WriterProcess
 from .security import Auth, local_names
 
 if TYPE_CHECKING:
@@ -117,8 +120,7 @@ class AppState:
         self.peer_guard = PeerGuardCounters()  # filled by the HTTP protocol (__main__), read by /metrics
         self.metrics = ServerMetrics(self.registry, self.peer_guard)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
-        self.writer = RunStoreWriter(config.store_location, retention_days=config.store_retention_days,
-                                     max_bytes=config.store_max_bytes) if config.store_enabled else None
+        self.writer = self._writer(config) if config.store_enabled else None
         self.reader = RunStoreReader(config.store_location) if self.writer is not None else None
         # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
         self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
@@ -259,6 +261,15 @@ class AppState:
             return local
         mine = {p["client_id"] for p in local}
         return local + [p for p in others if p.get("client_id") not in mine]
+
+    @staticmethod
+    def _writer(config: ServerConfig) -> HandOver:
+        """The run store's writer, in a process of its own (the default) or in a thread of this one."""
+        kinds = {"process": WriterProcess, "thread": RunStoreWriter}
+        if config.store_writer not in kinds:
+            raise ConfigError(f"store_writer {config.store_writer!r} is not one of process, thread")
+        return kinds[config.store_writer](config.store_location, retention_days=config.store_retention_days,
+                                          max_bytes=config.store_max_bytes)
 
     def _fleet(self) -> Any:
         """On a PostgreSQL store, the fleet loop (server/fleet/): background work on the lease holder only, clients

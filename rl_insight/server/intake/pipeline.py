@@ -26,7 +26,7 @@ from ..live.server_metrics import ServerMetrics
 from ..live.spans import SpanFanout
 from ..live.step_clock import StepClock
 from ..outbound.exporters import Exporters
-from ..runstore.writer import RunStoreWriter
+from ..runstore.hand_over import HandOver
 from .ingest import IngestResult, apply_batch
 from .otlp import MAX_SPANS_PER_REQUEST, SpanPairs, to_batches
 
@@ -51,7 +51,7 @@ class SpansReceived:
 
 
 class IntakePipeline:
-    def __init__(self, *, store: MetricStore, writer: RunStoreWriter | None, spans: SpanFanout, clients: ClientTracker,
+    def __init__(self, *, store: MetricStore, writer: HandOver | None, spans: SpanFanout, clients: ClientTracker,
                  clock: StepClock, exporters: Exporters, metrics: ServerMetrics) -> None:
         self.store, self.writer, self.spans, self.clients = store, writer, spans, clients
         self.clock, self.exporters, self.metrics = clock, exporters, metrics

@@ -7,7 +7,7 @@ from typing import Any
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 
 from ..outbound.otlp import OtlpForwarder
-from ..runstore import RunStoreWriter
+from ..runstore.hand_over import HandOver
 
 
 class OtlpCollector:
@@ -30,7 +30,7 @@ class OtlpCollector:
 class RunStoreHealthCollector:
     """Run store health."""
 
-    def __init__(self, writer: RunStoreWriter) -> None:
+    def __init__(self, writer: HandOver) -> None:
         self._w = writer
 
     def collect(self) -> Any:

@@ -24,13 +24,15 @@ import time
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention, series_totals, span_lod, step_stats
 from .bulk import write_rows
+from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
+from .hand_over import HandOver, weight
 from .identities import Identities
 from .location import StoreLocation, sqlite_location
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
@@ -46,18 +48,8 @@ WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting fo
 PLAUSIBLE_PAST_S = 86400.0
 
 
-# hand-over kinds that are one item each (samples and spans come in lists)
-_SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
-
-
 def _weight(item: tuple[str, Any, int]) -> int:
-    """What a hand-over counts against the queue bound and a transaction's size."""
-    kind, payload, _ = item
-    if kind == "samples":
-        return len(payload)
-    if kind == "spans":
-        return len(payload[0]) + len(payload[1])
-    return 1 if kind in _SINGLE_ITEM_KINDS else 0
+    return weight(item[0], item[1])
 
 
 _encode_attributes = json.JSONEncoder(default=str).encode  # one encoder (json.dumps with options builds one a call)
@@ -67,7 +59,10 @@ def _cut_short(s: SpanRecord) -> bool:
     return s.attributes.get("cut_short") is True
 
 
-class RunStoreWriter:
+class RunStoreWriter(HandOver):
+    """The writer in the calling process: one batch worker thread and one connection (writer_process.py runs one in a
+    process of its own)."""
+
     def __init__(self, where: Path | StoreLocation, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
                  retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
                  prune_every_s: float = 60.0) -> None:
@@ -77,8 +72,8 @@ class RunStoreWriter:
         # large files skip the start-up check (minutes near the size limit); it runs in the background instead
         # (PostgreSQL checks its own pages)
         small = self.location.path is None or self.location.path.stat().st_size <= QUICK_CHECK_MAX_BYTES
-        self.integrity = "ok" if small else "checking"
-        if self.integrity == "checking":
+        self._integrity = "ok" if small else "checking"
+        if self._integrity == "checking":
             threading.Thread(target=self._check_integrity, name="rl-insight-integrity", daemon=True).start()
         self._retention_s = retention_days * 86400
         self._max_bytes = max_bytes
@@ -90,7 +85,7 @@ class RunStoreWriter:
         # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
         # hangs off a run elsewhere (profile traces) goes with it
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
-        self.stats = WriterStats()
+        self._stats = WriterStats()
         self.lead: Callable[[], bool] = lambda: True  # several servers on one store: retention on the lease holder
         self.on_settled: list[Callable[[], None]] = []  # called on the writer thread after a commit settled marks
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
@@ -111,7 +106,7 @@ class RunStoreWriter:
             conn.close()
         except Exception as exc:
             result = f"{type(exc).__name__}: {exc}"
-        self.integrity = result
+        self._integrity = result
         if result != "ok":
             self.stats.last_error = f"integrity check: {result}"
             self.stats.degraded_since = self.stats.degraded_since or time.time()
@@ -129,7 +124,6 @@ class RunStoreWriter:
         self.stats.queue_items = self._worker.queued_weight
 
     def seq(self) -> int:
-        """The hand-over count now: what a later `durable(since)` is measured from."""
         return self._seq
 
     def durable(self, since: int) -> "Future[bool]":
@@ -142,37 +136,18 @@ class RunStoreWriter:
         self._worker.wake()
         return fut
 
-    def put_samples(self, rows: list[SampleRow]) -> None:
-        if rows:
-            self._put("samples", rows, len(rows))
+    @property
+    def stats(self) -> WriterStats:
+        return self._stats
 
-    def mark_finished(self, project: str, experiment_name: str, lost: dict[str, Any] | None = None) -> None:
-        """The run ended: its clients said they are done (their last batch), or, with `lost` (why, and the lanes that
-        were open), the process logging its steps stopped reporting without a word. Later data makes it live again."""
-        self._put("finished", (project, experiment_name, lost), 1)
+    @property
+    def integrity(self) -> str:
+        return self._integrity
 
-    def put_run_info(self, project: str, experiment_name: str, config: dict[str, Any], tags: list[str]) -> None:
-        """What init(config=...) said about the run; the latest description wins."""
-        self._put("run_info", (project, experiment_name, config, tags), 1)
-
-    def put_step_stats(self, rows: list[tuple[int, int, int, int, str, str, float]],
-                       blocks: Sequence[tuple[int, int, int, int, list[int]]] = ()) -> None:
-        """Per-step insight rows (server/runstore/step_stats.py), and blocks of complete steps to sum up once the rows
-        are in: (run_id, first_step, start_ns, end_ns, steps). A step or block computed again replaces its rows."""
-        if rows or blocks:
-            self._put("step_stats", (rows, list(blocks)), 1)
-
-    def put_step_backfill(self, project: str, experiment_name: str, step: int, at_s: float) -> None:
-        """The run's step clock moved for the first time (server/live/step_clock.py): trajectories that arrived before,
-        without a step, and began before `at_s` get `step`."""
-        self._put("step_backfill", (project, experiment_name, int(step), int(at_s * 1e9)), 1)
-
-    def put_spans(self, starts: list[dict[str, Any]], spans: list[dict[str, Any]]) -> None:
-        if starts or spans:
-            self._put("spans", (starts, spans), len(starts) + len(spans))
+    def summary_health(self) -> dict[str, Any]:
+        return self.span_summary.health()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything handed over so far is written (tests, shutdown)."""
         try:
             self.durable(self._seq).result(timeout)
             return True
@@ -253,7 +228,6 @@ class RunStoreWriter:
         self.trajectories.forget()
 
     def lag_s(self) -> float:
-        """How far the store trails ingest: 0 with nothing queued, else the seconds since the last commit."""
         if self._worker.queued_weight == 0:
             return 0.0
         return time.monotonic() - self._last_commit
