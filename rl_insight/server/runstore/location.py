@@ -44,8 +44,8 @@ class StoreLocation:
         return str(self.url), extra
 
 
-def sqlite_location(path: Path) -> StoreLocation:
-    return StoreLocation("sqlite", path=path)
+def sqlite_location(path: Path | str) -> StoreLocation:
+    return StoreLocation("sqlite", path=Path(path))
 
 
 def existing_store(value: str | None, data_dir: Path) -> StoreLocation:

@@ -256,6 +256,7 @@ class WriterProcess(HandOver):
 
     def _send_loop(self) -> None:
         lead: bool | None = None
+        told: _Child | None = None  # the child `lead` was sent to (a new one starts as the lead)
         while True:
             self._wake.wait(self._interval)
             self._wake.clear()
@@ -263,6 +264,8 @@ class WriterProcess(HandOver):
                 items, self._queue, self._queued = self._queue, [], 0
                 upto, child, closing = self._seq, self._child, self._closing
                 asked = bool(self._pending) and self._pending[-1][0] > self._sent
+            if child is not told:
+                lead, told = None, child
             try:
                 now_lead = bool(self.lead())
             except Exception:  # a lease that cannot say keeps the last answer
@@ -365,7 +368,7 @@ class WriterProcess(HandOver):
 
     def lag_s(self) -> float:
         with self._lock:
-            if self._queue or self._down is not None:
+            if self._queue or self._sent > self._done or self._down is not None:  # handed over, not yet committed
                 return time.monotonic() - self._last_done
         return self._child_state[3]
 

@@ -1,0 +1,173 @@
+"""The run store's writer in a process of its own (runstore/writer_process.py): acknowledged only once committed, a
+dead child answered False and replaced, refusals at the start as clear as in-process, the child's log in ours, and
+the child gone with the server."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rl_insight.errors import ConfigError, StoreError
+from rl_insight.server.config import ServerConfig
+from rl_insight.server.runstore import RunStoreReader, SampleRow
+from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.writer_process import WriterProcess
+from rl_insight.server.state import AppState
+
+
+def rows(n: int, name: str = "reward", t0: float = 1_000.0, labels: object = "{}") -> list[SampleRow]:
+    return [SampleRow("p", "e", name, "gauge", labels, float(i), t0 + i, float(i)) for i in range(n)]  # type: ignore[arg-type]
+
+
+def stored(location: StoreLocation, name: str = "reward") -> int:
+    conn = RunStoreReader(location).conn()
+    runs = q.list_runs(conn)
+    if not runs:
+        return 0
+    return sum(m["samples"] for m in q.metric_names(conn, runs[0]["id"]) if m["name"] == name)
+
+
+def wait_for(check, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def writer(store_at: StoreLocation):
+    w = WriterProcess(store_at, flush_interval_s=0.02)
+    yield w
+    w.close()
+
+
+def test_acknowledged_only_once_committed(writer: WriterProcess, store_at: StoreLocation) -> None:
+    assert writer._child.proc.pid != os.getpid()
+    os.kill(writer._child.proc.pid, signal.SIGSTOP)  # the child cannot write: nothing may be acknowledged
+    try:
+        since = writer.seq()
+        writer.put_samples(rows(500))
+        done = writer.durable(since)
+        time.sleep(0.5)
+        assert not done.done() and stored(store_at) == 0
+        assert writer.lag_s() > 0.3  # the store trails ingest, and /healthz says so
+    finally:
+        os.kill(writer._child.proc.pid, signal.SIGCONT)
+    assert done.result(20) is True
+    assert stored(store_at) == 500  # True means it is in the store for every reader
+    wait_for(lambda: writer.stats.samples == 500)
+    assert writer.lag_s() == 0.0 and writer.integrity == "ok"
+
+
+def test_a_killed_child_answers_false_and_is_replaced(writer: WriterProcess, store_at: StoreLocation) -> None:
+    since = writer.seq()
+    writer.put_samples(rows(10))
+    assert writer.durable(since).result(20) is True
+    first = writer._child.proc.pid
+    os.kill(first, signal.SIGSTOP)
+    since = writer.seq()
+    writer.put_samples(rows(10, t0=5_000.0))
+    lost = writer.durable(since)
+    time.sleep(0.3)  # sent to the child that will die with it
+    os.kill(first, signal.SIGKILL)
+    assert lost.result(20) is False  # ingest answers 503: the client resends
+    assert "ended unexpectedly" in (writer.stats.last_error or "")
+    wait_for(lambda: writer._child.proc.pid != first and writer._down is None)
+    since = writer.seq()
+    writer.put_samples(rows(10, t0=5_000.0))  # the resend, to the new child
+    assert writer.durable(since).result(20) is True
+    assert stored(store_at) == 20 and writer.stats.last_error is None
+
+
+def test_refusals_at_the_start_are_the_in_process_ones(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.sqlite"
+    c = sqlite3.connect(foreign)
+    c.execute("CREATE TABLE customers (id INTEGER)")
+    c.commit()
+    c.close()
+    before = hashlib.sha256(foreign.read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="not an rl-insight run store") as err:
+        WriterProcess(foreign)
+    assert err.value.hint  # the hint crosses the process boundary too
+    assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before
+
+
+def test_one_bad_item_is_dropped_counted_and_logged_here(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    w = WriterProcess(tmp_path / "rs.sqlite", flush_interval_s=0.02)
+    try:
+        caplog.set_level(logging.WARNING, logger="rl_insight.server.runstore")
+        since = w.seq()
+        # labels that SQLite cannot bind: the one row is dropped, the other 5 are kept
+        w.put_samples(rows(5) + rows(1, name="bad", t0=9_000.0, labels={"not": "text"}))
+        assert w.durable(since).result(20) is True
+        wait_for(lambda: w.stats.by_reason.get("invalid_item") == 1)
+        assert stored(w.location) == 5
+        wait_for(lambda: any("dropped one sample" in r.getMessage() for r in caplog.records))
+        assert any(r.name == "rl_insight.server.runstore" and r.levelno == logging.WARNING for r in caplog.records)
+    finally:
+        w.close()
+
+
+def test_a_full_queue_drops_and_says_so(tmp_path: Path) -> None:
+    w = WriterProcess(tmp_path / "rs.sqlite", max_queue_items=100, flush_interval_s=5.0)
+    try:
+        since = w.seq()
+        w.put_samples(rows(80))
+        w.put_samples(rows(80, t0=3_000.0))  # past the bound: dropped here, never sent
+        assert w.stats.by_reason.get("queue_full") == 80 and w.stats.dropped >= 80
+        assert w.durable(since).result(20) is False  # what waited on the lost hand-over is not acknowledged
+        assert stored(w.location) == 80
+    finally:
+        w.close()
+
+
+def test_close_writes_what_was_handed_over(tmp_path: Path) -> None:
+    w = WriterProcess(tmp_path / "rs.sqlite", flush_interval_s=10.0)
+    w.put_samples(rows(300))
+    child = w._child.proc
+    w.close()
+    assert child.poll() == 0 and stored(w.location) == 300
+
+
+def test_the_child_ends_with_a_killed_server(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        from rl_insight.server.runstore.writer_process import WriterProcess
+        w = WriterProcess({str(tmp_path / "rs.sqlite")!r})
+        print(w._child.proc.pid, flush=True)
+        time.sleep(60)
+    """)
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        child = int(server.stdout.readline())
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+
+        def gone() -> bool:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                return True
+            # a zombie whose parent (init) has not reaped it yet has ended too
+            return Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+        wait_for(gone, 20)
+    finally:
+        server.kill()
+
+
+def test_store_writer_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="store_writer 'fork' is not one of process, thread"):
+        AppState(ServerConfig(data_dir=tmp_path, store_writer="fork"))
