@@ -251,6 +251,9 @@ class Targets:
         if target in ("ours", "before"):
             srv = IngestServer(code=self.before if target == "before" else None)
             return srv.port, srv.stop, [srv.proc.pid]
+        if target == "thread":  # ours with the run store's writer in a thread of the server (before issue 24's process)
+            srv = IngestServer(store_writer="thread")
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "nostore":  # ours without a run store: what the rest of the process costs
             srv = IngestServer(store=False)
             return srv.port, srv.stop, [srv.proc.pid]
@@ -356,7 +359,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
-    ap.add_argument("--targets", default="ours,bare", help="ours, nostore (ours without a run store: what the "
+    ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
+                    "writer in the server's process), nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
                     "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "

@@ -21,7 +21,7 @@ import typer
 
 from .. import env
 from ..errors import InvalidInputError, ServiceError
-from ..server.config import ServerConfig
+from ..server.config import STORE_WRITERS, ServerConfig
 from ..services import process
 from ..services.home import Home
 from ..services.state import StackState
@@ -104,6 +104,10 @@ def start(
     keep_alive_s: float = typer.Option(SERVER.keep_alive_s, "--keep-alive-s", min=1,
                                        help="Seconds a client's connection may sit idle before the server closes "
                                             "it (longer than the clients' 10 s heartbeat keeps idle ones open)."),
+    store_writer: str = typer.Option(SERVER.store_writer, "--store-writer", metavar="|".join(STORE_WRITERS),
+                                     callback=lambda v: _one_of(v, STORE_WRITERS, "--store-writer"),
+                                     help="Where the run store's writer runs: a process of its own (the default: "
+                                          "the ingest loop never waits on its GIL) or a thread of the server."),
     ready_timeout: float = typer.Option(STACK.ready_timeout, help="Seconds to wait for each service to become ready."),
     remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, "
                                                               "VictoriaMetrics)."),
@@ -180,6 +184,12 @@ def start(
     if p["attach_logs"]:  # from where each log stood before this start: its start-up lines too
         _follow_logs([(svc.name, svc.log, offsets.get(svc.name, 0)) for svc in sup.services], stop=sup._stopping)
     return sup.watch()
+
+
+def _one_of(value: str, allowed: tuple[str, ...], flag: str) -> str:
+    if value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=flag)
+    return value
 
 
 def server_config(params: dict[str, Any], token: str) -> ServerConfig:

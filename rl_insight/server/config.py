@@ -28,6 +28,8 @@ DEFAULT_STORE_MAX_BYTES = int(DEFAULT_STORE_MAX_GB * 2**30)
 RENAMED = {"retention_days": "store_retention_days", "otlp_grpc_intake_port": "otlp_intake_grpc_port"}
 
 
+STORE_WRITERS = ("process", "thread")  # where the run store's writer may run (store_writer)
+
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "0.0.0.0"
@@ -108,7 +110,7 @@ class ServerConfig:
     ack_timeout_s: float = 10.0
     # Where the run store's writer runs: "process" (a child process of its own, with its own GIL: the event loop never
     # waits for the writer's Python work, runstore/writer_process.py) or "thread" (a thread of the server's process)
-    store_writer: str = "process"
+    store_writer: str = "process"  # one of STORE_WRITERS
 
     @property
     def store_max_bytes(self) -> int:

@@ -267,7 +267,7 @@ class AppState:
         """The run store's writer, in a process of its own (the default) or in a thread of this one."""
         kinds = {"process": WriterProcess, "thread": RunStoreWriter}
         if config.store_writer not in kinds:
-            raise ConfigError(f"store_writer {config.store_writer!r} is not one of process, thread")
+            raise ConfigError(f"store_writer {config.store_writer!r} is not one of {', '.join(kinds)}")
         return kinds[config.store_writer](config.store_location, retention_days=config.store_retention_days,
                                           max_bytes=config.store_max_bytes)
 
