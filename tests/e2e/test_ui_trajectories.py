@@ -90,6 +90,12 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     assert all(a != b for a, b in zip(kinds, kinds[1:]))  # generate → tool → generate …
     assert page.eval_on_selector_all("#traj-wf .wf-gap", "els => els.length") >= 1
     assert "between turns" in page.inner_text("#traj-wf-summary")
+    # each turn's text stays inside its track, on the roomier side of its bar: the page never widens for it
+    outside = page.eval_on_selector_all("#traj-wf .wf-text", """els => els.filter(e => {
+        const r = e.getBoundingClientRect(), t = e.parentElement.getBoundingClientRect();
+        return r.left < t.left - 1 || r.right > t.right + 1; }).map(e => e.textContent)""")
+    assert outside == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
     page.screenshot(path=str(ARTIFACTS / "trajectories.png"), full_page=False)
     page.locator("#traj-waterfall").screenshot(path=str(ARTIFACTS / "trajectory-waterfall.png"))
 

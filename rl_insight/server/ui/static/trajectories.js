@@ -190,14 +190,21 @@ export class Trajectories {
       return `generate ${dur}${tok}${x.replica ? " · " + x.replica : ""}${e && e.queue_s !== null ? ` · queued ${fmtDur(e.queue_s)}` : ""}`
         + (x.detail.finish_reason ? ` · ${x.detail.finish_reason}` : "");
     };
+    const textBeside = (x, text) => {
+      const before = 100 * (x.start_ns - t0) / total, after = 100 - 100 * (x.end_ns - t0) / total;
+      const side = after >= before ? `left:calc(${(100 - after).toFixed(3)}% + 2px)`
+        : `right:calc(${(100 - before).toFixed(3)}% + 2px)`;
+      return h("span", { class: "wf-text", style: `${side};max-width:calc(${Math.max(after, before).toFixed(3)}% - 2px)` },
+        text);
+    };
     const rows = t.turn_list.map((x, i) => h("div", { class: "wf-row", "data-kind": x.kind },
       h("div", { class: "wf-label" }, `${i + 1}. ${x.kind === "tool" ? "tool" : "generate"}`),
       h("div", { class: "wf-track" }, ...t.gaps.map(g => h("div", { class: "wf-gap", style: `left:${pct(g.start_ns)};width:${width(g.start_ns, g.end_ns)}` })),
         h("div", { class: `wf-bar ${x.kind}${x.error ? " err" : ""}`, style: `left:${pct(x.start_ns)};width:${width(x.start_ns, x.end_ns)}`,
           title: `${label(x)}\nstarts +${fmtDur((x.start_ns - t0) / 1e9)}${x.request_id ? "\nrequest " + x.request_id : ""}` }),
-        // text after the bar, or before it when the bar is in the right half (never clipped at the edge)
-        h("span", { class: "wf-text", style: (x.start_ns - t0) / total < 0.5 ? `left:calc(${pct(x.end_ns)} + 2px)`
-          : `right:calc(${(100 - 100 * (x.start_ns - t0) / total).toFixed(3)}% + 2px)` }, label(x)))));
+        // text on the side of the bar with more room, cut to that room (an ellipsis; the bar's title has it whole):
+        // a long bar's text never runs past the track's edge and widens the page
+        textBeside(x, label(x)))));
     this.waterfall.replaceChildren(h("h4", {}, `trajectory ${t.key}`),
       h("div", { class: "muted", id: "traj-wf-summary" }, `${fmtDur(t.duration_s ?? 0)} · ${t.turns} turns · generate ${fmtDur(t.generate_s ?? 0)} · `
         + `tools ${fmtDur(t.tool_s ?? 0)} · between turns ${fmtDur(t.gap_s)}${t.reward !== null ? ` · reward ${fmtNum(t.reward)}` : ""}`
