@@ -4,6 +4,7 @@ run once per gloo rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the enviro
 Each step: a `trace_state("generate")` around torch work named `gen_step<N>`, then a
 `trace_state("actor_update")` on lane rank_<r> around real torch work named `work_step<N>`
 (so a trace says which steps it covers), an all-reduce, then the step metric, as verl logs it.
+PROFILE_JOB_UNTIL_ARMED holds step 1 until the client heard its pending profile request.
 Prints `step N <seconds>` per step (the loop's own step time) and `done` at the end.
 """
 
@@ -32,6 +33,16 @@ def main() -> None:
     if load_s:
         rl_insight.metric_gauge("job_loading", 1.0)
         time.sleep(load_s)
+    # PROFILE_JOB_UNTIL_ARMED (seconds at most): "load" until this process's client has heard the request it was
+    # sent before the job started (armed), as a real job's minutes of loading outlast the client's first reply; a
+    # first step begun before that reply would rightly make the request "expired", however loaded the machine is
+    until_armed = float(os.environ.get("PROFILE_JOB_UNTIL_ARMED", "0"))
+    if until_armed:
+        from rl_insight.client import api
+
+        deadline = time.monotonic() + until_armed
+        while not (api._rt is not None and api._rt.profiling.hot) and time.monotonic() < deadline:
+            time.sleep(0.02)
     a = torch.ones(64, 64)
     for step in range(1, steps + 1):
         t0 = time.perf_counter()

@@ -26,8 +26,11 @@ GLOO = {"project": "gloo", "wait_for_run": True}  # the job starts after the req
 
 
 def _job(
-    url: str, experiment: str, world: int, steps: int, step_s: float, extra_env: dict | None = None
+    url: str, experiment: str, world: int, steps: int, step_s: float, extra_env: dict | None = None,
+    armed: tuple[int, ...] = (),
 ) -> list[subprocess.Popen]:
+    """`armed`: the ranks a request was posted for before the job starts; they begin step 1 only once their client
+    heard it (tests/profile_job.py), so the first reply's delay on a loaded machine cannot expire the request."""
     port = free_port()
     procs = []
     for rank in range(world):
@@ -42,6 +45,7 @@ def _job(
             "JOB_PROJECT": "gloo",
             "JOB_EXPERIMENT": experiment,
             "PYTHONPATH": str(ROOT),
+            **({"PROFILE_JOB_UNTIL_ARMED": "60"} if rank in armed else {}),
             **(extra_env or {}).get(rank, {}),
         }
         procs.append(
@@ -86,7 +90,7 @@ def test_one_step_on_one_rank_yields_exactly_that_trace(srv, tmp_path: Path) -> 
                                            "activities": ["cpu"]})
     assert r.status_code == 201, r.text
     rid = r.json()["id"]
-    outs = _wait(_job(srv.url, "one", world=2, steps=7, step_s=0.25))
+    outs = _wait(_job(srv.url, "one", world=2, steps=7, step_s=0.25, armed=(1,)))
     assert all("done" in o for o in outs), outs
 
     prof = wait_until(lambda: (p := api.get(f"/api/v1/profiles/{rid}").json())["state"] in ("done", "failed",
@@ -133,7 +137,7 @@ def test_cancel_mid_window_discards_the_trace_and_says_so(srv) -> None:
     api = _api(srv)
     rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "cancel", "steps": "3-6",
                                              "ranks": [0], "activities": ["cpu"]}).json()["id"]
-    procs = _job(srv.url, "cancel", world=1, steps=9, step_s=0.4)
+    procs = _job(srv.url, "cancel", world=1, steps=9, step_s=0.4, armed=(0,))
     _until_process_state(api, rid, "profiling")
     assert api.delete(f"/api/v1/profiles/{rid}").json()["state"] == "cancelled"
     outs = _wait(procs)
@@ -147,7 +151,7 @@ def test_a_rank_that_exits_mid_window_reports_it(srv) -> None:
     api = _api(srv)
     rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "exit", "steps": "3-4",
                                              "activities": ["cpu"]}).json()["id"]
-    procs = _job(srv.url, "exit", world=1, steps=6, step_s=0.2, extra_env={0: {"PROFILE_JOB_EXIT_AT": "4"}})
+    procs = _job(srv.url, "exit", world=1, steps=6, step_s=0.2, armed=(0,), extra_env={0: {"PROFILE_JOB_EXIT_AT": "4"}})
     outs = _wait(procs)
     assert "exiting" in outs[0] and procs[0].returncode == 3, outs
     p = _until_process_state(api, rid, "failed")
@@ -163,7 +167,7 @@ def test_a_second_request_for_a_busy_process_is_refused_visibly(srv) -> None:
                                                "activities": ["cpu"]}).json()["id"]
     second = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "busy", "steps": "4",
                                                 "activities": ["cpu"]}).json()["id"]
-    outs = _wait(_job(srv.url, "busy", world=1, steps=6, step_s=0.2))
+    outs = _wait(_job(srv.url, "busy", world=1, steps=6, step_s=0.2, armed=(0,)))
     assert "done" in outs[0], outs
     a = wait_until(lambda: (p := api.get(f"/api/v1/profiles/{first}").json())["state"] == "done" and p, timeout=60,
                    what="the first request")
@@ -259,7 +263,7 @@ def test_an_export_that_fails_is_reported_with_its_reason(srv, tmp_path: Path) -
     rid = api.post("/api/v1/profiles", json={**GLOO, "experiment_name": "diskfull", "steps": "3",
                                              "activities": ["cpu"]}).json()["id"]
     missing = tmp_path / "no-such-dir"  # stands for a full or read-only disk: the export cannot write
-    outs = _wait(_job(srv.url, "diskfull", world=1, steps=5, step_s=0.2,
+    outs = _wait(_job(srv.url, "diskfull", world=1, steps=5, step_s=0.2, armed=(0,),
                       extra_env={0: {"RL_INSIGHT_PROFILE_DIR": str(missing)}}))
     assert "done" in outs[0], outs  # training went on
     p = _until_process_state(api, rid, "failed")
@@ -318,7 +322,7 @@ def test_a_stage_of_one_step_is_profiled_alone(srv) -> None:
         "/api/v1/profiles", json={**GLOO, "experiment_name": "stage", "steps": "4-5", "stage": "x"}
     )
     assert bad.status_code == 422 and "one step" in bad.json()["detail"]
-    outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2))
+    outs = _wait(_job(srv.url, "stage", world=1, steps=6, step_s=0.2, armed=(0,)))
     assert "done" in outs[0], outs
     p = wait_until(lambda: (x := api.get(f"/api/v1/profiles/{rid}").json())["state"] in ("done", "failed", "expired")
                    and x.get("analysis", {}).get("state") not in ("pending", "running") and x, timeout=60,
