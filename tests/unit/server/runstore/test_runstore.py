@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import sqlite3
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.location import StoreLocation
+from tests.unit.server.runstore.conftest import ForeignFile
 
 S = 10**9
 
@@ -180,16 +179,10 @@ def test_data_survives_a_restart(store_at: StoreLocation) -> None:
         w2.close()
 
 
-def test_foreign_and_corrupt_files_are_refused_untouched(tmp_path: Path) -> None:
-    foreign = tmp_path / "foreign.sqlite"
-    c = sqlite3.connect(foreign)
-    c.execute("CREATE TABLE customers (id INTEGER)")
-    c.commit()
-    c.close()
-    before = hashlib.sha256(foreign.read_bytes()).hexdigest()
+def test_foreign_and_corrupt_files_are_refused_untouched(tmp_path: Path, foreign_sqlite: ForeignFile) -> None:
     with pytest.raises(StoreError, match="not an rl-insight run store"):
-        RunStoreWriter(foreign)
-    assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before
+        RunStoreWriter(foreign_sqlite.path)
+    assert foreign_sqlite.untouched()
 
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(b"SQLite format 3\x00" + b"\x13garbage" * 500)

@@ -4,11 +4,9 @@ the child gone with the server."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -24,6 +22,7 @@ from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.location import StoreLocation
 from rl_insight.server.runstore.writer_process import WriterProcess
 from rl_insight.server.state import AppState
+from tests.unit.server.runstore.conftest import ForeignFile
 
 
 def rows(n: int, name: str = "reward", t0: float = 1_000.0, labels: object = "{}") -> list[SampleRow]:
@@ -90,17 +89,11 @@ def test_a_killed_child_answers_false_and_is_replaced(writer: WriterProcess, sto
     assert stored(store_at) == 20 and writer.stats.last_error is None
 
 
-def test_refusals_at_the_start_are_the_in_process_ones(tmp_path: Path) -> None:
-    foreign = tmp_path / "foreign.sqlite"
-    c = sqlite3.connect(foreign)
-    c.execute("CREATE TABLE customers (id INTEGER)")
-    c.commit()
-    c.close()
-    before = hashlib.sha256(foreign.read_bytes()).hexdigest()
+def test_refusals_at_the_start_are_the_in_process_ones(tmp_path: Path, foreign_sqlite: ForeignFile) -> None:
     with pytest.raises(StoreError, match="not an rl-insight run store") as err:
-        WriterProcess(foreign)
+        WriterProcess(foreign_sqlite.path)
     assert err.value.hint  # the hint crosses the process boundary too
-    assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before
+    assert foreign_sqlite.untouched()
 
 
 def test_one_bad_item_is_dropped_counted_and_logged_here(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
