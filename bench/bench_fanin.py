@@ -254,6 +254,9 @@ class Targets:
         if target == "thread":  # ours with the run store's writer in a thread of the server (before issue 24's process)
             srv = IngestServer(store_writer="thread")
             return srv.port, srv.stop, [srv.proc.pid]
+        if target == "gcpython":  # ours on CPython's collector defaults (before server/http/gc_policy.py)
+            srv = IngestServer(gc_policy="python")
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "nostore":  # ours without a run store: what the rest of the process costs
             srv = IngestServer(store=False)
             return srv.port, srv.stop, [srv.proc.pid]
@@ -360,7 +363,7 @@ def main() -> None:
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
-                    "writer in the server's process), nostore (ours without a run store: what the "
+                    "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
                     "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "

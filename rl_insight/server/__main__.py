@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import ConfigError, PortInUseError, RLInsightError
 from .config import ServerConfig
 from .http.fd_limit import fit_open_files
+from .http.gc_policy import GC_POLICIES, fit_collector
 from .http.net import bind_socket, port_is_free
 from .http.slow_peers import PeerGuardCounters, guarded_protocol
 from .outbound.otlp import require_grpc
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = ServerConfig.from_file(args.config)
         fit_open_files(config.max_connections)
+        if config.gc_policy not in GC_POLICIES:
+            raise ConfigError(f"gc_policy {config.gc_policy!r} is not one of {', '.join(GC_POLICIES)}")
         sock = bind_socket(config.host, config.port)
         if config.otlp_intake_grpc_port:  # its errors before uvicorn's start, as clear as the main port's
             require_grpc()
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from .app import create_app
 
         app = create_app(config)
+        fit_collector(config.gc_policy)  # after the app is built: its start-up heap is what gets frozen
         server = uvicorn.Server(uvicorn_config(app, config, counters=app.state.st.peer_guard, log_level=args.log_level))
         server.run(sockets=[sock])
     except RLInsightError as exc:

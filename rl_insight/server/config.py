@@ -111,6 +111,9 @@ class ServerConfig:
     # Where the run store's writer runs: "process" (a child process of its own, with its own GIL: the event loop never
     # waits for the writer's Python work, runstore/writer_process.py) or "thread" (a thread of the server's process)
     store_writer: str = "process"  # one of STORE_WRITERS
+    # The server process's garbage collector: "server" (start-up heap frozen, full collections rare:
+    # server/http/gc_policy.py) or "python" (CPython's defaults)
+    gc_policy: str = "server"  # one of GC_POLICIES
 
     @property
     def store_max_bytes(self) -> int:
