@@ -363,7 +363,8 @@ def main() -> None:
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
-                    "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), nostore (ours without a run store: what the "
+                    "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), "
+                    "nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
                     "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "
