@@ -1,6 +1,6 @@
 """Ingest: applying a decoded batch to the live store (the records the other sinks take), and answering only
-once the run store has what was handed over (`StoredWaiters.until_stored`). Body decoding is the routes'
-(routes/body.py).
+once the run store has what was handed over (`StoredWaiters.until_stored`; `wait_stored` on a thread). Body
+decoding is the routes' (routes/body.py).
 
 Validation lives in `rl_insight.protocol` (the one check at the boundary); this module only maps
 the validated records onto the live metric store, the run store and the span fan-out.
@@ -13,13 +13,13 @@ import functools
 import json
 import time
 from collections import Counter
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import BusyError, InvalidInputError
 from ...protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
 from ..live.metric_store import MetricStore, SeriesRef
+from ..runstore.hand_over import HandOver, Receipt
 from ..runstore.rows import SampleRow
 from ..runstore.writer import NO_IDENTITY
 
@@ -52,59 +52,92 @@ def _not_stored(detail: str) -> BusyError:
 
 
 class StoredWaiters:
-    """Requests on the event loop waiting for the run store's commit: the writer wakes the loop once per commit
-    (`RunStoreWriter.on_settled`), not once per request (a thousand clients' batches a second each waking the loop
-    from the writer thread cost a fifth of the server's CPU in self-pipe writes)."""
+    """Requests on the event loop waiting for the run store's commit. Each waits on a bare loop future beside its
+    `Receipt`; the writer wakes the loop once per commit (`HandOver.on_settled`), and one pass over the waiting
+    compares each receipt with the writer's two watermarks (`HandOver.settled`). No `concurrent.futures.Future`, no
+    `asyncio.wait_for` and no thread hop per request: under a thousand clients those kept each waiting request's
+    objects alive into the oldest GC generation and cost the loop an iteration more per answer (bench/RESULTS.md,
+    issue 24). Timeouts are one sweep every SWEEP_S, not a timer each."""
 
-    def __init__(self, writer: Any = None, observe: Callable[[float], None] | None = None) -> None:
-        self._waiting: list[tuple[Future[bool], asyncio.Future[bool]]] = []
+    SWEEP_S = 0.25
+
+    def __init__(self, writer: HandOver | None = None, observe: Callable[[float], None] | None = None) -> None:
+        self._writer = writer
+        self._waiting: list[tuple[float, Receipt, asyncio.Future[bool | None]]] = []  # (deadline, receipt, waiter)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+        self._wake_queued = False  # a _settle is scheduled on the loop already (one per commit, however many wait)
         self._observe = observe  # how long each answer waited for its commit (a histogram on /metrics)
         if writer is not None:
             writer.on_settled.append(self._settled)
 
-    async def until_stored(self, durable: "Future[bool] | None", timeout_s: float) -> None:
-        """Return once the run store committed what a request handed over (RunStoreWriter.durable); BusyError (503,
-        the client resends) when it failed or is not done within `timeout_s`. An answer is never sent for data
-        that a crash could still lose."""
-        if durable is None:
+    async def until_stored(self, receipt: Receipt | None, timeout_s: float) -> None:
+        """Return once the run store committed what a request handed over; BusyError (503, the client resends) when
+        some of it was lost or it is not settled within `timeout_s`. An answer is never sent for data that a crash
+        could still lose."""
+        if receipt is None or self._writer is None:
             return
         started = time.perf_counter()
-        if not durable.done():
-            loop = self._loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[bool] = loop.create_future()
-            self._waiting.append((durable, waiter))
-            if durable.done():  # settled before the writer could see this waiter: no wake-up is coming
-                self._settle()
-            try:
-                await asyncio.wait_for(waiter, timeout_s)
-            except asyncio.TimeoutError:
-                self._waiting = [w for w in self._waiting if w[1] is not waiter]
+        ok = receipt.verdict(self._writer.settled())
+        if ok is None:  # a commit after this check wakes a _settle that runs after the append below: none is missed
+            loop = asyncio.get_running_loop()
+            if self._sweep is None or loop is not self._loop:  # (a new loop: tests run one per case)
+                self._sweep = loop.call_later(self.SWEEP_S, self._expire)
+            self._loop = loop
+            waiter: asyncio.Future[bool | None] = loop.create_future()
+            self._waiting.append((loop.time() + timeout_s, receipt, waiter))
+            self._writer.ask(receipt.upto)
+            ok = await waiter
         if self._observe is not None:
             self._observe(time.perf_counter() - started)
-        _verdict(durable.result() if durable.done() else None, timeout_s)
+        _verdict(ok, timeout_s)
 
-    def _settled(self) -> None:  # the writer thread, after a commit
+    def _settled(self) -> None:  # a writer thread, after a commit
         loop = self._loop
-        if loop is not None and self._waiting:
-            loop.call_soon_threadsafe(self._settle)
+        if loop is not None and not self._wake_queued:
+            self._wake_queued = True
+            try:
+                loop.call_soon_threadsafe(self._settle)
+            except RuntimeError:  # the loop is closed: the server is stopping
+                self._wake_queued = False
 
     def _settle(self) -> None:  # the event loop
+        self._wake_queued = False  # before reading the watermarks: a commit after this read schedules another pass
+        if not self._waiting or self._writer is None:
+            return
+        settled = self._writer.settled()
         still = []
-        for durable, waiter in self._waiting:
-            if not durable.done():
-                still.append((durable, waiter))
-            elif not waiter.done():
-                waiter.set_result(True)
+        for entry in self._waiting:
+            waiter = entry[2]
+            if waiter.done():  # the request was cancelled (its client went away)
+                continue
+            ok = entry[1].verdict(settled)
+            if ok is None:
+                still.append(entry)
+            else:
+                waiter.set_result(ok)
         self._waiting = still
 
+    def _expire(self) -> None:  # the event loop, every SWEEP_S while anything waits
+        assert self._loop is not None
+        now = self._loop.time()
+        still = []
+        for entry in self._waiting:
+            if entry[2].done():
+                continue
+            if entry[0] <= now:
+                entry[2].set_result(None)  # not settled in time: 503
+            else:
+                still.append(entry)
+        self._waiting = still
+        self._sweep = self._loop.call_later(self.SWEEP_S, self._expire) if still else None
 
 
-def wait_stored(durable: "Future[bool] | None", timeout_s: float) -> None:
+def wait_stored(writer: HandOver | None, receipt: Receipt | None, timeout_s: float) -> None:
     """StoredWaiters.until_stored for a caller on a thread (the gRPC intake)."""
-    if durable is not None:
+    if writer is not None and receipt is not None:
         try:
-            ok: bool | None = durable.result(timeout_s)
+            ok: bool | None = writer.durable(receipt.since).result(timeout_s)
         except TimeoutError:
             ok = None
         _verdict(ok, timeout_s)

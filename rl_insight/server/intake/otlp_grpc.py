@@ -55,7 +55,7 @@ class GrpcTraceIntake:
                 authenticate(context, "TRACES")
                 try:
                     got = intake.otlp(pb_spans(request), True)
-                    wait_stored(got.durable, ack_timeout_s)  # answered once stored, like the HTTP intake
+                    wait_stored(intake.writer, got.receipt, ack_timeout_s)  # answered once stored, like the HTTP intake
                 except MalformedBodyError as exc:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
                 except BusyError as exc:  # UNAVAILABLE: the exporter retries
@@ -76,7 +76,7 @@ class GrpcTraceIntake:
                 try:
                     batches, counts = converter.to_batches(request)
                     got = intake.otlp_metrics(batches, counts)
-                    wait_stored(got.durable, ack_timeout_s)
+                    wait_stored(intake.writer, got.receipt, ack_timeout_s)
                 except BusyError as exc:
                     context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
                 answer = metrics_service_pb2.ExportMetricsServiceResponse()

@@ -5,16 +5,15 @@ The places: the live metric store (`/metrics`), the run store, the span sinks (m
 the client tracker (liveness, open states), the run's step clock, the live exporters, and the server's own
 counters. Routes decode, call one method, and answer; nothing else wires sinks together.
 
-Invariant: what a caller acknowledges is in the run store. Each method returns the run store's `durable`
-future for what it handed over (None when there is nothing to store, or no store), and the caller answers
-only once it resolved true (intake/ingest.StoredWaiters / wait_stored).
+Invariant: what a caller acknowledges is in the run store. Each method returns the `Receipt` of what it handed
+the run store (None when there is nothing to store, or no store), and the caller answers only once the store
+says all of it is committed (intake/ingest.StoredWaiters on the loop, wait_stored on a thread).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,28 +25,29 @@ from ..live.server_metrics import ServerMetrics
 from ..live.spans import SpanFanout
 from ..live.step_clock import StepClock
 from ..outbound.exporters import Exporters
-from ..runstore.hand_over import HandOver
+from ..runstore.hand_over import HandOver, Receipt
 from .ingest import IngestResult, apply_batch
 from .otlp import MAX_SPANS_PER_REQUEST, SpanPairs, to_batches
 
 
 @dataclass
 class Ingested:
-    """What one JSON batch came to: the batch, the per-item result, and when it is stored."""
+    """What one JSON batch came to: the batch, the per-item result, and what it handed the run store."""
 
     batch: Batch
     result: IngestResult
-    durable: "Future[bool] | None"
+    receipt: Receipt | None
 
 
 @dataclass
 class SpansReceived:
-    """What one OTLP request came to: spans accepted and refused, the first refusal's reason, when it is stored."""
+    """What one OTLP request came to: spans accepted and refused, the first refusal's reason, what it handed the run
+    store."""
 
     accepted: int
     rejected: int
     error: str
-    durable: "Future[bool] | None"
+    receipt: Receipt | None
 
 
 class IntakePipeline:
@@ -84,7 +84,7 @@ class IntakePipeline:
             self.clock.note(c.project, c.experiment_name, top, at)
         self.metrics.latency.observe(time.perf_counter() - started)
         stores = result.samples or result.spans or result.span_starts or run_info or batch.final
-        return Ingested(batch, result, self._durable(since) if stores else None)
+        return Ingested(batch, result, self._receipt(since) if stores else None)
 
     def otlp(self, spans: SpanPairs, b64_ids: bool) -> SpansReceived:
         """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored."""
@@ -108,7 +108,7 @@ class IntakePipeline:
         for what, n in counts.items():  # capped attributes, spans without a run identity, steps from the run's clock
             self.metrics.otlp_intake.labels(what).inc(n)
         self.metrics.latency.observe(time.perf_counter() - started)
-        return SpansReceived(accepted, rejected, error, self._durable(since) if accepted else None)
+        return SpansReceived(accepted, rejected, error, self._receipt(since) if accepted else None)
 
     def otlp_metrics(self, batches: list[dict[str, Any]], counts: Counter) -> SpansReceived:
         """One OTLP metrics request, converted (otlp_metrics.OtlpMetrics.to_batches): each batch validated and sent
@@ -143,11 +143,11 @@ class IntakePipeline:
             if counts.get(what):
                 self.metrics.otlp_intake.labels(f"metrics_{what}").inc(counts[what])
         self.metrics.latency.observe(time.perf_counter() - started)
-        return SpansReceived(accepted, max(0, rejected), error, self._durable(since) if accepted else None)
+        return SpansReceived(accepted, max(0, rejected), error, self._receipt(since) if accepted else None)
 
-    def _durable(self, since: int | None) -> Future[bool] | None:
-        """When what was handed to the run store since `since` is committed (None: no run store)."""
-        return self.writer.durable(since) if self.writer is not None and since is not None else None
+    def _receipt(self, since: int | None) -> Receipt | None:
+        """What was handed to the run store since `since` (None: no run store)."""
+        return Receipt(since, self.writer.seq()) if self.writer is not None and since is not None else None
 
     def _count(self, accepted: "dict[str, int] | Counter", refused: "dict[str, int] | Counter") -> None:
         for section, n in accepted.items():

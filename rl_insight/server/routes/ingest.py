@@ -3,7 +3,6 @@ protocol/reply.py)."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -12,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import PayloadTooLargeError
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
+from ..runstore.hand_over import Receipt
 from ..state import AppState
 from .body import decode_body, read_body
 from .models import IngestAnswer, IngestBody, error_responses, inline_schema
@@ -23,7 +23,7 @@ INLINE_DECODED_BYTES = 256 * 1024  # ... when they stay this small once decompre
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["ingest"], dependencies=[Depends(st.auth.require_write)])
 
-    def ingest_sync(raw: bytes, encoding: str | None, body: Any = None) -> tuple[dict, int, "Future[bool] | None"]:
+    def ingest_sync(raw: bytes, encoding: str | None, body: Any = None) -> tuple[dict, int, Receipt | None]:
         done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes) if body is None else body)
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
@@ -39,7 +39,7 @@ def build_router(st: AppState) -> APIRouter:
             control,
             f"all {result.rejected} items of the batch were refused; see errors" if refused_all else None,
         )
-        return reply.to_wire(), 422 if refused_all else 200, done.durable
+        return reply.to_wire(), 422 if refused_all else 200, done.receipt
 
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
@@ -61,10 +61,10 @@ def build_router(st: AppState) -> APIRouter:
                 if st.config.max_body_bytes <= INLINE_DECODED_BYTES:
                     raise
         if small is not None:
-            body, status, durable = ingest_sync(raw, encoding, small)
+            body, status, receipt = ingest_sync(raw, encoding, small)
         else:  # a big one is CPU work: off the event loop, so /metrics and /healthz stay responsive
-            body, status, durable = await run_in_threadpool(ingest_sync, raw, encoding)
-        await st.acks.until_stored(durable, st.config.ack_timeout_s)
+            body, status, receipt = await run_in_threadpool(ingest_sync, raw, encoding)
+        await st.acks.until_stored(receipt, st.config.ack_timeout_s)
         return JSONResponse(body, status_code=status)
 
     return r

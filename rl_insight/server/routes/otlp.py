@@ -64,7 +64,7 @@ def build_router(st: AppState) -> APIRouter:
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
-            await st.acks.until_stored(got.durable, st.config.ack_timeout_s)
+            await st.acks.until_stored(got.receipt, st.config.ack_timeout_s)
         rejected, error = got.rejected, got.error
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": error}} if rejected else {}
@@ -99,7 +99,7 @@ def build_router(st: AppState) -> APIRouter:
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
             got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type)
-            await st.acks.until_stored(got.durable, st.config.ack_timeout_s)
+            await st.acks.until_stored(got.receipt, st.config.ack_timeout_s)
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedDataPoints": str(got.rejected), "errorMessage": got.error}} \
                 if got.rejected else {}

@@ -2,8 +2,12 @@
 the server's own process (`writer.RunStoreWriter`) and for the writer in a process of its own
 (`writer_process.WriterProcess`, the default).
 
-Every hand-over is one `(kind, payload)` put through `_put`, which gives it the next sequence number; `durable(since)`
-resolves once everything handed over so far is committed, True when nothing handed over after `since` was lost.
+Every hand-over is one `(kind, payload)` put through `_put`, which gives it the next sequence number. What a caller
+handed over is a `Receipt`, the numbers (since, upto]. Two ways to learn it is committed: `settled()`, two watermarks
+(everything up to one number is settled; the latest number lost), which the event loop reads once per commit for
+all its waiting requests after `ask(upto)` (intake/ingest.StoredWaiters: no future, no thread hop per request); and
+`durable(since)`, a future for a caller on a thread, resolving once everything handed over so far is committed, True
+when nothing handed over after `since` was lost.
 The `put_*` methods only shape payloads, so both writers take exactly the same items in the same order.
 """
 
@@ -11,10 +15,26 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .location import StoreLocation
 from .rows import SampleRow, WriterStats
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What one caller handed over: the hand-overs numbered after `since`, up to and including `upto`."""
+
+    since: int
+    upto: int
+
+    def verdict(self, settled: tuple[int, int]) -> bool | None:
+        """Against `HandOver.settled()`: None while not all of it is settled, else True when none of it was lost (a
+        loss numbered later is counted against it too: the caller resends, and resends are stored once)."""
+        done, lost = settled
+        return None if done < self.upto else lost <= self.since
+
 
 # hand-over kinds that are one item each (samples and spans come in lists)
 SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
@@ -34,7 +54,7 @@ class HandOver(ABC):
     # called with the (project, experiment_name) of runs retention deleted, so what hangs off a run elsewhere
     # (profile traces, a step clock) goes with it
     on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]]
-    on_settled: list[Callable[[], None]]  # called after a commit settled what waited for it (not on the loop)
+    on_settled: list[Callable[[], None]]  # called after a commit moved `settled()` (on a writer thread, not the loop)
     lead: Callable[[], bool]  # several servers on one store: background upkeep on the lease holder only
 
     @abstractmethod
@@ -44,6 +64,14 @@ class HandOver(ABC):
     @abstractmethod
     def seq(self) -> int:
         """The hand-over count now: what a later `durable(since)` is measured from."""
+
+    @abstractmethod
+    def settled(self) -> tuple[int, int]:
+        """(every hand-over up to this number is settled, the latest one that was lost): read on any thread."""
+
+    @abstractmethod
+    def ask(self, upto: int) -> None:
+        """Have every hand-over up to `upto` committed soon; `on_settled` hooks run once `settled()` moved."""
 
     @abstractmethod
     def durable(self, since: int) -> "Future[bool]":

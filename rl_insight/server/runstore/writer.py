@@ -80,6 +80,8 @@ class RunStoreWriter(HandOver):
         self._prune_every = prune_every_s
         self._seq = 0  # hand-overs so far
         self._failed_seq = 0  # the latest hand-over that was dropped or failed to write
+        self._settled_seq = 0  # every hand-over up to this one is written or lost (the latest mark exported)
+        self._asked_seq = 0  # the number of the latest mark ask() queued
         self._lock = threading.Lock()  # hand-overs take their sequence number and their queue place together
         self.ids = Identities()  # runs' and series' ids, created in key order (identities.py)
         # called (in the writer thread) with the (project, experiment_name) of runs retention deleted, so what
@@ -87,7 +89,7 @@ class RunStoreWriter(HandOver):
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self._stats = WriterStats()
         self.lead: Callable[[], bool] = lambda: True  # several servers on one store: retention on the lease holder
-        self.on_settled: list[Callable[[], None]] = []  # called on the writer thread after a commit settled marks
+        self.on_settled: list[Callable[[], None]] = []  # called on the writer thread after a commit moved settled()
         self.trajectories = TrajectoryStore()  # agent-loop trajectories from the spans written
         self.span_summary = span_lod.Summarizer()  # the timeline's level-of-detail summary, kept between batches
         self._last_prune = self._last_commit = time.monotonic()
@@ -125,6 +127,17 @@ class RunStoreWriter(HandOver):
 
     def seq(self) -> int:
         return self._seq
+
+    def settled(self) -> tuple[int, int]:
+        return self._settled_seq, self._failed_seq
+
+    def ask(self, upto: int) -> None:
+        if self._settled_seq >= upto or self._asked_seq >= upto:  # settled, or a queued mark covers it already
+            return
+        with self._lock:
+            self._asked_seq = self._seq
+            self._worker.put(("mark", (upto, None), self._seq))
+        self._worker.wake()
 
     def durable(self, since: int) -> "Future[bool]":
         """Resolves once everything handed over so far is committed: True when nothing handed over after `since`
@@ -180,8 +193,12 @@ class RunStoreWriter(HandOver):
         if not written:
             with self._lock:
                 self._failed_seq = max(self._failed_seq, max(seq for k, _, seq in batch if k != "mark"))
+        if marks:
+            # a mark is numbered with the hand-overs put before it, all drained before it (the queue keeps order)
+            self._settled_seq = max(self._settled_seq, max(seq for k, _, seq in batch if k == "mark"))
         for since, fut in marks:
-            fut.set_result(self._failed_seq <= since)
+            if fut is not None:  # (ask's marks have none: settled() says it)
+                fut.set_result(self._failed_seq <= since)
         if marks:
             for hook in self.on_settled:  # once per commit, however many requests wait on it
                 hook()

@@ -115,6 +115,7 @@ class WriterProcess(HandOver):
         self._failed = 0  # the latest hand-over that was dropped here or lost with the child
         self._done = 0  # every hand-over up to this one is settled in the child
         self._sent = 0  # the latest hand-over sent
+        self._asked = 0  # the latest hand-over a caller wants committed (ask, durable)
         self._queue: list[tuple[str, Any, int]] = []  # (kind, payload, items) not yet sent
         self._queued = 0
         self._pending: deque[tuple[int, int, Future[bool]]] = deque()  # (settled at, since, future), in seq order
@@ -211,6 +212,7 @@ class WriterProcess(HandOver):
         with self._lock:
             if not ok:
                 self._failed = max(self._failed, upto)
+            moved = upto > self._done or not ok
             self._done = max(self._done, upto)
             self._last_done = time.monotonic()
             while self._pending and self._pending[0][0] <= self._done:
@@ -219,7 +221,7 @@ class WriterProcess(HandOver):
             failed = self._failed
         for since, fut in settled:
             fut.set_result(failed <= since)
-        if settled:
+        if moved:
             for hook in self.on_settled:  # once per commit, however many requests wait on it
                 hook()
 
@@ -231,7 +233,7 @@ class WriterProcess(HandOver):
         log.error("%s; starting a new one", why)
         with self._lock:
             self._down = (why, time.time())
-            self._failed = self._seq
+            self._failed = self._done = self._seq  # settled, as lost: whatever waits is answered 503 and resent
             waiting, self._pending = list(self._pending), deque()
         for _, _, fut in waiting:
             fut.set_result(False)
@@ -263,7 +265,7 @@ class WriterProcess(HandOver):
             with self._lock:
                 items, self._queue, self._queued = self._queue, [], 0
                 upto, child, closing = self._seq, self._child, self._closing
-                asked = bool(self._pending) and self._pending[-1][0] > self._sent
+                asked = self._asked > self._sent
             if child is not told:
                 lead, told = None, child
             try:
@@ -307,6 +309,16 @@ class WriterProcess(HandOver):
     def seq(self) -> int:
         return self._seq
 
+    def settled(self) -> tuple[int, int]:
+        return self._done, self._failed
+
+    def ask(self, upto: int) -> None:
+        with self._lock:
+            if self._done >= upto or self._asked >= upto:  # settled, or the sender has it to ask for already
+                return
+            self._asked = self._seq
+        self._wake.set()
+
     def durable(self, since: int) -> "Future[bool]":
         fut: Future[bool] = Future()
         with self._lock:
@@ -314,6 +326,7 @@ class WriterProcess(HandOver):
             settled = self._failed <= since if self._done >= target else None
             if settled is None:
                 self._pending.append((target, since, fut))
+                self._asked = max(self._asked, target)
         if settled is None:
             self._wake.set()
         else:
