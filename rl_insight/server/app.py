@@ -71,7 +71,8 @@ def create_app(config: ServerConfig) -> FastAPI:
                        wildcard_bind=config.host in ("0.0.0.0", "::", ""))
 
     app.include_router(health.build_router(st))
-    app.include_router(ingest.build_router(st))
+    served, documented = ingest.build_router(st)
+    app.include_router(documented)
     app.include_router(otlp.build_router(st))
     app.include_router(targets.build_router(st))
     app.include_router(experiments.build_router(st))
@@ -92,6 +93,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         """Swagger UI from the vendored copy in the wheel (no CDN, no inline script)."""
         return FileResponse(STATIC / "docs.html", headers={"Cache-Control": "no-cache"})
 
+    # ingest, below FastAPI's request handling (routes/ingest.py): first in the list, so nothing else is matched first
+    app.router.routes.insert(0, served)
     _document_errors(app)
     return app
 

@@ -28,3 +28,24 @@ def test_answers_are_counted_by_route_template_and_carry_the_security_headers(se
     # a route that sets its own CSP keeps it (the guard only fills what is missing)
     page = httpx.get(server.url + "/")
     assert page.status_code == 200 and page.headers.get("Content-Security-Policy")
+
+
+def test_ingest_served_below_fastapi_is_counted_documented_and_refuses_other_methods(server) -> None:
+    """routes/ingest.py serves POST /api/v1/ingest from a Starlette route ahead of FastAPI's: the answers are counted
+    under the route's template like every other, the schema still documents it, other methods are 405, and app.py's
+    error mapping answers its errors (the body's problem named, the security headers on)."""
+    body = {"v": 1, "client": {"id": "c1", "pid": 1, "host": "h", "project": "p", "experiment_name": "e"},
+            "series": [{"k": "g", "n": "reward", "l": {"project": "p", "experiment_name": "e"}}],
+            "samples": [[0, 1.0e9, 1, 0.5]]}
+    ok = httpx.post(server.url + "/api/v1/ingest", json=body)
+    assert ok.status_code == 200 and ok.json()["accepted"] == 1, ok.text
+    bad = httpx.post(server.url + "/api/v1/ingest", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert bad.status_code == 400 and "not valid JSON" in bad.json()["detail"]
+    assert bad.headers.get("X-Content-Type-Options") == "nosniff"
+    assert httpx.get(server.url + "/api/v1/ingest").status_code == 405
+    text = httpx.get(server.url + "/metrics").text
+    assert 'rl_insight_server_http_requests_total{method="POST",route="/api/v1/ingest",status="200"} 1.0' in text
+    assert 'rl_insight_server_http_requests_total{method="POST",route="/api/v1/ingest",status="400"} 1.0' in text
+    spec = httpx.get(server.url + "/openapi.json").json()["paths"]["/api/v1/ingest"]
+    assert list(spec) == ["post"] and spec["post"]["requestBody"]["required"] is True
+    assert {"200", "401", "413", "503"} <= set(spec["post"]["responses"])
