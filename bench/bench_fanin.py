@@ -8,6 +8,7 @@ app that reads the body and answers a small JSON (the ceiling of the web server 
     python bench/bench_fanin.py --clients 1000 --targets ours,h11,bare   # httptools (the default) against h11
     python bench/bench_fanin.py --clients 2000,4000 --interval 5 --targets ours,pg2   # thousands, at a step's cadence
     python bench/bench_fanin.py --clients 1000 --generator wrk --targets ours,bare   # the load from Debian's wrk
+    python bench/bench_fanin.py --clients 1000 --generator wrk --warmup 10 --targets ours,bare   # the steady state
 
 For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
 failures (errors, non-2xx, a batch refused). The generator is asyncio (on uvloop where installed) with raw
@@ -166,12 +167,13 @@ async def load(port: int, requests: list[list[bytes]], seconds: float, interval:
     return out
 
 
-def wrk_bodies(n: int, seconds: float, interval: float) -> str:
-    """Every body of a wrk run, in the order they are sent (round by round, client by client), each behind its length
-    as 4 bytes big-endian: the file fanin_wrk.lua reads. Built before the clock starts, as build_requests is."""
+def wrk_bodies(n: int, seconds: float, interval: float, first_round: int = 1) -> str:
+    """Every body of a wrk run, in the order they are sent (round by round, client by client, from `first_round`),
+    each behind its length as 4 bytes big-endian: the file fanin_wrk.lua reads. Built before the clock starts, as
+    build_requests is."""
     rounds = int(seconds / interval) + 2
     with tempfile.NamedTemporaryFile(prefix="rl-fanin-", suffix=".bin", delete=False) as f:
-        for k in range(1, rounds + 1):
+        for k in range(first_round, first_round + rounds):
             for i in range(n):
                 body = batch(f"c{i:06d}", k)
                 f.write(struct.pack(">I", len(body)) + body)
@@ -323,20 +325,26 @@ def cpu_seconds(pids: list[int]) -> tuple[float, float]:
             sum(used(d) for p in pids for d in descendants(p)) / tick)
 
 
-def ack_waits(port: int) -> str:
-    """From the server's /metrics (ours only): the share of answers that waited over 0.1 and 0.25 s for their commit
-    (rl_insight_server_ingest_ack_wait_seconds); '' where there is no such histogram."""
+def ack_wait_buckets(port: int) -> dict[str, float]:
+    """The server's rl_insight_server_ingest_ack_wait_seconds buckets now (ours only; {} where there are none)."""
     import httpx
 
     try:
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     except httpx.HTTPError:
-        return ""
+        return {}
     buckets = {}
     for line in text.splitlines():
         if line.startswith("rl_insight_server_ingest_ack_wait_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             buckets[le] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def ack_waits(port: int, before: dict[str, float] | None = None) -> str:
+    """The share of answers that waited over 0.1 and 0.25 s for their commit since `before` (ack_wait_buckets);
+    '' where there is no such histogram."""
+    buckets = {le: n - (before or {}).get(le, 0.0) for le, n in ack_wait_buckets(port).items()}
     total = buckets.get("+Inf", 0)
     if not total:
         return ""
@@ -372,6 +380,9 @@ def main() -> None:
     ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")
     ap.add_argument("--generator", choices=("python", "wrk"), default="python", help="the load: this process's "
                     "asyncio clients, or Debian's wrk (fanin_wrk.lua: leaves the server more of a small machine)")
+    ap.add_argument("--warmup", type=float, default=0.0, help="with --generator wrk: seconds of the same load "
+                    "before the measured run, on the same server (its clients known and connected once: the "
+                    "steady state, without the first second's registrations and connects in the figures)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between a client's batches (1: the issue's "
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
     args = ap.parse_args()
@@ -385,8 +396,17 @@ def main() -> None:
                 port, stop, pids = targets.start(target)
                 bodies = None
                 try:
+                    before: dict[str, float] = {}
                     if args.generator == "wrk":
-                        bodies = wrk_bodies(n, args.seconds, args.interval)
+                        if args.warmup:  # every client known (series, lanes) and connected once: the steady state
+                            warm = wrk_bodies(n, args.warmup, args.interval)
+                            try:
+                                run_wrk(port, n, args.warmup, args.interval, warm)
+                            finally:
+                                os.unlink(warm)
+                            before = ack_wait_buckets(port)
+                        bodies = wrk_bodies(n, args.seconds, args.interval,
+                                            first_round=int(args.warmup / args.interval) + 3)
                     else:
                         requests = build_requests(port, n, args.seconds, "", args.interval)
                     cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
@@ -396,7 +416,7 @@ def main() -> None:
                         out = run_loop(load(port, requests, args.seconds, args.interval))
                     cpu1, elapsed = cpu_seconds(pids), time.monotonic() - t0
                     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
-                    waits = ack_waits(port)
+                    waits = ack_waits(port, before)
                 finally:
                     stop()
                     if bodies is not None:
