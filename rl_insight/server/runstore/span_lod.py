@@ -310,6 +310,11 @@ class Summarizer:
     dirty."""
 
     EVERY_S = 5.0
+    # A slice holds the writer between two commits, so every answer waiting for the next commit waits for it too. At
+    # 1,000 clients (5,000 lanes, thousands of buckets dirty a sweep) slices of rebuild's default 0.2 s were the tail
+    # of ingest's p99; 0.05 s slices, still back to back while the sweep is unfinished, cut it (bench/RESULTS.md,
+    # issue 24). Shorter ones with pauses between were slower: each slice's own transaction and re-read cost more.
+    SLICE_S = 0.05
 
     def __init__(self) -> None:
         self._last = -float("inf")
@@ -334,7 +339,7 @@ class Summarizer:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            done, self._position = rebuild(conn, after=self._position or START)
+            done, self._position = rebuild(conn, budget_s=self.SLICE_S, after=self._position or START)
             conn.execute("COMMIT")
             self.buckets_built += done
             self.backlog = self._position is not None or (

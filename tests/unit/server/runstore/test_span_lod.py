@@ -209,6 +209,33 @@ def test_a_slice_past_its_budget_stops_after_one_bucket_and_the_sweep_goes_on_fr
     assert_same(r, t0, t0 + 3 * span_lod.BUCKETS[0])
 
 
+def test_the_writers_sweep_takes_slices_of_slice_s_and_goes_on_where_it_stopped(store,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice holds the writer's commits (issue 24's tail): the sweep stops at its budget and the next round goes on
+    from there; a few rounds finish it."""
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 3600 * S)
+    w.put_spans([], [span(f"s{lane}", "gen", f"lane{lane:02d}", t0 + S, t0 + 2 * S) for lane in range(30)])
+    assert w.flush(10)
+    budgets = []
+    rebuild = span_lod.rebuild
+    monkeypatch.setattr(span_lod, "rebuild", lambda conn, budget_s, after: (budgets.append(budget_s),
+                                                                           rebuild(conn, 0, after))[1])
+    summary = w.span_summary
+    with w.conn_lock:
+        summary.run(w._conn, now=True)
+    assert budgets == [summary.SLICE_S] and summary.SLICE_S < 0.2  # (rebuild's own default is 0.2 s)
+    assert summary.backlog and summary.buckets_built == 1 and dirty(r) > 1  # one bucket over a budget of 0
+    rounds = 1
+    while summary.backlog:
+        with w.conn_lock:
+            summary.run(w._conn, now=True)
+        rounds += 1
+        assert rounds < 1_000
+    assert dirty(r) == 0 and summary.buckets_built >= 30
+    assert_same(r, t0, t0 + span_lod.BUCKETS[0])
+
+
 def test_a_finished_span_resent_with_another_start_leaves_nothing_in_its_old_bucket(store) -> None:
     w, r = store
     t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 6 * 3600 * S)
