@@ -256,6 +256,9 @@ class Targets:
         if target == "thread":  # ours with the run store's writer in a thread of the server (before issue 24's process)
             srv = IngestServer(store_writer="thread")
             return srv.port, srv.stop, [srv.proc.pid]
+        if target == "noinsights":  # ours with the insight refresh (a thread of the server, every 15 s) all but off
+            srv = IngestServer(insights_interval_s=3600.0)
+            return srv.port, srv.stop, [srv.proc.pid]
         if target == "gcpython":  # ours on CPython's collector defaults (before server/http/gc_policy.py)
             srv = IngestServer(gc_policy="python")
             return srv.port, srv.stop, [srv.proc.pid]
@@ -372,6 +375,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
                     "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), "
+                    "noinsights (ours with the insight refresh once an hour), "
                     "nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
