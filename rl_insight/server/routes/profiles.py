@@ -115,7 +115,10 @@ def build_router(st: AppState) -> APIRouter:
         experiment_name: str | None = Query(None, max_length=2048),
     ) -> dict[str, Any]:
         if run_id is not None:
-            project, experiment_name = run_key(run_id, None, None)
+            try:
+                project, experiment_name = run_key(run_id, None, None)
+            except ConflictError:  # a run without an identity can be asked nothing, so it has no requests to list
+                return {"profiles": [], "count": 0}
         items = book.list(project, experiment_name)
         return {"profiles": items, "count": len(items)}
 

@@ -1,4 +1,5 @@
-"""`POST /api/v1/profiles` by run id: a run without an identity cannot be told a request, and says so."""
+"""`POST /api/v1/profiles` by run id: a run without an identity cannot be told a request, and says so (and lists
+none)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def test_a_run_without_identity_is_a_conflict_and_a_named_run_is_profiled(server
     assert "init(project=" in anon.json()["hint"]
     named = httpx.post(server.url + "/api/v1/profiles", json={"run_id": runs[("p", "e")], "steps": "next"})
     assert named.status_code == 201 and named.json()["request"]["project"] == "p"
+    # listing by run id: the anonymous run has no requests (200, as documented; the fuzz found a 409 here),
+    # the named one lists its own and not the other run's
+    anon_list = httpx.get(server.url + "/api/v1/profiles", params={"run_id": runs[("", "")]})
+    assert anon_list.status_code == 200 and anon_list.json() == {"profiles": [], "count": 0}
+    named_list = httpx.get(server.url + "/api/v1/profiles", params={"run_id": runs[("p", "e")]}).json()
+    assert named_list["count"] == 1 and named_list["profiles"][0]["id"] == named.json()["request"]["id"]
 
 
 def _with_lanes(srv: RunningServer, cid: str, lanes: list[str], rank: int | None = None,
