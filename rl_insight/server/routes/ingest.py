@@ -46,9 +46,7 @@ def build_router(st: AppState) -> tuple[Route, APIRouter]:
         return reply.to_wire(), 422 if refused_all else 200, done.receipt
 
     async def ingest(request: Request) -> Response:
-        """Metric samples, span starts and finished spans of one client. Invalid items are refused one by one
-        (listed in `errors`, counted by reason on /metrics); the rest of the batch is kept. 422 only when nothing
-        was accepted."""
+        """POST /api/v1/ingest (what it takes and answers: `documented` below, in /openapi.json)."""
         await st.auth.require_write(request)
         raw = await read_body(request, st.config.max_body_bytes)
         encoding = request.headers.get("content-encoding")
