@@ -256,8 +256,11 @@ class Targets:
         if target == "thread":  # ours with the run store's writer in a thread of the server (before issue 24's process)
             srv = IngestServer(store_writer="thread")
             return srv.port, srv.stop, [srv.proc.pid]
-        if target == "noinsights":  # ours with the insight refresh (a thread of the server, every 15 s) all but off
+        if target == "noinsights":  # ours with the insight refresh (every 15 s) all but off
             srv = IngestServer(insights_interval_s=3600.0)
+            return srv.port, srv.stop, [srv.proc.pid]
+        if target == "insightthread":  # ours with the insight rounds on a thread of the server (before their process)
+            srv = IngestServer(insights_worker="thread")
             return srv.port, srv.stop, [srv.proc.pid]
         if target == "gcpython":  # ours on CPython's collector defaults (before server/http/gc_policy.py)
             srv = IngestServer(gc_policy="python")
@@ -306,7 +309,7 @@ def haproxy(ports: list[int]) -> tuple[subprocess.Popen, int]:
 
 
 def descendants(pid: int) -> list[int]:
-    """The processes `pid` started, and theirs (the run store's writer process): Linux /proc."""
+    """The processes `pid` started, and theirs (the run store's writer, the insight rounds): Linux /proc."""
     try:
         kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
@@ -355,13 +358,27 @@ def ack_waits(port: int, before: dict[str, float] | None = None) -> str:
             f"{1 - buckets['0.25'] / total:.1%}")
 
 
+def insight_rounds(port: int) -> str:
+    """How many insight rounds the server ran and how long its last one took (ours: /healthz); '' where it says
+    nothing."""
+    import httpx
+
+    try:
+        ins = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json().get("insights") or {}
+    except (httpx.HTTPError, ValueError):
+        return ""
+    if not ins.get("rounds") and not ins.get("failed_rounds"):
+        return ""
+    return f"insight rounds {ins['rounds']} ({ins['worker']}), the last {ins['last_round_s']:.2f} s"
+
+
 def cost(cpu_s: tuple[float, float], batches: float, elapsed_s: float) -> str:
     """The server processes' CPU: the share of one core, and per batch answered (what one process's GIL bounds);
-    the writer process's (or any child's) apart."""
+    its child processes' (the run store's writer, the insight rounds) apart."""
     main, kids = cpu_s
     per = main / batches * 1000 if batches else float("nan")
     text = f"server CPU {main / elapsed_s:.0%} of a core, {per:.2f} ms a batch"
-    return text + (f" (+ its writer process {kids / elapsed_s:.0%})" if kids else "")
+    return text + (f" (+ its child processes {kids / elapsed_s:.0%})" if kids else "")
 
 
 def pct(sorted_s: list[float], q: float) -> float:
@@ -375,7 +392,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
                     "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), "
-                    "noinsights (ours with the insight refresh once an hour), "
+                    "noinsights (ours with the insight refresh once an hour), insightthread (ours with the insight "
+                    "rounds on a thread of the server), "
                     "nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
@@ -421,6 +439,8 @@ def main() -> None:
                     cpu1, elapsed = cpu_seconds(pids), time.monotonic() - t0
                     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
                     waits = ack_waits(port, before)
+                    rounds = insight_rounds(port)
+                    waits = "; ".join(x for x in (waits, rounds) if x)
                 finally:
                     stop()
                     if bodies is not None:

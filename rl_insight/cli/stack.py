@@ -21,7 +21,7 @@ import typer
 
 from .. import env
 from ..errors import InvalidInputError, ServiceError
-from ..server.config import STORE_WRITERS, ServerConfig
+from ..server.config import INSIGHTS_WORKERS, STORE_WRITERS, ServerConfig
 from ..services import process
 from ..services.home import Home
 from ..services.state import StackState
@@ -108,6 +108,12 @@ def start(
                                      callback=lambda v: _one_of(v, STORE_WRITERS, "--store-writer"),
                                      help="Where the run store's writer runs: a process of its own (the default: "
                                           "the ingest loop never waits on its GIL) or a thread of the server."),
+    insights_worker: str = typer.Option(SERVER.insights_worker, "--insights-worker",
+                                        metavar="|".join(INSIGHTS_WORKERS),
+                                        callback=lambda v: _one_of(v, INSIGHTS_WORKERS, "--insights-worker"),
+                                        help="Where the insight metrics are computed: a process of their own (the "
+                                             "default: a round never holds the ingest loop's GIL) or a thread of the "
+                                             "server."),
     ready_timeout: float = typer.Option(STACK.ready_timeout, help="Seconds to wait for each service to become ready."),
     remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, "
                                                               "VictoriaMetrics)."),

@@ -29,6 +29,7 @@ RENAMED = {"retention_days": "store_retention_days", "otlp_grpc_intake_port": "o
 
 
 STORE_WRITERS = ("process", "thread")  # where the run store's writer may run (store_writer)
+INSIGHTS_WORKERS = ("process", "thread")  # where the insight rounds run (insights_worker)
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -65,6 +66,7 @@ class ServerConfig:
     version_metric: str = "current_param_version"  # trainer parameter version, for staleness
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     insights_interval_s: float = 15.0  # how often the insight metrics (and the stall watch) are recomputed
+    insights_worker: str = "process"  # one of INSIGHTS_WORKERS (server/live/insight_process.py)
     stalled_lane_min_s: float = 60.0  # a lane is stalled after 3x its usual time in a state, and at least this long
     # Where the other services run, for /api/v1/services (None = not managed by us). prometheus_url is the
     # Prometheus-compatible query endpoint the UI's panels and alerts read (`server start --prometheus-url`:

@@ -134,6 +134,7 @@ class AppState:
                 writer=self.writer,
                 interval_s=config.insights_interval_s,
                 stalled_min_s=config.stalled_lane_min_s,
+                worker=config.insights_worker,
             )
             if self.reader is not None
             else None

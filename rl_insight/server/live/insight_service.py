@@ -1,8 +1,12 @@
 """Insight metrics for live runs, recomputed in the background and exposed on /metrics.
 
-Every `interval_s` the service summarizes the run store's newly completed steps (server/runstore/step_stats.py,
-a bounded number per cycle) and computes the last `window_s` of each live run from those per-step
-statistics plus the partial steps at the window's edges; the collector only copies the result.
+Every `interval_s` a round (`InsightRounds.run`) summarizes the run store's newly completed steps
+(server/runstore/step_stats.py, a bounded number per round) and computes the last `window_s` of each live run from
+those per-step statistics plus the partial steps at the window's edges. `InsightService` runs the rounds in a process
+of their own (live/insight_process.py, the default) or on its thread, hands the statistics to the writer and keeps
+the latest round for the collector, which only copies it.
+
+Invariants: one round at a time; a run's failure costs only that run's insights; a failed round leaves none.
 """
 
 from __future__ import annotations
@@ -10,13 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from ... import insights
 from ...batch_worker import Periodic
+from ...errors import ConfigError
 from ...names import sanitize_metric_name
+from ..config import INSIGHTS_WORKERS
 from ..runstore import RunStoreReader, step_stats
 from ..runstore import queries as q
 
@@ -52,39 +59,39 @@ def run_insights(conn: Any, run_id: int, from_ns: int, to_ns: int, step_metric: 
     return summary
 
 
-class InsightService:
+@dataclass
+class InsightRound:
+    """What one refresh computed: the insights of each live run, by (project, experiment_name); the per-step statistics
+    to store, one (rows, blocks) per run in order; why a run's insights failed, by run id."""
+
+    latest: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    step_stats: list[tuple[list[Any], list[tuple[Any, ...]]]] = field(default_factory=list)
+    failures: dict[int, str] = field(default_factory=dict)
+
+
+class InsightRounds:
+    """Computes refreshes from a reader of the run store. It keeps which steps' statistics it handed over already, so
+    it lives as long as its process: the server's (`insights_worker: thread`) or live/insight_process.py's child."""
+
+    # steps summarized per round over all runs (~2.5 s of one core): a backlog catches up over rounds
+    STEP_BUDGET = 500
+
     def __init__(self, reader: RunStoreReader, *, window_s: float, live_window_s: float, step_metric: str,
-                 version_metric: str, interval_s: float = 15.0, writer: Any = None,
-                 stalled_min_s: float = 60.0) -> None:
-        self._stalled_min_s = stalled_min_s
+                 version_metric: str, summarize: bool = True, stalled_min_s: float = 60.0) -> None:
         self._reader = reader
-        self._writer = writer  # where per-step statistics are stored (None: every window is computed from spans)
+        self._summarize = summarize  # False: nothing stores the statistics; every window is computed from spans
+        self._window_s, self._live_window_s = window_s, live_window_s
+        self._step_metric, self._version_metric = step_metric, version_metric
+        self._stalled_min_s = stalled_min_s
         self._done: dict[int, tuple[set[int], set[int]]] = {}  # run id -> (steps, blocks) whose statistics are stored
-        self._window_s = window_s
-        self._live_window_s = live_window_s
-        self._step_metric = step_metric
-        self._version_metric = version_metric
-        self._interval = interval_s
-        self._lock = threading.Lock()
-        self._latest: dict[tuple[str, str], dict[str, Any]] = {}
-        self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
-        self.on_refresh: list[Any] = []  # callbacks taking {(project, experiment): summary} (live exporters)
-        self.lead: Any = lambda: True  # () -> whether this server does the fleet's background work
-        self._refresher = Periodic("insights", interval_s, self.refresh)  # a failed round is logged; the next comes
 
-    def start(self) -> None:
-        self._refresher.start()
-
-    def stop(self) -> None:
-        self._refresher.stop()
-
-    def summarize_steps(self, conn: Any, run_id: int, budget: int = 2000) -> int:
-        """Compute and store the statistics of up to `budget` complete steps not yet summarized."""
-        if self._writer is None:
+    def summarize_steps(self, conn: Any, run_id: int, out: InsightRound, budget: int = 2000) -> int:
+        """The statistics of up to `budget` complete steps not yet summarized, into `out`; how many steps."""
+        if not self._summarize:
             return 0
         now = time.time_ns()
         windows = insights.step_windows(metric_samples(conn, run_id, self._step_metric))
-        if run_id not in self._done:  # once per run and server start; then kept up to date here
+        if run_id not in self._done:  # once per run and process start; then kept up to date here
             self._done[run_id] = (step_stats.stored_steps(conn, run_id), step_stats.stored_steps(conn, run_id, "block"))
         done, blocks_done = self._done[run_id]
         todo = step_stats.pending_steps(conn, run_id, windows, now, done)[:budget]
@@ -100,55 +107,124 @@ class InsightService:
             todo += older
         blocks = step_stats.complete_blocks(windows, done, blocks_done)
         if rows or blocks:
-            self._writer.put_step_stats(rows, [(run_id, *b) for b in blocks])
+            out.step_stats.append((rows, [(run_id, *b) for b in blocks]))
             blocks_done.update(b[0] for b in blocks)
         return len(todo)
 
-    def refresh(self) -> None:
-        if not self.lead():  # several servers on one store: the lease holder summarizes and exposes (once)
-            with self._lock:
-                self._latest = {}
-            return
+    def run(self) -> InsightRound:
         conn = self._reader.conn()
         now = time.time_ns()
-        latest = {}
-        budget = (
-            500  # steps summarized per refresh over all runs (~2.5 s of one core): a backlog catches up over cycles
-        )
+        out = InsightRound()
+        budget = self.STEP_BUDGET
         runs = q.list_runs(conn, self._live_window_s)
         ids = {r["id"] for r in runs}
         self._done = {k: v for k, v in self._done.items() if k in ids}  # a run removed by retention forgets its steps
         for run in runs:
             if budget > 0:
                 try:
-                    budget -= self.summarize_steps(conn, run["id"], budget)
+                    budget -= self.summarize_steps(conn, run["id"], out, budget)
                 except Exception as exc:
                     log.warning("step statistics for run %s failed: %s", run["id"], exc)
             if run["status"] != "live":
                 continue
             try:
-                s = run_insights(
-                    conn,
-                    run["id"],
-                    now - int(self._window_s * 1e9),
-                    now,
-                    self._step_metric,
-                    self._version_metric,
-                    max_steps=20,
-                    stalled_min_s=self._stalled_min_s,
-                )  # /metrics shows the last complete step
+                s = run_insights(conn, run["id"], now - int(self._window_s * 1e9), now, self._step_metric,
+                                 self._version_metric, max_steps=20,
+                                 stalled_min_s=self._stalled_min_s)  # /metrics shows the last complete step
             except Exception as exc:  # one run's bad data never stops the others' insights
-                self.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
+                out.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
                 log.warning("insights for run %s failed: %s", run["id"], exc)
                 continue
-            latest[(run["project"], run["experiment_name"])] = s
+            out.latest[(run["project"], run["experiment_name"])] = s
+        return out
+
+
+class InsightService:
+    """Refreshes the insights every `interval_s` (on the fleet's lease holder only) and exposes the latest on /metrics.
+
+    The rounds run where `worker` says: "process" (the server's default, live/insight_process.py: a round is ~1 s of
+    Python at a thousand clients, which in this process would hold the ingest loop's GIL) or "thread" (here, on the
+    refresh thread). The per-step statistics a round computed are handed to `writer` here; `on_refresh` callbacks get
+    its insights; `health()` says how the last round went (/healthz). A round that fails leaves no insights (none
+    rather than stale ones) until the next succeeds."""
+
+    def __init__(self, reader: RunStoreReader, *, window_s: float, live_window_s: float, step_metric: str,
+                 version_metric: str, interval_s: float = 15.0, writer: Any = None,
+                 stalled_min_s: float = 60.0, worker: str = "thread") -> None:
+        options: dict[str, Any] = {"window_s": window_s, "live_window_s": live_window_s, "step_metric": step_metric,
+                   "version_metric": version_metric, "summarize": writer is not None, "stalled_min_s": stalled_min_s}
+        self._rounds: Any
+        if worker == "process":
+            from .insight_process import InsightProcess
+
+            self._rounds = InsightProcess(reader.location, options)
+        elif worker == "thread":
+            self._rounds = InsightRounds(reader, **options)
+        else:
+            raise ConfigError(f"insights_worker {worker!r} is not one of {', '.join(INSIGHTS_WORKERS)}")
+        self._writer = writer  # where per-step statistics are stored
+        self._worker = worker
+        self._rounds_done = self._rounds_failed = 0
+        self._last_round: tuple[float, float, str | None] | None = None  # (unix end, seconds, error)
+        self._lock = threading.Lock()
+        self._latest: dict[tuple[str, str], dict[str, Any]] = {}
+        self.failures: dict[int, str] = {}  # run id -> last error (kept for diagnosis)
+        self.on_refresh: list[Any] = []  # callbacks taking {(project, experiment): summary} (live exporters)
+        self.lead: Any = lambda: True  # () -> whether this server does the fleet's background work
+        self._refresher = Periodic("insights", interval_s, self.refresh)  # a failed round is logged; the next comes
+
+    def start(self) -> None:
+        self._refresher.start()
+
+    def stop(self) -> None:
+        self._refresher.stop()
+        close = getattr(self._rounds, "close", None)
+        if close is not None:
+            close()
+
+    def refresh(self) -> None:
+        if not self.lead():  # several servers on one store: the lease holder summarizes and exposes (once)
+            with self._lock:
+                self._latest = {}
+            return
+        began = time.monotonic()
+        try:
+            result = self._rounds.run()
+        except Exception as exc:
+            with self._lock:
+                self._latest = {}
+                self._rounds_failed += 1
+                self._last_round = (time.time(), time.monotonic() - began, f"{type(exc).__name__}: {exc}")
+            log.warning("insight refresh failed: %s", exc)
+            return
+        if self._writer is not None:
+            for rows, blocks in result.step_stats:
+                self._writer.put_step_stats(rows, blocks)
+        self.failures.update(result.failures)
         with self._lock:
-            self._latest = latest
+            self._latest = result.latest
+            self._rounds_done += 1
+            self._last_round = (time.time(), time.monotonic() - began, None)
         for callback in self.on_refresh:
             try:
-                callback(latest)
+                callback(result.latest)
             except Exception as exc:  # an exporter never stops the insights
                 log.warning("insight callback failed: %s", exc)
+
+    def health(self) -> dict[str, Any]:
+        """Where the rounds run, how many succeeded and failed, and the last one: when it ended, how long it took
+        (the child's CPU priority is lower: on a busy machine it takes longer), why it failed."""
+        with self._lock:
+            last = self._last_round
+            body: dict[str, Any] = {"worker": self._worker, "rounds": self._rounds_done,
+                                    "failed_rounds": self._rounds_failed,
+                                    "last_round_at": None if last is None else round(last[0], 3),
+                                    "last_round_s": None if last is None else round(last[1], 3),
+                                    "last_error": None if last is None else last[2]}
+        starts = getattr(self._rounds, "starts", None)
+        if starts is not None:
+            body["process_starts"] = starts
+        return body
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:

@@ -28,6 +28,8 @@ def build_router(st: AppState) -> APIRouter:
                              "queued_items": ws.queue_items, "degraded": ws.degraded_since is not None,
                              "last_error": ws.last_error, "dropped": ws.dropped, "integrity": st.writer.integrity,
                              "timeline_summary": st.writer.summary_health()}
+        if st.insight is not None:
+            body["insights"] = st.insight.health()
         if st.fleet is not None:
             body["fleet"] = st.fleet.health()
         return body

@@ -27,21 +27,19 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import pickle
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future
 from functools import partial
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
 from ... import errors
+from ...child_process import PipeChild, ServerPipe, relay_log
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .hand_over import HandOver, weight
 from .location import StoreLocation, sqlite_location
@@ -53,40 +51,6 @@ STATE_EVERY_S = 1.0  # the child reports its state this often besides every "don
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # what the child's start may take at most (a migration of a large store runs before "ready")
 START_TIMEOUT_S = 3600.0
-_PICKLE = pickle.HIGHEST_PROTOCOL
-
-
-class _Child:
-    """One writer process and the two pipes to it."""
-
-    def __init__(self, proc: subprocess.Popen, to_child: Connection, from_child: Connection) -> None:
-        self.proc, self.to_child, self.from_child = proc, to_child, from_child
-        self._send_lock = threading.Lock()
-
-    def send(self, msg: tuple) -> None:
-        data = pickle.dumps(msg, _PICKLE)
-        with self._send_lock:
-            self.to_child.send_bytes(data)
-
-    def receive(self) -> tuple:
-        return pickle.loads(self.from_child.recv_bytes())
-
-    def close(self, timeout: float) -> int | None:
-        for c in (self.to_child, self.from_child):
-            try:
-                c.close()
-            except OSError:
-                pass
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(5)
-
-
-def _package_root() -> str:
-    """The directory holding the `rl_insight` package this process runs (the child runs the same code)."""
-    return str(Path(__file__).resolve().parents[3])
 
 
 def _start_error(kind: str, message: str, hint: str | None) -> Exception:
@@ -132,32 +96,18 @@ class WriterProcess(HandOver):
         self._receiver.start()
 
     # ------------------------------------------------------------------ the child
-    def _start_child(self) -> _Child:
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_package_root(),
-                                                                        os.environ.get("PYTHONPATH")) if p)}
+    def _start_child(self) -> PipeChild:
         try:
-            proc = subprocess.Popen([sys.executable, "-m", __name__, str(to_r), str(from_w)], pass_fds=(to_r, from_w),
-                                    stdin=subprocess.DEVNULL, env=env)
+            child = PipeChild.start(__name__)
         except OSError as exc:
-            for fd in (to_r, to_w, from_r, from_w):
-                os.close(fd)
             raise errors.StoreError(f"cannot start the run store's writer process: {exc}") from None
-        finally:
-            for fd in (to_r, from_w):  # the child's ends
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        child = _Child(proc, Connection(to_w, readable=False), Connection(from_r, writable=False))
         try:
             child.send(("open", self.location, self._options, logging.getLogger("rl_insight").getEffectiveLevel()))
             deadline = time.monotonic() + START_TIMEOUT_S
-            while not child.from_child.poll(0.2):
-                if proc.poll() is not None or time.monotonic() > deadline:
+            while not child.poll(0.2):
+                if child.proc.poll() is not None or time.monotonic() > deadline:
                     raise errors.StoreError(f"the run store's writer process ended while opening {self.path} "
-                                            f"(exit code {proc.poll()})", hint="the server log says why")
+                                            f"(exit code {child.proc.poll()})", hint="the server log says why")
             msg = child.receive()
         except (OSError, EOFError) as exc:
             child.close(5)
@@ -204,8 +154,7 @@ class WriterProcess(HandOver):
                 except Exception as exc:  # a listener's failure never undoes the deletion
                     log.warning("after deleting runs: %r", exc)
         elif kind == "log":
-            _, name, level, text = msg
-            logging.getLogger(name).log(level, "%s", text)
+            relay_log(msg)
 
     def _settle(self, upto: int, ok: bool) -> None:
         settled: list[tuple[int, Future[bool]]] = []
@@ -225,7 +174,7 @@ class WriterProcess(HandOver):
             for hook in self.on_settled:  # once per commit, however many requests wait on it
                 hook()
 
-    def _child_lost(self, child: _Child) -> _Child | None:
+    def _child_lost(self, child: PipeChild) -> PipeChild | None:
         """The child died: what waits resolves False, a new one is started (None when closing)."""
         code = child.close(5)
         why = f"the run store's writer process ended unexpectedly (exit code {code}); what it had not committed is " \
@@ -258,7 +207,7 @@ class WriterProcess(HandOver):
 
     def _send_loop(self) -> None:
         lead: bool | None = None
-        told: _Child | None = None  # the child `lead` was sent to (a new one starts as the lead)
+        told: PipeChild | None = None  # the child `lead` was sent to (a new one starts as the lead)
         while True:
             self._wake.wait(self._interval)
             self._wake.clear()
@@ -387,23 +336,6 @@ class WriterProcess(HandOver):
 
 
 # ---------------------------------------------------------------------- the child's side
-class _PipeLog(logging.Handler):
-    """The child's log records, to the server's log."""
-
-    def __init__(self, send: Callable[[tuple], None]) -> None:
-        super().__init__()
-        self._send = send
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage()
-            if record.exc_info:
-                text += "\n" + logging.Formatter().formatException(record.exc_info)
-            self._send(("log", record.name, record.levelno, text))
-        except Exception:  # the server is gone: nothing to tell
-            pass
-
-
 def _state(w: Any) -> tuple[WriterStats, str, dict[str, Any], float]:
     return w.stats, w.integrity, w.summary_health(), w.lag_s()
 
@@ -413,24 +345,10 @@ def serve(fd_in: int, fd_out: int) -> int:
     from .writer import RunStoreWriter
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inp, out = Connection(fd_in, writable=False), Connection(fd_out, readable=False)
-    lock = threading.Lock()
-
-    def send(msg: tuple) -> None:
-        data = pickle.dumps(msg, _PICKLE)
-        with lock:
-            out.send_bytes(data)
-
-    def tell(msg: tuple) -> None:  # from the writer's threads: the server may be gone already
-        try:
-            send(msg)
-        except (OSError, ValueError):
-            pass
-
-    _, location, options, level = pickle.loads(inp.recv_bytes())
-    root = logging.getLogger()
-    root.addHandler(_PipeLog(send))
-    root.setLevel(level)
+    pipe = ServerPipe(fd_in, fd_out)
+    send, tell = pipe.send, pipe.tell  # tell: from the writer's threads, when the server may be gone already
+    _, location, options, level = pipe.receive()
+    pipe.log_to_server(level)
     try:
         w = RunStoreWriter(location, **options)
     except Exception as exc:
@@ -455,7 +373,7 @@ def serve(fd_in: int, fd_out: int) -> int:
     try:
         while True:
             try:
-                msg = pickle.loads(inp.recv_bytes())
+                msg = pipe.receive()
             except (EOFError, OSError):
                 break  # the server ended: write what it sent, then end too
             if msg[0] == "items":
@@ -466,7 +384,7 @@ def serve(fd_in: int, fd_out: int) -> int:
                 lead[0] = msg[1]
             elif msg[0] == "stop":
                 break
-            if fed and not inp.poll(0):  # nothing more waiting: one durability mark covers all that was fed
+            if fed and not pipe.waiting():  # nothing more waiting: one durability mark covers all that was fed
                 w.durable(since).add_done_callback(partial(done, upto))
                 since, fed = w.seq(), False
     finally:

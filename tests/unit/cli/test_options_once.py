@@ -89,9 +89,10 @@ def test_which_server_follows_one_rule(tmp_path: Path, monkeypatch: pytest.Monke
     assert got is not None and got.url == "http://flag.example:2" and got.headers == {"Authorization": "Bearer t"}
 
 
-def test_a_store_writer_that_does_not_exist_is_refused_before_anything_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--store-writer", "--insights-worker"])
+def test_a_worker_kind_that_does_not_exist_is_refused_before_anything_starts(tmp_path: Path, flag: str) -> None:
     from typer.testing import CliRunner
 
-    result = CliRunner().invoke(app, ["server", "start", "--store-writer", "fork", "--home", str(tmp_path)])
+    result = CliRunner().invoke(app, ["server", "start", flag, "fork", "--home", str(tmp_path)])
     assert result.exit_code == 2 and "'fork' is not one of process, thread" in result.output
     assert not any(tmp_path.iterdir())  # nothing was started or written

@@ -192,6 +192,8 @@ def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
     assert 'rl_insight_insight_rollout_training_overlap_ratio{experiment_name="exp",project="proj"} 0.0' in text
     assert text.count(long_tail) == 1  # one slowest lane, not the one from before the step was whole as well
     assert "rl_insight_server_store_items_written_total" in text
+    insights = httpx.get(server.url + "/healthz").json()["insights"]  # computed in a process of their own
+    assert insights["worker"] == "process" and insights["rounds"] >= 1 and insights["last_error"] is None
 
 
 def test_run_metrics_and_spans_survive_a_server_restart(tmp_path, monkeypatch) -> None:

@@ -19,8 +19,10 @@ T0 = 1_790_000_000 * S
 ID = {"project": "p", "experiment_name": "e"}
 
 
-def _build(path: Path | StoreLocation,
-           steps: int = 30) -> tuple[RunStoreWriter, list[tuple[float, float]], list[tuple[float, float]]]:
+def _build(path: Path | StoreLocation, steps: int = 30,
+           t0: int = T0) -> tuple[RunStoreWriter, list[tuple[float, float]], list[tuple[float, float]]]:
+    """A run of `steps` 2 s steps from `t0` (ns): 3 rollout replicas (one a long tail on odd steps), 2 trainer ranks,
+    the step and parameter-version metrics, and one generation still open at the end."""
     rng = random.Random(7)
     w = RunStoreWriter(path, flush_interval_s=0.01)
     spans, step_samples, versions, seq = [], [], [], 0
@@ -31,7 +33,7 @@ def _build(path: Path | StoreLocation,
         spans.append(SpanRecord(f"{seq:016x}", "t" * 32, None, name, lane, kind, a, b, {**ID, **(attrs or {})}))
 
     for step in range(1, steps + 1):
-        base = T0 + (step - 1) * 2 * S
+        base = t0 + (step - 1) * 2 * S
         for r in range(3):  # replica 2 is the long tail on odd steps; generation overlaps the previous step's training
             d = int(0.8 * S * rng.uniform(0.7, 1.0) * (1.8 if r == 2 and step % 2 else 1.0))
             add(
@@ -48,7 +50,7 @@ def _build(path: Path | StoreLocation,
             add("actor_update", f"rank_{k}", a + S // 10, a + int(0.8 * S), kind="state_child")
         step_samples.append(((base + 2 * S) / S, float(step)))
         versions.append(((base + int(1.75 * S)) / S, float(step)))
-    add("vllm_generate", "replica_0", T0 + steps * 2 * S + S // 2, None)  # still running
+    add("vllm_generate", "replica_0", t0 + steps * 2 * S + S // 2, None)  # still running
     w.put_spans([spans[-1]], spans[:-1])
     w.put_samples([SampleRow("p", "e", "training_global_step", "gauge", "{}", v, ts, v) for ts, v in step_samples])
     w.put_samples([SampleRow("p", "e", "current_param_version", "gauge", "{}", v, ts, v) for ts, v in versions])

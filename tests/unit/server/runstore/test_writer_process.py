@@ -1,15 +1,12 @@
 """The run store's writer in a process of its own (runstore/writer_process.py): acknowledged only once committed, a
-dead child answered False and replaced, refusals at the start as clear as in-process, the child's log in ours, and
-the child gone with the server."""
+dead child answered False and replaced, refusals at the start as clear as in-process, the child's log in ours (that
+it ends with the server: tests/unit/test_child_process.py)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -131,34 +128,6 @@ def test_close_writes_what_was_handed_over(tmp_path: Path) -> None:
     child = w._child.proc
     w.close()
     assert child.poll() == 0 and stored(w.location) == 300
-
-
-def test_the_child_ends_with_a_killed_server(tmp_path: Path) -> None:
-    script = textwrap.dedent(f"""
-        import sys, time
-        from rl_insight.server.runstore.writer_process import WriterProcess
-        w = WriterProcess({str(tmp_path / "rs.sqlite")!r})
-        print(w._child.proc.pid, flush=True)
-        time.sleep(60)
-    """)
-    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        child = int(server.stdout.readline())
-        os.kill(server.pid, signal.SIGKILL)
-        server.wait(10)
-
-        def gone() -> bool:
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                return True
-            # a zombie whose parent (init) has not reaped it yet has ended too
-            return Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
-
-        wait_for(gone, 20)
-    finally:
-        server.kill()
 
 
 def test_store_writer_is_checked(tmp_path: Path) -> None:
