@@ -358,18 +358,23 @@ def ack_waits(port: int, before: dict[str, float] | None = None) -> str:
             f"{1 - buckets['0.25'] / total:.1%}")
 
 
-def insight_rounds(port: int) -> str:
-    """How many insight rounds the server ran and how long its last one took (ours: /healthz); '' where it says
-    nothing."""
+def background_work(port: int) -> str:
+    """What the server's background work did (ours: /healthz): the timeline summary's buckets built and whether it
+    is behind, how many insight rounds ran and how long the last took; '' where it says nothing."""
     import httpx
 
     try:
-        ins = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json().get("insights") or {}
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
     except (httpx.HTTPError, ValueError):
         return ""
-    if not ins.get("rounds") and not ins.get("failed_rounds"):
-        return ""
-    return f"insight rounds {ins['rounds']} ({ins['worker']}), the last {ins['last_round_s']:.2f} s"
+    out = []
+    summary = (health.get("store") or {}).get("timeline_summary") or {}
+    if summary:
+        out.append(f"summary buckets {summary.get('buckets_built')}{' (behind)' if summary.get('behind') else ''}")
+    ins = health.get("insights") or {}
+    if ins.get("rounds") or ins.get("failed_rounds"):
+        out.append(f"insight rounds {ins['rounds']} ({ins['worker']}), the last {ins['last_round_s']:.2f} s")
+    return ", ".join(out)
 
 
 def cost(cpu_s: tuple[float, float], batches: float, elapsed_s: float) -> str:
@@ -439,7 +444,7 @@ def main() -> None:
                     cpu1, elapsed = cpu_seconds(pids), time.monotonic() - t0
                     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
                     waits = ack_waits(port, before)
-                    rounds = insight_rounds(port)
+                    rounds = background_work(port)
                     waits = "; ".join(x for x in (waits, rounds) if x)
                 finally:
                     stop()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from heapq import merge
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .bulk import write_rows
 from .dialect import is_postgres
@@ -187,9 +187,11 @@ _NEXT_DIRTY = ("SELECT run_id, lane, level, bucket_ns, generation FROM span_lod_
 START: Position = (-(2**62), "", -1, -(2**62))
 
 
-def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START) -> tuple[int, Position | None]:
+def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START, *, work_waits: Callable[[], bool] | None = None,
+            yield_after_s: float = 0.0) -> tuple[int, Position | None]:
     """Rebuild dirty buckets after position `after`, in primary-key order, for about `budget_s` (at least one), in the
-    caller's transaction: (buckets rebuilt, the position to resume after, None when the end was reached).
+    caller's transaction: (buckets rebuilt, the position to resume after, None when the end was reached). Past
+    `yield_after_s` it also stops as soon as `work_waits()` says other work waits for the caller's thread.
 
     A sweep from START to the end takes each dirty bucket at most once. What is marked behind it — the newest bucket
     of a busy lane, dirty again after every batch; a parent that sorts before rows already read — waits for the next
@@ -197,15 +199,18 @@ def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START) -> tuple[
     slice and, once one rebuild took a slice, the levels above it were never reached.) A parent sorts after its
     children (same run and lane, a level up) but often before rows already read with them: a lane's levels then
     follow one a sweep, and readers take a dirty bucket from the level below meanwhile."""
-    deadline = time.monotonic() + budget_s
+    began = time.monotonic()
+    deadline, may_yield = began + budget_s, began + yield_after_s
     done, position = 0, after
     while True:
         rows = conn.execute(_NEXT_DIRTY, position).fetchall()
         if not rows:
             return done, None
         for run, lane, level, bucket, generation in rows:
-            if done and time.monotonic() > deadline:
-                return done, position
+            if done:
+                t = time.monotonic()
+                if t > deadline or (work_waits is not None and t > may_yield and work_waits()):
+                    return done, position
             items = _build(conn, run, lane, level, bucket)
             conn.execute("DELETE FROM span_lod WHERE run_id = ? AND lane = ? AND level = ? AND bucket_ns = ?",
                          (run, lane, level, bucket))
@@ -315,6 +320,9 @@ class Summarizer:
     # of ingest's p99; 0.05 s slices, still back to back while the sweep is unfinished, cut it (bench/RESULTS.md,
     # issue 24). Shorter ones with pauses between were slower: each slice's own transaction and re-read cost more.
     SLICE_S = 0.05
+    # ... and a slice ends sooner, past this, once a batch waits for the writer (`work_waits`): at 1,000 clients one
+    # did about every 2 ms, and the gaps between commits of a slice plus a commit were the answers' tail
+    YIELD_AFTER_S = 0.005
 
     def __init__(self) -> None:
         self._last = -float("inf")
@@ -328,9 +336,10 @@ class Summarizer:
         """For /healthz: whether buckets wait to be rebuilt (wide views read their spans meanwhile), and failures."""
         return {"behind": self.backlog, "buckets_built": self.buckets_built, "failures": self.failures}
 
-    def run(self, conn: Any, *, now: bool = False) -> None:
+    def run(self, conn: Any, *, now: bool = False, work_waits: Callable[[], bool] | None = None) -> None:
         """A slice of rebuilding, when due. `now`: at once, and left with `backlog` set while anything is dirty (what
-        a sweep leaves behind it is swept again at once)."""
+        a sweep leaves behind it is swept again at once). `work_waits`: whether the writer has a batch waiting (the
+        slice then ends after YIELD_AFTER_S)."""
         if not now and not self.backlog and time.monotonic() - self._last < self.EVERY_S:
             return
         self._last = time.monotonic()
@@ -339,7 +348,8 @@ class Summarizer:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            done, self._position = rebuild(conn, budget_s=self.SLICE_S, after=self._position or START)
+            done, self._position = rebuild(conn, budget_s=self.SLICE_S, after=self._position or START,
+                                           work_waits=work_waits, yield_after_s=self.YIELD_AFTER_S)
             conn.execute("COMMIT")
             self.buckets_built += done
             self.backlog = self._position is not None or (

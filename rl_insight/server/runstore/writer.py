@@ -180,7 +180,7 @@ class RunStoreWriter(HandOver):
             self._last_prune = time.monotonic()
             self.prune()
         with self.conn_lock:
-            self.span_summary.run(self._conn)
+            self.span_summary.run(self._conn, work_waits=lambda: self._worker.queued_weight > 0)
 
     def _export(self, batch: list[tuple[str, Any, int]]) -> None:
         """One transaction for the batch; then the marks in it learn whether what they wait for is stored."""

@@ -219,8 +219,8 @@ def test_the_writers_sweep_takes_slices_of_slice_s_and_goes_on_where_it_stopped(
     assert w.flush(10)
     budgets = []
     rebuild = span_lod.rebuild
-    monkeypatch.setattr(span_lod, "rebuild", lambda conn, budget_s, after: (budgets.append(budget_s),
-                                                                           rebuild(conn, 0, after))[1])
+    monkeypatch.setattr(span_lod, "rebuild", lambda conn, budget_s, after, **_: (budgets.append(budget_s),
+                                                                                rebuild(conn, 0, after))[1])
     summary = w.span_summary
     with w.conn_lock:
         summary.run(w._conn, now=True)
@@ -233,6 +233,39 @@ def test_the_writers_sweep_takes_slices_of_slice_s_and_goes_on_where_it_stopped(
         rounds += 1
         assert rounds < 1_000
     assert dirty(r) == 0 and summary.buckets_built >= 30
+    assert_same(r, t0, t0 + span_lod.BUCKETS[0])
+
+
+def test_a_slice_ends_once_a_batch_waits_for_the_writer(store) -> None:
+    """Past yield_after_s a slice gives the writer back as soon as work waits (issue 24: answers wait for the next
+    commit); while none waits it runs to its budget; either way the sweep goes on where the slice stopped."""
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 3600 * S)
+    w.put_spans([], [span(f"s{lane}", "gen", f"lane{lane:02d}", t0 + S, t0 + 2 * S) for lane in range(30)])
+    assert w.flush(10)
+    asked = []
+
+    def waiting() -> bool:
+        asked.append(1)
+        return True
+
+    with w.conn_lock:
+        w._conn.execute("BEGIN IMMEDIATE")
+        done, position = span_lod.rebuild(w._conn, budget_s=60, work_waits=waiting, yield_after_s=0.0)
+        w._conn.execute("COMMIT")
+    assert (done, len(asked)) == (1, 1) and position is not None  # one bucket, then the writer's turn
+    with w.conn_lock:
+        w._conn.execute("BEGIN IMMEDIATE")
+        done, position = span_lod.rebuild(w._conn, budget_s=60, after=position, work_waits=lambda: False)
+        w._conn.execute("COMMIT")
+    assert position is None and done >= 29  # nothing waiting: on to the end of the sweep
+    with w.conn_lock:
+        w._conn.execute("BEGIN IMMEDIATE")
+        span_lod.rebuild(w._conn, budget_s=60, work_waits=waiting, yield_after_s=60)
+        w._conn.execute("COMMIT")
+    assert len(asked) == 1  # before yield_after_s nothing is asked
+    summarize(w)
+    assert dirty(r) == 0
     assert_same(r, t0, t0 + span_lod.BUCKETS[0])
 
 
