@@ -1,7 +1,8 @@
-"""Atomic file writes: temp file in the same directory, fsync, `os.replace`.
+"""Atomic file writes: temp file in the same directory, fsync, `os.replace`; private folders.
 
 Readers (Prometheus watching a file_sd file, `server status` reading the state file) see the old
-or the new content, never a half-written file.
+or the new content, never a half-written file. `private_dir` makes a folder this user's only when it
+makes it: a folder that exists (a user's `--data-dir /tmp`) keeps the mode its owner gave it.
 """
 
 from __future__ import annotations
@@ -28,3 +29,13 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def private_dir(path: Path) -> bool:
+    """Make `path` (and its parents) if it does not exist, the folder itself 0700 whatever the umask; a folder that
+    exists is left as it is (its files carry their own modes). Whether it was made here."""
+    if path.is_dir():
+        return False
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return True

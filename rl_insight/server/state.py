@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client import CollectorRegistry
 
 from ..errors import ConfigError
+from ..fsutil import private_dir
 from ..protocol import SpanRecord
 from .config import ServerConfig
 from .http.slow_peers import PeerGuardCounters
@@ -86,7 +88,6 @@ class ServiceProbe:
 
 
 def _build_exporters(config: ServerConfig) -> "Exporters":
-    from pathlib import Path
 
     from .outbound.exporters import Exporters, tensorboard_exporter, wandb_exporter
 
@@ -104,6 +105,12 @@ def _build_exporters(config: ServerConfig) -> "Exporters":
 class AppState:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        # the data dir holds the run store, profiles and stacks: this user's only, when the server makes it (first,
+        # before any part makes a folder in it with the umask's mode); a folder that exists keeps its mode
+        try:
+            private_dir(Path(config.data_dir).expanduser())
+        except OSError:  # not a folder, not writable: the run store's opening says so by name
+            pass
         self.boot_id = uuid.uuid4().hex
         self.auth = Auth(config.token)
         self.host_names = local_names(config.host, config.allowed_hosts)
@@ -152,7 +159,6 @@ class AppState:
         self.exporters = _build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
-        from pathlib import Path
 
         from .live.profiles import ProfileBook
         from .live.step_clock import StepClock

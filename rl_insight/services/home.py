@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import env
+from ..fsutil import private_dir
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,12 @@ class Home:
         return self.root / "token"
 
     def ensure(self) -> None:
-        for d in (self.root, self.run_dir, self.runtime_dir, self.data_dir, self.logs_dir):
+        # the home holds the token, the run store and logs: this user only. Its own folders always; the home itself
+        # when made here (`--home` naming a folder that exists, e.g. /tmp, leaves that folder's mode to its owner)
+        private_dir(self.root)
+        for d in (self.run_dir, self.runtime_dir, self.data_dir, self.logs_dir):
             d.mkdir(parents=True, exist_ok=True)
-        # the home holds the token, the run store and logs: this user only
-        for d in (self.root, self.data_dir, self.logs_dir, self.run_dir):
+        for d in (self.data_dir, self.logs_dir, self.run_dir):
             try:
                 os.chmod(d, 0o700)
             except PermissionError:

@@ -80,6 +80,9 @@ class InsightProcess:
             raise ServiceError(f"cannot start the insight process: {exc}") from None
         self._child = child
         self.starts += 1
+        if self._closed:  # closed while it started: no child outlives close()
+            self._drop()
+            raise ServiceError("the insight process was stopped")
         try:
             child.send(("open", self._location, self._options, logging.getLogger("rl_insight").getEffectiveLevel()))
             self._answer(child, START_TIMEOUT_S, "its start")
@@ -109,10 +112,10 @@ class InsightProcess:
         return child.close(5) if child is not None else None
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the child (after the round it may be in)."""
-        with self._lock:
-            self._closed = True
-            child, self._child = self._child, None
+        """Stop the child: it ends after the round it may be in, or is killed past `timeout`. Not under the round's
+        lock: a stuck round must not hold the server's shutdown (the round in flight then fails)."""
+        self._closed = True
+        child, self._child = self._child, None
         if child is not None:
             try:
                 child.send(("stop",))

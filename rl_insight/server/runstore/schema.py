@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
+from ...fsutil import private_dir
 from . import series_totals, span_lod
 from .location import StoreLocation
 
@@ -214,10 +215,11 @@ QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the backgrou
 
 
 def _prepare_file(path: Path) -> None:
-    """Data dir 0700 and the store file 0600 (SQLite gives -wal/-shm the file's mode)."""
+    """The store file 0600 (SQLite gives -wal/-shm the file's mode), and its directory 0700 when it is made here. A
+    directory that exists is left as it is: a store named in /tmp or in a project's folder must not take that folder
+    from its other users (the file's own mode keeps the data private)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
+        private_dir(path.parent)
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         else:

@@ -285,6 +285,26 @@ def test_9_run_store_is_private(server) -> None:
     assert stat.S_IMODE(store.parent.stat().st_mode) == 0o700
 
 
+def test_9_a_store_or_home_in_a_shared_folder_leaves_that_folders_mode(tmp_path: Path) -> None:
+    """A store at /tmp/runs.sqlite once made /tmp 0700 for every other user: only folders made here are tightened."""
+    from rl_insight.services.home import Home
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    store = shared / "rs.sqlite"
+    RunStoreWriter(store).close()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600  # the data itself stays private
+    RunStoreWriter(shared / "new" / "rs.sqlite").close()
+    assert stat.S_IMODE((shared / "new").stat().st_mode) == 0o700  # made here: this user only
+    h = Home(shared)
+    h.ensure()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    for d in (h.data_dir, h.logs_dir, h.run_dir):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
 # ------------------------------------------------------------------ 10. start-up errors
 def test_10_damaged_store_is_a_clear_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "rs.sqlite"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,35 @@ def test_a_hung_child_is_stopped_at_the_timeout_and_replaced(tmp_path: Path) -> 
         assert rounds.run().latest and rounds.starts == 2
     finally:
         rounds.close()
+
+
+def test_close_does_not_wait_for_a_stuck_round(tmp_path: Path) -> None:
+    where = sqlite_location(tmp_path / "rs.sqlite")
+    _live_run(where)
+    rounds = InsightProcess(where, {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",
+                                    "version_metric": "current_param_version"})  # (the 300 s round timeout)
+    rounds.run()
+    child = rounds._child
+    assert child is not None
+    os.kill(child.proc.pid, signal.SIGSTOP)
+    failed: list[BaseException] = []
+
+    def round_in_flight() -> None:
+        try:
+            rounds.run()
+        except ServiceError as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=round_in_flight)
+    thread.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    rounds.close(timeout=1.0)
+    assert time.monotonic() - began < 10 and child.proc.poll() is not None  # killed, not waited for
+    thread.join(10)
+    assert not thread.is_alive() and failed  # the round in flight failed
+    with pytest.raises(ServiceError, match="stopped"):
+        rounds.run()
 
 
 def test_a_round_that_fails_in_the_child_says_why(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
