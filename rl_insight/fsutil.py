@@ -31,11 +31,9 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         raise
 
 
-def private_dir(path: Path) -> bool:
+def private_dir(path: Path) -> None:
     """Make `path` (and its parents) if it does not exist, the folder itself 0700 whatever the umask; a folder that
-    exists is left as it is (its files carry their own modes). Whether it was made here."""
-    if path.is_dir():
-        return False
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return True
+    exists is left as it is (its files carry their own modes)."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)

@@ -88,7 +88,6 @@ class ServiceProbe:
 
 
 def _build_exporters(config: ServerConfig) -> "Exporters":
-
     from .outbound.exporters import Exporters, tensorboard_exporter, wandb_exporter
 
     found = []
@@ -159,7 +158,6 @@ class AppState:
         self.exporters = _build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
-
         from .live.profiles import ProfileBook
         from .live.step_clock import StepClock
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
@@ -26,6 +26,9 @@ from ...names import sanitize_metric_name
 from ..config import INSIGHTS_WORKERS
 from ..runstore import RunStoreReader, step_stats
 from ..runstore import queries as q
+
+if TYPE_CHECKING:
+    from .insight_process import InsightProcess
 
 log = logging.getLogger("rl_insight.server.insights")
 
@@ -138,6 +141,9 @@ class InsightRounds:
             out.latest[(run["project"], run["experiment_name"])] = s
         return out
 
+    def close(self) -> None:
+        """(Nothing to stop here: InsightProcess's counterpart ends its child.)"""
+
 
 class InsightService:
     """Refreshes the insights every `interval_s` (on the fleet's lease holder only) and exposes the latest on /metrics.
@@ -152,8 +158,9 @@ class InsightService:
                  version_metric: str, interval_s: float = 15.0, writer: Any = None,
                  stalled_min_s: float = 60.0, worker: str = "thread") -> None:
         options: dict[str, Any] = {"window_s": window_s, "live_window_s": live_window_s, "step_metric": step_metric,
-                   "version_metric": version_metric, "summarize": writer is not None, "stalled_min_s": stalled_min_s}
-        self._rounds: Any
+                                   "version_metric": version_metric, "summarize": writer is not None,
+                                   "stalled_min_s": stalled_min_s}
+        self._rounds: InsightRounds | InsightProcess
         if worker == "process":
             from .insight_process import InsightProcess
 
@@ -178,9 +185,7 @@ class InsightService:
 
     def stop(self) -> None:
         self._refresher.stop()
-        close = getattr(self._rounds, "close", None)
-        if close is not None:
-            close()
+        self._rounds.close()
 
     def refresh(self) -> None:
         if not self.lead():  # several servers on one store: the lease holder summarizes and exposes (once)
@@ -221,9 +226,8 @@ class InsightService:
                                     "last_round_at": None if last is None else round(last[0], 3),
                                     "last_round_s": None if last is None else round(last[1], 3),
                                     "last_error": None if last is None else last[2]}
-        starts = getattr(self._rounds, "starts", None)
-        if starts is not None:
-            body["process_starts"] = starts
+        if not isinstance(self._rounds, InsightRounds):
+            body["process_starts"] = self._rounds.starts
         return body
 
     def collect(self) -> Iterable[Metric]:

@@ -26,6 +26,8 @@ from tests.unit.server.runstore.conftest import store_at  # noqa: F401  (the fix
 from tests.unit.server.runstore.test_step_stats import S, _build
 
 STEPS = 30  # 2 s steps, ending 10 s ago: inside the 300 s window, the run live
+OPTIONS: dict[str, Any] = {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",
+                           "version_metric": "current_param_version"}
 
 
 class Handed:
@@ -39,9 +41,7 @@ class Handed:
 
 
 def _service(where: StoreLocation, worker: str, writer: Any = None) -> InsightService:
-    return InsightService(RunStoreReader(where), window_s=300.0, live_window_s=3600.0,
-                          step_metric="training/global_step", version_metric="current_param_version",
-                          writer=writer, worker=worker)
+    return InsightService(RunStoreReader(where), **OPTIONS, writer=writer, worker=worker)
 
 
 def _samples(svc: InsightService) -> dict[tuple[str, tuple[str, ...]], float]:
@@ -105,8 +105,7 @@ def test_a_lost_child_costs_one_round_and_is_replaced(tmp_path: Path, caplog: py
 def test_a_hung_child_is_stopped_at_the_timeout_and_replaced(tmp_path: Path) -> None:
     where = sqlite_location(tmp_path / "rs.sqlite")
     _live_run(where)
-    rounds = InsightProcess(where, {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",
-                                    "version_metric": "current_param_version"}, round_timeout_s=1.0)
+    rounds = InsightProcess(where, OPTIONS, round_timeout_s=1.0)
     try:
         assert rounds.run().latest
         hung = rounds._child
@@ -123,8 +122,7 @@ def test_a_hung_child_is_stopped_at_the_timeout_and_replaced(tmp_path: Path) -> 
 def test_close_does_not_wait_for_a_stuck_round(tmp_path: Path) -> None:
     where = sqlite_location(tmp_path / "rs.sqlite")
     _live_run(where)
-    rounds = InsightProcess(where, {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",
-                                    "version_metric": "current_param_version"})  # (the 300 s round timeout)
+    rounds = InsightProcess(where, OPTIONS)  # (the 300 s round timeout)
     rounds.run()
     child = rounds._child
     assert child is not None
