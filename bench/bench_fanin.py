@@ -17,8 +17,12 @@ this process: on a 2-core machine it competes with the server for CPU, so the nu
 
 `--generator wrk` sends the same requests through Debian's `wrk` (C, one epoll thread; `fanin_wrk.lua`), which
 leaves the server most of a 2-core machine. Its connections take the bodies in turn (each client's batch once a
-round) and pause `--interval` after each answer, so a connection's period is the interval plus its latency: the
-batches/s it reports says what was offered. It has no per-client view, so no "after the first batch" figure.
+round). `--cadence fixed` (the default) sends one batch a client an interval at random phases whatever the answers'
+latency, as training processes and the Python generator do; `--cadence after-answer` pauses `--interval` after each
+answer instead (a closed loop: a connection's period is the interval plus its latency, and answers released by one
+commit come back together, so the load bunches itself up behind any stall: the harsher figure, and the one this
+benchmark reported before 2026-12-03). Either way the batches/s it reports says what was offered. It has no
+per-client view, so no "after the first batch" figure.
 """
 
 from __future__ import annotations
@@ -180,9 +184,12 @@ def wrk_bodies(n: int, seconds: float, interval: float, first_round: int = 1) ->
     return f.name
 
 
-def run_wrk(port: int, n: int, seconds: float, interval: float, bodies: str) -> dict:
-    """The same load through wrk (fanin_wrk.lua) from `bodies` (wrk_bodies): its summary (requests answered, batches/s,
-    latencies in s, failures by kind)."""
+CADENCES = ("fixed", "after-answer")  # fanin_wrk.lua's: when a client's batches go (see its header)
+
+
+def run_wrk(port: int, n: int, seconds: float, interval: float, bodies: str, cadence: str = "fixed") -> dict:
+    """The same load through wrk (fanin_wrk.lua) from `bodies` (wrk_bodies) at `cadence` (CADENCES): its summary
+    (requests answered, batches/s, latencies in s, failures by kind)."""
     def more_files() -> None:  # one socket a client, beyond a soft limit of 1,024
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
@@ -190,7 +197,7 @@ def run_wrk(port: int, n: int, seconds: float, interval: float, bodies: str) -> 
     script = Path(__file__).resolve().parent / "fanin_wrk.lua"
     proc = subprocess.run(
         ["wrk", "-t1", f"-c{n}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", str(script),
-         f"http://127.0.0.1:{port}", "--", bodies, str(int(interval * 1000)), str(n)],
+         f"http://127.0.0.1:{port}", "--", bodies, str(int(interval * 1000)), str(n), cadence],
         capture_output=True, text=True, preexec_fn=more_files, timeout=seconds + 60)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -410,16 +417,25 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=0.0, help="with --generator wrk: seconds of the same load "
                     "before the measured run, on the same server (its clients known and connected once: the "
                     "steady state, without the first second's registrations and connects in the figures)")
+    ap.add_argument("--cadence", default="fixed", help="with --generator wrk: when a client's batches go: one an "
+                    "interval at its own phase whatever the answers' latency (fixed: what a training process does), "
+                    "or an interval after each answer (after-answer: a closed loop); both, comma-separated, "
+                    "interleaved")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between a client's batches (1: the issue's "
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
     args = ap.parse_args()
     if args.generator == "wrk" and shutil.which("wrk") is None:
         raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
+    cadences = args.cadence.split(",")
+    if unknown := [c for c in cadences if c not in CADENCES]:
+        raise SystemExit(f"--cadence: {', '.join(unknown)} is not one of {', '.join(CADENCES)}")
+    if args.generator != "wrk":
+        cadences = ["fixed"]  # (the Python generator's clients keep their own phases)
     print(f"machine: {machine()}")
     targets = Targets(args.before)
     try:
         for n in [int(x) for x in args.clients.split(",")]:
-            for target in args.targets.split(","):  # interleaved: each count against every target in turn
+            for cadence, target in [(c, t) for c in cadences for t in args.targets.split(",")]:  # interleaved
                 port, stop, pids = targets.start(target)
                 bodies = None
                 try:
@@ -428,7 +444,7 @@ def main() -> None:
                         if args.warmup:  # every client known (series, lanes) and connected once: the steady state
                             warm = wrk_bodies(n, args.warmup, args.interval)
                             try:
-                                run_wrk(port, n, args.warmup, args.interval, warm)
+                                run_wrk(port, n, args.warmup, args.interval, warm, cadence)
                             finally:
                                 os.unlink(warm)
                             before = ack_wait_buckets(port)
@@ -438,7 +454,7 @@ def main() -> None:
                         requests = build_requests(port, n, args.seconds, "", args.interval)
                     cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
                     if args.generator == "wrk":
-                        w = run_wrk(port, n, args.seconds, args.interval, bodies)
+                        w = run_wrk(port, n, args.seconds, args.interval, bodies, cadence)
                     else:
                         out = run_loop(load(port, requests, args.seconds, args.interval))
                     cpu1, elapsed = cpu_seconds(pids), time.monotonic() - t0
@@ -451,8 +467,8 @@ def main() -> None:
                     if bodies is not None:
                         os.unlink(bodies)
                 if args.generator == "wrk":
-                    print(f"  {target:6s} {n:5d} clients (wrk): {w['rate']:7.0f} batches/s, p50 {w['p50'] * 1000:6.0f} "
-                          f"ms, p99 {w['p99'] * 1000:6.0f} ms, failed {w['failed']}; "
+                    print(f"  {target:6s} {n:5d} clients (wrk, {cadence}): {w['rate']:7.0f} batches/s, "
+                          f"p50 {w['p50'] * 1000:6.0f} ms, p99 {w['p99'] * 1000:6.0f} ms, failed {w['failed']}; "
                           f"{cost(cpu, w['requests'], elapsed)}"
                           + (f"; {waits}" if waits else "") + (f" (failures: {w['why']})" if w["why"] else ""))
                     continue
