@@ -27,7 +27,8 @@ def build_router(st: AppState) -> APIRouter:
                              "schema_version": SCHEMA_VERSION, "lag_s": round(st.writer.lag_s(), 3),
                              "queued_items": ws.queue_items, "degraded": ws.degraded_since is not None,
                              "last_error": ws.last_error, "dropped": ws.dropped, "integrity": st.writer.integrity,
-                             "timeline_summary": st.writer.summary_health()}
+                             "timeline_summary": st.writer.summary_health(),
+                             "checkpoints": st.writer.checkpoint_health()}
         if st.insight is not None:
             body["insights"] = st.insight.health()
         if st.fleet is not None:

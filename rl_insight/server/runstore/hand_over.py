@@ -103,6 +103,10 @@ class HandOver(ABC):
     def summary_health(self) -> dict[str, Any]:
         """The timeline summary's state for /healthz (span_lod.Summarizer.health)."""
 
+    @abstractmethod
+    def checkpoint_health(self) -> dict[str, Any] | None:
+        """The SQLite WAL checkpoints' state for /healthz (checkpoints.Checkpointer.health); None on PostgreSQL."""
+
     # ------------------------------------------------------------------ hand-overs
     def put_samples(self, rows: list[SampleRow]) -> None:
         if rows:

@@ -31,6 +31,7 @@ from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention, series_totals, span_lod, step_stats
 from .bulk import write_rows
+from .checkpoints import Checkpointer
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
@@ -69,6 +70,8 @@ class RunStoreWriter(HandOver):
         self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
         self.path = self.location.display  # what logs may name (never a password)
         self._conn = connect(self.location)  # raises StoreError for a foreign or damaged store before the server starts
+        # a SQLite file's WAL checkpoints on a thread of their own, not inside the commits answers wait for
+        self.checkpoints = Checkpointer.for_store(self._conn, self.location)
         # large files skip the start-up check (minutes near the size limit); it runs in the background instead
         # (PostgreSQL checks its own pages)
         small = self.location.path is None or self.location.path.stat().st_size <= QUICK_CHECK_MAX_BYTES
@@ -160,6 +163,9 @@ class RunStoreWriter(HandOver):
     def summary_health(self) -> dict[str, Any]:
         return self.span_summary.health()
 
+    def checkpoint_health(self) -> dict[str, Any] | None:
+        return self.checkpoints.health() if self.checkpoints is not None else None
+
     def flush(self, timeout: float = 10.0) -> bool:
         try:
             self.durable(self._seq).result(timeout)
@@ -170,10 +176,15 @@ class RunStoreWriter(HandOver):
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout)
         self._worker.stop(timeout)
+        if self.checkpoints is not None:
+            self.checkpoints.close()  # first: the writer's connection, the last to close, checkpoints what is left
         self._conn.close()
 
     # ------------------------------------------------------------------ the worker thread
     def _upkeep(self) -> None:
+        if self.checkpoints is not None and self._worker.queued_weight == 0:  # nothing waits for a commit now
+            with self.conn_lock:
+                self.checkpoints.finish(self._conn)
         if not self.lead():
             return
         if time.monotonic() - self._last_prune > self._prune_every:

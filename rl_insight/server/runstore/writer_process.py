@@ -51,6 +51,8 @@ STATE_EVERY_S = 1.0  # the child reports its state this often besides every "don
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # what the child's start may take at most (a migration of a large store runs before "ready")
 START_TIMEOUT_S = 3600.0
+# what the child reports of itself: stats, integrity, the timeline summary's health, its lag, the checkpoints' health
+_State = tuple[WriterStats, str, dict[str, Any], float, "dict[str, Any] | None"]
 
 
 def _start_error(kind: str, message: str, hint: str | None) -> Exception:
@@ -84,7 +86,7 @@ class WriterProcess(HandOver):
         self._queued = 0
         self._pending: deque[tuple[int, int, Future[bool]]] = deque()  # (settled at, since, future), in seq order
         self._dropped: dict[str, int] = {}  # lost here, by reason (the child counts its own)
-        self._child_state: tuple[WriterStats, str, dict[str, Any], float] = (WriterStats(), "ok", {}, 0.0)
+        self._child_state: _State = (WriterStats(), "ok", {}, 0.0, None)
         self._down: tuple[str, float] | None = None  # (why, since when) while there is no child
         self._last_done = time.monotonic()
         self._closing = self._closed = False
@@ -328,6 +330,10 @@ class WriterProcess(HandOver):
     def summary_health(self) -> dict[str, Any]:
         return dict(self._child_state[2])
 
+    def checkpoint_health(self) -> dict[str, Any] | None:
+        health = self._child_state[4]
+        return dict(health) if health is not None else None
+
     def lag_s(self) -> float:
         with self._lock:
             if self._queue or self._sent > self._done or self._down is not None:  # handed over, not yet committed
@@ -336,8 +342,8 @@ class WriterProcess(HandOver):
 
 
 # ---------------------------------------------------------------------- the child's side
-def _state(w: Any) -> tuple[WriterStats, str, dict[str, Any], float]:
-    return w.stats, w.integrity, w.summary_health(), w.lag_s()
+def _state(w: Any) -> _State:
+    return w.stats, w.integrity, w.summary_health(), w.lag_s(), w.checkpoint_health()
 
 
 def serve(fd_in: int, fd_out: int) -> int:
