@@ -12,7 +12,9 @@ Its invariants, for every user (the run store writer, the live exporters, the OT
   back off: the rest of the queue waits for the next interval (a receiver that is down is not hammered).
 - `flush(timeout)` returns True once everything put before the call was exported; `stop` flushes,
   then ends the thread. Nothing here sleeps while there is work: a batch starts as soon as the queue
-  holds `wake_at` weight, else every `interval_s`.
+  holds `wake_at` weight, else every `interval_s`. The one exception is `min_gap_s`: a batch starts
+  no sooner than that after the previous one started (unless `wake_at` weight waits or the worker is
+  stopping), so a stream of small wakes (one per waiting answer) becomes fewer, larger exports.
 
 `Periodic` runs a function every `interval_s` on its own thread until stopped; an exception is logged
 and the next tick still comes. Stdlib only.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Callable, Generic, Literal, TypeVar
 
@@ -36,7 +39,7 @@ class BatchWorker(Generic[T]):
                  interval_s: float = 0.2, weight: Callable[[T], int] = lambda _item: 1,
                  max_bytes: int | None = None, size: Callable[[T], int] = lambda _item: 0,
                  overflow: Overflow = "drop_new", wake_at: int | None = None,
-                 on_idle: Callable[[], None] | None = None) -> None:
+                 on_idle: Callable[[], None] | None = None, min_gap_s: float = 0.0) -> None:
         self.name = name
         self.dropped: dict[str, int] = {}
         self._export = export
@@ -48,6 +51,8 @@ class BatchWorker(Generic[T]):
         self._overflow = overflow
         self._wake_at = wake_at if wake_at is not None else max_batch_weight
         self._interval = interval_s
+        self._min_gap = min_gap_s
+        self._last_export = float("-inf")  # monotonic start of the latest export
         self._on_idle = on_idle  # called on the worker thread after each round (periodic upkeep beside the work)
         self._queue: deque[tuple[T, int, int]] = deque()  # (item, weight, bytes)
         self._weight_queued = 0
@@ -141,8 +146,21 @@ class BatchWorker(Generic[T]):
                     log.exception("%s: periodic upkeep failed", self.name)
         self._drain()
 
+    def _space_out(self) -> None:
+        """Wait out what is left of `min_gap_s` since the previous export started, so what queues meanwhile
+        joins this batch; a backlog of `wake_at` weight or a stop does not wait."""
+        if self._min_gap <= 0:
+            return
+        left = self._last_export + self._min_gap - time.monotonic()
+        while left > 0 and not self._stopping and self._weight_queued < self._wake_at:
+            time.sleep(min(left, 0.002))  # short naps: a backlog reaching wake_at meanwhile starts at once
+            left = self._last_export + self._min_gap - time.monotonic()
+
     def _drain(self) -> None:
         while True:
+            if not self._queue:
+                return
+            self._space_out()
             with self._lock:
                 if not self._queue:
                     return
@@ -155,6 +173,7 @@ class BatchWorker(Generic[T]):
                     self._weight_queued -= w
                     self._bytes_queued -= b
             back_off = False
+            self._last_export = time.monotonic()
             try:
                 back_off = self._export(batch) is False
             except Exception as exc:  # one bad batch never ends the worker

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from rl_insight.batch_worker import BatchWorker, Periodic
 from tests.conftest import wait_until
@@ -77,6 +78,35 @@ def test_an_export_that_asks_to_back_off_leaves_the_rest_for_the_next_round() ->
     finally:
         w.stop(0.1)
     assert calls == [[1], [2]]  # stopping drains what is left
+
+
+def test_min_gap_spaces_exports_so_wakes_group_and_a_wake_at_backlog_skips_the_wait() -> None:
+    starts: list[float] = []
+    sizes: list[int] = []
+
+    def export(batch: list[int]) -> None:
+        starts.append(time.monotonic())
+        sizes.append(len(batch))
+
+    w: BatchWorker[int] = BatchWorker("t", export, max_weight=10_000, max_batch_weight=10_000, interval_s=3600,
+                                      wake_at=1_000, min_gap_s=0.2)
+    try:
+        for i in range(40):  # one wake per item, as answers that each wait for a commit
+            w.put(i)
+            w.wake()
+            time.sleep(0.01)
+        assert w.flush(5)
+        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        assert len(starts) <= 4 and all(g >= 0.19 for g in gaps), (sizes, gaps)  # ~0.4 s of wakes: 2-3 exports
+        assert sum(sizes) == 40
+        before = len(starts)
+        t0 = time.monotonic()
+        for i in range(1_000):  # wake_at weight at once: no waiting out the gap
+            w.put(i)
+        wait_until(lambda: len(starts) > before, timeout=5, what="the backlog's export")
+        assert starts[before] - t0 < 0.15
+    finally:
+        w.stop(1)
 
 
 def test_upkeep_runs_beside_the_work_and_periodic_survives_its_failures() -> None:

@@ -45,6 +45,10 @@ NO_IDENTITY = ""  # project / experiment of data sent without a run identity
 CONFLICT_RETRIES = 3  # a batch PostgreSQL aborted for another server's transaction is written again this often
 MAX_TRANSACTION_ITEMS = 50_000  # items written in one transaction (a longer one holds readers' snapshots back)
 WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting for its interval
+# a transaction starts no sooner than this after the previous one: every answer wakes the writer, and at 1,000
+# clients a commit each ~1-2 ms rewrote the same index pages over and over (bench/RESULTS.md: the writer's CPU
+# -35-44 % for ~10 ms more at p50)
+COMMIT_SPACING_S = 0.01
 # client times older than this (by the server's clock, when written) never move a run's start
 PLAUSIBLE_PAST_S = 86400.0
 
@@ -101,7 +105,8 @@ class RunStoreWriter(HandOver):
         # items weigh what they hold (a batch of samples: its rows; a mark: nothing, so it is never refused)
         self._worker: BatchWorker[tuple[str, Any, int]] = BatchWorker(
             "runstore", self._export, max_weight=max_queue_items, max_batch_weight=MAX_TRANSACTION_ITEMS,
-            interval_s=flush_interval_s, weight=_weight, wake_at=WAKE_AT_ITEMS, on_idle=self._upkeep)
+            interval_s=flush_interval_s, weight=_weight, wake_at=WAKE_AT_ITEMS, on_idle=self._upkeep,
+            min_gap_s=COMMIT_SPACING_S)
 
     def _check_integrity(self) -> None:
         try:
