@@ -23,6 +23,9 @@ answer instead (a closed loop: a connection's period is the interval plus its la
 commit come back together, so the load bunches itself up behind any stall: the harsher figure, and the one this
 benchmark reported before 2026-12-03). Either way the batches/s it reports says what was offered. It has no
 per-client view, so no "after the first batch" figure.
+
+During the load /metrics is scraped every `--scrape` seconds (10, the supervised Prometheus' interval; 0: none, as
+runs before 2026-12-04 were): at a thousand clients it carries 15,000 insight series, and the answers wait behind it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -393,6 +397,48 @@ def cost(cpu_s: tuple[float, float], batches: float, elapsed_s: float) -> str:
     return text + (f" (+ its child processes {kids / elapsed_s:.0%})" if kids else "")
 
 
+class Scraper:
+    """GET /metrics every `every_s` seconds while the load runs, as the Prometheus the server supervises does (every
+    `scrape_interval_s`, 10 s): a scrape is work on the ingest process the answers wait behind. `report()`: how many,
+    the slowest, the largest."""
+
+    def __init__(self, port: int, every_s: float) -> None:
+        self.port, self.every_s = port, every_s
+        self.took: list[float] = []
+        self.sizes: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Scraper":
+        if self.every_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=10) as http:
+            while not self._stop.wait(self.every_s):
+                t0 = time.monotonic()
+                try:
+                    size = len(http.get(f"http://127.0.0.1:{self.port}/metrics").content)
+                except httpx.HTTPError:
+                    continue
+                self.took.append(time.monotonic() - t0)
+                self.sizes.append(size)
+
+    def report(self) -> str:
+        if not self.took:
+            return ""
+        return (f"{len(self.took)} scrapes of /metrics, the slowest {max(self.took) * 1000:.0f} ms, "
+                f"up to {max(self.sizes) / 1e6:.2f} MB")
+
+
 def pct(sorted_s: list[float], q: float) -> float:
     """The q-quantile of sorted latencies in seconds, in ms (nan for none)."""
     return sorted_s[min(len(sorted_s) - 1, int(q * len(sorted_s)))] * 1000 if sorted_s else float("nan")
@@ -423,6 +469,8 @@ def main() -> None:
                     "interleaved")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between a client's batches (1: the issue's "
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
+    ap.add_argument("--scrape", type=float, default=10.0, help="seconds between GETs of /metrics during the load, as "
+                    "the supervised Prometheus scrapes (10; 0: none, as this benchmark did before 2026-12-04)")
     args = ap.parse_args()
     if args.generator == "wrk" and shutil.which("wrk") is None:
         raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
@@ -453,15 +501,16 @@ def main() -> None:
                     else:
                         requests = build_requests(port, n, args.seconds, "", args.interval)
                     cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
-                    if args.generator == "wrk":
-                        w = run_wrk(port, n, args.seconds, args.interval, bodies, cadence)
-                    else:
-                        out = run_loop(load(port, requests, args.seconds, args.interval))
+                    with Scraper(port, args.scrape) as scrapes:
+                        if args.generator == "wrk":
+                            w = run_wrk(port, n, args.seconds, args.interval, bodies, cadence)
+                        else:
+                            out = run_loop(load(port, requests, args.seconds, args.interval))
                     cpu1, elapsed = cpu_seconds(pids), time.monotonic() - t0
                     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
                     waits = ack_waits(port, before)
                     rounds = background_work(port)
-                    waits = "; ".join(x for x in (waits, rounds) if x)
+                    waits = "; ".join(x for x in (waits, rounds, scrapes.report()) if x)
                 finally:
                     stop()
                     if bodies is not None:

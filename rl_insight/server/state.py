@@ -325,8 +325,7 @@ class AppState:
             self.registry.register(OtlpCollector(self.forwarder))
         if self.writer is not None:
             self.registry.register(RunStoreHealthCollector(self.writer))
-        if self.insight is not None:
-            self.registry.register(self.insight)
+        # (not the insight families: /metrics appends their text as rendered, InsightService.exposition)
 
     def _inherit_open_states(self, limit: int = 100_000) -> None:
         """States the previous boot stored as open go to the client tracker (closed if nobody claims them)."""

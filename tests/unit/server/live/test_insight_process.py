@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from rl_insight.errors import ConfigError, ServiceError
 from rl_insight.server.config import ServerConfig
@@ -45,7 +46,9 @@ def _service(where: StoreLocation, worker: str, writer: Any = None) -> InsightSe
 
 
 def _samples(svc: InsightService) -> dict[tuple[str, tuple[str, ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for fam in svc.collect() for s in fam.samples}
+    """What /metrics would show of the service's insights, parsed back from its text."""
+    families = text_string_to_metric_families(svc.exposition().decode())
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for fam in families for s in fam.samples}
 
 
 def _live_run(where: StoreLocation) -> None:
