@@ -22,6 +22,7 @@ LANES = ["trainer/rank_0", "rollout/replica_0", "rollout/replica_1"]
 def quiet_writer(store_at: StoreLocation) -> RunStoreWriter:
     """A writer whose upkeep leaves the summary alone: the test says when it is built."""
     w = RunStoreWriter(store_at, flush_interval_s=0.02)
+    w.span_summary.clock_ns = lambda: span_lod.EVERYTHING  # every bucket's time passed (the default: test_settling)
     run = w.span_summary.run
     w.span_summary.run = lambda conn, now=False: run(conn, now=True) if now else None  # type: ignore[method-assign]
     return w
@@ -344,3 +345,35 @@ def test_levels_and_the_read_plan() -> None:
     span_lod._plan(1, 0, 3 * b1, {(1, b1), (0, b1 + b0)}, plan)
     assert plan == [[1, 0, b1], [0, b1, b1 + b0], [-1, b1 + b0, b1 + 2 * b0], [0, b1 + 2 * b0, 2 * b1],
                     [1, 2 * b1, 3 * b1]]
+
+
+def test_settling_a_bucket_is_rebuilt_once_its_time_has_passed_and_read_from_below_until_then(store) -> None:
+    """A bucket live lanes still write into is left dirty by a sweep (each later batch would dirty it again), so the
+    sweep is not behind for it; once the clock is SETTLE_NS past its end it is rebuilt, the level above it then
+    waiting for its own time. Readers get the spans' answer all along."""
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns())  # the first bucket of every level
+    clock = [t0 + 3 * S]
+    w.span_summary.clock_ns = lambda: clock[0]
+    w.put_spans([], [span(f"a{lane}", "gen", lane, t0 + S, t0 + 2 * S) for lane in LANES])
+    assert w.flush(10)
+
+    def marked() -> set[tuple[str, int]]:
+        return {(x[0], int(x[1])) for x in r.conn().execute("SELECT lane, level FROM span_lod_dirty")}
+
+    summarize(w)  # (as far as it goes)
+    assert w.span_summary.buckets_built == 0 and not w.span_summary.health()["behind"]
+    assert marked() == {(lane, 0) for lane in LANES}
+    assert_same(r, t0, t0 + 60 * S)
+    clock[0] = t0 + span_lod.BUCKETS[0] + span_lod.SETTLE_NS - 1  # not quite
+    summarize(w)
+    assert w.span_summary.buckets_built == 0
+    clock[0] += 1  # level 0's bucket has settled; level 1's (four times as long) has not
+    summarize(w)
+    assert w.span_summary.buckets_built == len(LANES)
+    assert marked() == {(lane, 1) for lane in LANES}
+    assert_same(r, t0, t0 + 60 * S)
+    clock[0] = t0 + span_lod.BUCKETS[span_lod.LEVELS - 1] + span_lod.SETTLE_NS  # every level's has
+    summarize(w)
+    assert w.span_summary.buckets_built == len(LANES) * span_lod.LEVELS and dirty(r) == 0
+    assert_same(r, t0, t0 + 60 * S)
