@@ -44,9 +44,15 @@ from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .hand_over import HandOver, weight
 from .location import StoreLocation, sqlite_location
 from .rows import WriterStats
+from .writer import COMMIT_SPACING_S
 
 log = logging.getLogger("rl_insight.server.runstore")
 WAKE_AT_ITEMS = 20_000  # queued this many, the sender goes without waiting for its interval
+# The sender sends no sooner than this after its previous send (WAKE_AT_ITEMS and a close skip the wait). Every
+# answer that waits for its commit wakes it: at 1,000 clients that was ~1,000 sends a second of one batch each, each
+# a hand-over of this process's GIL from the event loop to the sender and back, for a child that starts its
+# transactions COMMIT_SPACING_S (10 ms) apart anyway. Half that spacing: a batch misses no more than one commit.
+SEND_SPACING_S = COMMIT_SPACING_S / 2
 STATE_EVERY_S = 1.0  # the child reports its state this often besides every "done"
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # what the child's start may take at most (a migration of a large store runs before "ready")
@@ -210,8 +216,12 @@ class WriterProcess(HandOver):
     def _send_loop(self) -> None:
         lead: bool | None = None
         told: PipeChild | None = None  # the child `lead` was sent to (a new one starts as the lead)
+        last_send = -float("inf")
         while True:
             self._wake.wait(self._interval)
+            wait = last_send + SEND_SPACING_S - time.monotonic()
+            if wait > 0 and not self._closing and self._queued < WAKE_AT_ITEMS:
+                time.sleep(wait)  # (what queues meanwhile goes along)
             self._wake.clear()
             with self._lock:
                 items, self._queue, self._queued = self._queue, [], 0
@@ -228,6 +238,7 @@ class WriterProcess(HandOver):
                     child.send(("lead", now_lead))
                     lead = now_lead
                 if items or asked:
+                    last_send = time.monotonic()
                     child.send(("items", items, upto))
                     self._sent = max(self._sent, upto)
             except (OSError, ValueError):  # the child is gone: the receiver starts another
