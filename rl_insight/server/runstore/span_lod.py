@@ -326,9 +326,8 @@ def lane_rows(conn: Any, args: dict[str, Any], lanes: list[str], level: int, lon
 class Summarizer:
     """Keeps the summary up to date from the writer's thread (between its batches, so never in their way for more
     than a slice): a sweep over the due dirty buckets (SETTLE_NS) every EVERY_S, continued at once while it is
-    unfinished. A failed
-    slice is rolled back, counted and logged at most once a minute; readers meanwhile read the spans of what stays
-    dirty."""
+    unfinished. A failed slice is rolled back, counted and logged at most once a minute; readers meanwhile read the
+    spans of what stays dirty."""
 
     EVERY_S = 5.0
     # A slice holds the writer between two commits, so every answer waiting for the next commit waits for it too. At
