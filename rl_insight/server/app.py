@@ -6,6 +6,7 @@ Errors become HTTP answers in one place (`_install_error_handlers`), always as `
 
 from __future__ import annotations
 
+import inspect
 import logging
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -62,6 +63,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         description="Ingest, discovery and run-store API of rl-insight. When a token is configured, state-changing "
         "routes need it as a bearer token, and so do reads of runs, spans and targets (the UI uses a "
         "session cookie). State-changing routes take application/json only and refuse foreign origins.",
+        **_framework_telemetry_off(),
     )
     app.state.st = st
     _install_error_handlers(app)
@@ -97,6 +99,16 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.router.routes.insert(0, served)
     _document_errors(app)
     return app
+
+
+def _framework_telemetry_off() -> dict[str, Any]:
+    """FastAPI (0.165 and later) traces, counts and logs each request through OpenTelemetry's global providers as
+    soon as one is set, and checks for them on every request. The server counts its own answers on /metrics
+    (RequestCounter); a span per ingest answer among a user's traces is noise, and at a thousand clients the check
+    alone was ~2 % of the loop's time. Older FastAPI has no such option."""
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
 
 
 def _error(status: int, detail: str, hint: str | None = None, errors: list | None = None,

@@ -18,6 +18,12 @@ class SampleRow:
     ts: float
     value: float
 
+    def __reduce__(self) -> tuple:
+        # pickled as the constructor's arguments: rows cross to the writer process by the thousand a second, and a
+        # dataclass's default (its __dict__) took ~2x as long to pickle and unpickle (bench/RESULTS.md, issue 24)
+        return SampleRow, (self.project, self.experiment_name, self.name, self.kind, self.labels, self.step, self.ts,
+                           self.value)
+
 
 @dataclass
 class WriterStats:

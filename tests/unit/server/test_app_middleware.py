@@ -4,7 +4,11 @@ cross-site rules unchanged."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
+import pytest
 
 from rl_insight.server.security import SECURITY_HEADERS
 
@@ -49,3 +53,37 @@ def test_ingest_served_below_fastapi_is_counted_documented_and_refuses_other_met
     spec = httpx.get(server.url + "/openapi.json").json()["paths"]["/api/v1/ingest"]
     assert list(spec) == ["post"] and spec["post"]["requestBody"]["required"] is True
     assert {"200", "401", "413", "503"} <= set(spec["post"]["responses"])
+
+
+FRAMEWORK_SPANS = r'''
+import asyncio, tempfile, httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # a global provider, as OTel's auto-instrumentation sets one
+from rl_insight.server.app import create_app
+from rl_insight.server.config import ServerConfig
+app = create_app(ServerConfig(data_dir=tempfile.mkdtemp(), store_enabled=False))
+async def main():
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        assert (await c.get("/healthz")).status_code == 200
+asyncio.run(main())
+print(len(exporter.get_finished_spans()))
+'''
+
+
+def test_the_servers_own_requests_are_not_traced_through_a_global_opentelemetry_provider() -> None:
+    """FastAPI 0.165+ traces every request once a global OpenTelemetry provider exists; the server turns that off
+    (app._framework_telemetry_off): its answers are counted on /metrics, not spans among the user's traces. In a
+    process of its own, since a global provider is set once a process."""
+    import fastapi
+
+    if tuple(int(x) for x in fastapi.__version__.split(".")[:2]) < (0, 165):
+        pytest.skip(f"FastAPI {fastapi.__version__} has no request telemetry to turn off")
+    done = subprocess.run([sys.executable, "-c", FRAMEWORK_SPANS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0"
