@@ -9,6 +9,7 @@ app that reads the body and answers a small JSON (the ceiling of the web server 
     python bench/bench_fanin.py --clients 2000,4000 --interval 5 --targets ours,pg2   # thousands, at a step's cadence
     python bench/bench_fanin.py --clients 1000 --generator wrk --targets ours,bare   # the load from Debian's wrk
     python bench/bench_fanin.py --clients 1000 --generator wrk --warmup 10 --targets ours,bare   # the steady state
+    python bench/bench_fanin.py --clients 1000 --generator wrk --warmup 10 --neighbour 0.5   # half a core taken
 
 For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
 failures (errors, non-2xx, a batch refused). The generator is asyncio (on uvloop where installed) with raw
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import math
 import os
 import resource
 import shutil
@@ -397,6 +399,41 @@ def cost(cpu_s: tuple[float, float], batches: float, elapsed_s: float) -> str:
     return text + (f" (+ its child processes {kids / elapsed_s:.0%})" if kids else "")
 
 
+NEIGHBOUR = r"""
+import sys, time
+duty, period = float(sys.argv[1]), 0.01
+while True:  # busy for duty x 10 ms, asleep for the rest: a neighbour using `duty` of a core
+    start = time.monotonic()
+    while time.monotonic() - start < duty * period:
+        pass
+    time.sleep(max(0.0, period - (time.monotonic() - start)))
+"""
+
+
+class Neighbour:
+    """A busy neighbour on the same machine while the load runs: `cores` of CPU burnt by ceil(cores) processes at
+    the server's priority, each busy for its share of every 10 ms. The host's busy hours made the same work cost
+    1.5-2x the CPU and the p99 10x (bench/RESULTS.md, 2026-12-04); this makes such an hour happen on demand, so that
+    how much of the machine a server needs to spare is measured, not waited for."""
+
+    def __init__(self, cores: float) -> None:
+        n = math.ceil(cores) if cores > 0 else 0
+        self.duties = [cores / n] * n if n else []
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "Neighbour":
+        self.procs = [subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(d)]) for d in self.duties]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+    def report(self) -> str:
+        return f"a neighbour burning {sum(self.duties):.2f} cores" if self.duties else ""
+
+
 class Scraper:
     """GET /metrics every `every_s` seconds while the load runs, as the Prometheus the server supervises does (every
     `scrape_interval_s`, 10 s): a scrape is work on the ingest process the answers wait behind. `report()`: how many,
@@ -471,6 +508,8 @@ def main() -> None:
                     "cadence; a trainer rank or a rollout replica sends about once a step, 5 s to minutes)")
     ap.add_argument("--scrape", type=float, default=10.0, help="seconds between GETs of /metrics during the load, as "
                     "the supervised Prometheus scrapes (10; 0: none, as this benchmark did before 2026-12-04)")
+    ap.add_argument("--neighbour", type=float, default=0.0, help="cores a busy neighbour burns on this machine "
+                    "during the measured load (0.5: half a core; 1.5: two processes at 75 %%): a busy hour on demand")
     args = ap.parse_args()
     if args.generator == "wrk" and shutil.which("wrk") is None:
         raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
@@ -501,7 +540,7 @@ def main() -> None:
                     else:
                         requests = build_requests(port, n, args.seconds, "", args.interval)
                     cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
-                    with Scraper(port, args.scrape) as scrapes:
+                    with Scraper(port, args.scrape) as scrapes, Neighbour(args.neighbour) as neighbour:
                         if args.generator == "wrk":
                             w = run_wrk(port, n, args.seconds, args.interval, bodies, cadence)
                         else:
@@ -510,7 +549,7 @@ def main() -> None:
                     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
                     waits = ack_waits(port, before)
                     rounds = background_work(port)
-                    waits = "; ".join(x for x in (waits, rounds, scrapes.report()) if x)
+                    waits = "; ".join(x for x in (waits, rounds, scrapes.report(), neighbour.report()) if x)
                 finally:
                     stop()
                     if bodies is not None:

@@ -2,6 +2,7 @@
 
     git worktree add /tmp/before HEAD
     python bench/bench_intake_cpu.py --baseline /tmp/before [--rounds 5] [--clients 1000] [--seconds 10]
+    python bench/bench_intake_cpu.py --config '{"insights_interval_s": 3600}'   # this checkout, insight rounds off
 
 Each measurement is a fresh process (PYTHONPATH = the checkout) that builds the server's app as `python -m
 rl_insight.server` does (`create_app`, the garbage collector's policy, the lifespan: run store writer process,
@@ -35,12 +36,13 @@ from bench_fanin import batch
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# one measurement; argv: bodies file, seconds, warmup seconds, clients
+# one measurement; argv: bodies file, seconds, warmup seconds, clients, ServerConfig fields (JSON)
 CHILD = r'''
 import asyncio, json, os, pickle, sys, tempfile, time
 from pathlib import Path
 
 bodies_file, seconds, warmup, clients = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+overrides = json.loads(sys.argv[5])
 rounds = pickle.loads(Path(bodies_file).read_bytes())  # rounds[k][c]: client c's k-th batch (gzip)
 
 from rl_insight.server.app import create_app
@@ -48,7 +50,7 @@ from rl_insight.server.config import ServerConfig
 from rl_insight.server.http.gc_policy import fit_collector
 
 data = tempfile.mkdtemp(prefix="rl-intake-cpu-")
-config = ServerConfig(host="127.0.0.1", port=18080, data_dir=data)
+config = ServerConfig(host="127.0.0.1", port=18080, data_dir=data, **overrides)
 app = create_app(config)
 fit_collector(config.gc_policy)
 
@@ -142,8 +144,9 @@ asyncio.run(main())
 
 def measure(code: Path, bodies: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(bodies), str(args.seconds), str(args.warmup),
-                           str(args.clients)], env=env, cwd=code, capture_output=True, text=True, timeout=600)
+    argv = [sys.executable, "-c", CHILD, str(bodies), str(args.seconds), str(args.warmup), str(args.clients),
+            args.config]
+    proc = subprocess.run(argv, env=env, cwd=code, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"measurement in {code} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -158,6 +161,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--config", default="{}", help='server config fields for both, as JSON (e.g. '
+                    '\'{"insights_interval_s": 3600}\': the insight rounds off)')
     args = ap.parse_args()
     print(f"machine: {machine()}")
     n_rounds = int(args.seconds + args.warmup) + 1
