@@ -19,8 +19,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
 from ..errors import BusyError, RLInsightError, UnauthorizedError
-from ..protocol import clean_text
+from ..protocol import ROUTE_INGEST, clean_text
 from .config import ServerConfig
+from .http.hot_route import HotRoute
 from .routes import (
     experiments,
     explain,
@@ -67,13 +68,17 @@ def create_app(config: ServerConfig) -> FastAPI:
     )
     app.state.st = st
     _install_error_handlers(app)
+    served, documented = ingest.build_router(st)
+    # ingest, innermost of the app's middleware and past the framework's per-request layers (http/hot_route.py); its
+    # errors answered by the handlers above
+    app.add_middleware(HotRoute, method="POST", path=ROUTE_INGEST, endpoint=served.endpoint, route=served,
+                       handlers=app.exception_handlers)
     _install_metrics_middleware(app, st)
     # (added last: outermost, so that every answer, a refusal included, carries the security headers)
     app.add_middleware(GuardMiddleware, auth=st.auth, names=st.host_names,
                        wildcard_bind=config.host in ("0.0.0.0", "::", ""))
 
     app.include_router(health.build_router(st))
-    served, documented = ingest.build_router(st)
     app.include_router(documented)
     app.include_router(otlp.build_router(st))
     app.include_router(targets.build_router(st))
@@ -95,7 +100,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         """Swagger UI from the vendored copy in the wheel (no CDN, no inline script)."""
         return FileResponse(STATIC / "docs.html", headers={"Cache-Control": "no-cache"})
 
-    # ingest, below FastAPI's request handling (routes/ingest.py): first in the list, so nothing else is matched first
+    # the same endpoint as a route (other methods are 405; an app without the middleware still serves it): first in the
+    # list, so nothing else is matched first
     app.router.routes.insert(0, served)
     _document_errors(app)
     return app

@@ -68,11 +68,12 @@ def build_router(st: AppState) -> tuple[Route, APIRouter]:
         await st.acks.until_stored(receipt, st.config.ack_timeout_s)
         return JSONResponse(body, status_code=status)
 
-    # The route is served below FastAPI's request handling (dependency solving, the endpoint's parameters, response
-    # models): one Starlette route, first in the app's list, inside the same middleware (GuardMiddleware,
-    # RequestCounter) and the same error mapping (app.py's handlers, through Starlette's exception wrapper). At
-    # 1,000 clients a batch a second those layers were about a third of a batch's CPU (bench/RESULTS.md, issue 24).
-    # The FastAPI route below documents it in /openapi.json and is never reached.
+    # The endpoint is served below FastAPI's request handling (dependency solving, the endpoint's parameters, response
+    # models): app.py hands POST requests to it from its innermost middleware (http/hot_route.HotRoute: inside
+    # GuardMiddleware and RequestCounter, its errors answered by app.py's handlers), and it is also one Starlette
+    # route, first in the app's list (other methods are 405 there). At 1,000 clients a batch a second the layers
+    # skipped were about a third of a batch's CPU (bench/RESULTS.md, issue 24). The FastAPI route below documents it
+    # in /openapi.json and is never reached.
     served = _CountedRoute(ROUTE_INGEST, ingest, methods=["POST"], include_in_schema=False)
 
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),

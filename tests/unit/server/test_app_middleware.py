@@ -87,3 +87,39 @@ def test_the_servers_own_requests_are_not_traced_through_a_global_opentelemetry_
     done = subprocess.run([sys.executable, "-c", FRAMEWORK_SPANS], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "0"
+
+
+def test_ingest_on_the_hot_route_keeps_the_apps_error_mapping_and_counting(tmp_path, monkeypatch) -> None:
+    """Ingest is served by http/hot_route.HotRoute inside the guard and the counter: an error of ours is answered by
+    app.py's handler (status, hint, Retry-After), an unexpected one by the catch-all 500, both counted under the
+    route's template with the security headers on."""
+    import asyncio
+
+    from rl_insight.errors import BusyError
+    from rl_insight.server.app import create_app
+    from rl_insight.server.config import ServerConfig
+
+    app = create_app(ServerConfig(data_dir=str(tmp_path), store_enabled=False))
+    st = app.state.st
+    raised: list[Exception] = [BusyError("the store is behind", hint="send it again", retry_after_s=3),
+                               RuntimeError("boom")]
+
+    def failing(obj: object) -> None:
+        raise raised.pop(0)
+
+    monkeypatch.setattr(st.intake, "batch", failing)
+
+    async def go() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return [await c.post("/api/v1/ingest", json={"v": 1}) for _ in range(2)]
+
+    busy, broken = asyncio.run(go())
+    assert busy.status_code == 503 and busy.headers["Retry-After"] == "3", busy.text
+    assert busy.json() == {"detail": "the store is behind", "hint": "send it again"}
+    assert broken.status_code == 500 and "internal error (RuntimeError)" in broken.json()["detail"]
+    for answer in (busy, broken):
+        assert answer.headers.get("X-Frame-Options") == "DENY"
+    counted = {(s.labels["route"], s.labels["status"]): s.value for m in st.metrics.requests.collect()
+               for s in m.samples if s.name.endswith("_total")}
+    assert counted[("/api/v1/ingest", "503")] == 1 and counted[("/api/v1/ingest", "500")] == 1
