@@ -12,7 +12,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, cast
+from typing import Any, Iterable, Literal, NamedTuple, cast
 
 from prometheus_client.metrics_core import Metric
 
@@ -21,6 +21,7 @@ from ...protocol import ItemError, SeriesDef
 
 Kind = Literal["gauge", "counter", "histogram"]
 PREFIXES = {None: METRIC_PREFIX, "client": "rl_insight_client_"}
+KNOWN_DEFINITIONS = 65_536  # series definitions whose resolution the store remembers (MetricStore._known)
 
 
 @dataclass
@@ -46,9 +47,9 @@ class _Family:
     ttl: float | None = None  # its own series TTL (agent-loop info series), else the store's
 
 
-@dataclass(frozen=True)
-class SeriesRef:
-    """A validated series definition from a batch, resolved once per batch."""
+class SeriesRef(NamedTuple):
+    """A validated series definition from a batch, resolved onto its family and series (immutable; a NamedTuple:
+    twenty a batch, a frozen dataclass's constructor cost 2.5x as much)."""
 
     family: _Family
     key: tuple
@@ -111,6 +112,10 @@ class MetricStore:
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
         self._families_by_client: dict[str, int] = {}
+        # each series definition's SeriesRef, by (definition, namespace): decode_batch hands out the same SeriesDef
+        # for the same definition, and a client defines its series in every batch; a remembered ref is used while
+        # its family is the one exposed and the series fits it (what _resolve_locked would have found)
+        self._known: dict[tuple[SeriesDef, str | None], SeriesRef] = {}
         self.bytes_used = 0
         self._last_sweep = time.monotonic()
 
@@ -125,10 +130,15 @@ class MetricStore:
                      ) -> list[SeriesRef | ItemError]:
         """`resolve` for one batch's series definitions: names and labels worked out outside the lock, then all of
         them under one acquisition of it (see apply_many). Refusals stay in place, item by item."""
-        prepared: list[tuple | ItemError] = []
+        known = self._known
+        prepared: list[SeriesRef | tuple | ItemError] = []
         for d in defs:
             if isinstance(d, ItemError):
                 prepared.append(d)
+                continue
+            ref = known.get((d, namespace))
+            if ref is not None:
+                prepared.append(ref)
                 continue
             try:
                 prepared.append(_prepare(d, namespace))
@@ -137,13 +147,24 @@ class MetricStore:
         out: list[SeriesRef | ItemError] = []
         with self._lock:
             for d, p in zip(defs, prepared):
-                if isinstance(p, ItemError):
-                    out.append(p)
+                if isinstance(d, ItemError) or isinstance(p, ItemError):
+                    out.append(d if isinstance(d, ItemError) else p)  # type: ignore[arg-type]  # p is the error here
                     continue
+                if isinstance(p, SeriesRef):
+                    fam = p.family  # still the family exposed under its name, and the series still fits it
+                    if self._families.get(fam.name) is fam and (p.key in fam.series or len(fam.series) < self._cap):
+                        out.append(p)
+                        continue
+                    p = _prepare(d, namespace)
                 try:
-                    out.append(self._resolve_locked(d, client_id, *p))  # type: ignore[arg-type]  # d is a SeriesDef when p is not an error
+                    ref = self._resolve_locked(d, client_id, *p)
                 except ItemError as err:
                     out.append(err)
+                    continue
+                if len(known) >= KNOWN_DEFINITIONS:  # a stream of ever-new definitions: start over, never grow
+                    known.clear()
+                known[(d, namespace)] = ref
+                out.append(ref)
         return out
 
     def _resolve_locked(self, d: SeriesDef, client_id: str, kind: Kind, base: str, name: str,
