@@ -36,13 +36,15 @@ from bench_fanin import batch
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# one measurement; argv: bodies file, seconds, warmup seconds, clients, ServerConfig fields (JSON)
+# one measurement; argv: bodies file, seconds, warmup seconds, clients, ServerConfig fields (JSON), bench dir
 CHILD = r'''
 import asyncio, json, os, pickle, sys, tempfile, time
 from pathlib import Path
 
 bodies_file, seconds, warmup, clients = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 overrides = json.loads(sys.argv[5])
+sys.path.insert(0, sys.argv[6])  # this checkout's bench/, for bench_fanin's CPU reading
+from bench_fanin import cpu_seconds
 rounds = pickle.loads(Path(bodies_file).read_bytes())  # rounds[k][c]: client c's k-th batch (gzip)
 
 from rl_insight.server.app import create_app
@@ -55,24 +57,9 @@ app = create_app(config)
 fit_collector(config.gc_policy)
 
 
-def cpu_of(pid):
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children():
-    me = os.getpid()
-    try:
-        return [int(k) for k in Path(f"/proc/{me}/task/{me}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def usage():
-    return cpu_of(os.getpid()), sum(cpu_of(k) for k in children())
+    """(server process, its child processes): CPU seconds so far, as bench_fanin reads them from /proc."""
+    return cpu_seconds([os.getpid()])
 
 
 async def post(body, out):
@@ -145,7 +132,7 @@ asyncio.run(main())
 def measure(code: Path, bodies: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
     argv = [sys.executable, "-c", CHILD, str(bodies), str(args.seconds), str(args.warmup), str(args.clients),
-            args.config]
+            args.config, str(Path(__file__).resolve().parent)]
     proc = subprocess.run(argv, env=env, cwd=code, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:

@@ -48,7 +48,7 @@ def build(endpoint: Any) -> tuple[Starlette, list[str]]:
     handlers: dict[Any, Any] = {Refused: on_refused, RefusedLoudly: on_loud, Exception: on_anything}
     app = Starlette(routes=[hot_route, Route("/other", routed, methods=["GET", "POST"])],
                     exception_handlers=handlers)
-    app.user_middleware.append(Middleware(HotRoute, method="POST", path="/hot", endpoint=endpoint,  # type: ignore[arg-type]  # Starlette's stubs: a class with **options
+    app.user_middleware.append(Middleware(HotRoute, method="POST", path="/hot", endpoint=endpoint,
                                           route=hot_route, handlers=app.exception_handlers))
     return app, reached
 
