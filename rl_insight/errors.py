@@ -101,6 +101,14 @@ class StoreError(RLInsightError):
     exit_code = 1
 
 
+class StoreUnavailableError(StoreError):
+    """The run store's server cannot be reached now (PostgreSQL restarting, down, or refusing connections). Answered
+    503 with `Retry-After`: what was asked can be asked again once it is back, and nothing stored was lost."""
+
+    http_status = 503
+    retry_after_s = 2
+
+
 class MissingExtraError(RLInsightError):
     """An optional dependency (an extra such as `rl-insight[analysis]`, or Ray) is not installed."""
 

@@ -26,7 +26,9 @@ def postgres_bin_dir() -> Path | None:
 
 
 class PostgresCluster:
-    def __init__(self) -> None:
+    def __init__(self, *, durable_commits: bool = False) -> None:
+        """`durable_commits`: a commit is in the WAL before it returns (PostgreSQL's default; the tests' clusters
+        turn it off for speed, and then a crash loses the last commits, which a crash test must not)."""
         bindir = postgres_bin_dir()
         if bindir is None:
             raise FileNotFoundError("initdb (postgresql-15) is not installed")
@@ -45,7 +47,8 @@ class PostgresCluster:
                   "--locale", "C.UTF-8", "-E", "UTF8")
         with open(self.data / "postgresql.conf", "a") as f:
             f.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\nunix_socket_directories = '{self.root}'\n"
-                    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n")
+                    "fsync = off\nfull_page_writes = off\nmax_connections = 200\n"
+                    f"synchronous_commit = {'on' if durable_commits else 'off'}\n")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
         self._n = 0
 
@@ -67,6 +70,14 @@ class PostgresCluster:
                              autocommit=True) as c:
             c.execute(f'CREATE DATABASE "{name}"')
         return name
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server and leave the cluster for `resume`: `fast` is what `systemctl restart` does, `immediate`
+        a crash (no shutdown checkpoint; the next start recovers from the WAL)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def resume(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
 
     def stop(self) -> None:
         try:

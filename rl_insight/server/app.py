@@ -18,7 +18,7 @@ from prometheus_client import disable_created_metrics
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
-from ..errors import BusyError, RLInsightError, UnauthorizedError
+from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import ROUTE_INGEST, clean_text
 from .config import ServerConfig
 from .http.hot_route import HotRoute
@@ -38,6 +38,7 @@ from .routes import (
     targets,
     trajectories,
 )
+from .runstore.schema import is_storage_failure
 from .security import SECURITY_HEADERS, GuardMiddleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -130,8 +131,9 @@ def _error(status: int, detail: str, hint: str | None = None, errors: list | Non
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RLInsightError)
     async def _rl_error(request: Request, exc: RLInsightError) -> JSONResponse:
+        retry_after = getattr(exc, "retry_after_s", None)  # (BusyError, StoreUnavailableError: ask again later)
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, UnauthorizedError) else \
-            {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BusyError) else None
+            {"Retry-After": str(retry_after)} if retry_after is not None else None
         return _error(exc.http_status, exc.message, exc.hint, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -166,6 +168,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if is_storage_failure(exc):  # the store's server went away mid-request (PostgreSQL restarting): not a bug
+            log.warning("run store unavailable on %s %s: %s", request.method, request.url.path, exc)
+            return _error(503, f"the run store is unavailable now ({type(exc).__name__}); nothing stored was lost",
+                          "ask again in a few seconds", headers={"Retry-After": "2"})
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error ({type(exc).__name__}); it was logged", "please report it with the "
                                                                                     "server log")

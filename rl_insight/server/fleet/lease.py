@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...errors import StoreError
 from ..runstore.location import StoreLocation
 
 log = logging.getLogger("rl_insight.server.fleet")
@@ -41,7 +42,7 @@ class FleetLease:
                 ping(self._conn)  # still connected: still ours
             else:
                 self.held = try_lease(self._conn, LEASE_KEY)
-        except (psycopg.Error, OSError) as exc:
+        except (psycopg.Error, OSError, StoreError) as exc:  # (StoreError: no new connection could be opened)
             self.held = False
             self.close()
             log.warning("fleet lease: the store is unreachable (%s); background work pauses here", exc)

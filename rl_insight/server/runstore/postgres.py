@@ -6,8 +6,13 @@ file, for a team's long-lived store and for several ingest servers sharing one.
 Parameters are bound by the server (psycopg prepares a statement run often), so a `?` whose type nothing around it
 says (`? IS NULL`) is cast at the source; a bool is sent as the 0/1 SQLite stores. NUMERIC results
 (sums of BIGINT columns) come back as int or float, never Decimal, so answers are the same JSON on both backends.
-A statement outside a transaction that finds its connection dropped by the server (a restart, a proxy) is tried
-once more on a new one; inside a transaction the failure propagates (the writer counts the batch as not stored).
+The connection outlives the server's restarts and crashes (every holder keeps one for good: the writer, each reader
+thread, the fleet's registry and shared records): a statement outside a transaction on a connection found closed
+opens a new one first, and one that fails as the connection drops is tried once more on a new one. A connection lost
+inside a transaction never runs the rest of that transaction in autocommit on a new one: every statement fails
+(OperationalError) until the holder's ROLLBACK, which then succeeds (the server rolled it back already), or its next
+BEGIN. A new connection that cannot be opened is StoreUnavailableError (503 to a request, a dropped batch to the
+writer), tried again by the next statement.
 
 Opening refuses what is not ours: a database with tables but no `rl_insight_meta`, or another application's mark,
 or a newer schema version, raises StoreError naming the database (never its password) and changes nothing.
@@ -18,9 +23,9 @@ one transaction under an advisory lock, so two servers starting at once migrate 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from ...errors import MissingExtraError, StoreError
+from ...errors import MissingExtraError, StoreError, StoreUnavailableError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
 from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SAMPLES_ONCE, SCHEMA_VERSION
@@ -64,7 +69,8 @@ def require_psycopg() -> Any:
 
 
 class PgConnection:
-    """A psycopg connection that reads like sqlite3's (autocommit, with explicit BEGIN/COMMIT as the writer does)."""
+    """A psycopg connection that reads like sqlite3's (autocommit, with explicit BEGIN/COMMIT as the writer does),
+    opened again by itself after the server went away (the module's docstring says when)."""
 
     dialect = "postgresql"
 
@@ -72,35 +78,77 @@ class PgConnection:
         self.raw = raw
         self.location = location
         self.readonly = readonly
+        self.reconnects = 0  # new connections opened after the server dropped one
+        self._lost_in_transaction = False  # dropped inside a transaction, not yet rolled back by the holder
+        self._closed = False  # close() was called
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         text, numbered = to_postgres(sql)
         args = numbered_params(params) if numbered else params
-        if not self.in_transaction:  # one statement on its own: on a connection the server dropped, try a new one
-            psycopg = require_psycopg()
-            try:
-                return self.raw.execute(text, args)
-            except psycopg.OperationalError:
-                if not self.raw.broken:
-                    raise
-                self.raw = open_raw(self.location, self.readonly)
-        return self.raw.execute(text, args)
+        if self._lost_in_transaction:
+            verb = text.strip().upper()
+            if verb == "ROLLBACK":  # the server rolled it back when the connection went
+                self._lost_in_transaction = False
+                return None
+            if verb.startswith("BEGIN"):  # a holder that never rolled back starts afresh
+                self._lost_in_transaction = False
+        return self._guarded(lambda raw: raw.execute(text, args), retry=True)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         text, numbered = to_postgres(sql)
-        cur = self.raw.cursor()
-        cur.executemany(text, [numbered_params(r) for r in rows] if numbered else list(rows))
-        return cur
+        data = [numbered_params(r) for r in rows] if numbered else list(rows)
+
+        def run(raw: Any) -> Any:
+            cur = raw.cursor()
+            cur.executemany(text, data)
+            return cur
+
+        return self._guarded(run, retry=False)  # (several statements: not sent twice)
+
+    def _guarded(self, run: Callable[[Any], Any], *, retry: bool) -> Any:
+        psycopg = require_psycopg()
+        if self._lost_in_transaction:
+            raise psycopg.OperationalError(
+                f"the connection to the run store {self.location.display} was lost inside a transaction; "
+                "it was rolled back")
+        idle = not self.in_transaction
+        if idle and self.raw.closed:  # dropped since the last statement: nothing is lost by a new connection
+            self._reopen()
+        try:
+            return run(self.raw)
+        except psycopg.OperationalError:
+            if not self.raw.closed:  # the statement failed, not the connection
+                raise
+            if not idle:
+                self._lost_in_transaction = True
+                raise
+            if not retry:
+                raise
+            self._reopen()
+        return run(self.raw)
+
+    def _reopen(self) -> None:
+        """A new connection in place of a dropped one (StoreUnavailableError while the server cannot be reached)."""
+        if self._closed:
+            raise require_psycopg().OperationalError("the run store connection was closed")
+        self.raw = open_raw(self.location, self.readonly)
+        self.reconnects += 1
 
     @property
     def in_transaction(self) -> bool:
+        if self._lost_in_transaction:
+            return True  # until the holder's ROLLBACK
+        if self.raw.closed:
+            return False  # (psycopg reports UNKNOWN for a closed connection)
         return bool(self.raw.info.transaction_status != require_psycopg().pq.TransactionStatus.IDLE)
 
     @property
     def closed(self) -> bool:
-        return bool(self.raw.closed)
+        """Closed by its holder (a connection the server dropped is opened again by the next statement)."""
+        return self._closed
 
     def close(self) -> None:
+        self._closed = True
         self.raw.close()
 
 
@@ -133,7 +181,8 @@ def open_raw(location: StoreLocation, readonly: bool) -> Any:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         hint = (WHERE_PASSWORDS_GO if "password" in message.lower()
                 else "check that PostgreSQL is running there and the database exists (createdb)")
-        raise StoreError(f"cannot connect to the run store {location.display}: {message}", hint=hint) from None
+        raise StoreUnavailableError(f"cannot connect to the run store {location.display}: {message}",
+                                    hint=hint) from None
     _adapt(raw)
     if readonly:
         raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
@@ -256,6 +305,6 @@ def run_bytes(conn: PgConnection, run_id: int) -> int:
 def is_storage_failure(exc: BaseException) -> bool:
     """The server or the connection failed (not one item): retrying item by item would not help."""
     psycopg = require_psycopg()
-    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailableError)):
         return True
     return isinstance(exc, psycopg.errors.DiskFull) if hasattr(psycopg.errors, "DiskFull") else False

@@ -47,15 +47,22 @@ def delete_runs(conn: sqlite3.Connection, run_ids: list[int]) -> set[tuple[str, 
     keys = {(p, e) for p, e in conn.execute(f"SELECT project, experiment_name FROM runs WHERE id IN ({marks})",
                                             run_ids)}
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))", run_ids)
-    conn.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
-    for table in ("spans", "span_lod", "span_lod_dirty", "step_stats", "step_blocks", "step_summaries"):
-        conn.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", run_ids)
-    conn.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))", run_ids)
-    conn.execute(f"DELETE FROM trajectories WHERE run_id IN ({marks})", run_ids)
-    conn.execute(f"DELETE FROM llm_requests WHERE run_id IN ({marks})", run_ids)
-    conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
-    conn.execute("COMMIT")
+    try:
+        conn.execute(f"DELETE FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))",
+                     run_ids)
+        conn.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
+        for table in ("spans", "span_lod", "span_lod_dirty", "step_stats", "step_blocks", "step_summaries"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", run_ids)
+        conn.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))",
+                     run_ids)
+        conn.execute(f"DELETE FROM trajectories WHERE run_id IN ({marks})", run_ids)
+        conn.execute(f"DELETE FROM llm_requests WHERE run_id IN ({marks})", run_ids)
+        conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
+        conn.execute("COMMIT")
+    except BaseException:  # (the store went away mid-way: the writer's connection must not stay in a transaction)
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
     return keys
 
 

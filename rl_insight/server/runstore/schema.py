@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreUnavailableError
 from ...fsutil import private_dir
 from . import series_totals, span_lod
 from .location import StoreLocation
@@ -294,6 +294,8 @@ def is_transient_conflict(exc: BaseException) -> bool:
 def is_storage_failure(exc: BaseException) -> bool:
     """Failures of the file or server itself (disk full, I/O, locked, connection lost): retrying item by item would
     not help."""
+    if isinstance(exc, StoreUnavailableError):  # (a PostgreSQL store that cannot be reached now)
+        return True
     if type(exc).__module__.startswith("psycopg"):
         from .postgres import is_storage_failure as postgres_failure
 
