@@ -2,6 +2,7 @@
 
     python bench/bench_hardening.py otlp      # peak memory and time of one hostile OTLP/HTTP protobuf body
     python bench/bench_hardening.py reports   # time of one profile status report with 50 and 1,000 processes
+    python bench/bench_hardening.py deltas    # memory kept after 30 OTLP delta requests refused for their labels
 
 Run it from the root of each checkout (the package is imported from the working directory), interleaved.
 
@@ -10,6 +11,10 @@ Run it from the root of each checkout (the package is imported from the working 
   (`decode_request` + `to_batches`), in a fresh child process each: peak RSS above the parsed request, and
   the seconds it took.
 * `reports`: `ProfileBook.report` for one more process of a request that already has 50, then 1,000.
+* `deltas` (issue 49, item 2): 30 OTLP/JSON metrics requests of 20,000 delta points each, every point with labels
+  over the series limit (10 labels of 1,000 characters), converted as the route does (`OtlpMetrics.decode` +
+  `to_batches`) in a fresh child process: RSS after the first request (the parser's peak, which the allocator
+  keeps), how much it grew over the 29 after it (what the delta totals hold), and the points refused.
 """
 
 from __future__ import annotations
@@ -65,6 +70,46 @@ def _otlp_child(path: str) -> None:
                       "seconds": round(took, 2), "spans": spans, "capped": counts.get("capped", 0)}))
 
 
+def _deltas_child() -> None:
+    import gc
+
+    from rl_insight.server.intake.otlp_metrics import OtlpMetrics
+
+    attrs = [{"key": f"k{i}", "value": {"stringValue": f"{i}" * 1000}} for i in range(10)]
+    conv = OtlpMetrics()
+    refused = 0
+    gc.collect()
+    start = _rss_kib()
+    first = start
+    for r in range(30):
+        body = json.dumps({"resourceMetrics": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "p/e"}}]}, "scopeMetrics": [{"metrics": [
+                {"name": "c", "sum": {"isMonotonic": True, "aggregationTemporality": 1, "dataPoints": [
+                    {"startTimeUnixNano": "1", "timeUnixNano": "2", "asDouble": 1.0,
+                     "attributes": [*attrs, {"key": "i", "value": {"intValue": str(r * 20_000 + i)}}]}
+                    for i in range(20_000)]}}]}]}]}).encode()
+        batches, counts = conv.to_batches(conv.decode(body, "application/json"))
+        refused += sum(counts.values())
+        del body, batches
+        gc.collect()
+        if r == 0:
+            first = _rss_kib()  # (the parser's own peak, reached once, stays with the allocator)
+    print(json.dumps({"after_first_mib": round((first - start) / 1024, 1),
+                      "grown_over_29_more_mib": round((_rss_kib() - first) / 1024, 1), "refused_points": refused}))
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def deltas() -> None:
+    out = subprocess.run([sys.executable, __file__, "_deltas_child"], capture_output=True, text=True, timeout=900)
+    print(out.stdout.strip() or out.stderr[-2000:])
+
+
 def otlp() -> None:
     body = Path(tempfile.mkdtemp()) / "otlp.bin"
     body.write_bytes(_hostile_body())
@@ -96,5 +141,7 @@ if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "otlp"
     if what == "_otlp_child":
         _otlp_child(sys.argv[2])
+    elif what == "_deltas_child":
+        _deltas_child()
     else:
-        {"otlp": otlp, "reports": reports}[what]()
+        {"otlp": otlp, "reports": reports, "deltas": deltas}[what]()

@@ -322,6 +322,23 @@ def _series_of(entry: Any, strings: TextCleaner) -> SeriesDef:
     return made
 
 
+def check_series(entry: Any) -> SeriesDef:
+    """One series definition as `decode_batch` validates it (ItemError with its reason): for converters that must know
+    a series is acceptable before they keep state for it (OTLP delta totals)."""
+    return _series(entry, TextCleaner())
+
+
+def check_value(kind: str, value: Any, n_buckets: int = 0) -> None:
+    """A sample's value for a series of `kind` ("gauge" | "counter" | "histogram") as `decode_batch` validates it;
+    a histogram's as [sum, count, cumulative counts] over `n_buckets` buckets."""
+    if kind == "histogram":
+        _histogram_value(value, n_buckets)
+    elif kind == "counter":
+        finite_float(value, "counter value", 0.0)
+    else:
+        finite_float(value, "gauge value")
+
+
 def _series(entry: Any, strings: TextCleaner) -> SeriesDef:
     if not isinstance(entry, dict):
         raise ItemError("invalid_series", f"series entry must be an object, found {type(entry).__name__}")

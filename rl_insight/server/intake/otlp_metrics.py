@@ -11,7 +11,8 @@ through the one validation (`protocol.decode_batch`, via the intake pipeline).
 * **Temporality**: cumulative points are taken as they are (one client per exporter start: the point's
   `start_time_unix_nano`, so two processes' totals add up and a restart starts a new total); delta points are
   added up here, per run, series and labels, into the cumulative value the store expects — the totals are exact
-  whichever temporality the exporter chose.
+  whichever temporality the exporter chose; a resent window is added once, and the totals are bounded per run
+  (intake/otlp_deltas.py).
 * **Run identity**, as for traces (intake/otlp.py): the data point's `project` + `experiment_name` attributes, the
   resource's, a `service.name` written `<project>/<experiment_name>`, else the visible run `unassigned/<service>`.
 * **Names**, as the OpenTelemetry Prometheus exporter writes them (docs/otel.md): characters outside
@@ -23,20 +24,22 @@ through the one validation (`protocol.decode_batch`, via the intake pipeline).
   step completed then, as our own clients stamp samples), so charts by step work; a metric named like the step
   metric is the clock itself.
 * **Bounded**: at most MAX_POINTS_PER_REQUEST points a request, MAX_LABELS attributes a point; the rest refused
-  and counted in the answer's partial success.
+  and counted in the answer's partial success. A point is validated as `decode_batch` will (series and value)
+  before anything is kept for it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections import Counter
 from typing import Any, Iterator
 
 from ...errors import MalformedBodyError
 from ...names import InvalidNameError, sanitize_label_name, sanitize_metric_name
-from ...protocol import MAX_LABEL_VALUE, MAX_LABELS
+from ...protocol import MAX_LABEL_VALUE, MAX_LABELS, ItemError
+from ...protocol.batch import check_series, check_value
 from .otlp import UNASSIGNED, _identity
+from .otlp_deltas import DeltaRefused, DeltaTotals
 
 MAX_POINTS_PER_REQUEST = 20_000
 UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds", "min": "minutes",
@@ -44,6 +47,7 @@ UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": 
               "KBy": "kilobytes", "MBy": "megabytes", "GBy": "gigabytes", "%": "percent", "Hz": "hertz",
               "W": "watts", "J": "joules", "Cel": "celsius", "m": "meters"}
 DELTA, CUMULATIVE = 1, 2  # AggregationTemporality
+KIND_NAMES = {"g": "gauge", "c": "counter", "h": "histogram"}
 
 
 def prometheus_name(name: str, unit: str, kind: str) -> str:
@@ -125,11 +129,11 @@ def _labels(attrs: dict[str, Any], counts: Counter) -> dict[str, str]:
 class OtlpMetrics:
     """Converts OTLP metrics requests into ingest batches, keeping the running totals of delta points."""
 
-    def __init__(self, step_metric: str = "training/global_step", clock: Any = None) -> None:
+    def __init__(self, step_metric: str = "training/global_step", clock: Any = None,
+                 deltas: DeltaTotals | None = None) -> None:
         self.step_name = sanitize_metric_name(step_metric)
         self.clock = clock
-        self._lock = threading.Lock()
-        self._totals: dict[tuple, Any] = {}  # (client, name, labels, kind) -> running total (delta points)
+        self.deltas = deltas if deltas is not None else DeltaTotals()  # the running totals of delta points
 
     def decode(self, body: bytes, content_type: str) -> Any:
         from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -201,7 +205,7 @@ class OtlpMetrics:
         ts = p.time_unix_nano / 1e9 if p.time_unix_nano else 0.0
         if kind == "h":
             bounds = list(p.explicit_bounds)
-            buckets = list(p.bucket_counts)
+            buckets = [int(c) for c in p.bucket_counts]
             if len(buckets) != len(bounds) + 1:
                 counts["invalid_histogram"] += 1
                 return
@@ -209,14 +213,24 @@ class OtlpMetrics:
         else:
             value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
             bounds = None
-        if delta:
-            value = self._accumulate((project, experiment, client, name, tuple(sorted(labels.items())), kind), value)
+        entry: dict[str, Any] = {"k": kind, "n": name, "l": labels, "d": (m.description or "")[:1000]}
+        if bounds is not None:
+            entry["b"] = bounds
+        try:  # decode_batch's own checks, before any state is kept for the point (a refused one costs nothing here)
+            check_series(entry)
+            if kind == "h":
+                check_value("histogram", _cumulative(value), len(value[2]))
+            else:
+                check_value(KIND_NAMES[kind], value)
+            if delta:
+                value = self.deltas.add((project, experiment), (client, name, kind, tuple(bounds or ()),
+                                                                tuple(sorted(labels.items()))),
+                                        (p.start_time_unix_nano, p.time_unix_nano), value)
+        except (ItemError, DeltaRefused) as exc:
+            counts[exc.reason] += 1
+            return
         if kind == "h":
-            running, cum = 0, []
-            for c in value[2]:
-                running += int(c)
-                cum.append(running)
-            value = [value[0], value[1], cum]
+            value = _cumulative(value)
         step = None
         is_step = name == self.step_name and kind == "g"  # the step metric itself: the run's step clock
         if is_step:
@@ -231,27 +245,16 @@ class OtlpMetrics:
         idx = b["_index"].get(key)
         if idx is None:
             idx = b["_index"][key] = len(b["series"])
-            entry: dict[str, Any] = {"k": kind, "n": name, "l": labels, "d": (m.description or "")[:1000]}
-            if bounds is not None:
-                entry["b"] = bounds
             b["series"].append(entry)
         b["samples"].append([idx, ts, step, value])
         if is_step and isinstance(step, float) and step == step and 0 <= step < 2**53:
             b.setdefault("_steps", []).append((int(step), ts))
 
-    def _accumulate(self, key: tuple, value: Any) -> Any:
-        with self._lock:
-            if len(self._totals) > 200_000:  # bounded: an attacker cycling labels cannot grow it without end
-                self._totals.clear()
-            old = self._totals.get(key)
-            if old is None:
-                total = value
-            elif key[-1] == "h":
-                if len(old[2]) != len(value[2]):
-                    total = value  # the bounds changed: a new series start
-                else:
-                    total = [old[0] + value[0], old[1] + value[1], [a + b for a, b in zip(old[2], value[2])]]
-            else:
-                total = old + value
-            self._totals[key] = total
-            return total
+
+def _cumulative(value: list) -> list:
+    """A histogram point's [sum, count, per-bucket counts] as [sum, count, cumulative counts]."""
+    running, cum = 0, []
+    for c in value[2]:
+        running += c
+        cum.append(running)
+    return [value[0], value[1], cum]

@@ -31,9 +31,11 @@ def _provider(exporter, experiment: str, delta: bool):
     from opentelemetry.sdk.metrics.export import AggregationTemporality, PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
 
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=60_000)  # exported by force_flush
-    if delta:
+    if delta:  # (before the reader is made: it reads the exporter's preference once)
         exporter._preferred_temporality = {k: AggregationTemporality.DELTA for k in (Counter, Histogram, UpDownCounter)}
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=60_000)  # exported by force_flush
+    chosen = {k.__name__: v for k, v in reader._instrument_class_temporality.items()}
+    assert chosen["_Counter"] == (AggregationTemporality.DELTA if delta else AggregationTemporality.CUMULATIVE)
     res = Resource.create({"service.name": "nemo-rl-grpo", "project": "otel", "experiment_name": experiment})
     return MeterProvider(resource=res, metric_readers=[reader])
 
@@ -232,3 +234,58 @@ def test_an_sdk_program_with_only_environment_variables_is_a_run(srv: RunningSer
                what="the program's spans on the timeline")
     lanes = httpx.get(f"{srv.url}/api/v1/runs/{run['id']}/lanes", headers=AUTH).json()["lanes"]
     assert {x["lane"] for x in lanes} == {"otlp/grpo-job"}
+
+
+class _LosesSecondAnswer:
+    """An HTTP hop that forwards every request to the server but answers the second one 503 (its commit went through,
+    the answer did not: a slow store, a proxy timeout), which the OTel exporter retries."""
+
+    def __init__(self, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hop = self
+        self.seen = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                r = httpx.post(upstream + self.path, content=body, headers={
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")})
+                hop.seen += 1
+                status, payload = (503, b"") if hop.seen == 2 else (r.status_code, r.content)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        import threading
+
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+
+def test_a_delta_resent_after_a_503_is_counted_once(srv: RunningServer) -> None:
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    hop = _LosesSecondAnswer(srv.url)
+    try:
+        provider = _provider(OTLPMetricExporter(endpoint=hop.url + "/v1/metrics", headers=AUTH), "resent", True)
+        tokens = provider.get_meter("m").create_counter("tokens")
+        for _ in range(3):
+            tokens.add(5)
+            provider.force_flush()
+        provider.shutdown()
+    finally:
+        hop.http.shutdown()
+    assert hop.seen >= 4  # three exports, the retry of the second (and what shutdown exports)
+    text = _metrics(srv)
+    assert 'rl_insight_monitor_tokens_total{experiment_name="resent",project="otel"} 15.0' in text, text[-2000:]
+    runs = {r["experiment_name"]: r for r in httpx.get(srv.url + "/api/v1/runs", headers=AUTH).json()["runs"]}
+    series = httpx.get(f"{srv.url}/api/v1/runs/{runs['resent']['id']}/series", headers=AUTH,
+                       params={"name": "tokens", "x": "time"}).json()["series"]
+    values = [p[1] for p in series[0]["points"]]
+    assert values[:3] == [5.0, 10.0, 15.0] and set(values[3:]) <= {15.0}, values  # each once; shutdown's +0 after
