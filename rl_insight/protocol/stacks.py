@@ -31,6 +31,11 @@ ROUTE_STACKS = "/api/v1/stacks"
 MAX_STACK_THREADS = 256  # threads reported per process (vLLM, Ray workers: dozens; more are counted, not listed)
 MAX_STACK_FRAMES = 128  # frames per thread, the innermost kept (a deeper stack says how many were cut)
 MAX_STACK_REPORT_BYTES = 1024 * 1024  # one process's report on the wire
+# one process's report as kept (estimated from what is decoded: a report of empty frames is small on the wire and
+# large decoded); past it, the frames of threads that hold no lane and are not the main thread are cut, innermost kept
+MAX_STACK_REPORT_KEPT_BYTES = 2 * 1024 * 1024
+MAX_HELD_LANES = 64  # lanes one process holds (its own lanes; a lane is held by one thread)
+FRAME_OVERHEAD_BYTES = 120  # a kept frame's dict and numbers, beside its strings
 MAX_FRAME_FILE = 512
 MAX_FRAME_FUNC = 256
 MAX_FRAME_CODE = 240
@@ -113,6 +118,8 @@ def _frames(raw: Any, strings: _Cutter, where: str) -> list[dict[str, Any]]:
     for f in raw[-MAX_STACK_FRAMES:]:  # the innermost frames are the ones that say where a thread is
         if not isinstance(f, dict):
             raise ValueError(f"{where}: each frame must be an object with file, line and func")
+        if not (isinstance(f.get("file"), str) and f["file"]) and not (isinstance(f.get("func"), str) and f["func"]):
+            continue  # a frame that names nothing says nothing (and would be kept as much as one that does)
         frame: dict[str, Any] = {"file": strings.cut(f.get("file"), MAX_FRAME_FILE),
                                  "line": _int(f.get("line"), 0, 2**31) or 0,
                                  "func": strings.cut(f.get("func"), MAX_FRAME_FUNC)}
@@ -143,19 +150,26 @@ def decode_stack_report(body: Any) -> dict[str, Any]:
     if not isinstance(threads_in, list) or not threads_in:
         raise ValueError("threads must be a non-empty list (every process has at least one thread)")
     threads = []
+    held_lanes: set[str] = set()  # a lane is held by one thread of the process, and a process holds a few
+    has_main = False  # a process has one main thread (the first that says so)
     for i, t in enumerate(threads_in[:MAX_STACK_THREADS]):
         if not isinstance(t, dict):
             raise ValueError(f"threads[{i}] must be an object")
         lanes = []
-        for held in (t.get("lanes") or [])[:64] if isinstance(t.get("lanes"), list) else []:
+        for held in (t.get("lanes") or [])[:MAX_HELD_LANES] if isinstance(t.get("lanes"), list) else []:
             if isinstance(held, dict) and isinstance(held.get("lane"), str) and held["lane"]:
-                lanes.append({"lane": strings.cut(held["lane"], MAX_LANE),
-                              "state": strings.cut(held.get("state"), MAX_SPAN_NAME),
+                lane = strings.cut(held["lane"], MAX_LANE)
+                if lane in held_lanes or len(held_lanes) >= MAX_HELD_LANES:
+                    continue
+                held_lanes.add(lane)
+                lanes.append({"lane": lane, "state": strings.cut(held.get("state"), MAX_SPAN_NAME),
                               "since_ns": _int(held.get("since_ns")) or 0})
+        main = t.get("main") is True and not has_main
+        has_main = has_main or main
         thread: dict[str, Any] = {
             "id": _int(t.get("id"), 0, 2**64) or 0,
             "name": strings.cut(t.get("name"), 256),
-            "daemon": t.get("daemon") is True, "main": t.get("main") is True, "sender": t.get("sender") is True,
+            "daemon": t.get("daemon") is True, "main": main, "sender": t.get("sender") is True,
             "lanes": lanes,
             "frames": _frames(t.get("frames") or [], strings, f"threads[{i}].frames"),
             "cut_frames": _int(t.get("cut_frames"), 0, 2**31) or 0,
@@ -163,6 +177,7 @@ def decode_stack_report(body: Any) -> dict[str, Any]:
         if t.get("native") is not None:
             thread["native"] = _frames(t["native"], strings, f"threads[{i}].native")
         threads.append(thread)
+    kept = _fit(threads)
     native_state = body.get("native_state", "not_asked")
     if native_state not in NATIVE_STATES:
         raise ValueError(f"native_state must be one of {', '.join(NATIVE_STATES)}")
@@ -182,4 +197,30 @@ def decode_stack_report(body: Any) -> dict[str, Any]:
         + max(0, len(threads_in) - MAX_STACK_THREADS),
         "native_state": native_state,
         "native_message": strings.cut(body.get("native_message"), 1000, ""),
+        "kept_bytes": kept,
     }
+
+
+def thread_bytes(t: dict[str, Any]) -> int:
+    """What one decoded thread holds, estimated (its strings, and an overhead per frame, lane and thread)."""
+    frames = [*t["frames"], *t.get("native", ())]
+    return 200 + len(t["name"]) + 150 * len(t["lanes"]) + sum(
+        FRAME_OVERHEAD_BYTES + len(f["file"]) + len(f["func"]) + len(f.get("code", "")) for f in frames)
+
+
+def _fit(threads: list[dict[str, Any]]) -> int:
+    """Cut the frames of the threads that say least (no lane held, not the main thread; the last first) until the
+    report fits MAX_STACK_REPORT_KEPT_BYTES, each cut counted in the thread's `cut_frames`; the bytes kept."""
+    sizes = [thread_bytes(t) for t in threads]
+    total = sum(sizes)
+    for i in reversed(range(len(threads))):
+        if total <= MAX_STACK_REPORT_KEPT_BYTES:
+            break
+        t = threads[i]
+        if t["lanes"] or t["main"]:
+            continue
+        t["cut_frames"] += max(0, len(t["frames"]) - 1)
+        t["frames"] = t["frames"][-1:]  # where it is, innermost, still said
+        t.pop("native", None)
+        total += thread_bytes(t) - sizes[i]
+    return total

@@ -35,6 +35,7 @@ from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...fsutil import atomic_write
 from ...protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
 from ...protocol.profiles import process_selected
+from ...protocol.stacks import thread_bytes
 from ..fleet.shared_book import SharedBook
 from . import stack_groups
 
@@ -61,6 +62,7 @@ class StackBook:
         self.on_complete: list[Callable[[dict[str, Any]], None]] = []
         self._shared = shared  # a fleet's store, or None: files under root
         self._warned_at = 0.0
+        self.refused_answers = 0  # answers from processes a snapshot did not ask
         self._load()
         self._ticker = Periodic("stack-snapshots", tick_s, self.tick)
 
@@ -174,23 +176,30 @@ class StackBook:
             return [r for sid, r in self._requests.items() if _run(self._snaps[sid]) == (project, experiment_name)]
 
     # ------------------------------------------------------------------ answers
-    def report(self, sid: str, body: Any, size: int) -> dict[str, Any]:
-        """One process's answer. 409 once the snapshot is complete (a late answer changes nothing stored)."""
+    def report(self, sid: str, body: Any) -> dict[str, Any]:
+        """One process's answer, from a process the snapshot asked (409 otherwise, and once it is complete: a late
+        answer changes nothing stored). Bounded by what it holds decoded, not by its size on the wire."""
         try:
             rep = decode_stack_report(body)
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
         key = f"{rep['process']['host']}:{rep['process']['pid']}"
+        size = rep.pop("kept_bytes")  # what it holds decoded (its size on the wire can be far less)
         done = False
         with self._lock:
             snap = self._get(sid)
             if snap["state"] != "pending":
                 raise ConflictError(f"stack snapshot {sid} is complete; this answer came too late")
+            if key not in {f"{p['host']}:{p['pid']}" for p in snap["expected"]}:
+                self.refused_answers += 1
+                raise ConflictError(f"stack snapshot {sid} did not ask process {key[:160]}; only the processes it was "
+                                    "sent to answer it", hint="a process started since is asked by the next snapshot")
             if key not in snap["reports"] and len(snap["reports"]) >= MAX_PROCESSES:
                 raise ConflictError(f"stack snapshot {sid} already holds {MAX_PROCESSES} processes")
             if self._bytes[sid] + size > MAX_SNAPSHOT_BYTES:  # keep what says where each lane is
                 rep["threads"] = [t for t in rep["threads"] if t["lanes"] or t["main"]] or rep["threads"][:1]
                 rep["trimmed"] = True
+                size = sum(thread_bytes(t) for t in rep["threads"])
             self._bytes[sid] += size
             rep["received_at"] = time.time()
             snap["reports"][key] = rep

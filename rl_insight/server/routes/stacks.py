@@ -77,7 +77,7 @@ def build_router(st: AppState) -> APIRouter:
             body = json.loads(raw)
         except (ValueError, RecursionError):
             raise InvalidInputError("a stack report must be JSON (an object, not deeply nested)") from None
-        return await run_in_threadpool(book.report, snapshot_id, body, len(raw))
+        return await run_in_threadpool(book.report, snapshot_id, body)
 
     parent = APIRouter()
     parent.include_router(operate)

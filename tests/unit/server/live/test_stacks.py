@@ -33,7 +33,7 @@ def answer(book: StackBook, sid: str, rank: int, frames: list | None = None) -> 
     body = report(rank, frames or collective())
     body["process"]["pid"] = 1000 + rank
     body["process"]["host"] = "h"
-    return book.report(sid, json.loads(json.dumps(body)), 1000)
+    return book.report(sid, json.loads(json.dumps(body)))
 
 
 def test_every_expected_answer_completes_the_snapshot(tmp_path: Path) -> None:
@@ -180,3 +180,42 @@ def test_a_stuck_stall_arms_no_profile(tmp_path: Path) -> None:
         for r in range(4):
             answer(book, sid, r)
     assert profiles.list("p", "e") == [] and watch.profiled == 0
+
+
+def _amplifier(host: str, pid: int) -> dict[str, Any]:
+    """What the probe sent: 256 threads × 128 empty frames, every thread claiming to be the main one and to hold
+    64 lanes (~140 kB on the wire, ~45 times that decoded before)."""
+    return {"process": {"host": host, "pid": pid, "lanes": ["rank_0"]}, "native_state": "not_asked",
+            "threads": [{"id": i, "name": "t", "main": True, "frames": [{}] * 128,
+                         "lanes": [{"lane": f"l{j}", "state": "s"} for j in range(64)]} for i in range(256)]}
+
+
+def test_answers_come_only_from_the_processes_asked(tmp_path: Path) -> None:
+    book = book_of(tmp_path)
+    snap = book.create(*RUN)
+    for pid in range(100):  # invented host:pid keys
+        with pytest.raises(ConflictError, match="did not ask process evil:"):
+            book.report(snap["id"], _amplifier("evil", pid))
+    assert book.refused_answers == 100
+    assert book.get(snap["id"], reports=True)["state"] == "pending" and book._bytes[snap["id"]] == 0
+
+
+def test_a_report_is_bounded_by_what_it_holds_decoded_with_one_main_thread(tmp_path: Path) -> None:
+    from rl_insight.protocol import decode_stack_report
+    from rl_insight.protocol.stacks import MAX_HELD_LANES, MAX_STACK_REPORT_KEPT_BYTES
+
+    rep = decode_stack_report(_amplifier("h", 1000))
+    assert sum(t["main"] for t in rep["threads"]) == 1  # the first that said so
+    assert sum(len(t["lanes"]) for t in rep["threads"]) == MAX_HELD_LANES  # each lane held once
+    assert all(t["frames"] == [] for t in rep["threads"])  # frames naming nothing are not kept
+    assert rep["kept_bytes"] < 200_000  # was ~6 MB decoded
+    real = {"process": {"host": "h", "pid": 1001}, "threads": [
+        {"id": i, "name": f"worker-{i}", "main": i == 0, "lanes": [{"lane": "rank_1", "state": "x"}] if i == 1 else [],
+         "frames": [{"file": f"/site-packages/pkg/mod_{j}.py" + "x" * 400, "func": "f" * 200, "line": j,
+                     "code": "c" * 200} for j in range(128)]} for i in range(256)]}
+    rep = decode_stack_report(real)
+    assert rep["kept_bytes"] <= MAX_STACK_REPORT_KEPT_BYTES
+    main, holder = rep["threads"][0], rep["threads"][1]
+    assert len(main["frames"]) == 128 and len(holder["frames"]) == 128  # what says where the work is: whole
+    cut = [t for t in rep["threads"] if len(t["frames"]) == 1]
+    assert cut and all(t["cut_frames"] == 127 and t["frames"][0]["line"] == 127 for t in cut)  # innermost kept
