@@ -77,6 +77,16 @@ def _exposed_labels(raw: dict[str, str]) -> dict[str, str]:
 # by definition (decode_batch hands out the same SeriesDef for the same definition, protocol/batch.py: _series_of,
 # so a client's series are worked out once, not in every batch; definitions never reused make it start evicting).
 @functools.lru_cache(maxsize=65_536)
+def exposed_names(kind: str, name: str) -> tuple[str, ...]:
+    """Every name a family writes into the exposition (its HELP/TYPE name and its samples' names): a counter `x` is
+    `x_total`, a histogram `x` is `x` with `x_bucket`, `x_count` and `x_sum`, a gauge `x` is `x`."""
+    if kind == "counter":
+        return (name + "_total",)
+    if kind == "histogram":
+        return (name, name + "_bucket", name + "_count", name + "_sum")
+    return (name,)
+
+
 def _prepare(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
     try:
         base = sanitize_metric_name(d.name)
@@ -111,6 +121,7 @@ class MetricStore:
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
+        self._exposed: dict[str, str] = {}  # every name a family writes into /metrics -> that family (exposed_names)
         self._families_by_client: dict[str, int] = {}
         # each series definition's SeriesRef, by (definition, namespace): decode_batch hands out the same SeriesDef
         # for the same definition, and a client defines its series in every batch; a remembered ref is used while
@@ -183,6 +194,12 @@ class MetricStore:
             if self.bytes_used + cost > self._max_bytes:
                 raise ItemError("memory_cap", f"metric store is at its size limit ({self._max_bytes} bytes); "
                                               f"{name!r} refused")
+            names = exposed_names(kind, name)
+            clash = next((n for n in names if n in self._exposed), None)
+            if clash is not None:  # two HELP lines for one name: promtool fails, Prometheus keeps one of them
+                other = self._families[self._exposed[clash]]
+                raise ItemError("name_collision", f"{kind} {name!r} would write {clash!r} into /metrics, which "
+                                                  f"{other.kind} {other.name!r} already writes; rename one of them")
             fam = self._families[name] = _Family(
                 name,
                 kind,
@@ -194,6 +211,7 @@ class MetricStore:
             )
             self._families_by_client[client_id] = mine + 1
             self.bytes_used += cost
+            self._exposed.update(dict.fromkeys(names, name))
         elif fam.kind != kind:
             raise ItemError("type_conflict", f"metric {name!r} is a {fam.kind}; cannot record a {kind} under the "
                                              "same name")
@@ -278,6 +296,8 @@ class MetricStore:
             self.bytes_used -= fam.series.pop(key).cost
         if not fam.series:
             del self._families[name]
+            for exposed in exposed_names(fam.kind, name):
+                self._exposed.pop(exposed, None)
             self.bytes_used -= fam.cost
             left = self._families_by_client.get(fam.owner, 1) - 1
             if left > 0:

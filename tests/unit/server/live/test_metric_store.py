@@ -59,3 +59,52 @@ def test_a_remembered_definition_is_refused_when_its_name_now_holds_another_kind
     store.apply_many([(counter, 1.0, 5.0)], "c2")
     conflict, = store.resolve_many([d], "c1", None)
     assert isinstance(conflict, ItemError) and conflict.reason == "type_conflict"
+
+
+def test_a_name_another_family_already_writes_into_metrics_is_refused_naming_the_collision() -> None:
+    store = MetricStore()
+    counter, hist = (SeriesDef("counter", "tokens", {}, "", None, None),
+                     SeriesDef("histogram", "lat", {}, "", (1.0,), None))
+    for d in (counter, hist):
+        ref, = store.resolve_many([d], "c1", None)
+        assert not isinstance(ref, ItemError)
+    for name, clash in (("tokens_total", "rl_insight_monitor_tokens_total"),
+                        ("lat_count", "rl_insight_monitor_lat_count"), ("lat_bucket", "rl_insight_monitor_lat_bucket")):
+        refused, = store.resolve_many([gauge(name)], "c2", None)
+        assert isinstance(refused, ItemError) and refused.reason == "name_collision", refused
+        assert clash in str(refused) and "rename one" in str(refused)
+    # the other way round: a gauge first, then the counter whose exposition would repeat it
+    ref, = store.resolve_many([gauge("steps_total")], "c1", None)
+    refused, = store.resolve_many([SeriesDef("counter", "steps", {}, "", None, None)], "c2", None)
+    assert isinstance(refused, ItemError) and refused.reason == "name_collision"
+
+
+def test_metrics_stays_valid_exposition_whatever_names_clients_send(tmp_path) -> None:
+    """Through our own ingest, into /metrics, checked by Prometheus's own promtool."""
+    import shutil
+    import subprocess
+    import time
+
+    import httpx
+    import pytest
+
+    from tests.conftest import start_server
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian's prometheus package) is not installed")
+    srv = start_server(tmp_path)
+    try:
+        now = time.time()
+        body = {"v": 1, "client": {"id": "c1", "project": "p", "experiment_name": "e"},
+                "series": [{"k": "c", "n": "tokens"}, {"k": "h", "n": "lat", "b": [1.0]},
+                           {"k": "g", "n": "tokens_total"}, {"k": "g", "n": "lat_count"}],
+                "samples": [[0, now, 1, 3.0], [1, now, 1, [0.5, 1, [1, 1]]], [2, now, 1, 9.0], [3, now, 1, 7.0]]}
+        reply = httpx.post(srv.url + "/api/v1/ingest", json=body).json()
+        assert reply["accepted"] == 2 and {e["reason"] for e in reply["errors"]} == {"name_collision"}, reply
+        text = httpx.get(srv.url + "/metrics").text
+        assert text.count("# HELP rl_insight_monitor_tokens_total ") == 1
+        out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        assert "duplicate" not in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
+    finally:
+        srv.stop()
