@@ -65,12 +65,19 @@ def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
         return sqlite_location(data_dir / "runstore.sqlite")
     if value.startswith("sqlite:///"):
         return sqlite_location(Path(value[len("sqlite://"):]).expanduser())
+    # No error below quotes a part of the URL: a password written into it with an unescaped `/`, `#` or `?` is split
+    # into the "port", the path, the query or the fragment, and would be echoed there.
     try:
         parts = urlsplit(value)
         port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"store URL is not a valid URL: {exc}",
-                          hint="e.g. postgresql://rl@db.example:5432/rl_insight or sqlite:///path/runstore.sqlite")
+    except ValueError:
+        raise ConfigError("store URL is not a valid URL (its host or port cannot be read; a password written into "
+                          "the URL would also do this)",
+                          hint="e.g. postgresql://rl@db.example:5432/rl_insight or sqlite:///path/runstore.sqlite; "
+                               + WHERE_PASSWORDS_GO) from None
+    if "@" in parts.path or "@" in parts.query or "@" in parts.fragment or parts.fragment:
+        raise ConfigError("the store URL has text after its host that looks like part of a password (an `@` after "
+                          "the host, or a `#`)", hint=WHERE_PASSWORDS_GO)
     if parts.scheme not in POSTGRES_SCHEMES:
         raise ConfigError(f"store URL scheme {parts.scheme or '(none)'!r} is not supported",
                           hint="use postgresql://user@host:port/database, or sqlite:///FILE (the default is a "
@@ -83,13 +90,14 @@ def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
         raise ConfigError("the store URL carries a password parameter", hint=WHERE_PASSWORDS_GO)
     unknown = sorted(set(params) - ALLOWED_PARAMS)
     if unknown:
-        raise ConfigError(f"the store URL has unknown parameters {unknown}",
+        named = [k[:40] for k in unknown if k.replace("_", "").isalnum()]  # (a key, never a value, and only a name)
+        raise ConfigError(f"the store URL has unknown parameters {named or '(unreadable)'}",
                           hint=f"allowed: {', '.join(sorted(ALLOWED_PARAMS))}")
     if not parts.hostname:
         raise ConfigError("the store URL names no host", hint="postgresql://user@host:port/database")
     database = parts.path.lstrip("/")
     if not database or "/" in database:
-        raise ConfigError(f"the store URL names no single database (path {parts.path!r})",
+        raise ConfigError("the store URL names no single database (its path must be one name after the host)",
                           hint="postgresql://user@host:port/database")
     if port is not None and not 0 < port < 65536:
         raise ConfigError(f"the store URL's port {port} is out of range")

@@ -68,6 +68,19 @@ def _set_meta(dst: Any, key: str, value: str) -> None:
                 "value = excluded.value", (key, value))
 
 
+def refuse_unfinished(conn: Any) -> None:
+    """StoreError when a migration into this (PostgreSQL) store started and has not finished: its tables hold part
+    of another store, and a server writing beside it would give new runs ids the rest of the move then collides
+    with (every new run dropped). The server refuses to start on it; `server migrate` resumes it."""
+    if getattr(conn, "dialect", "sqlite") != "postgresql":
+        return
+    source = _meta(conn, "migrate:source")
+    if source is not None and _meta(conn, "migrate:done") is None:
+        raise StoreError(f"the run store {conn.location.display} holds a migration from {source} that has not "
+                         "finished", hint=f"resume it first (it goes on where it stopped): rl-insight server migrate "
+                                          f"--from {source} --to {conn.location.display}")
+
+
 def migrate(source: StoreLocation, destination: StoreLocation, *, chunk: int = 5000,
             progress: Callable[[str, int], object] = lambda table, n: None) -> MigrationReport:
     """Copy every table of `source` into `destination` (PostgreSQL), resumable; see the module docstring."""

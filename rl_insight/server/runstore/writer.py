@@ -36,6 +36,7 @@ from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
 from .location import StoreLocation, sqlite_location
+from .migrate import refuse_unfinished
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
 from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, is_transient_conflict, quick_check
 from .trajectory_store import TrajectoryStore
@@ -74,6 +75,11 @@ class RunStoreWriter(HandOver):
         self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
         self.path = self.location.display  # what logs may name (never a password)
         self._conn = connect(self.location)  # raises StoreError for a foreign or damaged store before the server starts
+        try:
+            refuse_unfinished(self._conn)  # a half-migrated store: its new runs would collide with the rest of the move
+        except BaseException:
+            self._conn.close()
+            raise
         # a SQLite file's WAL checkpoints on a thread of their own, not inside the commits answers wait for
         self.checkpoints = Checkpointer.for_store(self._conn, self.location)
         # large files skip the start-up check (minutes near the size limit); it runs in the background instead

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from rl_insight import insights
-from rl_insight.errors import ConflictError
+from rl_insight.errors import ConflictError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import migrate as mig
@@ -119,10 +119,14 @@ def test_an_interrupted_move_resumes_where_it_stopped(source: Any, postgres_url:
     with pytest.raises(psycopg.OperationalError):
         mig.migrate(source, dst, chunk=1000)
     monkeypatch.setattr(mig, "_copy_table", real)
+    with pytest.raises(StoreError, match="holds a migration from .* that has not finished") as err:
+        RunStoreWriter(dst)  # a server started on the half-moved store refuses, saying how to resume
+    assert f"rl-insight server migrate --from {source.display} --to {dst.display}" in str(err.value.hint)
     again = mig.migrate(source, dst, chunk=1000)
     assert again.resumed and again.copied["runs"] == 0 and again.copied["samples"] == 0  # done before the drop
     assert again.copied["spans"] == again.counts["spans"][0]
     _assert_same(connect(source, readonly=True), connect(dst, readonly=True))
+    mig.refuse_unfinished(connect(dst, readonly=True))  # once it finished, the server starts on it
 
 
 def test_a_destination_with_runs_of_its_own_or_another_source_is_refused(source: Any, postgres_url: str,

@@ -37,12 +37,20 @@ def _samples(n: int, exp: str = "e", name: str = "reward") -> list[SampleRow]:
     ("postgresql://rl@db:5432/a/b", "no single database"),
     ("postgresql://rl@db:99999/rl", "not a valid URL"),
     ("postgresql://rl@db/rl?sslmode=require&evil=1", "unknown parameters ['evil']"),
+    # a password with an unescaped `/`, `#` or `?` splits into the port, path, fragment or query: never echoed
+    ("postgresql://rl:S3KR/XQ9Z@db:5432/rl", "not a valid URL"),
+    ("postgresql://rl:S3KR#XQ9Z@db:5432/rl", "not a valid URL"),
+    ("postgresql://rl:S3KR?XQ9Z@db:5432/rl", "not a valid URL"),
+    ("postgresql://rl@db:5432/rl#S3KRXQ9Z", "looks like part of a password"),
+    ("postgresql://rl@db:5432/S3KR/XQ9Z@x", "looks like part of a password"),
+    ("postgresql://rl@db:5432/rl?sslmode=S3KR&x=XQ9Z", "unknown parameters ['x']"),
 ])
 def test_store_urls_are_checked_and_never_carry_a_password(url: str, problem: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_store(url, Path("/data"))
     assert problem in str(err.value)
-    assert "secret" not in str(err.value) and "secret" not in str(err.value.hint or "")
+    for part in ("secret", "S3KR", "XQ9Z"):
+        assert part not in str(err.value) and part not in str(err.value.hint or "")
 
 
 def test_store_locations() -> None:
