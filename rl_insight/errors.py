@@ -73,6 +73,17 @@ class BusyError(RLInsightError):
         self.retry_after_s = retry_after_s
 
 
+class RateLimitedError(RLInsightError):
+    """Too many attempts from one address (wrong sign-in tokens): answered 429 with `Retry-After`."""
+
+    http_status = 429
+    exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None, retry_after_s: int = 60) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
+
 class ConfigError(RLInsightError):
     """Invalid configuration (server config file, prometheus.yml rendering)."""
 

@@ -20,9 +20,9 @@ MASK = "***"
 # a key is secret when one of its words is one of these
 _ALWAYS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets", "credential", "credentials",
                      "apikey", "privatekey", "accesskey", "secretkey", "authorization", "cookie", "cookies", "webhook",
-                     "webhooks", "dsn", "sessionid", "bearer", "passcode"})
+                     "webhooks", "dsn", "sessionid", "bearer", "passcode", "sas", "accountkey", "sharedaccesskey"})
 # ... or when its last word is one of these (`token` but not `max_token_len`)
-_LAST = frozenset({"token", "auth", "pat", "signature", "sig"})
+_LAST = frozenset({"token", "auth", "pat", "signature", "sig", "pass"})
 # ... except after these words: tokenizer settings and counts, not credentials
 _NOT_AFTER_TOKEN = frozenset(
     {
@@ -112,6 +112,8 @@ def secret_key(path: str) -> bool:
         return True
     if words[-1] in ("tokens",) and len(words) > 1 and words[-2] in ("access", "auth", "api", "refresh", "bearer"):
         return True
+    if words[-2:] in (["session", "id"], ["sas", "url"]):
+        return True
     seq = context + words
     return any(a in _KEY_QUALIFIERS and b in ("key", "keys") for a, b in zip(seq, seq[1:])) or words == ["key"] and \
         bool(context) and context[0] in _KEY_QUALIFIERS
@@ -119,10 +121,14 @@ def secret_key(path: str) -> bool:
 
 # credentials inside values, whatever the key
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
+_SECRET_NAMES = (r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|account[_-]?key|"
+                 r"shared[_-]?access[_-]?key|auth|sig|signature|sas|credentials?)")
+# name=value and name: value, also as a command line's --name=value inside a string (the `-` before the name)
 _PAIR = re.compile(
-    r"(?i)((?:^|[\s;&?,\"'{(])(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
-    r"private[_-]?key|auth|sig|signature|credentials?)\s*[=:]\s*[\"']?)([^\s;&,\"'}]+)"
+    r"(?i)((?:^|[\s;&?,\"'{(-])(?:[a-z0-9]+[_-])*" + _SECRET_NAMES + r"\s*[=:]\s*[\"']?)([^\s;&,\"'}]+)"
 )
+# a command line inside a string: --name value
+_FLAG_VALUE = re.compile(r"(?i)((?:^|\s)--?(?:[a-z0-9]+[_-])*" + _SECRET_NAMES + r"\s+)([^\s-][^\s]*)")
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+([a-z0-9._~+/=-]{12,})")
 _WEBHOOK = re.compile(r"(?i)\bhttps?://[^\s'\"]*(?:hooks?\.|webhook|/services/|/api/webhooks/)[^\s'\"]*")
 _TOKEN_SHAPES = re.compile(
@@ -138,6 +144,7 @@ def redact_value(text: str) -> str:
     text = _WEBHOOK.sub(lambda m: m.group(0).split("//", 1)[0] + "//" + MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
     text = _PAIR.sub(lambda m: m.group(1) + MASK, text)
+    text = _FLAG_VALUE.sub(lambda m: m.group(1) + MASK, text)
     text = _BEARER.sub(lambda m: m.group(1) + " " + MASK, text)
     return _TOKEN_SHAPES.sub(MASK, text)
 

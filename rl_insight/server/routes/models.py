@@ -29,7 +29,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
             403: "cross-site or foreign-host request refused", 404: "not found",
             409: "conflict with the current state", 413: "body too large",
             415: "unsupported Content-Type (state-changing routes take application/json)",
-            422: "well-formed but invalid input", 503: "the run store is disabled or unavailable"}
+            422: "well-formed but invalid input", 429: "too many attempts: retry after Retry-After seconds",
+            503: "the run store is disabled or unavailable"}
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
 
 

@@ -1,33 +1,80 @@
-"""Sign-in for the built-in UI: exchange the token for an HttpOnly, SameSite=Strict session cookie."""
+"""Sign-in for the built-in UI: exchange the token for an HttpOnly, SameSite=Strict session cookie.
+
+Wrong tokens are limited per client address (`FailedAttempts`): past MAX_FAILURES in WINDOW_S the address gets 429
+with `Retry-After` until its oldest failure leaves the window, whatever it sends, so a token cannot be guessed at
+network speed. A right token signs in as before (and an address's successes are not counted)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from ..._version import __version__
-from ...errors import InvalidInputError, UnauthorizedError
+from ...errors import InvalidInputError, RateLimitedError, UnauthorizedError
 from ..security import install_cookie
 from ..state import AppState
 from .body import decode_body, read_body
 from .models import LoginBody, error_responses, inline_schema
 
 
+MAX_FAILURES = 10  # wrong tokens an address may send in WINDOW_S
+WINDOW_S = 60.0
+MAX_ADDRESSES = 10_000  # addresses remembered (the oldest forgotten first)
+
+
+class FailedAttempts:
+    """Wrong sign-ins per client address in a sliding window, bounded in addresses."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._by_address: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, address: str) -> None:
+        """RateLimitedError while `address` has MAX_FAILURES failures within WINDOW_S."""
+        with self._lock:
+            times = self._by_address.get(address)
+            now = self.clock()
+            while times and now - times[0] > WINDOW_S:
+                times.popleft()
+            if times is not None and len(times) >= MAX_FAILURES:
+                wait = max(1, int(WINDOW_S - (now - times[0])) + 1)
+                raise RateLimitedError(f"too many wrong tokens from {address[:64]}; try again in {wait} s",
+                                       hint="use the server's token (`rl-insight server credentials` shows it)",
+                                       retry_after_s=wait)
+
+    def failed(self, address: str) -> None:
+        with self._lock:
+            times = self._by_address.pop(address, None) or deque(maxlen=MAX_FAILURES)
+            times.append(self.clock())
+            self._by_address[address] = times  # (re-inserted: the dict's order is the oldest first)
+            if len(self._by_address) > MAX_ADDRESSES:
+                del self._by_address[next(iter(self._by_address))]
+
+
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", tags=["session"])
+    attempts = FailedAttempts()
 
-    @r.post("/login", responses=error_responses(400, 401, 403, 413, 415, 422),
+    @r.post("/login", responses=error_responses(400, 401, 403, 413, 415, 422, 429),
             openapi_extra={"requestBody": {"content": {"application/json": {"schema": inline_schema(LoginBody)}}}})
     async def login(request: Request) -> JSONResponse:
         """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
+        address = request.client.host if request.client else "?"
+        if st.auth.token:
+            attempts.check(address)
         raw = await read_body(request, 64 * 1024)
         body = decode_body(raw, request.headers.get("content-encoding"), 64 * 1024) if raw else {}
         if not isinstance(body, dict):
             raise InvalidInputError(f"login body must be an object {{\"token\": ...}}, found {type(body).__name__}")
         supplied = body.get("token")
         if st.auth.token and (not isinstance(supplied, str) or not st.auth.token_ok(supplied)):
+            attempts.failed(address)
             raise UnauthorizedError("wrong token", hint="use the server's token (`rl-insight server credentials` "
                                                         "shows it)")
         resp = JSONResponse({"status": "ok"})

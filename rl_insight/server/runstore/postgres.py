@@ -84,7 +84,7 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         text, numbered = to_postgres(sql)
-        args = numbered_params(params) if numbered else params
+        args = _without_nul(numbered_params(params) if numbered else params)
         if self._lost_in_transaction:
             verb = text.strip().upper()
             if verb == "ROLLBACK":  # the server rolled it back when the connection went
@@ -150,6 +150,19 @@ class PgConnection:
     def close(self) -> None:
         self._closed = True
         self.raw.close()
+
+
+def _without_nul(args: Any) -> Any:
+    """A statement's text arguments with NUL as U+FFFD, as everything stored was cleaned (protocol.TextCleaner):
+    PostgreSQL refuses a NUL inside a query (SQLite takes it), so a name with one read from a path or query
+    parameter finds what SQLite would, instead of failing the request."""
+    if isinstance(args, dict):
+        if any(type(v) is str and "\x00" in v for v in args.values()):
+            return {k: v.replace("\x00", "\ufffd") if type(v) is str else v for k, v in args.items()}
+        return args
+    if any(type(v) is str and "\x00" in v for v in args):
+        return [v.replace("\x00", "\ufffd") if type(v) is str else v for v in args]
+    return args
 
 
 def _adapt(raw: Any) -> None:

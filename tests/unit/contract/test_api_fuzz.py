@@ -8,6 +8,7 @@ Bounded: about 15 generated requests per operation (a few hundred in all), plus 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -49,14 +50,24 @@ CROSS_FIELD_RULES = {
     "GET /api/v1/runs/{run_id}/explain": re.compile(r"runs backwards"),
     "POST /api/v1/profiles": re.compile(r"give first <= last|a stage is profiled in one step"),
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
+    "POST /api/v1/login": re.compile(r"too many wrong tokens"),  # (the fuzz's own guesses, limited per address)
 }
 
 
-@pytest.fixture(scope="module", params=["fuzz-token", ""], ids=["token-server", "loopback-server"])
+@pytest.fixture(scope="module", params=["fuzz-token", "", "postgresql"],
+                ids=["token-server", "loopback-server", "postgresql-store"])
 def live(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    """A server with a token (every network-facing one) and one without (loopback only)."""
-    token = request.param
-    srv = start_server(Path(tmp_path_factory.mktemp("fuzz")), token=token)
+    """A server with a token (every network-facing one), one without (loopback only), and one with a token on a
+    PostgreSQL store (its own errors: text without NUL, integers in range, a dropped connection)."""
+    token, store = request.param, None
+    if token == "postgresql":
+        from tests.pg_cluster import PASSWORD
+
+        cluster = request.getfixturevalue("postgres_cluster")
+        os.environ["RL_INSIGHT_STORE_PASSWORD"] = PASSWORD  # (module-scoped: no monkeypatch; removed below)
+        request.addfinalizer(lambda: os.environ.pop("RL_INSIGHT_STORE_PASSWORD", None))
+        token, store = "fuzz-token", cluster.url(cluster.create_database("fuzz"))
+    srv = start_server(Path(tmp_path_factory.mktemp("fuzz")), token=token, store=store)
     auth = (
         {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         if token

@@ -132,3 +132,31 @@ def test_config_reaches_the_run_api_and_again_after_a_server_restart(server, mon
     assert run["tags"] == ["t1", "from-env"]
     full = httpx.get(f"{server.url}/api/v1/runs/{run['id']}").json()
     assert full["config"]["lr"] == 3e-4 and full["config"]["token"] == "***" and full["duration_s"] >= 0
+
+
+def test_secrets_the_round_three_probe_read_back_are_masked_through_the_run_api(server) -> None:
+    """Sent by a client that redacts nothing (the server redacts again): a key inside a command line, an Azure
+    connection string's AccountKey, and keys named sas, session_id and pass (issue 49 item 14)."""
+    import time
+
+    config = {
+        "cmd": "python -m verl.trainer.main_ppo --wandb_api_key=abcdef0123456789 trainer.n_gpus_per_node=8",
+        "cmd2": "python train.py --hf_token hf_notashape12 --lr 1e-5",
+        "storage": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4cXV1eA==;"
+                   "EndpointSuffix=core.windows.net",
+        "blob.sas": "sv=2022-11-02&ss=b&srt=co&sp=rl&sig=Q2xlYXJseUFTaWduYXR1cmU%3D",
+        "http.session_id": "3f2a9c8e-live-session", "db.pass": "hunter2-pass", "trainer.max_tokens": 512,
+        "trainer.num_passes": 2,
+    }
+    body = {"v": 1, "client": {"id": "c", "project": "p", "experiment_name": "secrets", "run": {"config": config}},
+            "series": [{"k": "g", "n": "training/global_step"}], "samples": [[0, time.time(), 1, 1.0]]}
+    assert httpx.post(server.url + "/api/v1/ingest", json=body).status_code == 200
+    run = wait_until(lambda: next((r for r in httpx.get(server.url + "/api/v1/runs").json()["runs"]
+                                   if r["experiment_name"] == "secrets"), None), what="the run")
+    got = httpx.get(f"{server.url}/api/v1/runs/{run['id']}").json()["config"]
+    text = __import__("json").dumps(got)
+    for secret in ("abcdef0123456789", "hf_notashape12", "Zm9vYmFyYmF6cXV4cXV1eA", "Q2xlYXJseUFTaWduYXR1cmU",
+                   "3f2a9c8e", "hunter2"):
+        assert secret not in text, (secret, got)
+    assert got["trainer.max_tokens"] == 512 and got["trainer.num_passes"] == 2  # not secrets
+    assert "trainer.n_gpus_per_node=8" in got["cmd"] and "--lr 1e-5" in got["cmd2"]  # the rest of the line kept
