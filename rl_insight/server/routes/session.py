@@ -21,7 +21,6 @@ from ..state import AppState
 from .body import decode_body, read_body
 from .models import LoginBody, error_responses, inline_schema
 
-
 MAX_FAILURES = 10  # wrong tokens an address may send in WINDOW_S
 WINDOW_S = 60.0
 MAX_ADDRESSES = 10_000  # addresses remembered (the oldest forgotten first)
