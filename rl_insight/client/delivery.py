@@ -259,7 +259,9 @@ class Delivery(BatchBuilder):
         return self._failures > 0
 
     def report_undelivered(self) -> None:
-        """At exit with the server unreachable: count what stays behind, say it once."""
+        """At exit, when not everything was delivered: count what stays behind and say once what happened — the
+        server did not answer (events left in the queue), or it answered and refused them (the drops since the last
+        flush, by reason: a wrong token, refused items)."""
         n = len(self.queue) + (self._pending[2] if self._pending is not None else 0)
         self.queue.clear()
         self._pending = None
@@ -267,15 +269,19 @@ class Delivery(BatchBuilder):
             self._registrations = []
         self._abandoned = True  # given up: the thread ends instead of retrying forever
         self._wake.set()
+        with self._drop_lock:
+            refused = {k: v for k, v in self.drops.items() if v and k != "undelivered_at_exit"}
         if n:
             self.drop("undelivered_at_exit", n)
-        ratelog.log(
-            LOG_WARNING,
-            "undelivered",
-            "[rl-insight] %s did not answer; %d event(s) were not delivered at exit",
-            self.url,
-            n,
-        )
+            ratelog.log(LOG_WARNING, "undelivered", "[rl-insight] %s did not answer; %d event(s) were not delivered "
+                                                    "at exit", self.url, n)
+        elif refused:
+            total = sum(refused.values())
+            why = ("the server refused this process's token: set RL_INSIGHT_TOKEN to the token `rl-insight server "
+                   "credentials` prints" if "unauthorized" in refused else "see the earlier messages for the reasons")
+            ratelog.log(LOG_WARNING, "undelivered", "[rl-insight] %s answered, but %d event(s) of this process were "
+                        "not stored (%s); %s", self.url, total,
+                        ", ".join(f"{k}: {v}" for k, v in sorted(refused.items())), why)
 
     def shutdown(self, timeout: float) -> bool:
         self._final = True  # batches from now on tell the server this process is done

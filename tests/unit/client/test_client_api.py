@@ -98,6 +98,27 @@ def test_wrong_token_is_counted_not_raised(token_server, monkeypatch) -> None:
     assert rl_insight.stats()["dropped"].get("unauthorized") == 1
 
 
+def test_at_exit_a_wrong_token_is_said_as_such_with_the_events_it_cost(token_server, monkeypatch, caplog) -> None:
+    """Issue 49 item 20: the server answered 401 and all 12 events were dropped, and finish() said "did not answer;
+    0 event(s) were not delivered"."""
+    import logging
+
+    from rl_insight.client.ratelog import ratelog
+
+    monkeypatch.setattr(ratelog, "_last", {})  # (another test's message under the same key must not suppress it)
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", token_server.url)
+    monkeypatch.setenv("RL_INSIGHT_TOKEN", "wrong")
+    rl_insight.init(project="p", experiment_name="wrong-token")
+    for i in range(12):
+        rl_insight.metric_gauge("x", float(i))
+    with caplog.at_level(logging.WARNING, logger="rl_insight"):
+        rl_insight.finish(timeout=5)
+    said = [r.getMessage() for r in caplog.records if "[rl-insight]" in r.getMessage()]
+    final = said[-1]
+    assert "did not answer" not in final, said
+    assert "refused this process's token" in final and "RL_INSIGHT_TOKEN" in final and "unauthorized: 12" in final
+
+
 # ----------------------------------------------------------------------------- wire format / step tagging
 def test_every_sample_carries_timestamp_step_and_identity_labels(capture, monkeypatch) -> None:
     monkeypatch.setenv("RL_INSIGHT_SERVER_URL", capture.url)
