@@ -81,7 +81,10 @@ class Delivery(BatchBuilder):
         self._problems = 0  # drops + rejections, for flush()'s answer
         self._problems_at_flush = 0
         self.agg = Aggregates(cfg.max_series, cfg.buckets_for, self.drop)
-        self.budget = budget_from(cfg.span_budget)  # agent-loop turn detail per step (None: everything is sent)
+        # agent-loop turn detail per step (None: everything is sent); a turn without global_steps counts against the
+        # process's step (its step metric, else the run's step clock from the replies)
+        self.budget = budget_from(cfg.span_budget, lambda: self.step if self.step is not None
+                                  else self.profiling.run_step)
 
         # Span ids: a random per-process prefix plus an atomic sequence (itertools.count is atomic
         # under the GIL), so ids are unique across processes without os.urandom on the hot path.

@@ -7,23 +7,31 @@ reward, turns and status) are always kept, so the timeline, the insights and the
 spans are kept or left out by whole trajectories (never half of one): a trajectory's first turn decides, while the
 step's budget has room, and its later turns follow even past it. What is left out is counted (turns and
 trajectories) and reported with the client's self-metrics.
+
+The step a turn counts against: its `global_steps` attribute; without one, the process's current step (its step
+metric, else the run's step clock from the replies); without any step at all, a window of WINDOW_S seconds. So a
+job that never tags its turns with a step still gets a fresh budget every round.
 """
 
 from __future__ import annotations
 
+import time
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 TURN_SOURCES = ("gateway", "tool")  # `monitor.trace_source` of turn detail (agent_loop.py's and the runtimes')
 MAX_DECISIONS = 200_000  # trajectories remembered (oldest forgotten first)
+WINDOW_S = 60.0  # a budget window when no step is known at all
 
 
 class SpanBudget:
-    __slots__ = ("per_step", "_kept", "_decided", "turns_out", "trajectories_out")
+    __slots__ = ("per_step", "step_now", "_kept", "_decided", "turns_out", "trajectories_out")
 
-    def __init__(self, per_step: int) -> None:
+    def __init__(self, per_step: int, step_now: Callable[[], Any] | None = None) -> None:
         self.per_step = per_step
+        self.step_now = step_now  # the process's current step, or None when it knows none
         self._kept: dict[Any, int] = {}  # step -> turn spans kept in it
         self._decided: dict[str, bool] = {}  # trajectory lane -> kept
         self.turns_out = 0
@@ -35,7 +43,11 @@ class SpanBudget:
         if attrs.get("monitor.trace_source") not in TURN_SOURCES:
             return True
         traj = str(attrs.get("state_lane_id", ""))
-        step = attrs.get("global_steps", "")
+        step = attrs.get("global_steps")
+        if step is None:
+            step = self.step_now() if self.step_now is not None else None
+            if step is None:
+                step = ("window", int(time.monotonic() // WINDOW_S))
         decided = self._decided.get(traj)
         if decided is None:
             kept = self._kept.get(step, 0)
@@ -54,10 +66,10 @@ class SpanBudget:
         return False
 
 
-def budget_from(value: Any) -> SpanBudget | None:
-    """The budget a setting asks for (a positive integer), else None (no budget)."""
+def budget_from(value: Any, step_now: Callable[[], Any] | None = None) -> SpanBudget | None:
+    """The budget a setting asks for (a positive integer), else None (no budget); `step_now` as SpanBudget takes."""
     try:
         n = int(value) if value not in (None, "") else 0
     except (TypeError, ValueError):
         return None
-    return SpanBudget(n) if n > 0 else None
+    return SpanBudget(n, step_now) if n > 0 else None

@@ -36,6 +36,28 @@ def test_whole_trajectories_are_kept_or_left_out() -> None:
     assert budget_from(" 12 ".strip()).per_step == 12  # type: ignore[union-attr]
 
 
+def test_without_global_steps_the_budget_follows_the_process_step_or_a_time_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 item 13: turns with no `global_steps` all counted against one step forever, so every round after the
+    first lost all its turn detail."""
+    from rl_insight.client import span_budget
+
+    step = [1]
+    b = SpanBudget(2, lambda: step[0])
+    untagged = [{**turn(t), "global_steps": None} for t in range(6)]
+    for t in untagged:
+        t.pop("global_steps")
+    assert [b.keep(untagged[t]) for t in range(3)] == [True, True, False]  # step 1's budget: 2 turns
+    step[0] = 2
+    assert [b.keep(untagged[t]) for t in range(3, 6)] == [True, True, False]  # the next round has its own
+    clock = [0.0]
+    monkeypatch.setattr(span_budget.time, "monotonic", lambda: clock[0])
+    unknown = SpanBudget(1, lambda: None)  # no step at all: a window of WINDOW_S seconds
+    assert [unknown.keep({**untagged[t], "state_lane_id": f"w{t}"}) for t in range(2)] == [True, False]
+    clock[0] = span_budget.WINDOW_S + 1
+    assert unknown.keep({**untagged[0], "state_lane_id": "w9"}) is True
+
+
 def test_a_run_counts_every_trajectory_and_the_client_says_what_it_left_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     srv = start_server(tmp_path)
