@@ -168,6 +168,7 @@ def start(
     state = StackState.read(h)
     if state and state.supervisor_alive():
         _refuse_other_port(ctx, state)
+        _refuse_other_options(ctx, h, state)
         return _already_running(h, state)
 
     tok = _token(h, p)
@@ -276,6 +277,47 @@ def _refuse_other_port(ctx: typer.Context, state: StackState) -> None:
         raise InvalidInputError(f"a server of this home already runs on port {running} ({state.ingest_url}); "
                                 f"--port {wanted} was not applied",
                                 hint="`rl-insight server stop`, then start again with --port; or use another --home")
+
+
+def _given(ctx: typer.Context) -> list[str]:
+    """The parameters this command line (or upstream's --config file) set, not left at their defaults."""
+    out = []
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)  # typer may vendor click: compare by name, not by enum class
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            out.append(name)
+    return out
+
+
+def _refuse_other_options(ctx: typer.Context, h: Home, state: StackState) -> None:
+    """A second `server start` with an option the running server runs with another value (`--store postgresql://…`
+    beside a server on SQLite): refused, each such option named with the value it runs with — never an exit 0 that
+    leaves the running server as it was. What cannot be compared (the token) is left out."""
+    from ..server.config import ServerConfig
+
+    p = ctx.params
+    try:
+        running = ServerConfig.from_file(h.runtime_dir / "server.json")
+    except Exception:  # (a server of an older version, or the file gone: the port check above still holds)
+        return
+    wanted = server_config(p, "")
+    differ: list[str] = []
+    for name in _given(ctx):
+        if name in NOT_CONFIG or name in ("port", "token"):
+            continue
+        if hasattr(running, name):
+            have, want = getattr(running, name), getattr(wanted, name)
+        elif name in ("prometheus_port", "grafana_port") and state.service(name.split("_")[0]) is not None:
+            have, want = state.service(name.split("_")[0]).port, p[name]  # type: ignore[union-attr]
+        else:
+            continue
+        if (tuple(have) if isinstance(have, list) else have) != (tuple(want) if isinstance(want, list) else want):
+            shown = "its default" if have is None else have
+            differ.append(f"--{name.replace('_', '-')} {want} (it runs with {shown})")
+    if differ:
+        raise InvalidInputError(f"a server of this home already runs ({state.ingest_url}) with other options; not "
+                                f"applied: {'; '.join(differ)}",
+                                hint="`rl-insight server stop`, then start again with them; or use another --home")
 
 
 def _already_running(h: Home, state: StackState) -> int:

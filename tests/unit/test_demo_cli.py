@@ -117,5 +117,16 @@ def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_pat
                                timeout=120, env=_env())  # never silently ignored
         assert other.returncode == 2 and f"already runs on port {port}" in other.stderr
         assert f"--port {port + 1} was not applied" in other.stderr and "server stop" in other.stderr
+        # any other option that differs is refused the same way, naming it (issue 49 item 15: exit 0 before)
+        store = subprocess.run(cli + ["start", "--store", "sqlite:///" + str(tmp_path / "other.sqlite"),
+                                      "--store-retention-days", "3", *home], capture_output=True, text=True,
+                               timeout=120, env=_env())
+        assert store.returncode == 2, store.stdout + store.stderr
+        text = " ".join(store.stderr.split())  # (the message is wrapped to the terminal)
+        assert "--store sqlite:///" in text and "(it runs with its default)" in text
+        assert "--store-retention-days 3.0 (it runs with" in text and "server stop" in text
+        same = subprocess.run(cli + ["start", "--host", "127.0.0.1", *home], capture_output=True, text=True,
+                              timeout=120, env=_env())  # the value it runs with: nothing to refuse
+        assert same.returncode == 0 and "already running" in same.stdout, same.stderr
     finally:
         subprocess.run(cli + ["stop", *home], capture_output=True, timeout=60, env=_env())
