@@ -49,6 +49,8 @@ LOG_ERROR = 40
 LOG_INFO = 20
 
 
+MAX_BOOTS_REMEMBERED = 16  # servers' boot ids a process remembers (the servers of a fleet it reached)
+
 class Delivery(BatchBuilder):
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
@@ -97,6 +99,9 @@ class Delivery(BatchBuilder):
         self._latest_gauges: dict[tuple, tuple] = {}
         self._pending: tuple[bytes, dict[str, str], int, bool] | None = None  # a batch awaiting retry
         self._server_boot: str | None = None
+        # boot ids of servers this process reached (newest last, bounded): behind a balancer that alternates between
+        # the servers of a fleet, going back to one already fed is not a restart (no resend of everything)
+        self._boots_seen: dict[str, None] = {}
         self._protocol = 1  # 2 (compact spans, shared attributes) once the server says it accepts it
         self._last_step_mark_ts = float("-inf")  # when the step metric was last logged (step bursts)
         self._resend_all = False
@@ -338,7 +343,8 @@ class Delivery(BatchBuilder):
         warm_up()
 
         def http(url: ServerUrl) -> Any:
-            return HttpTransport(url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}")
+            return HttpTransport(url, self.cfg.token, self.cfg.request_timeout_s, f"rl-insight-client/{__version__}",
+                                 self.client_id)
 
         if len(self.urls) == 1:
             return http(self.urls[0])
@@ -454,13 +460,18 @@ class Delivery(BatchBuilder):
             boot = reply.boot_id
             if self._run_info_in_flight:
                 self._run_info_due = self._run_info_in_flight = False
-            if boot and self._server_boot and boot != self._server_boot:
-                # The server restarted and lost its in-memory state: resend every series' latest value.
+            if boot and self._server_boot and boot != self._server_boot and boot not in self._boots_seen:
+                # A server that never had this process's state (it restarted, or a fleet member reached for the first
+                # time): resend every series' latest value.
                 self._resend_all = True
                 self._run_info_due = self.run_info is not None
                 self._wake.set()
             if boot is not None:
                 self._server_boot = boot
+                self._boots_seen.pop(boot, None)
+                self._boots_seen[boot] = None
+                if len(self._boots_seen) > MAX_BOOTS_REMEMBERED:
+                    del self._boots_seen[next(iter(self._boots_seen))]
             self._protocol = 2 if 2 in reply.protocols else 1
             self.profiling.offer(reply.control)
             self.stacks.offer(reply.control)

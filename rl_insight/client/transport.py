@@ -13,6 +13,7 @@ import json
 import socket
 from typing import Any, Callable, Protocol
 
+from ..protocol.limits import HEADER_CLIENT
 from .urls import ServerUrl
 
 
@@ -37,12 +38,14 @@ class Transport(Protocol):
 
 
 class HttpTransport:
-    def __init__(self, url: ServerUrl, token: str, timeout_s: float, user_agent: str) -> None:
+    def __init__(self, url: ServerUrl, token: str, timeout_s: float, user_agent: str, client_id: str = "") -> None:
         self._url = url
         self._timeout = timeout_s
         self._headers = {"Content-Type": "application/json", "User-Agent": user_agent}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        if client_id:  # what a load balancer hashes on to keep this process on one server (docs/scale.md)
+            self._headers[HEADER_CLIENT] = client_id
         self._conn: http.client.HTTPConnection | None = None
 
     def _connection(self) -> http.client.HTTPConnection:

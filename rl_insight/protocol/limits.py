@@ -5,6 +5,9 @@ PROTOCOL_VERSIONS = (1, 2)  # what this server accepts (sent back in every inges
 
 # Routes (the client and the server both use these constants).
 ROUTE_INGEST = "/api/v1/ingest"
+# the sending process's client id on every request: what a load balancer hashes on to keep a process on one server
+# (docs/scale.md: haproxy `balance hdr(X-RL-Insight-Client)`)
+HEADER_CLIENT = "X-RL-Insight-Client"
 ROUTE_TARGETS = "/api/v1/prometheus/targets"
 
 # Series kinds on the wire and their names.

@@ -295,3 +295,68 @@ def test_a_target_registered_and_archived_through_one_server_reaches_the_other(f
     r = httpx.post(a_url + ROUTE_TARGETS, headers=H, timeout=30, json={
         "targets": ["10.1.2.4:9100"], "project": "p", "experiment_name": "e"})
     assert r.status_code == 409, r.text  # archived for the whole fleet
+
+
+STICKY_JOB = """
+import os, time, rl_insight
+rl_insight.init(project="sticky", experiment_name="e")
+for i in range(40):
+    rl_insight.metric_count("tokens", 30)
+    rl_insight.metric_gauge("training/global_step", i)
+    rl_insight.flush(5)
+rl_insight.finish(timeout=10)
+"""
+
+
+def test_the_documented_balancer_keeps_each_process_on_one_server(fleet: dict[str, Any], tmp_path: Path) -> None:
+    """docs/scale.md's haproxy backend (issue 49 item 5): hashing each request's X-RL-Insight-Client header, every
+    process reaches one server only, so /metrics counts it once and it never resends everything on every batch."""
+    doc = (ROOT / "docs" / "scale.md").read_text()
+    backend = ["balance hdr(X-RL-Insight-Client)", "hash-type consistent"]
+    assert all(line in doc for line in backend)  # the test runs what the docs say
+    haproxy = debian_binary("haproxy", "haproxy", "/usr/sbin")
+    port = free_port()
+    cfg = tmp_path / "sticky.cfg"
+    cfg.write_text(f"""
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 65s
+    timeout server 65s
+frontend ingest
+    bind 127.0.0.1:{port}
+    default_backend servers
+backend servers
+    {backend[0]}
+    {backend[1]}
+    server a {fleet['a_url'][7:]}
+    server b {fleet['b_url'][7:]}
+""")
+    lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _up(f"http://127.0.0.1:{port}"), timeout=20, what="haproxy")
+        env = {**fleet["env"], "RL_INSIGHT_SERVER_URL": f"http://127.0.0.1:{port}", "RL_INSIGHT_TOKEN": TOKEN}
+        jobs = [subprocess.Popen([sys.executable, "-c", STICKY_JOB], env=env, cwd=ROOT) for _ in range(6)]
+        for j in jobs:
+            assert j.wait(120) == 0
+    finally:
+        lb.terminate()
+        lb.wait(10)
+
+    def sent_by_pid(url: str) -> dict[str, float]:
+        out = {}
+        for line in httpx.get(url + "/metrics", headers=H).text.splitlines():
+            if line.startswith("rl_insight_client_events_sent_total{") and 'project="sticky"' in line:
+                pid = line.split('pid="', 1)[1].split('"', 1)[0]
+                out[pid] = float(line.rsplit(" ", 1)[1])
+        return out
+
+    a, b = sent_by_pid(fleet["a_url"]), sent_by_pid(fleet["b_url"])
+    assert len(a) + len(b) == 6 and not set(a) & set(b), (a, b)  # each process on one server only
+    assert a and b  # (and the hash spread six processes over both)
+    total = 0.0
+    for url in (fleet["a_url"], fleet["b_url"]):
+        for line in httpx.get(url + "/metrics", headers=H).text.splitlines():
+            if line.startswith("rl_insight_monitor_tokens_total{") and 'project="sticky"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    assert total == 6 * 40 * 30  # summed over both servers, each process counted once

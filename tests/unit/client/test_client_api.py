@@ -225,6 +225,29 @@ def test_server_restart_resends_totals(capture, monkeypatch) -> None:
     assert resent["done"] == 4.0 and resent["g"] == 7.0
 
 
+def test_alternating_between_two_servers_of_a_fleet_resends_once_per_server(capture, monkeypatch) -> None:
+    """Issue 49 item 5: behind a round-robin balancer the boot id alternates; each server is fed everything once (the
+    first time it is reached), never on every batch. Every request names its process for a balancer to hash on."""
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", capture.url)
+    rl_insight.init()
+    rl_insight.metric_count("done", 4)
+    assert rl_insight.flush(5)
+
+    def resent_since(n: int) -> int:
+        return sum(1 for b in capture.batches()[n:] for s in b["samples"] if b["series"][s[0]]["n"] == "done")
+
+    for i, boot in enumerate(["boot-2", "boot-1", "boot-2", "boot-1", "boot-2", "boot-3"]):
+        capture.boot_id = boot
+        before = len(capture.batches())
+        rl_insight.metric_gauge("other", float(i))
+        assert rl_insight.flush(5)
+        rl_insight.metric_gauge("other", float(i) + 0.5)  # the batch after the reply that told the boot id
+        assert rl_insight.flush(5)
+        assert resent_since(before) == (1 if i in (0, 5) else 0), (i, boot)  # boot-2 and boot-3 are new once
+    ids = {h.get("X-RL-Insight-Client") for path, h, _ in capture.requests if path == "/api/v1/ingest"}
+    assert len(ids) == 1 and len(next(iter(ids)) or "") == 16
+
+
 # ----------------------------------------------------------------------------- queue bound, no stall
 def test_full_queue_drops_oldest_and_counts(monkeypatch) -> None:
     port = free_port()  # nothing listens here
