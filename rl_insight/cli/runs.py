@@ -1,5 +1,7 @@
-"""`rl-insight runs diff | explain`: why is run B slower than run A, and why is this step as long as it is — from the
-running server's stored per-step data (server/runstore/explain.py).
+"""`rl-insight runs list | diff | explain`: the runs a server holds; why is run B slower than run A, and why is this
+step as long as it is — from the running server's stored per-step data (server/runstore/explain.py).
+
+    rl-insight runs list --project demo --status live    the runs, filtered, with a summary metric and config
 
     rl-insight runs diff demo/base demo/slow            the sentence, the stages, the lanes, the biggest fix
     rl-insight runs diff 3 3 --a-steps 1-50 --b-steps 51-100      two windows of one run
@@ -19,8 +21,8 @@ from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import require_server
 from .stacks import resolve_run
 
-runs_app = typer.Typer(help="Explain runs: where the time went between two runs, a step's critical path.",
-                       no_args_is_help=True)
+runs_app = typer.Typer(help="The runs a server holds, and why they took the time they did: where the time went "
+                            "between two runs, a step's critical path.", no_args_is_help=True)
 StepsOpt = typer.Option(None, "--steps", help="Only these steps, e.g. 10-200.")
 
 
@@ -66,6 +68,69 @@ def runs_diff(
     pending = d.get("pending_steps", {})
     if pending.get("a") or pending.get("b"):
         typer.echo(f"\n({pending.get('a', 0)} + {pending.get('b', 0)} steps are not summarized yet and were left out)")
+    return 0
+
+
+def _when(ts: float | None) -> str:
+    import time
+
+    return "–" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def _duration(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)[:40]
+
+
+@runs_app.command("list")
+def runs_list(
+    project: Optional[str] = typer.Option(None, "--project", help="Only this project's runs."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs that are live, idle, finished or lost."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="Only runs with this tag."),
+    search: Optional[str] = typer.Option(None, "--search", "-q", help="Part of PROJECT/EXPERIMENT or of a tag."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="A column with this metric's latest value, as "
+                                                                "logged (e.g. critic/score/mean)."),
+    config: Optional[str] = typer.Option(None, "--config-keys", help="Config columns: comma-separated keys (e.g. "
+                                                                     "actor_rollout_ref.actor.optim.lr)."),
+    sort: str = typer.Option("last_seen", "--sort", help="last_seen, first_seen, duration, name, last_step or "
+                                                         "metric."),
+    ascending: bool = typer.Option(False, "--asc", help="Oldest / smallest first."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1),
+    as_json: bool = typer.Option(False, "--json", help="The server's answer as JSON."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """The runs the server holds (every run of its store: trainer clients, OpenTelemetry programs): id, status, tags,
+    start, duration, last step, and the columns asked for. RUN arguments of other commands take the id or
+    PROJECT/EXPERIMENT shown here."""
+    server = require_server(home, server_url, token, None)
+    params = {k: v for k, v in {"project": project, "status": status, "tag": tag, "q": search, "metric": metric,
+                                "config": config, "sort": sort, "order": "asc" if ascending else "desc",
+                                "limit": limit}.items() if v is not None}
+    answer = server.request("GET", "/api/v1/runs", params=params)
+    runs = answer["runs"]
+    if as_json:
+        typer.echo(json.dumps(runs, indent=2))
+        return 0
+    if not runs:
+        filters = ", ".join(f"{k}={v}" for k, v in params.items() if k not in ("sort", "order", "limit"))
+        typer.echo(f"no runs on {server.url}" + (f" with {filters}" if filters else "")
+                   + ("" if filters else "; send some with RL_INSIGHT_SERVER_URL, or `rl-insight demo`"))
+        return 0
+    keys = [k.strip() for k in (config or "").split(",") if k.strip()]
+    header = ["ID", "RUN", "STATUS", "TAGS", "STARTED", "DURATION", "LAST STEP"]
+    header += ([metric.upper()] if metric else []) + [k.upper() for k in keys]
+    rows = [[str(r["id"]), f"{r['project']}/{r['experiment_name']}", r["status"], ",".join(r["tags"]) or "–",
+             _when(r["first_seen"]), _duration(r["duration_s"]), _cell(r["last_step"])]
+            + ([_cell(r.get("metric"))] if metric else []) + [_cell(r.get("config_values", {}).get(k)) for k in keys]
+            for r in runs]
+    echo_table(rows, header)
     return 0
 
 

@@ -37,7 +37,7 @@ def resolve_run(server: Server, run: str) -> int:
     runs = server.request("GET", "/api/v1/runs", params={"project": project})["runs"]
     found = [r["id"] for r in runs if r["project"] == project and r["experiment_name"] == experiment]
     if not found:
-        raise NotFoundError(f"no run {run} on {server.url}", hint="`rl-insight server experiments list` shows them")
+        raise NotFoundError(f"no run {run} on {server.url}", hint="`rl-insight runs list` shows the runs it holds")
     return max(found)
 
 

@@ -61,7 +61,7 @@ def build_router(st: AppState) -> APIRouter:
 
             if q.find_run_id(st.reader.conn(), project, experiment) is None:
                 raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
-                                    hint="check the name (`rl-insight server experiments list`), or ask before the "
+                                    hint="check the name (`rl-insight runs list`), or ask before the "
                                          "job starts with wait_for_run (`profile request --before-start`)")
         live = st.run_processes(project, experiment)
         if live and not body.roles:  # roles can come from a process's environment, which the server does not see

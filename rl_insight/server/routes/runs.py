@@ -13,7 +13,7 @@ from ...export.points import insight_rows
 from ...protocol import INT64_MAX
 from ..live.insight_service import run_insights
 from ..runstore import queries as q
-from ..runstore import timeline
+from ..runstore import run_list, timeline
 from ..state import AppState
 from .models import error_responses
 from .params import FromNs, RunId, ToNs
@@ -31,8 +31,25 @@ def build_router(st: AppState) -> APIRouter:
                   responses=error_responses(401, 403, 404, 422))
 
     @r.get("/runs")
-    def runs(project: str | None = None) -> dict[str, Any]:
-        items = q.list_runs(reader.conn(), live_window_s, project)
+    def runs(
+        project: str | None = Query(None, max_length=1024, description="only this project's runs"),
+        status: Literal["live", "idle", "finished", "lost"] | None = Query(None, description="only runs in this state"),
+        tag: str | None = Query(None, max_length=256, description="only runs with this tag"),
+        q_: str | None = Query(None, alias="q", max_length=256,
+                               description="search: part of project/experiment or of a tag"),
+        metric: str | None = Query(None, max_length=256, description="a summary column: this metric's latest value "
+                                                                     "in each run (as logged, e.g. critic/score/mean)"),
+        config: str | None = Query(None, max_length=2048, description="config columns: comma-separated keys "
+                                                                       "(e.g. actor.lr,data.train_batch_size)"),
+        sort: Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"] = "last_seen",
+        order: Literal["asc", "desc"] = "desc",
+        limit: int | None = Query(None, ge=1, le=100_000),
+    ) -> dict[str, Any]:
+        """The runs, newest activity first unless `sort` says otherwise; filtered, searched, with a summary metric
+        and config columns when asked (runstore/run_list.py)."""
+        keys = [k.strip() for k in (config or "").split(",") if k.strip()]
+        items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
+                                   metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit)
         archived = st.experiments.archived_keys()
         for it in items:  # the experiments API's state, shown in the runs list
             it["archived"] = (it["project"], it["experiment_name"]) in archived

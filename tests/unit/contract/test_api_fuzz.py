@@ -51,6 +51,7 @@ CROSS_FIELD_RULES = {
     "POST /api/v1/profiles": re.compile(r"give first <= last|a stage is profiled in one step"),
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
     "POST /api/v1/login": re.compile(r"too many wrong tokens"),  # (the fuzz's own guesses, limited per address)
+    "GET /api/v1/runs": re.compile(r"sort=metric needs metric=NAME|^metric '"),  # a sort by a metric names one
 }
 
 
