@@ -68,11 +68,13 @@ async def app(scope, receive, send):
 '''
 
 
-def batch(client: str, k: int) -> bytes:
+def batch(client: str, k: int, counters: int = 0) -> bytes:
     """Client `client`'s k-th batch: 20 samples of the run's series, and one finished state on each of its own five
-    lanes (a lane is one rank's or replica's: no two processes write one)."""
+    lanes (a lane is one rank's or replica's: no two processes write one). `counters`: that many of the 20 series
+    are counters every client feeds (cumulative per client, summed across them by the run store's writer)."""
     now = time.time()
-    series = [{"k": "g", "n": f"actor/metric_{i}", "l": {"project": "fan", "experiment_name": "in"}} for i in range(20)]
+    series = [{"k": "c" if i < counters else "g", "n": f"actor/metric_{i}",
+               "l": {"project": "fan", "experiment_name": "in"}} for i in range(20)]
     samples = [[i, now, k, float(i + k)] for i in range(20)]
     t = time.time_ns()
     spans = [{"id": f"{client}{k:08x}{i:02x}"[-16:], "trace_id": f"{k:032x}", "parent_id": None,

@@ -148,13 +148,16 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--counters", type=int, default=0, help="of each batch's 20 series, this many are counters every "
+                                                              "client feeds (their run-store sums, issue 49 item 4)")
     ap.add_argument("--config", default="{}", help='server config fields for both, as JSON (e.g. '
                     '\'{"insights_interval_s": 3600}\': the insight rounds off)')
     args = ap.parse_args()
     print(f"machine: {machine()}")
     n_rounds = int(args.seconds + args.warmup) + 1
     bodies = Path(tempfile.mkdtemp(prefix="rl-intake-bodies-")) / "bodies.pickle"
-    bodies.write_bytes(pickle.dumps([[batch(f"c{c:05d}", k) for c in range(args.clients)] for k in range(n_rounds)]))
+    bodies.write_bytes(pickle.dumps([[batch(f"c{c:05d}", k, args.counters) for c in range(args.clients)]
+                                         for k in range(n_rounds)]))
     targets = [("ours", ROOT)] + ([("baseline", Path(args.baseline).resolve())] if args.baseline else [])
     results: dict[str, list[dict]] = {name: [] for name, _ in targets}
     for r in range(args.rounds):

@@ -202,14 +202,19 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
             ident = identities[sample.series] = _store_identity(ref)
         project, experiment, name, labels = ident
         kind = ref.family.kind
+        # the run store gets what this process sent (a counter: its own running value, summed across processes and
+        # servers by the writer, runstore/series_parts.py), never this server's partial sum on /metrics
         if kind == "histogram":
-            total, count = exposed  # type: ignore[misc]  # a histogram exposes (sum, count)
-            rows.append(
-                SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts, count)
-            )
-            rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts, total))
+            own_sum, own_count, _ = sample.value  # a histogram sample is (sum, count, cumulative counts)
+            rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts,
+                                  float(own_count), client_id))
+            rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts,
+                                  own_sum, client_id))
+        elif kind == "counter":
+            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, sample.value,
+                                  client_id))
         else:
-            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]  # gauges and counters expose one float
+            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]  # a gauge exposes one float
     for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
         if records:
             result.accepted += len(records)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ...errors import ConflictError, StoreError
 from .location import StoreLocation
 from .schema import connect
+from .series_parts import RECOUNT as PARTS_RECOUNT
 from .series_totals import RECOUNT
 
 # (table, its key columns in order, its columns); parents before the rows that refer to them
@@ -26,6 +27,7 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
                        "config", "tags", "max_span_ns", "end_state")),
     ("series", ("id",), ("id", "run_id", "name", "kind", "labels")),
     ("samples", ("series_id", "ts"), ("series_id", "step", "ts", "value")),
+    ("series_parts", ("series_id", "client"), ("series_id", "client", "value", "ts")),  # (a source of schema 10+)
     ("spans", ("run_id", "id"), ("run_id", "id", "trace_id", "parent_id", "name", "lane", "kind", "start_ns", "end_ns",
                                  "attributes")),
     ("step_stats", ("run_id", "step", "lane", "name"), ("run_id", "step", "start_ns", "end_ns", "lane", "name",
@@ -81,6 +83,14 @@ def refuse_unfinished(conn: Any) -> None:
                                           f"--from {source} --to {conn.location.display}")
 
 
+def _has_table(conn: Any, table: str) -> bool:
+    if getattr(conn, "dialect", "sqlite") == "postgresql":
+        return conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?",
+                            (table,)).fetchone() is not None
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return found is not None
+
+
 def migrate(source: StoreLocation, destination: StoreLocation, *, chunk: int = 5000,
             progress: Callable[[str, int], object] = lambda table, n: None) -> MigrationReport:
     """Copy every table of `source` into `destination` (PostgreSQL), resumable; see the module docstring."""
@@ -112,20 +122,22 @@ def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
                             hint="resume with the same --from, or use another database")
     else:
         report.resumed = True
-    for table, key, columns in TABLES:
+    present = [t for t in TABLES if _has_table(src, t[0])]  # (an older source lacks the newer tables)
+    for table, key, columns in present:
         report.copied[table] = _copy_table(src, dst, table, key, columns, chunk, progress)
     dst.execute(RECOUNT)  # each series' totals from the samples moved (a source of any version may lack them)
+    dst.execute(PARTS_RECOUNT)  # each counter's sum across its processes, from the parts moved
     for table in IDENTITY_TABLES:  # new rows written after the move get ids above the copied ones
         dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce((SELECT max(id) FROM {table}), "
                     "0) + 1, false)")
-    for table, _, _ in TABLES:
+    for table, _, _ in present:
         report.counts[table] = (src.execute(f"SELECT count(*) FROM {table}").fetchone()[0],
                                 dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     short = {t: c for t, c in report.counts.items() if c[0] != c[1]}
     if short:
         raise StoreError(f"after the migration the row counts differ: {short} (source, destination)",
                          hint="run the same command again to resume; nothing in the source was changed")
-    for table, _, _ in TABLES:  # the planner's statistics now, not whenever autovacuum reaches a bulk-loaded table
+    for table, _, _ in present:  # the planner's statistics now, not whenever autovacuum reaches a bulk-loaded table
         dst.execute(f"ANALYZE {table}")  # (without them a step's distributions took 4x longer at 2M trajectories)
     _set_meta(dst, "migrate:done", json.dumps({t: c[1] for t, c in report.counts.items()}))
     return report

@@ -29,6 +29,7 @@ from ...errors import MissingExtraError, StoreError, StoreUnavailableError
 from .dialect import numbered_params, to_postgres
 from .location import WHERE_PASSWORDS_GO, StoreLocation
 from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SAMPLES_ONCE, SCHEMA_VERSION
+from .series_parts import POSTGRES_V10
 from .series_totals import POSTGRES_V9
 
 APPLICATION = "rl-insight run store"
@@ -39,7 +40,7 @@ MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or m
 # resend: the copies go first), then each series' totals
 SAMPLES_ONCE_V9 = ("DELETE FROM samples a USING samples b WHERE a.series_id = b.series_id AND a.ts = b.ts AND "
                    f"a.ctid > b.ctid;\n{SAMPLES_ONCE};\n")
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9}
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9, 10: POSTGRES_V10}
 FIRST_POSTGRES_VERSION = 5
 
 
@@ -260,6 +261,8 @@ def _check_and_prepare(conn: PgConnection, readonly: bool) -> None:
 _RUN_ROWS = {
     "runs": "SELECT count(*) FROM runs WHERE id = %(run)s",
     "series": "SELECT count(*) FROM series WHERE run_id = %(run)s",
+    "series_parts": "SELECT count(*) FROM series_parts WHERE series_id IN (SELECT id FROM series WHERE run_id = "
+                    "%(run)s)",
     "samples": "SELECT count(*) FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id = %(run)s)",
     "spans": "SELECT count(*) FROM spans WHERE run_id = %(run)s",
     "step_stats": "SELECT count(*) FROM step_stats WHERE run_id = %(run)s",

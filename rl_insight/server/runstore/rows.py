@@ -16,13 +16,14 @@ class SampleRow:
     labels: str  # JSON of the labels other than project / experiment_name
     step: float | None
     ts: float
-    value: float
+    value: float  # a gauge's value; a counter's: the sending process's own running value (summed by the writer)
+    client: str = ""  # a counter's sending process (runstore/series_parts.py); "" for a gauge
 
     def __reduce__(self) -> tuple:
         # pickled as the constructor's arguments: rows cross to the writer process by the thousand a second, and a
         # dataclass's default (its __dict__) took ~2x as long to pickle and unpickle (bench/RESULTS.md, issue 24)
         return SampleRow, (self.project, self.experiment_name, self.name, self.kind, self.labels, self.step, self.ts,
-                           self.value)
+                           self.value, self.client)
 
 
 @dataclass

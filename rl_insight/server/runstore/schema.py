@@ -14,20 +14,20 @@ from typing import Any
 
 from ...errors import StoreError, StoreUnavailableError
 from ...fsutil import private_dir
-from . import series_totals, span_lod
+from . import series_parts, series_totals, span_lod
 from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = (
-    9  # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
-)
+SCHEMA_VERSION = 10
+# 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
 # store: which server each client process reports to now, server/fleet/registry.py); 7: fleet_records (what the
 # servers of a fleet share besides runs: profile requests, stack snapshots, server/fleet/records.py) and
 # fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks);
 # 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build;
-# 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: runstore/series_totals.py)
+# 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: runstore/series_totals.py);
+# 10: series_parts and series.total (a counter's value per sending process, summed: runstore/series_parts.py)
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS series (
     labels TEXT NOT NULL,
     n_samples INTEGER NOT NULL DEFAULT 0,
     last_step REAL,
+    total REAL,
     UNIQUE (run_id, name, kind, labels)
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -203,7 +204,7 @@ CREATE INDEX IF NOT EXISTS llm_requests_by_parent ON llm_requests (run_id, paren
 CREATE INDEX IF NOT EXISTS spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
 CREATE INDEX IF NOT EXISTS spans_by_start ON spans (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS spans_open ON spans (run_id) WHERE end_ns IS NULL;
-""" + FLEET_DDL + RECORDS_DDL + span_lod.DDL
+""" + FLEET_DDL + RECORDS_DDL + span_lod.DDL + series_parts.DDL + ";\n"
 # a sample is stored once per series and time (version 4; on SQLite added by _migrate after removing the copies an
 # older file may hold, on PostgreSQL with the tables: postgres.py)
 SAMPLES_ONCE = "CREATE UNIQUE INDEX IF NOT EXISTS samples_once ON samples (series_id, ts)"
@@ -280,6 +281,9 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
             conn.execute(f"ALTER TABLE series ADD COLUMN {column} {kind}")
         conn.execute(series_totals.RECOUNT)
         conn.execute("COMMIT")
+    # version 9 -> 10: counters summed from each process's own value (the table comes with the DDL)
+    if "total" not in {r[1] for r in conn.execute("PRAGMA table_info(series)")}:
+        conn.execute("ALTER TABLE series ADD COLUMN total REAL")
 
 
 # PostgreSQL aborted the transaction for a conflict with another's (deadlock detected, serialization failure): the

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
-from . import retention, series_totals, span_lod, step_stats
+from . import retention, series_parts, series_totals, span_lod, step_stats
 from .bulk import write_rows
 from .checkpoints import Checkpointer
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
@@ -329,6 +329,7 @@ class RunStoreWriter(HandOver):
                 for s in ends:
                     (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
         if sample_rows:
+            self._sum_counters(c, work, sample_rows)
             series_totals.record(c, sample_rows, write_rows(c, INSERT_SAMPLE, sample_rows))
         if span_starts:
             write_rows(c, INSERT_START, span_starts)
@@ -341,6 +342,24 @@ class RunStoreWriter(HandOver):
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         self._update_runs(touched)
         c.execute("COMMIT")
+
+    @staticmethod
+    def _sum_counters(c: Any, work: list[tuple[str, Any]], sample_rows: list[tuple]) -> None:
+        """Counter rows (those that name their process) stored as their series' total across processes."""
+        rows = [r for k, p in work if k == "samples" for r in p]
+        at = [i for i, r in enumerate(rows) if r.client]
+        if not at:
+            return
+        totals = series_parts.summed(c, [(sample_rows[i][0], rows[i].client, rows[i].ts, rows[i].value) for i in at])
+        superseded = set()
+        for i, total in zip(at, totals):
+            sid, step, ts, _ = sample_rows[i]
+            if total is None:
+                superseded.add(i)
+            else:
+                sample_rows[i] = (sid, step, ts, total)
+        if superseded:  # (older than what its process already said: a resend, or included in a newer value)
+            sample_rows[:] = [r for i, r in enumerate(sample_rows) if i not in superseded]
 
     def _write_isolated(self, work: list[tuple[str, Any]]) -> None:
         c = self._conn
@@ -381,6 +400,11 @@ class RunStoreWriter(HandOver):
             self._step_backfill(item, now)
         elif what == "sample":
             row = self._sample_row(item, touched, now)
+            if item.client:  # a counter: stored as its series' total across processes
+                total = series_parts.summed(c, [(row[0], item.client, item.ts, item.value)])[0]
+                if total is None:
+                    return  # older than what its process already said
+                row = (*row[:3], total)
             series_totals.record(c, [row], c.execute(INSERT_SAMPLE, row).rowcount)
             self.stats.samples += 1
         else:

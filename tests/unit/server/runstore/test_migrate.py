@@ -62,6 +62,8 @@ def source(tmp_path: Path) -> Any:
     w.put_samples([SampleRow("p", "agents", "reward", "gauge", '{"role": "actor"}', float(i), 100.0 + i, i / 3)
                    for i in range(7000)])
     w.put_run_info("p", "agents", {"lr": 1e-6, "model": "qwen"}, ["tag-a"])
+    w.put_samples([SampleRow("p", "agents", "tokens", "counter", "{}", float(i), 100.0 + i, 10.0 * i, f"rank{i % 2}")
+                   for i in range(1, 9)])  # a counter of two processes: its parts move too, and its total
     assert w.flush(30)
     w.close()
     return sqlite_location(path)
@@ -83,6 +85,9 @@ def test_every_row_moves_with_its_ids_and_the_store_goes_on(source: Any, postgre
     report = mig.migrate(source, dst, chunk=1000)
     assert not report.resumed and report.copied["samples"] == report.counts["samples"][0] > 7000
     _assert_same(connect(source, readonly=True), connect(dst, readonly=True))
+    total = "SELECT total FROM series WHERE name = 'tokens'"
+    assert connect(dst, readonly=True).execute(total).fetchone()[0] == 150.0 == \
+        connect(source, readonly=True).execute(total).fetchone()[0]  # rank0 at 70, rank1 at 80
     # the planner knows the moved rows at once (a table never analysed says reltuples -1)
     estimates = dict(connect(dst, readonly=True).execute(
         "SELECT relname, reltuples FROM pg_class WHERE relname IN ('samples', 'runs')").fetchall())

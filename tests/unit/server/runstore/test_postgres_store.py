@@ -17,6 +17,7 @@ from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import postgres as pg
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.location import StoreLocation, parse_store
+from rl_insight.server.runstore.schema import SCHEMA_VERSION
 from tests.pg_cluster import PASSWORD, ROLE
 
 
@@ -142,7 +143,8 @@ def test_a_version_5_store_gains_the_fleet_tables_the_span_summary_and_the_serie
     listed = q.metric_names(RunStoreReader(loc).conn(), 1)  # version 9 removed the copies, then counted
     assert [(m["name"], m["samples"], m["last_step"]) for m in listed] == [("reward", 3, 2.0)]
     with _raw(postgres_url) as c:
-        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "9"
+        version = c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0]
+        assert version == str(SCHEMA_VERSION)
         assert c.execute("SELECT count(*) FROM fleet_clients").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
