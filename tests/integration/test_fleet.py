@@ -90,7 +90,8 @@ backend servers
         procs.append(lb)
         lb_url = f"http://127.0.0.1:{lb_port}"
         wait_until(lambda: _up(lb_url), timeout=20, what="haproxy")
-        yield {"a": a, "b": b, "a_url": a_url, "b_url": b_url, "lb_url": lb_url, "env": env}
+        yield {"a": a, "b": b, "a_url": a_url, "b_url": b_url, "lb_url": lb_url, "env": env, "store": store,
+               "password": PASSWORD}
     finally:
         for p in procs:
             if p.poll() is None:
@@ -351,6 +352,8 @@ backend servers
                 out[pid] = float(line.rsplit(" ", 1)[1])
         return out
 
+    wait_until(lambda: len(sent_by_pid(fleet["a_url"])) + len(sent_by_pid(fleet["b_url"])) == 6, timeout=15,
+               what="each server to show the processes it owns (a fleet round: 2 s)")
     a, b = sent_by_pid(fleet["a_url"]), sent_by_pid(fleet["b_url"])
     assert len(a) + len(b) == 6 and not set(a) & set(b), (a, b)  # each process on one server only
     assert a and b  # (and the hash spread six processes over both)
@@ -360,3 +363,38 @@ backend servers
             if line.startswith("rl_insight_monitor_tokens_total{") and 'project="sticky"' in line:
                 total += float(line.rsplit(" ", 1)[1])
     assert total == 6 * 40 * 30  # summed over both servers, each process counted once
+
+
+def test_behind_round_robin_a_process_is_counted_once_and_resends_once_per_server(fleet: dict[str, Any]) -> None:
+    """The fixture's haproxy alternates between the servers (no stickiness; issue 49 item 5: /metrics said A 1,200 +
+    B 1,200 for a true 1,200, still 14 s after the process finished, and it resent everything on every batch)."""
+    env = {**fleet["env"], "RL_INSIGHT_SERVER_URL": fleet["lb_url"], "RL_INSIGHT_TOKEN": TOKEN}
+    job = subprocess.run([sys.executable, "-c", STICKY_JOB.replace('"sticky"', '"roundrobin"')], env=env, cwd=ROOT,
+                         timeout=120)
+    assert job.returncode == 0
+
+    def series(url: str, name: str) -> dict[str, float]:
+        out = {}
+        for line in httpx.get(url + "/metrics", headers=H).text.splitlines():
+            if line.startswith(name + "{") and 'project="roundrobin"' in line:
+                out[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
+        return out
+
+    def total(name: str) -> float:
+        return sum(sum(series(u, name).values()) for u in (fleet["a_url"], fleet["b_url"]))
+
+    wait_until(lambda: total("rl_insight_monitor_tokens_total") == 40 * 30, timeout=15,
+               what="the process counted once over both servers")
+    time.sleep(5)  # and it stays so after the process finished (fleet rounds go on)
+    assert total("rl_insight_monitor_tokens_total") == 40 * 30
+    shown_on = [u for u in (fleet["a_url"], fleet["b_url"]) if series(u, "rl_insight_monitor_tokens_total")]
+    assert len(shown_on) == 1  # one owner shows it
+    # what it sent: each batch once, plus one resend of its totals to the second server it met (not every batch)
+    sent = sum(series(u, "rl_insight_client_events_sent_total").get(k, 0) for u in (fleet["a_url"], fleet["b_url"])
+               for k in series(u, "rl_insight_client_events_sent_total"))
+    assert 80 <= sent <= 80 + 2 * 4, sent  # 40 steps x 2 samples; a resend is a handful of series
+    with __import__("psycopg").connect(fleet["store"], password=fleet["password"]) as db:
+        stored = db.execute("SELECT p.value FROM samples p JOIN series s ON s.id = p.series_id JOIN runs r ON "
+                            "r.id = s.run_id WHERE r.project = 'roundrobin' AND s.name = 'tokens' ORDER BY p.ts "
+                            "DESC LIMIT 1").fetchone()[0]
+    assert stored == 40 * 30  # the run store's series: the process's own total, whichever server wrote it

@@ -1,9 +1,10 @@
 """The fleet loop of one ingest server (several servers, one PostgreSQL store), every `interval_s`:
 
 1. publish this server's live clients to the registry, and read again what else the fleet shares (scrape targets);
-2. clients another server has seen since moved: stop tracking them (nothing of theirs is cut short or finished
-   here) and take the series only they fed off this server's /metrics, so that Prometheus, which scrapes every
-   server, counts them once;
+2. clients another server owns (it heard them first and still does, or this one stopped hearing them): stop
+   tracking them (nothing of theirs is cut short or finished here) and never show them on this server's /metrics;
+   the clients this server owns are shown (`MetricStore.set_owned`), a new client only once a round confirmed it,
+   so that Prometheus, which scrapes every server, counts each process once even behind a balancer that alternates;
 3. take or keep the lease; its holder tidies after what is gone from the whole fleet: states left open in the
    store by runs whose clients no server has seen for the silence timeout are closed as cut short at the run's
    last sign of life, and such runs, unless their processes finished them, are marked finished (lost) — a
@@ -60,7 +61,10 @@ class FleetCoordinator:
         try:
             mine = self.tracker.snapshot()
             self.registry.publish(mine)
-            moved = self.registry.moved([c[0] for c in mine])
+            asked = {c[0] for c in mine} | self.metric_store.undecided_clients()  # (one that finished already too)
+            elsewhere = self.registry.moved(sorted(asked))
+            self.metric_store.set_owned(asked - elsewhere, elsewhere)
+            moved = {c[0] for c in mine} & elsewhere
             if moved:
                 self.moved_away += self.tracker.forget(moved)
                 dropped = sum(self.metric_store.forget_client(cid) for cid in moved)

@@ -122,6 +122,11 @@ class MetricStore:
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
         self._exposed: dict[str, str] = {}  # every name a family writes into /metrics -> that family (exposed_names)
+        # several servers on one store (fleet/coordinator.py): only the clients this server owns are exposed, so
+        # Prometheus, scraping every server, counts a process that reaches two of them once; None: every client
+        self._owned: set[str] | None = None
+        self._undecided: set[str] = set()  # clients heard since the last round, neither owned nor another's
+        self._foreign: dict[str, float] = {}  # clients another server owns -> when a round said so (monotonic)
         self._families_by_client: dict[str, int] = {}
         # each series definition's SeriesRef, by (definition, namespace): decode_batch hands out the same SeriesDef
         # for the same definition, and a client defines its series in every batch; a remembered ref is used while
@@ -236,6 +241,9 @@ class MetricStore:
         now = time.monotonic()
         out: list[float | tuple[float, float] | ItemError] = []
         with self._lock:
+            owned = self._owned
+            if owned is not None and client_id not in owned and client_id not in self._foreign:
+                self._undecided.add(client_id)
             for ref, ts, value in items:
                 try:
                     out.append(self._apply_locked(ref, client_id, ts, value, now))
@@ -321,6 +329,38 @@ class MetricStore:
                     self._drop(name, mine)
         return removed
 
+    def own_clients(self) -> None:
+        """Expose only the clients `set_owned` confirms as this server's (a fleet; until then, none)."""
+        with self._lock:
+            if self._owned is None:
+                self._owned = set()
+
+    def undecided_clients(self) -> set[str]:
+        """Clients heard since the last round that no round has given to this server or another (a fleet round asks
+        about them as well as its live ones: one that finished before a round is decided too)."""
+        with self._lock:
+            return set(self._undecided)
+
+    def set_owned(self, mine: Iterable[str], elsewhere: Iterable[str]) -> None:
+        """A fleet round's verdict: `mine` are this server's clients (exposed from now on), `elsewhere` another
+        server's (never exposed here while they are: the other one shows them). A client owned once stays exposed
+        after it stops sending (its last values, as before), unless another server owns it."""
+        with self._lock:
+            if self._owned is None:
+                return
+            mine, elsewhere = set(mine), set(elsewhere)
+            self._owned.update(mine)
+            self._owned.difference_update(elsewhere)
+            now = time.monotonic()
+            for cid in elsewhere:
+                self._foreign[cid] = now
+            for cid in mine:
+                self._foreign.pop(cid, None)
+            self._undecided.difference_update(mine | elsewhere)
+            cutoff = now - self._ttl  # (their series are gone by then)
+            for cid in [c for c, t in self._foreign.items() if t < cutoff]:
+                del self._foreign[cid]
+
     def snapshot(self) -> list[Metric]:
         """Build exposition families. The lock is held only to copy state."""
         now = time.monotonic()
@@ -329,6 +369,7 @@ class MetricStore:
             if now - self._last_sweep > min(60.0, self._ttl / 4, *(t / 4 for t in self._ttl_by_prefix.values())):
                 self._sweep(now)
                 self._last_sweep = now
+            owned = self._owned
             for fam in self._families.values():
                 cutoff = now - (fam.ttl if fam.ttl is not None else self._ttl)
                 items: list[tuple[dict, object]] = []
@@ -336,9 +377,14 @@ class MetricStore:
                     if s.touched < cutoff:
                         continue
                     if fam.kind == "gauge":
-                        items.append((s.labels, s.value))
-                    else:
+                        if owned is None or s.writer in owned:
+                            items.append((s.labels, s.value))
+                    elif owned is None:
                         items.append((s.labels, list(s.per_client.values())))
+                    else:
+                        parts = [v for c, v in s.per_client.items() if c in owned]
+                        if parts:
+                            items.append((s.labels, parts))
                 rows.append((fam.name, fam.kind, fam.doc, fam.bounds, items))
         return [self._metric(*row) for row in rows if row[4]]
 

@@ -1,15 +1,20 @@
-"""The fleet registry's table (`fleet_clients`: which ingest server each client process reports to now; several
-servers, one store): the latest sighting wins a row, so a server's older view never takes a client back."""
+"""The fleet registry's table (`fleet_clients`: which ingest server owns each client process now; several servers, one
+store). The server that owns a row keeps it while its sighting is fresh: another server that also hears the process
+(a load balancer alternating between them) takes it over only once the owner has not heard from it for
+OWNER_STALE_S (the process moved, or its server died); so a process has one owner, which alone shows it on
+/metrics. A server's older view never takes a client back."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Sequence
 
+OWNER_STALE_S = 6.0  # three fleet rounds without hearing from a process: its owner let it go
 _PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_name, last_seen, process) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET server = excluded.server, "
             "project = excluded.project, experiment_name = excluded.experiment_name, last_seen = excluded.last_seen, "
-            "process = excluded.process WHERE fleet_clients.last_seen <= excluded.last_seen")
+            "process = excluded.process WHERE (fleet_clients.server = excluded.server AND fleet_clients.last_seen <= "
+            f"excluded.last_seen) OR fleet_clients.last_seen < excluded.last_seen - {OWNER_STALE_S}")
 
 
 def publish(conn: Any, server: str, clients: Sequence[Sequence[Any]]) -> None:
@@ -34,7 +39,7 @@ def processes_elsewhere(conn: Any, server: str, run: tuple[str, str], since: flo
 
 
 def seen_elsewhere(conn: Any, server: str, client_ids: list[str]) -> set[str]:
-    """Of these clients, the ones another server has seen since `server` last published them."""
+    """Of these clients, the ones another server owns (it heard them first, or `server` stopped hearing them)."""
     out: set[str] = set()
     for i in range(0, len(client_ids), 500):
         part = client_ids[i:i + 500]

@@ -37,10 +37,11 @@ def test_the_registry_says_who_moved_and_which_runs_are_alive(postgres_url: str)
     RunStoreWriter(loc).close()
     a, b = FleetRegistry(loc, "server-a"), FleetRegistry(loc, "server-b")
     now = time.time()
-    a.publish([("c1", "p", "e", now - 5), ("c2", "p", "e", now - 5), ("c3", "p", "old", now - 600)])
-    b.publish([("c2", "p", "e", now)])  # c2 went to b
+    a.publish([("c1", "p", "e", now - 1), ("c2", "p", "e", now - 10), ("c3", "p", "old", now - 600)])
+    b.publish([("c1", "p", "e", now)])  # b hears c1 too (a balancer alternating): a, which hears it still, keeps it
+    b.publish([("c2", "p", "e", now)])  # c2 went to b: a has not heard from it for longer than OWNER_STALE_S
     a.publish([("c2", "p", "e", now - 4)])  # a's older sighting never takes it back
-    assert a.moved(["c1", "c2", "c3"]) == {"c2"} and b.moved(["c2"]) == set()
+    assert a.moved(["c1", "c2", "c3"]) == {"c2"} and b.moved(["c1", "c2"]) == {"c1"}
     assert a.live_runs(now - 30) == {("p", "e")}
     assert a.forget_before(now - 60) == 1
     a.close()
@@ -69,3 +70,19 @@ def test_a_moved_clients_series_leave_and_a_shared_counter_freezes() -> None:
     assert "rl_insight_monitor_loss" not in text and "rl_insight_monitor_done_total" not in text
     assert "rl_insight_monitor_tokens_total 14.0" in text  # frozen: c1's part stays, no reset
     assert "rl_insight_monitor_lr 1e-06" in text
+
+
+def test_in_a_fleet_only_the_clients_this_server_owns_are_shown() -> None:
+    store = MetricStore()
+    store.own_clients()
+    shared = store.resolve(SeriesDef("counter", "tokens", {}, "", None, None), "mine")
+    g = store.resolve(SeriesDef("gauge", "loss", {}, "", None, None), "theirs")
+    store.apply_many([(shared, 1.0, 10.0)], "mine")
+    store.apply_many([(shared, 1.0, 4.0), (g, 1.0, 0.5)], "theirs")
+    assert "rl_insight_monitor_tokens_total" not in _exposed(store)  # nothing until a round decides
+    assert store.undecided_clients() == {"mine", "theirs"}
+    store.set_owned({"mine"}, {"theirs"})
+    text = _exposed(store)
+    assert "rl_insight_monitor_tokens_total 10.0" in text and "rl_insight_monitor_loss" not in text
+    store.apply_many([(shared, 2.0, 6.0)], "theirs")  # still another's: not undecided again, not shown
+    assert store.undecided_clients() == set() and "rl_insight_monitor_tokens_total 10.0" in _exposed(store)
