@@ -11,8 +11,10 @@ import typer
 from .options import ConfigOpt, HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import Server, require_server
 
-experiments_app = typer.Typer(help="Experiments (a run's scrape targets): list, show, archive, restore.",
-                              no_args_is_help=True)
+experiments_app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="Experiments (a run's scrape targets): list, show, archive, restore.",
+    no_args_is_help=True)
 
 
 def print_experiment(row: dict[str, Any]) -> None:

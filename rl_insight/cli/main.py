@@ -23,8 +23,10 @@ from .runs import runs_app
 from .server import server_app
 from .stacks import stacks
 
-app = typer.Typer(help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
-                  add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="rl-insight: live observability for RL post-training jobs.", no_args_is_help=True,
+    add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(server_app, name="server")
 app.add_typer(profile_app, name="profile")
 app.add_typer(runs_app, name="runs")

@@ -22,8 +22,10 @@ from ..protocol import DEFAULT_PROFILE_ACTIVITIES, DEFAULT_PROFILE_TTL_S, DEFAUL
 from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table, int_ranges
 from .reach import Server, require_server
 
-profile_app = typer.Typer(help="Profile chosen steps on chosen ranks of a running job (torch.profiler, on request).",
-                          no_args_is_help=True)
+profile_app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="Profile chosen steps on chosen ranks of a running job (torch.profiler, on request).",
+    no_args_is_help=True)
 
 RunOpt = typer.Option(..., "--run", help="The run: PROJECT/EXPERIMENT or its run id (the number in the UI's address).")
 VERL_ROLES = {

@@ -21,8 +21,10 @@ from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import require_server
 from .stacks import resolve_run
 
-runs_app = typer.Typer(help="The runs a server holds, and why they took the time they did: where the time went "
-                            "between two runs, a step's critical path.", no_args_is_help=True)
+runs_app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="The runs a server holds, and why they took the time they did: where the time went "
+    "between two runs, a step's critical path.", no_args_is_help=True)
 StepsOpt = typer.Option(None, "--steps", help="Only these steps, e.g. 10-200.")
 
 
@@ -185,8 +187,10 @@ def runs_explain(
         typer.echo(f"biggest single fix (estimate): {e['biggest_text']}, "
                    f"{e['what_if'][e['biggest']]['median_s']:.2f} s a step (median), "
                    f"{e['what_if'][e['biggest']]['total_s']:.1f} s over these steps")
-    echo_table([[k, f"{v['median_s']:.3f} s", f"{v['total_s']:.1f} s"] for k, v in e["what_if"].items()],
-               ["WHAT IF", "MEDIAN SAVED A STEP", "TOTAL"])
+    from ..run_diff import describe  # (what each what-if key means, as the UI and the sentence say it)
+
+    echo_table([[describe(k), f"{v['median_s']:.3f} s", f"{v['total_s']:.1f} s"] for k, v in e["what_if"].items()],
+               ["WHAT IF (estimates)", "MEDIAN SAVED A STEP", "TOTAL"])
     typer.echo("")
     echo_table([[k, f"{v:.3f} s"] for k, v in e["path_lanes"].items()], ["LANE ON THE PATH", "A STEP"])
     return 0

@@ -13,7 +13,9 @@ from .migrate import migrate
 from .stack import credentials, logs, start, status, stop
 from .targets import targets_app
 
-server_app = typer.Typer(help="Run the ingest server with Prometheus, and manage scrape targets.", no_args_is_help=True)
+server_app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="Run the ingest server with Prometheus, and manage scrape targets.", no_args_is_help=True)
 for name, command in (("start", start), ("stop", stop), ("status", status), ("credentials", credentials),
                       ("logs", logs), ("install", install), ("bundle", bundle), ("migrate", migrate)):
     server_app.command(name)(command)

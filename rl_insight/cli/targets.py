@@ -18,7 +18,9 @@ from ..services.home import Home
 from .options import ConfigOpt, HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import find_server
 
-targets_app = typer.Typer(help="Register, list and remove Prometheus scrape targets.", no_args_is_help=True)
+targets_app = typer.Typer(
+    rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
+    help="Register, list and remove Prometheus scrape targets.", no_args_is_help=True)
 
 
 def local_registry(home: Path | None) -> TargetRegistry:

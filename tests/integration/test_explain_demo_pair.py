@@ -80,6 +80,9 @@ def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
     assert "STAGE" in r.stdout and "LANE CLASS" in r.stdout
     r = subprocess.run([*cmd, "explain", str(slow), "--step", "5", *common], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "critical path" in r.stdout and SLOW in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([*cmd, "explain", str(slow), *common], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "not waiting for the slowest 10 % of generations" in r.stdout, r.stdout + r.stderr
+    assert "cut10" not in r.stdout  # (issue 49 item 21: the key was printed unexplained)
     r = subprocess.run([*cmd, "diff", "rl-insight-demo/nope", str(slow), *common], capture_output=True, text=True,
                        timeout=60)
-    assert r.returncode != 0 and "no run rl-insight-demo/nope" in r.stderr
+    assert r.returncode != 0 and "no run rl-insight-demo/nope" in r.stderr and "rl-insight runs list" in r.stderr

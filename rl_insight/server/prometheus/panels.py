@@ -115,13 +115,46 @@ async def section_data(api: PrometheusApi, section: catalogue.Section, project: 
 
 
 # ----------------------------------------------------------------------------- alerts
+MAX_RESOLVED_VALUES = 50  # resolved alerts whose value is looked up (one query each)
 _TEMPLATE_LABEL = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
 _TEMPLATE_OTHER = re.compile(r"\{\{[^}]*\}\}")
 
 
-def _fill(template: str, labels: dict[str, str]) -> str:
-    """Annotations of an alert that is no longer active: its rule's template with the labels filled in."""
-    return _TEMPLATE_OTHER.sub("…", _TEMPLATE_LABEL.sub(lambda m: labels.get(m.group(1), ""), template))
+_TEMPLATE_VALUE = re.compile(r"\{\{\s*\$value\s*(?:\|\s*printf\s*\"([^\"]{1,20})\"\s*)?\}\}")
+
+
+def _fill(template: str, labels: dict[str, str], value: float | None = None) -> str:
+    """Annotations of an alert that is no longer active: its rule's template with the labels filled in, and its value
+    when it is known (the rule's expression at the alert's last firing); what cannot be filled reads "…"."""
+    def value_of(m: re.Match) -> str:
+        if value is None:
+            return "…"
+        if m.group(1):
+            try:
+                return m.group(1) % value  # Go's printf verbs the rules use (%.1f, %.2f, %g) are Python's too
+            except (TypeError, ValueError):
+                pass
+        return f"{value:.4g}"
+
+    filled = _TEMPLATE_VALUE.sub(value_of, _TEMPLATE_LABEL.sub(lambda m: labels.get(m.group(1), ""), template))
+    return _TEMPLATE_OTHER.sub("…", filled)
+
+
+async def _value_at(api: PrometheusApi, client: Any, rule: dict[str, Any], labels: dict[str, str],
+                    at: float | None) -> float | None:
+    """A resolved alert's value: its rule's expression at its last firing, the series whose labels it carries."""
+    expr = rule.get("query")
+    if not expr or at is None:
+        return None
+    try:
+        result = await api.query(client, expr, at=at)
+    except Exception:  # (Prometheus gone meanwhile: the summary says "…")
+        return None
+    for item in result:
+        metric = item.get("metric", {})
+        if all(labels.get(k) == str(v) for k, v in metric.items() if k != "__name__"):  # (a filter keeps the name)
+            return sample_value(item.get("value", [0, "nan"])[1])
+    return None
 
 
 def _matches(labels: dict[str, str], project: str | None, experiment_name: str | None) -> bool:
@@ -190,6 +223,17 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
                 "what_to_check": ann.get("what_to_check", ""),
             }
         )
+    if recent:  # each resolved alert's value when it last fired, for its summary ("4.0x the median", not "…")
+        async with api.session() as client:
+            values = await asyncio.gather(*(
+                _value_at(api, client, by_name.get(r["alertname"], {}), r["labels"], r["last_firing"])
+                for r in recent[:MAX_RESOLVED_VALUES]))
+        for r, value in zip(recent, values):
+            rule = by_name.get(r["alertname"], {})
+            ann = rule.get("annotations", {})
+            r["value"] = value
+            r["summary"] = _fill(ann.get("summary", ""), r["labels"], value)
+            r["description"] = _fill(ann.get("description", ""), r["labels"], value)
     order = {"firing": 0, "pending": 1}
     active.sort(key=lambda a: (order.get(a["state"], 2), a["severity"] != "critical", a["alertname"] or ""))
     recent.sort(key=lambda a: -(a["last_firing"] or 0))
