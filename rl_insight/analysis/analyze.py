@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import insights as ins
+from .operators import operator_table
 
 NS = 1e9
 
@@ -239,6 +240,7 @@ def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None, mem: pd.Dat
         "staleness_time": staleness_time(df),
         "communication": communication(df).to_dict(orient="records"),
         "memory": memory(df, mem),
+        "operators": operator_table(df, mem),
     }
     if metrics is not None and not metrics.empty:
         timing = [c for c in metrics.columns if c.startswith("timing_s/")]

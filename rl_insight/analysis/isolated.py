@@ -72,6 +72,7 @@ def analyse(root: Path, names: list[str], title: str, inflate_limit: int | None)
         "analysed_at": time.time(),
         "overlap": result.get("overlap"),
         "memory": bool(result.get("memory", {}).get("lanes")) or not mem.empty,
+        "operators": result.get("operators", {}),  # top operators and kernels, comm vs compute (operators.py)
         "files": sorted(f for f in REPORT_FILES if (out / f).is_file()),
     }
 

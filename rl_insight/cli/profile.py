@@ -119,8 +119,28 @@ def _describe(p: dict[str, Any], url: str) -> None:
     a = p.get("analysis", {})
     if a.get("state") == "done":
         typer.echo(f"  analysis: {url}/api/v1/profiles/{p['id']}/report/timeline.html ({a.get('events', 0):,} events)")
+        _top(a.get("operators") or {})
     elif a.get("state") not in (None, "none"):
         typer.echo(f"  analysis: {a.get('state')}" + (f" — {a.get('message')}" if a.get("message") else ""))
+
+
+def _top(o: dict[str, Any], n: int = 10) -> None:
+    """The profile's top operators and kernels (what torch's key_averages() table says), under its description."""
+    def dur(s: float) -> str:
+        return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.3f} s"
+
+    if o.get("operators"):
+        typer.echo("\n  top CPU operators by self time:")
+        echo_table([[r["name"][:70], str(r["calls"]), dur(r["self_s"]), dur(r["total_s"]), f"{r['self_pct']:.1f} %",
+                     "comm" if r["comm"] else "compute",
+                     "–" if r.get("peak_allocated_bytes") is None else f"{r['peak_allocated_bytes'] / 2**20:.1f} MiB"]
+                    for r in o["operators"][:n]],
+                   ["  OPERATOR", "CALLS", "SELF", "TOTAL", "SELF %", "KIND", "PEAK ALLOCATED"])
+    if o.get("kernels"):
+        typer.echo("\n  top device kernels by time:")
+        echo_table([[r["name"][:70], str(r["calls"]), dur(r["total_s"]), f"{r['mean_us']:.1f} µs",
+                     f"{r['share_pct']:.1f} %", "comm" if r["comm"] else "compute"] for r in o["kernels"][:n]],
+                   ["  KERNEL", "CALLS", "TOTAL", "MEAN", "SHARE", "KIND"])
 
 
 @profile_app.command("request")
@@ -242,6 +262,25 @@ def show(profile_id: str = typer.Argument(..., help="The request's id."), server
     url = server.url
     _describe(server.request("GET", f"/api/v1/profiles/{profile_id}"), url)
     return 0
+
+
+@profile_app.command("analyze")
+def analyze_again(profile_id: str = typer.Argument(..., help="The request's id."),
+                  wait: float = typer.Option(120.0, "--wait", help="Seconds to wait for the analysis (0: no wait)."),
+                  server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
+                  home: Optional[Path] = HomeOpt) -> int:
+    """Analyse a profile taken before again, with this version's analysis (top operators and kernels, memory by
+    operator, the stages), on the server that keeps its traces; then show it."""
+    import time
+
+    server = _client(server_url, token, home)
+    p = server.request("POST", f"/api/v1/profiles/{profile_id}/analyze")
+    deadline = time.monotonic() + wait
+    while p.get("analysis", {}).get("state") in ("pending", "running") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        p = server.request("GET", f"/api/v1/profiles/{profile_id}")
+    _describe(p, server.url)
+    return 0 if p.get("analysis", {}).get("state") in ("done", "pending", "running") else 1
 
 
 @profile_app.command("cancel")

@@ -228,6 +228,13 @@ def test_the_cli_requests_waits_fetches_and_uploads(srv, tmp_path: Path) -> None
     assert wait_until(lambda: api.get(f"/api/v1/profiles/{uid}").json()["analysis"]["state"] == "done", timeout=60,
                       what="analysis of the upload")
     assert api.get(f"/api/v1/profiles/{uid}").json()["state"] == "done"
+    # a profile taken before, analysed again (issue 49 item 17): its top operators by self time, as torch says them
+    again = _cli("analyze", uid, *u, home=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "top CPU operators by self time" in again.stdout and "aten::" in again.stdout, again.stdout
+    ops = api.get(f"/api/v1/profiles/{uid}").json()["analysis"]["operators"]["operators"]
+    assert ops and all(o["self_s"] <= o["total_s"] + 1e-9 for o in ops)
+    assert _cli("analyze", "0123456789abcdef", *u, home=home).returncode == 2  # unknown: a clear error
 
     # "next": the first step every process hears of before it begins, by the run's step clock and pace (the job
     # logged steps up to 10, one each 0.3 s, and is over: from now on, a heartbeat's worth of its steps ahead)

@@ -92,6 +92,13 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
                 for r in result["communication"]]
         lines += ["## Communication vs computation", ""] + _md_table(
             comm, ["lane", "stage", "instances", "stage_s", "comm_s", "compute_s", "comm_not_overlapped_s"])
+        ops = result.get("operators") or {}
+        if ops.get("operators"):
+            lines += ["## Top operators by self time (CPU)", ""] + _md_table(
+                ops["operators"], ["name", "calls", "self_s", "total_s", "self_pct", "comm", "peak_allocated_bytes"])
+        if ops.get("kernels"):
+            lines += ["## Top kernels by device time", ""] + _md_table(
+                ops["kernels"], ["name", "calls", "total_s", "mean_us", "max_us", "share_pct", "comm"])
     mem = result.get("memory") or {}
     if mem.get("lanes"):
         gib = lambda v: None if v is None else round(v / 2**30, 3)  # noqa: E731 - one-line constructors, a table read where it is used

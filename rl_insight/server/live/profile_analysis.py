@@ -111,6 +111,31 @@ class TraceAnalysis:
                               max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
         self._set_analysis(rec, {**result, "attempts": attempts})
 
+    def reanalyse(self, rid: str) -> dict[str, Any]:
+        """Analyse a request's traces again (a profile taken before, read by a newer analysis): its analysis goes back
+        to pending and is queued. ConflictError while one runs, or when no trace of it is complete; NotFoundError
+        for an unknown request."""
+        from ...errors import ConflictError, NotFoundError
+
+        rec = self._records.get(rid)
+        if rec is None:
+            raise NotFoundError(f"no profile request {rid}", hint="`rl-insight profile list --run RUN` lists them")
+        if not any(f.get("complete") for f in rec.get("files", {}).values()):
+            raise ConflictError(f"profile request {rid} has no complete trace to analyse",
+                                hint="`rl-insight profile show ID` says what each process reported")
+        if (rec.get("analysis") or {}).get("state") == "running":
+            raise ConflictError(f"profile request {rid} is being analysed now", hint="ask again once it is done")
+
+        def pending(r: dict[str, Any]) -> bool:
+            r["analysis"] = {"state": "pending", "attempts": 0, "requested_at": time.time()}
+            return True
+
+        with self._lock:
+            self._update(rec, pending)
+        if self._thread is not None:
+            self.enqueue(rid)
+        return rec
+
     def enqueue(self, rid: str) -> None:
         if rid not in self._queued:
             self._queued.add(rid)

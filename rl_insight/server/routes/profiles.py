@@ -132,6 +132,12 @@ def build_router(st: AppState) -> APIRouter:
         boundary."""
         return book.cancel(profile_id)
 
+    @operate.post("/{profile_id}/analyze", responses=error_responses(404, 409))
+    def analyze(profile_id: str = ProfileId) -> dict[str, Any]:
+        """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
+        operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
+        return book.describe(book.reanalyse(profile_id))
+
     @write.post("/{profile_id}/status", openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(ProfileStatus)}}}})
     async def status(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:

@@ -84,10 +84,35 @@ export class Profiles {
       if (p.state === "pending" || p.state === "running") links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
       const stages = a.state === "done" && a.stages?.length ? h("div", { class: "muted" }, "top stages: " +
         a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
+      const opsTables = a.state === "done" ? operatorTables(a.operators || {}, p.id === this.opened) : null;
       return h("tr", { "data-profile": p.id, "data-state": p.state, class: p.id === this.opened ? "selected" : "" }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
         h("td", {}, `${req.steps[0]}${req.steps[1] !== req.steps[0] ? "–" + req.steps[1] : ""}`), h("td", {}, sel),
-        h("td", {}, procs.length ? procs : h("span", { class: "muted" }, p.passed ? p.passed.message : "no process has taken it yet")), h("td", {}, ...links, stages));
+        h("td", {}, procs.length ? procs : h("span", { class: "muted" }, p.passed ? p.passed.message : "no process has taken it yet")), h("td", {}, ...links, stages, opsTables));
     });
     this.list.replaceChildren(h("table", { class: "grid" }, h("tr", {}, ...["request", "state", "steps", "who", "processes", ""].map(t => h("th", {}, t))), ...rows));
   }
+}
+
+// The profile's operators and kernels (analysis/operators.py): what torch's key_averages() and HTA's kernel breakdown
+// say, beside the stage numbers: self time, calls, communication or compute, memory where the trace has it.
+function operatorTables(o, open) {
+  const ops = o.operators || [], kernels = o.kernels || [];
+  if (!ops.length && !kernels.length) return null;
+  const mib = (b) => (b === null || b === undefined ? "–" : `${(b / 2 ** 20).toFixed(1)} MiB`);
+  const kind = (r) => h("span", { class: `badge ${r.comm ? "comm" : "compute"}` }, r.comm ? "comm" : "compute");
+  const table = (heads, rows) => h("table", { class: "grid ops" }, h("tr", {}, ...heads.map(t => h("th", {}, t))), ...rows);
+  const totals = o.totals || {};
+  const split = (t) => t ? ` — communication ${fmtDur(t.comm_s)}, compute ${fmtDur(t.compute_s)}` : "";
+  return h("details", { class: "profile-ops", ...(open ? { open: "" } : {}) },
+    h("summary", {}, `operators and kernels (${ops.length} operators, ${kernels.length} kernels)`),
+    ops.length ? h("div", {}, h("h4", {}, `CPU operators by self time${split(totals.operators)}`),
+      table(["operator", "calls", "self", "total", "% of self", "", "peak allocated"], ops.slice(0, 15).map(r => h("tr", { "data-op": r.name },
+        h("td", {}, h("code", { title: r.name }, r.name.length > 60 ? r.name.slice(0, 59) + "…" : r.name)), h("td", { class: "num" }, r.calls),
+        h("td", { class: "num" }, fmtDur(r.self_s)), h("td", { class: "num" }, fmtDur(r.total_s)),
+        h("td", { class: "num" }, `${r.self_pct.toFixed(1)} %`), h("td", {}, kind(r)), h("td", { class: "num" }, mib(r.peak_allocated_bytes)))))) : null,
+    kernels.length ? h("div", {}, h("h4", {}, `device kernels by time${split(totals.kernels)}`),
+      table(["kernel", "calls", "total", "mean", "max", "share", ""], kernels.slice(0, 15).map(r => h("tr", { "data-kernel": r.name },
+        h("td", {}, h("code", { title: r.name }, r.name.length > 60 ? r.name.slice(0, 59) + "…" : r.name)), h("td", { class: "num" }, r.calls),
+        h("td", { class: "num" }, fmtDur(r.total_s)), h("td", { class: "num" }, `${r.mean_us.toFixed(1)} µs`),
+        h("td", { class: "num" }, `${r.max_us.toFixed(1)} µs`), h("td", { class: "num" }, `${r.share_pct.toFixed(1)} %`), h("td", {}, kind(r)))))) : null);
 }
