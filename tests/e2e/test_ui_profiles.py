@@ -75,6 +75,13 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     assert proc["window"]["steps"] == [step]
     stages = {s["name"] for s in prof["analysis"]["stages"]}
     assert {"train_batch", "actor_compute_log_prob"} & stages, stages  # the demo's stages, recorded on rank_1's thread
+    ops = prof["analysis"]["operators"]["operators"]  # the demo's workers run torch ops in their stages
+    assert ops, prof["analysis"]["operators"]
+    page.click(f"#profile-list tr[data-profile='{rid}'] details.profile-ops summary")
+    first = page.get_attribute(f"#profile-list tr[data-profile='{rid}'] table.ops tr[data-op]", "data-op")
+    assert first == ops[0]["name"]  # the largest self time first, as the API says
+    page.locator(f"#profile-list tr[data-profile='{rid}'] details.profile-ops").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "profile-operators.png"), full_page=False)
     report = httpx.get(f"{demo}/api/v1/profiles/{rid}/report/timeline.html", headers=AUTH)
     assert report.status_code == 200 and "default-src 'none'" in report.headers["content-security-policy"]
     with page.context.expect_page() as new:

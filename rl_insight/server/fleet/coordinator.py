@@ -61,12 +61,14 @@ class FleetCoordinator:
         try:
             mine = self.tracker.snapshot()
             self.registry.publish(mine)
-            asked = {c[0] for c in mine} | self.metric_store.undecided_clients()  # (one that finished already too)
+            tracked = {c[0] for c in mine}
+            asked = tracked | self.metric_store.undecided_clients()  # (one that finished already too)
             elsewhere = self.registry.moved(sorted(asked))
-            self.metric_store.set_owned(asked - elsewhere, elsewhere)
-            moved = {c[0] for c in mine} & elsewhere
+            moved = self.metric_store.set_owned(asked - elsewhere, elsewhere)  # owned here before, another's now
+            if tracked & elsewhere:  # another server's: nothing of theirs is cut short or finished here
+                self.tracker.forget(tracked & elsewhere)
             if moved:
-                self.moved_away += self.tracker.forget(moved)
+                self.moved_away += len(moved)
                 dropped = sum(self.metric_store.forget_client(cid) for cid in moved)
                 log.info("%d client(s) moved to another server; %d series only they fed left /metrics here",
                          len(moved), dropped)

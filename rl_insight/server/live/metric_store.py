@@ -341,18 +341,20 @@ class MetricStore:
         with self._lock:
             return set(self._undecided)
 
-    def set_owned(self, mine: Iterable[str], elsewhere: Iterable[str]) -> None:
+    def set_owned(self, mine: Iterable[str], elsewhere: Iterable[str]) -> set[str]:
         """A fleet round's verdict: `mine` are this server's clients (exposed from now on), `elsewhere` another
-        server's (never exposed here while they are: the other one shows them). A client owned once stays exposed
-        after it stops sending (its last values, as before), unless another server owns it."""
+        server's. One this server never owned is hidden here (the other server shows it; its series are kept, should
+        it become this server's). One it owned keeps showing what it had sent, as before a move (the caller drops
+        the series only it fed: a counter other processes feed too keeps its part, frozen, since a drop would read
+        as a reset to rate()). Returns those that moved away from this server."""
         with self._lock:
             if self._owned is None:
-                return
+                return set()
             mine, elsewhere = set(mine), set(elsewhere)
             self._owned.update(mine)
-            self._owned.difference_update(elsewhere)
             now = time.monotonic()
-            for cid in elsewhere:
+            moved_away = elsewhere & self._owned
+            for cid in elsewhere - self._owned:
                 self._foreign[cid] = now
             for cid in mine:
                 self._foreign.pop(cid, None)
@@ -360,6 +362,7 @@ class MetricStore:
             cutoff = now - self._ttl  # (their series are gone by then)
             for cid in [c for c, t in self._foreign.items() if t < cutoff]:
                 del self._foreign[cid]
+            return moved_away
 
     def snapshot(self) -> list[Metric]:
         """Build exposition families. The lock is held only to copy state."""

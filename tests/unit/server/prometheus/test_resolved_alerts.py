@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from rl_insight.server.prometheus.api import PrometheusApi
 from rl_insight.server.prometheus.panels import _fill, alerts
 from tests.conftest import free_port, prom_query, prometheus_binary, wait_until
+
+
+def run(coro):  # (in a thread of its own: a test before may have left an event loop set on this one)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
 
 RULES = """groups:
   - name: test
@@ -52,13 +60,20 @@ def test_a_resolved_alert_says_the_value_it_fired_with(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     api = PrometheusApi(url)
     try:
-        firing = wait_until(lambda: asyncio.run(alerts(api, "p", "e"))["active"], timeout=60, interval=0.5,
+        def ready() -> bool:
+            try:
+                return httpx.get(url + "/-/ready", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout=60, interval=0.2, what="Prometheus to be ready")
+        firing = wait_until(lambda: run(alerts(api, "p", "e"))["active"], timeout=60, interval=0.5,
                             what="the alert to fire")
         assert firing[0]["summary"].startswith("Slowest rollout replica is 4.0x")
         wait_until(lambda: prom_query(url, 'ALERTS{alertstate="firing"}'), timeout=30, what="ALERTS series")
         gauge.labels("p", "e").set(1.0)  # resolved
         got = wait_until(lambda: (lambda a: a["recent"] and not a["active"] and a)(
-            asyncio.run(alerts(api, "p", "e", resolution_s=1))), timeout=60, interval=0.5, what="the alert to resolve")
+            run(alerts(api, "p", "e", resolution_s=1))), timeout=60, interval=0.5, what="the alert to resolve")
         resolved = got["recent"][0]
         assert resolved["state"] == "resolved" and resolved["value"] == 4.04
         assert resolved["summary"] == "Slowest rollout replica is 4.0x the median in e", resolved  # was "…x"
