@@ -199,6 +199,28 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:
     ) == ["50%", "12.3 ms", "2.5GB", "52.5k tok/s", "61.4GB", "250 µs"]
     ticks = page.evaluate("state.prom.boxes.get('vllm_kv_cache').plot.axes[1]._values")  # the y labels uPlot drew
     assert ticks and all(t.endswith("%") for t in ticks), ticks
+    # issue 49 item 18, at 1280 and 1600 px: every y axis as wide as its longest label (Token throughput read
+    # "00 tok/s" for 500), every legend column shown, up to eight series without scrolling
+    for width in (1280, 1600):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(800)  # (the charts follow the new width)
+        fits = page.evaluate("""[...state.prom.boxes.values()].filter(b => b.plot).map(b => {
+            const u = b.plot, ax = u.axes[1], ctx = u.ctx; ctx.save(); ctx.font = ax.font[0];
+            const widest = Math.max(0, ...(ax._values || []).map(t => ctx.measureText(t).width / devicePixelRatio));
+            ctx.restore();
+            const table = u.root.parentElement.querySelector('.legend-table');
+            const mean = table.querySelector('th:last-child').getBoundingClientRect();
+            const box = u.root.parentElement.getBoundingClientRect();
+            const rows = table.querySelectorAll('tr[data-series]').length;
+            return [b.plot.root.closest('.chart').dataset.panel, ax._size >= widest, mean.right <= box.right + 1,
+                    rows > 8 || table.scrollHeight <= table.clientHeight + 1];
+        })""")
+        bad = [f for f in fits if not all(f[1:])]
+        assert fits and not bad, (width, bad)
+        repeated = page.evaluate("[...state.prom.boxes.values()].filter(b => b.plot).map(b => b.plot.axes[0]._values"
+                                 ".filter(Boolean)).filter(v => new Set(v).size !== v.length)")
+        assert repeated == [], repeated  # a time label never twice on one axis (whole seconds at the least)
+        page.locator("#sec-vllm").screenshot(path=str(ARTIFACTS / f"ui-engine-{width}.png"))
     for sid, shot in (("vllm", "ui-engine.png"), ("transfer_queue", "ui-transfer-queue.png"), ("gpu", "ui-gpu.png"),
                       ("npu", "ui-npu.png"), ("host", "ui-host.png")):
         if page.get_attribute(f"#sec-{sid}", "data-available") == "1":

@@ -54,6 +54,10 @@ function markSelectedStep(u, xKind) {
 }
 
 // last / min / max / mean of the points in view (x within [lo, hi]): a zoomed chart's legend describes what it shows
+// time ticks in whole seconds and round minutes and hours: a window of a few seconds never labels one second twice
+const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+  172800, 604800, 2592000];
+
 const stats = (xs, ys, lo, hi) => {
   let n = 0, sum = 0, min = Infinity, max = -Infinity, last = null;
   for (let i = 0; i < ys.length; i++) {
@@ -68,6 +72,10 @@ const stats = (xs, ys, lo, hi) => {
 function legendTable(u, lines, fmt, xKind) {
   const at = h("th", { class: "at" }, "—");
   const rows = [];
+  // a unit every value of the table shares ("1.01k tok/s", "552.7 tok/s") is said once, in the corner, so the
+  // numbers fit a narrow panel's columns; units that differ by value (ms and s) stay on each number
+  let unit = "";
+  const cell = (v) => { const t = fmt(v); return unit && t.endsWith(" " + unit) ? t.slice(0, -unit.length - 1) : t; };
   const body = lines.map((l, i) => {
     if (l.raw) return null;
     const cur = h("td", { class: "cur" }, "–");
@@ -79,21 +87,42 @@ function legendTable(u, lines, fmt, xKind) {
     return row;
   });
   const table = h("table", { class: "legend-table" },
-    h("tr", {}, at, h("th", {}, "at cursor"), h("th", {}, "last"), h("th", {}, "min"), h("th", {}, "max"), h("th", {}, "mean")), ...body);
+    h("tr", {}, at, h("th", {}, "cursor"), h("th", {}, "last"), h("th", {}, "min"), h("th", {}, "max"), h("th", {}, "mean")), ...body);
+  const corner = () => (unit ? `(${unit})` : "—");
   const update = () => {
     const i = u.cursor.idx;
     const x = i === null || i === undefined ? null : u.data[0][i];
-    at.textContent = x === null ? "—" : xKind === "step" ? `step ${x}` : clock(x, true);
-    for (const [si, cell] of rows) cell.textContent = x === null ? "–" : fmt(u.data[si][i]);
+    at.textContent = x === null ? corner() : xKind === "step" ? `step ${x}` : clock(x, true);
+    for (const [si, c] of rows) c.textContent = x === null ? "–" : cell(u.data[si][i]);
   };
   const updateStats = () => {
     const lo = u.scales.x.min ?? -Infinity, hi = u.scales.x.max ?? Infinity;
-    for (const [si, , row] of rows) {
-      const s = stats(u.data[0], u.data[si], lo, hi);
-      for (const td of row.querySelectorAll("td[data-stat]")) td.textContent = fmt(s[td.dataset.stat]);
-    }
+    const all = rows.map(([si]) => stats(u.data[0], u.data[si], lo, hi));
+    const texts = all.flatMap(s => ["last", "min", "max", "mean"].map(k => s[k])).filter(v => v !== null).map(v => fmt(v));
+    const tail = texts.length ? texts[0].split(" ").slice(1).join(" ") : "";
+    unit = tail && !/\d/.test(tail) && texts.every(t => t.endsWith(" " + tail)) ? tail : "";
+    rows.forEach(([, , row], n) => {
+      for (const td of row.querySelectorAll("td[data-stat]")) { td.textContent = cell(all[n][td.dataset.stat]); td.title = fmt(all[n][td.dataset.stat]); }
+    });
+    if (u.cursor.idx === null || u.cursor.idx === undefined) at.textContent = corner();
   };
   return { table, update, updateStats };
+}
+
+// The y axis as wide as its longest label ("1.16k tok/s" was cut to "00 tok/s" by a fixed 64 px), measured with the
+// axis' own font; uPlot asks again after laying the ticks out (cycle), and the first answer stands then.
+function yAxisSize(u, values, ai, cycle) {
+  const axis = u.axes[ai];
+  if (cycle > 1) return axis._size;
+  const longest = (values || []).reduce((a, v) => (v && v.length > a.length ? v : a), "");
+  let size = (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 6;
+  if (longest) {
+    u.ctx.save();
+    u.ctx.font = axis.font?.[0] ?? "12px sans-serif";
+    size += u.ctx.measureText(longest).width / (window.devicePixelRatio || 1);
+    u.ctx.restore();
+  }
+  return Math.max(40, Math.ceil(size));
 }
 
 function snapToPoint(u, left, top) {
@@ -112,7 +141,7 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
   let legend = null;
   const axisX = xKind === "step"
     ? { incrs: STEP_INCRS, space: 40, values: (u, v) => v.map(x => (x === null ? "" : String(x))) }
-    : { space: 70, values: (u, v, ai, space, incr) => v.map(x => (x === null ? "" : incr >= 86400
+    : { space: 64, incrs: TIME_INCRS, values: (u, v, ai, space, incr) => v.map(x => (x === null ? "" : incr >= 86400
         ? new Date(x * 1000).toLocaleDateString([], { month: "short", day: "numeric" }) : clock(x, incr < 60))) };
   const opts = {
     width: Math.max(320, box.clientWidth - 12), height,
@@ -120,7 +149,7 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
     // the crosshair snaps to the nearest point: every chart on the axis then shows the same step or moment
     cursor: { move: snapToPoint, sync: { key: ownRange ? `own-${Math.random()}` : SYNC_KEY[xKind], setSeries: false }, drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: xKind === "time" }, y: log ? { distr: 3 } : { range: yRange } },
-    axes: [axisX, { values: (u, v) => v.map(x => fmt(x)), size: 64 }],
+    axes: [axisX, { values: (u, v) => v.map(x => fmt(x)), size: yAxisSize }],
     series: [{ label: xKind }, ...lines.map(l => ({ label: l.label, stroke: l.raw ? `${l.color}55` : l.color, width: l.raw ? 1 : 1.5,
       dash: l.dash, spanGaps: xKind === "step", value: (u, v) => fmt(v) }))],
     hooks: {
