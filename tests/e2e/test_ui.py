@@ -169,6 +169,16 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
         "actor_rollout_ref.actor.optim.lr"
     ]
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
+    # the first screen at 1280 px (issue 49 item 19): the timeline starts on it (the step table scrolls in its own
+    # box), the cards of lists are two columns wide, one "whole run" control
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate("window.scrollTo(0, 0)")
+    assert page.evaluate("document.querySelector('#timeline').getBoundingClientRect().top") < 900
+    card = page.eval_on_selector("#insight-step", "e => e.getBoundingClientRect().width")
+    other = page.eval_on_selector("#insight-overlap", "e => e.getBoundingClientRect().width")
+    assert card > 1.8 * other
+    assert page.locator("button:has-text('whole run')").count() == 0  # (the picker's option is the one control)
+    page.screenshot(path=str(ARTIFACTS / "run-first-screen-1280.png"))
 
 
 def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page) -> None:

@@ -113,7 +113,7 @@ def test_a_drag_on_a_chart_zooms_every_chart_and_the_timeline_and_the_address_ke
     time_range = page.evaluate("state.rangeNow().secs")
     assert time_range[1] - time_range[0] < (marks[b] - marks[a - 1 if a - 1 in marks else a]) / 1e9
     # the picker: the whole run again
-    page.click("#range-reset")
+    page.select_option("#range-preset", "")  # the one "whole run" control
     page.wait_for_function("!/from=|steps=|last=/.test(location.hash)")
     assert page.input_value("#range-preset") == ""
 
@@ -138,7 +138,7 @@ def test_the_picker_the_minimap_and_the_time_charts(demo: str, page) -> None:
                            "state.charts.some(p => p.xKind === 'time')", timeout=30_000)
     ticks = page.evaluate("state.charts.find(p => p.xKind === 'time').axes[0]._values")
     assert ticks and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks if t), ticks
-    page.click("#range-reset")
+    page.select_option("#range-preset", "")  # the one "whole run" control
     page.wait_for_function("!/steps=/.test(location.hash)")
     # the mouse moves over the timeline as a person's would, a little at a time, until every time chart's crosshair
     # follows it (the views redraw on the whole run after the reset: a chart rebuilt after one hover has not seen it)

@@ -62,6 +62,15 @@ def test_the_runs_list_filters_sorts_and_shows_a_summary_metric_and_config(tmp_p
         page.wait_for_function("document.querySelectorAll('#runs-table tr[data-run-id]').length === 1")
         assert page.input_value("#runs-q") == "llama" and page.input_value("#runs-metric") == "critic/score/mean"
         page.screenshot(path=str(ARTIFACTS / "runs-list-1600.png"))
+        # a finished run's page is not polled every 3 s (issue 49 item 19), and says "whole run" once
+        send(url, "dapo", "llama-8b", tags=["8b", "baseline"], score=0.56, lr=2e-6, t0=time.time(), finish=True)
+        rid = next(r["id"] for r in httpx.get(url + "/api/v1/runs").json()["runs"]
+                   if r["experiment_name"] == "llama-8b")
+        page.goto(f"{url}/#/run/{rid}")
+        page.wait_for_selector("#refresh-interval")
+        page.wait_for_function("state.refreshMs === 30000")
+        assert page.input_value("#refresh-interval") == "30000"
+        assert page.locator("text=whole run").count() == 1
     finally:
         server.terminate()
         server.wait(10)

@@ -29,7 +29,6 @@ export class RangeBar {
     this.minimap = h("canvas", { id: "minimap", title: "every step's duration: drag to choose a step range, click a bar to select its step" });
     el.replaceChildren(h("div", { class: "bar range-bar" }, this.preset,
       h("form", { class: "inline", onsubmit: applySteps }, this.fromStep, "–", this.toStep, h("button", { type: "submit", id: "range-apply-steps" }, "show steps")),
-      h("button", { id: "range-reset", title: "the whole run (double-click on the timeline does the same)", onclick: () => setRange(null) }, "whole run"),
       this.refresh, this.label), this.minimap);
     this.minimapEvents();
     (state.onRange ||= []).push(() => this.show());

@@ -100,7 +100,9 @@ export async function renderRun(app, runId, params) {
     h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
   setHeader(run);
 
-  const refreshMs = /^\d+$/.test(params.get("refresh") || "") ? +params.get("refresh") : 3000;
+  // a finished run changes rarely (a late resend, a profile's analysis): every 30 s unless the address says otherwise
+  const ended = run.status === "finished" || run.status === "lost";
+  const refreshMs = /^\d+$/.test(params.get("refresh") || "") ? +params.get("refresh") : ended ? 30000 : 3000;
   let chosenMs = refreshMs;  // (chosen before the loops below exist: they start with it)
   const rangeBar = new RangeBar(rangeEl, { refreshMs, onRefresh: (ms) => { chosenMs = ms; state.schedule?.(ms); } });
   await paletteReady;  // stage colours before the first draw
