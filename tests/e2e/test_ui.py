@@ -526,6 +526,9 @@ def test_metric_search_pinning_and_collapsed_groups(live_demo: str, page) -> Non
     page.wait_for_function(
         "document.querySelector('.chart[data-metric=\"critic_score_mean\"][data-points]')", timeout=30_000
     )
+    # a chart of one series names it by its metric in the legend, never "value" (issue 49 item 19)
+    assert page.eval_on_selector_all('.chart[data-metric="critic_score_mean"] .legend-table tr[data-series]',
+                                     "els => els.map(e => e.dataset.series)") == ["critic_score_mean"]
     open_families = page.eval_on_selector_all("details.family[data-family]", "els => els.filter(e => e.open).map(e "
                                                                              "=> e.dataset.family)")
     assert set(open_families) <= {"critic", "actor", "perf", "timing"} and "critic" in open_families

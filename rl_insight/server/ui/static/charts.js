@@ -108,11 +108,13 @@ export class ChartGrid {
   async draw(name, c) {
     const runs = await this.fetch(name);
     const xs = new Set(); const series = [];
+    const names = distinctNames(runs.map(r => state.runNames?.[r.run_id] || `run ${r.run_id}`));
     runs.forEach((r, ri) => { for (const s of r.series) {
       const lab = Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(",");
-      const runName = runs.length > 1 ? (state.runNames?.[r.run_id] || `run ${r.run_id}`) : "";
-      // compare: one colour per run (the same in every chart), dashes for a run's several series
-      series.push({ label: [runName, lab].filter(Boolean).join(" ") || "value", colorKey: runs.length > 1 ? `#${ri}` : undefined, pts: s.points });
+      const runName = runs.length > 1 ? names[ri] : "";
+      // compare: one colour per run (the same in every chart), dashes for a run's several series; a lone series is
+      // named by its metric (never "value")
+      series.push({ label: [runName, lab].filter(Boolean).join(" ") || name, colorKey: runs.length > 1 ? `#${ri}` : undefined, pts: s.points });
       s.points.forEach(p => xs.add(p[0]));
     } });
     const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));
@@ -131,4 +133,14 @@ export class ChartGrid {
       onClick: (x) => (this.x === "step" ? showStep(x) : showTime(x * 1e9)),
       onZoom: (a, b) => (this.x === "step" ? setRange({ steps: [Math.ceil(a), Math.floor(b)] }) : setRange({ secs: [a, b] })) });
   }
+}
+
+// Compared runs' names as a legend reads them: the part they share ("rl-insight-demo/demo-sync-2026120") is left
+// out (a narrow legend cut every name to that same prefix), the part that differs kept, from its word's start.
+export function distinctNames(full) {
+  if (full.length < 2) return full;
+  let n = 0;
+  while (full.every(f => f.length > n && f[n] === full[0][n])) n++;
+  const cut = Math.max(0, ...[/[\/_\-. ]/g].flatMap(re => [...full[0].slice(0, n).matchAll(re)].map(m => m.index + 1)));
+  return full.map(f => (cut > 0 && f.length > cut ? "…" + f.slice(cut) : f));
 }
