@@ -90,6 +90,17 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     assert all(a != b for a, b in zip(kinds, kinds[1:]))  # generate → tool → generate …
     assert page.eval_on_selector_all("#traj-wf .wf-gap", "els => els.length") >= 1
     assert "between turns" in page.inner_text("#traj-wf-summary")
+    # the waterfall right under the rows' box, not under 50 rows; a refresh keeps the reader's place in the box
+    # (issue 49 item 21)
+    below = page.evaluate("document.querySelector('#traj-wf').getBoundingClientRect().top - "
+                          "document.querySelector('#traj-table .traj-rows').getBoundingClientRect().bottom")
+    assert below < 200, below
+    rows = page.locator("#traj-table tr[data-traj-id]").count()
+    if rows > 20:
+        page.eval_on_selector("#traj-table .traj-rows", "e => { e.scrollTop = 120; }")
+        page.evaluate("state.trajectories.loadPage()")
+        page.wait_for_timeout(500)
+        assert page.eval_on_selector("#traj-table .traj-rows", "e => e.scrollTop") == 120
     # each turn's text stays inside its track, on the roomier side of its bar: the page never widens for it
     outside = page.eval_on_selector_all("#traj-wf .wf-text", """els => els.filter(e => {
         const r = e.getBoundingClientRect(), t = e.parentElement.getBoundingClientRect();

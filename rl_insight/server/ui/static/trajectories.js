@@ -168,7 +168,11 @@ export class Trajectories {
       q.replica ? h("span", { class: "muted" }, `trajectories that ran on ${q.replica} at step ${p.step}, slowest first`) : null,
       q.sample ? h("button", { id: "traj-sample-clear", title: "show every sample again", onclick: () => this.set({ sample: "", offset: 0 }) },
         `sample ${q.sample} ✕`) : null);
-    this.table.replaceChildren(h("table", { class: "grid traj", "data-step": String(p.step) }, head, ...rows), pager);
+    // a live refresh redraws the rows where the reader left them (the box keeps its scroll position)
+    const box = this.table.querySelector(".traj-rows"), keep = box ? box.scrollTop : 0;
+    const rowsBox = h("div", { class: "traj-rows" }, h("table", { class: "grid traj", "data-step": String(p.step) }, head, ...rows));
+    this.table.replaceChildren(rowsBox, pager);
+    rowsBox.scrollTop = keep;
     if (this.wanted !== undefined) { const id = this.wanted; delete this.wanted; await this.show(id).catch(() => this.show(p.trajectories[0]?.id)); }
     else if (p.trajectories.length && !p.trajectories.some(t => t.id === this.selected)) await this.show(p.trajectories[0].id);
     else if (!p.trajectories.length) this.waterfall.replaceChildren();
