@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -28,7 +29,10 @@ def emit_run(
     for step in range(1, steps + 1):
         async def rollout() -> None:
             await asyncio.gather(*(generate(r) for r in range(3)))
-        asyncio.run(rollout())
+        # on a thread of its own: on a pytest-xdist worker an earlier module may leave an event loop set on the main
+        # thread (asyncio.run then refuses to start; seen twice in CI with test_experiments_api)
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, rollout()).result()
         with rl_insight.trace_state("train_batch", state_lane_id="rank_0"):
             with rl_insight.trace_state("actor_update", state_lane_id="rank_0"):
                 time.sleep(0.01)
