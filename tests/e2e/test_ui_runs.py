@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.test_ui import ARTIFACTS, _server
 from tests.unit.server.routes.test_run_list import send
+
+pytestmark = pytest.mark.e2e  # (the browser pass: alone, after the rest)
 
 
 def test_the_runs_list_filters_sorts_and_shows_a_summary_metric_and_config(tmp_path: Path, page) -> None:
