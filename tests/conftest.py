@@ -67,6 +67,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def answers(url: str) -> bool:
+    """Whether `url` answers 200 now (a server's /healthz, Prometheus' /-/ready): what a test waits for."""
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     last = None

@@ -18,7 +18,7 @@ import httpx
 
 import rl_insight
 from rl_insight.server.config import ServerConfig
-from tests.conftest import free_port, wait_until
+from tests.conftest import answers, free_port, wait_until
 
 
 def _start(cfg_file: Path, url: str) -> subprocess.Popen:
@@ -28,13 +28,7 @@ def _start(cfg_file: Path, url: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
     )
 
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout=30, interval=0.05, what="the ingest server to answer")
+    wait_until(lambda: answers(url + "/healthz"), timeout=30, interval=0.05, what="the ingest server to answer")
     return proc
 
 

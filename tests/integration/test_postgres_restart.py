@@ -19,7 +19,7 @@ import pytest
 
 import rl_insight
 from rl_insight.server.config import ServerConfig
-from tests.conftest import free_port, wait_until
+from tests.conftest import answers, free_port, wait_until
 from tests.pg_cluster import PASSWORD, PostgresCluster, postgres_bin_dir
 
 
@@ -37,13 +37,7 @@ def _start(cfg_file: Path, url: str) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg_file),
                              "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout=60, interval=0.1, what="the ingest server to answer")
+    wait_until(lambda: answers(url + "/healthz"), timeout=60, interval=0.1, what="the ingest server to answer")
     return proc
 
 

@@ -9,12 +9,11 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from rl_insight.server.prometheus.api import PrometheusApi
 from rl_insight.server.prometheus.panels import _fill, alerts
-from tests.conftest import free_port, prom_query, prometheus_binary, wait_until
+from tests.conftest import answers, free_port, prom_query, prometheus_binary, wait_until
 
 
 def run(coro):  # (in a thread of its own: a test before may have left an event loop set on this one)
@@ -60,13 +59,7 @@ def test_a_resolved_alert_says_the_value_it_fired_with(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     api = PrometheusApi(url)
     try:
-        def ready() -> bool:
-            try:
-                return httpx.get(url + "/-/ready", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, timeout=60, interval=0.2, what="Prometheus to be ready")
+        wait_until(lambda: answers(url + "/-/ready"), timeout=60, interval=0.2, what="Prometheus to be ready")
         firing = wait_until(lambda: run(alerts(api, "p", "e"))["active"], timeout=60, interval=0.5,
                             what="the alert to fire")
         assert firing[0]["summary"].startswith("Slowest rollout replica is 4.0x")
