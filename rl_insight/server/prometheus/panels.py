@@ -116,6 +116,7 @@ async def section_data(api: PrometheusApi, section: catalogue.Section, project: 
 
 # ----------------------------------------------------------------------------- alerts
 MAX_RESOLVED_VALUES = 50  # resolved alerts whose value is looked up (one query each)
+RESOLVED_LOOKBACK_S = 60.0  # a resolved alert's value: the last of its expression's values in this window
 _TEMPLATE_LABEL = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
 _TEMPLATE_OTHER = re.compile(r"\{\{[^}]*\}\}")
 
@@ -142,18 +143,21 @@ def _fill(template: str, labels: dict[str, str], value: float | None = None) -> 
 
 async def _value_at(api: PrometheusApi, client: Any, rule: dict[str, Any], labels: dict[str, str],
                     at: float | None) -> float | None:
-    """A resolved alert's value: its rule's expression at its last firing, the series whose labels it carries."""
+    """A resolved alert's value: its rule's expression over the minute up to its last firing, the last value of the
+    series whose labels it carries (a range, not the one instant: a scrape appended after the rule's evaluation but
+    stamped before it can make the expression false at that very instant)."""
     expr = rule.get("query")
     if not expr or at is None:
         return None
     try:
-        result = await api.query(client, expr, at=at)
+        result = await api.query_range(client, expr, at - RESOLVED_LOOKBACK_S, at, 1.0)
     except Exception:  # (Prometheus gone meanwhile: the summary says "…")
         return None
     for item in result:
         metric = item.get("metric", {})
         if all(labels.get(k) == str(v) for k, v in metric.items() if k != "__name__"):  # (a filter keeps the name)
-            return sample_value(item.get("value", [0, "nan"])[1])
+            values = item.get("values") or []
+            return sample_value(values[-1][1]) if values else None
     return None
 
 
