@@ -421,6 +421,14 @@ TRAINER_FAMILIES: tuple[TrainerFamily, ...] = (
     TrainerFamily("val", "val", ("val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1",
                                  "val_aux_num_turns_mean", "val_aux_num_turns_max", "val_aux_num_turns_min")),
 )
+# The run page's first screen: one small chart per line, the first of its names the run logged (reward, what a
+# step costs, how fast it goes, whether the policy still explores); names as exposed, the prefix off.
+HEADLINE_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("reward", ("critic_score_mean", "critic_rewards_mean", "val_core_openai_gsm8k_acc_mean_1")),
+    ("step time", ("timing_s_step", "perf_time_per_step")),
+    ("throughput", ("perf_throughput",)),
+    ("entropy", ("actor_entropy",)),
+)
 # verl-omni's trainer metrics beyond verl's (its dashboard's "training · omni" row)
 OMNI_TRAINER_METRICS: tuple[str, ...] = (
     "actor_pg_clipfrac_higher", "actor_ratio_mean", "actor_ratio_std", "critic_reward_clap_mean",

@@ -169,14 +169,24 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
         "actor_rollout_ref.actor.optim.lr"
     ]
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
-    # the first screen at 1280 px (issue 49 item 19): the timeline starts on it (the step table scrolls in its own
-    # box), the cards of lists are two columns wide, one "whole run" control
-    page.set_viewport_size({"width": 1280, "height": 900})
+    # the first screen of a 1280 x 800 laptop (issue 49 item 19): the verdict, the headline charts (reward, step time,
+    # throughput, entropy: what the job logged) whole, and the timeline's axis and first lanes, without scrolling
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.evaluate("window.scrollTo(0, 0)")
-    assert page.evaluate("document.querySelector('#timeline').getBoundingClientRect().top") < 900
+    page.wait_for_selector(".chart.headline[data-points]", timeout=30_000)
+    headline = page.eval_on_selector_all(".chart.headline", "cs => cs.map(c => [c.dataset.headline, "
+                                         "c.getBoundingClientRect().bottom])")
+    assert [n for n, _ in headline] == ["critic_score_mean", "timing_s_step", "perf_throughput", "actor_entropy"]
+    assert all(bottom <= 800 for _, bottom in headline), headline
+    assert page.evaluate("document.querySelector('#timeline').getBoundingClientRect().top") + 60 <= 800
     card = page.eval_on_selector("#insight-step", "e => e.getBoundingClientRect().width")
     other = page.eval_on_selector("#insight-overlap", "e => e.getBoundingClientRect().width")
     assert card > 1.8 * other
+    # a headline chart's title opens that metric's full chart below
+    page.click(".chart.headline[data-headline='actor_entropy'] .title a")
+    page.wait_for_function("(() => { const r = document.querySelector('.chart[data-metric=\"actor_entropy\"]')"
+                           ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()")
+    page.evaluate("window.scrollTo(0, 0)")
     assert page.locator("button:has-text('whole run')").count() == 0  # (the picker's option is the one control)
     page.screenshot(path=str(ARTIFACTS / "run-first-screen-1280.png"))
 
@@ -204,6 +214,17 @@ def test_hover_shows_state_details_and_zoom_changes_window(live_demo: str, page)
     assert "started " in text and "process_id" not in text and "monitor.trace_segment" not in text  # no plumbing
     assert page.eval_on_selector("#tooltip", "e => e.dataset.step") != ""  # the span's step is known
     page.screenshot(path=str(ARTIFACTS / "hover.png"))
+    # a lane filter typed while the pointer rests: the tooltip of a lane no longer drawn goes (it stayed, pointing
+    # at nothing), and comes back for what is under the pointer when it moves
+    hovered = text.split("\n")[0].split(" on ")[-1].strip()
+    keep = "replica" if hovered.startswith("rank") else "rank"
+    page.fill("#lane-filter", keep)
+    page.wait_for_function(f"[...document.querySelectorAll('#timeline .lane-label[data-lane]')].every(e => "
+                           f"e.dataset.lane.startsWith('{keep}'))", timeout=10_000)
+    assert page.eval_on_selector("#tooltip", "e => e.hidden")
+    page.fill("#lane-filter", "")
+    page.wait_for_function("+document.querySelector('#timeline').dataset.laneCount === 5", timeout=10_000)
+    page.mouse.move(target["x"], target["y"])
     before = page.eval_on_selector("#timeline", "e => [+e.dataset.fromNs, +e.dataset.toNs]")
     page.mouse.wheel(0, -400)  # zoom in around the pointer
     page.wait_for_function(

@@ -128,6 +128,22 @@ def test_a_drag_on_a_chart_zooms_every_chart_and_the_timeline_and_the_address_ke
     assert page.input_value("#range-preset") == ""
 
 
+def test_a_range_change_says_it_is_loading_until_its_views_have_drawn_it(demo: str, page) -> None:
+    _open(page, demo)
+    page.wait_for_function("!!state.prom")
+    assert page.eval_on_selector("#range-loading", "e => e.hidden")
+    # the Prometheus panels' fetch for the new range held back: the hint stays until it is let go
+    page.evaluate("window.held = []; const refresh = state.prom.refresh.bind(state.prom); "
+                  "state.prom.refresh = () => new Promise(done => window.held.push(() => refresh().then(done, done))); 0")
+    page.select_option("#range-preset", "300")
+    page.wait_for_selector("#range-loading:not([hidden])", timeout=5_000)
+    assert page.inner_text("#range-loading") == "loading the range…"
+    page.wait_for_timeout(500)
+    assert page.is_visible("#range-loading")  # (the timeline's spans came long ago; the panels have not)
+    page.evaluate("window.held.splice(0).forEach(go => go())")
+    page.wait_for_selector("#range-loading", state="hidden", timeout=10_000)
+
+
 def test_the_picker_the_minimap_and_the_time_charts(demo: str, page) -> None:
     _open(page, demo, "?last=900")
     assert page.input_value("#range-preset") == "900"

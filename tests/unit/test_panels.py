@@ -125,3 +125,12 @@ def test_trainer_families_are_one_catalogue_for_grafana_and_the_ui() -> None:
             family.metrics
         )
     assert len({f.id for f in panels.TRAINER_FAMILIES}) == len(panels.TRAINER_FAMILIES)
+
+
+def test_the_headline_charts_name_metrics_the_catalogue_knows() -> None:
+    # the run page's first screen draws the first name of each line the run logged: a name no family lists (a typo,
+    # a metric verl renamed) would leave that chart out for every run
+    known = {m for f in panels.TRAINER_FAMILIES for m in f.metrics}
+    assert [title for title, _ in panels.HEADLINE_METRICS] == ["reward", "step time", "throughput", "entropy"]
+    for title, names in panels.HEADLINE_METRICS:
+        assert names and set(names) <= known, (title, set(names) - known)

@@ -45,9 +45,11 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/metric-families")
     def metric_families() -> dict[str, Any]:
         """The trainer's metric families (panel catalogue): the UI groups a run's metric charts by them, in this
-        order; a metric whose first word is no family's id goes to "other"."""
+        order; a metric whose first word is no family's id goes to "other". `headline`: the run page's first-screen
+        charts, each the first of its names a run logged."""
         return {"families": [{"id": f.id, "title": f.title, "key": f.key, "metrics": list(f.metrics)}
-                             for f in catalogue.TRAINER_FAMILIES]}
+                             for f in catalogue.TRAINER_FAMILIES],
+                "headline": [{"title": t, "metrics": list(names)} for t, names in catalogue.HEADLINE_METRICS]}
 
     @r.get("/runs/{run_id}/panels")
     async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> dict[str, Any]:

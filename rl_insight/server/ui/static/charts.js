@@ -10,11 +10,14 @@ import { showStep, showTime } from "./timeline.js";
 // ones (loss, reward, throughput, timing) start open, the rest collapsed and load when opened.
 let FAMILIES = [];
 const KEY_FAMILIES = new Set(["pinned"]);
+let HEADLINE = [];  // the first screen's charts: [{title, metrics: [names, first logged wins]}]
 let familiesReady = null;  // asked once, when the first run page draws its charts (after any sign-in)
 const loadFamilies = () => familiesReady ??= api("/api/v1/metric-families").then(body => {
   FAMILIES = body.families.map(f => f.id);
   for (const f of body.families) if (f.key) KEY_FAMILIES.add(f.id);
+  HEADLINE = body.headline || [];
 }).catch(() => { familiesReady = null; });  // asked again next time; meanwhile every chart is drawn, under "other"
+export const headlineList = async () => { await loadFamilies(); return HEADLINE; };
 const normal = (q) => q.trim().toLowerCase().replaceAll("/", "_");
 // compare: which colour is which run (the same colours in every chart: seriesStyles keys them by the run's position)
 function runLegend(ids) {
@@ -29,6 +32,7 @@ const loadPins = () => { try { return new Set(JSON.parse(localStorage.getItem(PI
 export class ChartGrid {
   constructor(el, runId, compareIds, query = "") {
     this.el = el; this.runId = runId; this.compare = compareIds; this.x = "step"; this.smooth = 0; this.byName = new Map();
+    this.height = 170;  // a chart's plot, px
     this.query = query; this.filter = normal(query); this.pins = loadPins(); this.names = [];
   }
   async load() {
@@ -129,7 +133,7 @@ export class ChartGrid {
     if (c.plot && c.shape === shape) { c.plot.setData([xv, ...lines.map(l => l.values)]); applyViewRange(c.plot); return; }
     destroyPlot(c.plot);
     c.shape = shape;
-    c.plot = makePlot(c.box, { xs: xv, lines, xKind: this.x, log: c.log && c.positive,
+    c.plot = makePlot(c.box, { xs: xv, lines, xKind: this.x, log: c.log && c.positive, height: this.height,
       onClick: (x) => (this.x === "step" ? showStep(x) : showTime(x * 1e9)),
       onZoom: (a, b) => (this.x === "step" ? setRange({ steps: [Math.ceil(a), Math.floor(b)] }) : setRange({ secs: [a, b] })) });
   }

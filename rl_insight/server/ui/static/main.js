@@ -12,6 +12,7 @@ export async function render() {
   state.refreshMs = null;  // (a run page sets its own; the banner's watchdog runs unless it is "off")
   const app = $("#app");
   if (!state.session) state.session = await (await fetch("/api/v1/session", { credentials: "same-origin" })).json();
+  $("#page-nav").replaceChildren();  // (a run page fills it with its sections)
   const links = $("#links");
   links.replaceChildren();
   if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));

@@ -63,7 +63,7 @@ export function setRange(r, { source = null } = {}) {
     // steps newer than the step marks the timeline fetched (the charts refresh ahead of it): fetch them first, or
     // the timeline would show the whole run for a range of steps
     t._stepsLoadedAt = 0;
-    t.loadSteps().catch(() => {}).then(() => { if (state.range === r) showRange(r, source); });
+    loading(t.loadSteps().catch(() => {}).then(() => { if (state.range === r) return showRange(r, source); }));
     return;
   }
   showRange(r, source);
@@ -71,10 +71,25 @@ export function setRange(r, { source = null } = {}) {
 
 function showRange(r, source) {
   const { secs } = currentRange();
+  const pending = [];
   for (const t of state.timelines || []) {
     if (t === source) continue;
-    t.setWindow(secs ? [secs[0] * 1e9, secs[1] * 1e9] : null, !r || !!r.last_s);
+    pending.push(t.setWindow(secs ? [secs[0] * 1e9, secs[1] * 1e9] : null, !r || !!r.last_s));
   }
-  state.prom?.refresh().catch(() => {});
+  pending.push(state.prom?.refresh().catch(() => {}));
   (state.onRange || []).forEach(fn => fn(r));
+  const all = Promise.allSettled(pending);
+  loading(all);
+  return all;
+}
+
+// "loading the range…" beside the picker until the views that fetch for a range (the timeline's spans, the
+// Prometheus panels) have drawn it: a wide range over a long run takes seconds, and the old window must not pass
+// for the new one meanwhile. Only the latest range's loading clears it.
+let loadingToken = 0;
+function loading(done) {
+  const el = document.getElementById("range-loading");
+  const mine = ++loadingToken;
+  if (el) el.hidden = false;
+  done.then(() => { if (mine === loadingToken && el) el.hidden = true; });
 }

@@ -26,10 +26,11 @@ export class RangeBar {
       onchange: () => { setUrlParams({ refresh: +this.refresh.value === 3000 ? null : this.refresh.value }); onRefresh(+this.refresh.value); } },
       ...REFRESH.map(([label, ms]) => h("option", { value: ms, selected: ms === refreshMs ? "" : null }, label)));
     this.label = h("span", { class: "muted", id: "range-label" });
+    this.loading = h("span", { class: "range-loading", id: "range-loading", role: "status", hidden: "" }, "loading the range…");
     this.minimap = h("canvas", { id: "minimap", title: "every step's duration: drag to choose a step range, click a bar to select its step" });
     el.replaceChildren(h("div", { class: "bar range-bar" }, this.preset,
       h("form", { class: "inline", onsubmit: applySteps }, this.fromStep, "–", this.toStep, h("button", { type: "submit", id: "range-apply-steps" }, "show steps")),
-      this.refresh, this.label), this.minimap);
+      this.refresh, this.label, this.loading), this.minimap);
     this.minimapEvents();
     (state.onRange ||= []).push(() => this.show());
     (state.onStep ||= []).push(() => this.drawMinimap());

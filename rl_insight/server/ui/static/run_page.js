@@ -2,6 +2,7 @@
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { api, clearTimers, every, state } from "./api.js";
 import { ChartGrid } from "./charts.js";
+import { HeadlineCharts } from "./headline.js";
 import { $, h } from "./dom.js";
 import { ago, fmtDur, fmtNum } from "./format.js";
 import { compareLanes } from "./lanes.js";
@@ -50,9 +51,11 @@ export async function renderRun(app, runId, params) {
   const profilesEl = h("div", { id: "profiles" });
   const stacksEl = h("div", { id: "stacks" });
   const trajectoriesEl = h("div", { id: "trajectories" });
-  const nav = h("nav", { class: "jump" }, "jump to ", ...[["insights", "insights"], ["timeline-h", "timeline"], ["trajectories-h", "trajectories"], ["stacks-h", "stacks"], ["profiles-h", "profiles"],
-    ["metrics-h", "trainer metrics"],
-    ["prom-h", "engine · TransferQueue · hardware"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
+  const headlineEl = h("div", { id: "headline", class: "headline-charts" });
+  // the page's sections, in the top bar: the first screen is the run's verdict, its charts and its timeline
+  $("#page-nav").replaceChildren(...[["insights", "insights"], ["timeline-h", "timeline"], ["steps-details", "steps"],
+    ["trajectories-h", "trajectories"], ["stacks-h", "stacks"], ["profiles-h", "profiles"], ["metrics-h", "metrics"],
+    ["prom-h", "engine · hardware"], ["run-config", "config"], ["targets-h", "targets"]].map(([id, t]) => h("a", { href: `#/run/${runId}`,
     onclick: (e) => { e.preventDefault(); document.getElementById(id)?.scrollIntoView(); } }, t)));
   // compare: one column of insight cards per run, one timeline per run stacked (a step click aligns them all)
   const cmpCards = compared.map(r => ({ run: r, el: h("div", { class: "cards", "data-run-id": r.id }) }));
@@ -64,12 +67,11 @@ export async function renderRun(app, runId, params) {
     : insightsEl;
   app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
       compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
-    header, nav, rangeEl, renderConfig(run, compared), alertsEl,
+    header, rangeEl, alertsEl,
     compared.length ? h("h3", { id: "diff-h" }, "Where the time went ", h("span", { class: "muted" },
       "(each compared run against this one, steps aligned by number; docs/explain.md)")) : "", diffEl,
-    h("h3", {}, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
-    h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
-      "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
+    h("h3", { id: "insights-h" }, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
+    headlineEl,
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
       + (compared.length ? " · click a step to show that step in every run" : ""))),
     compared.length ? h("h4", {}, state.runNames[run.id]) : "", timelineEl,  // replaceChildren would print a null
@@ -77,6 +79,9 @@ export async function renderRun(app, runId, params) {
     // below the timeline it outlines (filled after the timeline: nothing above it moves when it arrives)
     h("h3", { id: "explain-h" }, "Critical path ", h("span", { class: "muted" }, "what the step waited on, in order (outlined on "
       + "the timeline); the selected step, else the last")), explainEl,
+    h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
+      "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
+    renderConfig(run, compared),
     h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
       + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
     h("h3", { id: "stacks-h" }, "Stack snapshots ", h("span", { class: "muted" }, "where every thread of every process is now, "
@@ -110,6 +115,8 @@ export async function renderRun(app, runId, params) {
   state.timeline.laneFilter = state.timeline.filterBox.value = (params.get("lanes") || "").slice(0, 500);
   state.timeline.page = /^\d{1,6}$/.test(params.get("lane_page") || "") ? +params.get("lane_page") : 0;
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
+  const headline = new HeadlineCharts(headlineEl, runId, compareIds);  // (its place is held: nothing moves when it draws)
+  await headline.load().catch(() => {});
   if (state.range) { const { secs } = currentRange(); if (secs) state.timeline.setWindow([secs[0] * 1e9, secs[1] * 1e9], !!state.range.last_s); }
   state.onHoverTime = (sec) => state.timeline?.setHover(sec);
   state.timelines = [state.timeline];
@@ -150,7 +157,7 @@ export async function renderRun(app, runId, params) {
       const r = await api(`/api/v1/runs/${runId}?config=false`);
       setHeader(r); lastStepNow = r.last_step;
       if (r.last_step !== headerStep) { headerStep = r.last_step; await renderInsights(insightsEl, runId); }  // cards follow the header
-      if (r.status === "live") { await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+      if (r.status === "live") { await headline.refresh(); await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
       profiles.run = r; await profiles.load();
     }],
     [10 / 3, () => stacks.load()],

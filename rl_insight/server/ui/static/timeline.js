@@ -31,7 +31,7 @@ export class Timeline {
     this.pid = pid;
     this.pager = h("div", { class: "bar", id: pid("lane-pager") });
     this.filterBox = h("input", { type: "search", class: "lane-filter", id: pid("lane-filter"), placeholder: "filter lanes: rank_1, replica_",
-      oninput: () => { this.laneFilter = this.filterBox.value; this.page = 0; this.rememberLanes(); clearTimeout(this.ft);
+      oninput: () => { this.laneFilter = this.filterBox.value; this.page = 0; this.rememberLanes(); clearTimeout(this.ft); this.hideTip();
         this.ft = setTimeout(() => this.load().catch(() => {}), 200); } });
     this.el.before(this.pager);
     this.canvas = h("canvas"); this.el.append(this.canvas);
@@ -150,7 +150,7 @@ export class Timeline {
   setWindow(ns, follow) {
     this.view = ns; this.follow = follow;
     if (ns && this.data) this.draw();
-    this.load().catch(() => {});
+    return this.load().catch(() => {});  // (settles when the window's spans are drawn: the range's loading hint)
   }
   // A zoom or pan by the user: the page's range follows (the main timeline only: a compared run has its own times).
   reportView() {
@@ -193,6 +193,10 @@ export class Timeline {
     this.canvas.width = W * dpr; this.canvas.height = H * dpr; this.canvas.style.width = `${W}px`; this.canvas.style.height = `${H}px`;
     const ctx = this.canvas.getContext("2d"); ctx.scale(dpr, dpr); ctx.clearRect(0, 0, W, H);
     const [a, b] = this.view; const plotW = W - this.gutter; const xOf = (t) => this.gutter + (t - a) / (b - a) * plotW;
+    // other lanes now (a filter, a page, a lane that came): a tooltip of the lanes drawn before no longer points at its span
+    const lanesNow = this.data.lanes.join("\n");
+    if (this.drawnLanes !== undefined && lanesNow !== this.drawnLanes) this.hideTip();
+    this.drawnLanes = lanesNow;
     this.el.dataset.fromNs = a; this.el.dataset.toNs = b; this.el.dataset.laneCount = this.data.lanes.length; this.el.dataset.spanCount = this.data.spans.length;
     // axis
     ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#e5e7eb";
@@ -327,6 +331,7 @@ export class Timeline {
     if (e.target !== this.canvas) return;
     const x = e.offsetX, y = e.offsetY, tip = $("#tooltip");
     this.crosshair(x);
+    tip.dataset.owner = "timeline"; tip.dataset.spanId = "";
     const place = (text) => { tip.textContent = text; tip.hidden = false; tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`; };
     if (y <= this.axisH + 14) {  // the step band: every step mark is named here, labelled or not
       const mark = (this.stepHits || []).filter(([mx]) => Math.abs(mx - x) < 8).sort((p, q) => Math.abs(p[0] - x) - Math.abs(q[0] - x))[0];
@@ -340,10 +345,13 @@ export class Timeline {
       `${step !== null ? "step " + step + " · " : ""}started ${timeTicks(start, start, 1)[0]} · ${open ? "in progress, " : ""}${fmtDur((end - start) / 1e9)}`,
       count > 1 ? `${count} merged spans (zoom in to separate)` : ""];
     tip.textContent = lines.filter(Boolean).join("\n"); tip.hidden = false;
-    tip.dataset.step = step ?? ""; tip.dataset.detailed = "";
+    tip.dataset.step = step ?? ""; tip.dataset.detailed = ""; tip.dataset.spanId = id ?? "";
     tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`;
-    if (id && count === 1) this.detail(id).then(d => { if (!tip.hidden && d) tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
-      Object.entries(d.attributes).filter(([k]) => !PLUMBING.has(k)).map(([k, v]) => `${k}: ${v}`).join("\n");
+    // (the details of this span only: the pointer may be on another one, or off the timeline, when they come)
+    if (id && count === 1) this.detail(id).then(d => {
+      if (tip.hidden || !d || tip.dataset.spanId !== String(id)) return;
+      tip.textContent = lines.filter(Boolean).join("\n") + "\n" +
+        Object.entries(d.attributes).filter(([k]) => !PLUMBING.has(k)).map(([k, v]) => `${k}: ${v}`).join("\n");
       tip.dataset.detailed = "1"; });
   }
   // the timeline's cursor moves the time charts' crosshair (the Prometheus panels, the trainer charts by time)
@@ -353,6 +361,7 @@ export class Timeline {
     state.hoverSec = sec;  // kept: a chart redrawn by a refresh puts its crosshair back (plot.js)
     for (const p of state.charts) applyHover(p);
   }
+  hideTip() { const tip = $("#tooltip"); if (tip.dataset.owner === "timeline") { tip.hidden = true; tip.dataset.spanId = ""; } }
   stepOf(ns) {
     // the step a moment belongs to: the first step whose end mark is at or after it
     const m = (this.stepMarks || []).find(([, t]) => t >= ns);
