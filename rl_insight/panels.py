@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 SEL = "<SEL>"
 WINDOW = "<W>"
@@ -421,6 +422,45 @@ TRAINER_FAMILIES: tuple[TrainerFamily, ...] = (
     TrainerFamily("val", "val", ("val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1",
                                  "val_aux_num_turns_mean", "val_aux_num_turns_max", "val_aux_num_turns_min")),
 )
+# verl's trainer metric keys as the job logs them (its console, W&B): verl replaces "/" with "_" before it calls
+# rl_insight.metric_gauge (upstream-monitor.md §12), so the store only ever sees `actor_entropy`; the UI names each
+# chart `actor/entropy` again from this map. Exactly the families' metrics (tests/unit/test_panels.py).
+VERL_KEYS: tuple[str, ...] = (
+    *(f"actor/{k}" for k in ("pg_loss", "loss", "entropy", "entropy_loss", "grad_norm", "kl_loss", "kl_coef", "ppo_kl",
+                             "pg_clipfrac", "pg_clipfrac_lower", "lr", "perf/max_memory_allocated_gb",
+                             "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb")),
+    *(f"critic/{k}/{s}" for k in ("score", "rewards", "advantages", "returns") for s in ("mean", "max", "min")),
+    "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/total_num_tokens",
+    *(f"timing_s/{k}" for k in ("step", "gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv",
+                                "testing")),
+    *(f"timing_per_token_ms/{k}" for k in ("gen", "ref", "update_actor", "adv")),
+    *(f"{p}/{k}" for p in ("response_length", "response_length_non_aborted") for k in ("mean", "max", "min",
+                                                                                       "clip_ratio")),
+    "response/aborted_ratio",
+    *(f"prompt_length/{k}" for k in ("mean", "max", "min", "clip_ratio")),
+    *(f"global_seqlen/{k}" for k in ("mean", "max", "min", "balanced_max", "balanced_min", "minmax_diff")),
+    *(f"rollout_corr/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff",
+                                    "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "rollout_ppl",
+                                    "training_ppl", "rollout_log_ppl", "training_log_ppl")),
+    "training/global_step", "training/epoch", "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
+    "training/rollout_probs_diff_std", "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr",
+    *(f"training/num_turns/{k}" for k in ("mean", "max", "min")),
+    *(f"training/off_policy_trajectory_{k}/{s}" for k, ss in (("staleness", ("mean", "max")),
+                                                            ("staleness_worst", ("mean", "max", "min")),
+                                                            ("spans", ("mean", "max", "min"))) for s in ss),
+    "val-core/openai/gsm8k/acc/mean@1", "val-aux/openai/gsm8k/reward/mean@1",
+    *(f"val-aux/num_turns/{k}" for k in ("mean", "max", "min")),
+)
+
+
+@lru_cache(maxsize=1)
+def logged_names() -> dict[str, str]:
+    """Stored (sanitized) name -> verl's key, for every verl trainer metric."""
+    from .names import sanitize_metric_name
+
+    return {sanitize_metric_name(k): k for k in VERL_KEYS}
+
+
 # The run page's first screen: one small chart per line, the first of its names the run logged (reward, what a
 # step costs, how fast it goes, whether the policy still explores); names as exposed, the prefix off.
 HEADLINE_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -178,6 +178,9 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
                                          "c.getBoundingClientRect().bottom])")
     assert [n for n, _ in headline] == ["critic_score_mean", "timing_s_step", "perf_throughput", "actor_entropy"]
     assert all(bottom <= 800 for _, bottom in headline), headline
+    # metric names as the job logged them (stored and exposed sanitized: actor_entropy)
+    assert page.inner_text(".chart.headline[data-headline='actor_entropy'] .title .muted").strip() == "actor/entropy"
+    assert "critic/score/mean" in page.inner_text(".chart[data-metric='critic_score_mean'] .title")
     assert page.evaluate("document.querySelector('#timeline').getBoundingClientRect().top") + 60 <= 800
     card = page.eval_on_selector("#insight-step", "e => e.getBoundingClientRect().width")
     other = page.eval_on_selector("#insight-overlap", "e => e.getBoundingClientRect().width")
@@ -547,9 +550,10 @@ def test_metric_search_pinning_and_collapsed_groups(live_demo: str, page) -> Non
     page.wait_for_function(
         "document.querySelector('.chart[data-metric=\"critic_score_mean\"][data-points]')", timeout=30_000
     )
-    # a chart of one series names it by its metric in the legend, never "value" (issue 49 item 19)
+    # a chart of one series names it by its metric, as the job logged it, in the legend, never "value" (issue 49
+    # item 19)
     assert page.eval_on_selector_all('.chart[data-metric="critic_score_mean"] .legend-table tr[data-series]',
-                                     "els => els.map(e => e.dataset.series)") == ["critic_score_mean"]
+                                     "els => els.map(e => e.dataset.series)") == ["critic/score/mean"]
     open_families = page.eval_on_selector_all("details.family[data-family]", "els => els.filter(e => e.open).map(e "
                                                                              "=> e.dataset.family)")
     assert set(open_families) <= {"critic", "actor", "perf", "timing"} and "critic" in open_families

@@ -133,8 +133,8 @@ def test_a_range_change_says_it_is_loading_until_its_views_have_drawn_it(demo: s
     page.wait_for_function("!!state.prom")
     assert page.eval_on_selector("#range-loading", "e => e.hidden")
     # the Prometheus panels' fetch for the new range held back: the hint stays until it is let go
-    page.evaluate("window.held = []; const refresh = state.prom.refresh.bind(state.prom); "
-                  "state.prom.refresh = () => new Promise(done => window.held.push(() => refresh().then(done, done))); 0")
+    page.evaluate("window.held = []; const refresh = state.prom.refresh.bind(state.prom); state.prom.refresh = () => "
+                  "new Promise(done => window.held.push(() => refresh().then(done, done))); 0")
     page.select_option("#range-preset", "300")
     page.wait_for_selector("#range-loading:not([hidden])", timeout=5_000)
     assert page.inner_text("#range-loading") == "loading the range…"

@@ -134,3 +134,18 @@ def test_the_headline_charts_name_metrics_the_catalogue_knows() -> None:
     assert [title for title, _ in panels.HEADLINE_METRICS] == ["reward", "step time", "throughput", "entropy"]
     for title, names in panels.HEADLINE_METRICS:
         assert names and set(names) <= known, (title, set(names) - known)
+
+
+def test_verl_keys_spell_exactly_the_families_metrics_as_verl_logs_them() -> None:
+    # the UI titles a verl trainer metric as verl logs it (actor/entropy), though verl hands the client actor_entropy
+    from rl_insight.demo.trainer_metrics import TrainerMetricModel
+
+    logged = panels.logged_names()
+    assert set(logged) == {m for f in panels.TRAINER_FAMILIES for m in f.metrics}
+    assert logged["actor_entropy"] == "actor/entropy" and logged["timing_s_step"] == "timing_s/step"
+    assert logged["val_core_openai_gsm8k_acc_mean_1"] == "val-core/openai/gsm8k/acc/mean@1"
+    # the demo's verl model logs the same keys
+    phases = ("gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv", "step", "testing")
+    timings = dict.fromkeys(phases, 0.1)
+    demo = set(TrainerMetricModel().step_metrics(10, timings, 0.5))
+    assert set(panels.VERL_KEYS) == demo

@@ -178,7 +178,7 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         result.reject(section, index, err)
     client_id = batch.client.id
     refs = store.resolve_many(batch.series, client_id, batch.client.namespace)
-    identities: dict[int, tuple[str, str, str, str]] = {}
+    identities: dict[int, tuple[str, str, str, str, str]] = {}
     rows = result.samples
     # every sample of the batch under one acquisition of the store's lock (MetricStore.apply_many)
     valid: list[tuple[int, Any, SeriesRef]] = []
@@ -198,23 +198,24 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         if ref.namespace is not None:  # client self-metrics stay on /metrics only
             continue
         ident = identities.get(sample.series)
-        if ident is None:
-            ident = identities[sample.series] = _store_identity(ref)
-        project, experiment, name, labels = ident
+        if ident is None:  # (+ the name as logged, kept beside the sanitized one: the UI shows `actor/entropy`)
+            logged = batch.series[sample.series].name
+            ident = identities[sample.series] = (*_store_identity(ref), "" if logged == ref.base_name else logged)
+        project, experiment, name, labels, logged = ident
         kind = ref.family.kind
         # the run store gets what this process sent (a counter: its own running value, summed across processes and
         # servers by the writer, runstore/series_parts.py), never this server's partial sum on /metrics
         if kind == "histogram":
             own_sum, own_count, _ = sample.value  # a histogram sample is (sum, count, cumulative counts)
             rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts,
-                                  float(own_count), client_id))
+                                  float(own_count), client_id, logged and logged + "_count"))
             rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts,
-                                  own_sum, client_id))
+                                  own_sum, client_id, logged and logged + "_sum"))
         elif kind == "counter":
             rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, sample.value,
-                                  client_id))
+                                  client_id, logged))
         else:
-            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed))  # type: ignore[arg-type]  # a gauge exposes one float
+            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed, "", logged))  # type: ignore[arg-type]  # a gauge exposes one float
     for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
         if records:
             result.accepted += len(records)

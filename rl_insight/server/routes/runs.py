@@ -64,6 +64,8 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/runs/{run_id}/metrics")
     def metrics(run_id: RunId) -> dict[str, Any]:
+        """The run's series: `name` as stored and exposed (`actor_entropy`), `logged` as the job logged it
+        (`actor/entropy`), kind, labels, how many samples and the last step."""
         items = q.metric_names(reader.conn(), run_id)
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 

@@ -43,12 +43,13 @@ class Identities:
             self.runs[key] = rid
         return rid
 
-    def series_id(self, conn: Any, run_id: int, name: str, kind: str, labels: str) -> int:
+    def series_id(self, conn: Any, run_id: int, name: str, kind: str, labels: str, logged: str = "") -> int:
+        """The series' id, created when new, with the name as first logged (`actor/entropy`; NULL: as `name`)."""
         key = (run_id, name, kind, labels)
         sid = self.series.get(key)
         if sid is None:
-            conn.execute("INSERT INTO series (run_id, name, kind, labels) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                         key)
+            conn.execute("INSERT INTO series (run_id, name, kind, labels, logged_name) VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT DO NOTHING", (*key, logged or None))
             sid = conn.execute("SELECT id FROM series WHERE run_id = ? AND name = ? AND kind = ? AND labels = ?",
                                key).fetchone()[0]
             self.series[key] = sid
@@ -62,7 +63,10 @@ class Identities:
         runs = {(r.project, r.experiment_name) for r in samples} | {(s.project, s.experiment_name) for s in spans}
         for project, experiment in sorted(runs - self.runs.keys()):
             self.run_id(conn, project, experiment, now)
-        new = {key for r in samples
-               if (key := (self.runs[(r.project, r.experiment_name)], r.name, r.kind, r.labels)) not in self.series}
+        new: dict[SeriesKey, str] = {}
+        for r in samples:
+            key = (self.runs[(r.project, r.experiment_name)], r.name, r.kind, r.labels)
+            if key not in self.series:
+                new.setdefault(key, r.logged)
         for key in sorted(new):
-            self.series_id(conn, *key)
+            self.series_id(conn, *key, new[key])

@@ -25,7 +25,7 @@ from .series_totals import RECOUNT
 TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("runs", ("id",), ("id", "project", "experiment_name", "first_seen", "last_seen", "last_step", "finished_at",
                        "config", "tags", "max_span_ns", "end_state")),
-    ("series", ("id",), ("id", "run_id", "name", "kind", "labels")),
+    ("series", ("id",), ("id", "run_id", "name", "kind", "labels", "logged_name")),  # (logged_name: schema 11+)
     ("samples", ("series_id", "ts"), ("series_id", "step", "ts", "value")),
     ("series_parts", ("series_id", "client"), ("series_id", "client", "value", "ts")),  # (a source of schema 10+)
     ("spans", ("run_id", "id"), ("run_id", "id", "trace_id", "parent_id", "name", "lane", "kind", "start_ns", "end_ns",
@@ -91,6 +91,13 @@ def _has_table(conn: Any, table: str) -> bool:
     return found is not None
 
 
+def _columns_of(conn: Any, table: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `wanted` that the source's `table` has (a column added by a later schema stays NULL in the copy)."""
+    row = conn.execute(f"SELECT * FROM {table} LIMIT 0")
+    have = {d[0] for d in row.description}
+    return tuple(c for c in wanted if c in have)
+
+
 def migrate(source: StoreLocation, destination: StoreLocation, *, chunk: int = 5000,
             progress: Callable[[str, int], object] = lambda table, n: None) -> MigrationReport:
     """Copy every table of `source` into `destination` (PostgreSQL), resumable; see the module docstring."""
@@ -122,7 +129,8 @@ def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
                             hint="resume with the same --from, or use another database")
     else:
         report.resumed = True
-    present = [t for t in TABLES if _has_table(src, t[0])]  # (an older source lacks the newer tables)
+    present = [(t, k, _columns_of(src, t, c)) for t, k, c in TABLES if _has_table(src, t)]  # (an older source lacks
+    # the newer tables and columns)
     for table, key, columns in present:
         report.copied[table] = _copy_table(src, dst, table, key, columns, chunk, progress)
     dst.execute(RECOUNT)  # each series' totals from the samples moved (a source of any version may lack them)

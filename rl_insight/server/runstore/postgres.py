@@ -40,7 +40,8 @@ MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or m
 # resend: the copies go first), then each series' totals
 SAMPLES_ONCE_V9 = ("DELETE FROM samples a USING samples b WHERE a.series_id = b.series_id AND a.ts = b.ts AND "
                    f"a.ctid > b.ctid;\n{SAMPLES_ONCE};\n")
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9, 10: POSTGRES_V10}
+MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9, 10: POSTGRES_V10,
+                              11: "ALTER TABLE series ADD COLUMN IF NOT EXISTS logged_name TEXT;\n"}
 FIRST_POSTGRES_VERSION = 5
 
 

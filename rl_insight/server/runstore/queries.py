@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
 from ...lane_order import lane_sort_key
+from ...panels import logged_names
 from .dialect import is_postgres
 from .downsample import lttb, minmax
 
@@ -118,9 +119,13 @@ def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) ->
 def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
     rows = conn.execute(  # (the totals the writer keeps: runstore/series_totals.py)
-        "SELECT name, kind, labels, n_samples, last_step FROM series WHERE run_id = ? ORDER BY name, id",
+        "SELECT name, kind, labels, n_samples, last_step, logged_name FROM series WHERE run_id = ? ORDER BY name, id",
         (run_id,)).fetchall()
-    return [{"name": r[0], "kind": r[1], "labels": json.loads(r[2]), "samples": r[3], "last_step": r[4]} for r in rows]
+    # `logged`: the name as the job logged it (`actor/entropy`): as sent, else verl's key for a verl trainer metric
+    # (verl turns "/" into "_" before it calls the client), else as stored
+    verl = logged_names()
+    return [{"name": r[0], "kind": r[1], "labels": json.loads(r[2]), "samples": r[3], "last_step": r[4],
+             "logged": r[5] or verl.get(r[0], r[0])} for r in rows]
 
 
 def _check_points(points: int) -> None:

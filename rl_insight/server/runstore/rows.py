@@ -18,12 +18,13 @@ class SampleRow:
     ts: float
     value: float  # a gauge's value; a counter's: the sending process's own running value (summed by the writer)
     client: str = ""  # a counter's sending process (runstore/series_parts.py); "" for a gauge
+    logged: str = ""  # the name as the job logged it (`actor/entropy`) when it differs from `name` (`actor_entropy`)
 
     def __reduce__(self) -> tuple:
         # pickled as the constructor's arguments: rows cross to the writer process by the thousand a second, and a
         # dataclass's default (its __dict__) took ~2x as long to pickle and unpickle (bench/RESULTS.md, issue 24)
         return SampleRow, (self.project, self.experiment_name, self.name, self.kind, self.labels, self.step, self.ts,
-                           self.value, self.client)
+                           self.value, self.client, self.logged)
 
 
 @dataclass

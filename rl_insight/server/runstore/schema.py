@@ -18,7 +18,7 @@ from . import series_parts, series_totals, span_lod
 from .location import StoreLocation
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
@@ -27,7 +27,8 @@ SCHEMA_VERSION = 10
 # fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks);
 # 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build;
 # 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: runstore/series_totals.py);
-# 10: series_parts and series.total (a counter's value per sending process, summed: runstore/series_parts.py)
+# 10: series_parts and series.total (a counter's value per sending process, summed: runstore/series_parts.py);
+# 11: series.logged_name (the name as the job logged it, `actor/entropy`, where it differs from the stored one)
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -84,6 +85,7 @@ CREATE TABLE IF NOT EXISTS series (
     n_samples INTEGER NOT NULL DEFAULT 0,
     last_step REAL,
     total REAL,
+    logged_name TEXT,
     UNIQUE (run_id, name, kind, labels)
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -284,6 +286,9 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     # version 9 -> 10: counters summed from each process's own value (the table comes with the DDL)
     if "total" not in {r[1] for r in conn.execute("PRAGMA table_info(series)")}:
         conn.execute("ALTER TABLE series ADD COLUMN total REAL")
+    # version 10 -> 11: the name as logged (series stored before keep NULL: shown as stored)
+    if "logged_name" not in {r[1] for r in conn.execute("PRAGMA table_info(series)")}:
+        conn.execute("ALTER TABLE series ADD COLUMN logged_name TEXT")
 
 
 # PostgreSQL aborted the transaction for a conflict with another's (deadlock detected, serialization failure): the

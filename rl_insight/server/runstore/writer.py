@@ -479,7 +479,7 @@ class RunStoreWriter(HandOver):
 
     def _sample_row(self, r: SampleRow, touched: dict[int, list], now: float) -> tuple:
         run_id = self.ids.run_id(self._conn, r.project, r.experiment_name, now)
-        sid = self.ids.series_id(self._conn, run_id, r.name, r.kind, r.labels)
+        sid = self.ids.series_id(self._conn, run_id, r.name, r.kind, r.labels, r.logged)
         self._touch(touched, run_id, now, step=r.step, earliest=r.ts)
         return (sid, r.step, r.ts, r.value)
 

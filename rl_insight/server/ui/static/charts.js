@@ -38,6 +38,7 @@ export class ChartGrid {
   async load() {
     const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
     this.names = [...new Set(metrics.map(m => m.name))].sort();
+    this.logged = new Map(metrics.map(m => [m.name, m.logged || m.name]));  // shown as the job logged it: actor/entropy
     const search = h("input", { type: "search", id: "metric-search", placeholder: `search ${this.names.length} metrics (press /)`,
       value: this.query, oninput: (e) => { this.filter = normal(e.target.value); setUrlParams({ q: e.target.value.trim() }); this.applyFilter(); } });
     const bar = h("div", { class: "bar" }, search,
@@ -79,7 +80,7 @@ export class ChartGrid {
           this.pins.has(n) ? "★" : "☆");
         const box = h("div", { class: "chart", "data-metric": n, "data-family": f });
         const c = { box, plot: null, name: n, details: det, log: false };
-        box.append(h("div", { class: "title" }, pin, n, chartTools(box, { canLog: () => c.positive,
+        box.append(h("div", { class: "title", title: n }, pin, this.logged.get(n) ?? n, chartTools(box, { canLog: () => c.positive,
           onLog: (on) => { c.log = on; this.draw(n, c).catch(() => {}); } })));
         grid.append(box);
         this.byName.set(key, c);
@@ -118,7 +119,7 @@ export class ChartGrid {
       const runName = runs.length > 1 ? names[ri] : "";
       // compare: one colour per run (the same in every chart), dashes for a run's several series; a lone series is
       // named by its metric (never "value")
-      series.push({ label: [runName, lab].filter(Boolean).join(" ") || name, colorKey: runs.length > 1 ? `#${ri}` : undefined, pts: s.points });
+      series.push({ label: [runName, lab].filter(Boolean).join(" ") || (this.logged?.get(name) ?? name), colorKey: runs.length > 1 ? `#${ri}` : undefined, pts: s.points });
       s.points.forEach(p => xs.add(p[0]));
     } });
     const xv = [...xs].sort((a, b) => a - b); const idx = new Map(xv.map((x, i) => [x, i]));

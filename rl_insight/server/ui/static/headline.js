@@ -16,6 +16,7 @@ export class HeadlineCharts extends ChartGrid {
   async load() {
     const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
     const have = new Set(metrics.map(m => m.name));
+    const logged = this.logged = new Map(metrics.map(m => [m.name, m.logged || m.name]));
     this.wanted = (await headlineList()).length;
     const picks = (await headlineList()).map(({ title, metrics: names }) => [title, names.find(n => have.has(n))]).filter(([, n]) => n);
     const key = picks.map(([, n]) => n).join(",");
@@ -26,7 +27,7 @@ export class HeadlineCharts extends ChartGrid {
       this.el.replaceChildren(...picks.map(([title, n]) => {
         const box = h("div", { class: "chart headline", "data-headline": n });
         box.append(h("div", { class: "title" }, h("a", { href: "#", title: `the full chart of ${n} (trainer metrics)`,
-          onclick: (e) => { e.preventDefault(); this.openFull(n); } }, title), h("span", { class: "muted" }, ` ${n}`)));
+          onclick: (e) => { e.preventDefault(); this.openFull(n); } }, title), h("span", { class: "muted" }, ` ${logged.get(n)}`)));
         this.byName.set(n, { box, plot: null, name: n, details: fake, log: false });
         return box;
       }));

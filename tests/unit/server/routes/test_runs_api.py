@@ -54,8 +54,14 @@ def test_runs_metrics_series_spans_insights(server, monkeypatch) -> None:
     run = wait_for_run(server.url)
     assert (run["project"], run["experiment_name"], run["status"]) == ("proj", "exp", "live")
     rid = run["id"]
-    names = {m["name"] for m in httpx.get(f"{server.url}/api/v1/runs/{rid}/metrics").json()["metrics"]}
+    listed = httpx.get(f"{server.url}/api/v1/runs/{rid}/metrics").json()["metrics"]
+    names = {m["name"] for m in listed}
     assert {"training_global_step", "critic_score_mean", "tokens"} <= names  # sanitized, as on /metrics
+    # and as the job logged them, for the UI's titles and legends (a name logged as stored says itself)
+    logged = {m["name"]: m["logged"] for m in listed}
+    assert logged["critic_score_mean"] == "critic/score/mean"
+    assert logged["training_global_step"] == "training/global_step"
+    assert logged["tokens"] == "tokens"
     s = httpx.get(f"{server.url}/api/v1/runs/{rid}/series", params={"name": "critic_score_mean"}).json()["series"][0]
     assert s["labels"] == {"role": "actor"} and [p[0] for p in s["points"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert s["points"][-1][1] == pytest.approx(0.5)

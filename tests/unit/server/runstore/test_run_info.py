@@ -100,6 +100,7 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     conn.execute("DROP TABLE span_lod_dirty")
     conn.execute("ALTER TABLE series DROP COLUMN n_samples")  # (and before version 9's totals)
     conn.execute("ALTER TABLE series DROP COLUMN last_step")
+    conn.execute("ALTER TABLE series DROP COLUMN logged_name")  # (and before version 11's)
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()
@@ -110,11 +111,11 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     assert run["config"] == {"lr": 0.1} and run["tags"] == ["x"] and run["last_step"] == 1.0
     assert q.series(RunStoreReader(path).conn(), 1, "loss")["series"][0]["points"]
     listed = q.metric_names(RunStoreReader(path).conn(), 1)  # the totals of the samples stored before the upgrade
-    assert [(m["name"], m["samples"], m["last_step"]) for m in listed] == [("loss", 1, 1.0)]
+    assert [(m["name"], m["samples"], m["last_step"], m["logged"]) for m in listed] == [("loss", 1, 1.0, "loss")]
     w.close()
     from rl_insight.server.runstore.schema import SCHEMA_VERSION
 
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     assert "process" in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(fleet_clients)")}
     assert sqlite3.connect(path).execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
     assert sqlite3.connect(path).execute("SELECT count(*) FROM span_lod").fetchone()[0] == 0
