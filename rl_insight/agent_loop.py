@@ -28,6 +28,7 @@ import json
 import time
 
 from .client.api import _internal_error, metric_gauge, trace_span
+from .protocol.limits import MAX_ATTRIBUTE_VALUE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,6 +53,13 @@ def _field(traj: Any, key: str, default: Any = None) -> Any:
     if isinstance(traj, dict):
         return traj.get(key, default)
     return getattr(traj, key, default)
+
+
+def _text(value: Any) -> str:
+    """A prompt, response or tool payload as a span attribute: cut here, not only by the server, so a 1 MB prompt is
+    never held in the process's queue (the cut is marked, as the server marks its own)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= MAX_ATTRIBUTE_VALUE else text[: MAX_ATTRIBUTE_VALUE - 1] + "…"
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -103,8 +111,12 @@ class AgentLoopSession:
         status: str = "success",
         error: str | None = None,
         type: str = "generate",
+        prompt: Any = None,
+        response: Any = None,
     ) -> None:
-        """One model call of a trajectory (upstream's `gateway_generation` span). Never raises."""
+        """One model call of a trajectory (upstream's `gateway_generation` span). Never raises. `prompt` and
+        `response` (text, or messages: JSON): shown with the turn in the trajectory view, each cut at 4,096
+        characters."""
         try:
             attrs = {
                 **self._turn_attrs(traj, turn, "gateway"),
@@ -118,6 +130,9 @@ class AgentLoopSession:
             for key, value in (("replica", replica), ("request_id", request_id), ("error", error)):
                 if value:
                     attrs[key] = str(value)
+            for key, value in (("prompt", prompt), ("response", response)):
+                if value is not None and value != "":
+                    attrs[key] = _text(value)
             trace_span(
                 name="gateway_generation",
                 start_time_ns=int(start_time_ns),
@@ -128,8 +143,9 @@ class AgentLoopSession:
             _internal_error("agent_loop_session.generation", exc)
 
     def tool_call(self, tool: str, *, start_time_ns: int, end_time_ns: int, traj: Any = None, turn: Any = None,
-                  error: str | None = None, tool_args: str | None = None) -> None:
-        """One tool call of a trajectory (`agent_tool` span: `tool`, `error`). Never raises."""
+                  error: str | None = None, tool_args: Any = None, tool_result: Any = None) -> None:
+        """One tool call of a trajectory (`agent_tool` span: `tool`, `error`). Never raises. `tool_args` and
+        `tool_result` (text, or JSON): shown with the turn, each cut at 4,096 characters."""
         try:
             attrs = {
                 **self._turn_attrs(traj, turn, "tool"),
@@ -138,8 +154,9 @@ class AgentLoopSession:
             }
             if error:
                 attrs["error"] = str(error)
-            if tool_args:
-                attrs["tool_args"] = str(tool_args)
+            for key, value in (("tool_args", tool_args), ("tool_result", tool_result)):
+                if value is not None and value != "":
+                    attrs[key] = _text(value)
             trace_span(
                 name="agent_tool", start_time_ns=int(start_time_ns), end_time_ns=int(end_time_ns), attributes=attrs
             )

@@ -34,6 +34,11 @@ TOOLS: dict[str, tuple[float, float, float, float]] = {
     "calculator": (0.01, 0.3, 0.0, 0.5),
 }
 ROLLOUT_N = 4  # trajectories per sample (a rollout group)
+# what the stand-in agent says (the trajectory view shows each turn's text, as a job's agent loop would send it)
+QUESTIONS = ("How many primes are there below 1000?", "What is the boiling point of water at 3000 m altitude?",
+             "Sum the digits of 2**100.", "Which city hosted the 1992 Summer Olympics, and what was its population?")
+TOOL_ARGS = {"search": '{"query": "%s"}', "python": '{"code": "print(%r)"}', "browser": '{"url": "https://example.org/?q=%s"}',
+             "calculator": '{"expression": "%s"}'}
 TOOL_CLASSES = {
     "search": "SearchTool",
     "python": "SandboxFusionTool",
@@ -172,10 +177,14 @@ class AgentLoop:
             **self.identity, sample=sample // ROLLOUT_N, session=f"{replica}-{step}-{sample}", global_steps=step
         )
         errors, out = 0, None
+        question = QUESTIONS[(sample // ROLLOUT_N) % len(QUESTIONS)]
+        said = f"user: {question}"
         for turn in range(len(tools) + 1):
             t0 = time.time_ns()
             out = await generate(share_s)
             last = turn == len(tools)
+            answer = (f"The answer is {self.rng.randint(2, 999)}." if last
+                      else f"I will call {tools[turn][0]} to check.\n<tool_call>{tools[turn][0]}</tool_call>")
             session.generation(
                 start_time_ns=t0,
                 end_time_ns=time.time_ns(),
@@ -185,13 +194,18 @@ class AgentLoop:
                 replica=replica,
                 request_id=out.request_id,
                 tools=[] if last else [tools[turn][0]],
+                prompt=said,
+                response=answer,
             )
             if last:
                 break
             tool, took, error = tools[turn]
             t0 = time.time_ns()
             await asyncio.sleep(took)
-            session.tool_call(tool, start_time_ns=t0, end_time_ns=time.time_ns(), error=error)
+            result = error or f"[{tool}] {self.rng.randint(1, 5)} result(s) for the question"
+            session.tool_call(tool, start_time_ns=t0, end_time_ns=time.time_ns(), error=error,
+                              tool_args=TOOL_ARGS[tool] % question, tool_result=result)
+            said = f"tool ({tool}): {result}"
             errors += error is not None
         status = "failure" if errors >= 2 else "truncated" if out and out.finish_reason == "length" else "success"
         session.finish(

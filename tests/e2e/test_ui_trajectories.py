@@ -90,6 +90,19 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     assert all(a != b for a, b in zip(kinds, kinds[1:]))  # generate → tool → generate …
     assert page.eval_on_selector_all("#traj-wf .wf-gap", "els => els.length") >= 1
     assert "between turns" in page.inner_text("#traj-wf-summary")
+    # what each turn said (issue 49 item 21): the first turn's text open, a waterfall row opens its own
+    page.wait_for_selector("#traj-io details.turn-io[open] pre.io-text")
+    first = page.eval_on_selector_all("#traj-io details.turn-io[open] pre.io-text",
+                                      "els => els.map(e => [e.dataset.field, e.textContent])")
+    assert first and all(text for _, text in first), first
+    assert {f for f, _ in first} <= {"prompt", "response", "input", "output"}  # turn 1 is a generate
+    last = len(kinds) - 1
+    page.click(f"#traj-wf .wf-row[data-turn='{last}'] .wf-label")
+    page.wait_for_selector(f"#traj-io details.turn-io[data-turn='{last}'][open]")
+    tool = kinds.index("tool")
+    fields = page.eval_on_selector_all(f"#traj-io details.turn-io[data-turn='{tool}'] pre.io-text",
+                                       "els => els.map(e => e.dataset.field)")
+    assert set(fields) & {"tool_args", "tool_result", "input", "output"}, fields
     # the waterfall right under the rows' box, not under 50 rows; a refresh keeps the reader's place in the box
     # (issue 49 item 21)
     below = page.evaluate("document.querySelector('#traj-wf').getBoundingClientRect().top - "

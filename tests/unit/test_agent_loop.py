@@ -124,3 +124,22 @@ def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) ->
     assert json.loads(spans[0]["attributes"]["trajectories"]) == [
         {"traj": "0", "reward": 1.0, "turns": 2, "status": "truncated"}
     ]
+
+
+def test_a_turns_text_goes_with_its_span_cut_in_the_process(monkeypatch) -> None:
+    """prompt= / response= of a generation, tool_args= / tool_result= of a tool call: span attributes, messages as
+    JSON, each cut at 4,096 characters here (a 1 MB prompt is never queued whole); none sent when none given."""
+    from rl_insight import agent_loop
+
+    spans: list[dict] = []
+    monkeypatch.setattr(agent_loop, "trace_span", lambda **kw: spans.append(kw))
+    s = agent_loop.agent_loop_session(experiment_name="x", sample=1, session="s")
+    messages = [{"role": "user", "content": "2+2?"}]
+    s.generation(start_time_ns=1, end_time_ns=2, prompt=messages, response="x" * 1_000_000)
+    s.tool_call("calc", start_time_ns=3, end_time_ns=4, tool_args={"expr": "2+2"}, tool_result="4")
+    s.generation(start_time_ns=5, end_time_ns=6)
+    gen, tool, bare = (sp["attributes"] for sp in spans)
+    assert json.loads(gen["prompt"]) == messages
+    assert len(gen["response"]) == 4096 and gen["response"].endswith("…")
+    assert json.loads(tool["tool_args"]) == {"expr": "2+2"} and tool["tool_result"] == "4"
+    assert not {"prompt", "response"} & set(bare)

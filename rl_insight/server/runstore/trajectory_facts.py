@@ -50,7 +50,9 @@ class Turn:
     tokens_out: int | None = None
     error: str | None = None
     request_id: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)  # finish_reason, turn, type (shown in the waterfall)
+    # finish_reason, turn, type (shown in the waterfall); the turn's text when the job sent it: prompt / response
+    # (a generate), tool_args / tool_result (a tool), input / output (verl's MLflow spans)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -206,6 +208,9 @@ def _mlflow_kind(span: SpanRecord, a: dict[str, Any]) -> str | None:
     return None
 
 
+_MLFLOW_TEXTS = (("mlflow.spanInputs", "input"), ("mlflow.spanOutputs", "output"))
+
+
 def facts(span: SpanRecord) -> list[Fact]:
     """What one finished span says about trajectories; [] for spans that are not about them."""
     if span.end_ns is None:
@@ -252,7 +257,7 @@ def facts(span: SpanRecord) -> list[Fact]:
                     step,
                     _replica(a),
                     error=_error(a),
-                    detail={k: a[k] for k in ("turn", "tool_args") if k in a},
+                    detail={k: a[k] for k in ("turn", "tool_args", "tool_result") if k in a},
                 )
             ]
         return [
@@ -269,7 +274,7 @@ def facts(span: SpanRecord) -> list[Fact]:
                 _int(a.get("completion_tokens")),
                 _error(a),
                 _str(a.get("request_id")),
-                {k: a[k] for k in ("turn", "type", "tools", "finish_reason") if k in a},
+                {k: a[k] for k in ("turn", "type", "tools", "finish_reason", "prompt", "response") if k in a},
             )
         ]
     if "mlflow.traceRequestId" in a or "mlflow.spanType" in a:
@@ -296,7 +301,10 @@ def facts(span: SpanRecord) -> list[Fact]:
                 _int(a.get("gen_ai.usage.completion_tokens")),
                 _error(a),
                 _str(a.get("gen_ai.request.id")),
-                {k: a[k] for k in ("finish_reason", "verl.request_id") if k in a},
+                # (verl's rollout_trace_op: its inputs and outputs, JSON text, are the turn's prompt and response
+                # or the tool's arguments and result)
+                {**{k: a[k] for k in ("finish_reason", "verl.request_id") if k in a},
+                 **{mine: a[theirs] for theirs, mine in _MLFLOW_TEXTS if theirs in a}},
             )
         ]
     return []

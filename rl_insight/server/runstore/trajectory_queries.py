@@ -234,6 +234,31 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
     }
 
 
+TEXT_PER_ANSWER = 2 << 20  # characters of turn text (prompts, responses, tool payloads) one trajectory answer holds
+TEXTS = ("prompt", "response", "tool_args", "tool_result", "input", "output")
+
+
+def _detail(stored: str | None, budget: list[int]) -> dict[str, Any]:
+    """A turn's stored detail; its texts while the answer's budget lasts (10,000 turns of 4 KiB texts would be a
+    160 MB answer), then `text_left_out`. A detail stored cut by an older version (not JSON) reads as none."""
+    if not stored:
+        return {}
+    try:
+        d = json.loads(stored)
+    except ValueError:
+        return {}
+    if not isinstance(d, dict):
+        return {}
+    size = sum(len(d[k]) for k in TEXTS if isinstance(d.get(k), str))
+    if size > budget[0]:
+        for k in TEXTS:
+            d.pop(k, None)
+        d["text_left_out"] = True
+    else:
+        budget[0] -= size
+    return d
+
+
 def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any]:
     """One trajectory and its turns in time order, each with its engine request when one is known (queue,
     prefill, decode), and the gaps between turns (time no turn was running)."""
@@ -242,6 +267,7 @@ def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any
         raise NotFoundError(f"run {run_id} has no trajectory {traj_id}")
     traj = _row(row)
     turns = []
+    budget = [TEXT_PER_ANSWER]
     for (
         start,
         end,
@@ -272,7 +298,7 @@ def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any
         turns.append({"start_ns": start, "end_ns": end, "span_id": span_id, "kind": kind, "name": name, "step": step,
                       "replica": replica or r_replica, "tokens_in": tok_in if tok_in is not None else r_in,
                       "tokens_out": tok_out if tok_out is not None else r_out, "error": error, "request_id": request_id,
-                      "detail": json.loads(detail_json) if detail_json else {},
+                      "detail": _detail(detail_json, budget),
                       "engine": None if queue_s is None and prefill_s is None and decode_s is None else
                       {"queue_s": queue_s, "ttft_s": ttft_s, "prefill_s": prefill_s, "decode_s": decode_s}})
     gaps, busy_until = [], traj["start_ns"]

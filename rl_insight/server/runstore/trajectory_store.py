@@ -16,6 +16,19 @@ from ...protocol import SpanRecord
 from .bulk import write_rows
 from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 
+DETAIL_TEXT_MAX = 4096  # characters of each text a turn keeps (a prompt, a response, a tool's arguments or result)
+
+
+def detail_json(detail: dict) -> str | None:
+    """A turn's detail as stored: every value whole JSON, each string cut at DETAIL_TEXT_MAX (marked "…"), never the
+    JSON text itself (cut at 2,048 characters, a turn with a long tool argument was stored unreadable)."""
+    if not detail:
+        return None
+    kept = {k: (v[: DETAIL_TEXT_MAX - 1] + "…" if isinstance(v, str) and len(v) > DETAIL_TEXT_MAX else v)
+            for k, v in detail.items()}
+    return json.dumps(kept, default=str)
+
+
 _MAX_CACHED = 200_000  # trajectory ids remembered between batches (2M-trajectory runs must not grow this without bound)
 
 _UPSERT_TURN = (
@@ -107,7 +120,7 @@ class TrajectoryStore:
                             f.tokens_out,
                             f.error,
                             f.request_id,
-                            json.dumps(f.detail, default=str)[:2048] if f.detail else None,
+                            detail_json(f.detail),
                         )
                     )
                     touched.add((run_id, tid))

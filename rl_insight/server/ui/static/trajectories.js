@@ -201,7 +201,9 @@ export class Trajectories {
       return h("span", { class: "wf-text", style: `${side};max-width:calc(${Math.max(after, before).toFixed(3)}% - 2px)` },
         text);
     };
-    const rows = t.turn_list.map((x, i) => h("div", { class: "wf-row", "data-kind": x.kind },
+    const io = turnTexts(t.turn_list);
+    const rows = t.turn_list.map((x, i) => h("div", { class: "wf-row", "data-kind": x.kind, "data-turn": i,
+      onclick: () => { const d = io.querySelector(`details[data-turn="${i}"]`); if (d) { d.open = true; d.scrollIntoView({ block: "nearest" }); } } },
       h("div", { class: "wf-label" }, `${i + 1}. ${x.kind === "tool" ? "tool" : "generate"}`),
       h("div", { class: "wf-track" }, ...t.gaps.map(g => h("div", { class: "wf-gap", style: `left:${pct(g.start_ns)};width:${width(g.start_ns, g.end_ns)}` })),
         h("div", { class: `wf-bar ${x.kind}${x.error ? " err" : ""}`, style: `left:${pct(x.start_ns)};width:${width(x.start_ns, x.end_ns)}`,
@@ -213,8 +215,30 @@ export class Trajectories {
       h("div", { class: "muted", id: "traj-wf-summary" }, `${fmtDur(t.duration_s ?? 0)} · ${t.turns} turns · generate ${fmtDur(t.generate_s ?? 0)} · `
         + `tools ${fmtDur(t.tool_s ?? 0)} · between turns ${fmtDur(t.gap_s)}${t.reward !== null ? ` · reward ${fmtNum(t.reward)}` : ""}`
         + `${t.step !== null ? ` · step ${t.step}` : ""}`),
-      h("div", { class: "waterfall", id: "traj-wf" }, ...rows));
+      h("div", { class: "waterfall", id: "traj-wf" }, ...rows), io);
   }
+}
+
+// What each turn said, when the job sent it: the prompt and response of a generate, a tool's arguments and result
+// (verl's MLflow spans: their inputs and outputs). One collapsible block per turn with text, the first one open;
+// a click on a waterfall row opens its block. Text only (textContent): a prompt that holds HTML stays text.
+const TEXT_FIELDS = [["prompt", "prompt"], ["response", "response"], ["tool_args", "arguments"], ["tool_result", "result"],
+  ["input", "input"], ["output", "output"]];
+function turnTexts(turns) {
+  const blocks = turns.map((x, i) => {
+    const parts = TEXT_FIELDS.filter(([k]) => typeof x.detail?.[k] === "string" && x.detail[k] !== "");
+    if (!parts.length) return null;
+    const size = parts.reduce((n, [k]) => n + x.detail[k].length, 0);
+    return h("details", { class: "turn-io", "data-turn": i },
+      h("summary", {}, `${i + 1}. ${x.kind === "tool" ? `tool ${x.name}` : "generate"}`, h("span", { class: "muted" }, ` · ${size} characters`)),
+      ...parts.flatMap(([k, label]) => [h("div", { class: "io-label" }, label), h("pre", { class: "io-text", "data-field": k }, x.detail[k])]));
+  }).filter(Boolean);
+  const left = turns.some(x => x.detail?.text_left_out);
+  if (!blocks.length && !left) return h("div", { id: "traj-io", class: "muted" }, "No prompt or response text: pass prompt= and response= to "
+    + "agent_loop_session(...).generation, tool_args= and tool_result= to .tool_call, to read each turn here.");
+  if (blocks.length) blocks[0].open = true;
+  return h("div", { id: "traj-io" }, h("h4", {}, "Turns' text"), ...blocks,
+    left ? h("p", { class: "muted", id: "traj-io-left-out" }, "Later turns' text is left out: this trajectory's text passed 2 MiB.") : null);
 }
 
 /** Bars of a histogram {edges, counts}, as a small SVG with the first and last edges under it. */

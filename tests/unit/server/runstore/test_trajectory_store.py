@@ -166,3 +166,32 @@ def test_the_steps_list_is_every_step_with_trajectories_newest_first(store) -> N
                           **{"monitor.trace_source": "gateway"})])  # a trajectory before the run had a step
     assert w.flush(10)
     assert tq.steps(r.conn(), 1)["without_step"] is True
+
+
+def test_a_turns_text_is_stored_readable_and_bounded(store, monkeypatch) -> None:
+    """Prompts, responses and tool payloads (issue 49 item 21): kept with their turn, each cut at 4,096 characters
+    (marked), never the stored JSON itself (cut at 2,048 characters, a long tool argument made it unreadable); one
+    answer holds at most TEXT_PER_ANSWER characters of text, the later turns' left out and said so."""
+    w, r = store
+    prompt = "<script>alert(1)</script> " + "p" * 3000  # (text: the UI shows it as text)
+    args = json.dumps({"query": "q" * 3000})
+    w.put_spans([], [
+        gateway("g1", 1, prompt=prompt, response="r" * 9000, finish_reason="stop"),
+        span("t1", "agent_tool", 2000, 3000, **{"monitor.trace_source": "tool", "global_steps": 4, "tool": "search",
+                                               "tool_args": args, "tool_result": "ok"}),
+    ])
+    assert w.flush(10)
+    (traj,) = tq.page(r.conn(), 1, 4)["trajectories"]
+    turns = tq.detail(r.conn(), 1, traj["id"])["turn_list"]
+    assert turns[0]["detail"]["prompt"] == prompt and turns[0]["detail"]["finish_reason"] == "stop"
+    assert len(turns[0]["detail"]["response"]) == 4096 and turns[0]["detail"]["response"].endswith("…")
+    assert turns[1]["detail"]["tool_args"] == args and turns[1]["detail"]["tool_result"] == "ok"
+    # the answer's text budget: the first turn's text fits, the second's is left out and marked
+    monkeypatch.setattr(tq, "TEXT_PER_ANSWER", len(prompt) + 4096 + 10)
+    turns = tq.detail(r.conn(), 1, traj["id"])["turn_list"]
+    assert "prompt" in turns[0]["detail"] and "tool_args" not in turns[1]["detail"]
+    assert turns[1]["detail"]["text_left_out"] is True
+    # a detail an older version stored cut (not JSON) reads as none instead of failing the whole answer
+    with w.conn_lock:
+        w._conn.execute("UPDATE turns SET detail = '{\"tool_args\": \"qqq' WHERE kind = 'tool'")
+    assert tq.detail(r.conn(), 1, traj["id"])["turn_list"][1]["detail"] == {}
