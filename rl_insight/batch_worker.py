@@ -187,13 +187,14 @@ class BatchWorker(Generic[T]):
 
 
 class Periodic:
-    """`fn` every `interval_s` on its own daemon thread, from `start()` until `stop()`."""
+    """`fn` every `interval_s` on its own daemon thread, from `start()` until `stop()`; `wake()` runs it at once."""
 
     def __init__(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
         self.name = name
         self._interval = interval_s
         self._fn = fn
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> Periodic:
@@ -202,13 +203,26 @@ class Periodic:
             self._thread.start()
         return self
 
+    def wake(self) -> bool:
+        """Run `fn` now on the thread instead of at the next interval (work a caller must not wait for); False when
+        the thread is not running (the caller then does the work itself)."""
+        if self._thread is None or not self._thread.is_alive() or self._stop.is_set():
+            return False
+        self._wake.set()
+        return True
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
+        while True:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._fn()
             except Exception:  # the next tick still comes

@@ -128,3 +128,18 @@ def test_upkeep_runs_beside_the_work_and_periodic_survives_its_failures() -> Non
         wait_until(lambda: len(ticks) >= 3, timeout=5, what="ticks after failures")
     finally:
         p.stop()
+
+
+def test_a_periodic_woken_runs_at_once_and_says_when_it_cannot() -> None:
+    from rl_insight.batch_worker import Periodic
+
+    ran = threading.Event()
+    p = Periodic("woken", 3600, ran.set)
+    assert p.wake() is False  # not started: the caller does the work itself
+    p.start()
+    try:
+        assert p.wake() is True
+        assert ran.wait(5)  # not an hour later
+    finally:
+        p.stop(timeout=5)
+    assert p.wake() is False and not p._thread.is_alive()  # stop() does not wait out the interval either

@@ -50,6 +50,28 @@ def test_every_expected_answer_completes_the_snapshot(tmp_path: Path) -> None:
         answer(book, snap["id"], 1)
 
 
+def test_a_running_book_groups_the_last_answer_on_its_own_thread(tmp_path: Path) -> None:
+    """Issue 49 item 3: grouping (~0.5 s for a thousand processes) neither holds the event loop nor the last
+    answering process's request: report() wakes the book's thread, which completes the snapshot at once."""
+    import threading
+
+    book = StackBook(tmp_path / "stacks", lambda p, e: procs(), tick_s=3600)  # (no tick would come by itself)
+    completed_on: list[str] = []
+    book.on_complete.append(lambda snap: completed_on.append(threading.current_thread().name))
+    book.start()
+    try:
+        snap = book.create(*RUN)
+        for r in range(4):
+            assert answer(book, snap["id"], r)["process"] == f"h:{1000 + r}"
+        deadline = time.monotonic() + 10
+        while book.get(snap["id"])["state"] != "complete" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert book.get(snap["id"])["state"] == "complete" and book.get(snap["id"])["answered"] == 4
+        assert completed_on == ["rl-insight-stack-snapshots"]  # not the answering (test) thread
+    finally:
+        book.stop()
+
+
 def test_grouping_by_line_when_asked(tmp_path: Path) -> None:
     book = book_of(tmp_path)
     snap = book.create(*RUN)
