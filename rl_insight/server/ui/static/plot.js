@@ -149,7 +149,8 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
     // the crosshair snaps to the nearest point: every chart on the axis then shows the same step or moment
     cursor: { move: snapToPoint, sync: { key: ownRange ? `own-${Math.random()}` : SYNC_KEY[xKind], setSeries: false }, drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: xKind === "time" }, y: log ? { distr: 3 } : { range: yRange } },
-    axes: [axisX, { values: (u, v) => v.map(x => fmt(x)), size: yAxisSize }],
+    // (a short chart, the first screen's: ticks closer together, or a range like 0.14-0.97 got none at all)
+    axes: [axisX, { values: (u, v) => v.map(x => fmt(x)), size: yAxisSize, space: height < 150 ? 16 : 30 }],
     series: [{ label: xKind }, ...lines.map(l => ({ label: l.label, stroke: l.raw ? `${l.color}55` : l.color, width: l.raw ? 1 : 1.5,
       dash: l.dash, spanGaps: xKind === "step", value: (u, v) => fmt(v) }))],
     hooks: {
