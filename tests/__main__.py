@@ -11,11 +11,15 @@ time), while alone they hold. Why not one serial pass: it took ~19 minutes on tw
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
 either pass failed; a pass that selects no test (a path holding only one kind) is not a failure.
+
+A run leaves the tree as it was: browser tests write their screenshots under test-artifacts/. `--docs-images` runs
+the browser pass alone and lets the screenshots docs/ shows be written into docs/img/ (refreshed on purpose).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -30,7 +34,12 @@ def run(args: list[str]) -> int:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests", description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the first pass (0: none)")
+    ap.add_argument("--docs-images", action="store_true",
+                    help="the browser pass only, writing the screenshots docs/ shows into docs/img/")
     known, passthrough = ap.parse_known_args(argv)
+    if known.docs_images:
+        os.environ["RL_INSIGHT_DOCS_IMAGES"] = "1"  # (tests/e2e/test_ui.py: doc_image)
+        return run(["-q", "-m", "e2e", *passthrough])
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
     results = [run(["-q", *spread, "-m", "not e2e", *passthrough]), run(["-q", "-m", "e2e", *passthrough])]
     if all(r == NO_TESTS_COLLECTED for r in results):

@@ -21,6 +21,14 @@ from tests.conftest import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
+DOCS_IMG = ROOT / "docs" / "img"
+DOCS_IMAGES_ENV = "RL_INSIGHT_DOCS_IMAGES"  # `python -m tests --docs-images` sets it
+
+
+def doc_image(name: str) -> str:
+    """Where a screenshot docs/ shows is written: test-artifacts/ on every run (a run leaves the tree clean), docs/img/
+    only when the docs' images are refreshed on purpose (`python -m tests --docs-images`)."""
+    return str((DOCS_IMG if os.environ.get(DOCS_IMAGES_ENV) == "1" else ARTIFACTS) / name)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]

@@ -8,10 +8,9 @@ import httpx
 import pytest
 
 from tests.conftest import wait_until
-from tests.e2e.test_ui import ARTIFACTS, ROOT, _need_browser, running_demo, sign_in
+from tests.e2e.test_ui import ARTIFACTS, _need_browser, doc_image, running_demo, sign_in
 
 pytestmark = pytest.mark.e2e
-DOCS_IMG = ROOT / "docs" / "img"
 TOKEN = "e2e-profiles-token"  # the profile buttons on a server with a token (every network-facing server has one)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -66,7 +65,7 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     )
     page.screenshot(path=str(ARTIFACTS / "profiles.png"), full_page=False)
     page.locator("#timeline-h").scroll_into_view_if_needed()
-    page.screenshot(path=str(DOCS_IMG / "ui-profiles.png"), full_page=False)
+    page.screenshot(path=doc_image("ui-profiles.png"), full_page=False)
 
     prof = httpx.get(f"{demo}/api/v1/profiles/{rid}", headers=AUTH).json()
     (proc,) = prof["processes"].values()
@@ -90,7 +89,7 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     rp.wait_for_load_state()
     rp.wait_for_selector("canvas")
     assert "train_batch" in rp.content() or "actor_compute_log_prob" in rp.content()
-    rp.screenshot(path=str(DOCS_IMG / "ui-profile-report.png"), full_page=False)
+    rp.screenshot(path=doc_image("ui-profile-report.png"), full_page=False)
 
 
 def test_profile_this_stage_from_the_step_breakdown(demo: str, page) -> None:

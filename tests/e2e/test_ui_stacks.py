@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_ui import ARTIFACTS, ROOT, _need_browser, running_demo, sign_in
+from tests.e2e.test_ui import ARTIFACTS, _need_browser, doc_image, running_demo, sign_in
 
 pytestmark = pytest.mark.e2e
-DOCS_IMG = ROOT / "docs" / "img"
 TOKEN = "e2e-stacks-token"
 # a lane counts as stalled after 5 s (3x its usual time otherwise); insights (and the stall watch) every 2 s
 FAST_STALLS = {"stalled_lane_min_s": 5.0, "insights_interval_s": 2.0, "stall_step_s": 0.0}
@@ -43,9 +42,9 @@ def test_the_stalled_card_names_the_hung_rank_and_the_timeline_marks_it(hung_dem
                            ".odd?.includes('rank_2')")
     assert "odd" in page.get_attribute("#timeline .lane-label[data-lane='rank_2']", "class")
     page.locator(f"#stack-{sid}").scroll_into_view_if_needed()
-    page.screenshot(path=str(DOCS_IMG / "ui-stacks.png"), full_page=False)
+    page.screenshot(path=doc_image("ui-stacks.png"), full_page=False)
     page.locator("#timeline-h").scroll_into_view_if_needed()
-    page.screenshot(path=str(DOCS_IMG / "ui-stacks-timeline.png"), full_page=False)
+    page.screenshot(path=doc_image("ui-stacks-timeline.png"), full_page=False)
 
     # one more by hand: the sentence says who moved since
     page.click("#stacks-take")

@@ -1,0 +1,40 @@
+"""`python -m tests` (tests/__main__.py): a run leaves the tree as it was. The browser tests' screenshots go under
+test-artifacts/; the ones docs/ shows are written into docs/img/ only by `python -m tests --docs-images` (a full run
+used to rewrite four tracked images)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import tests.__main__ as runner
+from tests.e2e.test_ui import ARTIFACTS, DOCS_IMAGES_ENV, DOCS_IMG, ROOT, doc_image
+
+
+def test_a_docs_screenshot_goes_to_the_artifacts_unless_refreshing_on_purpose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DOCS_IMAGES_ENV, raising=False)
+    assert Path(doc_image("ui-stacks.png")) == ARTIFACTS / "ui-stacks.png"
+    monkeypatch.setenv(DOCS_IMAGES_ENV, "1")
+    assert Path(doc_image("ui-stacks.png")) == DOCS_IMG / "ui-stacks.png"
+
+
+def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DOCS_IMAGES_ENV, raising=False)
+    calls: list[tuple[list[str], str | None]] = []
+    monkeypatch.setattr(runner, "run", lambda args: calls.append((args, os.environ.get(DOCS_IMAGES_ENV))) or 0)
+    assert runner.main(["--docs-images", "-k", "stacks"]) == 0
+    assert calls == [(["-q", "-m", "e2e", "-k", "stacks"], "1")]
+    monkeypatch.delenv(DOCS_IMAGES_ENV)
+    calls.clear()
+    assert runner.main(["-x"]) == 0  # the usual run: both passes, the switch off
+    assert [args[-2:] for args, _ in calls] == [["not e2e", "-x"], ["e2e", "-x"]]
+    assert {env for _, env in calls} == {None}
+
+
+def test_no_test_writes_into_docs_img_but_through_doc_image() -> None:
+    writers = [p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*.py")
+               if p.name not in ("test_ui.py", "test_suite_runner.py")
+               and ('"docs" / "img"' in p.read_text() or '"docs/img' in p.read_text())]
+    assert writers == []
