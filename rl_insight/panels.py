@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .names import sanitize_metric_name
+
 SEL = "<SEL>"
 WINDOW = "<W>"
 
@@ -64,12 +66,14 @@ class Section:
 @dataclass(frozen=True)
 class TrainerFamily:
     """verl's trainer metrics of one family. `id` is the first word of their names (how the UI groups any metric,
-    documented or not); `title` names the Grafana row; `key` families are open by default in the UI."""
+    documented or not); `title` names the Grafana row; `key` families are open by default in the UI; `keys`: the
+    same metrics as verl logs them, in the same order."""
 
     id: str
     title: str
     metrics: tuple[str, ...]
     key: bool = False
+    keys: tuple[str, ...] = ()
 
 
 def render(expr: str, selector: str, window: str) -> str:
@@ -387,78 +391,51 @@ def _each(prefix: str, keys: tuple[str, ...], suffixes: tuple[str, ...] = ("",))
     return tuple(f"{prefix}{k}{s}" for k in keys for s in suffixes)
 
 
-# In the order verl's docs list them (upstream-monitor.md §8.2); names as exposed (rl_insight_monitor_ prefix off).
+# In the order verl's docs list them (upstream-monitor.md §8.2), spelled as verl logs them (its console, W&B): verl
+# replaces "/" with "_" before it calls rl_insight.metric_gauge (upstream-monitor.md §12), so a family's `metrics` are
+# the stored names (`actor_entropy`, prefix off) and its `keys` how the UI names them again (`actor/entropy`).
+def _family(id: str, title: str, keys: tuple[str, ...], key: bool = False) -> TrainerFamily:
+    return TrainerFamily(id, title, tuple(sanitize_metric_name(k) for k in keys), key, keys)
+
+
 TRAINER_FAMILIES: tuple[TrainerFamily, ...] = (
-    TrainerFamily("actor", "actor", (
-        "actor_pg_loss", "actor_loss", "actor_entropy", "actor_entropy_loss", "actor_grad_norm", "actor_kl_loss",
-        "actor_kl_coef", "actor_ppo_kl", "actor_pg_clipfrac", "actor_pg_clipfrac_lower", "actor_lr",
-        "actor_perf_max_memory_allocated_gb", "actor_perf_max_memory_reserved_gb", "actor_perf_cpu_memory_used_gb"),
-        key=True),
-    TrainerFamily("critic", "critic", _each("critic_", ("score", "rewards", "advantages", "returns"),
-                                            ("_mean", "_max", "_min")), key=True),
-    TrainerFamily("perf", "perf", ("perf_throughput", "perf_time_per_step", "perf_mfu_actor", "perf_total_num_tokens"),
-                  key=True),
-    TrainerFamily("timing", "timing", _each("timing_s_", ("step", "gen", "old_log_prob", "ref", "update_actor",
-                                                          "update_weights", "adv", "testing"))
-                  + _each("timing_per_token_ms_", ("gen", "ref", "update_actor", "adv")), key=True),
-    TrainerFamily("response", "response_length", (
-        "response_length_mean", "response_length_max", "response_length_min", "response_length_clip_ratio",
-        "response_length_non_aborted_mean", "response_length_non_aborted_max", "response_length_non_aborted_min",
-        "response_length_non_aborted_clip_ratio", "response_aborted_ratio")),
-    TrainerFamily("prompt", "prompt_length", _each("prompt_length_", ("mean", "max", "min", "clip_ratio"))),
-    TrainerFamily("global", "global_seqlen", _each("global_seqlen_", ("mean", "max", "min", "balanced_max",
-                                                                      "balanced_min", "minmax_diff"))),
-    TrainerFamily("rollout", "rollout_corr", _each("rollout_corr_", (
+    _family("actor", "actor", _each("actor/", (
+        "pg_loss", "loss", "entropy", "entropy_loss", "grad_norm", "kl_loss", "kl_coef", "ppo_kl", "pg_clipfrac",
+        "pg_clipfrac_lower", "lr", "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb",
+        "perf/cpu_memory_used_gb")), key=True),
+    _family("critic", "critic", _each("critic/", ("score", "rewards", "advantages", "returns"),
+                                      ("/mean", "/max", "/min")), key=True),
+    _family("perf", "perf", ("perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/total_num_tokens"),
+            key=True),
+    _family("timing", "timing", _each("timing_s/", ("step", "gen", "old_log_prob", "ref", "update_actor",
+                                                    "update_weights", "adv", "testing"))
+            + _each("timing_per_token_ms/", ("gen", "ref", "update_actor", "adv")), key=True),
+    _family("response", "response_length", _each("response_length/", ("mean", "max", "min", "clip_ratio"))
+            + _each("response_length_non_aborted/", ("mean", "max", "min", "clip_ratio"))
+            + ("response/aborted_ratio",)),
+    _family("prompt", "prompt_length", _each("prompt_length/", ("mean", "max", "min", "clip_ratio"))),
+    _family("global", "global_seqlen", _each("global_seqlen/", ("mean", "max", "min", "balanced_max", "balanced_min",
+                                                                "minmax_diff"))),
+    _family("rollout", "rollout_corr", _each("rollout_corr/", (
         "kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max",
         "log_ppl_diff_min", "rollout_ppl", "training_ppl", "rollout_log_ppl", "training_log_ppl"))),
-    TrainerFamily("training", "training", (
-        "training_global_step", "training_epoch", "training_rollout_probs_diff_mean", "training_rollout_probs_diff_max",
-        "training_rollout_probs_diff_std", "training_rollout_probs_diff_valid",
-        "training_rollout_actor_probs_pearson_corr", "training_num_turns_mean", "training_num_turns_max",
-        "training_num_turns_min")
-        + _each("training_off_policy_trajectory_", ("staleness_mean", "staleness_max", "staleness_worst_mean",
-                                                    "staleness_worst_max", "staleness_worst_min", "spans_mean",
-                                                    "spans_max", "spans_min"))),
-    TrainerFamily("val", "val", ("val_core_openai_gsm8k_acc_mean_1", "val_aux_openai_gsm8k_reward_mean_1",
-                                 "val_aux_num_turns_mean", "val_aux_num_turns_max", "val_aux_num_turns_min")),
+    _family("training", "training", _each("training/", (
+        "global_step", "epoch", "rollout_probs_diff_mean", "rollout_probs_diff_max", "rollout_probs_diff_std",
+        "rollout_probs_diff_valid", "rollout_actor_probs_pearson_corr"))
+        + _each("training/num_turns/", ("mean", "max", "min"))
+        + _each("training/off_policy_trajectory_", ("staleness/mean", "staleness/max", "staleness_worst/mean",
+                                                     "staleness_worst/max", "staleness_worst/min", "spans/mean",
+                                                     "spans/max", "spans/min"))),
+    _family("val", "val", ("val-core/openai/gsm8k/acc/mean@1", "val-aux/openai/gsm8k/reward/mean@1",
+                           "val-aux/num_turns/mean", "val-aux/num_turns/max", "val-aux/num_turns/min")),
 )
-# verl's trainer metric keys as the job logs them (its console, W&B): verl replaces "/" with "_" before it calls
-# rl_insight.metric_gauge (upstream-monitor.md §12), so the store only ever sees `actor_entropy`; the UI names each
-# chart `actor/entropy` again from this map. Exactly the families' metrics (tests/unit/test_panels.py).
-VERL_KEYS: tuple[str, ...] = (
-    *(f"actor/{k}" for k in ("pg_loss", "loss", "entropy", "entropy_loss", "grad_norm", "kl_loss", "kl_coef", "ppo_kl",
-                             "pg_clipfrac", "pg_clipfrac_lower", "lr", "perf/max_memory_allocated_gb",
-                             "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb")),
-    *(f"critic/{k}/{s}" for k in ("score", "rewards", "advantages", "returns") for s in ("mean", "max", "min")),
-    "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/total_num_tokens",
-    *(f"timing_s/{k}" for k in ("step", "gen", "old_log_prob", "ref", "update_actor", "update_weights", "adv",
-                                "testing")),
-    *(f"timing_per_token_ms/{k}" for k in ("gen", "ref", "update_actor", "adv")),
-    *(f"{p}/{k}" for p in ("response_length", "response_length_non_aborted") for k in ("mean", "max", "min",
-                                                                                       "clip_ratio")),
-    "response/aborted_ratio",
-    *(f"prompt_length/{k}" for k in ("mean", "max", "min", "clip_ratio")),
-    *(f"global_seqlen/{k}" for k in ("mean", "max", "min", "balanced_max", "balanced_min", "minmax_diff")),
-    *(f"rollout_corr/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "ppl_ratio", "log_ppl_diff",
-                                    "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "rollout_ppl",
-                                    "training_ppl", "rollout_log_ppl", "training_log_ppl")),
-    "training/global_step", "training/epoch", "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
-    "training/rollout_probs_diff_std", "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr",
-    *(f"training/num_turns/{k}" for k in ("mean", "max", "min")),
-    *(f"training/off_policy_trajectory_{k}/{s}" for k, ss in (("staleness", ("mean", "max")),
-                                                            ("staleness_worst", ("mean", "max", "min")),
-                                                            ("spans", ("mean", "max", "min"))) for s in ss),
-    "val-core/openai/gsm8k/acc/mean@1", "val-aux/openai/gsm8k/reward/mean@1",
-    *(f"val-aux/num_turns/{k}" for k in ("mean", "max", "min")),
-)
+VERL_KEYS: tuple[str, ...] = tuple(k for f in TRAINER_FAMILIES for k in f.keys)
 
 
 @lru_cache(maxsize=1)
 def logged_names() -> dict[str, str]:
     """Stored (sanitized) name -> verl's key, for every verl trainer metric."""
-    from .names import sanitize_metric_name
-
-    return {sanitize_metric_name(k): k for k in VERL_KEYS}
+    return {m: k for f in TRAINER_FAMILIES for m, k in zip(f.metrics, f.keys)}
 
 
 # The run page's first screen: one small chart per line, the first of its names the run logged (reward, what a
