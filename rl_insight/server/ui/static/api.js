@@ -1,7 +1,5 @@
 /* rl-insight UI, api.js: this server's API: `api(path)` answers JSON or throws ApiError (a 401 sends the page to its login); the page's shared state and timers.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { render } from "./main.js";
-
 // `status` is the answer's HTTP status, 0 when none came: a view that failed on 0 or 5xx may work when retried.
 export class ApiError extends Error { constructor(message, status) { super(message); this.status = status; } }
 export async function api(path, opts = {}) {
@@ -10,7 +8,8 @@ export async function api(path, opts = {}) {
     r = await fetch(path, { credentials: "same-origin", ...opts });
   } catch (e) { unreachable(`no answer (${e.message})`); throw new ApiError("the server is not answering", 0); }
   heard(r.status);
-  if (r.status === 401) { state.session.authenticated = false; render(); throw new ApiError("login required", 401); }
+  // (the page's entry sets state.render: this module imports no view, so no module imports back into it)
+  if (r.status === 401) { state.session.authenticated = false; state.render?.(); throw new ApiError("login required", 401); }
   const body = r.headers.get("content-type")?.includes("json") ? await r.json() : await r.text();
   if (!r.ok) throw new ApiError(body.detail || `HTTP ${r.status}`, r.status);
   return body;

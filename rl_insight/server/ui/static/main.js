@@ -1,7 +1,8 @@
 /* rl-insight UI, main.js: the UI's entry point (`<script type="module">`): routing between the runs list and a run page, and the login.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { ApiError, api, clearTimers, state } from "./api.js";
-import { colorOf, showStep } from "./timeline.js";
+import { colorOf } from "./colors.js";
+import { showStep } from "./timeline.js";
 import { $, h } from "./dom.js";
 import { fmtTick, fmtUnit, timeTicks, yRange } from "./format.js";
 import { groupAlerts, renderRun } from "./run_page.js";
@@ -33,6 +34,7 @@ export async function render() {
   }
 }
 window.addEventListener("hashchange", render);
+state.render = render;  // (api.js shows the login through it on a 401)
 
 function renderLogin(app) {
   const input = h("input", { type: "password", id: "token", placeholder: "token", autocomplete: "current-password" });

@@ -13,7 +13,7 @@
 import { state } from "./api.js";
 import { h } from "./dom.js";
 import { clock, fmtTick, yRange } from "./format.js";
-import { PALETTE, fnv1a } from "./timeline.js";
+import { PALETTE, fnv1a } from "./colors.js";
 
 export const SYNC_KEY = { step: "rl-step", time: "rl-time" };
 const DASHES = [undefined, [6, 3], [2, 3], [8, 3, 2, 3]];

@@ -15,7 +15,8 @@ import { keyboard } from "./keys.js";
 import { renderMoe } from "./moe.js";
 import { currentRange, rangeFromParams } from "./range.js";
 import { RangeBar } from "./range_bar.js";
-import { Timeline, paletteReady, showStep } from "./timeline.js";
+import { paletteReady } from "./colors.js";
+import { Timeline, showStep } from "./timeline.js";
 import { Trajectories } from "./trajectories.js";
 
 // The page's view comes from its address (#/run/N?compare=…&step=…&steps=…|last=…|from=…&to=…&refresh=…&q=…&traj…):
