@@ -15,10 +15,10 @@ export class HeadlineCharts extends ChartGrid {
   }
   async load() {
     const { metrics } = await api(`/api/v1/runs/${this.runId}/metrics`);
-    const have = new Set(metrics.map(m => m.name));
     const logged = this.logged = new Map(metrics.map(m => [m.name, m.logged || m.name]));
-    this.wanted = (await headlineList()).length;
-    const picks = (await headlineList()).map(({ title, metrics: names }) => [title, names.find(n => have.has(n))]).filter(([, n]) => n);
+    const wanted = await headlineList();
+    this.wanted = wanted.length;
+    const picks = wanted.map(({ title, metrics: names }) => [title, names.find(n => logged.has(n))]).filter(([, n]) => n);
     const key = picks.map(([, n]) => n).join(",");
     if (key !== this.picked || !this.el.childElementCount) {
       this.picked = key;
