@@ -27,7 +27,7 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.live.insight_service import run_insights
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation, parse_store, sqlite_location
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
 from rl_insight.server.runstore.retention import used_bytes
 
 S = 10**9

@@ -28,7 +28,7 @@ from _util import IngestServer, machine
 
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreWriter
-from rl_insight.server.runstore.schema import connect
+from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.trajectory_store import TrajectoryStore
 
 TOOLS = ("search", "python", "browser", "calculator")
@@ -38,7 +38,7 @@ MS = 10**6
 
 def build(path: Path, steps: int, per_step: int) -> tuple[int, int, float]:
     """Trajectories with 2-20 turns (generate, tool, generate, …), some tools slow, a few failing."""
-    conn = connect(path)
+    conn = open_backend(path).connect()
     t0 = time.perf_counter()
     conn.execute(
         "INSERT INTO runs (id, project, experiment_name, first_seen, last_seen, last_step) VALUES (1, 'bench', "
@@ -207,8 +207,8 @@ def _postgres_copy(store: Path) -> tuple[object, str]:
     import os
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from rl_insight.server.runstore.location import parse_store, sqlite_location
-    from rl_insight.server.runstore.migrate import migrate
+    from rl_insight.server.runstore.backend.location import parse_store, sqlite_location
+    from rl_insight.server.runstore.backend.transfer import migrate
     from tests.pg_cluster import PASSWORD, PostgresCluster
 
     cluster = PostgresCluster()

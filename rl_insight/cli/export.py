@@ -49,8 +49,8 @@ def export(
 ) -> int:
     """Export a run from the run store: trainer scalars at their step and rl-insight's insight metrics."""
     from ..server.runstore import queries as q
-    from ..server.runstore.location import existing_store
-    from ..server.runstore.schema import connect
+    from ..server.runstore.backend import open_backend
+    from ..server.runstore.backend.location import existing_store
     from ..services.home import Home
 
     if to not in TARGETS:
@@ -61,7 +61,7 @@ def export(
     except FileNotFoundError as missing:
         raise NotFoundError(f"no run store at {missing}", hint="pass --store FILE or URL, or --home of the server "
                                                                "that collected the run") from None
-    conn = connect(where, readonly=True)
+    conn = open_backend(where).connect(readonly=True)
     if list_runs or run is None:
         for r in q.list_runs(conn):
             typer.echo(f"{r['id']:>5}  {r['project']}/{r['experiment_name']}  last step {r['last_step']}  "

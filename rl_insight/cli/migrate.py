@@ -1,6 +1,6 @@
-"""`rl-insight server migrate --from FILE|URL --to postgresql://…`: move a run store (server/runstore/migrate.py),
-resumable, with a count per table at the end. Stop the servers writing to the source first: what they write after
-a table was copied is not moved."""
+"""`rl-insight server migrate --from FILE|URL --to postgresql://…`: move a run store
+(server/runstore/backend/transfer.py), resumable, with a count per table at the end. Stop the servers writing to the
+source first: what they write after a table was copied is not moved."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from .. import env
-from ..server.runstore.location import existing_store, parse_store
+from ..server.runstore.backend.location import existing_store, parse_store
 from ..services.home import Home
 from .options import HomeOpt
 
@@ -26,7 +26,7 @@ def migrate(
     home: Optional[Path] = HomeOpt,
 ) -> int:
     """Move a run store to PostgreSQL without loss; run it again to resume after an interruption."""
-    from ..server.runstore.migrate import migrate as move
+    from ..server.runstore.backend.transfer import migrate as move
 
     data_dir = Home.resolve(home).data_dir
     try:

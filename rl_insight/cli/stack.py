@@ -228,13 +228,10 @@ def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise typer.BadParameter(f"{p['prometheus_url']!r} is not an http(s)://host[:port][/path] URL",
                                      param_hint="--prometheus-url")
-    if p.get("store"):
-        from ..server.runstore.location import parse_store
+    if p.get("store"):  # (read as the server will: its config's location; a backend that needs an extra says so)
+        from ..server.runstore.backend import open_backend
 
-        if parse_store(p["store"], Path(".")).kind == "postgresql":
-            from ..server.runstore.postgres import require_psycopg
-
-            require_psycopg()
+        open_backend(server_config(p, "").store_location).check_available()
     if p["export_tensorboard"] is not None:
         from ..export.tensorboard_writer import _import as need_tensorboard
 

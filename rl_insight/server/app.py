@@ -38,7 +38,6 @@ from .routes import (
     targets,
     trajectories,
 )
-from .runstore.schema import is_storage_failure
 from .security import SECURITY_HEADERS, GuardMiddleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -168,7 +167,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if is_storage_failure(exc):  # the store's server went away mid-request (PostgreSQL restarting): not a bug
+        backend = request.app.state.st.backend
+        if backend is not None and backend.is_storage_failure(exc):  # the store went away mid-request (PostgreSQL
+            # restarting): not a bug
             log.warning("run store unavailable on %s %s: %s", request.method, request.url.path, exc)
             return _error(503, f"the run store is unavailable now ({type(exc).__name__}); nothing stored was lost",
                           "ask again in a few seconds", headers={"Retry-After": "2"})

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .runstore.location import StoreLocation
+    from .runstore.backend.location import StoreLocation
 
 DEFAULT_PORT = 18080
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -129,10 +130,11 @@ class ServerConfig:
     def store_file(self) -> Path:
         return Path(self.data_dir).expanduser() / "runstore.sqlite"
 
-    @property
+    @cached_property
     def store_location(self) -> StoreLocation:
-        """`store` (or RL_INSIGHT_STORE_URL), else the SQLite file under data_dir; ConfigError for a bad URL."""
-        from .runstore.location import STORE_URL_ENV, parse_store
+        """`store` (or RL_INSIGHT_STORE_URL), else the SQLite file under data_dir; ConfigError for a bad URL. Parsed
+        once, on first use (the one place a store URL given to the server is read)."""
+        from .runstore.backend.location import STORE_URL_ENV, parse_store
 
         return parse_store(self.store or os.environ.get(STORE_URL_ENV), Path(self.data_dir).expanduser())
 

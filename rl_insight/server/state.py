@@ -30,6 +30,7 @@ from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
 from .runstore import RunStoreReader, RunStoreWriter
+from .runstore.backend import Backend, open_backend
 from .runstore.hand_over import HandOver
 from .runstore.writer_process import WriterProcess
 from .security import Auth, local_names
@@ -126,8 +127,10 @@ class AppState:
         self.peer_guard = PeerGuardCounters()  # filled by the HTTP protocol (__main__), read by /metrics
         self.metrics = ServerMetrics(self.registry, self.peer_guard)
         self.targets = TargetRegistry(config.targets_file, config.max_targets)
-        self.writer = self._writer(config) if config.store_enabled else None
-        self.reader = RunStoreReader(config.store_location) if self.writer is not None else None
+        # the run store's engine, chosen once from the location; the writer, the readers and the fleet share it
+        self.backend: Backend | None = open_backend(config.store_location) if config.store_enabled else None
+        self.writer = self._writer(config, self.backend) if self.backend is not None else None
+        self.reader = RunStoreReader(self.backend) if self.backend is not None else None
         # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
         self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
         self.insight = (
@@ -228,23 +231,24 @@ class AppState:
             await asyncio.sleep(0.5)
 
     def _shared_targets(self) -> Any:
-        """On a PostgreSQL store, the scrape targets and experiments as one document the fleet shares."""
-        if self.writer is None or self.writer.location.kind != "postgresql":
+        """On a store a fleet shares (PostgreSQL), the scrape targets and experiments as one document the fleet
+        shares."""
+        if self.backend is None or not self.backend.shared:
             return None
         from .fleet.records import SharedDocument, SharedRecords
 
-        return SharedDocument(SharedRecords(self.writer.location, "targets"), "fleet")
+        return SharedDocument(SharedRecords(self.backend, "targets"), "fleet")
 
     def _shared_book(self, kind: str) -> Any:
-        """On a PostgreSQL store, profile requests and stack snapshots live in the store: every server of the fleet
-        sees them (None: files under data_dir, one server)."""
-        if self.writer is None or self.writer.location.kind != "postgresql":
+        """On a store a fleet shares (PostgreSQL), profile requests and stack snapshots live in the store: every
+        server of the fleet sees them (None: files under data_dir, one server)."""
+        if self.backend is None or not self.backend.shared:
             return None
         from .fleet.records import SharedRecords
         from .fleet.shared_book import SharedBook
         from .live.profile_shared import SharedRequests
 
-        records = SharedRecords(self.writer.location, kind)
+        records = SharedRecords(self.backend, kind)
         if kind == "stack":
             return SharedBook(records, lambda s: s["id"], lambda s: (s["project"], s["experiment_name"]), ("reports",))
         if not self.config.shared_dir:
@@ -268,18 +272,18 @@ class AppState:
         return local + [p for p in others if p.get("client_id") not in mine]
 
     @staticmethod
-    def _writer(config: ServerConfig) -> HandOver:
+    def _writer(config: ServerConfig, backend: Backend) -> HandOver:
         """The run store's writer, in a process of its own (the default) or in a thread of this one."""
         kinds = {"process": WriterProcess, "thread": RunStoreWriter}
         if config.store_writer not in kinds:
             raise ConfigError(f"store_writer {config.store_writer!r} is not one of {', '.join(kinds)}")
-        return kinds[config.store_writer](config.store_location, retention_days=config.store_retention_days,
+        return kinds[config.store_writer](backend, retention_days=config.store_retention_days,
                                           max_bytes=config.store_max_bytes)
 
     def _fleet(self) -> Any:
-        """On a PostgreSQL store, the fleet loop (server/fleet/): background work on the lease holder only, clients
-        that move between servers counted once, a run's step clock seeded from the store."""
-        if self.writer is None or self.reader is None or self.writer.location.kind != "postgresql":
+        """On a store a fleet shares (PostgreSQL), the fleet loop (server/fleet/): background work on the lease holder
+        only, clients that move between servers counted once, a run's step clock seeded from the store."""
+        if self.backend is None or self.writer is None or self.reader is None or not self.backend.shared:
             return None
         from .fleet.coordinator import FleetCoordinator
         from .fleet.lease import FleetLease
@@ -287,9 +291,9 @@ class AppState:
         from .live.insight_service import metric_samples
         from .runstore import queries as q
 
-        location, reader, step_metric = self.writer.location, self.reader, self.config.step_metric
-        lease = FleetLease(location, self.boot_id)
-        fleet = FleetCoordinator(FleetRegistry(location, self.boot_id), lease, self.clients, self.store, reader,
+        backend, reader, step_metric = self.backend, self.reader, self.config.step_metric
+        lease = FleetLease(backend, self.boot_id)
+        fleet = FleetCoordinator(FleetRegistry(backend, self.boot_id), lease, self.clients, self.store, reader,
                                  self._close_cut_short, self._mark_finished, self.config.client_silence_s)
         fleet.on_tick.append(self.experiments.refresh)  # another server's targets into this one's file_sd
         self.store.own_clients()  # /metrics shows the processes this server owns (FleetCoordinator.tick)

@@ -23,7 +23,7 @@ CHILDREN = {
     """,
     "insights": """
         from rl_insight.server.live.insight_process import InsightProcess
-        from rl_insight.server.runstore.location import sqlite_location
+        from rl_insight.server.runstore.backend.location import sqlite_location
         w = InsightProcess(sqlite_location({store!r}), {{"window_s": 300.0, "live_window_s": 60.0,
                            "step_metric": "training/global_step", "version_metric": "current_param_version"}})
         w.run()

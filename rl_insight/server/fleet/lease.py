@@ -1,4 +1,4 @@
-"""Background work once per fleet: a PostgreSQL session advisory lock held on a connection of its own.
+"""Background work once per fleet: the store's session lock (PostgreSQL's advisory lock) on a connection of its own.
 
 The holder does the store's background work (per-step statistics and the insight metrics on /metrics, retention,
 the tidying of gone clients' open states). When its process dies its connection closes, PostgreSQL releases the
@@ -11,38 +11,35 @@ notice the connection gone.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ...errors import StoreError
-from ..runstore.location import StoreLocation
+from ..runstore.backend import Backend, SessionLock, StoreLocation, open_backend
 
 log = logging.getLogger("rl_insight.server.fleet")
 LEASE_KEY = 0x524C4942  # "RLIB": the background-work lock (schema migrations use another key)
 
 
 class FleetLease:
-    def __init__(self, location: StoreLocation, server_id: str) -> None:
-        self.location = location
+    def __init__(self, store: Backend | StoreLocation, server_id: str) -> None:
+        self.backend = open_backend(store)
         self.server_id = server_id
-        self._conn: Any = None
+        self._conn: SessionLock | None = None
         self.held = False
         self.changes = 0  # times this server took or lost the lease
 
     def refresh(self) -> bool:
         """Take the lease if free, or confirm it is still ours; False when another server holds it or the store is
         unreachable."""
-        from ..runstore.postgres import open_raw, ping, require_psycopg, try_lease
-
-        psycopg = require_psycopg()
         was = self.held
+        failures: tuple[type[BaseException], ...] = (OSError, StoreError, *self.backend.errors)
         try:
             if self._conn is None or self._conn.closed:
-                self._conn, self.held = open_raw(self.location, readonly=False), False
+                self._conn, self.held = self.backend.session_lock(LEASE_KEY), False
             if self.held:
-                ping(self._conn)  # still connected: still ours
+                self._conn.ping()  # still connected: still ours
             else:
-                self.held = try_lease(self._conn, LEASE_KEY)
-        except (psycopg.Error, OSError, StoreError) as exc:  # (StoreError: no new connection could be opened)
+                self.held = self._conn.try_take()
+        except failures as exc:  # (StoreError: no new connection could be opened)
             self.held = False
             self.close()
             log.warning("fleet lease: the store is unreachable (%s); background work pauses here", exc)
@@ -57,9 +54,7 @@ class FleetLease:
         if self._conn is not None:
             try:
                 if self.held and not self._conn.closed:
-                    from ..runstore.postgres import release_lease
-
-                    release_lease(self._conn, LEASE_KEY)
+                    self._conn.release()
             except Exception:
                 pass  # (the connection is going anyway: closing it frees the lock too)
             try:

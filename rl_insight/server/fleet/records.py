@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runstore import fleet_records as table
-from ..runstore.location import StoreLocation
-from ..runstore.schema import connect
+from ..runstore.backend import Backend, StoreLocation, open_backend
 
 POLL_OVERLAP_S = 10.0  # parts changed this long before the last poll are read again
 
@@ -43,8 +42,9 @@ class Changes:
 
 
 class SharedRecords:
-    def __init__(self, location: StoreLocation, kind: str) -> None:
-        self.location = location
+    def __init__(self, store: Backend | StoreLocation, kind: str) -> None:
+        self.backend = open_backend(store)
+        self.location = self.backend.location
         self.kind = kind
         self._conn: Any = None
         self._lock = threading.Lock()  # one connection, used by request threads, the analysis and the poll
@@ -54,7 +54,7 @@ class SharedRecords:
 
     def _c(self) -> Any:
         if self._conn is None or getattr(self._conn, "closed", False):
-            self._conn = connect(self.location)
+            self._conn = self.backend.connect()
         return self._conn
 
     # ------------------------------------------------------------------ writes

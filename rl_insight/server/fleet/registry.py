@@ -13,20 +13,20 @@ import threading
 from typing import Any, Sequence
 
 from ..runstore import fleet_clients as table
-from ..runstore.location import StoreLocation
-from ..runstore.schema import connect
+from ..runstore.backend import Backend, StoreLocation, open_backend
 
 
 class FleetRegistry:
-    def __init__(self, location: StoreLocation, server_id: str) -> None:
-        self.location = location
+    def __init__(self, store: Backend | StoreLocation, server_id: str) -> None:
+        self.backend = open_backend(store)
+        self.location = self.backend.location
         self.server_id = server_id
         self._conn: Any = None
         self._lock = threading.Lock()  # the fleet loop publishes; a request thread asks for another server's clients
 
     def _c(self) -> Any:
         if self._conn is None or getattr(self._conn, "closed", False):
-            self._conn = connect(self.location)
+            self._conn = self.backend.connect()
         return self._conn
 
     def publish(self, clients: Sequence[Sequence[Any]]) -> None:

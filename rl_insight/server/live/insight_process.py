@@ -33,7 +33,7 @@ from typing import Any
 from ...child_process import PipeChild, ServerPipe, relay_log
 from ...errors import ServiceError
 from ..runstore import RunStoreReader
-from ..runstore.location import StoreLocation
+from ..runstore.backend.location import StoreLocation
 from .insight_service import InsightRound, InsightRounds
 
 log = logging.getLogger("rl_insight.server.insights")

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..._version import __version__
-from ..runstore.schema import SCHEMA_VERSION
+from ..runstore.backend import SCHEMA_VERSION
 from ..state import AppState
 
 
@@ -23,7 +23,7 @@ def build_router(st: AppState) -> APIRouter:
         body: dict[str, Any] = {"status": "ok", "version": __version__, "boot_id": st.boot_id}
         if st.writer is not None:
             ws = st.writer.stats
-            body["store"] = {"backend": st.writer.location.kind, "path": st.writer.location.display,
+            body["store"] = {"backend": st.writer.backend.dialect.name, "path": st.writer.location.display,
                              "schema_version": SCHEMA_VERSION, "lag_s": round(st.writer.lag_s(), 3),
                              "queued_items": ws.queue_items, "degraded": ws.degraded_since is not None,
                              "last_error": ws.last_error, "dropped": ws.dropped, "integrity": st.writer.integrity,

@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any, Sequence
 
-from .dialect import is_postgres
+from .backend.types import StoreConnection
 
 CHUNK_ROWS = 256  # rows a statement at most: 1 GIL hand-over where executemany made 256
 MAX_PARAMETERS = 32_766  # SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32
@@ -38,12 +38,12 @@ def expanded(sql: str, rows: int) -> str:
     return sql[: m.start(1)] + ", ".join([m.group(1)] * rows) + sql[m.end(1):]
 
 
-def write_rows(conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+def write_rows(conn: StoreConnection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
     """Run `sql` (an INSERT of one `VALUES (…)` row, or a statement whose first `VALUES (…)` is a CTE's row) for
     every row; the rows it changed (sqlite3 counts none for a statement that opens with WITH: 0 then)."""
     if not rows:
         return 0
-    if is_postgres(conn) or len(rows) == 1:
+    if conn.dialect.remote or len(rows) == 1:
         return int(conn.executemany(sql, rows).rowcount)
     width = len(rows[0])
     most = 1 << (max(1, min(CHUNK_ROWS, MAX_PARAMETERS // max(1, width))).bit_length() - 1)  # a power of two

@@ -4,20 +4,19 @@ points, so a line starts and ends where the data does."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
-from .dialect import is_postgres
+from .backend.types import StoreConnection
 
 
 def minmax(
-    conn: sqlite3.Connection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int
+    conn: StoreConnection, col: str, where: str, args: list[Any], lo: float, hi: float, points: int
 ) -> list[list[float]]:
     """Per bucket, the minimum and maximum point (SQLite returns the row of MIN()/MAX() for bare columns;
     PostgreSQL says the same with DISTINCT ON)."""
     buckets = max(1, (points - 2) // 2)
     width = (hi - lo) / buckets or 1.0
-    if is_postgres(conn):
+    if conn.dialect.distinct_on:
         b = f"least(CAST(trunc(({col} - ?) / ?) AS BIGINT), {buckets - 1})"
         rows = []
         for order in ("ASC", "DESC"):

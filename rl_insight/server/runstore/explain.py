@@ -11,13 +11,15 @@ from typing import Any
 from ... import critical_path as cp
 from ... import insights, run_diff
 from . import queries as q
+from .backend.types import StoreConnection
 from .step_stats import path_rows, step_rows, step_trajectories
 
 FALLBACK_STEPS = 50  # steps a request computes from spans when their stored rows are missing
 FACT_LANES = ("", "@gen", "@cp", "@cplane", "@whatif")
 
 
-def step_path(conn: Any, run_id: int, window: tuple[int, int, int], now_ns: int, *, cut_percent: float | None = None,
+def step_path(conn: StoreConnection, run_id: int, window: tuple[int, int, int], now_ns: int, *,
+              cut_percent: float | None = None,
               stage: str | None = None, faster_percent: float | None = None) -> dict[str, Any]:
     """One step's critical path (every element, its slack, the gaps), its what-if savings and, in an agent-loop
     step, the critical trajectory."""
@@ -39,7 +41,7 @@ def step_path(conn: Any, run_id: int, window: tuple[int, int, int], now_ns: int,
     return out
 
 
-def step_facts(conn: Any, run_id: int, windows: list[tuple[int, int, int]],
+def step_facts(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]],
                now_ns: int, per_lane: bool = True) -> tuple[dict[int, dict], list[int]]:
     """Per-step facts (run_diff's shape, plus "whatif") of the given windows from the stored rows; steps without them
     computed from spans up to FALLBACK_STEPS; the others returned as pending. `per_lane=False` leaves out each
@@ -84,7 +86,7 @@ def _empty(bounds: tuple[int, int]) -> dict[str, Any]:
             "cp": {}, "cplane": {}, "whatif": {}}
 
 
-def lane_sums(conn: Any, run_id: int, steps: list[int], facts: dict[int, dict]) -> dict[str, Any]:
+def lane_sums(conn: StoreConnection, run_id: int, steps: list[int], facts: dict[int, dict]) -> dict[str, Any]:
     """run_diff.lane_summary over `steps`, summed in SQL from the stored rows (steps computed from spans, in
     `facts` with their per-lane parts, are added from there)."""
     out: dict[str, Any] = {"busy": {}, "gen": {}, "slowest": {}, "gen_steps": 0}
@@ -116,7 +118,8 @@ def lane_sums(conn: Any, run_id: int, steps: list[int], facts: dict[int, dict]) 
     return out
 
 
-def runs_diff(conn: Any, a: tuple[int, list[tuple[int, int, int]], str], b: tuple[int, list[tuple[int, int, int]], str],
+def runs_diff(conn: StoreConnection, a: tuple[int, list[tuple[int, int, int]], str], b: tuple[int, list[tuple[int,
+              int, int]], str],
               now_ns: int, by_position: bool = False) -> dict[str, Any]:
     """run_diff.diff of two (run id, windows, name) from their stored per-step facts, with each side's savings.
     `by_position`: two windows (of one run or two) aligned by their order, B's steps numbered as A's."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from .backend.types import StoreConnection
+
 OWNER_STALE_S = 6.0  # three fleet rounds without hearing from a process: its owner let it go
 _PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_name, last_seen, process) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET server = excluded.server, "
@@ -17,7 +19,7 @@ _PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_n
             f"excluded.last_seen) OR fleet_clients.last_seen < excluded.last_seen - {OWNER_STALE_S}")
 
 
-def publish(conn: Any, server: str, clients: Sequence[Sequence[Any]]) -> None:
+def publish(conn: StoreConnection, server: str, clients: Sequence[Sequence[Any]]) -> None:
     """(client id, project, experiment_name, last seen in unix seconds[, the process's description]) of `server`'s
     live clients, in client id order: two servers publishing the same clients (one that moved, or a balancer handing
     its connections to either) take the rows' locks in one order (in their own orders they deadlocked)."""
@@ -26,7 +28,7 @@ def publish(conn: Any, server: str, clients: Sequence[Sequence[Any]]) -> None:
                                     for c in sorted(clients, key=lambda c: c[0])])
 
 
-def processes_elsewhere(conn: Any, server: str, run: tuple[str, str], since: float) -> list[dict[str, Any]]:
+def processes_elsewhere(conn: StoreConnection, server: str, run: tuple[str, str], since: float) -> list[dict[str, Any]]:
     """The run's processes other servers have seen since `since`, as they described them."""
     out = []
     for (process,) in conn.execute("SELECT process FROM fleet_clients WHERE project = ? AND experiment_name = ? AND "
@@ -38,7 +40,7 @@ def processes_elsewhere(conn: Any, server: str, run: tuple[str, str], since: flo
     return out
 
 
-def seen_elsewhere(conn: Any, server: str, client_ids: list[str]) -> set[str]:
+def seen_elsewhere(conn: StoreConnection, server: str, client_ids: list[str]) -> set[str]:
     """Of these clients, the ones another server owns (it heard them first, or `server` stopped hearing them)."""
     out: set[str] = set()
     for i in range(0, len(client_ids), 500):
@@ -49,11 +51,11 @@ def seen_elsewhere(conn: Any, server: str, client_ids: list[str]) -> set[str]:
     return out
 
 
-def live_runs(conn: Any, since: float) -> set[tuple[str, str]]:
+def live_runs(conn: StoreConnection, since: float) -> set[tuple[str, str]]:
     """Runs with a client seen by any server since `since` (unix seconds)."""
     return {(p or "", e or "") for p, e in conn.execute(
         "SELECT DISTINCT project, experiment_name FROM fleet_clients WHERE last_seen >= ?", (since,))}
 
 
-def forget_before(conn: Any, before: float) -> int:
+def forget_before(conn: StoreConnection, before: float) -> int:
     return int(conn.execute("DELETE FROM fleet_clients WHERE last_seen < ?", (before,)).rowcount or 0)

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .location import StoreLocation
+from .backend import Backend, StoreLocation
 from .rows import SampleRow, WriterStats
 
 
@@ -50,6 +50,7 @@ def weight(kind: str, payload: Any) -> int:
 
 
 class HandOver(ABC):
+    backend: Backend  # the store written (a child process opens its own from `location`)
     location: StoreLocation
     # called with the (project, experiment_name) of runs retention deleted, so what hangs off a run elsewhere
     # (profile traces, a step clock) goes with it

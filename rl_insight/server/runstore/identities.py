@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...protocol import SpanRecord
+from .backend.types import StoreConnection
 from .rows import SampleRow
 
 RunKey = tuple[str, str]  # (project, experiment_name)
@@ -33,7 +34,7 @@ class Identities:
         self.runs = {k: v for k, v in self.runs.items() if v not in gone}
         self.series = {k: v for k, v in self.series.items() if k[0] not in gone}
 
-    def run_id(self, conn: Any, project: str, experiment: str, now: float) -> int:
+    def run_id(self, conn: StoreConnection, project: str, experiment: str, now: float) -> int:
         key = (project, experiment)
         rid = self.runs.get(key)
         if rid is None:
@@ -43,7 +44,7 @@ class Identities:
             self.runs[key] = rid
         return rid
 
-    def series_id(self, conn: Any, run_id: int, name: str, kind: str, labels: str, logged: str = "") -> int:
+    def series_id(self, conn: StoreConnection, run_id: int, name: str, kind: str, labels: str, logged: str = "") -> int:
         """The series' id, created when new, with the name as first logged (`actor/entropy`; NULL: as `name`)."""
         key = (run_id, name, kind, labels)
         sid = self.series.get(key)
@@ -55,7 +56,7 @@ class Identities:
             self.series[key] = sid
         return sid
 
-    def create_in_order(self, conn: Any, work: list[tuple[str, Any]], now: float) -> None:
+    def create_in_order(self, conn: StoreConnection, work: list[tuple[str, Any]], now: float) -> None:
         """The runs, then the series, that the batch's samples and spans need and this writer has not met, in key
         order (inside the batch's transaction, before its rows)."""
         samples: list[SampleRow] = [r for kind, payload in work if kind == "samples" for r in payload]

@@ -3,14 +3,14 @@ by step, and each expert's share at one step when the job logs them. Two indexed
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from ... import moe
+from .backend.types import StoreConnection
 from .queries import get_run
 
 
-def moe_summary(conn: sqlite3.Connection, run_id: int, step: float | None = None,
+def moe_summary(conn: StoreConnection, run_id: int, step: float | None = None,
                 max_steps: int = 1000) -> dict[str, Any]:
     get_run(conn, run_id)
     vio_ids: dict[int, int] = {}

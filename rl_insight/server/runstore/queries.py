@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Literal
 from ...errors import InvalidInputError, NotFoundError
 from ...lane_order import lane_sort_key
 from ...panels import logged_names
-from .dialect import is_postgres
+from .backend.types import StoreConnection
 from .downsample import lttb, minmax
 
 XAxis = Literal["step", "time"]
@@ -47,7 +47,7 @@ def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
 
 
 def list_runs(
-    conn: sqlite3.Connection, live_window_s: float = 60.0, project: str | None = None
+    conn: StoreConnection, live_window_s: float = 60.0, project: str | None = None
 ) -> list[dict[str, Any]]:
     sql = f"SELECT {RUN_COLUMNS} FROM runs"
     args: tuple = ()
@@ -59,7 +59,7 @@ def list_runs(
 
 
 def get_run(
-    conn: sqlite3.Connection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
+    conn: StoreConnection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
 ) -> dict[str, Any]:
     cols = RUN_COLUMNS + (", config" if include_config else "")
     row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -68,7 +68,7 @@ def get_run(
     return _run_dict(row, time.time(), live_window_s)
 
 
-def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, float, bool, tuple]]:
+def open_states(conn: StoreConnection, limit: int) -> list[tuple[str, str, float, bool, tuple]]:
     """States stored as started and never ended, across runs (at boot: what the previous boot left open):
     (project, experiment_name, the run's last_seen, whether the run is marked finished,
     (id, trace_id, parent_id, name, lane, start_ns, attributes))."""
@@ -79,7 +79,7 @@ def open_states(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, fl
     return [(p, e, seen, finished is not None, tuple(rest)) for p, e, seen, finished, *rest in rows]
 
 
-def has_open_spans(conn: sqlite3.Connection, run_id: int) -> bool:
+def has_open_spans(conn: StoreConnection, run_id: int) -> bool:
     """Whether any state of the run is still open (the partial index of open spans: one look-up)."""
     return (
         conn.execute("SELECT 1 FROM spans WHERE run_id = ? AND end_ns IS NULL LIMIT 1", (run_id,)).fetchone()
@@ -87,14 +87,14 @@ def has_open_spans(conn: sqlite3.Connection, run_id: int) -> bool:
     )
 
 
-def metric_values(conn: sqlite3.Connection, run_id: int, name: str) -> list[tuple[float, float]]:
+def metric_values(conn: StoreConnection, run_id: int, name: str) -> list[tuple[float, float]]:
     """(unix ts, value) of every series of the run named `name` (as stored: sanitized), in time order."""
     rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
                         "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, name)).fetchall()
     return [(r[0], r[1]) for r in rows if r[1] is not None]
 
 
-def stepped_samples(conn: sqlite3.Connection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
+def stepped_samples(conn: StoreConnection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
     """Every sample of a run that has a step and a value: (name, labels JSON, step, ts, value), by step then time,
     read in chunks (a run of millions of samples streams)."""
     cur = conn.execute(
@@ -109,14 +109,14 @@ def stepped_samples(conn: sqlite3.Connection, run_id: int) -> Iterator[tuple[str
         yield from rows
 
 
-def find_run_id(conn: sqlite3.Connection, project: str, experiment_name: str) -> int | None:
+def find_run_id(conn: StoreConnection, project: str, experiment_name: str) -> int | None:
     row = conn.execute(
         "SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)
     ).fetchone()
     return None if row is None else int(row[0])
 
 
-def metric_names(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+def metric_names(conn: StoreConnection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
     rows = conn.execute(  # (the totals the writer keeps: runstore/series_totals.py)
         "SELECT name, kind, labels, n_samples, last_step, logged_name FROM series WHERE run_id = ? ORDER BY name, id",
@@ -133,7 +133,7 @@ def _check_points(points: int) -> None:
         raise InvalidInputError(f"points must be between 2 and {MAX_POINTS}, got {points}")
 
 
-def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step", points: int = 1000,
+def series(conn: StoreConnection, run_id: int, name: str, *, x: XAxis = "step", points: int = 1000,
            agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = None,
            x_to: float | None = None) -> dict[str, Any]:
     """All label-sets of metric `name` in a run, each downsampled to about `points` points."""
@@ -173,7 +173,7 @@ def series(conn: sqlite3.Connection, run_id: int, name: str, *, x: XAxis = "step
     return {"run_id": run_id, "name": name, "x": x, "agg": agg, "series": out}
 
 
-def compare(conn: sqlite3.Connection, run_ids: list[int], name: str, **kw: Any) -> list[dict[str, Any]]:
+def compare(conn: StoreConnection, run_ids: list[int], name: str, **kw: Any) -> list[dict[str, Any]]:
     if not run_ids or len(run_ids) > 20:
         raise InvalidInputError(f"give 1 to 20 run ids to compare, got {len(run_ids)}")
     return [series(conn, r, name, **kw) for r in run_ids]
@@ -190,7 +190,7 @@ SELECT lane FROM l WHERE lane IS NOT NULL
 """
 
 
-def lanes(conn: sqlite3.Connection, run_id: int, counts: bool = False) -> list[dict[str, Any]]:
+def lanes(conn: StoreConnection, run_id: int, counts: bool = False) -> list[dict[str, Any]]:
     """A run's lanes, sorted by prefix then number. Names come from a loose scan of the lane index (one
     seek per lane, not one step per span); per-lane counts, when asked for, scan every span."""
     get_run(conn, run_id)
@@ -203,7 +203,7 @@ def lanes(conn: sqlite3.Connection, run_id: int, counts: bool = False) -> list[d
     return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
 
 
-def span_bounds(conn: sqlite3.Connection, run_id: int, floor_ns: int | None = None) -> tuple[int | None, int | None]:
+def span_bounds(conn: StoreConnection, run_id: int, floor_ns: int | None = None) -> tuple[int | None, int | None]:
     """(first start at or after `floor_ns`, last end) of a run's spans from the start-time index: two short index
     walks, no full scan (client clocks may differ from the server's, so the run's first/last_seen alone could hide
     spans)."""
@@ -217,13 +217,13 @@ def span_bounds(conn: sqlite3.Connection, run_id: int, floor_ns: int | None = No
     return first, last
 
 
-def spans_before(conn: sqlite3.Connection, run_id: int, floor_ns: int, cap: int = 100_000) -> int:
+def spans_before(conn: StoreConnection, run_id: int, floor_ns: int, cap: int = 100_000) -> int:
     """How many of a run's spans start before `floor_ns` (counted up to `cap`: one bounded index range)."""
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM spans WHERE run_id = ? AND start_ns < ? LIMIT ?)",
                         (run_id, floor_ns, cap)).fetchone()[0]
 
 
-def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str, Any]:
+def span_detail(conn: StoreConnection, run_id: int, span_id: str) -> dict[str, Any]:
     r = conn.execute("SELECT id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes FROM spans "
                      "WHERE run_id = ? AND id = ?", (run_id, span_id)).fetchone()
     if r is None:
@@ -232,7 +232,7 @@ def span_detail(conn: sqlite3.Connection, run_id: int, span_id: str) -> dict[str
             "end_ns": r[7], "open": r[7] is None, "attributes": json.loads(r[8])}
 
 
-def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, to_ns: int | None = None,
+def spans_in(conn: StoreConnection, run_id: int, from_ns: int | None = None, to_ns: int | None = None,
              attributes: bool | str = True) -> list[dict[str, Any]]:
     """Raw spans (for insights and exports). `attributes`: True for all of them, False for none, or one
     attribute's name (read by SQLite's json_extract, so the insights never decode every span's JSON)."""
@@ -241,12 +241,11 @@ def spans_in(conn: sqlite3.Connection, run_id: int, from_ns: int | None = None, 
     elif attributes is False:
         attr_sql = "NULL"
     else:
-        attr_sql = "CAST(attributes AS JSONB) -> ?" if is_postgres(conn) else "json_extract(attributes, ?)"
+        attr_sql, key = conn.dialect.json_attribute(attributes)
     sql = f"SELECT id, parent_id, name, lane, kind, start_ns, end_ns, {attr_sql} FROM spans WHERE run_id = ?"
     args: list[Any] = [run_id]
     if isinstance(attributes, str):
-        # quoted: any attribute name is a valid JSON path key (PostgreSQL takes the key itself)
-        args.insert(0, attributes if is_postgres(conn) else "$." + json.dumps(attributes))
+        args.insert(0, key)
     if to_ns is not None:
         sql += " AND start_ns < ?"
         args.append(to_ns)
@@ -295,7 +294,7 @@ def _whole(step: Any) -> Any:
     return int(step) if isinstance(step, float) and step.is_integer() else step
 
 
-def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = None,
+def csv_export(conn: StoreConnection, run_id: int, names: list[str] | None = None,
                extra: Iterable[tuple[str, str, Any, float, float]] = ()) -> Iterator[str]:
     """One row per sample: name, labels, step (a whole number when it is one), unix time, value; then `extra` rows
     (the insight metrics per step, export/points.py)."""
@@ -325,12 +324,12 @@ def csv_export(conn: sqlite3.Connection, run_id: int, names: list[str] | None = 
         yield buf.getvalue()
 
 
-def chrome_trace(conn: sqlite3.Connection, run_id: int, step_metric: str = "training/global_step") -> dict[str, Any]:
+def chrome_trace(conn: StoreConnection, run_id: int, step_metric: str = "training/global_step") -> dict[str, Any]:
     """Chrome trace / Perfetto JSON as one object (tests, small runs); the route streams `chrome_trace_stream`."""
     return json.loads("".join(chrome_trace_stream(conn, run_id, step_metric)))
 
 
-def chrome_trace_stream(conn: sqlite3.Connection, run_id: int,
+def chrome_trace_stream(conn: StoreConnection, run_id: int,
                         step_metric: str = "training/global_step") -> Iterator[str]:
     """Chrome trace / Perfetto JSON text, one lane at a time: one process per lane (sorted), nested
     states as nested slices (rl_insight.perfetto); open states end at export time and carry args.open = true.

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
-from .location import StoreLocation, sqlite_location
-from .schema import connect
+from .backend import Backend, StoreConnection, StoreLocation, open_backend
 
 
 class RunStoreReader:
-    def __init__(self, where: Path | StoreLocation) -> None:
-        self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
+    def __init__(self, where: Backend | StoreLocation | Path) -> None:
+        self.backend = open_backend(where)
+        self.location = self.backend.location
         self.path = self.location.display
         self._local = threading.local()
 
-    def conn(self) -> Any:
+    def conn(self) -> StoreConnection:
         c = getattr(self._local, "conn", None)
         if c is None or getattr(c, "closed", False):
-            c = self._local.conn = connect(self.location, readonly=True)
+            c = self._local.conn = self.backend.connect(readonly=True)
         return c

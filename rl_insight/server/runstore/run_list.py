@@ -13,6 +13,7 @@ from typing import Any, Literal, Sequence
 from ...errors import InvalidInputError
 from ...names import InvalidNameError, sanitize_metric_name
 from . import queries as q
+from .backend.types import StoreConnection
 
 SortKey = Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"]
 SORT_KEYS: tuple[str, ...] = ("last_seen", "first_seen", "duration", "name", "last_step", "metric")
@@ -33,14 +34,14 @@ def metric_name(name: str) -> str:
     return base[:-len("_total")] if base.endswith("_total") else base
 
 
-def latest_values(conn: Any, name: str) -> dict[int, float | None]:
+def latest_values(conn: StoreConnection, name: str) -> dict[int, float | None]:
     out: dict[int, float | None] = {}
     for run_id, _labels, value in conn.execute(_LATEST, (metric_name(name),)):
         out.setdefault(int(run_id), value)
     return out
 
 
-def list_runs(conn: Any, live_window_s: float, *, project: str | None = None, status: str | None = None,
+def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | None = None, status: str | None = None,
               tag: str | None = None, search: str | None = None, metric: str | None = None,
               config_keys: Sequence[str] = (), sort: str = "last_seen", descending: bool = True,
               limit: int | None = None) -> list[dict[str, Any]]:
@@ -74,7 +75,7 @@ def list_runs(conn: Any, live_window_s: float, *, project: str | None = None, st
     return runs[:limit] if limit is not None else runs
 
 
-def _configs(conn: Any, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+def _configs(conn: StoreConnection, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for i in range(0, len(run_ids), 500):
         part = run_ids[i:i + 500]

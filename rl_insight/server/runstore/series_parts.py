@@ -17,20 +17,9 @@ stored already, or superseded by the newer running value that includes it).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from .dialect import is_postgres
-
-DDL = """
-CREATE TABLE IF NOT EXISTS series_parts (
-    series_id INTEGER NOT NULL,
-    client TEXT NOT NULL,
-    value REAL NOT NULL,
-    ts REAL NOT NULL,
-    PRIMARY KEY (series_id, client)
-)"""
-POSTGRES_V10 = "ALTER TABLE series ADD COLUMN IF NOT EXISTS total REAL;\n" + DDL + ";\n"
-RECOUNT = "UPDATE series SET total = (SELECT sum(value) FROM series_parts WHERE series_id = series.id)"
+from .backend.types import StoreConnection
 
 _UPSERT = ("INSERT INTO series_parts (series_id, client, value, ts) VALUES (?, ?, ?, ?) "
            "ON CONFLICT (series_id, client) DO UPDATE SET value = excluded.value, ts = excluded.ts "
@@ -38,7 +27,7 @@ _UPSERT = ("INSERT INTO series_parts (series_id, client, value, ts) VALUES (?, ?
 _ADD = "UPDATE series SET total = coalesce(total, 0) + ? WHERE id = ? RETURNING total"
 
 
-def summed(conn: Any, rows: Sequence[tuple[int, str, float, float]]) -> list[float | None]:
+def summed(conn: StoreConnection, rows: Sequence[tuple[int, str, float, float]]) -> list[float | None]:
     """For `rows` ((series id, client, time, the client's own value), in the order given), the value each is stored
     with: its series' total across clients after it; None for a value older than what its client already said
     (a resend, stored already, or a late one its client's newer total includes: not stored again). Inside the
@@ -48,8 +37,7 @@ def summed(conn: Any, rows: Sequence[tuple[int, str, float, float]]) -> list[flo
         by_series.setdefault(sid, []).append(i)
     sids = sorted(by_series)
     marks = ",".join("?" * len(sids))
-    if is_postgres(conn):  # another server's transaction on these series waits here, or this one on it
-        conn.raw.execute("SELECT id FROM series WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sids,))
+    conn.dialect.lock_rows(conn, "series", sids)  # another server's transaction on these series waits, or this one
     clients = sorted({r[1] for r in rows})
     parts: dict[tuple[int, str], tuple[float, float]] = {
         (int(sid), str(client)): (float(value), float(ts)) for sid, client, value, ts in conn.execute(

@@ -10,22 +10,19 @@ from their samples (exact, and rare: a client resending what it was not sure had
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-COLUMNS = (("n_samples", "INTEGER NOT NULL DEFAULT 0"), ("last_step", "REAL"))  # (in schema.DDL's series too)
-RECOUNT = ("UPDATE series SET n_samples = (SELECT count(*) FROM samples WHERE series_id = series.id), "
-           "last_step = (SELECT max(step) FROM samples WHERE series_id = series.id)")
-# what version 9 adds to an older PostgreSQL store (typed by postgres_ddl): the columns, then the totals of the
-# samples already there (one pass, once); SQLite's schema._migrate does the same by its table_info
-POSTGRES_V9 = "".join(f"ALTER TABLE series ADD COLUMN IF NOT EXISTS {c} {t};\n" for c, t in COLUMNS) + RECOUNT + ";\n"
-_RECOUNT_ONE = RECOUNT + " WHERE id = ?"
+from .backend.schema import SERIES_TOTALS_RECOUNT
+from .backend.types import StoreConnection
+
+_RECOUNT_ONE = SERIES_TOTALS_RECOUNT + " WHERE id = ?"
 # (SQLite's two-argument max() is NULL when either is: a step-less batch keeps last_step; the cast types the
 # parameter for PostgreSQL)
 _ADD = ("UPDATE series SET n_samples = n_samples + ?, last_step = CASE WHEN CAST(? AS REAL) IS NULL THEN last_step "
         "ELSE max(coalesce(last_step, ?), ?) END WHERE id = ?")
 
 
-def record(conn: Any, rows: Sequence[tuple], stored: int) -> None:
+def record(conn: StoreConnection, rows: Sequence[tuple], stored: int) -> None:
     """Move the totals for `rows` ((series id, step, ts, value), as offered to INSERT_SAMPLE), of which `stored` were
     new; inside the writer's transaction."""
     if not rows:

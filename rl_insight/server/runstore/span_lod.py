@@ -34,45 +34,16 @@ import time
 from heapq import merge
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .backend.schema import LOD_BUCKET_NS
+from .backend.types import StoreConnection
 from .bulk import write_rows
-from .dialect import is_postgres
 
 log = logging.getLogger("rl_insight.server.runstore")
 # ns: 0.27 s (a 10-minute window at 1,500 px: 0.4 s a pixel), 1.07 s, 4.3 s, 17 s, 69 s, 4.6 min, 18 min
 LEVELS = 7
 RESOLUTIONS = [2**28 * 4**k for k in range(LEVELS)]
 BUCKETS = [64 * r for r in RESOLUTIONS]  # ns of start time per bucket: 17 s ... 19.5 h; 4 buckets make the next one
-
-DDL = """
-CREATE TABLE IF NOT EXISTS span_lod (
-    run_id INTEGER NOT NULL,
-    lane TEXT NOT NULL,
-    level INTEGER NOT NULL,
-    bucket_ns INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    depth INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
-    merged INTEGER NOT NULL,
-    longest_ns INTEGER NOT NULL,
-    span_id TEXT,
-    PRIMARY KEY (run_id, lane, level, bucket_ns, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS span_lod_dirty (
-    run_id INTEGER NOT NULL,
-    lane TEXT NOT NULL,
-    level INTEGER NOT NULL,
-    bucket_ns INTEGER NOT NULL,
-    generation INTEGER NOT NULL,
-    PRIMARY KEY (run_id, lane, level, bucket_ns)
-) WITHOUT ROWID;
-"""
-# a store written before the summary existed: every level-0 bucket holding finished spans is dirty (one scan, once);
-# the writer's rebuilds catch up, and until then readers take those buckets from the spans
-BACKFILL = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT DISTINCT run_id, lane, 0, "
-            f"start_ns - ((start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}, 1 FROM spans "
-            f"WHERE end_ns IS NOT NULL ON CONFLICT DO NOTHING")
+assert BUCKETS[0] == LOD_BUCKET_NS  # (the tables and the backfill of stores older than the summary: backend/schema.py)
 
 _MARK = ("INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) VALUES (?, ?, ?, ?, 1) "
          "ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = span_lod_dirty.generation + 1")
@@ -129,32 +100,33 @@ _MARK_MOVED = (f"WITH sent (run_id, id, start_ns) AS (VALUES (?, ?, ?)) "
                f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
                f"{_OLD_BUCKET}, 1 FROM sent JOIN spans s ON s.run_id = sent.run_id AND s.id = sent.id "
                f"WHERE s.end_ns IS NOT NULL AND s.start_ns <> sent.start_ns {_ON_MARKED}")
-# PostgreSQL, where every statement is a round of its own: a batch's stored rows of one run in one read by primary
-# key and an array, planned per call (prepare=False). The one-statement form before (unnest, a LATERAL point read per
-# span, the marks in the same statement) ran 7-19 s a batch on the CPU at ~300k spans in bench_fanin's two-server run
-# (its plan not captured; every ingest answer waited out its 10 s); this form is 1.26x its write rate: bench/RESULTS.md
-_STORED_PG = "SELECT id, lane, start_ns FROM spans WHERE run_id = %s AND id = ANY(%s) AND end_ns IS NOT NULL"
+# A remote engine (PostgreSQL), where every statement is a round trip: a batch's stored rows of one run in one read by
+# primary key and an array of ids, planned per call (dialect.rows_for_ids). The one-statement form before (unnest, a
+# LATERAL point read per span, the marks in the same statement) ran 7-19 s a batch on the CPU at ~300k spans in
+# bench_fanin's two-server run (its plan not captured; every ingest answer waited out its 10 s); this form is 1.26x its
+# write rate: bench/RESULTS.md
+_STORED_REMOTE = "SELECT id, lane, start_ns FROM spans WHERE run_id = ? AND id {ids} AND end_ns IS NOT NULL"
 
 
-def mark_moved(conn: Any, spans: Sequence[tuple[int, str, int]]) -> None:
+def mark_moved(conn: StoreConnection, spans: Sequence[tuple[int, str, int]]) -> None:
     """Before finished spans (run, id, start) are upserted: mark the level-0 bucket of each one already stored as
     finished at another start, whose item the upsert would otherwise leave behind there."""
     if not spans:
         return
-    if not is_postgres(conn):
+    if not conn.dialect.remote:
         write_rows(conn, _MARK_MOVED, spans)
         return
     starts: dict[int, dict[str, int]] = {}  # run -> span id -> the start it is sent with now
     for run, span_id, start in spans:
         starts.setdefault(run, {})[span_id] = start
     moved = []
-    for run, of_run in starts.items():  # (the raw connection: PostgreSQL's own array binding)
-        rows = conn.raw.execute(_STORED_PG, (run, list(of_run)), prepare=False).fetchall()
+    for run, of_run in starts.items():
+        rows = conn.dialect.rows_for_ids(conn, _STORED_REMOTE, (run,), list(of_run))
         moved += [(run, lane, old) for span_id, lane, old in rows if old != of_run[span_id]]
     mark(conn, moved)
 
 
-def mark(conn: Any, buckets: Iterable[tuple[int, str, int]]) -> None:
+def mark(conn: StoreConnection, buckets: Iterable[tuple[int, str, int]]) -> None:
     """Mark the level-0 buckets of (run, lane, a finished span's start) dirty (the writer, in its transaction)."""
     marks = sorted({(run, lane, bucket_of(0, start)) for run, lane, start in buckets})
     if marks:
@@ -170,7 +142,7 @@ _ITEMS_OF_BUCKETS = (f"SELECT {_ITEM_COLUMNS} FROM span_lod WHERE run_id = ? AND
                      f"AND bucket_ns >= ? AND bucket_ns < ? ORDER BY bucket_ns, seq")
 
 
-def _build(conn: Any, run: int, lane: str, level: int, bucket: int) -> list[list[Any]]:
+def _build(conn: StoreConnection, run: int, lane: str, level: int, bucket: int) -> list[list[Any]]:
     if level == 0:
         rows: Any = conn.execute(_SPANS_OF_BUCKET, (run, lane, bucket, bucket + BUCKETS[0]))
     else:
@@ -201,7 +173,8 @@ START: Position = (-(2**62), "", -1, -(2**62))
 EVERYTHING = 2**62  # `due_by_ns` that makes every dirty bucket due, whatever its time (tests, a full rebuild)
 
 
-def rebuild(conn: Any, budget_s: float = 0.2, after: Position = START, *, work_waits: Callable[[], bool] | None = None,
+def rebuild(conn: StoreConnection, budget_s: float = 0.2, after: Position = START, *, work_waits: Callable[[],
+            bool] | None = None,
             yield_after_s: float = 0.0, due_by_ns: int = EVERYTHING) -> tuple[int, Position | None]:
     """Rebuild dirty buckets that end by `due_by_ns` after position `after`, in primary-key order, for about `budget_s`
     (at least one), in the caller's transaction: (buckets rebuilt, the position to resume after, None when the end was
@@ -261,7 +234,7 @@ def _plan(level: int, lo: int, hi: int, dirty: set[tuple[int, int]], out: list[l
             out.append(part)
 
 
-def dirty_buckets(conn: Any, run_id: int) -> dict[str, set[tuple[int, int]]]:
+def dirty_buckets(conn: StoreConnection, run_id: int) -> dict[str, set[tuple[int, int]]]:
     """Per lane, the (level, bucket) not to be read: those marked, and every bucket above one (a rebuild marks the
     parent only once the child is done, so until then the parent misses what the child is missing)."""
     out: dict[str, set[tuple[int, int]]] = {}
@@ -285,13 +258,13 @@ _LOD = ("SELECT depth, name, start_ns, end_ns, merged, longest_ns, CASE WHEN mer
         "AND bucket_ns >= :lo AND bucket_ns < :hi AND start_ns < :to AND end_ns > :from ORDER BY bucket_ns, seq")
 
 
-def open_index(conn: Any) -> str:
+def open_index(conn: StoreConnection) -> str:
     """SQLite would rather walk the start-time index over every span of the run than the partial index of its open
     ones; PostgreSQL picks the latter by itself."""
-    return "" if is_postgres(conn) else "INDEXED BY spans_open"
+    return conn.dialect.index_hint("spans_open")
 
 
-def lane_rows(conn: Any, args: dict[str, Any], lanes: list[str], level: int, longest_ns: int
+def lane_rows(conn: StoreConnection, args: dict[str, Any], lanes: list[str], level: int, longest_ns: int
               ) -> Iterator[tuple[str, Iterable[Item]]]:
     """Each lane's items for the window args[from, to) at resolution args[res] >= level's, in start order: clean
     buckets of `level` (or below where dirty), the spans of dirty level-0 buckets, and open spans, which no bucket
@@ -352,7 +325,7 @@ class Summarizer:
         """For /healthz: whether due buckets wait to be rebuilt (wide views read below them meanwhile), and failures."""
         return {"behind": self.backlog, "buckets_built": self.buckets_built, "failures": self.failures}
 
-    def run(self, conn: Any, *, now: bool = False, work_waits: Callable[[], bool] | None = None) -> None:
+    def run(self, conn: StoreConnection, *, now: bool = False, work_waits: Callable[[], bool] | None = None) -> None:
         """A slice of rebuilding, when due. `now`: at once, and left with `backlog` set while anything is dirty (what
         a sweep leaves behind it is swept again at once). `work_waits`: whether the writer has a batch waiting (the
         slice then ends after YIELD_AFTER_S)."""

@@ -32,6 +32,7 @@ from typing import Any
 from ... import critical_path as cp
 from ... import insights
 from . import queries as q
+from .backend.types import StoreConnection
 from .rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
 from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
 
@@ -76,7 +77,8 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
     return rows
 
 
-def wait_rows(conn: Any, run_id: int, step: int, a: int, b: int, now_ns: int) -> list[tuple[str, str, float]]:
+def wait_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, now_ns: int) -> list[tuple[str, str,
+              float]]:
     """The step's rollout wait; the generation it waited on may have ended before the step began, so the
     spans are read from the previous step's length back."""
     spans = q.spans_in(conn, run_id, a - (b - a), b, attributes=False)
@@ -84,7 +86,7 @@ def wait_rows(conn: Any, run_id: int, step: int, a: int, b: int, now_ns: int) ->
     return [("@wait", "wait_s", w[0]["wait_s"])] if w else []
 
 
-def stored_steps(conn: Any, run_id: int, kind: str = "step") -> set[int]:
+def stored_steps(conn: StoreConnection, run_id: int, kind: str = "step") -> set[int]:
     """Steps (or the first steps of blocks, kind="block") whose statistics are stored."""
     return {
         r[0]
@@ -107,7 +109,7 @@ def complete_blocks(windows: list[tuple[int, int, int]], done: set[int],
     return out
 
 
-def pending_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
+def pending_steps(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
                   done: set[int] | None = None) -> list[tuple[int, int, int]]:
     """Complete step windows (ended more than GRACE_S ago) without stored statistics (`done`: the steps
     known to be stored, when the caller keeps that set; else read from the store)."""
@@ -116,7 +118,8 @@ def pending_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], n
     return [w for w in windows if w[2] <= cutoff and w[0] not in done]
 
 
-def compute_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], versions: list[tuple[float, float]],
+def compute_steps(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], versions: list[tuple[float,
+                  float]],
                   now_ns: int) -> list[tuple[int, int, int, int, str, str, float]]:
     """step_stats rows (run_id, step, start_ns, end_ns, lane, name, value) for the given windows."""
     out = []
@@ -128,21 +131,21 @@ def compute_steps(conn: Any, run_id: int, windows: list[tuple[int, int, int]], v
     return out
 
 
-def step_trajectories(conn: Any, run_id: int, step: int) -> list[dict[str, Any]]:
+def step_trajectories(conn: StoreConnection, run_id: int, step: int) -> list[dict[str, Any]]:
     """The step's agent-loop trajectories that ran on a known replica (the generation items of its what-if)."""
     return [{"replica": r, "start_ns": a, "end_ns": b} for r, a, b in conn.execute(
         "SELECT replica, start_ns, end_ns FROM trajectories WHERE run_id = ? AND step = ? AND replica IS NOT NULL "
         "AND start_ns IS NOT NULL AND end_ns IS NOT NULL", (run_id, step))]
 
 
-def path_rows(conn: Any, run_id: int, step: int, a: int, b: int, spans: list[dict[str, Any]],
+def path_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, spans: list[dict[str, Any]],
               now_ns: int) -> list[tuple[str, str, float]]:
     """The step's critical path and what-if rows ("@cp", "@cplane", "@whatif")."""
     path = cp.critical_path(spans, a, b, now_ns)
     return cp.step_whatif_rows(path, cp.generation_items(spans, a, b, now_ns, step_trajectories(conn, run_id, step)))
 
 
-def steps_without_path(conn: Any, run_id: int, limit: int) -> list[tuple[int, int, int]]:
+def steps_without_path(conn: StoreConnection, run_id: int, limit: int) -> list[tuple[int, int, int]]:
     """Stored steps summarized before their critical path was kept (an older version): (step, start, end)."""
     return [tuple(r) for r in conn.execute(
         "SELECT first_step, start_ns, end_ns FROM step_summaries s WHERE run_id = ? AND kind = 'step' AND NOT EXISTS "
@@ -150,7 +153,7 @@ def steps_without_path(conn: Any, run_id: int, limit: int) -> list[tuple[int, in
         "AND t.name = 'bubbles') ORDER BY first_step LIMIT ?", (run_id, limit))]
 
 
-def compute_paths(conn: Any, run_id: int, windows: list[tuple[int, int, int]],
+def compute_paths(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]],
                   now_ns: int) -> list[tuple[int, int, int, int, str, str, float]]:
     """Only the critical-path rows of the given (already summarized) steps."""
     out = []
@@ -165,7 +168,8 @@ def _add(d: dict, key: Any, v: float) -> None:
     d[key] = d.get(key, 0.0) + v
 
 
-def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windows: list[tuple[int, int, int]],
+def window_insights(conn: StoreConnection, run_id: int, t0: int, t1: int, now_ns: int, windows: list[tuple[int, int,
+                    int]],
                     versions: list[tuple[float, float]], max_steps: int | None = None,
                     stalled_min_s: float = 60.0) -> dict[str, Any]:
     """`insights.summarize` over [t0, t1), from the stored per-step rows plus the raw partial edges."""
@@ -278,7 +282,7 @@ def window_insights(conn: Any, run_id: int, t0: int, t1: int, now_ns: int, windo
             "staleness": staleness}
 
 
-def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int]],
+def _steps_and_tails(conn: StoreConnection, run_id: int, in_window: list[tuple[int, int, int]],
                      now_ns: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Step breakdown and long tail for every step overlapping the window (whole steps, as summarize does):
     stored steps from their rows, the others (the step in progress, or one not summarized yet) from spans."""
@@ -337,7 +341,7 @@ def _steps_and_tails(conn: Any, run_id: int, in_window: list[tuple[int, int, int
     return steps, tails
 
 
-def _duration_history(conn: Any, run_id: int, steps: int = 200) -> dict[str, list[float]]:
+def _duration_history(conn: StoreConnection, run_id: int, steps: int = 200) -> dict[str, list[float]]:
     """Per state name, the longest finished duration of each of the last `steps` summarized steps."""
     out: dict[str, list[float]] = {}
     for name, value in conn.execute(
@@ -347,7 +351,7 @@ def _duration_history(conn: Any, run_id: int, steps: int = 200) -> dict[str, lis
     return out
 
 
-def _open_spans(conn: Any, run_id: int, t0: int, t1: int) -> list[dict[str, Any]]:
+def _open_spans(conn: StoreConnection, run_id: int, t0: int, t1: int) -> list[dict[str, Any]]:
     return [
         {"id": r[0], "name": r[1], "lane": r[2], "kind": r[3], "start_ns": r[4], "end_ns": None, "attributes": {}}
         for r in conn.execute(
@@ -358,7 +362,7 @@ def _open_spans(conn: Any, run_id: int, t0: int, t1: int) -> list[dict[str, Any]
     ]
 
 
-def store(conn: Any, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
+def store(conn: StoreConnection, rows: list[tuple], blocks: list[tuple[int, int, int, int, list[int]]]) -> None:
     """Write computed steps (`rows` of step_stats) and rebuild the complete 32-step blocks named (the writer's
     thread, in its transaction)."""
     conn.executemany(UPSERT_STEP_STAT, rows)

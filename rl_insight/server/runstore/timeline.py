@@ -10,7 +10,6 @@ window's edges.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from heapq import merge
 from itertools import groupby
@@ -20,13 +19,13 @@ from typing import Any, Iterable, Iterator
 from ...errors import InvalidInputError
 from ...lane_order import lane_sort_key
 from . import span_lod
-from .dialect import is_postgres
+from .backend.types import StoreConnection
 from .queries import get_run, lanes
 
 COLUMNS = ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"]
 
 
-def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
+def spans_window(conn: StoreConnection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
                  lane_names: list[str] | None = None, limit: int = 200_000, summary: bool = True) -> dict[str, Any]:
     """Spans overlapping [from_ns, to_ns), at most about one item per `resolution_ns` per lane and depth.
 
@@ -68,7 +67,7 @@ def spans_window(conn: sqlite3.Connection, run_id: int, *, from_ns: int, to_ns: 
             "columns": COLUMNS, "spans": spans, "truncated": truncated}
 
 
-def _longest_span(conn: Any, run_id: int) -> int | None:
+def _longest_span(conn: StoreConnection, run_id: int) -> int | None:
     row = conn.execute("SELECT max_span_ns FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
@@ -79,7 +78,7 @@ PER_LANE_FROM_NS = 60 * 10**9  # PostgreSQL: windows at least this wide are read
 _WINDOW_WHERE = "run_id = :run AND start_ns < :to AND coalesce(end_ns, :now) > :from"
 
 
-def _rows_by_lane(conn: Any, args: dict[str, Any], wanted: list[str], longest: int | None
+def _rows_by_lane(conn: StoreConnection, args: dict[str, Any], wanted: list[str], longest: int | None
                   ) -> Iterator[tuple[str, Iterable[Any]]]:
     """Each wanted lane's window rows in start order, lanes in the order asked: one index range per lane (SQLite:
     in-process, a statement costs nothing; PostgreSQL: the same prepared statement, whose plan walks the covering
@@ -100,8 +99,9 @@ def _rows_by_lane(conn: Any, args: dict[str, Any], wanted: list[str], longest: i
         yield lane, (merge(early[lane], rows, key=itemgetter(2)) if lane in early else rows)
 
 
-def _lane_ranges(conn: Any, args: dict[str, Any], wanted: list[str], where: str) -> Iterator[tuple[str, Iterable[Any]]]:
-    if not is_postgres(conn) or args["to"] - args["from"] >= PER_LANE_FROM_NS:
+def _lane_ranges(conn: StoreConnection, args: dict[str, Any], wanted: list[str], where: str) -> Iterator[tuple[str,
+                 Iterable[Any]]]:
+    if not conn.dialect.remote or args["to"] - args["from"] >= PER_LANE_FROM_NS:
         sql = f"SELECT {_WINDOW_COLUMNS} FROM spans WHERE {where} AND lane = :lane ORDER BY start_ns"
         for lane in wanted:
             yield lane, conn.execute(sql, {**args, "lane": lane})

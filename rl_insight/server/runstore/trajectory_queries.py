@@ -9,11 +9,10 @@ Everything is per step and bounded by the step: the index (run_id, step, duratio
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, Literal
 
 from ...errors import InvalidInputError, NotFoundError
-from .dialect import is_postgres
+from .backend.types import StoreConnection
 from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {
@@ -81,7 +80,7 @@ def _row(r: tuple) -> dict[str, Any]:
     return d
 
 
-def steps(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+def steps(conn: StoreConnection, run_id: int) -> dict[str, Any]:
     """The steps that have trajectories, newest first: one index seek per step (a skip scan written as a recursive
     query, so a PostgreSQL store answers in one round trip, not one per step), not a scan of every trajectory."""
     out = [int(r[0]) for r in conn.execute(
@@ -99,7 +98,7 @@ def _step_clause(step: int | None) -> tuple[str, tuple]:
     return ("step IS NULL", ()) if step is None else ("step = ?", (step,))
 
 
-def page(conn: sqlite3.Connection, run_id: int, step: int | None, *, sort: str = "duration", descending: bool = True,
+def page(conn: StoreConnection, run_id: int, step: int | None, *, sort: str = "duration", descending: bool = True,
          status: str | None = None, tool: str | None = None, replica: str | None = None, failed: bool = False,
          tool_errors: bool = False, min_turns: int | None = None, sample: str | None = None, offset: int = 0,
          limit: int = 50) -> dict[str, Any]:
@@ -173,14 +172,15 @@ _TOOL_COLUMNS = "t.name, CAST(t.end_ns - t.start_ns AS DOUBLE) / 1e9, t.error IS
 _TOOL_TURNS = {
     False: f"SELECT {_TOOL_COLUMNS} FROM trajectories j JOIN turns t ON t.traj = j.id WHERE j.run_id = ? AND "
            "j.{clause} AND t.kind = 'tool'",
-    # PostgreSQL's planner, costing each trajectory's turn lookup high, scanned the run's trajectories in parallel by
-    # their key instead of the step's index (150 vs 120 ms at 600k trajectories); the step's trajectories first
+    # a planner that needs a fence (PostgreSQL's, costing each trajectory's turn lookup high, scanned the run's
+    # trajectories in parallel by their key instead of the step's index: 150 vs 120 ms at 600k trajectories): the
+    # step's trajectories first
     True: "WITH j AS MATERIALIZED (SELECT id FROM trajectories WHERE run_id = ? AND {clause}) "
           f"SELECT {_TOOL_COLUMNS} FROM j JOIN turns t ON t.traj = j.id WHERE t.kind = 'tool'",
 }
 
 
-def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, Any]:
+def stats(conn: StoreConnection, run_id: int, step: int | None) -> dict[str, Any]:
     """A step's distributions: duration quantiles, turns, rewards and tokens per trajectory, tool latency
     by tool, trajectories by replica and by status."""
     clause, args = _step_clause(step)
@@ -199,7 +199,7 @@ def stats(conn: sqlite3.Connection, run_id: int, step: int | None) -> dict[str, 
     tools: dict[str, list[float]] = {}
     errors: dict[str, int] = {}
     # one range of the turns' primary key per trajectory, reading only the tool turns
-    tool_turns = conn.execute(_TOOL_TURNS[is_postgres(conn)].format(clause=clause), (run_id, *args)).fetchall()
+    tool_turns = conn.execute(_TOOL_TURNS[conn.dialect.fence_ctes].format(clause=clause), (run_id, *args)).fetchall()
     for name, dur, err in tool_turns:
         tools.setdefault(name, []).append(dur)
         errors[name] = errors.get(name, 0) + err
@@ -259,7 +259,7 @@ def _detail(stored: str | None, budget: list[int]) -> dict[str, Any]:
     return d
 
 
-def detail(conn: sqlite3.Connection, run_id: int, traj_id: int) -> dict[str, Any]:
+def detail(conn: StoreConnection, run_id: int, traj_id: int) -> dict[str, Any]:
     """One trajectory and its turns in time order, each with its engine request when one is known (queue,
     prefill, decode), and the gaps between turns (time no turn was running)."""
     row = conn.execute(f"{_SELECT} WHERE run_id = ? AND id = ?", (run_id, traj_id)).fetchone()

@@ -9,10 +9,10 @@ so turns arriving out of order, twice, or before their trajectory's own record g
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Callable, Iterable
 
 from ...protocol import SpanRecord
+from .backend.types import StoreConnection
 from .bulk import write_rows
 from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 
@@ -90,7 +90,7 @@ class TrajectoryStore:
         self._ids.clear()
 
     def apply(
-        self, conn: sqlite3.Connection, spans: Iterable[SpanRecord], run_id_of: Callable[[SpanRecord], int]
+        self, conn: StoreConnection, spans: Iterable[SpanRecord], run_id_of: Callable[[SpanRecord], int]
     ) -> int:
         """Index the trajectory facts of finished spans; returns how many facts were found."""
         touched: set[tuple[int, int]] = set()
@@ -172,7 +172,7 @@ class TrajectoryStore:
             self._recompute(conn, run_id, tid)
         return found
 
-    def _traj_id(self, conn: sqlite3.Connection, run_id: int, key: str) -> int:
+    def _traj_id(self, conn: StoreConnection, run_id: int, key: str) -> int:
         tid = self._ids.get((run_id, key))
         if tid is None:
             conn.execute("INSERT INTO trajectories (run_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING", (run_id, key))
@@ -183,7 +183,7 @@ class TrajectoryStore:
         return tid
 
     @staticmethod
-    def backfill_steps(conn: sqlite3.Connection, run_id: int, step: int, before_ns: int) -> int:
+    def backfill_steps(conn: StoreConnection, run_id: int, step: int, before_ns: int) -> int:
         """The run's clock moved for the first time, to `step`, at `before_ns`: trajectories without a step that
         began before it (their spans came before any step metric) were in that step. Returns how many."""
         ids = [
@@ -198,7 +198,7 @@ class TrajectoryStore:
         return len(ids)
 
     @staticmethod
-    def _trajectories_of_requests(conn: sqlite3.Connection, requests: list[tuple]) -> set[tuple[int, int]]:
+    def _trajectories_of_requests(conn: StoreConnection, requests: list[tuple]) -> set[tuple[int, int]]:
         """Trajectories whose turns an engine request that arrived after them belongs to."""
         out: set[tuple[int, int]] = set()
         for run_id, request_id, parent_id, trace_id, *_ in requests:
@@ -214,7 +214,7 @@ class TrajectoryStore:
         return out
 
     @staticmethod
-    def _recompute(conn: sqlite3.Connection, run_id: int, tid: int) -> None:
+    def _recompute(conn: StoreConnection, run_id: int, tid: int) -> None:
         (start, end, n, gens, tools, tool_errors, tok_in, tok_out, gen_ns, tool_ns) = conn.execute(
             _TOTALS, (run_id, tid)
         ).fetchone()

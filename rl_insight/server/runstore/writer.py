@@ -30,15 +30,13 @@ from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from . import retention, series_parts, series_totals, span_lod, step_stats
+from .backend import Backend, StoreLocation, open_backend
+from .backend.transfer import refuse_unfinished
 from .bulk import write_rows
-from .checkpoints import Checkpointer
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
-from .location import StoreLocation, sqlite_location
-from .migrate import refuse_unfinished
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
-from .schema import QUICK_CHECK_MAX_BYTES, connect, is_storage_failure, is_transient_conflict, quick_check
 from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
@@ -69,23 +67,25 @@ class RunStoreWriter(HandOver):
     """The writer in the calling process: one batch worker thread and one connection (writer_process.py runs one in a
     process of its own)."""
 
-    def __init__(self, where: Path | StoreLocation, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
+    def __init__(self, where: Backend | StoreLocation | Path, *, max_queue_items: int = 2_000_000,
+                 flush_interval_s: float = 0.2,
                  retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
                  prune_every_s: float = 60.0) -> None:
-        self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
+        self.backend = open_backend(where)
+        self.location = self.backend.location
         self.path = self.location.display  # what logs may name (never a password)
-        self._conn = connect(self.location)  # raises StoreError for a foreign or damaged store before the server starts
+        # raises StoreError for a foreign or damaged store before the server starts
+        self._conn = self.backend.connect()
         try:
-            refuse_unfinished(self._conn)  # a half-migrated store: its new runs would collide with the rest of the move
+            # a half-migrated store: its new runs would collide with the rest of the move
+            refuse_unfinished(self.backend, self._conn)
         except BaseException:
             self._conn.close()
             raise
         # a SQLite file's WAL checkpoints on a thread of their own, not inside the commits answers wait for
-        self.checkpoints = Checkpointer.for_store(self._conn, self.location)
-        # large files skip the start-up check (minutes near the size limit); it runs in the background instead
-        # (PostgreSQL checks its own pages)
-        small = self.location.path is None or self.location.path.stat().st_size <= QUICK_CHECK_MAX_BYTES
-        self._integrity = "ok" if small else "checking"
+        self.checkpoints = self.backend.checkpointer(self._conn)
+        # a large file skips the start-up check (minutes near the size limit); it runs in the background instead
+        self._integrity = "checking" if self.backend.integrity_deferred() else "ok"
         if self._integrity == "checking":
             threading.Thread(target=self._check_integrity, name="rl-insight-integrity", daemon=True).start()
         self._retention_s = retention_days * 86400
@@ -116,10 +116,7 @@ class RunStoreWriter(HandOver):
 
     def _check_integrity(self) -> None:
         try:
-            assert self.location.path is not None
-            conn = connect(self.location, readonly=True)
-            result = quick_check(conn, self.location.path)
-            conn.close()
+            result = self.backend.check_integrity()
         except Exception as exc:
             result = f"{type(exc).__name__}: {exc}"
         self._integrity = result
@@ -240,7 +237,7 @@ class RunStoreWriter(HandOver):
             return True
         except Exception as exc:  # whatever it is, the transaction must not stay open
             self._rollback()
-            if is_storage_failure(exc):
+            if self.backend.is_storage_failure(exc):
                 self._storage_failed(exc, n)
                 return False
             # One bad item (a value SQLite cannot bind, a constraint) must not cost the others:
@@ -298,7 +295,7 @@ class RunStoreWriter(HandOver):
             try:
                 return self._write_batch(work)
             except Exception as exc:
-                if not is_transient_conflict(exc):
+                if not self.backend.is_transient(exc):
                     raise
                 self._rollback()
                 self.stats.conflicts_retried += 1
@@ -425,7 +422,7 @@ class RunStoreWriter(HandOver):
         try:
             work()
         except Exception as exc:
-            if is_storage_failure(exc):
+            if self.backend.is_storage_failure(exc):
                 raise
             c.execute("ROLLBACK TO part")
             c.execute("RELEASE part")
@@ -506,12 +503,12 @@ class RunStoreWriter(HandOver):
 
     # ------------------------------------------------------------------ retention
     def used_bytes(self) -> int:
-        return retention.used_bytes(self._conn)
+        return self.backend.used_bytes(self._conn)
 
     def prune(self) -> int:
         """Delete runs not seen for `retention_days`, then the oldest runs while over `max_bytes`."""
         with self.conn_lock:
-            removed = retention.prune(self._conn, time.time() - self._retention_s, self._max_bytes,
+            removed = retention.prune(self.backend, self._conn, time.time() - self._retention_s, self._max_bytes,
                                       self._delete_runs)
         self.stats.runs_pruned += removed
         return removed

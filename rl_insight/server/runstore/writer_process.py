@@ -41,8 +41,8 @@ from typing import Any, Callable
 from ... import errors
 from ...child_process import PipeChild, ServerPipe, relay_log
 from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
+from .backend import Backend, StoreLocation, open_backend
 from .hand_over import HandOver, weight
-from .location import StoreLocation, sqlite_location
 from .rows import WriterStats
 from .writer import COMMIT_SPACING_S
 
@@ -69,12 +69,13 @@ def _start_error(kind: str, message: str, hint: str | None) -> Exception:
 
 
 class WriterProcess(HandOver):
-    def __init__(self, where: Path | StoreLocation, *, max_queue_items: int = 2_000_000, flush_interval_s: float = 0.2,
-                 retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
-                 prune_every_s: float = 60.0) -> None:
+    def __init__(self, where: Backend | StoreLocation | Path, *, max_queue_items: int = 2_000_000,
+                 flush_interval_s: float = 0.2, retention_days: float = DEFAULT_RETENTION_DAYS,
+                 max_bytes: int = DEFAULT_STORE_MAX_BYTES, prune_every_s: float = 60.0) -> None:
         """Starts the child and returns once it opened the store; StoreError (as RunStoreWriter raises it) when it
         cannot (a foreign or damaged file, a refused connection), before the server starts."""
-        self.location = where if isinstance(where, StoreLocation) else sqlite_location(where)
+        self.backend = open_backend(where)
+        self.location = self.backend.location  # (what the child opens its own backend from)
         self.path = self.location.display  # what logs may name (never a password)
         self.on_runs_deleted: list[Callable[[set[tuple[str, str]]], object]] = []
         self.on_settled: list[Callable[[], None]] = []

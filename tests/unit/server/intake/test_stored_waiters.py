@@ -17,8 +17,8 @@ from rl_insight.errors import BusyError
 from rl_insight.server.intake.ingest import StoredWaiters, wait_stored
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.backend.location import StoreLocation
 from rl_insight.server.runstore.hand_over import HandOver, Receipt
-from rl_insight.server.runstore.location import StoreLocation
 from rl_insight.server.runstore.writer_process import WriterProcess
 
 
@@ -101,7 +101,7 @@ def test_a_stopped_writer_process_is_a_503_at_the_timeout_and_nothing_is_acknowl
 
 
 def test_a_killed_writer_process_is_a_503_at_once(tmp_path: Path) -> None:
-    from rl_insight.server.runstore.location import sqlite_location
+    from rl_insight.server.runstore.backend.location import sqlite_location
 
     w = WriterProcess(sqlite_location(tmp_path / "rs.sqlite"), flush_interval_s=0.02)
     try:

@@ -21,7 +21,7 @@ from rl_insight.server.config import ServerConfig
 from rl_insight.server.live.insight_process import NICE, InsightProcess
 from rl_insight.server.live.insight_service import InsightService
 from rl_insight.server.runstore import RunStoreReader
-from rl_insight.server.runstore.location import StoreLocation, sqlite_location
+from rl_insight.server.runstore.backend.location import StoreLocation, sqlite_location
 from rl_insight.server.state import AppState
 from tests.unit.server.runstore.conftest import store_at  # noqa: F401  (the fixture: SQLite and PostgreSQL)
 from tests.unit.server.runstore.test_step_stats import S, _build

@@ -14,7 +14,7 @@ from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.live import profile_analysis
 from rl_insight.server.live.profile_shared import KIND, SharedRequests
 from rl_insight.server.live.profiles import ProfileBook
-from rl_insight.server.runstore.location import parse_store
+from rl_insight.server.runstore.backend.location import parse_store
 
 NAME = "actor_rank0-of-1_pid7_20261201120000123.json.gz"
 

@@ -14,7 +14,7 @@ from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.fleet.registry import FleetRegistry
 from rl_insight.server.fleet.shared_book import SharedBook
 from rl_insight.server.live.stacks import StackBook
-from rl_insight.server.runstore.location import parse_store
+from rl_insight.server.runstore.backend.location import parse_store
 from tests.unit.server.live.test_stacks import RUN, answer, procs
 
 

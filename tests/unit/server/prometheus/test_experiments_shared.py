@@ -13,7 +13,7 @@ from rl_insight.errors import ConflictError
 from rl_insight.server.fleet.records import SharedDocument, SharedRecords
 from rl_insight.server.prometheus.experiments import ExperimentBook
 from rl_insight.server.prometheus.targets import TargetRegistry
-from rl_insight.server.runstore.location import StoreLocation, parse_store
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
 
 RUN = {"project": "p", "experiment_name": "e"}
 

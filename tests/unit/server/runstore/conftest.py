@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_insight.server.runstore.location import StoreLocation, parse_store, sqlite_location
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
 
 BACKENDS = ["sqlite", "postgresql"]
 

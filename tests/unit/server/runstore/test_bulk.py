@@ -7,10 +7,11 @@ import sqlite3
 import pytest
 
 from rl_insight.server.runstore import bulk
+from rl_insight.server.runstore.backend.sqlite import SqliteConnection
 
 
 def _table() -> sqlite3.Connection:
-    c = sqlite3.connect(":memory:", isolation_level=None)
+    c = sqlite3.connect(":memory:", isolation_level=None, factory=SqliteConnection)
     c.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, n INTEGER NOT NULL DEFAULT 0)")
     return c
 

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from rl_insight.server.runstore import fleet_clients as table
-from rl_insight.server.runstore.location import parse_store
-from rl_insight.server.runstore.schema import connect
+from rl_insight.server.runstore.backend import open_backend
+from rl_insight.server.runstore.backend.location import parse_store
 
 ROUNDS, CLIENTS = 20, 200
 
 
 def test_two_servers_publishing_the_same_clients_at_once_never_deadlock(postgres_url: str) -> None:
     loc = parse_store(postgres_url, Path("."))
-    conns = [connect(loc), connect(loc)]
+    conns = [open_backend(loc).connect(), open_backend(loc).connect()]
     together = threading.Barrier(2, timeout=60)
     errors: list[BaseException] = []
 

@@ -14,8 +14,8 @@ import pytest
 from rl_insight.server.live.collectors import RunStoreHealthCollector
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.backend.location import parse_store
 from rl_insight.server.runstore.identities import Identities
-from rl_insight.server.runstore.location import parse_store
 from tests.pg_cluster import PASSWORD
 
 ROUNDS, SERIES = 20, 40

@@ -113,7 +113,7 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     listed = q.metric_names(RunStoreReader(path).conn(), 1)  # the totals of the samples stored before the upgrade
     assert [(m["name"], m["samples"], m["last_step"], m["logged"]) for m in listed] == [("loss", 1, 1.0, "loss")]
     w.close()
-    from rl_insight.server.runstore.schema import SCHEMA_VERSION
+    from rl_insight.server.runstore.backend import SCHEMA_VERSION
 
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     assert "process" in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(fleet_clients)")}

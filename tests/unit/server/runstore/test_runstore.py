@@ -12,7 +12,7 @@ from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.location import StoreLocation
 from tests.unit.server.runstore.conftest import ForeignFile
 
 S = 10**9

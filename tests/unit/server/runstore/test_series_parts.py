@@ -13,7 +13,7 @@ import pytest
 
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.location import StoreLocation
 from tests.conftest import start_server
 
 T0 = 1_790_000_000.0
@@ -50,7 +50,7 @@ def test_two_processes_are_summed_and_resends_or_late_values_change_nothing(stor
 
 
 def test_two_servers_writing_one_series_at_once_both_count(postgres_url: str, tmp_path: Path) -> None:
-    from rl_insight.server.runstore.location import parse_store
+    from rl_insight.server.runstore.backend.location import parse_store
 
     loc = parse_store(postgres_url, tmp_path)
     writers = [RunStoreWriter(loc, flush_interval_s=0.005) for _ in range(2)]

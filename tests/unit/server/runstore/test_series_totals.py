@@ -12,7 +12,7 @@ import pytest
 
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation, parse_store
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
 
 
 def _rows(name: str, steps: range, *, exp: str = "e", step: bool = True) -> list[SampleRow]:

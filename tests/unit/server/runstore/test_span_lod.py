@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, span_lod, timeline
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.location import StoreLocation
 from tests.unit.server.runstore.test_runstore import span
 
 S = 10**9
@@ -24,7 +24,7 @@ def quiet_writer(store_at: StoreLocation) -> RunStoreWriter:
     w = RunStoreWriter(store_at, flush_interval_s=0.02)
     w.span_summary.clock_ns = lambda: span_lod.EVERYTHING  # every bucket's time passed (the default: test_settling)
     run = w.span_summary.run
-    w.span_summary.run = lambda conn, now=False: run(conn, now=True) if now else None  # type: ignore[method-assign]
+    w.span_summary.run = lambda conn, now=False, **_: run(conn, now=True) if now else None  # type: ignore[method-assign]
     return w
 
 

@@ -12,7 +12,7 @@ from rl_insight import insights
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.location import StoreLocation
 
 S = 10**9
 T0 = 1_790_000_000 * S

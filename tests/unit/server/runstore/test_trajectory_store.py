@@ -15,7 +15,7 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
 from rl_insight.server.runstore import trajectory_facts as tr
 from rl_insight.server.runstore import trajectory_queries as tq
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.location import StoreLocation
 
 LANE = "experiment=e/sample=1/session=s/traj=0"
 

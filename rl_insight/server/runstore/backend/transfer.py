@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...errors import ConflictError, StoreError
+from ....errors import ConflictError, StoreError
+from . import Backend, open_backend
 from .location import StoreLocation
-from .schema import connect
-from .series_parts import RECOUNT as PARTS_RECOUNT
-from .series_totals import RECOUNT
+from .schema import SERIES_PARTS_RECOUNT, SERIES_TOTALS_RECOUNT
+from .types import StoreConnection
 
 # (table, its key columns in order, its columns); parents before the rows that refer to them
 TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
@@ -70,25 +70,19 @@ def _set_meta(dst: Any, key: str, value: str) -> None:
                 "value = excluded.value", (key, value))
 
 
-def refuse_unfinished(conn: Any) -> None:
-    """StoreError when a migration into this (PostgreSQL) store started and has not finished: its tables hold part
-    of another store, and a server writing beside it would give new runs ids the rest of the move then collides
-    with (every new run dropped). The server refuses to start on it; `server migrate` resumes it."""
-    if getattr(conn, "dialect", "sqlite") != "postgresql":
+def refuse_unfinished(backend: Backend, conn: StoreConnection) -> None:
+    """StoreError when a migration into this store started and has not finished: its tables hold part of another
+    store, and a server writing beside it would give new runs ids the rest of the move then collides with (every
+    new run dropped). The server refuses to start on it; `server migrate` resumes it. (Only a PostgreSQL store can be
+    a migration's destination; only it has `rl_insight_meta`.)"""
+    if not backend.has_table(conn, "rl_insight_meta"):
         return
     source = _meta(conn, "migrate:source")
+    where = backend.location.display
     if source is not None and _meta(conn, "migrate:done") is None:
-        raise StoreError(f"the run store {conn.location.display} holds a migration from {source} that has not "
-                         "finished", hint=f"resume it first (it goes on where it stopped): rl-insight server migrate "
-                                          f"--from {source} --to {conn.location.display}")
-
-
-def _has_table(conn: Any, table: str) -> bool:
-    if getattr(conn, "dialect", "sqlite") == "postgresql":
-        return conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?",
-                            (table,)).fetchone() is not None
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
-    return found is not None
+        raise StoreError(f"the run store {where} holds a migration from {source} that has not finished",
+                         hint=f"resume it first (it goes on where it stopped): rl-insight server migrate "
+                              f"--from {source} --to {where}")
 
 
 def _columns_of(conn: Any, table: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
@@ -101,21 +95,23 @@ def _columns_of(conn: Any, table: str, wanted: tuple[str, ...]) -> tuple[str, ..
 def migrate(source: StoreLocation, destination: StoreLocation, *, chunk: int = 5000,
             progress: Callable[[str, int], object] = lambda table, n: None) -> MigrationReport:
     """Copy every table of `source` into `destination` (PostgreSQL), resumable; see the module docstring."""
-    if destination.kind != "postgresql":
+    target = open_backend(destination)
+    if not target.shared:
         raise StoreError("the destination of a migration must be a PostgreSQL store (postgresql://…)",
                          hint="a SQLite store is copied with `sqlite3 FILE .backup COPY`")
     if source.display == destination.display:
         raise StoreError(f"the source and the destination are the same store ({source.display})")
-    src = connect(source, readonly=True)
-    dst = connect(destination)
+    origin = open_backend(source)
+    src = origin.connect(readonly=True)
+    dst = target.connect()
     try:
-        return _move(src, dst, source, chunk, progress)
+        return _move(origin, src, dst, source, chunk, progress)
     finally:
         src.close()
         dst.close()
 
 
-def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
+def _move(source_backend: Backend, src: StoreConnection, dst: Any, source: StoreLocation, chunk: int,
           progress: Callable[[str, int], object]) -> MigrationReport:
     report = MigrationReport()
     origin = _meta(dst, "migrate:source")
@@ -129,12 +125,13 @@ def _move(src: Any, dst: Any, source: StoreLocation, chunk: int,
                             hint="resume with the same --from, or use another database")
     else:
         report.resumed = True
-    present = [(t, k, _columns_of(src, t, c)) for t, k, c in TABLES if _has_table(src, t)]  # (an older source lacks
-    # the newer tables and columns)
+    # (an older source lacks the newer tables and columns)
+    present = [(t, k, _columns_of(src, t, c)) for t, k, c in TABLES if source_backend.has_table(src, t)]
     for table, key, columns in present:
         report.copied[table] = _copy_table(src, dst, table, key, columns, chunk, progress)
-    dst.execute(RECOUNT)  # each series' totals from the samples moved (a source of any version may lack them)
-    dst.execute(PARTS_RECOUNT)  # each counter's sum across its processes, from the parts moved
+    # each series' totals from the samples moved (a source of any version may lack them)
+    dst.execute(SERIES_TOTALS_RECOUNT)
+    dst.execute(SERIES_PARTS_RECOUNT)  # each counter's sum across its processes, from the parts moved
     for table in IDENTITY_TABLES:  # new rows written after the move get ids above the copied ones
         dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce((SELECT max(id) FROM {table}), "
                     "0) + 1, false)")

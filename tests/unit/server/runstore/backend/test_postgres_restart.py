@@ -18,8 +18,8 @@ from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.fleet.registry import FleetRegistry
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation, parse_store
-from rl_insight.server.runstore.schema import is_storage_failure
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
+from rl_insight.server.runstore.backend.postgres import PostgresBackend
 from tests.pg_cluster import PASSWORD, PostgresCluster, postgres_bin_dir
 
 
@@ -65,10 +65,10 @@ def test_every_connection_works_again_after_the_database_was_down(store: StoreLo
             assert writer.stats.degraded_since is not None and writer.stats.by_reason.get("write_error") == 5
             with pytest.raises(Exception) as err:
                 q.metric_names(reader.conn(), 1)
-            assert is_storage_failure(err.value), err.value  # (503 to a request, app.py)
+            assert PostgresBackend(store).is_storage_failure(err.value), err.value  # (503 to a request, app.py)
             with pytest.raises(Exception) as err:
                 registry.live_runs(0)
-            assert is_storage_failure(err.value)
+            assert PostgresBackend(store).is_storage_failure(err.value)
             assert lease.refresh() is False
             since = writer.seq()
             writer.put_samples(_samples(5, "during"))  # a second try while down: still refused, still no hang
@@ -95,9 +95,8 @@ def test_a_connection_lost_inside_a_transaction_runs_nothing_more_of_it(store: S
                                                                       cluster: PostgresCluster) -> None:
     """The rest of a transaction whose connection dropped must not run in autocommit on a new connection (half a
     batch committed); after the holder's ROLLBACK the connection is usable again."""
-    from rl_insight.server.runstore.postgres import connect_postgres
 
-    conn = connect_postgres(store)
+    conn = PostgresBackend(store).connect()
     try:
         conn.execute("CREATE TABLE t (v BIGINT)")
         conn.execute("BEGIN")

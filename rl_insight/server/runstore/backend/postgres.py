@@ -16,8 +16,8 @@ writer), tried again by the next statement.
 
 Opening refuses what is not ours: a database with tables but no `rl_insight_meta`, or another application's mark,
 or a newer schema version, raises StoreError naming the database (never its password) and changes nothing.
-Schema versions are rows of `rl_insight_meta`; MIGRATIONS lists what each version adds, applied in order inside
-one transaction under an advisory lock, so two servers starting at once migrate once.
+Schema versions are rows of `rl_insight_meta`; an older store runs migrations.py's steps in order inside one
+transaction under an advisory lock, so two servers starting at once upgrade it once.
 """
 
 from __future__ import annotations
@@ -25,24 +25,17 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Sequence
 
-from ...errors import MissingExtraError, StoreError, StoreUnavailableError
-from .dialect import numbered_params, to_postgres
+from ....errors import MissingExtraError, StoreError, StoreUnavailableError
+from . import migrations
+from .checkpoints import Checkpointer
+from .dialect import POSTGRES, Dialect
 from .location import WHERE_PASSWORDS_GO, StoreLocation
-from .schema import APPLICATION_ID, DDL, FLEET_DDL, FLEET_V7, LOD_V8, SAMPLES_ONCE, SCHEMA_VERSION
-from .series_parts import POSTGRES_V10
-from .series_totals import POSTGRES_V9
+from .schema import APPLICATION_ID, DDL, SAMPLES_ONCE, SCHEMA_VERSION, indexes, tables
+from .translate import numbered_params, to_postgres
+from .types import StoreConnection
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
-# version -> what brings version-1 to it (DDL in SQLite's dialect, `;`-separated, typed as postgres_ddl types it);
-# version 5 is the first on PostgreSQL
-# version 9: a sample once per series and time, as on SQLite since version 4 (stores created before held every
-# resend: the copies go first), then each series' totals
-SAMPLES_ONCE_V9 = ("DELETE FROM samples a USING samples b WHERE a.series_id = b.series_id AND a.ts = b.ts AND "
-                   f"a.ctid > b.ctid;\n{SAMPLES_ONCE};\n")
-MIGRATIONS: dict[int, str] = {6: FLEET_DDL, 7: FLEET_V7, 8: LOD_V8, 9: SAMPLES_ONCE_V9 + POSTGRES_V9, 10: POSTGRES_V10,
-                              11: "ALTER TABLE series ADD COLUMN IF NOT EXISTS logged_name TEXT;\n"}
-FIRST_POSTGRES_VERSION = 5
 
 
 def postgres_ddl(sqlite_ddl: str = DDL) -> list[str]:
@@ -74,7 +67,7 @@ class PgConnection:
     """A psycopg connection that reads like sqlite3's (autocommit, with explicit BEGIN/COMMIT as the writer does),
     opened again by itself after the server went away (the module's docstring says when)."""
 
-    dialect = "postgresql"
+    dialect: Dialect = POSTGRES
 
     def __init__(self, raw: Any, location: StoreLocation, readonly: bool) -> None:
         self.raw = raw
@@ -95,6 +88,11 @@ class PgConnection:
             if verb.startswith("BEGIN"):  # a holder that never rolled back starts afresh
                 self._lost_in_transaction = False
         return self._guarded(lambda raw: raw.execute(text, args), retry=True)
+
+    def native(self, sql: str, params: Sequence[Any], *, prepare: bool | None = None) -> Any:
+        """`sql` in PostgreSQL's own dialect (`%s` placeholders, arrays bound as one parameter), untranslated: for
+        dialect.py's PostgreSQL expressions."""
+        return self._guarded(lambda raw: raw.execute(sql, params, prepare=prepare), retry=True)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         text, numbered = to_postgres(sql)
@@ -246,16 +244,32 @@ def _check_and_prepare(conn: PgConnection, readonly: bool) -> None:
             raw.execute("CREATE TABLE rl_insight_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             raw.execute("INSERT INTO rl_insight_meta VALUES ('application', %s), ('schema_version', %s)",
                         (APPLICATION, str(SCHEMA_VERSION)))
-        else:
-            for v in range(max(version, FIRST_POSTGRES_VERSION) + 1, SCHEMA_VERSION + 1):
-                for stmt in postgres_ddl(MIGRATIONS.get(v, "")):
-                    raw.execute(stmt)
-            raw.execute("UPDATE rl_insight_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        elif version < SCHEMA_VERSION:
+            _upgrade(raw, version)
         raw.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             raw.execute("ROLLBACK")
         raise
+
+
+def _upgrade(raw: Any, version: int) -> None:
+    """Today's missing tables, migrations.py's steps after `version`, today's missing indexes; the new version
+    (inside the caller's transaction, under its lock)."""
+
+    def execute(sqlite_text: str) -> None:
+        for stmt in postgres_ddl(sqlite_text):
+            raw.execute(stmt)
+
+    def has_column(table: str, column: str) -> bool:
+        return raw.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND "
+                           "table_name = %s AND column_name = %s", (table, column)).fetchone() is not None
+
+    execute(";\n".join(tables()))
+    for step in migrations.pending(version, "postgresql"):
+        migrations.apply(step, "postgresql", execute, has_column)
+    execute(";\n".join(indexes()))
+    raw.execute("UPDATE rl_insight_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
 # each table's rows of one run (retention's estimate of what deleting it frees)
@@ -288,40 +302,108 @@ def _row_bytes(conn: PgConnection) -> dict[str, float]:
     return out
 
 
-def try_lease(raw: Any, key: int) -> bool:
-    """Take the session advisory lock `key` on this connection if it is free (the fleet lease)."""
-    return bool(raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+class SessionLock:
+    """A session advisory lock on a connection of its own (the fleet's lease): held until released or until the
+    connection goes, when PostgreSQL frees it for another server."""
+
+    def __init__(self, location: StoreLocation, key: int) -> None:
+        self.key = key
+        self._raw = open_raw(location, readonly=False)
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    def try_take(self) -> bool:
+        """Take the lock if it is free."""
+        return bool(self._raw.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()[0])
+
+    def ping(self) -> None:
+        """A round trip: raises when the connection (and the lock held on it) is gone."""
+        self._raw.execute("SELECT 1")
+
+    def release(self) -> None:
+        """Give the lock back now (closing frees it too, but only once the server saw the connection go, which
+        another server may ask before)."""
+        self._raw.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+
+    def close(self) -> None:
+        self._raw.close()
 
 
-def release_lease(raw: Any, key: int) -> None:
-    """Give the session advisory lock `key` back now (closing the connection frees it too, but only once the server's
-    backend has seen the connection go, which another server may ask before)."""
-    raw.execute("SELECT pg_advisory_unlock(%s)", (key,))
+class PostgresBackend:
+    """The run store in a PostgreSQL database (`location.url`), shareable by a fleet of servers."""
+
+    shared = True
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return (require_psycopg().Error,)
+
+    def check_available(self) -> None:
+        """MissingExtraError naming the extra when psycopg (or sqlglot) is not installed."""
+        require_psycopg()
+
+    def connect(self, *, readonly: bool = False) -> PgConnection:
+        return connect_postgres(self.location, readonly=readonly)
+
+    def checkpointer(self, conn: StoreConnection) -> Checkpointer | None:
+        return None  # (the server checkpoints by itself)
+
+    def integrity_deferred(self) -> bool:
+        return False  # (the server checks its own pages)
+
+    def check_integrity(self) -> str:
+        return "ok"
+
+    def used_bytes(self, conn: StoreConnection) -> int:
+        """Bytes the store's live rows take, with their indexes (the statistics' live-row counts; they may trail
+        the last second's writes). PostgreSQL keeps a deleted row's space for reuse instead of shrinking files."""
+        pg = _pg(conn)
+        per_row = _row_bytes(pg)
+        live = dict(pg.raw.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE schemaname = "
+                                   "current_schema()").fetchall())
+        return int(sum(per_row[t] * live.get(t, 0) for t in per_row))
+
+    def run_bytes(self, conn: StoreConnection, run_id: int) -> int | None:
+        """What deleting run `run_id` frees for reuse, estimated from its rows."""
+        pg = _pg(conn)
+        per_row = _row_bytes(pg)
+        return int(sum(per_row[t] * pg.raw.execute(q, {"run": run_id}).fetchone()[0] for t, q in _RUN_ROWS.items()))
+
+    def is_storage_failure(self, exc: BaseException) -> bool:
+        """The server or the connection failed (not one item): retrying item by item would not help."""
+        if isinstance(exc, StoreUnavailableError):
+            return True
+        if not type(exc).__module__.startswith("psycopg"):
+            return False
+        psycopg = require_psycopg()
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return True
+        return isinstance(exc, psycopg.errors.DiskFull) if hasattr(psycopg.errors, "DiskFull") else False
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Aborted for a conflict with another server's transaction (deadlock detected, serialization failure): the
+        other went through, so the same transaction again will too."""
+        return getattr(exc, "sqlstate", None) in TRANSIENT_CONFLICTS
+
+    def has_table(self, conn: StoreConnection, table: str) -> bool:
+        return conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?",
+                            (table,)).fetchone() is not None
+
+    def session_lock(self, key: int) -> SessionLock:
+        """A new connection holding (once `try_take` succeeds) the advisory lock `key`; StoreUnavailableError when
+        the server cannot be reached."""
+        return SessionLock(self.location, key)
 
 
-def ping(raw: Any) -> None:
-    """A round trip: raises when the connection (and a session lock held on it) is gone."""
-    raw.execute("SELECT 1")
+TRANSIENT_CONFLICTS = ("40P01", "40001")
 
 
-def used_bytes(conn: PgConnection) -> int:
-    """Bytes the store's live rows take, with their indexes (the statistics' live-row counts; they may trail the
-    last second's writes)."""
-    per_row = _row_bytes(conn)
-    live = dict(conn.raw.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE schemaname = "
-                                 "current_schema()").fetchall())
-    return int(sum(per_row[t] * live.get(t, 0) for t in per_row))
-
-
-def run_bytes(conn: PgConnection, run_id: int) -> int:
-    """What deleting run `run_id` frees for reuse, estimated from its rows."""
-    per_row = _row_bytes(conn)
-    return int(sum(per_row[t] * conn.raw.execute(q, {"run": run_id}).fetchone()[0] for t, q in _RUN_ROWS.items()))
-
-
-def is_storage_failure(exc: BaseException) -> bool:
-    """The server or the connection failed (not one item): retrying item by item would not help."""
-    psycopg = require_psycopg()
-    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailableError)):
-        return True
-    return isinstance(exc, psycopg.errors.DiskFull) if hasattr(psycopg.errors, "DiskFull") else False
+def _pg(conn: StoreConnection) -> PgConnection:
+    assert isinstance(conn, PgConnection)
+    return conn

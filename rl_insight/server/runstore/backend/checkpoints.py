@@ -17,7 +17,7 @@ few pages committed since (milliseconds), and its next transaction starts the WA
 Invariants: durability is SQLite's own (WAL with synchronous=NORMAL: a commit is in the WAL, which a checkpoint syncs
 before it copies from it; both connections sync). Readers never wait for a checkpoint. A failed checkpoint is
 counted and logged (at most once a minute) and the next one tries again; PostgreSQL has no such thing
-(`for_store` gives None).
+(its backend has no checkpointer).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .location import StoreLocation
+from .types import StoreConnection
 
 log = logging.getLogger("rl_insight.server.runstore")
 
@@ -64,15 +64,6 @@ class Checkpointer:
         self._thread = threading.Thread(target=self._run, name="rl-insight-checkpoint", daemon=True)
         self._thread.start()
 
-    @classmethod
-    def for_store(cls, conn: Any, location: StoreLocation) -> Checkpointer | None:
-        """Take the automatic checkpoints over for the writer's `conn`: a Checkpointer for a SQLite file, None for
-        PostgreSQL."""
-        if location.path is None or not isinstance(conn, sqlite3.Connection):
-            return None
-        take_over(conn)
-        return cls(location.path)
-
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             with self._lock:
@@ -83,7 +74,7 @@ class Checkpointer:
                 self.passes += 1
                 self._latest, self._fresh = result, True
 
-    def finish(self, conn: sqlite3.Connection) -> bool:
+    def finish(self, conn: StoreConnection) -> bool:
         """On the writer's thread, between its transactions: copy what the checkpointer left when it has just caught
         up with a WAL over RESTART_BYTES, so that the writer's next transaction starts the WAL over. True when it
         did."""
@@ -96,7 +87,7 @@ class Checkpointer:
         self.finished += 1
         return True
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> tuple[int, int] | None:
+    def _checkpoint(self, conn: sqlite3.Connection | StoreConnection) -> tuple[int, int] | None:
         """One PASSIVE checkpoint: (pages in the WAL, pages copied), or None when it failed (counted, logged)."""
         try:
             _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()

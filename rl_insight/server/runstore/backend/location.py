@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from ... import env as _env
-from ...errors import ConfigError
+from .... import env as _env
+from ....errors import ConfigError
 
 PASSWORD_ENV = _env.STORE_PASSWORD
 STORE_URL_ENV = _env.STORE_URL

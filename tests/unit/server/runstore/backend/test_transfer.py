@@ -16,15 +16,15 @@ from rl_insight import insights
 from rl_insight.errors import ConflictError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
-from rl_insight.server.runstore import migrate as mig
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import parse_store, sqlite_location
-from rl_insight.server.runstore.schema import connect
+from rl_insight.server.runstore.backend import open_backend
+from rl_insight.server.runstore.backend import transfer as mig
+from rl_insight.server.runstore.backend.location import parse_store, sqlite_location
 from tests.pg_cluster import PASSWORD
 from tests.unit.server.runstore.test_span_lod import summarize
 from tests.unit.server.runstore.test_step_stats import T0, S, _build
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 
 
 def _agent_spans(exp: str) -> list[SpanRecord]:
@@ -49,7 +49,7 @@ def source(tmp_path: Path) -> Any:
     # the summary built now, by the test, not whenever the writer's upkeep comes round (it did not come round before
     # the close once in CI: span_lod was empty); the spans written after it leave buckets dirty
     run = w.span_summary.run
-    w.span_summary.run = lambda conn, now=False: run(conn, now=True) if now else None  # type: ignore[method-assign]
+    w.span_summary.run = lambda conn, now=False, **_: run(conn, now=True) if now else None  # type: ignore[method-assign]
     summarize(w)
     conn = RunStoreReader(path).conn()
     now = T0 + 200 * S
@@ -84,12 +84,12 @@ def test_every_row_moves_with_its_ids_and_the_store_goes_on(source: Any, postgre
     dst = parse_store(postgres_url, tmp_path)
     report = mig.migrate(source, dst, chunk=1000)
     assert not report.resumed and report.copied["samples"] == report.counts["samples"][0] > 7000
-    _assert_same(connect(source, readonly=True), connect(dst, readonly=True))
+    _assert_same(open_backend(source).connect(readonly=True), open_backend(dst).connect(readonly=True))
     total = "SELECT total FROM series WHERE name = 'tokens'"
-    assert connect(dst, readonly=True).execute(total).fetchone()[0] == 150.0 == \
-        connect(source, readonly=True).execute(total).fetchone()[0]  # rank0 at 70, rank1 at 80
+    assert open_backend(dst).connect(readonly=True).execute(total).fetchone()[0] == 150.0 == \
+        open_backend(source).connect(readonly=True).execute(total).fetchone()[0]  # rank0 at 70, rank1 at 80
     # the planner knows the moved rows at once (a table never analysed says reltuples -1)
-    estimates = dict(connect(dst, readonly=True).execute(
+    estimates = dict(open_backend(dst).connect(readonly=True).execute(
         "SELECT relname, reltuples FROM pg_class WHERE relname IN ('samples', 'runs')").fetchall())
     assert estimates["samples"] > 7000 and estimates["runs"] >= 1, estimates
     # the run store on the destination answers as the source did, and new runs get new ids
@@ -130,8 +130,9 @@ def test_an_interrupted_move_resumes_where_it_stopped(source: Any, postgres_url:
     again = mig.migrate(source, dst, chunk=1000)
     assert again.resumed and again.copied["runs"] == 0 and again.copied["samples"] == 0  # done before the drop
     assert again.copied["spans"] == again.counts["spans"][0]
-    _assert_same(connect(source, readonly=True), connect(dst, readonly=True))
-    mig.refuse_unfinished(connect(dst, readonly=True))  # once it finished, the server starts on it
+    _assert_same(open_backend(source).connect(readonly=True), open_backend(dst).connect(readonly=True))
+    finished = open_backend(dst)
+    mig.refuse_unfinished(finished, finished.connect(readonly=True))  # once it finished, the server starts on it
 
 
 def test_a_destination_with_runs_of_its_own_or_another_source_is_refused(source: Any, postgres_url: str,

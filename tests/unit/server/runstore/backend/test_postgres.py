@@ -14,10 +14,11 @@ import pytest
 from rl_insight.errors import ConfigError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
-from rl_insight.server.runstore import postgres as pg
 from rl_insight.server.runstore import queries as q
-from rl_insight.server.runstore.location import StoreLocation, parse_store
-from rl_insight.server.runstore.schema import SCHEMA_VERSION
+from rl_insight.server.runstore.backend import SCHEMA_VERSION, migrations
+from rl_insight.server.runstore.backend import postgres as pg
+from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
+from rl_insight.server.runstore.backend.migrations import AddColumn, Run, Step
 from tests.pg_cluster import PASSWORD, ROLE
 
 
@@ -102,11 +103,11 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
     assert w.flush(10)
     w.close()
     # two later versions: what they add is applied in order, the version recorded, the data kept
-    with _raw(postgres_url) as c:  # (as a store written at version 5)
-        c.execute("UPDATE rl_insight_meta SET value = '5' WHERE key = 'schema_version'")
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", 7)
-    monkeypatch.setattr(pg, "MIGRATIONS", {6: "ALTER TABLE runs ADD COLUMN note TEXT",
-                                           7: "UPDATE runs SET note = 'migrated'"})
+    later = SCHEMA_VERSION + 2
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", later)
+    monkeypatch.setattr(migrations, "STEPS", (*migrations.STEPS,
+                                              Step(later - 1, "a note", (AddColumn("runs", "note", "TEXT"),)),
+                                              Step(later, "noted", (Run("UPDATE runs SET note = 'migrated'"),))))
     starts: list[Any] = []
     threads = [threading.Thread(target=lambda: starts.append(pg.connect_postgres(loc))) for _ in range(3)]
     for t in threads:
@@ -115,7 +116,7 @@ def test_migrations_run_once_in_order_under_the_lock(postgres_url: str, monkeypa
         t.join()
     assert len(starts) == 3  # three servers starting at once: one migrated, the others found it done
     with _raw(postgres_url) as c:
-        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == "7"
+        assert c.execute("SELECT value FROM rl_insight_meta WHERE key = 'schema_version'").fetchone()[0] == str(later)
         assert c.execute("SELECT note, last_step FROM runs").fetchall() == [("migrated", 4.0)]
     for conn in starts:
         conn.close()

@@ -8,8 +8,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from rl_insight.server.runstore.checkpoints import Checkpointer, take_over
-from rl_insight.server.runstore.location import StoreLocation
+from rl_insight.server.runstore.backend.checkpoints import Checkpointer, take_over
+from rl_insight.server.runstore.backend.location import StoreLocation
 from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.writer import RunStoreWriter
 

@@ -5,8 +5,8 @@ query module reads). On PostgreSQL each distinct statement is translated once by
 transpiler: GREATEST/LEAST for two-argument max/min, COALESCE, STRING_AGG, POSITION, NULLIF-guarded division as
 SQLite's divide-by-zero is NULL) and cached. What no transpiler can know is
 fixed at the source instead: upserts name their conflict target (`ON CONFLICT (...) DO ...`, which both engines
-read), casts to 64-bit say BIGINT, and the few dialect-specific expressions (JSON attribute lookup) ask
-`is_postgres(conn)`.
+read), casts to 64-bit say BIGINT, and the few expressions with no common spelling (a JSON attribute's lookup)
+are the connection's `Dialect`'s (dialect.py).
 
 Invariants: translation is a pure function of the text (safe to cache, never of the values); placeholders become
 psycopg's `%s` and every other `%` is escaped, so a modulo or a LIKE pattern in the text is never read as one.
@@ -94,7 +94,3 @@ def numbered_params(params: Any) -> dict[str, Any]:
     """A sequence bound to `?1`, `?2`, ... as the names to_postgres gave them."""
     return {f"p{i}": v for i, v in enumerate(params, start=1)}
 
-
-def is_postgres(conn: Any) -> bool:
-    """Whether `conn` is the PostgreSQL backend's connection (server/runstore/postgres.py)."""
-    return getattr(conn, "dialect", "sqlite") == "postgresql"

@@ -1,0 +1,141 @@
+-- run store schema version 4, as rl-insight 08af3ca054 created it
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    project TEXT NOT NULL,
+    experiment_name TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    last_step REAL,
+    finished_at REAL,
+    config TEXT,
+    tags TEXT,
+    max_span_ns INTEGER,
+    UNIQUE (project, experiment_name)
+);
+CREATE TABLE series (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    UNIQUE (run_id, name, kind, labels)
+);
+CREATE TABLE samples (
+    series_id INTEGER NOT NULL,
+    step REAL,
+    ts REAL NOT NULL,
+    value REAL
+);
+CREATE INDEX samples_by_step ON samples (series_id, step);
+CREATE TABLE spans (
+    run_id INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    trace_id TEXT,
+    parent_id TEXT,
+    name TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER,
+    attributes TEXT NOT NULL,
+    PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE step_stats (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, step, lane, name)
+) WITHOUT ROWID;
+CREATE INDEX step_stats_by_time ON step_stats (run_id, start_ns);
+CREATE TABLE step_blocks (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    first_step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    name TEXT NOT NULL,
+    total REAL NOT NULL,
+    mx REAL NOT NULL,
+    PRIMARY KEY (run_id, first_step, lane, name)
+) WITHOUT ROWID;
+CREATE TABLE step_summaries (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    first_step INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    PRIMARY KEY (run_id, kind, first_step)
+) WITHOUT ROWID;
+CREATE TABLE trajectories (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    step INTEGER,
+    info_step INTEGER,
+    sample TEXT,
+    rollout_n INTEGER,
+    validate INTEGER,
+    source TEXT,
+    status TEXT,
+    reward REAL,
+    reported_turns INTEGER,
+    info_start_ns INTEGER,
+    info_end_ns INTEGER,
+    start_ns INTEGER,
+    end_ns INTEGER,
+    duration_s REAL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    generates INTEGER NOT NULL DEFAULT 0,
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    tool_errors INTEGER NOT NULL DEFAULT 0,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    generate_s REAL,
+    tool_s REAL,
+    replica TEXT,
+    tools TEXT,
+    UNIQUE (run_id, key)
+);
+CREATE INDEX trajectories_by_step ON trajectories (run_id, step, duration_s);
+CREATE TABLE turns (
+    traj INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    span_id TEXT NOT NULL,
+    end_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    step INTEGER,
+    replica TEXT,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    error TEXT,
+    request_id TEXT,
+    detail TEXT,
+    PRIMARY KEY (traj, start_ns, span_id)
+) WITHOUT ROWID;
+CREATE INDEX turns_by_request ON turns (request_id) WHERE request_id IS NOT NULL;
+CREATE TABLE llm_requests (
+    run_id INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    parent_id TEXT,
+    trace_id TEXT,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    replica TEXT,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    queue_s REAL,
+    ttft_s REAL,
+    prefill_s REAL,
+    decode_s REAL,
+    PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX llm_requests_by_parent ON llm_requests (run_id, parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
+CREATE INDEX spans_by_start ON spans (run_id, start_ns);
+CREATE INDEX spans_open ON spans (run_id) WHERE end_ns IS NULL;
+CREATE UNIQUE INDEX samples_once ON samples (series_id, ts);
