@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine, timed
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.live.insight_service import run_insights
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
 from rl_insight.server.runstore.retention import used_bytes
+from rl_insight.server.runstore.run_insights import run_insights
 
 S = 10**9
 ID = {"project": "bench", "experiment_name": "soak"}
@@ -111,9 +111,9 @@ def catch_up_summary(path: Path | StoreLocation) -> tuple[float, int]:
 def summarize_steps(path: Path | StoreLocation, conn: Any) -> list:
     """What the server's insight service does in the background as steps complete (here: all at once): the per-step
     statistics the insights and the step table read. Returns the steps summarized."""
-    from rl_insight import insights as ins
-    from rl_insight.server.live.insight_service import metric_samples
+    from rl_insight.semantics import insights as ins
     from rl_insight.server.runstore import step_stats
+    from rl_insight.server.runstore.run_insights import metric_samples
 
     w = RunStoreWriter(path)
     windows = ins.step_windows(metric_samples(conn, 1, "training/global_step"))

@@ -5,7 +5,7 @@ stack). The public API is upstream RL-Insight's, which verl's `RLInsightLogger` 
 """
 
 from ._version import __version__
-from .agent_loop import agent_loop_session
+from .client.agent_loop import agent_loop_session
 from .client.api import (
     finish,
     flush,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rl_insight import panels
+from rl_insight.semantics import panels
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "dashboards"
@@ -285,7 +285,7 @@ def trainer_section(b: Board) -> None:
 
 
 def moe_section(b: Board) -> None:
-    """verl's rollout MoE load-balance metrics (rl_insight/moe.py): one heatmap row per layer, the colour its busiest
+    """verl's rollout MoE load-balance metrics (semantics/moe.py): one heatmap row per layer, the colour its busiest
     expert's excess over its fair share (max_vio; 0 = balanced), as the run page's MoE heatmap."""
     b.row("rollout · MoE expert load")
     expr = f'{{__name__=~"{M}rollout_moe_max_vio_layer_[0-9]+", {S}}}'
@@ -300,7 +300,7 @@ def moe_section(b: Board) -> None:
 
 
 def catalogue_section(b: Board, section: panels.Section) -> None:
-    """One section of rl_insight/panels.py (the catalogue the built-in UI queries too) as a dashboard row."""
+    """One section of rl_insight/semantics/panels.py (the catalogue the built-in UI queries too) as a dashboard row."""
     scope = S + (', replica=~"$replica"' if section.per_replica else "")
     scope += "".join(f', {label}=~"${var}"' for label, var in section.variables)
     b.row(section.title)
@@ -736,7 +736,7 @@ def _cell(text: str) -> str:
 def render_docs(boards: dict[str, dict[str, Any]]) -> str:
     import yaml
 
-    from rl_insight.catalog import EXPORTERS, REMOVED_FALLBACKS
+    from rl_insight.semantics.catalog import EXPORTERS, REMOVED_FALLBACKS
 
     lines = [
         "# Dashboards, rules and metric catalog",
@@ -753,7 +753,7 @@ def render_docs(boards: dict[str, dict[str, Any]]) -> str:
         "`span.project` and `span.experiment_name`. Engine metric names are matched as `vllm[:_]…` / `sglang[:_]…`:",
         "engines define `vllm:` names, and newer prometheus-client versions escape them to `vllm_` when Prometheus",
         "negotiates OpenMetrics. `$__rate_interval` is used for every rate. The engine, TransferQueue, GPU, NPU and",
-        "host rows come from `rl_insight/panels.py`, the same catalogue the built-in UI's panels query.",
+        "host rows come from `rl_insight/semantics/panels.py`, the same catalogue the built-in UI's panels query.",
         "",
     ]
     for name, d in boards.items():
@@ -799,7 +799,7 @@ def render_docs(boards: dict[str, dict[str, Any]]) -> str:
         "",
         "## Metric catalog",
         "",
-        "Exporter metrics the dashboards and rules read (`rl_insight/catalog.py`; a test fails when a dashboard",
+        "Exporter metrics the dashboards and rules read (`semantics/catalog.py`; a test fails when a dashboard",
         "references a name that is neither here nor produced by rl-insight). `*` marks TransferQueue metrics whose",
         "name ends in `_total` but which are gauges: they are never `rate()`d.",
         "",

@@ -1,5 +1,5 @@
 """Analyzers: pure functions from the event table to result tables. Definitions follow
-docs/insights.md (the online insight metrics reuse the same functions in `rl_insight.insights`),
+docs/insights.md (the online insight metrics reuse the same functions in `rl_insight.semantics.insights`),
 so offline and online numbers agree."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import insights as ins
+from ..semantics import insights as ins
 from .operators import operator_table
 
 NS = 1e9

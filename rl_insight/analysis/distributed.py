@@ -8,18 +8,19 @@ table equals the local one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import MissingExtraError, ServiceError
 
 
-def run_on_ray(tasks: list[tuple[Path, Any, Path | None, tuple[str, ...]]], address: str) -> Iterable[Any]:
+def run_on_ray(tasks: list[tuple[Path, Any, Path | None, tuple[str, ...]]], address: str,
+               parse: Callable[..., Any]) -> Iterable[Any]:
+    """`parse(*task)` for each task on the Ray cluster at `address`, results in task order (load.py passes its
+    `parse_file`: the workers import it by name)."""
     try:
         import ray
     except ImportError:
         raise MissingExtraError("--ray needs Ray in this environment", hint='pip install "ray[default]"') from None
-    from .load import parse_file
-
     _reachable(address)
     started_here = not ray.is_initialized()
     if started_here:
@@ -31,7 +32,7 @@ def run_on_ray(tasks: list[tuple[Path, Any, Path | None, tuple[str, ...]]], addr
                 hint="start one with `ray start --head`, or pass its address (ray://host:10001 or host:6379)",
             ) from None
     try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(parse_file)
+        remote = ray.remote(num_cpus=1, max_retries=1)(parse)
         refs = [remote.remote(*t) for t in tasks]
         for ref in refs:  # in task order: the same table as a local run
             yield ray.get(ref)

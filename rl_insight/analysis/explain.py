@@ -1,5 +1,5 @@
 """Offline: each step's critical path and what-if savings, and the diff of two traces, from the event table — the
-same pure implementations as the server (rl_insight/critical_path.py, rl_insight/run_diff.py), fed from the
+same pure implementations as the server (semantics/critical_path.py, semantics/run_diff.py), fed from the
 analysis' stages (a step is the events its files say belong to it: in async traces steps overlap in time)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import critical_path as cp
-from .. import insights as ins
-from .. import run_diff
+from ..semantics import critical_path as cp
+from ..semantics import insights as ins
+from ..semantics import run_diff
 from .analyze import NS, _stage_groups_by_step, as_spans
 
 

@@ -109,7 +109,7 @@ def _run(
         from .distributed import run_on_ray
 
         warming = _start(warm)
-        yield from run_on_ray(tasks, ray_address)
+        yield from run_on_ray(tasks, ray_address, parse_file)
         _join(warming)
         return
     n = default_workers(len(tasks)) if workers is None else max(1, workers)

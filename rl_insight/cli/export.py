@@ -96,8 +96,8 @@ def export(
 
 
 def _insight_rows(conn: Any, run: dict[str, Any]) -> list[tuple[str, str, int, float, float]]:
-    from ..export.points import insight_rows
     from ..server.config import ServerConfig
+    from ..server.outbound.run_points import insight_rows
 
     cfg = ServerConfig()
     return insight_rows(conn, run, cfg.step_metric, cfg.version_metric)
@@ -106,8 +106,9 @@ def _insight_rows(conn: Any, run: dict[str, Any]) -> list[tuple[str, str, int, f
 def _export_scalars(conn: Any, run: dict[str, Any], to: str, out: Path, wandb_project: str | None,
                     wandb_entity: str | None) -> int:
     from ..export import run_dir_name
-    from ..export.points import config_text, run_insight_points, store_points
+    from ..export.points import config_text
     from ..server.config import ServerConfig
+    from ..server.outbound.run_points import run_insight_points, store_points
 
     cfg = ServerConfig()
     insights = run_insight_points(conn, run, cfg.step_metric, cfg.version_metric)

@@ -16,12 +16,12 @@ from .. import env
 from .._version import __version__
 from ..errors import RLInsightError
 from .analyze import analyze
+from .call_stacks import stacks
 from .demo import demo
 from .export import export
 from .profile import profile_app
 from .runs import runs_app
 from .server import server_app
-from .stacks import stacks
 
 app = typer.Typer(
     rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten

@@ -17,9 +17,9 @@ from typing import Any, Optional
 
 import typer
 
+from .call_stacks import resolve_run
 from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import require_server
-from .stacks import resolve_run
 
 runs_app = typer.Typer(
     rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
@@ -187,7 +187,7 @@ def runs_explain(
         typer.echo(f"biggest single fix (estimate): {e['biggest_text']}, "
                    f"{e['what_if'][e['biggest']]['median_s']:.2f} s a step (median), "
                    f"{e['what_if'][e['biggest']]['total_s']:.1f} s over these steps")
-    from ..run_diff import describe  # (what each what-if key means, as the UI and the sentence say it)
+    from ..semantics.run_diff import describe  # (what each what-if key means, as the UI and the sentence say it)
 
     echo_table([[describe(k), f"{v['median_s']:.3f} s", f"{v['total_s']:.1f} s"] for k, v in e["what_if"].items()],
                ["WHAT IF (estimates)", "MEDIAN SAVED A STEP", "TOTAL"])

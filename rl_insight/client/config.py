@@ -134,7 +134,7 @@ def _namespace(raw: Any) -> str:
     """`server.namespace` as a valid metric-name prefix ("" for the default `rl_insight_monitor`)."""
     if not raw or not isinstance(raw, str) or not raw.strip():
         return ""
-    from ..names import sanitize_metric_name
+    from ..semantics.names import sanitize_metric_name
 
     ns = sanitize_metric_name(raw.strip())[:64].replace(":", "_")
     return "" if ns == "rl_insight_monitor" else ns

@@ -27,8 +27,8 @@ import time
 from collections import deque
 
 from .._version import __version__
-from ..names import sanitize_metric_name
 from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS, IngestReply
+from ..semantics.names import sanitize_metric_name
 from .aggregate import Aggregates
 from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, BatchBuilder
 from .config import ClientConfig

@@ -127,7 +127,7 @@ class TrainerMetricModel:
 def verl_keys() -> list[str]:
     """Every key `step_metrics` produces, the MoE keys of `--moe` and slime's of `--framework slime` (used by tests
     and the metric catalog)."""
-    from ..panels import SLIME_KEYS
+    from ..semantics.panels import SLIME_KEYS
 
     return sorted([*TrainerMetricModel().step_metrics(1, {}, 0.0), *moe_metrics(1, random.Random(0)), *SLIME_KEYS])
 
@@ -162,10 +162,10 @@ def omni_metrics(step: int, base: dict[str, float], rng: random.Random) -> dict[
 
 
 def moe_metrics(step: int, rng: random.Random, layers: int = 12, experts: int = 16) -> dict[str, float]:
-    """`--moe`: one step's rollout/moe/* metrics as verl logs them (rl_insight/moe.py), from simulated routing
+    """`--moe`: one step's rollout/moe/* metrics as verl logs them (rl_insight/semantics/moe.py), from simulated routing
     counts: near-uniform load, except expert 5 of layer 7, which gets busier step by step (up to 4x its share),
     and a milder hot spot in layer 2."""
-    from ..moe import load_balance_metrics
+    from ..semantics.moe import load_balance_metrics
 
     counts = []
     for layer in range(layers):
@@ -179,7 +179,7 @@ def moe_metrics(step: int, rng: random.Random, layers: int = 12, experts: int = 
 
 
 def slime_metrics(verl: dict[str, float]) -> dict[str, float]:
-    """`--framework slime`: the same simulated step under the keys slime logs (rl_insight/panels.py SLIME_KEYS), as
+    """`--framework slime`: the same simulated step under the keys slime logs (semantics/panels.py SLIME_KEYS), as
     its logger reports them to rl_insight (with role / rank labels)."""
     return {
         "train/loss": verl["actor/pg_loss"],

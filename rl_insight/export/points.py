@@ -54,31 +54,6 @@ def insight_points(summary: dict[str, Any], wall_time: float) -> Iterator[Point]
             yield Point(INSIGHT_PREFIX + f"lane_utilization/{lane}", last, wall_time, float(v["utilization"]))
 
 
-def store_points(conn: Any, run_id: int) -> Iterator[Point]:
-    """Every sample of a run that has a step, in (tag, step) order, from the run store."""
-    from ..server.runstore.queries import stepped_samples
-
-    for name, labels, step, ts, value in stepped_samples(conn, run_id):
-        if math.isfinite(value):
-            yield Point(series_tag(name, labels), int(step), float(ts), float(value))
-
-
-def run_insight_points(conn: Any, run: dict[str, Any], step_metric: str, version_metric: str) -> list[Point]:
-    """Insight metrics over the whole run, per step (for exports after the fact)."""
-    from ..server.live.insight_service import run_insights
-
-    frm, to = int(run["first_seen"] * 1e9), int(run["last_seen"] * 1e9) + 1
-    summary = run_insights(conn, run["id"], frm, to, step_metric, version_metric)
-    return list(insight_points(summary, run["last_seen"]))
-
-
-def insight_rows(conn: Any, run: dict[str, Any], step_metric: str,
-                 version_metric: str) -> list[tuple[str, str, int, float, float]]:
-    """The insight metrics per step as CSV rows (name, labels, step, unix time, value)."""
-    points = run_insight_points(conn, run, step_metric, version_metric)
-    return [(p.tag, "{}", p.step, p.wall_time, p.value) for p in points]
-
-
 def config_text(run: dict[str, Any], extra: Iterable[tuple[str, Any]] = ()) -> str:
     """The run's identity and config as a markdown table (TensorBoard text / W&B config)."""
     rows = [("project", run.get("project")), ("experiment_name", run.get("experiment_name")),

@@ -15,16 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .runstore.retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_GB
 
 if TYPE_CHECKING:
     from .runstore.backend.location import StoreLocation
 
 DEFAULT_PORT = 18080
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-# run store retention: the server, the stack settings, the CLI's flags and the writer read these (stated once)
-DEFAULT_RETENTION_DAYS = 30.0
-DEFAULT_STORE_MAX_GB = 20.0
-DEFAULT_STORE_MAX_BYTES = int(DEFAULT_STORE_MAX_GB * 2**30)
 # keys of runtime files written by earlier versions, read under today's names
 RENAMED = {"retention_days": "store_retention_days", "otlp_grpc_intake_port": "otlp_intake_grpc_port"}
 

@@ -288,8 +288,8 @@ class AppState:
         from .fleet.coordinator import FleetCoordinator
         from .fleet.lease import FleetLease
         from .fleet.registry import FleetRegistry
-        from .live.insight_service import metric_samples
         from .runstore import queries as q
+        from .runstore.run_insights import metric_samples
 
         backend, reader, step_metric = self.backend, self.reader, self.config.step_metric
         lease = FleetLease(backend, self.boot_id)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fsutil import atomic_write
-from ..resources import data_path
 from .render import render_template
+from .resources import data_path
 
 
 @dataclass(frozen=True)

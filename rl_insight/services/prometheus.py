@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError
-from ..resources import data_path
 from .render import render_template
+from .resources import data_path
 
 
 @dataclass(frozen=True)

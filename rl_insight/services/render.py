@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..resources import data_path
+from .resources import data_path
 
 
 def render_template(relative: str, values: dict[str, Any], *, quote: bool = True, check_yaml: bool = True) -> str:

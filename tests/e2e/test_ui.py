@@ -509,7 +509,7 @@ def test_zoomed_timeline_ticks_never_repeat(live_demo: str, page) -> None:
 
 
 def test_timeline_legend_and_stage_colours_match_the_offline_renderers(live_demo: str, page) -> None:
-    from rl_insight.palette import color_of
+    from rl_insight.semantics.palette import color_of
 
     page.goto(live_demo + "/")
     page.wait_for_selector("#runs-table tr[data-run-id]").click()
@@ -732,8 +732,8 @@ def test_offline_report_tables_link_to_the_timeline_with_depth_rows_steps_and_se
 
 
 def test_lanes_are_in_one_order_in_python_and_in_the_ui(live_demo: str, page) -> None:
-    """rl_insight/lane_order.py and static/lanes.js: the server's lists, the offline renderers and the UI agree."""
-    from rl_insight.lane_order import lane_sort_key
+    """semantics/lane_order.py and static/lanes.js: the server's lists, the offline renderers and the UI agree."""
+    from rl_insight.semantics.lane_order import lane_sort_key
 
     names = [
         "replica_10",

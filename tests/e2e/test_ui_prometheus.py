@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rl_insight import panels
+from rl_insight.semantics import panels
 from tests.conftest import wait_until
 from tests.e2e.test_ui import ARTIFACTS
 from tests.integration.conftest import Stack, cli, start_stack

@@ -16,7 +16,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from rl_insight import panels as catalogue
+from rl_insight.semantics import panels as catalogue
 from rl_insight.server.prometheus.panels import scope_selector
 from tests.conftest import debian_binary, free_port, prometheus_binary, wait_until
 from tests.integration.conftest import cli

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rl_insight.agent_loop import GAUGES as AGENT_LOOP_GAUGES
-from rl_insight.catalog import GAUGES_NAMED_TOTAL, exporter_metric_names
+from rl_insight.client.agent_loop import GAUGES as AGENT_LOOP_GAUGES
 from rl_insight.demo.trainer_metrics import verl_keys
-from rl_insight.names import sanitize_metric_name
+from rl_insight.semantics.catalog import GAUGES_NAMED_TOTAL, exporter_metric_names
+from rl_insight.semantics.names import sanitize_metric_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -166,13 +166,13 @@ def test_every_referenced_metric_is_known() -> None:
     for where, expr in exprs:
         names, regexes = metric_references(expr)
         for n in names:
-            assert n in known, f"{where}: metric {n!r} is not produced by rl-insight or listed in rl_insight/catalog.py"
+            assert n in known, f"{where}: metric {n!r} is not produced by rl-insight or listed in semantics/catalog.py"
         for rx in regexes:
             assert any(re.fullmatch(rx, k) for k in known), f"{where}: no known metric matches {rx!r}"
 
 
 def test_catalog_is_documented() -> None:
-    from rl_insight.catalog import EXPORTERS
+    from rl_insight.semantics.catalog import EXPORTERS
 
     docs = (ROOT / "docs" / "dashboards.md").read_text()
     for names in EXPORTERS.values():

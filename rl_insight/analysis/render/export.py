@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...perfetto import Slice, build
+from ...semantics.perfetto import Slice, build
 
 TRACKS = {
     "annotation": "stages",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...lane_order import lane_sort_key
+from ...semantics.lane_order import lane_sort_key
 from .merge import MIXED, merge_below
 
 FULL_DETAIL_LIMIT = 300_000  # events embedded unmerged at the finest level when there are at most this many
@@ -53,8 +53,8 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
         if len(merged) == len(df):
             break  # nothing merges any more: finer levels would be copies
     levels.sort(key=lambda L: -L["resolution_ms"])
-    from ...palette import MIXED as MIXED_COLOR
-    from ...palette import color_of
+    from ...semantics.palette import MIXED as MIXED_COLOR
+    from ...semantics.palette import color_of
     from .report_tables import tables
 
     depth = df.groupby(df["lane"].astype(str), observed=True)["depth"].max()

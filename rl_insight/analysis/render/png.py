@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...lane_order import lane_sort_key
-from ...palette import color_of
+from ...semantics.lane_order import lane_sort_key
+from ...semantics.palette import color_of
 from .merge import merge_below
 
 
@@ -32,7 +32,7 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_in: fl
     merged = merge_below(top, span // 2000)
     lanes = sorted({str(x) for x in merged["lane"].unique()}, key=lane_sort_key)
     names = sorted(merged["name"].unique())
-    colors = {n: color_of(n) for n in names}  # rl_insight/palette.py: the same colours as the live UI and the HTML
+    colors = {n: color_of(n) for n in names}  # semantics/palette.py: the same colours as the live UI and the HTML
     fig, ax = plt.subplots(figsize=(width_in, max(3.0, 0.45 * len(lanes) + 1.5)), dpi=120)
     for i, lane in enumerate(lanes):
         rows = merged[merged["lane"].astype(str) == lane]

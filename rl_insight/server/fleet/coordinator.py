@@ -21,9 +21,9 @@ import logging
 import time
 from typing import Any, Callable
 
-from ...batch_worker import Periodic
 from ...protocol import SpanRecord
 from ..runstore import queries as q
+from ..workers.batch_worker import Periodic
 from .lease import FleetLease
 from .registry import FleetRegistry
 

@@ -35,9 +35,9 @@ from collections import Counter
 from typing import Any, Iterator
 
 from ...errors import MalformedBodyError
-from ...names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from ...protocol import MAX_LABEL_VALUE, MAX_LABELS, ItemError
 from ...protocol.batch import check_series, check_value
+from ...semantics.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from .otlp import UNASSIGNED, _identity
 from .otlp_deltas import DeltaRefused, DeltaTotals
 

@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ...batch_worker import Periodic
 from ...protocol import ClientInfo, SpanRecord
+from ..workers.batch_worker import Periodic
 
 MAX_CLIENTS = 100_000
 MAX_OPEN_PER_CLIENT = 10_000

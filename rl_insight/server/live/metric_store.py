@@ -16,8 +16,8 @@ from typing import Any, Iterable, Literal, NamedTuple, cast
 
 from prometheus_client.metrics_core import Metric
 
-from ...names import METRIC_PREFIX, InvalidNameError, sanitize_label_name, sanitize_metric_name
 from ...protocol import ItemError, SeriesDef
+from ...semantics.names import METRIC_PREFIX, InvalidNameError, sanitize_label_name, sanitize_metric_name
 
 Kind = Literal["gauge", "counter", "histogram"]
 PREFIXES = {None: METRIC_PREFIX, "client": "rl_insight_client_"}

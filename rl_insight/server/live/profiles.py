@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...analysis.isolated import REPORT_FILES
-from ...batch_worker import Periodic
 from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from ...protocol import (
     CLIENT_HEARTBEAT_S,
@@ -48,6 +47,7 @@ from ...protocol import (
     RunControl,
 )
 from ...protocol.profiles import decode_process_report
+from ..workers.batch_worker import Periodic
 from .profile_analysis import REQUEST_FILES_FACTOR, TraceAnalysis
 from .profile_files import RequestFiles
 from .profile_shared import SharedRequests

@@ -30,13 +30,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...batch_worker import Periodic
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...fsutil import atomic_write
 from ...protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
 from ...protocol.profiles import process_selected
 from ...protocol.stacks import thread_bytes
 from ..fleet.shared_book import SharedBook
+from ..workers.batch_worker import Periodic
 from . import stack_groups
 
 log = logging.getLogger("rl_insight.server.live.stacks")

@@ -2,7 +2,7 @@
 (`rl_insight/…`) to TensorBoard and/or W&B while the job runs.
 
 Off the ingest path: ingest hands points to a bounded queue and returns; one batch worker per exporter
-(rl_insight/batch_worker.py) writes them (one log dir / W&B run per run, created on first data). Past the bound,
+(server/workers/batch_worker.py) writes them (one log dir / W&B run per run, created on first data). Past the bound,
 points are
 dropped and counted by reason, as are writes that fail; neither ever slows or fails ingest.
 """
@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ...batch_worker import BatchWorker
 from ...export import Point, run_dir_name
 from ...export.points import config_text, insight_points, series_tag
+from ..workers.batch_worker import BatchWorker
 
 log = logging.getLogger("rl_insight.server.outbound.exporters")
 RunKey = tuple[str, str]
@@ -128,8 +128,8 @@ class Exporters:
     def final_insights(self, reader: Any, step_metric: str, version_metric: str) -> None:
         """At shutdown: the insights of every exported run's steps not exported yet (the last steps of a run
         that finished between two refreshes), computed over the run's whole history."""
-        from ...export.points import run_insight_points
         from ..runstore import queries as q
+        from .run_points import run_insight_points
 
         conn = reader.conn()
         by_key = {(r["project"], r["experiment_name"]): r for r in q.list_runs(conn)}

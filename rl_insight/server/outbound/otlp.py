@@ -13,8 +13,8 @@ import logging
 import os
 from typing import Any, Sequence
 
-from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
+from ..workers.batch_worker import BatchWorker
 
 log = logging.getLogger("rl_insight.server.outbound.otlp")
 SERVICE_NAME = "rl_insight_monitor"

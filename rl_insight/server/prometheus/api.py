@@ -1,7 +1,7 @@
 """A small async client for the Prometheus HTTP API the ingest server manages (queries, rules).
 
 The browser never talks to Prometheus and never sends PromQL: routes build queries from
-`rl_insight/panels.py` and the run's identity, and call this client. Every call is bounded in
+`rl_insight/semantics/panels.py` and the run's identity, and call this client. Every call is bounded in
 time; failures become `PrometheusUnavailable` with a message that names the URL and the cause.
 """
 

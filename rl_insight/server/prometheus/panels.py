@@ -1,4 +1,4 @@
-"""Prometheus panels and alerts for one run, from the panel catalogue (`rl_insight/panels.py`).
+"""Prometheus panels and alerts for one run, from the panel catalogue (`rl_insight/semantics/panels.py`).
 
 The server owns every query: the scope is the run's `project`/`experiment_name` (quoted, never
 taken from the browser as PromQL), the rate window follows Grafana's `$__rate_interval` rule so
@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any
 
-from ... import panels as catalogue
+from ...semantics import panels as catalogue
 from .api import PrometheusApi, PrometheusUnavailable, sample_value
 
 MAX_SERIES_PER_QUERY = 64

@@ -23,8 +23,8 @@ from typing import Any, Iterable
 
 from ...errors import InvalidInputError, StoreError
 from ...fsutil import atomic_write
-from ...names import is_valid_label_name
 from ...protocol import MAX_LABEL_VALUE, clean_text
+from ...semantics.names import is_valid_label_name
 
 JOB_LABEL = "__rl_insight_job"
 MAX_TARGETS_PER_REQUEST = 1_000

@@ -1,5 +1,5 @@
 """MoE expert load over HTTP: `GET /api/v1/runs/{run_id}/moe[?step=]` (server/runstore/moe_queries.py,
-rl_insight/moe.py)."""
+rl_insight/semantics/moe.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def build_router(st: AppState) -> APIRouter:
     async def run_moe(run_id: RunId, step: Optional[float] = Query(None, ge=-2**53, le=2**53, description="the step of "
                                                                    "the layers × experts view (default: the last)")
                       ) -> dict[str, Any]:
-        """MoE expert load (verl's rollout/moe/*, rl_insight/moe.py): each layer's max violation of uniform load
+        """MoE expert load (verl's rollout/moe/*, semantics/moe.py): each layer's max violation of uniform load
         by step, the most imbalanced layer, and, when the job logs each expert's share, layers x experts with the
         hottest expert named."""
         return await run_in_threadpool(moe_summary, reader.conn(), run_id, step)

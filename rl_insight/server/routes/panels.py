@@ -1,7 +1,7 @@
 """`/api/v1/runs/{id}/panels…` and `/api/v1/alerts`: Prometheus data for the UI, queried by the server.
 
 The browser names a catalogue section and a time range; the server builds the PromQL from
-`rl_insight/panels.py` scoped to the run. Prometheus being absent or down is an answer (200 with
+`rl_insight/semantics/panels.py` scoped to the run. Prometheus being absent or down is an answer (200 with
 `prometheus.state`), not an error: the UI shows why a section is empty.
 """
 
@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Query
 
-from ... import panels as catalogue
 from ...errors import NotFoundError
+from ...semantics import panels as catalogue
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import alerts, availability, run_time_range, section_data
 from ..runstore import queries as q

@@ -9,11 +9,11 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
-from ...export.points import insight_rows
 from ...protocol import INT64_MAX
-from ..live.insight_service import run_insights
+from ..outbound.run_points import insight_rows
 from ..runstore import queries as q
 from ..runstore import run_list, timeline
+from ..runstore.run_insights import run_insights
 from ..state import AppState
 from .models import error_responses
 from .params import FromNs, RunId, ToNs

@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any, Sequence
 
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 
 CHUNK_ROWS = 256  # rows a statement at most: 1 GIL hand-over where executemany made 256
 MAX_PARAMETERS = 32_766  # SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32

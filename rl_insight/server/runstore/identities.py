@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...protocol import SpanRecord
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 from .rows import SampleRow
 
 RunKey = tuple[str, str]  # (project, experiment_name)

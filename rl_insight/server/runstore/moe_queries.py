@@ -1,12 +1,12 @@
-"""MoE expert load of a run from the run store (rl_insight/moe.py defines the metrics): each layer's max violation
+"""MoE expert load of a run from the run store (semantics/moe.py defines the metrics): each layer's max violation
 by step, and each expert's share at one step when the job logs them. Two indexed reads, no scan of other series."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ... import moe
-from .backend.types import StoreConnection
+from ...semantics import moe
+from .backend import StoreConnection
 from .queries import get_run
 
 

@@ -14,9 +14,9 @@ import time
 from typing import Any, Iterable, Iterator, Literal
 
 from ...errors import InvalidInputError, NotFoundError
-from ...lane_order import lane_sort_key
-from ...panels import logged_names
-from .backend.types import StoreConnection
+from ...semantics.lane_order import lane_sort_key
+from ...semantics.panels import logged_names
+from .backend import StoreConnection
 from .downsample import lttb, minmax
 
 XAxis = Literal["step", "time"]
@@ -332,14 +332,14 @@ def chrome_trace(conn: StoreConnection, run_id: int, step_metric: str = "trainin
 def chrome_trace_stream(conn: StoreConnection, run_id: int,
                         step_metric: str = "training/global_step") -> Iterator[str]:
     """Chrome trace / Perfetto JSON text, one lane at a time: one process per lane (sorted), nested
-    states as nested slices (rl_insight.perfetto); open states end at export time and carry args.open = true.
+    states as nested slices (rl_insight.semantics.perfetto); open states end at export time and carry args.open = true.
     Steps (from the step metric's samples) come first as a `steps` track of `step N` slices, and every slice
     carries `args.step`, the step it began in."""
     import bisect
 
-    from ...insights import step_windows
-    from ...names import sanitize_metric_name
-    from ...perfetto import Slice, build_stream
+    from ...semantics.insights import step_windows
+    from ...semantics.names import sanitize_metric_name
+    from ...semantics.perfetto import Slice, build_stream
 
     run = get_run(conn, run_id)
     now_ns = time.time_ns()

@@ -8,6 +8,11 @@ from typing import Callable
 
 from .backend import Backend, StoreConnection
 
+# the defaults: the server's config, the stack settings, the CLI's flags and the writer read these (stated once)
+DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_STORE_MAX_GB = 20.0
+DEFAULT_STORE_MAX_BYTES = int(DEFAULT_STORE_MAX_GB * 2**30)
+
 
 def runs_not_seen_since(conn: StoreConnection, cutoff: float) -> list[int]:
     return [r[0] for r in conn.execute("SELECT id FROM runs WHERE last_seen < ?", (cutoff,))]

@@ -11,9 +11,9 @@ import json
 from typing import Any, Literal, Sequence
 
 from ...errors import InvalidInputError
-from ...names import InvalidNameError, sanitize_metric_name
+from ...semantics.names import InvalidNameError, sanitize_metric_name
 from . import queries as q
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 
 SortKey = Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"]
 SORT_KEYS: tuple[str, ...] = ("last_seen", "first_seen", "duration", "name", "last_step", "metric")

@@ -34,8 +34,8 @@ import time
 from heapq import merge
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .backend import StoreConnection
 from .backend.schema import LOD_BUCKET_NS
-from .backend.types import StoreConnection
 from .bulk import write_rows
 
 log = logging.getLogger("rl_insight.server.runstore")

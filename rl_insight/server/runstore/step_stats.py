@@ -2,7 +2,7 @@
 
 A step's window ([mark of step s-1, mark of step s), docs/insights.md) is immutable once it is a
 little in the past. Its pieces are computed once, with the same pure functions as everything else
-(`rl_insight/insights.py`), and stored as rows of `step_stats` in the run store:
+(`rl_insight/semantics/insights.py`), and stored as rows of `step_stats` in the run store:
 
 | lane       | name        | value (seconds unless noted)                                     |
 |------------|-------------|------------------------------------------------------------------|
@@ -14,7 +14,7 @@ little in the past. Its pieces are computed once, with the same pure functions a
 | "@maxdur"  | X           | longest finished X that ended in the step (stalled thresholds)   |
 | "@stale"   | sum, count, max | staleness values of the step's generation states (count: n)  |
 | "@wait"    | wait_s      | rollout wait: last generation end before the step's first training start |
-| "@cp"      | X           | state X's time on the step's critical path (rl_insight/critical_path.py)    |
+| "@cp"      | X           | state X's time on the step's critical path (rl_insight/semantics/critical_path.py)    |
 | "@cplane"  | L           | lane L's time on the critical path                               |
 | "@whatif"  | bubbles, tail, cut5, cut10, cut20 | estimated seconds saved (the path's gaps removed; the    |
 |            |             | long tail finishing with the others; the slowest k % of generation items cut)     |
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import critical_path as cp
-from ... import insights
+from ...semantics import critical_path as cp
+from ...semantics import insights
 from . import queries as q
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 from .rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
 from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
 

@@ -17,9 +17,9 @@ from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
 from ...errors import InvalidInputError
-from ...lane_order import lane_sort_key
+from ...semantics.lane_order import lane_sort_key
 from . import span_lod
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 from .queries import get_run, lanes
 
 COLUMNS = ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"]

@@ -12,7 +12,7 @@ import json
 from typing import Any, Literal
 
 from ...errors import InvalidInputError, NotFoundError
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 from .trajectory_store import REQUEST_OF_TURN
 
 SORTS = {

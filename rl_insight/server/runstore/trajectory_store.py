@@ -12,7 +12,7 @@ import json
 from typing import Callable, Iterable
 
 from ...protocol import SpanRecord
-from .backend.types import StoreConnection
+from .backend import StoreConnection
 from .bulk import write_rows
 from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
 

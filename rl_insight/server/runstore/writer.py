@@ -1,5 +1,5 @@
 """Batching writer: ingest hands over validated items and returns at once; one batch worker
-(rl_insight/batch_worker.py) writes them.
+(rl_insight/server/workers/batch_worker.py) writes them.
 
 Hand-over never waits on disk. The hand-over queue is bounded (items); past the bound a batch is
 dropped and counted (`dropped`), as is a batch that fails to write (disk full, I/O error), which
@@ -26,9 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ...batch_worker import BatchWorker
 from ...protocol import SpanRecord
-from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
+from ..workers.batch_worker import BatchWorker
 from . import retention, series_parts, series_totals, span_lod, step_stats
 from .backend import Backend, StoreLocation, open_backend
 from .backend.transfer import refuse_unfinished
@@ -36,6 +35,7 @@ from .bulk import write_rows
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
+from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
 from .trajectory_store import TrajectoryStore
 

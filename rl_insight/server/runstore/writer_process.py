@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ... import errors
-from ...child_process import PipeChild, ServerPipe, relay_log
-from ..config import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
+from ..workers.child_process import PipeChild, ServerPipe, relay_log
 from .backend import Backend, StoreLocation, open_backend
 from .hand_over import HandOver, weight
+from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .rows import WriterStats
 from .writer import COMMIT_SPACING_S
 

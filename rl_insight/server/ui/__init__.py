@@ -17,8 +17,8 @@ def mount_ui(app: FastAPI, require_read: Any) -> None:
     # before the /ui mount, which would otherwise answer this path with a 404
     @app.get("/ui/palette.json", include_in_schema=False)
     async def palette() -> dict:
-        """Stage colours shared with the offline HTML and PNG (rl_insight/palette.py)."""
-        from ...palette import as_json
+        """Stage colours shared with the offline HTML and PNG (rl_insight/semantics/palette.py)."""
+        from ...semantics.palette import as_json
 
         return as_json()
 

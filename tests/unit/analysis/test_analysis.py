@@ -293,8 +293,8 @@ def test_python_function_ranges_are_analysed_when_a_trace_has_no_annotations(tmp
 
 
 def test_offline_html_uses_the_shared_stage_palette(tmp_path: Path) -> None:
-    from rl_insight.palette import MIXED as MIXED_COLOR
-    from rl_insight.palette import color_of
+    from rl_insight.semantics.palette import MIXED as MIXED_COLOR
+    from rl_insight.semantics.palette import color_of
 
     df = pd.DataFrame({"lane": ["rank_0", "replica_0"], "name": ["actor_update", "vllm_generate"], "depth": [0, 0],
                        "start_ns": [0, 10], "end_ns": [5, 20]})

@@ -476,7 +476,7 @@ def _read(s: socket.socket, timeout: float) -> bytes:
 
 # ---------------------------------------------------------------------------------------------------- case 12, 13
 def test_r2_12_placeholders_are_filled_in_one_pass() -> None:
-    from rl_insight import panels
+    from rl_insight.semantics import panels
 
     sel = 'project="acme<W>", experiment_name="x<SEL>"'
     assert panels.render("rate(m{<SEL>}[<W>])", sel, "4s") == 'rate(m{project="acme<W>", experiment_name="x<SEL>"}[4s])'

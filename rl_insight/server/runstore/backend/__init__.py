@@ -16,10 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .dialect import Dialect
+from .dialect import Dialect, StoreConnection
 from .location import StoreLocation, sqlite_location
 from .schema import SCHEMA_VERSION
-from .types import StoreConnection
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpointer

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .types import StoreConnection
+from .dialect import StoreConnection
 
 log = logging.getLogger("rl_insight.server.runstore")
 

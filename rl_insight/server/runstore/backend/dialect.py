@@ -1,5 +1,5 @@
-"""What the run store's queries may ask of the engine they run on: capabilities and the few expressions that have no
-common spelling, never the engine's name.
+"""The shape of a store connection, and what the run store's queries may ask of the engine they run on:
+capabilities and the few expressions that have no common spelling, never the engine's name.
 
 Every connection a backend opens carries its `Dialect` (`conn.dialect`), so a query module that needs one of these
 asks the connection it was given and stays free of "which backend is this?". The SQL itself is written once, in
@@ -9,12 +9,25 @@ SQLite's dialect; PostgreSQL's backend translates it (translate.py). What transl
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import Any, Iterable, Protocol, Sequence
 
-from .types import StoreConnection
 
-if TYPE_CHECKING:
-    from .postgres import PgConnection
+class StoreConnection(Protocol):
+    """What every backend's connection is, and what the query modules are typed against: statements in SQLite's
+    dialect with `?` (or `:name`) placeholders, tuples back, explicit BEGIN/COMMIT (autocommit otherwise), a cursor
+    from `execute` (`fetchone`, `fetchall`, iteration, `rowcount`, `description`), and its engine's `Dialect`."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class Dialect:
@@ -53,32 +66,4 @@ class Dialect:
         return out
 
 
-class PostgresDialect(Dialect):
-    name = "postgresql"
-    remote = True
-    distinct_on = True
-    # (its planner, costing each trajectory's turn lookup high, scanned a run's trajectories in parallel by key
-    # instead of a step's index: 150 vs 120 ms at 600k trajectories)
-    fence_ctes = True
-
-    def json_attribute(self, key: str) -> tuple[str, Any]:
-        return "CAST(attributes AS JSONB) -> ?", key
-
-    def index_hint(self, index: str) -> str:
-        return ""
-
-    def lock_rows(self, conn: StoreConnection, table: str, ids: Sequence[int]) -> None:
-        """Another server's transaction on these rows waits here, or this one on it (in id order: no deadlock)."""
-        if ids:
-            sql = f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
-            cast("PgConnection", conn).native(sql, (list(ids),))
-
-    def rows_for_ids(self, conn: StoreConnection, sql: str, args: Sequence[Any], ids: Sequence[Any]) -> list[Any]:
-        """One statement with the ids as one array, planned for this call (a generic plan for an array of unknown
-        length read every row of the run)."""
-        text = sql.format(ids="= ANY(?)").replace("?", "%s")
-        return list(cast("PgConnection", conn).native(text, (*args, list(ids)), prepare=False).fetchall())
-
-
 SQLITE = Dialect()
-POSTGRES = PostgresDialect()

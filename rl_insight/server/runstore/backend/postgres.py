@@ -28,11 +28,10 @@ from typing import Any, Callable, Iterable, Sequence
 from ....errors import MissingExtraError, StoreError, StoreUnavailableError
 from . import migrations
 from .checkpoints import Checkpointer
-from .dialect import POSTGRES, Dialect
+from .dialect import Dialect, StoreConnection
 from .location import WHERE_PASSWORDS_GO, StoreLocation
 from .schema import APPLICATION_ID, DDL, SAMPLES_ONCE, SCHEMA_VERSION, indexes, tables
 from .translate import numbered_params, to_postgres
-from .types import StoreConnection
 
 APPLICATION = "rl-insight run store"
 MIGRATION_LOCK = APPLICATION_ID  # pg_advisory_xact_lock key while creating or migrating the schema
@@ -61,6 +60,36 @@ def require_psycopg() -> Any:
         raise MissingExtraError("the PostgreSQL run store needs psycopg and sqlglot",
                                 hint="pip install 'rl-insight[postgres]'") from None
     return psycopg
+
+
+class PostgresDialect(Dialect):
+    name = "postgresql"
+    remote = True
+    distinct_on = True
+    # (its planner, costing each trajectory's turn lookup high, scanned a run's trajectories in parallel by key
+    # instead of a step's index: 150 vs 120 ms at 600k trajectories)
+    fence_ctes = True
+
+    def json_attribute(self, key: str) -> tuple[str, Any]:
+        return "CAST(attributes AS JSONB) -> ?", key
+
+    def index_hint(self, index: str) -> str:
+        return ""
+
+    def lock_rows(self, conn: StoreConnection, table: str, ids: Sequence[int]) -> None:
+        """Another server's transaction on these rows waits here, or this one on it (in id order: no deadlock)."""
+        if ids:
+            sql = f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+            _pg(conn).native(sql, (list(ids),))
+
+    def rows_for_ids(self, conn: StoreConnection, sql: str, args: Sequence[Any], ids: Sequence[Any]) -> list[Any]:
+        """One statement with the ids as one array, planned for this call (a generic plan for an array of unknown
+        length read every row of the run)."""
+        text = sql.format(ids="= ANY(?)").replace("?", "%s")
+        return list(_pg(conn).native(text, (*args, list(ids)), prepare=False).fetchall())
+
+
+POSTGRES = PostgresDialect()
 
 
 class PgConnection:

@@ -17,10 +17,9 @@ from ....errors import StoreError, StoreUnavailableError
 from ....fsutil import private_dir
 from . import migrations
 from .checkpoints import Checkpointer, take_over
-from .dialect import SQLITE, Dialect
+from .dialect import SQLITE, Dialect, StoreConnection
 from .location import StoreLocation
 from .schema import APPLICATION_ID, DDL, SAMPLES_ONCE, SCHEMA_VERSION, indexes, tables
-from .types import StoreConnection
 
 QUICK_CHECK_MAX_BYTES = 256 * 2**20  # larger stores are checked in the background, after the server is ready
 _STORAGE_WORDS = ("full", "disk i/o", "locked", "readonly", "read-only", "unable to open", "malformed")

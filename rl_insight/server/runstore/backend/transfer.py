@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 from ....errors import ConflictError, StoreError
 from . import Backend, open_backend
+from .dialect import StoreConnection
 from .location import StoreLocation
 from .schema import SERIES_PARTS_RECOUNT, SERIES_TOTALS_RECOUNT
-from .types import StoreConnection
 
 # (table, its key columns in order, its columns); parents before the rows that refer to them
 TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [

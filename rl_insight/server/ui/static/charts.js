@@ -6,7 +6,7 @@ import { applyViewRange, chartTools, destroyPlot, makePlot, seriesStyles } from 
 import { setRange } from "./range.js";
 import { showStep, showTime } from "./timeline.js";
 
-// The trainer's metric families come from the server's panel catalogue (rl_insight/panels.py), in its order; the key
+// The trainer's metric families come from the server's panel catalogue (rl_insight/semantics/panels.py), in its order; the key
 // ones (loss, reward, throughput, timing) start open, the rest collapsed and load when opened.
 let FAMILIES = [];
 const KEY_FAMILIES = new Set(["pinned"]);

@@ -14,7 +14,7 @@ export const fmtTick = (v) => {
   if (a < 1e-2) return v.toExponential(1).replace(/\.0e/, "e");
   return trim(v, 4);
 };
-// Units of the Prometheus panels (Grafana unit ids from rl_insight/panels.py), formatted like Grafana.
+// Units of the Prometheus panels (Grafana unit ids from rl_insight/semantics/panels.py), formatted like Grafana.
 const fmtSeconds = (v) => { const a = Math.abs(v); return a === 0 ? "0" : a < 1e-3 ? `${fmtTick(v * 1e6)} µs` : a < 1 ? `${fmtTick(v * 1e3)} ms`
   : `${fmtTick(v)} s`; };
 const UNIT_FMT = {

@@ -1,4 +1,4 @@
-/* rl-insight UI, lanes.js: the one order of lanes, as rl_insight/lane_order.py sorts them (a test compares the two).
+/* rl-insight UI, lanes.js: the one order of lanes, as rl_insight/semantics/lane_order.py sorts them (a test compares the two).
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 
 export function laneKey(lane) {

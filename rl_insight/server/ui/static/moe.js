@@ -1,4 +1,4 @@
-/* rl-insight UI, moe.js: MoE expert load (verl's rollout/moe/*; rl_insight/moe.py): a heatmap of each layer's busiest
+/* rl-insight UI, moe.js: MoE expert load (verl's rollout/moe/*; rl_insight/semantics/moe.py): a heatmap of each layer's busiest
    expert against its fair share, step by step, and — when the job logs each expert's share — layers × experts at the
    last step; the most imbalanced layer and the hottest expert named in a sentence. Hidden when the run has none.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */

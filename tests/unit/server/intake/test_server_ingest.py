@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from rl_insight._version import __version__ as rl_insight_version
-from rl_insight.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from rl_insight.protocol import SeriesDef
+from rl_insight.semantics.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from rl_insight.server.live.metric_store import MetricStore
 from tests.conftest import start_server
 

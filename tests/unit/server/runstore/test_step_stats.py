@@ -1,5 +1,5 @@
 """Per-step insight statistics: any window answered from stored steps plus raw edges equals the insights
-computed from every span of the window (the definition, rl_insight/insights.py)."""
+computed from every span of the window (the definition, rl_insight/semantics/insights.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_insight import insights
 from rl_insight.protocol import SpanRecord
+from rl_insight.semantics import insights
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation

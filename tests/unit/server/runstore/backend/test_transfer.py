@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from rl_insight import insights
 from rl_insight.errors import ConflictError, StoreError
 from rl_insight.protocol import SpanRecord
+from rl_insight.semantics import insights
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend import open_backend

@@ -1,4 +1,4 @@
-"""The panel catalogue (rl_insight/panels.py): one source for the UI's Prometheus panels and the Grafana
+"""The panel catalogue (rl_insight/semantics/panels.py): one source for the UI's Prometheus panels and the Grafana
 dashboards, true to what the exporters expose (shared/reference/exporters-today.md)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rl_insight import panels
-from rl_insight.catalog import REMOVED_FALLBACKS, exporter_metric_names
+from rl_insight.semantics import panels
+from rl_insight.semantics.catalog import REMOVED_FALLBACKS, exporter_metric_names
 from rl_insight.server.prometheus.panels import query_step_s, rate_window_s, scope_selector
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GRAFANA_SCOPE = 'project=~"$project", experiment_name=~"$experiment_name"'
 BOARDS = {
     "vllm": "verl_trainer_v1_with_vllm_engine.json",
@@ -51,7 +51,7 @@ def test_grafana_dashboards_run_exactly_the_catalogue_queries(section: panels.Se
 def test_every_catalogue_metric_is_an_exposed_or_fallback_exporter_name() -> None:
     known = exporter_metric_names()
     for name in panels.metric_names():
-        assert name in known, f"{name} is read by a panel but not in rl_insight/catalog.py"
+        assert name in known, f"{name} is read by a panel but not in rl_insight/semantics/catalog.py"
 
 
 def test_removed_vllm_names_are_only_fallbacks() -> None:

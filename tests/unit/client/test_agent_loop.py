@@ -18,7 +18,7 @@ from tests.conftest import start_server, wait_until
 JOB = r'''
 import rl_insight
 from rl_insight import agent_loop_session
-from rl_insight.agent_loop import agent_loop_lane_id
+from rl_insight.client.agent_loop import agent_loop_lane_id
 
 class Traj:  # verl's trajectory objects carry these attributes
     def __init__(self, chain_id, reward_score, num_turns):
@@ -90,7 +90,7 @@ def test_a_session_reaches_metrics_and_the_run_store_then_leaves_metrics(tmp_pat
 def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) -> None:
     """Upstream's private `_publish_agent_loop_session` keywords (its tests call it): run, sample, session, one per
     trajectory, first and last turn; a failing gauge never reaches the agent loop, and the span still goes out."""
-    from rl_insight import agent_loop
+    from rl_insight.client import agent_loop
 
     seen: list[tuple[str, float, dict]] = []
     monkeypatch.setattr(agent_loop, "metric_gauge", lambda name, value, **labels: seen.append((name, value, labels)))
@@ -129,7 +129,7 @@ def test_the_dashboard_hierarchy_in_order_and_never_an_exception(monkeypatch) ->
 def test_a_turns_text_goes_with_its_span_cut_in_the_process(monkeypatch) -> None:
     """prompt= / response= of a generation, tool_args= / tool_result= of a tool call: span attributes, messages as
     JSON, each cut at 4,096 characters here (a 1 MB prompt is never queued whole); none sent when none given."""
-    from rl_insight import agent_loop
+    from rl_insight.client import agent_loop
 
     spans: list[dict] = []
     monkeypatch.setattr(agent_loop, "trace_span", lambda **kw: spans.append(kw))

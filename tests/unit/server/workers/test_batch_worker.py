@@ -1,11 +1,11 @@
-"""The one bounded batch worker and the periodic service (rl_insight/batch_worker.py)."""
+"""The one bounded batch worker and the periodic service (rl_insight/server/workers/batch_worker.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from rl_insight.batch_worker import BatchWorker, Periodic
+from rl_insight.server.workers.batch_worker import BatchWorker, Periodic
 from tests.conftest import wait_until
 
 
@@ -131,7 +131,7 @@ def test_upkeep_runs_beside_the_work_and_periodic_survives_its_failures() -> Non
 
 
 def test_a_periodic_woken_runs_at_once_and_says_when_it_cannot() -> None:
-    from rl_insight.batch_worker import Periodic
+    from rl_insight.server.workers.batch_worker import Periodic
 
     ran = threading.Event()
     p = Periodic("woken", 3600, ran.set)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import time
 
-from .client.api import _internal_error, metric_gauge, trace_span
-from .protocol.limits import MAX_ATTRIBUTE_VALUE
+from ..protocol.limits import MAX_ATTRIBUTE_VALUE
+from .api import _internal_error, metric_gauge, trace_span
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The server's child processes (rl_insight/child_process.py): each one, the run store's writer and the insight
+"""The server's child processes (server/workers/child_process.py): each one, the run store's writer and the insight
 rounds, ends with a server killed by SIGKILL (its pipe's EOF), and messages go both ways in order."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_insight.child_process import PipeChild
+from rl_insight.server.workers.child_process import PipeChild
 
 CHILDREN = {
     "writer": """
@@ -68,7 +68,7 @@ def test_messages_go_both_ways_in_order(tmp_path: Path, monkeypatch: pytest.Monk
     echo = tmp_path / "echo_child.py"
     echo.write_text(textwrap.dedent("""
         import sys
-        from rl_insight.child_process import ServerPipe
+        from rl_insight.server.workers.child_process import ServerPipe
         pipe = ServerPipe.from_argv(sys.argv)
         while True:
             try:

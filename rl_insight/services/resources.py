@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parents[1]  # the rl_insight package (this module is rl_insight/services/resources.py)
 
 
 def data_path(relative: str) -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_insight import moe
 from rl_insight.demo.trainer_metrics import moe_metrics
-from rl_insight.names import sanitize_metric_name
+from rl_insight.semantics import moe
+from rl_insight.semantics.names import sanitize_metric_name
 from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore.moe_queries import moe_summary
 

@@ -31,7 +31,7 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 def _package_root() -> str:
     """The directory holding the `rl_insight` package this process runs."""
-    return str(Path(__file__).resolve().parents[1])
+    return str(Path(__file__).resolve().parents[3])  # (this module is rl_insight/server/workers/child_process.py)
 
 
 class PipeChild:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_insight.critical_path import critical_path, cut_saving, generation_items, step_whatif_rows, what_if
+from rl_insight.semantics.critical_path import critical_path, cut_saving, generation_items, step_whatif_rows, what_if
 
 S = 10**9
 NOW = 1000 * S

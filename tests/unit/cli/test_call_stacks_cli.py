@@ -1,4 +1,4 @@
-"""`rl-insight stacks` (rl_insight/cli/stacks.py): what it prints of a snapshot, and how it reads `--run`."""
+"""`rl-insight stacks` (rl_insight/cli/call_stacks.py): what it prints of a snapshot, and how it reads `--run`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rl_insight.cli.stacks import describe, resolve_run
+from rl_insight.cli.call_stacks import describe, resolve_run
 from rl_insight.errors import InvalidInputError, NotFoundError
 from rl_insight.server.live import stack_groups
 from tests.unit.server.live.test_stack_groups import collective, report, sleeping

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_insight.run_diff import diff, lane_class
+from rl_insight.semantics.run_diff import diff, lane_class
 
 
 def facts(gen: dict[str, float], train: float, sync: float = 0.1) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_insight import insights as ins
+from rl_insight.semantics import insights as ins
 
 S = 10**9  # one second in ns
 
@@ -109,7 +109,7 @@ def test_summarize_combines_everything() -> None:
 
 
 def test_rollout_wait_is_the_gap_from_the_last_finished_generation_to_the_first_training_start() -> None:
-    from rl_insight import insights as ins
+    from rl_insight.semantics import insights as ins
 
     S = 10**9
     spans = [

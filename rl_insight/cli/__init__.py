@@ -1,0 +1,1 @@
+"""The `rl-insight` command line (typer): each command in a module of its own, registered in main.py."""

@@ -1,0 +1,1 @@
+"""What leaves the server: the OTLP forwarder and the TensorBoard / W&B exporters."""

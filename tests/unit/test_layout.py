@@ -1,0 +1,59 @@
+"""The package's layout: the import contracts in pyproject.toml (import-linter: no cycles at any depth, deferred
+imports included; the client, protocol and semantics light; exports apart from the server; the server's layers) hold,
+and what an import graph cannot say: a root of at most ten modules, the server's root holding only the app, and all
+of the run store's SQL in `server/runstore/`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "rl_insight"
+SERVER = PACKAGE / "server"
+SERVER_ROOT_MODULES = {"__init__.py", "__main__.py", "app.py", "state.py", "config.py", "security.py"}
+SERVER_FOLDERS = {"routes", "intake", "live", "fleet", "outbound", "runstore", "prometheus", "http", "ui", "workers"}
+MAX_ROOT_MODULES = 10
+
+
+def test_the_import_contracts_hold() -> None:
+    linter = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    if not Path(linter).exists():
+        pytest.fail("lint-imports is missing: pip install -e '.[dev]' (import-linter)")
+    r = subprocess.run([linter, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "0 broken" in r.stdout
+
+
+def test_the_package_root_is_small() -> None:
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= MAX_ROOT_MODULES, modules
+
+
+def test_the_server_root_holds_only_the_app_its_state_config_and_security() -> None:
+    loose = {p.name for p in SERVER.glob("*.py")} - SERVER_ROOT_MODULES
+    folders = {p.name for p in SERVER.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert not loose, loose
+    assert folders == SERVER_FOLDERS, folders
+
+
+def test_every_package_folder_is_a_regular_package() -> None:
+    """A folder of modules without __init__.py is a namespace package, which the import contracts do not see."""
+    bare = [str(d.relative_to(ROOT)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
+            and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert not bare, bare
+
+
+def test_all_sql_of_the_run_store_is_in_runstore() -> None:
+    outside = [
+        str(p.relative_to(PACKAGE))
+        for folder in ("server", "export", "cli")
+        for p in (PACKAGE / folder).rglob("*.py")
+        if "runstore" not in p.parts and re.search(r"\.execute(many)?\(|\bSELECT\b.*\bFROM\b", p.read_text())
+    ]
+    assert not outside, outside
