@@ -8,6 +8,10 @@ Why not one pass on the workers: a browser test waits for a page that draws unde
 and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
 time), while alone they hold. Why not one serial pass: it took ~19 minutes on two cores, over the project's limit.
 
+`--fast` runs one pass instead: the tests that need nothing outside this process (no PostgreSQL, Prometheus,
+Chromium, haproxy, torch or subprocess; marker `external`, set by tests/conftest.py, leaves the rest out) on four
+workers, as their time is mostly waiting: under two minutes on two cores, for the edit-and-test loop.
+
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
 either pass failed; a pass that selects no test (a path holding only one kind) is not a failure.
@@ -24,6 +28,7 @@ import subprocess
 import sys
 
 NO_TESTS_COLLECTED = 5  # pytest's exit status for a selection that matched nothing
+FAST_WORKERS = 4  # the fast lane's tests mostly wait (a server's answer, a timer): more workers than cores overlap it
 
 
 def run(args: list[str]) -> int:
@@ -34,12 +39,16 @@ def run(args: list[str]) -> int:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests", description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the first pass (0: none)")
+    ap.add_argument("--fast", action="store_true",
+                    help="one pass of the in-process tests only (no outside binaries or processes): under two minutes")
     ap.add_argument("--docs-images", action="store_true",
                     help="the browser pass only, writing the screenshots docs/ shows into docs/img/")
     known, passthrough = ap.parse_known_args(argv)
     if known.docs_images:
         os.environ["RL_INSIGHT_DOCS_IMAGES"] = "1"  # (tests/e2e/test_ui.py: doc_image)
         return run(["-q", "-m", "e2e", *passthrough])
+    if known.fast:
+        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not external", *passthrough])
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
     results = [run(["-q", *spread, "-m", "not e2e", *passthrough]), run(["-q", "-m", "e2e", *passthrough])]
     if all(r == NO_TESTS_COLLECTED for r in results):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import gzip
 import json
 import os
@@ -103,8 +105,14 @@ class RunningServer:
         assert not self.thread.is_alive(), f"the server at {self.url} was still shutting down 60 s after stop()"
 
 
+# a test server runs its store's writer and its insight rounds on threads of the test's process (no child processes:
+# the fast lane); a test of the child processes says so in its overrides, and the integration tests start real servers
+IN_PROCESS = {"store_writer": "thread", "insights_worker": "thread"}
+
+
 def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> RunningServer:
-    cfg = ServerConfig(host="127.0.0.1", port=port or free_port(), data_dir=str(tmp_path / "data"), **overrides)
+    cfg = ServerConfig(host="127.0.0.1", port=port or free_port(), data_dir=str(tmp_path / "data"),
+                       **{**IN_PROCESS, **overrides})
     app = create_app(cfg)
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -275,3 +283,47 @@ def postgres_url(postgres_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 
     monkeypatch.setenv("RL_INSIGHT_STORE_PASSWORD", PASSWORD)
     return str(postgres_cluster.url(postgres_cluster.create_database()))
+
+
+# ------------------------------------------------------------------ lanes
+# What the fast lane (`python -m tests --fast`) leaves out: a test that needs an outside binary or process (PostgreSQL,
+# Prometheus, Chromium, haproxy, torch, a subprocess of rl-insight). Marked here, from where it lives and what it
+# asks for, so that a new test is classified by the same rules.
+EXTERNAL_FOLDERS = ("integration", "e2e")
+EXTERNAL_FIXTURES = {"postgres_cluster", "postgres_url", "demo_pair", "torch_traces"}
+
+
+# a function that names one of these starts a real process or an outside binary (or imports torch)
+PROCESS_NAMES = {"subprocess", "Popen", "executable", "prometheus_binary", "debian_binary", "PostgresCluster",
+                 "WriterProcess", "InsightProcess", "PipeChild", "torch"}
+
+
+@functools.lru_cache(maxsize=None)
+def _process_starters(path: str) -> frozenset[str]:
+    """The functions of a test module that start a real process, directly or through another function of the
+    module (a helper, a nested `cli()`), by name."""
+    tree = ast.parse(Path(path).read_text())
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    refs = {f.name: {x.id for x in ast.walk(f) if isinstance(x, ast.Name)}
+            | {x.attr for x in ast.walk(f) if isinstance(x, ast.Attribute)} for f in funcs}
+    starters = {name for name, r in refs.items() if r & PROCESS_NAMES}
+    while True:
+        more = {name for name, r in refs.items() if r & starters} - starters
+        if not more:
+            return frozenset(starters)
+        starters |= more
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = str(item.fspath)
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        fixtures = set(getattr(item, "fixturenames", ()))
+        starters = _process_starters(path) if path.endswith(".py") else frozenset()
+        test_name = getattr(getattr(item, "function", None), "__name__", "")
+        if (any(f in Path(path).parts for f in EXTERNAL_FOLDERS) or EXTERNAL_FIXTURES & fixtures
+                or any(isinstance(v, str) and v == "postgresql" for v in params.values())
+                or item.get_closest_marker("integration") or item.get_closest_marker("e2e")
+                or test_name in starters or starters & fixtures):
+            item.add_marker(pytest.mark.external)

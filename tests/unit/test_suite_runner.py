@@ -33,6 +33,24 @@ def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch:
     assert {env for _, env in calls} == {None}
 
 
+def test_fast_runs_one_pass_without_the_external_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(runner, "run", lambda args: calls.append(args) or 0)
+    assert runner.main(["--fast", "-x"]) == 0
+    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not external", "-x"]]
+
+
+def test_the_lanes_split_by_what_a_test_starts() -> None:
+    """tests/conftest.py marks a test `external` from where it lives and what it names; spot checks both ways."""
+    from tests.conftest import _process_starters
+
+    export_tests = _process_starters(str(ROOT / "tests" / "unit" / "test_export.py"))
+    assert "test_export_cli_for_runs_already_in_the_store" in export_tests  # (a nested cli() runs a subprocess)
+    assert "test_a_failing_exporter_never_affects_ingest" not in export_tests
+    runs_api = _process_starters(str(ROOT / "tests" / "unit" / "server" / "routes" / "test_runs_api.py"))
+    assert "test_runs_metrics_series_spans_insights" not in runs_api  # (an in-process server)
+
+
 def test_no_test_writes_into_docs_img_but_through_doc_image() -> None:
     writers = [p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*.py")
                if p.name not in ("test_ui.py", "test_suite_runner.py")

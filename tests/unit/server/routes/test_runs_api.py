@@ -6,12 +6,13 @@ import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
 
 import httpx
 import pytest
 
 import rl_insight
-from tests.conftest import start_server, wait_until
+from tests.conftest import RunningServer, start_server, wait_until
 
 
 def emit_run(
@@ -184,7 +185,17 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
     assert httpx.get(url + "/").status_code == 200  # the page itself holds no data
 
 
-def test_insight_metrics_on_prometheus_exposition(server, monkeypatch) -> None:
+@pytest.fixture
+def default_server(tmp_path) -> Iterator[RunningServer]:
+    """A server as `server start` runs one: its store's writer and its insight rounds in child processes."""
+    srv = start_server(tmp_path, store_writer="process", insights_worker="process")
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.external
+def test_insight_metrics_on_prometheus_exposition(default_server, monkeypatch) -> None:
+    server = default_server
     emit_run(server.url, monkeypatch=monkeypatch)
     wait_for_run(server.url)
 
