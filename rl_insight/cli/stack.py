@@ -22,10 +22,9 @@ import typer
 from .. import env
 from ..errors import InvalidInputError, ServiceError
 from ..server.config import INSIGHTS_WORKERS, STORE_WRITERS, ServerConfig
-from ..services import process
 from ..services.home import Home
+from ..services.settings import StackSettings
 from ..services.state import StackState
-from ..services.supervisor import StackSettings, Supervisor, service_status
 from .options import ConfigOpt, HomeOpt, apply_config_file, config_url, echo_table
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -177,6 +176,8 @@ def start(
         if tok:
             env_vars["RL_INSIGHT_TOKEN"] = tok  # through the environment: argv is visible to every user in `ps`
         return _start_detached(h, _rerun_args(ctx, h), p["ready_timeout"], env_vars, tok, p["no_token"])
+
+    from ..services.supervisor import Supervisor  # (the service stack: loaded by the command that starts it)
 
     sup = Supervisor(stack_settings(h, p, server_config(p, tok)),
                      report=lambda msg: typer.echo(f"[rl-insight] {msg}", err=True))
@@ -386,6 +387,8 @@ def _start_detached(
     if no_token and "--no-token" not in args:
         args.append("--no-token")
     log = h.logs_dir / "supervisor.log"
+    from ..services import process
+
     proc = process.spawn([sys.executable, "-m", "rl_insight", *args], log, env=env)
     deadline = time.monotonic() + ready_timeout * 2 + 10
     while time.monotonic() < deadline:
@@ -454,6 +457,8 @@ def stop(timeout: float = typer.Option(15.0, help="Seconds to wait before killin
         from . import upstream_config
 
         upstream_config.load(Path(config))  # a broken file is still reported
+    from ..services import process
+
     h = Home.resolve(home)
     state = StackState.read(h)
     if not state:
@@ -493,6 +498,8 @@ def status(
 
 
 def _print_status(h: Home, state: StackState, as_json: bool = False) -> int:
+    from ..services.supervisor import service_status
+
     services = [service_status(s) for s in state.services]
     running = state.supervisor_alive() and all(s["alive"] and s["ready"] for s in services)
     if as_json:

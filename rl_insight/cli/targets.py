@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-import yaml
 
 from ..errors import InvalidInputError
 from ..protocol import ROUTE_TARGETS
 from ..server.config import ServerConfig
-from ..server.prometheus.targets import TargetRegistry, parse_registration
 from ..services.home import Home
 from .options import ConfigOpt, HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import find_server
+
+if TYPE_CHECKING:
+    from ..server.prometheus.targets import TargetRegistry
 
 targets_app = typer.Typer(
     rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
@@ -24,6 +25,8 @@ targets_app = typer.Typer(
 
 
 def local_registry(home: Path | None) -> TargetRegistry:
+    from ..server.prometheus.targets import TargetRegistry
+
     return TargetRegistry(ServerConfig(data_dir=str(Home.resolve(home).data_dir)).targets_file)
 
 
@@ -36,6 +39,10 @@ def targets_add(
     config: Optional[Path] = ConfigOpt,
 ) -> int:
     """Register targets from a YAML file (upstream's format)."""
+    import yaml
+
+    from ..server.prometheus.targets import parse_registration
+
     try:
         doc = yaml.safe_load(file.read_text())
     except OSError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +81,8 @@ class Home:
         token = self.read_token()
         if token:
             return token
+        import secrets  # (only a new token needs it)
+
         token = secrets.token_urlsafe(24)
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

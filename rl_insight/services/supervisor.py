@@ -21,15 +21,14 @@ from typing import Any, Callable, Literal
 from .._version import __version__
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
-from ..server.config import ServerConfig
 from ..server.http.net import detect_ip, free_port, port_is_free
 from . import process
 from .binaries import find_binary
 from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
 from .grafana import write_config as write_grafana
-from .home import Home
 from .prometheus import PrometheusSettings, command, duration_seconds, install_rules, render_config
+from .settings import StackSettings
 from .state import MissingRecord, ProcessRecord, ServiceRecord, StackState
 from .tempo import TempoSettings
 from .tempo import command as tempo_command
@@ -38,44 +37,6 @@ from .tempo import render as render_tempo
 State = Literal["stopped", "starting", "running", "backoff", "fatal"]
 RESTART_WINDOW_S = 60.0
 MAX_RESTARTS_IN_WINDOW = 5
-
-
-@dataclass(frozen=True)
-class StackSettings:
-    home: Home
-    # the ingest server's own options (host, port, token, run store, exports, OTLP): one ServerConfig, never restated;
-    # the supervisor fills in what it decides (ports picked, where the other services run, the data directory)
-    server: ServerConfig = field(default_factory=ServerConfig)
-    log_dir: Path | None = None
-    prometheus: bool = True
-    prometheus_bin: str | None = None
-    prometheus_host: str = "127.0.0.1"  # its lifecycle and admin surface must not face the network
-    prometheus_port: int = 9090
-    scrape_interval: str = "10s"
-    retention: str = "30d"
-    auto_port: bool = False
-    data_dir: Path | None = None  # default <home>/data (upstream's server.data_dir)
-    extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
-    ready_timeout: float = 60.0
-    remote_write_url: str | None = None
-    tempo: bool = True
-    tempo_bin: str | None = None
-    tempo_host: str = "127.0.0.1"  # query API; Grafana and the UI reach it locally
-    tempo_port: int = 3200
-    otlp_host: str = "127.0.0.1"  # OTLP accepts writes without auth: loopback unless asked otherwise
-    otlp_grpc_port: int = 4317
-    otlp_http_port: int = 4318
-    tempo_grpc_port: int = 9095
-    tempo_memberlist_port: int = 7946
-    tempo_retention: str = "720h"
-    grafana: bool = True
-    grafana_bin: str | None = None
-    grafana_host: str = "0.0.0.0"  # behind its login (generated admin password)
-    grafana_port: int = 3000
-
-    @property
-    def logs(self) -> Path:
-        return self.log_dir or self.home.logs_dir
 
 
 @dataclass
