@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import IngestServer, machine
 from bench_scale import build, summarize_steps
 
-from rl_insight.server.runstore import RunStoreReader
+from rl_insight.server.runstore.reader import RunStoreReader
 
 WIDTH_PX = 1500 - 120  # a 1,500 px timeline less its lane-name gutter
 

@@ -20,8 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import free_port, machine, timed
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.spans import timeline
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 S = 10**9
 HOUR = 3600 * S

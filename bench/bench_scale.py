@@ -24,11 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine, timed
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
+from rl_insight.server.runstore.reader import RunStoreReader
 from rl_insight.server.runstore.retention import used_bytes
-from rl_insight.server.runstore.run_insights import run_insights
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.spans import timeline
+from rl_insight.server.runstore.steps.run_insights import run_insights
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 S = 10**9
 ID = {"project": "bench", "experiment_name": "soak"}
@@ -96,7 +99,7 @@ def build(path: Path | StoreLocation, steps: int, replicas: int, ranks: int, ste
 
 def catch_up_summary(path: Path | StoreLocation) -> tuple[float, int]:
     """What the writer does in the background, a 0.2 s slice every 5 s, here to the end: the timeline's
-    level-of-detail summary of every span written (runstore/span_lod.py). Returns (seconds, buckets built)."""
+    level-of-detail summary of every span written (runstore/spans/span_lod.py). Returns (seconds, buckets built)."""
     w = RunStoreWriter(path)
     t0 = time.perf_counter()
     with w.conn_lock:
@@ -112,8 +115,8 @@ def summarize_steps(path: Path | StoreLocation, conn: Any) -> list:
     """What the server's insight service does in the background as steps complete (here: all at once): the per-step
     statistics the insights and the step table read. Returns the steps summarized."""
     from rl_insight.semantics import insights as ins
-    from rl_insight.server.runstore import step_stats
-    from rl_insight.server.runstore.run_insights import metric_samples
+    from rl_insight.server.runstore.steps import step_stats
+    from rl_insight.server.runstore.steps.run_insights import metric_samples
 
     w = RunStoreWriter(path)
     windows = ins.step_windows(metric_samples(conn, 1, "training/global_step"))

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import IngestServer, machine
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreWriter
 from rl_insight.server.runstore.backend import open_backend
-from rl_insight.server.runstore.trajectory_store import TrajectoryStore
+from rl_insight.server.runstore.trajectories.index import TrajectoryStore
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 TOOLS = ("search", "python", "browser", "calculator")
 REPLICAS = 16

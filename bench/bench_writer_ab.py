@@ -28,7 +28,8 @@ CHILD = r'''
 import sys, tempfile, time, json
 from pathlib import Path
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreWriter, SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
+from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.backend.location import parse_store, sqlite_location
 kind, url = sys.argv[1], sys.argv[2]
 loc = sqlite_location(Path(tempfile.mkdtemp()) / "rs.sqlite") if url == "sqlite" else parse_store(url, Path("."))

@@ -1,5 +1,5 @@
 """`rl-insight runs list | diff | explain`: the runs a server holds; why is run B slower than run A, and why is this
-step as long as it is — from the running server's stored per-step data (server/runstore/explain.py).
+step as long as it is — from the running server's stored per-step data (server/runstore/steps/explain.py).
 
     rl-insight runs list --project demo --status live    the runs, filtered, with a summary metric and config
 

@@ -214,7 +214,7 @@ def cut_saving(path: dict[str, Any], items: dict[str, list[tuple[int, int]]], cu
 
 def step_whatif_rows(path: dict[str, Any], items: dict[str, list[tuple[int, int]]]) -> list[tuple[str, str, float]]:
     """The step_stats rows a step keeps so any window's critical path and savings come without its spans
-    (server/runstore/step_stats.py): seconds on the path per stage and lane, the gaps, the what-if savings."""
+    (server/runstore/steps/step_stats.py): seconds on the path per stage and lane, the gaps, the what-if savings."""
     rows = [("@cp", name, sec) for name, sec in path["by_stage"].items()]
     rows += [("@cplane", lane, sec) for lane, sec in path["by_lane"].items()]
     w = what_if(path, items)

@@ -29,9 +29,10 @@ from .live.stall_watch import StallWatch
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
-from .runstore import RunStoreReader, RunStoreWriter
 from .runstore.backend import Backend, open_backend
 from .runstore.hand_over import HandOver
+from .runstore.reader import RunStoreReader
+from .runstore.writer import RunStoreWriter
 from .runstore.writer_process import WriterProcess
 from .security import Auth, local_names
 
@@ -289,7 +290,7 @@ class AppState:
         from .fleet.lease import FleetLease
         from .fleet.registry import FleetRegistry
         from .runstore import queries as q
-        from .runstore.run_insights import metric_samples
+        from .runstore.steps.run_insights import metric_samples
 
         backend, reader, step_metric = self.backend, self.reader, self.config.step_metric
         lease = FleetLease(backend, self.boot_id)

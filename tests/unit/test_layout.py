@@ -19,13 +19,15 @@ MAX_ROOT_MODULES = 10
 
 
 def test_the_import_contracts_hold(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from importlinter.cli import lint_imports  # (what `lint-imports` runs; in process)
+    # what `lint-imports` runs, in process (its command line also reconfigures logging, which would disable the
+    # loggers of the tests after this one)
+    import importlinter.cli  # noqa: F401 - registers the readers and contract types the use case reads
+    from importlinter.application.use_cases import lint_imports
 
     monkeypatch.chdir(ROOT)
-    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    kept = lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=None, no_logo=True)
     out = capsys.readouterr().out
-    assert code == 0, out[-4000:]
-    assert "0 broken" in out
+    assert kept, out[-4000:]
 
 
 def test_the_package_root_is_small() -> None:

@@ -1,4 +1,4 @@
-"""Records the servers of a fleet share through the store (`fleet_records`, server/runstore/fleet_records.py):
+"""Records the servers of a fleet share through the store (`fleet_records`, server/runstore/fleet/records.py):
 what a user or a process asked of one server and another server must see — a profile request created through the
 UI on one server, armed by processes reporting to another, its files uploaded to a third.
 
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runstore import fleet_records as table
 from ..runstore.backend import Backend, StoreLocation, open_backend
+from ..runstore.fleet import records as table
 
 POLL_OVERLAP_S = 10.0  # parts changed this long before the last poll are read again
 

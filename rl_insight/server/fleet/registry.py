@@ -1,5 +1,5 @@
 """Which ingest server each client process reports to now, in the shared store (`fleet_clients`,
-server/runstore/fleet_clients.py).
+server/runstore/fleet/clients.py).
 
 Each server publishes its live clients every few seconds (the latest sighting wins a row). A client found on
 another server since is one that moved (its server died, or a load balancer sent it elsewhere): the server it left
@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Sequence
 
-from ..runstore import fleet_clients as table
 from ..runstore.backend import Backend, StoreLocation, open_backend
+from ..runstore.fleet import clients as table
 
 
 class FleetRegistry:

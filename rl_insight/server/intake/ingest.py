@@ -204,7 +204,7 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         project, experiment, name, labels, logged = ident
         kind = ref.family.kind
         # the run store gets what this process sent (a counter: its own running value, summed across processes and
-        # servers by the writer, runstore/series_parts.py), never this server's partial sum on /metrics
+        # servers by the writer, runstore/metrics/series_parts.py), never this server's partial sum on /metrics
         if kind == "histogram":
             own_sum, own_count, _ = sample.value  # a histogram sample is (sum, count, cumulative counts)
             rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts,

@@ -31,8 +31,8 @@ import time
 from typing import Any
 
 from ...errors import ServiceError
-from ..runstore import RunStoreReader
 from ..runstore.backend.location import StoreLocation
+from ..runstore.reader import RunStoreReader
 from ..workers.child_process import PipeChild, ServerPipe, relay_log
 from .insight_rounds import InsightRound, InsightRounds
 

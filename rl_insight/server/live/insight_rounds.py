@@ -18,9 +18,10 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ...semantics import insights
-from ..runstore import RunStoreReader, step_stats
 from ..runstore import queries as q
-from ..runstore.run_insights import metric_samples, run_insights
+from ..runstore.reader import RunStoreReader
+from ..runstore.steps import step_stats
+from ..runstore.steps.run_insights import metric_samples, run_insights
 
 log = logging.getLogger("rl_insight.server.insights")
 

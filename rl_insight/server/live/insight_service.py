@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ..config import INSIGHTS_WORKERS
-from ..runstore import RunStoreReader
+from ..runstore.reader import RunStoreReader
 from ..workers.batch_worker import Periodic
 from .insight_rounds import InsightRounds
 

@@ -10,7 +10,7 @@ from ...export import Point
 from ...export.points import insight_points, series_tag
 from ..runstore.backend import StoreConnection
 from ..runstore.queries import stepped_samples
-from ..runstore.run_insights import run_insights
+from ..runstore.steps.run_insights import run_insights
 
 
 def store_points(conn: StoreConnection, run_id: int) -> Iterator[Point]:

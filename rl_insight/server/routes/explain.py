@@ -1,4 +1,4 @@
-"""Explaining steps and runs over HTTP (server/runstore/explain.py, rl_insight/semantics/critical_path.py, run_diff.py):
+"""Explaining steps and runs over HTTP (runstore/steps/explain.py, semantics/critical_path.py, run_diff.py):
 
     GET /api/v1/runs/{run_id}/critical-path?step=N[&cut_percent=&stage=&faster_percent=]
         one step's critical path, slacks, gaps and what-if savings (the last complete step without `step`)
@@ -25,9 +25,9 @@ from ...errors import InvalidInputError, NotFoundError
 from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
 from ...semantics import insights, run_diff
-from ..runstore import explain
 from ..runstore import queries as q
-from ..runstore.run_insights import metric_samples
+from ..runstore.steps import explain
+from ..runstore.steps.run_insights import metric_samples
 from ..state import AppState
 from .models import error_responses
 from .params import RunId

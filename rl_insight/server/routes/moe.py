@@ -1,4 +1,4 @@
-"""MoE expert load over HTTP: `GET /api/v1/runs/{run_id}/moe[?step=]` (server/runstore/moe_queries.py,
+"""MoE expert load over HTTP: `GET /api/v1/runs/{run_id}/moe[?step=]` (server/runstore/moe.py,
 rl_insight/semantics/moe.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Query
 from starlette.concurrency import run_in_threadpool
 
-from ..runstore.moe_queries import moe_summary
+from ..runstore.moe import moe_summary
 from ..state import AppState
 from .models import error_responses
 from .params import RunId

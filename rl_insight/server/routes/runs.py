@@ -12,8 +12,9 @@ from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
 from ..outbound.run_points import insight_rows
 from ..runstore import queries as q
-from ..runstore import run_list, timeline
-from ..runstore.run_insights import run_insights
+from ..runstore import run_list
+from ..runstore.spans import timeline
+from ..runstore.steps.run_insights import run_insights
 from ..state import AppState
 from .models import error_responses
 from .params import FromNs, RunId, ToNs

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Path, Query
 
 from ...protocol import INT64_MAX
-from ..runstore import trajectory_queries as tq
+from ..runstore.trajectories import queries as tq
 from ..state import AppState
 from .models import error_responses
 from .params import RunId

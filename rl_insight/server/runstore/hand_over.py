@@ -124,7 +124,7 @@ class HandOver(ABC):
 
     def put_step_stats(self, rows: list[tuple[int, int, int, int, str, str, float]],
                        blocks: Sequence[tuple[int, int, int, int, list[int]]] = ()) -> None:
-        """Per-step insight rows (server/runstore/step_stats.py), and blocks of complete steps to sum up once the rows
+        """Per-step insight rows (runstore/steps/step_stats.py), and blocks of complete steps to sum up once the rows
         are in: (run_id, first_step, start_ns, end_ns, steps). A step or block computed again replaces its rows."""
         if rows or blocks:
             self._put("step_stats", (rows, list(blocks)), 1)

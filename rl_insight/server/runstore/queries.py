@@ -17,7 +17,7 @@ from ...errors import InvalidInputError, NotFoundError
 from ...semantics.lane_order import lane_sort_key
 from ...semantics.panels import logged_names
 from .backend import StoreConnection
-from .downsample import lttb, minmax
+from .metrics.downsample import lttb, minmax
 
 XAxis = Literal["step", "time"]
 MAX_POINTS = 20_000
@@ -118,7 +118,7 @@ def find_run_id(conn: StoreConnection, project: str, experiment_name: str) -> in
 
 def metric_names(conn: StoreConnection, run_id: int) -> list[dict[str, Any]]:
     get_run(conn, run_id)
-    rows = conn.execute(  # (the totals the writer keeps: runstore/series_totals.py)
+    rows = conn.execute(  # (the totals the writer keeps: runstore/metrics/series_totals.py)
         "SELECT name, kind, labels, n_samples, last_step, logged_name FROM series WHERE run_id = ? ORDER BY name, id",
         (run_id,)).fetchall()
     # `logged`: the name as the job logged it (`actor/entropy`): as sent, else verl's key for a verl trainer metric

@@ -17,7 +17,7 @@ class SampleRow:
     step: float | None
     ts: float
     value: float  # a gauge's value; a counter's: the sending process's own running value (summed by the writer)
-    client: str = ""  # a counter's sending process (runstore/series_parts.py); "" for a gauge
+    client: str = ""  # a counter's sending process (runstore/metrics/series_parts.py); "" for a gauge
     logged: str = ""  # the name as the job logged it (`actor/entropy`) when it differs from `name` (`actor_entropy`)
 
     def __reduce__(self) -> tuple:

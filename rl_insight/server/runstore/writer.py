@@ -28,16 +28,19 @@ from typing import Any, Callable
 
 from ...protocol import SpanRecord
 from ..workers.batch_worker import BatchWorker
-from . import retention, series_parts, series_totals, span_lod, step_stats
+from . import retention
 from .backend import Backend, StoreLocation, open_backend
 from .backend.transfer import refuse_unfinished
 from .bulk import write_rows
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
+from .metrics import series_parts, series_totals
 from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
-from .trajectory_store import TrajectoryStore
+from .spans import span_lod
+from .steps import step_stats
+from .trajectories.index import TrajectoryStore
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity

@@ -20,9 +20,11 @@ import pytest
 import rl_insight
 from rl_insight.errors import StoreError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend import sqlite as sqlite_backend
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.conftest import start_server, wait_until
 
 JSON = {"Content-Type": "application/json"}

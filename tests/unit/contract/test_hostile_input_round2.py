@@ -180,7 +180,9 @@ def test_r2_03_the_otlp_http_intake_refuses_past_its_bound_with_503() -> None:
 # ---------------------------------------------------------------------------------------------------- case 4 (store
 # half)
 def test_r2_04_a_resent_sample_is_stored_once(tmp_path: Path) -> None:
-    from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
+    from rl_insight.server.runstore.reader import RunStoreReader
+    from rl_insight.server.runstore.rows import SampleRow
+    from rl_insight.server.runstore.writer import RunStoreWriter
 
     w = RunStoreWriter(tmp_path / "rs.sqlite")
     try:
@@ -344,7 +346,7 @@ def test_r2_07_the_server_redacts_what_a_client_did_not(server) -> None:
 
 # ---------------------------------------------------------------------------------------------------- case 8
 def test_r2_08_rewards_at_both_ends_of_the_float_range_still_bin() -> None:
-    from rl_insight.server.runstore.trajectory_queries import _histogram
+    from rl_insight.server.runstore.trajectories.queries import _histogram
 
     h = _histogram([1.7e308, -1.7e308, 0.0])
     json.dumps(h, allow_nan=False)  # served as JSON: no inf, no NaN
@@ -611,6 +613,6 @@ def test_next_is_the_first_step_every_process_hears_of_before_it_begins() -> Non
 def test_trajectory_sorts_in_the_schema_match_the_queries() -> None:
     from typing import get_args
 
-    from rl_insight.server.runstore import trajectory_queries as tq
+    from rl_insight.server.runstore.trajectories import queries as tq
 
     assert set(get_args(tq.Sort)) == set(tq.SORTS)

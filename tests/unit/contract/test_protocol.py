@@ -17,7 +17,7 @@ from rl_insight.protocol import INT64_MAX, ItemError, decode_batch
 from rl_insight.server.intake.ingest import apply_batch
 from rl_insight.server.live.metric_store import MetricStore, StoreCollector
 from rl_insight.server.outbound.otlp import OtlpForwarder
-from rl_insight.server.runstore import RunStoreWriter
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 
 def _mostly(valid: st.SearchStrategy, hostile: st.SearchStrategy) -> st.SearchStrategy:

@@ -10,8 +10,10 @@ import pytest
 from rl_insight.demo.trainer_metrics import moe_metrics
 from rl_insight.semantics import moe
 from rl_insight.semantics.names import sanitize_metric_name
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
-from rl_insight.server.runstore.moe_queries import moe_summary
+from rl_insight.server.runstore.moe import moe_summary
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 
 def test_verls_formulas() -> None:

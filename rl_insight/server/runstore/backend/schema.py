@@ -16,9 +16,9 @@ SCHEMA_VERSION = 11
 # store: which server each client process reports to now, server/fleet/registry.py); 7: fleet_records (what the
 # servers of a fleet share besides runs: profile requests, stack snapshots, server/fleet/records.py) and
 # fleet_clients.process (each client process as its server describes it: whom another server's snapshot asks);
-# 8: span_lod (the timeline's level-of-detail summary, runstore/span_lod.py), older spans' buckets marked to build;
-# 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: runstore/series_totals.py);
-# 10: series_parts and series.total (a counter's value per sending process, summed: runstore/series_parts.py);
+# 8: span_lod (the timeline's level-of-detail summary, spans/span_lod.py), older spans' buckets marked to build;
+# 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: metrics/series_totals.py);
+# 10: series_parts and series.total (a counter's value per sending process, summed: runstore/metrics/series_parts.py);
 # 11: series.logged_name (the name as the job logged it, `actor/entropy`, where it differs from the stored one)
 
 FLEET_DDL = """

@@ -13,8 +13,8 @@ from rl_insight.protocol.batch import SeriesDef
 from rl_insight.server.fleet.lease import FleetLease
 from rl_insight.server.fleet.registry import FleetRegistry
 from rl_insight.server.live.metric_store import MetricStore, StoreCollector
-from rl_insight.server.runstore import RunStoreWriter
 from rl_insight.server.runstore.backend.location import parse_store
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.conftest import wait_until
 
 

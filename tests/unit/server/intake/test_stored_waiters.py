@@ -15,10 +15,12 @@ import pytest
 
 from rl_insight.errors import BusyError
 from rl_insight.server.intake.ingest import StoredWaiters, wait_stored
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation
 from rl_insight.server.runstore.hand_over import HandOver, Receipt
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from rl_insight.server.runstore.writer_process import WriterProcess
 
 

@@ -20,11 +20,11 @@ from rl_insight.errors import ConfigError, ServiceError
 from rl_insight.server.config import ServerConfig
 from rl_insight.server.live.insight_process import NICE, InsightProcess
 from rl_insight.server.live.insight_service import InsightService
-from rl_insight.server.runstore import RunStoreReader
 from rl_insight.server.runstore.backend.location import StoreLocation, sqlite_location
+from rl_insight.server.runstore.reader import RunStoreReader
 from rl_insight.server.state import AppState
 from tests.unit.server.runstore.conftest import store_at  # noqa: F401  (the fixture: SQLite and PostgreSQL)
-from tests.unit.server.runstore.test_step_stats import S, _build
+from tests.unit.server.runstore.steps.test_step_stats import S, _build
 
 STEPS = 30  # 2 s steps, ending 10 s ago: inside the 300 s window, the run live
 OPTIONS: dict[str, Any] = {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",

@@ -11,8 +11,9 @@ import httpx
 import rl_insight
 from rl_insight.client import delivery
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.conftest import start_server, wait_until
 
 

@@ -12,10 +12,12 @@ import psycopg
 import pytest
 
 from rl_insight.server.live.collectors import RunStoreHealthCollector
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import parse_store
 from rl_insight.server.runstore.identities import Identities
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.pg_cluster import PASSWORD
 
 ROUNDS, SERIES = 20, 40

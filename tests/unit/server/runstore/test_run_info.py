@@ -11,8 +11,10 @@ import pytest
 import rl_insight
 from rl_insight.client.runinfo import MAX_KEYS, describe, flatten
 from rl_insight.protocol import decode_batch
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.conftest import wait_until
 
 

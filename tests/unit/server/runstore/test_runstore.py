@@ -10,9 +10,12 @@ import pytest
 
 from rl_insight.errors import InvalidInputError, NotFoundError, StoreError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, timeline
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.spans import timeline
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.unit.server.runstore.conftest import ForeignFile
 
 S = 10**9

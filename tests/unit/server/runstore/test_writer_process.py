@@ -14,9 +14,10 @@ import pytest
 
 from rl_insight.errors import ConfigError, StoreError
 from rl_insight.server.config import ServerConfig
-from rl_insight.server.runstore import RunStoreReader, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.writer_process import SEND_SPACING_S, WriterProcess
 from rl_insight.server.state import AppState
 from tests.unit.server.runstore.conftest import ForeignFile

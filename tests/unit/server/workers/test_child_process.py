@@ -43,7 +43,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.parametrize("kind", sorted(CHILDREN))
 def test_the_child_ends_with_a_killed_server(tmp_path: Path, kind: str) -> None:
-    from rl_insight.server.runstore import RunStoreWriter
+    from rl_insight.server.runstore.writer import RunStoreWriter
 
     store = str(tmp_path / "rs.sqlite")
     RunStoreWriter(store).close()

@@ -16,11 +16,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend import SCHEMA_VERSION, migrations, open_backend
 from rl_insight.server.runstore.backend.location import parse_store
 from rl_insight.server.runstore.backend.schema import APPLICATION_ID
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.pg_cluster import PASSWORD
 
 SCHEMAS = Path(__file__).parent / "schemas"

@@ -13,12 +13,14 @@ import pytest
 
 from rl_insight.errors import ConfigError, StoreError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend import SCHEMA_VERSION, migrations
 from rl_insight.server.runstore.backend import postgres as pg
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
 from rl_insight.server.runstore.backend.migrations import AddColumn, Run, Step
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.pg_cluster import PASSWORD, ROLE
 
 

@@ -16,10 +16,12 @@ from rl_insight.errors import StoreUnavailableError
 from rl_insight.server.fleet.lease import FleetLease
 from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.fleet.registry import FleetRegistry
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
 from rl_insight.server.runstore.backend.postgres import PostgresBackend
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.pg_cluster import PASSWORD, PostgresCluster, postgres_bin_dir
 
 

@@ -15,14 +15,17 @@ import pytest
 from rl_insight.errors import ConflictError, StoreError
 from rl_insight.protocol import SpanRecord
 from rl_insight.semantics import insights
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.backend import transfer as mig
 from rl_insight.server.runstore.backend.location import parse_store, sqlite_location
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.steps import step_stats
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.pg_cluster import PASSWORD
-from tests.unit.server.runstore.test_span_lod import summarize
-from tests.unit.server.runstore.test_step_stats import T0, S, _build
+from tests.unit.server.runstore.spans.test_span_lod import summarize
+from tests.unit.server.runstore.steps.test_step_stats import T0, S, _build
 
 ROOT = Path(__file__).resolve().parents[5]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .backend import StoreConnection
-from .backend.schema import SERIES_TOTALS_RECOUNT
+from ..backend import StoreConnection
+from ..backend.schema import SERIES_TOTALS_RECOUNT
 
 _RECOUNT_ONE = SERIES_TOTALS_RECOUNT + " WHERE id = ?"
 # (SQLite's two-argument max() is NULL when either is: a step-less batch keeps last_step; the cast types the

@@ -1,4 +1,4 @@
-"""The trajectory index inside the run store's writer: what each span says (server/runstore/trajectory_facts.py), a
+"""The trajectory index inside the run store's writer: what each span says (server/runstore/trajectories/facts.py), a
 failure of the
 index never costing the spans, hostile session payloads, retention, and a store written by schema 2 upgraded."""
 
@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter
-from rl_insight.server.runstore import trajectory_facts as tr
-from rl_insight.server.runstore import trajectory_queries as tq
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.trajectories import facts as tr
+from rl_insight.server.runstore.trajectories import queries as tq
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 LANE = "experiment=e/sample=1/session=s/traj=0"
 
@@ -100,7 +101,7 @@ def test_an_index_failure_costs_no_span_and_is_counted(store, monkeypatch) -> No
 
     def broken(_span):
         raise RuntimeError("indexer bug")
-    monkeypatch.setattr("rl_insight.server.runstore.trajectory_store.facts", broken)
+    monkeypatch.setattr("rl_insight.server.runstore.trajectories.index.facts", broken)
     w.put_spans([], [gateway("g1", 1), gateway("g2", 2)])
     assert w.flush(10)
     assert r.conn().execute("SELECT count(*) FROM spans").fetchone()[0] == 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .backend import StoreConnection
+from ..backend import StoreConnection
 
 _UPSERT = ("INSERT INTO series_parts (series_id, client, value, ts) VALUES (?, ?, ?, ?) "
            "ON CONFLICT (series_id, client) DO UPDATE SET value = excluded.value, ts = excluded.ts "

@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...semantics import insights
-from ...semantics.names import sanitize_metric_name
-from . import queries as q
+from ....semantics import insights
+from ....semantics.names import sanitize_metric_name
+from .. import queries as q
+from ..backend import StoreConnection
 from . import step_stats
-from .backend import StoreConnection
 
 
 def metric_samples(conn: StoreConnection, run_id: int, metric: str) -> list[tuple[float, float]]:
@@ -25,7 +25,7 @@ VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off
 def run_insights(conn: StoreConnection, run_id: int, from_ns: int, to_ns: int, step_metric: str, version_metric: str,
                  max_steps: int | None = None, stalled_min_s: float = 60.0) -> dict[str, Any]:
     """Every insight of a run over [from_ns, to_ns): whole steps from the stored per-step statistics,
-    the partial steps at the edges from their spans (server/runstore/step_stats.py)."""
+    the partial steps at the edges from their spans (server/runstore/steps/step_stats.py)."""
     now = time.time_ns()
     windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
     summary = step_stats.window_insights(

@@ -34,9 +34,9 @@ import time
 from heapq import merge
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .backend import StoreConnection
-from .backend.schema import LOD_BUCKET_NS
-from .bulk import write_rows
+from ..backend import StoreConnection
+from ..backend.schema import LOD_BUCKET_NS
+from ..bulk import write_rows
 
 log = logging.getLogger("rl_insight.server.runstore")
 # ns: 0.27 s (a 10-minute window at 1,500 px: 0.4 s a pixel), 1.07 s, 4.3 s, 17 s, 69 s, 4.6 min, 18 min

@@ -1,4 +1,4 @@
-"""The fleet registry's table on one PostgreSQL (runstore/fleet_clients.py): two servers publishing the same
+"""The fleet registry's table on one PostgreSQL (runstore/fleet/clients.py): two servers publishing the same
 clients at once (a client that moved, or a balancer handing its connections to either) never deadlock, and the
 latest sighting wins each row."""
 
@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rl_insight.server.runstore import fleet_clients as table
 from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.backend.location import parse_store
+from rl_insight.server.runstore.fleet import clients as table
 
 ROUNDS, CLIENTS = 20, 200
 

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...semantics import critical_path as cp
-from ...semantics import insights
-from . import queries as q
-from .backend import StoreConnection
-from .rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
-from .trajectory_facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
+from ....semantics import critical_path as cp
+from ....semantics import insights
+from .. import queries as q
+from ..backend import StoreConnection
+from ..rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
+from ..trajectories.facts import LANE_PREFIX as AGENT_LANE_PREFIX  # one lane per trajectory: not a worker's bubbles
 
 NS = 1e9
 BLOCK = 32  # consecutive steps summed into one block: a window reads its blocks and a few single steps

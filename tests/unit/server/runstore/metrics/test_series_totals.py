@@ -1,4 +1,4 @@
-"""Each series' sample count and last step, kept by the writer (runstore/series_totals.py): always what counting the
+"""Each series' sample count and last step, kept by the writer (metrics/series_totals.py): always what counting the
 samples says, on both backends, through resends, duplicates within a batch, step-less samples and the item-by-item
 path a bad item sends a batch down."""
 
@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 
 def _rows(name: str, steps: range, *, exp: str = "e", step: bool = True) -> list[SampleRow]:

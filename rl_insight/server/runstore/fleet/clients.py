@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from .backend import StoreConnection
+from ..backend import StoreConnection
 
 OWNER_STALE_S = 6.0  # three fleet rounds without hearing from a process: its owner let it go
 _PUBLISH = ("INSERT INTO fleet_clients (client_id, server, project, experiment_name, last_seen, process) "

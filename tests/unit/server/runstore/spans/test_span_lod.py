@@ -1,4 +1,4 @@
-"""The timeline's level-of-detail summary (runstore/span_lod.py), on both backends: a wide window read from the summary
+"""The timeline's level-of-detail summary (spans/span_lod.py), on both backends: a wide window read from the summary
 answers exactly what the same window read from the spans answers, whatever is summarized, dirty or open; a span
 written while its bucket is rebuilt keeps the bucket dirty; retention takes the summary with the run."""
 
@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, span_lod, timeline
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.spans import span_lod, timeline
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.unit.server.runstore.test_runstore import span
 
 S = 10**9

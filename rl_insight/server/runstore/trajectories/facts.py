@@ -16,7 +16,7 @@ Three sources describe the same thing, step → sample → trajectory → turns:
   parent (trace context propagated into the engine), else whose `request_id` is the engine's request id
   (verl's own `request_id` is a sticky-session id shared by a trajectory's turns: kept, never joined).
 
-`facts(span)` returns what one span contributes; runstore/trajectory_store.py merges them, so turns
+`facts(span)` returns what one span contributes; runstore/trajectories/index.py merges them, so turns
 arriving out of order or twice make the same trajectory.
 """
 
@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...protocol import SpanRecord
+from ....protocol import SpanRecord
 
 LANE_PREFIX = "experiment="  # upstream's agent-loop lanes
 GENERATE_TYPES = {"LLM", "CHAT_MODEL"}

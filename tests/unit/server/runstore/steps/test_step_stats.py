@@ -10,9 +10,12 @@ import pytest
 
 from rl_insight.protocol import SpanRecord
 from rl_insight.semantics import insights
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow, step_stats
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.steps import step_stats
+from rl_insight.server.runstore.writer import RunStoreWriter
 
 S = 10**9
 T0 = 1_790_000_000 * S
@@ -167,7 +170,7 @@ def test_a_window_scan_reads_only_from_the_runs_longest_span(store_at: StoreLoca
 def test_steps_summarized_before_the_critical_path_get_theirs(store_at: StoreLocation) -> None:
     """A store written by an older version has no path rows: they are found, computed once and stored; until then a
     window's facts come from the spans, and the answers agree."""
-    from rl_insight.server.runstore import explain
+    from rl_insight.server.runstore.steps import explain
 
     w, step_samples, versions = _build(store_at, steps=6)
     conn = RunStoreReader(store_at).conn()

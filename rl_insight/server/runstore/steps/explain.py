@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...semantics import critical_path as cp
-from ...semantics import insights, run_diff
-from . import queries as q
-from .backend import StoreConnection
+from ....semantics import critical_path as cp
+from ....semantics import insights, run_diff
+from .. import queries as q
+from ..backend import StoreConnection
 from .step_stats import path_rows, step_rows, step_trajectories
 
 FALLBACK_STEPS = 50  # steps a request computes from spans when their stored rows are missing

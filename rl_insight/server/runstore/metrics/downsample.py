@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backend import StoreConnection
+from ..backend import StoreConnection
 
 
 def minmax(

@@ -1,6 +1,6 @@
 """Write side of the trajectory model: turns, trajectory records and engine requests into the run store.
 
-Called by the writer thread inside its transaction with the spans it just stored (server/runstore/trajectory_facts.py
+Called by the writer thread inside its transaction with the spans it just stored (server/runstore/trajectories/facts.py
 says what each span contributes). Turns are keyed by (trajectory, start, span id), so a turn that arrives
 twice is one turn; each touched trajectory's totals are then recomputed from its turns (not incremented),
 so turns arriving out of order, twice, or before their trajectory's own record give the same row.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable
 
-from ...protocol import SpanRecord
-from .backend import StoreConnection
-from .bulk import write_rows
-from .trajectory_facts import LlmRequest, TrajectoryInfo, Turn, facts
+from ....protocol import SpanRecord
+from ..backend import StoreConnection
+from ..bulk import write_rows
+from .facts import LlmRequest, TrajectoryInfo, Turn, facts
 
 DETAIL_TEXT_MAX = 4096  # characters of each text a turn keeps (a prompt, a response, a tool's arguments or result)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .backend import StoreConnection
+from ..backend import StoreConnection
 
 Row = tuple[str, str, str | None, str | None, str, int, float]  # id, part, project, experiment_name, body, version, at
 

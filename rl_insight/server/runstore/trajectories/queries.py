@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from ...errors import InvalidInputError, NotFoundError
-from .backend import StoreConnection
-from .trajectory_store import REQUEST_OF_TURN
+from ....errors import InvalidInputError, NotFoundError
+from ..backend import StoreConnection
+from .index import REQUEST_OF_TURN
 
 SORTS = {
     "duration": "duration_s",

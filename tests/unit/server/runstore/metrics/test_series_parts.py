@@ -11,9 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rl_insight.server.runstore import RunStoreReader, RunStoreWriter, SampleRow
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.reader import RunStoreReader
+from rl_insight.server.runstore.rows import SampleRow
+from rl_insight.server.runstore.writer import RunStoreWriter
 from tests.conftest import start_server
 
 T0 = 1_790_000_000.0

@@ -2,7 +2,7 @@
 
 A narrow window reads its lanes' spans from the covering (run_id, lane, start_ns, end_ns, kind, name [, id]) index,
 from the run's longest span before the window on (no finished span reaching into it starts earlier) plus the open
-ones; a window whose resolution is at least the level-of-detail summary's first (runstore/span_lod.py: 0.27 s, a
+ones; a window whose resolution is at least the level-of-detail summary's first (runstore/spans/span_lod.py: 0.27 s, a
 window of about half an hour at 1,500 px) reads the summary instead, whose size follows the window, not the spans.
 Either way the answer is the same merge (span_lod.merge_lane), so the two paths agree span for span away from the
 window's edges.
@@ -16,11 +16,11 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
-from ...errors import InvalidInputError
-from ...semantics.lane_order import lane_sort_key
+from ....errors import InvalidInputError
+from ....semantics.lane_order import lane_sort_key
+from ..backend import StoreConnection
+from ..queries import get_run, lanes
 from . import span_lod
-from .backend import StoreConnection
-from .queries import get_run, lanes
 
 COLUMNS = ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"]
 
