@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ...errors import BusyError, InvalidInputError
 from ...protocol import MAX_ERRORS_REPORTED, Batch, BatchError, ItemError, SpanRecord, decode_batch
-from ..live.metric_store import MetricStore, SeriesRef
+from ..live.metric_store import MetricStore, SeriesRef, prepare_series
 from ..runstore.hand_over import HandOver, Receipt
 from ..runstore.rows import SampleRow
 from ..runstore.writer import NO_IDENTITY
@@ -151,11 +151,6 @@ def _verdict(ok: bool | None, timeout_s: float) -> None:
         raise _not_stored("a write failed or the hand-over queue was full")
 
 
-def _store_identity(ref: SeriesRef) -> tuple[str, str, str, str]:
-    """(project, experiment_name, name, labels JSON) under which the run store records a series."""
-    return _identity_of(ref.base_name, ref.key)
-
-
 @functools.lru_cache(maxsize=65_536)
 def _identity_of(base_name: str, key: tuple[tuple[str, str], ...]) -> tuple[str, str, str, str]:
     # `key` is the live store's series key, the exposed labels sorted: it determines the labels. Cached because a
@@ -166,8 +161,52 @@ def _identity_of(base_name: str, key: tuple[tuple[str, str], ...]) -> tuple[str,
     return project, experiment, base_name, json.dumps(labels, sort_keys=True, separators=(",", ":"))
 
 
+def _run_store_identity(batch: Batch, index: int, ref: SeriesRef | ItemError
+                        ) -> tuple[str, str, str, str, str, str] | ItemError | None:
+    """(project, experiment_name, name, labels JSON, the name as logged where it differs, kind) under which the run
+    store records series `index` of `batch`; None for a client's self-metrics (/metrics only); ItemError for a
+    definition no sink can take. Worked out from the definition itself, so the live store's bounds (a family or series
+    cap, its memory, a name already exposed as another type) never decide what the run store keeps."""
+    d = batch.series[index]
+    if isinstance(d, ItemError):
+        return d
+    if isinstance(ref, SeriesRef):
+        base, key = ref.base_name, ref.key
+    else:
+        try:
+            _, base, _, _, key = prepare_series(d, batch.client.namespace)
+        except ItemError as err:
+            return err
+    if d.ns is not None:
+        return None
+    logged = d.name  # (+ the name as logged, kept beside the sanitized one: the UI shows `actor/entropy`)
+    return (*_identity_of(base, key), "" if logged == base else logged, d.kind)
+
+
+def _add_store_rows(rows: list[SampleRow], ident: tuple[str, str, str, str, str, str], sample: Any,
+                    client_id: str) -> None:
+    """Append the run store's rows for one sample: what this process sent (a counter, a histogram's count and sum:
+    its own running value, summed across processes and servers by the writer, runstore/metrics/series_parts.py),
+    never this server's partial sum on /metrics; a gauge's value."""
+    project, experiment, name, labels, logged, kind = ident
+    if kind == "histogram":
+        own_sum, own_count, _ = sample.value  # a histogram sample is (sum, count, cumulative counts)
+        rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts,
+                              float(own_count), client_id, logged and logged + "_count"))
+        rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts, own_sum,
+                              client_id, logged and logged + "_sum"))
+    elif kind == "counter":
+        rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, sample.value, client_id,
+                              logged))
+    else:
+        rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, sample.value, "",
+                              logged))
+
+
 def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
-    """Validate `obj`, apply its samples to the live store; return the records the other sinks take."""
+    """Validate `obj`; fold its samples into the run store's rows and apply them to the live store (/metrics), two
+    sinks of one pass: the live store's bounds refuse what /metrics shows (reported per item, as ever), never what the
+    run store keeps. Return the records the other sinks take."""
     try:
         batch = decode_batch(obj)
     except BatchError as exc:
@@ -178,44 +217,32 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         result.reject(section, index, err)
     client_id = batch.client.id
     refs = store.resolve_many(batch.series, client_id, batch.client.namespace)
-    identities: dict[int, tuple[str, str, str, str, str]] = {}
+    identities: dict[int, tuple[str, str, str, str, str, str] | ItemError | None] = {}
     rows = result.samples
     # every sample of the batch under one acquisition of the store's lock (MetricStore.apply_many)
     valid: list[tuple[int, Any, SeriesRef]] = []
     for i, sample in batch.samples:
+        if sample.series in identities:
+            ident = identities[sample.series]
+        else:
+            ident = identities[sample.series] = _run_store_identity(batch, sample.series, refs[sample.series])
+        if isinstance(ident, ItemError):  # a name or label no sink can take
+            result.reject("samples", i, ident)
+            continue
+        if ident is not None:  # the run store keeps it whatever /metrics' own bounds refuse
+            _add_store_rows(rows, ident, sample, client_id)
         ref = refs[sample.series]
-        if isinstance(ref, ItemError):
+        if isinstance(ref, ItemError):  # refused by /metrics' bounds (reported as before; stored all the same)
             result.reject("samples", i, ref)
         else:
             valid.append((i, sample, ref))
     applied = store.apply_many([(ref, sample.ts, sample.value) for _, sample, ref in valid], client_id)
-    for (i, sample, ref), exposed in zip(valid, applied):
-        if isinstance(exposed, ItemError):
+    for (i, _sample, _ref), exposed in zip(valid, applied):
+        if isinstance(exposed, ItemError):  # a new series past /metrics' size bounds (stored all the same)
             result.reject("samples", i, exposed)
             continue
         result.accepted += 1
         result.accepted_by_section["samples"] += 1
-        if ref.namespace is not None:  # client self-metrics stay on /metrics only
-            continue
-        ident = identities.get(sample.series)
-        if ident is None:  # (+ the name as logged, kept beside the sanitized one: the UI shows `actor/entropy`)
-            logged = batch.series[sample.series].name
-            ident = identities[sample.series] = (*_store_identity(ref), "" if logged == ref.base_name else logged)
-        project, experiment, name, labels, logged = ident
-        kind = ref.family.kind
-        # the run store gets what this process sent (a counter: its own running value, summed across processes and
-        # servers by the writer, runstore/metrics/series_parts.py), never this server's partial sum on /metrics
-        if kind == "histogram":
-            own_sum, own_count, _ = sample.value  # a histogram sample is (sum, count, cumulative counts)
-            rows.append(SampleRow(project, experiment, name + "_count", "counter", labels, sample.step, sample.ts,
-                                  float(own_count), client_id, logged and logged + "_count"))
-            rows.append(SampleRow(project, experiment, name + "_sum", "counter", labels, sample.step, sample.ts,
-                                  own_sum, client_id, logged and logged + "_sum"))
-        elif kind == "counter":
-            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, sample.value,
-                                  client_id, logged))
-        else:
-            rows.append(SampleRow(project, experiment, name, kind, labels, sample.step, sample.ts, exposed, "", logged))  # type: ignore[arg-type]  # a gauge exposes one float
     for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
         if records:
             result.accepted += len(records)

@@ -87,7 +87,9 @@ def exposed_names(kind: str, name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _prepare(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
+def prepare_series(d: SeriesDef, namespace: str | None) -> tuple[Kind, str, str, dict[str, str], tuple]:
+    """A series definition's kind, base name, exposed name, labels and key (ItemError for a name or label no sink
+    can take): pure, the same for /metrics and the run store."""
     try:
         base = sanitize_metric_name(d.name)
     except InvalidNameError as exc:
@@ -138,7 +140,7 @@ class MetricStore:
     # ----------------------------------------------------------------- ingest
     def resolve(self, d: SeriesDef, client_id: str = "", namespace: str | None = None) -> SeriesRef:
         """Map a validated series definition onto its exposed family and series (creating them)."""
-        prepared = _prepare(d, namespace)
+        prepared = prepare_series(d, namespace)
         with self._lock:
             return self._resolve_locked(d, client_id, *prepared)
 
@@ -157,7 +159,7 @@ class MetricStore:
                 prepared.append(ref)
                 continue
             try:
-                prepared.append(_prepare(d, namespace))
+                prepared.append(prepare_series(d, namespace))
             except ItemError as err:
                 prepared.append(err)
         out: list[SeriesRef | ItemError] = []
@@ -171,7 +173,7 @@ class MetricStore:
                     if self._families.get(fam.name) is fam and (p.key in fam.series or len(fam.series) < self._cap):
                         out.append(p)
                         continue
-                    p = _prepare(d, namespace)
+                    p = prepare_series(d, namespace)
                 try:
                     ref = self._resolve_locked(d, client_id, *p)
                 except ItemError as err:

@@ -13,7 +13,7 @@ from rl_insight._version import __version__ as rl_insight_version
 from rl_insight.protocol import SeriesDef
 from rl_insight.semantics.names import InvalidNameError, sanitize_label_name, sanitize_metric_name
 from rl_insight.server.live.metric_store import MetricStore
-from tests.conftest import start_server
+from tests.conftest import start_server, wait_until
 
 
 def batch(series, samples, client="c1", **extra):
@@ -222,3 +222,44 @@ def test_how_long_each_answer_waited_for_its_commit_is_on_metrics(server) -> Non
     assert _ack_waits(text) == before + 3
     slowest = 'rl_insight_server_ingest_ack_wait_seconds_bucket{le="10.0"}'
     assert float(next(x for x in text.splitlines() if x.startswith(slowest)).rsplit(" ", 1)[1]) == before + 3
+
+
+def test_metrics_bounds_refuse_what_metrics_shows_never_what_the_run_store_keeps(tmp_path) -> None:
+    """Past /metrics' own bounds (metrics per client, series per metric) a sample is refused on /metrics and reported
+    so, as ever; the run store keeps it all the same: every family and series whole, and queryable."""
+    srv = start_server(tmp_path, max_families_per_client=3, max_series_per_metric=2)
+    try:
+        run = {"project": "p", "experiment_name": "capped"}
+        series = ([{"k": "g", "n": f"fam_{i}", "l": run} for i in range(2)]
+                  + [{"k": "c", "n": "wide_total", "l": {**run, "i": str(i)}} for i in range(4)]
+                  + [{"k": "g", "n": f"late_{i}", "l": run} for i in range(3)])
+        now = time.time()
+        samples = [[s, now + step, step, float(10 * s + step)] for step in (1, 2) for s in range(len(series))]
+        r = post(srv, batch(series, samples))
+        body = r.json()
+        # /metrics: two gauges and two of the counter's series fit; the third family's other two series and the three
+        # later families do not (as before)
+        assert body["accepted"] == 8, body
+        assert {e["reason"] for e in body["errors"]} == {"series_cap", "family_cap"}
+        text = exposition(srv)
+        assert "late_0" not in text and 'i="3"' not in text
+
+        def stored() -> dict | None:
+            runs = httpx.get(srv.url + "/api/v1/runs").json()["runs"]
+            run_id = next((x["id"] for x in runs if x["experiment_name"] == "capped"), None)
+            if run_id is None:
+                return None
+            listed = httpx.get(srv.url + f"/api/v1/runs/{run_id}/metrics").json()["metrics"]
+            return {"id": run_id, "metrics": listed} if len(listed) == len(series) else None
+
+        found = wait_until(stored, what="every series of the capped batch in the run store")
+        by_name: dict[str, list[dict]] = {}
+        for m in found["metrics"]:
+            by_name.setdefault(m["name"], []).append(m)
+        assert sorted(by_name) == ["fam_0", "fam_1", "late_0", "late_1", "late_2", "wide"]
+        assert len(by_name["wide"]) == 4 and all(m["samples"] == 2 for m in found["metrics"])
+        late = httpx.get(srv.url + f"/api/v1/runs/{found['id']}/series", params={"name": "late_2"}).json()
+        points = [p for s in late["series"] for p in s["points"]]
+        assert [p[1] for p in points] == [81.0, 82.0]  # (series 8: 10 * 8 + step)
+    finally:
+        srv.stop()
