@@ -10,7 +10,8 @@ import typer
 from .experiments import experiments_app
 from .install import bundle, install
 from .migrate import migrate
-from .stack import credentials, logs, start, status, stop
+from .stack import start
+from .stack_control import credentials, logs, status, stop
 from .targets import targets_app
 
 server_app = typer.Typer(
