@@ -37,10 +37,11 @@ from .hand_over import HandOver, weight
 from .identities import Identities
 from .metrics import series_parts, series_totals
 from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
-from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, SampleRow, WriterStats
+from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, WriterStats
 from .spans import span_lod
 from .steps import step_stats
 from .trajectories.index import TrajectoryStore
+from .transaction_rows import TransactionRows
 
 log = logging.getLogger("rl_insight.server.runstore")
 NO_IDENTITY = ""  # project / experiment of data sent without a run identity
@@ -51,15 +52,10 @@ WAKE_AT_ITEMS = 20_000  # queued this many, the writer starts without waiting fo
 # clients a commit each ~1-2 ms rewrote the same index pages over and over (bench/RESULTS.md: the writer's CPU
 # -35-44 % for ~10 ms more at p50)
 COMMIT_SPACING_S = 0.01
-# client times older than this (by the server's clock, when written) never move a run's start
-PLAUSIBLE_PAST_S = 86400.0
 
 
 def _weight(item: tuple[str, Any, int]) -> int:
     return weight(item[0], item[1])
-
-
-_encode_attributes = json.JSONEncoder(default=str).encode  # one encoder (json.dumps with options builds one a call)
 
 
 def _cut_short(s: SpanRecord) -> bool:
@@ -316,20 +312,20 @@ class RunStoreWriter(HandOver):
         span_starts: list[tuple] = []
         span_ends: list[tuple] = []
         span_cut: list[tuple] = []
-        touched: dict[int, list] = {}  # run id -> [last_seen, max step, final, earliest client time]
+        rows = TransactionRows(c, self.ids, now)
         for kind, payload in work:
             if kind in _SINGLE_ITEM_KINDS:
-                self._write_item(kind, payload, touched, now)
+                self._write_item(kind, payload, rows)
             elif kind == "samples":
                 for r in payload:
-                    sample_rows.append(self._sample_row(r, touched, now))
+                    sample_rows.append(rows.sample(r))
             else:
                 starts, ends = payload
-                span_starts.extend(self._span_row(s, touched, now) for s in starts)
+                span_starts.extend(rows.span(s) for s in starts)
                 for s in ends:
-                    (span_cut if _cut_short(s) else span_ends).append(self._span_row(s, touched, now))
+                    (span_cut if _cut_short(s) else span_ends).append(rows.span(s))
         if sample_rows:
-            self._sum_counters(c, work, sample_rows)
+            series_parts.as_totals(c, [r for k, p in work if k == "samples" for r in p], sample_rows)
             series_totals.record(c, sample_rows, write_rows(c, INSERT_SAMPLE, sample_rows))
         if span_starts:
             write_rows(c, INSERT_START, span_starts)
@@ -340,32 +336,14 @@ class RunStoreWriter(HandOver):
             write_rows(c, CLOSE_CUT_SHORT, span_cut)
         span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
-        self._update_runs(touched)
+        rows.update_runs()
         c.execute("COMMIT")
-
-    @staticmethod
-    def _sum_counters(c: Any, work: list[tuple[str, Any]], sample_rows: list[tuple]) -> None:
-        """Counter rows (those that name their process) stored as their series' total across processes."""
-        rows = [r for k, p in work if k == "samples" for r in p]
-        at = [i for i, r in enumerate(rows) if r.client]
-        if not at:
-            return
-        totals = series_parts.summed(c, [(sample_rows[i][0], rows[i].client, rows[i].ts, rows[i].value) for i in at])
-        superseded = set()
-        for i, total in zip(at, totals):
-            sid, step, ts, _ = sample_rows[i]
-            if total is None:
-                superseded.add(i)
-            else:
-                sample_rows[i] = (sid, step, ts, total)
-        if superseded:  # (older than what its process already said: a resend, or included in a newer value)
-            sample_rows[:] = [r for i, r in enumerate(sample_rows) if i not in superseded]
 
     def _write_isolated(self, work: list[tuple[str, Any]]) -> None:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         now = time.time()
-        touched: dict[int, list] = {}
+        rows = TransactionRows(c, self.ids, now)
         for kind, payload in work:
             if kind in _SINGLE_ITEM_KINDS:
                 items: list[tuple[str, Any]] = [(kind, payload)]
@@ -374,22 +352,22 @@ class RunStoreWriter(HandOver):
             else:
                 items = [("start", s) for s in payload[0]] + [("end", s) for s in payload[1]]
             for what, item in items:
-                exc = self._on_savepoint(partial(self._write_item, what, item, touched, now))
+                exc = self._on_savepoint(partial(self._write_item, what, item, rows))
                 if exc is not None:
                     self.ids.clear()
                     self._count_drop("invalid_item", 1)
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"
                     log.warning("run store dropped one %s it cannot store: %s: %s", what, type(exc).__name__, exc)
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
-        self._update_runs({rid: t for rid, t in touched.items() if self._run_exists(rid)})
+        rows.update_runs(existing_only=True)
         c.execute("COMMIT")
         self.stats.batches += 1
 
-    def _write_item(self, what: str, item: Any, touched: dict[int, list], now: float) -> None:
-        c = self._conn
+    def _write_item(self, what: str, item: Any, rows: TransactionRows) -> None:
+        c, now = self._conn, rows.now
         if what == "finished":
             run_id = self.ids.run_id(self._conn, item[0], item[1], now)
-            self._touch(touched, run_id, now, final=True)
+            rows.touch(run_id, final=True)
             c.execute("UPDATE runs SET end_state = ? WHERE id = ?",
                       (json.dumps({"state": "lost", **item[2]}) if item[2] else None, run_id))
         elif what == "run_info":
@@ -399,7 +377,7 @@ class RunStoreWriter(HandOver):
         elif what == "step_backfill":
             self._step_backfill(item, now)
         elif what == "sample":
-            row = self._sample_row(item, touched, now)
+            row = rows.sample(item)
             if item.client:  # a counter: stored as its series' total across processes
                 total = series_parts.summed(c, [(row[0], item.client, item.ts, item.value)])[0]
                 if total is None:
@@ -409,7 +387,7 @@ class RunStoreWriter(HandOver):
             self.stats.samples += 1
         else:
             stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
-            row = self._span_row(item, touched, now)
+            row = rows.span(item)
             if stmt is UPSERT_END:
                 span_lod.mark_moved(c, [(row[0], row[1], row[7])])
             c.execute(stmt, row)
@@ -460,49 +438,6 @@ class RunStoreWriter(HandOver):
         run_id = self.ids.run_id(self._conn, project, experiment, now)
         self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
                            (json.dumps(config, allow_nan=False), json.dumps(tags), run_id))
-
-    def _run_exists(self, run_id: int) -> bool:
-        return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
-
-    @staticmethod
-    def _touch(touched: dict[int, list], run_id: int, now: float, *, step: float | None = None,
-               earliest: float | None = None, final: bool = False) -> None:
-        t = touched.setdefault(run_id, [now, None, False, now, 0])
-        if final:
-            t[2] = True
-        if step is not None and (t[1] is None or step > t[1]):
-            t[1] = step
-        # a client's time moves the run's start back only while plausible: one span at 1 ns (a node whose clock
-        # says 1970) is stored, but never stretches the run to 57 years (the views' default windows start here)
-        if earliest is not None and earliest >= now - PLAUSIBLE_PAST_S:
-            t[3] = min(t[3], earliest)
-
-    def _sample_row(self, r: SampleRow, touched: dict[int, list], now: float) -> tuple:
-        run_id = self.ids.run_id(self._conn, r.project, r.experiment_name, now)
-        sid = self.ids.series_id(self._conn, run_id, r.name, r.kind, r.labels, r.logged)
-        self._touch(touched, run_id, now, step=r.step, earliest=r.ts)
-        return (sid, r.step, r.ts, r.value)
-
-    def _span_row(self, s: SpanRecord, touched: dict[int, list], now: float) -> tuple:
-        run_id = self.ids.run_id(self._conn, s.project, s.experiment_name, now)
-        self._touch(touched, run_id, now, earliest=s.start_ns / 1e9)
-        if s.end_ns is not None and s.end_ns - s.start_ns > touched[run_id][4]:
-            touched[run_id][4] = s.end_ns - s.start_ns  # the run's longest span bounds window scans from below
-        attrs = _encode_attributes(s.attributes)
-        if s.end_ns is None:
-            return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, attrs)
-        return (run_id, s.id, s.trace_id, s.parent_id, s.name, s.lane or "", s.kind, s.start_ns, s.end_ns, attrs)
-
-    def _update_runs(self, touched: dict[int, list]) -> None:
-        for run_id, (seen, step, final, earliest, longest) in sorted(touched.items()):  # (id order: no deadlock)
-            # (SQLite's max() is NULL when any argument is: batches without a step keep last_step; the cast gives
-            # PostgreSQL the parameter's type)
-            self._conn.execute(
-                "UPDATE runs SET last_seen = max(last_seen, ?), last_step = CASE WHEN CAST(? AS REAL) IS NULL "
-                "THEN last_step "
-                "ELSE max(coalesce(last_step, ?), ?) END, finished_at = ?, first_seen = min(first_seen, ?), "
-                "max_span_ns = max(coalesce(max_span_ns, 0), ?) WHERE id = ?",
-                (seen, step, step, step, seen if final else None, earliest, longest, run_id))
 
     # ------------------------------------------------------------------ retention
     def used_bytes(self) -> int:

@@ -17,7 +17,7 @@ stored already, or superseded by the newer running value that includes it).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..backend import StoreConnection
 
@@ -64,3 +64,24 @@ def summed(conn: StoreConnection, rows: Sequence[tuple[int, str, float, float]])
                 total -= delta
     conn.executemany(_UPSERT, [(sid, client, *parts[(sid, client)]) for sid, client in sorted(changed)])
     return out
+
+
+def as_totals(conn: StoreConnection, offered: Sequence[Any], sample_rows: list[tuple]) -> None:
+    """Counter rows stored as their series' total across processes: `offered` are the SampleRows behind
+    `sample_rows` ((series id, step, time, value), in the same order); those that name their process (counters)
+    take the total after them, and one older than what its process already said (a resend, or included in a newer
+    value) is dropped from `sample_rows`. Inside the writer's transaction."""
+    at = [i for i, r in enumerate(offered) if r.client]
+    if not at:
+        return
+    totals = summed(conn, [(sample_rows[i][0], offered[i].client, offered[i].ts, offered[i].value) for i in at])
+    superseded = set()
+    for i, total in zip(at, totals):
+        sid, step, ts, _ = sample_rows[i]
+        if total is None:
+            superseded.add(i)
+        else:
+            sample_rows[i] = (sid, step, ts, total)
+    if superseded:
+        sample_rows[:] = [r for i, r in enumerate(sample_rows) if i not in superseded]
+
