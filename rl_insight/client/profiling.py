@@ -1,4 +1,4 @@
-"""Profile on request: the client half of "profile step N on these ranks" (server/live/profiles.py).
+"""Profile on request: the client half of "profile step N on these ranks" (server/live/profiles/book.py).
 
 Three threads, three jobs:
 

@@ -64,7 +64,7 @@ class ServerConfig:
     version_metric: str = "current_param_version"  # trainer parameter version, for staleness
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     insights_interval_s: float = 15.0  # how often the insight metrics (and the stall watch) are recomputed
-    insights_worker: str = "process"  # one of INSIGHTS_WORKERS (server/live/insight_process.py)
+    insights_worker: str = "process"  # one of INSIGHTS_WORKERS (server/live/insights/process.py)
     stalled_lane_min_s: float = 60.0  # a lane is stalled after 3x its usual time in a state, and at least this long
     # Where the other services run, for /api/v1/services (None = not managed by us). prometheus_url is the
     # Prometheus-compatible query endpoint the UI's panels and alerts read (`server start --prometheus-url`:
@@ -100,7 +100,7 @@ class ServerConfig:
     keep_alive_s: float = 20.0
     http_parser: str = "auto"  # uvicorn's HTTP/1.1 parser: "httptools" (C, where installed; "auto"), or "h11"
     event_loop: str = "auto"  # uvicorn's event loop: "uvloop" (where installed; "auto"), or "asyncio"
-    # Stack snapshots taken by the server itself (server/live/stall_watch.py): when the stalled-lane insight fires,
+    # Stack snapshots taken by the server itself (live/stacks/stall_watch.py): when the stalled-lane insight fires,
     # or the run's step clock has not moved for stall_step_s (0: off); at most one episode per run per interval
     stall_snapshots: bool = True
     stall_step_s: float = 900.0

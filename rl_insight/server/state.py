@@ -21,11 +21,11 @@ from .config import ServerConfig
 from .http.slow_peers import PeerGuardCounters
 from .intake.pipeline import IntakePipeline
 from .live.clients import ClientTracker
-from .live.insight_service import InsightService
+from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
-from .live.stall_watch import StallWatch
+from .live.stacks.stall_watch import StallWatch
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
@@ -162,7 +162,7 @@ class AppState:
         self.exporters = _build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
-        from .live.profiles import ProfileBook
+        from .live.profiles.book import ProfileBook
         from .live.step_clock import StepClock
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
@@ -177,7 +177,7 @@ class AppState:
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
-        from .live.stacks import StackBook
+        from .live.stacks.book import StackBook
 
         # stack snapshots of a run's live processes, asked on the same replies as profiles
         self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.run_processes,
@@ -247,7 +247,7 @@ class AppState:
             return None
         from .fleet.records import SharedRecords
         from .fleet.shared_book import SharedBook
-        from .live.profile_shared import SharedRequests
+        from .live.profiles.shared import SharedRequests
 
         records = SharedRecords(self.backend, kind)
         if kind == "stack":

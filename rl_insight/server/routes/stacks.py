@@ -1,4 +1,4 @@
-"""Stack snapshots over HTTP (server/live/stacks.py): ask a run's processes where every thread is, read the grouped
+"""Stack snapshots over HTTP (server/live/stacks/book.py): ask a run's processes where every thread is, read the grouped
 answer; and the route processes answer on.
 
     POST /api/v1/runs/{run_id}/stacks          ask (the token, or the UI's session: the run page's button)

@@ -1,6 +1,6 @@
 """A Python child process of the server that speaks pickled messages over two pipes.
 
-The run store's writer (runstore/writer_process.py) and the insight rounds (live/insight_process.py) run in one, so
+The run store's writer (runstore/writer_process.py) and the insight rounds (live/insights/process.py) run in one, so
 their Python work never takes the GIL of the process whose event loop answers a thousand clients (issue 24).
 
 Server side: `PipeChild.start(module)` runs `python -m <module> FD_IN FD_OUT` with this package first on PYTHONPATH

@@ -22,7 +22,7 @@ CHILDREN = {
         child = w._child
     """,
     "insights": """
-        from rl_insight.server.live.insight_process import InsightProcess
+        from rl_insight.server.live.insights.process import InsightProcess
         from rl_insight.server.runstore.backend.location import sqlite_location
         w = InsightProcess(sqlite_location({store!r}), {{"window_s": 300.0, "live_window_s": 60.0,
                            "step_metric": "training/global_step", "version_metric": "current_param_version"}})

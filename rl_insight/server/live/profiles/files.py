@@ -2,7 +2,7 @@
 atomically, without its processes) and `processes.jsonl`, the journal of what each process reported (one line
 appended per report, O(1) however many processes answer; replayed at start, the last line of a process winning;
 rewritten in one piece once it holds four times more lines than processes). A torn last line, from a crash
-mid-append, is skipped. A fleet keeps the same records in its store instead (live/profile_shared.py), behind the
+mid-append, is skipped. A fleet keeps the same records in its store instead (live/profiles/shared.py), behind the
 same methods.
 """
 
@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from ...fsutil import atomic_write
-from ...protocol import ProfileRequest
-from .profile_analysis import ANALYSIS_ATTEMPTS
+from ....fsutil import atomic_write
+from ....protocol import ProfileRequest
+from .analysis import ANALYSIS_ATTEMPTS
 
-log = logging.getLogger("rl_insight.server.live.profiles")
+log = logging.getLogger("rl_insight.server.live.profiles.book")
 JOURNAL = "processes.jsonl"
 
 

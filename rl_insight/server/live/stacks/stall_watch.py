@@ -4,7 +4,7 @@ A run is stalled when the stalled-lane insight fires for it (a lane in a state f
 insights.stalled) or when its step clock has not moved for `step_stall_s`. Each refresh of the insight service
 (`on_insights`) checks the live runs. A stall episode takes two snapshots `confirm_after_s` apart: the second says
 who moved (live/stack_groups.moved) — nobody: stuck; somebody: slow. With `auto_profile`, a slow stall arms a torch
-profile of the next step on the stalled lanes (profiles on request, live/profiles.py). At most one episode per run
+profile of the next step on the stalled lanes (profiles on request, live/profiles/book.py). At most one episode per run
 per `interval_s`; the snapshots are kept with the run (retention applies) and shown on its stalled-lane card.
 """
 
@@ -15,13 +15,13 @@ import threading
 import time
 from typing import Any
 
-from ...errors import RLInsightError
-from ...protocol import CLIENT_HEARTBEAT_S
-from .profiles import ProfileBook
-from .stacks import StackBook
-from .step_clock import StepClock
+from ....errors import RLInsightError
+from ....protocol import CLIENT_HEARTBEAT_S
+from ..profiles.book import ProfileBook
+from ..step_clock import StepClock
+from .book import StackBook
 
-log = logging.getLogger("rl_insight.server.live.stall_watch")
+log = logging.getLogger("rl_insight.server.live.stacks.stall_watch")
 
 CONFIRM_AFTER_S = 30.0
 

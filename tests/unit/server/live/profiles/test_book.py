@@ -15,7 +15,7 @@ from rl_insight.client.profiling import ProfileController, _Upload
 from rl_insight.client.transport import Response
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from rl_insight.protocol import ProfileRequest, RunControl
-from rl_insight.server.live.profiles import ProfileBook
+from rl_insight.server.live.profiles.book import ProfileBook
 from tests.conftest import wait_until
 
 NAME = "actor_rank1-of-2_pid7_20261130120000123.json.gz"
@@ -54,7 +54,7 @@ def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(
     assert ProfileRequest.from_wire(got["profile"][0]).to_wire() == got["profile"][0]  # what a client accepts
     book.cancel(a["id"])
     real = time.time
-    monkeypatch.setattr("rl_insight.server.live.profiles._now", lambda: real() + 5)
+    monkeypatch.setattr("rl_insight.server.live.profiles.book._now", lambda: real() + 5)
     assert book.for_client("p", "e").to_wire()["profile"] == []
     assert book.get(b["id"])["state"] == "expired" and book.get(a["id"])["state"] == "cancelled"
     assert [r["id"] for r in book.for_client("p", "other").to_wire()["profile"]] == [other["id"]]

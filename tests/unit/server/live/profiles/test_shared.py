@@ -1,4 +1,4 @@
-"""Profile requests shared by the servers of a fleet (live/profile_shared.py over fleet/records.py): two profile
+"""Profile requests shared by the servers of a fleet (live/profiles/shared.py over fleet/records.py): two profile
 books, as two ingest servers, on one real PostgreSQL store and one shared trace directory."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from rl_insight.errors import NotFoundError
 from rl_insight.server.fleet.records import SharedRecords
-from rl_insight.server.live import profile_analysis
-from rl_insight.server.live.profile_shared import KIND, SharedRequests
-from rl_insight.server.live.profiles import ProfileBook
+from rl_insight.server.live.profiles import analysis as profile_analysis
+from rl_insight.server.live.profiles.book import ProfileBook
+from rl_insight.server.live.profiles.shared import KIND, SharedRequests
 from rl_insight.server.runstore.backend.location import parse_store
 
 NAME = "actor_rank0-of-1_pid7_20261201120000123.json.gz"

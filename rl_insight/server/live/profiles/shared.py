@@ -1,5 +1,5 @@
 """Profile requests kept in a fleet's store (server/fleet/shared_book.py), behind the methods of their files on
-disk (live/profile_files.py): several ingest servers on one store see the same requests, statuses and files.
+disk (live/profiles/files.py): several ingest servers on one store see the same requests, statuses and files.
 
 A request is one record (the request, its origin, cancellation, analysis); each process's report and each
 uploaded file is a part of it, written by the server that heard it. The traces themselves lie in the profiles
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...protocol import PROCESS_TERMINAL
-from ..fleet.records import SharedRecords
-from ..fleet.shared_book import SharedBook
+from ....protocol import PROCESS_TERMINAL
+from ...fleet.records import SharedRecords
+from ...fleet.shared_book import SharedBook
 
 KIND = "profile"
 

@@ -6,7 +6,7 @@ with it, 1,000 clients at a batch a second had a p99 of 223-398 ms; with the ref
 (bench/RESULTS.md, issue 24). In a child the round has a GIL of its own; the server only unpickles the result.
 
 How: `InsightProcess.run()` is `InsightRounds.run()` across a pipe (server/workers/child_process.py): it sends
-("round",) and waits for ("result", InsightRound); the child (`python -m rl_insight.server.live.insight_process`,
+("round",) and waits for ("result", InsightRound); the child (`python -m rl_insight.server.live.insights.process`,
 `serve`) keeps one `InsightRounds` on its own reader of the store, so what it summarized stays known between rounds.
 The per-step statistics come back in the result and the server hands them to its writer (the store keeps one).
 
@@ -30,11 +30,11 @@ import threading
 import time
 from typing import Any
 
-from ...errors import ServiceError
-from ..runstore.backend.location import StoreLocation
-from ..runstore.reader import RunStoreReader
-from ..workers.child_process import PipeChild, ServerPipe, relay_log
-from .insight_rounds import InsightRound, InsightRounds
+from ....errors import ServiceError
+from ...runstore.backend.location import StoreLocation
+from ...runstore.reader import RunStoreReader
+from ...workers.child_process import PipeChild, ServerPipe, relay_log
+from .rounds import InsightRound, InsightRounds
 
 log = logging.getLogger("rl_insight.server.insights")
 START_TIMEOUT_S = 60.0  # the child's imports and its answer to "open"

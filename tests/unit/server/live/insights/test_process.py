@@ -1,4 +1,4 @@
-"""The insight rounds in a process of their own (live/insight_process.py): the same insights and step statistics as
+"""The insight rounds in a process of their own (live/insights/process.py): the same insights and step statistics as
 on the refresh thread, what the child summarized remembered between rounds, a lost, hung or failing child costing one
 round (no stale insights, said in health()) and replaced, the child's log in ours, and an unknown worker refused by
 name."""
@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rl_insight.errors import ConfigError, ServiceError
 from rl_insight.server.config import ServerConfig
-from rl_insight.server.live.insight_process import NICE, InsightProcess
-from rl_insight.server.live.insight_service import InsightService
+from rl_insight.server.live.insights.process import NICE, InsightProcess
+from rl_insight.server.live.insights.service import InsightService
 from rl_insight.server.runstore.backend.location import StoreLocation, sqlite_location
 from rl_insight.server.runstore.reader import RunStoreReader
 from rl_insight.server.state import AppState

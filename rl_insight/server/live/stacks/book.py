@@ -5,7 +5,7 @@ rank, lanes and open states) and lists the request on every ingest reply of the 
 complete: every expected process answered (`report`), or the deadline passed (`tick`, every half second). A
 process that did not answer is listed with its last-seen time and the states it had open: a suspect too.
 
-On completion the snapshot is summarised (live/stack_groups.py: groups, the odd ones out in one sentence, who
+On completion the snapshot is summarised (live/stacks/groups.py: groups, the odd ones out in one sentence, who
 moved since the run's previous snapshot) and written to `<data_dir>/stacks/<id>.json`; the stored form is what the
 API serves. A snapshot still pending at a server stop is completed at the next start with what it had, and says so.
 
@@ -30,16 +30,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...errors import ConflictError, InvalidInputError, NotFoundError
-from ...fsutil import atomic_write
-from ...protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
-from ...protocol.profiles import process_selected
-from ...protocol.stacks import thread_bytes
-from ..fleet.shared_book import SharedBook
-from ..workers.batch_worker import Periodic
-from . import stack_groups
+from ....errors import ConflictError, InvalidInputError, NotFoundError
+from ....fsutil import atomic_write
+from ....protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
+from ....protocol.profiles import process_selected
+from ....protocol.stacks import thread_bytes
+from ...fleet.shared_book import SharedBook
+from ...workers.batch_worker import Periodic
+from . import groups as stack_groups
 
-log = logging.getLogger("rl_insight.server.live.stacks")
+log = logging.getLogger("rl_insight.server.live.stacks.book")
 
 SNAPSHOT_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_PENDING_PER_RUN = 4

@@ -1,11 +1,11 @@
-"""Grouping a stack snapshot (server/live/stack_groups.py): identical call paths together, the odd ones out named,
+"""Grouping a stack snapshot (server/live/stacks/groups.py): identical call paths together, the odd ones out named,
 ranges compact, who moved between two snapshots."""
 
 from __future__ import annotations
 
 import time
 
-from rl_insight.server.live import stack_groups as sg
+from rl_insight.server.live.stacks import groups as sg
 
 SITE = "/venv{n}/lib/python3.11/site-packages"
 STD = "/usr/lib/python3.11"

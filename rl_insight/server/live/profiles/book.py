@@ -5,7 +5,7 @@ it to their lanes, role and rank), and collects what each matching process repor
 request lives in its own directory under `<data_dir>/profiles/<id>/` (`request.json` plus the uploaded
 `.json.gz` traces, partial uploads under `.partial/`, the analysis under `report/`), so requests,
 statuses and half-done uploads survive a server restart; the in-memory index is rebuilt from disk.
-Several servers on one store (a fleet) keep the records in the store instead (live/profile_shared.py) and the
+Several servers on one store (a fleet) keep the records in the store instead (live/profiles/shared.py) and the
 traces in a directory they all mount; each polls the store every second (`refresh`), so a request made through
 one server is armed by processes reporting to another, and its statuses and files are seen from all.
 
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...analysis.isolated import REPORT_FILES
-from ...errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
-from ...protocol import (
+from ....analysis.isolated import REPORT_FILES
+from ....errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
+from ....protocol import (
     CLIENT_HEARTBEAT_S,
     DEFAULT_PROFILE_ACTIVITIES,
     DEFAULT_PROFILE_BYTES,
@@ -46,14 +46,14 @@ from ...protocol import (
     ProfileRequest,
     RunControl,
 )
-from ...protocol.profiles import decode_process_report
-from ..workers.batch_worker import Periodic
-from .profile_analysis import REQUEST_FILES_FACTOR, TraceAnalysis
-from .profile_files import RequestFiles
-from .profile_shared import SharedRequests
-from .step_clock import StepClock
+from ....protocol.profiles import decode_process_report
+from ...workers.batch_worker import Periodic
+from ..step_clock import StepClock
+from .analysis import REQUEST_FILES_FACTOR, TraceAnalysis
+from .files import RequestFiles
+from .shared import SharedRequests
 
-log = logging.getLogger("rl_insight.server.live.profiles")
+log = logging.getLogger("rl_insight.server.live.profiles.book")
 
 # gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe
 # unpickler)

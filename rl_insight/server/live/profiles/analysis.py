@@ -1,4 +1,4 @@
-"""Profile traces analysed on arrival: the analysis half of the profile book (server/live/profiles.py).
+"""Profile traces analysed on arrival: the analysis half of the profile book (server/live/profiles/book.py).
 
 Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
 process bounded in time and memory (analysis/isolated.py), one request at a time, on one thread: no upload can
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-log = logging.getLogger("rl_insight.server.live.profiles")
+log = logging.getLogger("rl_insight.server.live.profiles.book")
 
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
 ANALYSIS_ATTEMPTS = 2  # an analysis interrupted (a server stopped or died) runs once more, never in a loop
@@ -75,7 +75,7 @@ class TraceAnalysis:
 
     def _analyse(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
-        from ...analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
+        from ....analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
 
         rec = self._records.get(rid)
         if rec is None:
@@ -115,7 +115,7 @@ class TraceAnalysis:
         """Analyse a request's traces again (a profile taken before, read by a newer analysis): its analysis goes back
         to pending and is queued. ConflictError while one runs, or when no trace of it is complete; NotFoundError
         for an unknown request."""
-        from ...errors import ConflictError, NotFoundError
+        from ....errors import ConflictError, NotFoundError
 
         rec = self._records.get(rid)
         if rec is None:

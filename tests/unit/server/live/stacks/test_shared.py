@@ -1,4 +1,4 @@
-"""Stack snapshots shared by the servers of a fleet (live/stacks.py over fleet/shared_book.py): two books, as two
+"""Stack snapshots shared by the servers of a fleet (live/stacks/book.py over fleet/shared_book.py): two books, as two
 ingest servers, on one real PostgreSQL store; each server's processes known to the other through the fleet
 registry (`fleet_clients`)."""
 
@@ -13,9 +13,9 @@ import pytest
 from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.fleet.registry import FleetRegistry
 from rl_insight.server.fleet.shared_book import SharedBook
-from rl_insight.server.live.stacks import StackBook
+from rl_insight.server.live.stacks.book import StackBook
 from rl_insight.server.runstore.backend.location import parse_store
-from tests.unit.server.live.test_stacks import RUN, answer, procs
+from tests.unit.server.live.stacks.test_book import RUN, answer, procs
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Insight rounds: what one round of the live insights computes, wherever it runs (the server's thread, or
-live/insight_process.py's child). A round summarizes the run store's newly completed steps (server/runstore/
+live/insights/process.py's child). A round summarizes the run store's newly completed steps (server/runstore/
 step_stats.py, a bounded number per round) and computes the last `window_s` of each live run from those per-step
 statistics plus the partial steps at the window's edges, rendered to Prometheus' text format where it ran.
 
@@ -17,11 +17,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ...semantics import insights
-from ..runstore import queries as q
-from ..runstore.reader import RunStoreReader
-from ..runstore.steps import step_stats
-from ..runstore.steps.run_insights import metric_samples, run_insights
+from ....semantics import insights
+from ...runstore import queries as q
+from ...runstore.reader import RunStoreReader
+from ...runstore.steps import step_stats
+from ...runstore.steps.run_insights import metric_samples, run_insights
 
 log = logging.getLogger("rl_insight.server.insights")
 
@@ -113,7 +113,7 @@ class InsightRound:
 
 class InsightRounds:
     """Computes refreshes from a reader of the run store. It keeps which steps' statistics it handed over already, so
-    it lives as long as its process: the server's (`insights_worker: thread`) or live/insight_process.py's child."""
+    it lives as long as its process: the server's (`insights_worker: thread`) or live/insights/process.py's child."""
 
     # steps summarized per round over all runs (~2.5 s of one core): a backlog catches up over rounds
     STEP_BUDGET = 500

@@ -1,8 +1,8 @@
 """Insight metrics for live runs, recomputed in the background and exposed on /metrics.
 
-Every `interval_s` a round (`InsightRounds.run`, live/insight_rounds.py) summarizes the run store's newly completed
+Every `interval_s` a round (`InsightRounds.run`, live/insights/rounds.py) summarizes the run store's newly completed
 steps and computes the last `window_s` of each live run. `InsightService` runs the rounds in a process of their own
-(live/insight_process.py, the default) or on its thread, hands the statistics to the writer and keeps the latest
+(live/insights/process.py, the default) or on its thread, hands the statistics to the writer and keeps the latest
 round's families already in Prometheus' text format (rendered where the round ran): /metrics only appends
 those bytes, so a scrape costs the ingest loop no Python per lane.
 
@@ -16,14 +16,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigError
-from ..config import INSIGHTS_WORKERS
-from ..runstore.reader import RunStoreReader
-from ..workers.batch_worker import Periodic
-from .insight_rounds import InsightRounds
+from ....errors import ConfigError
+from ...config import INSIGHTS_WORKERS
+from ...runstore.reader import RunStoreReader
+from ...workers.batch_worker import Periodic
+from .rounds import InsightRounds
 
 if TYPE_CHECKING:
-    from .insight_process import InsightProcess
+    from .process import InsightProcess
 
 log = logging.getLogger("rl_insight.server.insights")
 
@@ -31,7 +31,7 @@ log = logging.getLogger("rl_insight.server.insights")
 class InsightService:
     """Refreshes the insights every `interval_s` (on the fleet's lease holder only) and exposes the latest on /metrics.
 
-    The rounds run where `worker` says: "process" (the server's default, live/insight_process.py: a round is ~1 s of
+    The rounds run where `worker` says: "process" (the server's default, live/insights/process.py: a round is ~1 s of
     Python at a thousand clients, which in this process would hold the ingest loop's GIL) or "thread" (here, on the
     refresh thread). The per-step statistics a round computed are handed to `writer` here; `on_refresh` callbacks get
     its insights; `health()` says how the last round went (/healthz). A round that fails leaves no insights (none
@@ -45,7 +45,7 @@ class InsightService:
                                    "stalled_min_s": stalled_min_s}
         self._rounds: InsightRounds | InsightProcess
         if worker == "process":
-            from .insight_process import InsightProcess
+            from .process import InsightProcess
 
             self._rounds = InsightProcess(reader.location, options)
         elif worker == "thread":
