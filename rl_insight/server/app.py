@@ -68,10 +68,11 @@ def create_app(config: ServerConfig) -> FastAPI:
     )
     app.state.st = st
     _install_error_handlers(app)
-    served, documented = ingest.build_router(st)
+    ingest_endpoint, documented = ingest.build_router(st)
+    ingest_route = next(r for r in documented.routes if getattr(r, "path", None) == ROUTE_INGEST)
     # ingest, innermost of the app's middleware and past the framework's per-request layers (http/hot_route.py); its
     # errors answered by the handlers above
-    app.add_middleware(HotRoute, method="POST", path=ROUTE_INGEST, endpoint=served.endpoint, route=served,
+    app.add_middleware(HotRoute, method="POST", path=ROUTE_INGEST, endpoint=ingest_endpoint, route=ingest_route,
                        handlers=app.exception_handlers)
     _install_metrics_middleware(app, st)
     # (added last: outermost, so that every answer, a refusal included, carries the security headers)
@@ -100,9 +101,6 @@ def create_app(config: ServerConfig) -> FastAPI:
         """Swagger UI from the vendored copy in the wheel (no CDN, no inline script)."""
         return FileResponse(STATIC / "docs.html", headers={"Cache-Control": "no-cache"})
 
-    # the same endpoint as a route (other methods are 405; an app without the middleware still serves it): first in the
-    # list, so nothing else is matched first
-    app.router.routes.insert(0, served)
     _document_errors(app)
     return app
 

@@ -8,11 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Match, Route
-from starlette.types import Scope
 
 from ...errors import PayloadTooLargeError
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
+from ..http.hot_route import Endpoint
 from ..runstore.hand_over import Receipt
 from ..state import AppState
 from .body import decode_body, read_body
@@ -22,9 +21,9 @@ INLINE_BYTES = 16 * 1024  # request bodies up to this size as sent (gzip) are ha
 INLINE_DECODED_BYTES = 256 * 1024  # ... when they stay this small once decompressed
 
 
-def build_router(st: AppState) -> tuple[Route, APIRouter]:
-    """The route that serves ingest (add it before every other, `app.router.routes.insert(0, …)`) and the router
-    that documents it."""
+def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
+    """Ingest's endpoint, for the app's hot path (http/hot_route.py), and its one route, which documents it in
+    /openapi.json and serves it wherever the hot path does not (another app, a test)."""
     r = APIRouter(tags=["ingest"])
 
     def ingest_sync(raw: bytes, encoding: str | None, body: Any = None) -> tuple[dict, int, Receipt | None]:
@@ -70,12 +69,10 @@ def build_router(st: AppState) -> tuple[Route, APIRouter]:
 
     # The endpoint is served below FastAPI's request handling (dependency solving, the endpoint's parameters, response
     # models): app.py hands POST requests to it from its innermost middleware (http/hot_route.HotRoute: inside
-    # GuardMiddleware and RequestCounter, its errors answered by app.py's handlers), and it is also one Starlette
-    # route, first in the app's list (other methods are 405 there). At 1,000 clients a batch a second the layers
-    # skipped were about a third of a batch's CPU (bench/RESULTS.md, issue 24). The FastAPI route below documents it
-    # in /openapi.json and is never reached.
-    served = _CountedRoute(ROUTE_INGEST, ingest, methods=["POST"], include_in_schema=False)
-
+    # GuardMiddleware and RequestCounter, its errors answered by app.py's handlers), with this route in the scope (the
+    # request counter labels answers by it). At 1,000 clients a batch a second the layers skipped were about a third
+    # of a batch's CPU (bench/RESULTS.md, issue 24). The route is the one registration: its schema in /openapi.json,
+    # other methods 405.
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                 "schema": inline_schema(IngestBody)}}}}, summary="Ingest")
@@ -85,15 +82,4 @@ def build_router(st: AppState) -> tuple[Route, APIRouter]:
         was accepted."""
         return await ingest(request)
 
-    return served, r
-
-
-class _CountedRoute(Route):
-    """A Starlette route that names itself in the scope as FastAPI's do (RequestCounter labels answers by it)."""
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        match, child = super().matches(scope)
-        if match is not Match.NONE:
-            child["route"] = self
-        return match, child
-
+    return ingest, r
