@@ -23,6 +23,7 @@ from .intake.pipeline import IntakePipeline
 from .live.clients import ClientTracker
 from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
+from .live.run_control import RunControlBuilder
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .live.stacks.stall_watch import StallWatch
@@ -184,6 +185,8 @@ class AppState:
                                 shared=self._shared_book("stack"))
         if self.writer is not None:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
+        # every ingest reply's RunControl: the run's open requests of every kind, and its step clock
+        self.control = RunControlBuilder(self.step_clock, self.profiles, self.stacks)
         self.stall_watch: StallWatch | None = None
         if self.insight is not None and config.stall_snapshots:  # a stalled run's stacks, taken by the server
             self.stall_watch = StallWatch(self.stacks, self.step_clock, step_stall_s=config.stall_step_s,

@@ -30,8 +30,7 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
         done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes) if body is None else body)
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
-        control = st.profiles.for_client(c.project, c.experiment_name)
-        control.stacks = st.stacks.for_client(c.project, c.experiment_name)
+        control = st.control.for_client(c.project, c.experiment_name)
         reply = IngestReply(
             result.accepted,
             result.rejected,

@@ -44,7 +44,6 @@ from ....protocol import (
     MAX_PROFILE_TTL_S,
     PROCESS_TERMINAL,
     ProfileRequest,
-    RunControl,
 )
 from ....protocol.profiles import decode_process_report
 from ...workers.batch_worker import Periodic
@@ -291,20 +290,16 @@ class ProfileBook(TraceAnalysis):
         return sorted(steps)
 
     # ------------------------------------------------------------------ delivery (every ingest reply)
-    def for_client(self, project: str | None, experiment_name: str | None) -> RunControl:
-        """What rides on an ingest reply: the run's active requests (authoritative: a request missing from
-        the list is cancelled or over) and the run's step clock, for processes that do not log the step."""
+    def open_requests(self, project: str | None, experiment_name: str | None) -> builtins.list[ProfileRequest]:
+        """The run's active requests, as every ingest reply of the run carries them (authoritative: a request missing
+        from the list is cancelled or over; live/run_control.py builds the reply's RunControl)."""
         if not project or not experiment_name:
-            return RunControl([])
+            return []
         key = (project, experiment_name)
         now = _now()
-        active = [self._requests[r["request"]["id"]] for r in self._of_run(key)
-                  if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
-                  and not self._note_passed(r) and _state(r) in ("pending", "running")]
-        clock = self.clock.current(*key)
-        if clock is None:
-            return RunControl(active)
-        return RunControl(active, *clock)  # and when it moved: a process can tell whether a step began before it heard
+        return [self._requests[r["request"]["id"]] for r in self._of_run(key)
+                if r["cancelled_at"] is None and r.get("origin") != "upload" and r["request"]["expires_at"] > now
+                and not self._note_passed(r) and _state(r) in ("pending", "running")]
 
     # ------------------------------------------------------------------ what processes report
     def report(self, rid: str, body: dict[str, Any]) -> dict[str, Any]:

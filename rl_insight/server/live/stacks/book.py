@@ -1,7 +1,7 @@
 """Stack snapshots of a run: asked of its live processes on their ingest replies, collected, grouped, kept.
 
 `create` records which live processes of the run are expected (server/live/clients.py knows each one's host, pid,
-rank, lanes and open states) and lists the request on every ingest reply of the run (`for_client`) until it is
+rank, lanes and open states) and lists the request on every ingest reply of the run (`open_requests`) until it is
 complete: every expected process answered (`report`), or the deadline passed (`tick`, every half second). A
 process that did not answer is listed with its last-seen time and the states it had open: a suspect too.
 
@@ -168,7 +168,7 @@ class StackBook:
             self._save(snap)
         return self.describe(snap)
 
-    def for_client(self, project: str | None, experiment_name: str | None) -> list[StackRequest]:
+    def open_requests(self, project: str | None, experiment_name: str | None) -> list[StackRequest]:
         """The run's snapshots being collected, for its ingest replies (cheap: most runs have none)."""
         if not self._requests or not project or not experiment_name:
             return []

@@ -16,6 +16,7 @@ from rl_insight.client.transport import Response
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from rl_insight.protocol import ProfileRequest, RunControl
 from rl_insight.server.live.profiles.book import ProfileBook
+from rl_insight.server.live.run_control import RunControlBuilder
 from tests.conftest import wait_until
 
 NAME = "actor_rank1-of-2_pid7_20261130120000123.json.gz"
@@ -49,15 +50,16 @@ def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(
     b = book.create("p", "e", 4, 4, ttl_s=1)
     other = book.create("p", "other", 3, 3)
     book.clock.note("p", "e", 2)
-    got = book.for_client("p", "e").to_wire()
+    control = RunControlBuilder(book.clock, book)  # (what every ingest reply of the run carries)
+    got = control.for_client("p", "e").to_wire()
     assert {r["id"] for r in got["profile"]} == {a["id"], b["id"]} and got["run_step"] == 2
     assert ProfileRequest.from_wire(got["profile"][0]).to_wire() == got["profile"][0]  # what a client accepts
     book.cancel(a["id"])
     real = time.time
     monkeypatch.setattr("rl_insight.server.live.profiles.book._now", lambda: real() + 5)
-    assert book.for_client("p", "e").to_wire()["profile"] == []
+    assert control.for_client("p", "e").to_wire()["profile"] == []
     assert book.get(b["id"])["state"] == "expired" and book.get(a["id"])["state"] == "cancelled"
-    assert [r["id"] for r in book.for_client("p", "other").to_wire()["profile"]] == [other["id"]]
+    assert [r["id"] for r in control.for_client("p", "other").to_wire()["profile"]] == [other["id"]]
 
 
 def test_reports_never_reopen_a_finished_process_and_hostile_fields_are_capped(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_a_request_made_on_one_server_is_armed_reported_and_finished_through_ano
     rid = a.create("p", "e", 3, 3, lanes=["actor"])["id"]
     assert b.get(rid)["state"] == "pending"  # asked before b's next poll: read from the store
     b.refresh()
-    assert [r.id for r in b.for_client("p", "e").profile] == [rid]  # rides on b's ingest replies
+    assert [r.id for r in b.open_requests("p", "e")] == [rid]  # rides on b's ingest replies
     _report(b, rid, "armed")
     a.refresh()
     assert a.get(rid)["state"] == "running"
@@ -132,7 +132,7 @@ def test_a_request_deleted_with_its_run_leaves_every_server(pair: tuple[ProfileB
     b.refresh()
     with pytest.raises(NotFoundError):
         b.get(rid)
-    assert b.for_client("p", "e").profile == [] and b.get(keep)["state"] == "pending"
+    assert b.open_requests("p", "e") == [] and b.get(keep)["state"] == "pending"
 
 
 def test_a_server_started_later_finds_the_fleets_requests(pair: tuple[ProfileBook, ProfileBook],
@@ -144,6 +144,6 @@ def test_a_server_started_later_finds_the_fleets_requests(pair: tuple[ProfileBoo
                        shared=SharedRequests(SharedRecords(parse_store(postgres_url, tmp_path), KIND)))
     try:
         assert late.get(rid)["processes"]["h:7"]["state"] == "armed"
-        assert [r.id for r in late.for_client("p", "e").profile] == [rid]
+        assert [r.id for r in late.open_requests("p", "e")] == [rid]
     finally:
         late.close()

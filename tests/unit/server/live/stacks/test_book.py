@@ -40,11 +40,11 @@ def test_every_expected_answer_completes_the_snapshot(tmp_path: Path) -> None:
     book = book_of(tmp_path)
     snap = book.create(*RUN)
     assert snap["state"] == "pending" and snap["expected_count"] == 4
-    assert [r.id for r in book.for_client(*RUN)] == [snap["id"]] and book.for_client("p", "other") == []
+    assert [r.id for r in book.open_requests(*RUN)] == [snap["id"]] and book.open_requests("p", "other") == []
     for r in range(4):
         answer(book, snap["id"], r, sleeping() if r == 2 else None)
     done = book.get(snap["id"])
-    assert done["state"] == "complete" and done["answered"] == 4 and book.for_client(*RUN) == []
+    assert done["state"] == "complete" and done["answered"] == 4 and book.open_requests(*RUN) == []
     assert "rank_2 is in `load_batch`" in done["summary"]
     with pytest.raises(ConflictError, match="too late"):
         answer(book, snap["id"], 1)

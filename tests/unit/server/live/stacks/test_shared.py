@@ -47,9 +47,9 @@ def test_a_snapshot_asked_on_one_server_collects_the_answers_heard_by_both(
     a, b = pair
     sid = a.create(*RUN)["id"]
     assert a.get(sid)["expected_count"] == 4  # the other server's processes too
-    assert [r.id for r in b.for_client(*RUN)] == []  # b has not polled yet
+    assert [r.id for r in b.open_requests(*RUN)] == []  # b has not polled yet
     b.tick()
-    assert [r.id for r in b.for_client(*RUN)] == [sid]  # rides on b's replies to its processes
+    assert [r.id for r in b.open_requests(*RUN)] == [sid]  # rides on b's replies to its processes
     for rank in (0, 1):
         answer(a, sid, rank)
     for rank in (2, 3):
@@ -64,7 +64,7 @@ def test_a_snapshot_asked_on_one_server_collects_the_answers_heard_by_both(
     b.tick()
     seen = b.get(sid)
     assert seen["state"] == "complete" and seen["summary"] == done["summary"] and seen["answered"] == 4
-    assert b.for_client(*RUN) == []
+    assert b.open_requests(*RUN) == []
 
 
 def test_a_snapshot_completed_at_once_on_two_servers_is_summarised_once(pair: tuple[StackBook, StackBook]) -> None:
