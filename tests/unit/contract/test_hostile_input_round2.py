@@ -114,7 +114,7 @@ def test_r2_02_a_gzip_bomb_is_inflated_only_up_to_its_bound_and_fails_with_the_r
     book = _book(tmp_path, analysis_max_memory_bytes=2 * 2**30)
     rid = book.create("p", "e", 1, 1, max_bytes=256 * 1024)["id"]  # inflate bound: 16 x 256 KiB = 4 MiB
     _upload(book, rid, bomb)
-    book._analyse(rid)
+    book.analysis.run_one(rid)
     a = book.get(rid)["analysis"]
     assert a["state"] == "failed" and "inflates past" in a["message"] and a["attempts"] == 1
 
@@ -123,10 +123,10 @@ def test_r2_02_an_analysis_interrupted_by_stops_runs_once_more_then_never(tmp_pa
     book = _book(tmp_path)
     rid = book.create("p", "e", 1, 1)["id"]
     rec = book._records[rid]
-    book._set_analysis(rec, {"state": "running", "attempts": 1})  # the server was killed during the first run
+    book.analysis.set_result(rec, {"state": "running", "attempts": 1})  # the server was killed during the first run
     again = _book(tmp_path)
     assert again.get(rid)["analysis"]["state"] == "pending"
-    again._set_analysis(again._records[rid], {"state": "running", "attempts": 2})  # killed again
+    again.analysis.set_result(again._records[rid], {"state": "running", "attempts": 2})  # killed again
     last = _book(tmp_path)
     a = last.get(rid)["analysis"]
     assert a["state"] == "failed" and "interrupted 2 times" in a["message"]
@@ -359,13 +359,13 @@ def test_r2_09_a_failing_analysis_ends_failed_and_a_huge_rank_is_not_a_rank(tmp_
     rid = book.create("p", "e", 1, 1)["id"]
     doc = {"distributedInfo": {"rank": 2**70}, "baseTimeNanoseconds": 2**70, "traceEvents": [ANNOTATION]}
     _upload(book, rid, gzip.compress(json.dumps(doc).encode()))
-    book._analyse(rid)
+    book.analysis.run_one(rid)
     a = book.get(rid)["analysis"]
     assert a["state"] == "done", a  # read on its own clock, the rank taken from the file name
     assert any("baseTimeNanoseconds" in p for p in a["problems"])
     broken = book.create("p", "e", 2, 2)["id"]
     _upload(book, broken, gzip.compress(b"{ not a trace at all"))
-    book._analyse(broken)
+    book.analysis.run_one(broken)
     b = book.get(broken)["analysis"]
     assert b["state"] == "failed" and str(tmp_path) not in json.dumps(b)  # case 21: no server paths in messages
 
@@ -376,7 +376,7 @@ def test_r2_19_a_memory_snapshot_uploaded_alone_is_analysed(tmp_path: Path) -> N
     book = _book(tmp_path)
     rid = book.create("p", "e", 1, 1)["id"]
     _upload(book, rid, pickle.dumps(_snapshot(1_790_000_000_000_000)), name="actor_rank0_pid7_20261130120000123.pickle")
-    book._analyse(rid)
+    book.analysis.run_one(rid)
     a = book.get(rid)["analysis"]
     assert a["state"] == "done" and a["memory"] is True and "memory.csv" in a["files"]
     assert book.report_file(rid, "memory.csv").read_text().count("\n") >= 4

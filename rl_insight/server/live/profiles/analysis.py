@@ -5,8 +5,8 @@ process bounded in time and memory (analysis/isolated.py), one request at a time
 freeze or exhaust the server, and a burst of uploads never competes with ingest for more than one core. An analysis
 that fails or is killed ends `failed` with the reason. In a fleet every server may see a request pending: the one
 that claims it (pending -> running, a compare-and-set in the store) analyses it, and one whose server died
-mid-analysis is claimed again once it has run past the analysis timeout. A mixin of `ProfileBook`; the state it
-shares is declared below for the type checker.
+mid-analysis is claimed again once it has run past the analysis timeout. `ProfileBook` holds one `ProfileAnalysis`
+and is its `AnalysedBook`: the records, their lock and how one is updated (files, or the fleet's shared records).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 log = logging.getLogger("rl_insight.server.live.profiles.book")
 
@@ -25,38 +25,49 @@ ANALYSIS_ATTEMPTS = 2  # an analysis interrupted (a server stopped or died) runs
 TAKEOVER_GRACE_S = 120.0  # past its timeout and this, a running analysis' server is gone
 
 
-class TraceAnalysis:
+class AnalysedBook(Protocol):
+    """What the analysis reads and writes of its book."""
+
     _lock: threading.Lock
     _records: dict[str, dict[str, Any]]
     analysis_timeout_s: float
     analysis_max_memory_bytes: int
     _shared: Any  # a fleet's store (another server may run an analysis), or None
-    _update: Callable[[dict[str, Any], Callable[[dict[str, Any]], bool]], bool]
-    _dir: Callable[[str], Path]
-    sweep: Callable[..., int]
 
-    def start_analysis(self, analyze: bool) -> None:
+    def _update(self, rec: dict[str, Any], change: Callable[[dict[str, Any]], bool]) -> bool: ...
+
+    def _dir(self, rid: str) -> Path: ...
+
+    def sweep(self) -> int: ...
+
+
+class ProfileAnalysis:
+    """One thread analysing the book's requests one at a time (`analyze` False: none runs; a test drives it)."""
+
+    def __init__(self, book: AnalysedBook, analyze: bool) -> None:
+        self.book = book
+        self.running = analyze
         self._work: queue.Queue[str | None] = queue.Queue()
-        self._queued: set[str] = set()  # in the queue: a fleet's poll finds the same pending request every second
+        self.queued: set[str] = set()  # in the queue: a fleet's poll finds the same pending request every second
         self._thread: threading.Thread | None = None
         if analyze:
-            self._thread = threading.Thread(target=self._analysis_loop, name="rl-insight-profile-analysis", daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="rl-insight-profile-analysis", daemon=True)
             self._thread.start()
 
-    def _analysis_loop(self) -> None:
-        for rid, rec in list(self._records.items()):
-            if self._analysis_due(rec):
+    def _loop(self) -> None:
+        for rid, rec in list(self.book._records.items()):
+            if self.due(rec):
                 self.enqueue(rid)
         while True:
             try:
                 got = self._work.get(timeout=600)
             except queue.Empty:
-                self.sweep()
+                self.book.sweep()
                 continue
             if got is None:
                 return
             rid = got
-            self._queued.discard(rid)
+            self.queued.discard(rid)
             while not self._work.empty():  # several files arrived meanwhile: analyse the request once
                 nxt = self._work.get()
                 if nxt is None:
@@ -65,19 +76,20 @@ class TraceAnalysis:
                     self._work.put(nxt)
                     break
             try:
-                self._analyse(rid)
+                self.run_one(rid)
             except Exception as exc:  # the thread survives, and the request never stays "running"
                 log.warning("analysis of profile request %s failed: %r", rid, exc)
-                failed = self._records.get(rid)
+                failed = self.book._records.get(rid)
                 if failed is not None:
-                    self._set_analysis(failed, {**failed.get("analysis", {}), "state": "failed",
+                    self.set_result(failed, {**failed.get("analysis", {}), "state": "failed",
                                                 "message": f"the analysis could not run: {type(exc).__name__}"})
 
-    def _analyse(self, rid: str) -> None:
+    def run_one(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
         from ....analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
 
-        rec = self._records.get(rid)
+        book = self.book
+        rec = book._records.get(rid)
         if rec is None:
             return
         claim: dict[str, Any] = {}
@@ -85,7 +97,7 @@ class TraceAnalysis:
         def take(r: dict[str, Any]) -> bool:
             """pending (or abandoned by a dead server) -> running, here; False when another server has it or it is
             over."""
-            if not self._analysis_due(r):
+            if not self.due(r):
                 return False
             before = r.get("analysis", {})
             attempts = int(before.get("attempts", 0)) + 1
@@ -98,18 +110,18 @@ class TraceAnalysis:
                                                           "started_at": time.time()})
             return True
 
-        with self._lock:
-            if not self._update(rec, take) or rec["analysis"].get("state") != "running":
+        with book._lock:
+            if not book._update(rec, take) or rec["analysis"].get("state") != "running":
                 return
             attempts = rec["analysis"]["attempts"]
         req = rec["request"]
         title = f"{req['project']}/{req['experiment_name']} steps {req['steps'][0]}-{req['steps'][1]} (profile {rid})"
         names = [n for n, f in rec["files"].items() if f.get("complete")]
         # bound on what one trace may inflate to: tied to the request's byte cap, and within the child's memory
-        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], self.analysis_max_memory_bytes // 2))
-        result = run_isolated(self._dir(rid), names, title, inflate_limit=inflate_limit,
-                              max_memory_bytes=self.analysis_max_memory_bytes, timeout_s=self.analysis_timeout_s)
-        self._set_analysis(rec, {**result, "attempts": attempts})
+        inflate_limit = int(min(REQUEST_FILES_FACTOR * req["max_bytes"], book.analysis_max_memory_bytes // 2))
+        result = run_isolated(book._dir(rid), names, title, inflate_limit=inflate_limit,
+                              max_memory_bytes=book.analysis_max_memory_bytes, timeout_s=book.analysis_timeout_s)
+        self.set_result(rec, {**result, "attempts": attempts})
 
     def reanalyse(self, rid: str) -> dict[str, Any]:
         """Analyse a request's traces again (a profile taken before, read by a newer analysis): its analysis goes back
@@ -117,7 +129,7 @@ class TraceAnalysis:
         for an unknown request."""
         from ....errors import ConflictError, NotFoundError
 
-        rec = self._records.get(rid)
+        rec = self.book._records.get(rid)
         if rec is None:
             raise NotFoundError(f"no profile request {rid}", hint="`rl-insight profile list --run RUN` lists them")
         if not any(f.get("complete") for f in rec.get("files", {}).values()):
@@ -130,34 +142,34 @@ class TraceAnalysis:
             r["analysis"] = {"state": "pending", "attempts": 0, "requested_at": time.time()}
             return True
 
-        with self._lock:
-            self._update(rec, pending)
+        with self.book._lock:
+            self.book._update(rec, pending)
         if self._thread is not None:
             self.enqueue(rid)
         return rec
 
     def enqueue(self, rid: str) -> None:
-        if rid not in self._queued:
-            self._queued.add(rid)
+        if rid not in self.queued:
+            self.queued.add(rid)
             self._work.put(rid)
 
-    def _set_analysis(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
+    def set_result(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
         def put(r: dict[str, Any]) -> bool:
             r["analysis"] = analysis
             return True
 
-        with self._lock:
-            self._update(rec, put)
+        with self.book._lock:
+            self.book._update(rec, put)
 
-    def _analysis_due(self, rec: dict[str, Any]) -> bool:
+    def due(self, rec: dict[str, Any]) -> bool:
         """Pending, or running so long that its server must have died (a fleet: another server takes it)."""
         analysis = rec.get("analysis") or {}
         if analysis.get("state") == "pending":
             return True
         started = analysis.get("started_at")
-        return (analysis.get("state") == "running" and self._shared is not None
+        return (analysis.get("state") == "running" and self.book._shared is not None
                 and isinstance(started, (int, float))
-                and time.time() - started > self.analysis_timeout_s + TAKEOVER_GRACE_S)
+                and time.time() - started > self.book.analysis_timeout_s + TAKEOVER_GRACE_S)
 
     def close(self) -> None:
         if self._thread is not None:

@@ -48,7 +48,7 @@ from ....protocol import (
 from ....protocol.profiles import decode_process_report
 from ...workers.batch_worker import Periodic
 from ..step_clock import StepClock
-from .analysis import REQUEST_FILES_FACTOR, TraceAnalysis
+from .analysis import REQUEST_FILES_FACTOR, ProfileAnalysis
 from .files import RequestFiles
 from .shared import SharedRequests
 
@@ -70,7 +70,7 @@ def _now() -> float:
     return time.time()
 
 
-class ProfileBook(TraceAnalysis):
+class ProfileBook:
     def __init__(self, root: Path, *, analyze: bool = True, max_active_per_run: int = MAX_ACTIVE_PER_RUN,
                  clock: StepClock | None = None, analysis_timeout_s: float = 600.0,
                  analysis_max_memory_bytes: int = 8 * 2**30,
@@ -92,8 +92,7 @@ class ProfileBook(TraceAnalysis):
         self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
         self._max_active = max_active_per_run
         self._load()
-        self._analyze = analyze
-        self.start_analysis(analyze)
+        self.analysis = ProfileAnalysis(self, analyze)  # completed traces analysed on a thread of their own
         self.refresh_errors = 0
         self._warned_at = 0.0
         self._poll = Periodic("profile-requests", POLL_S, self._refresh_quietly).start() if shared else None
@@ -134,10 +133,14 @@ class ProfileBook(TraceAnalysis):
                 log.warning("profile requests: cannot read the fleet's store (%s: %s); retrying every %.0f s",
                             type(exc).__name__, exc, POLL_S)
 
+    def reanalyse(self, rid: str) -> dict[str, Any]:
+        """Analyse a request's traces again (profiles/analysis.py: `ProfileAnalysis.reanalyse`)."""
+        return self.analysis.reanalyse(rid)
+
     def close(self) -> None:
         if self._poll is not None:
             self._poll.stop()
-        super().close()
+        self.analysis.close()
         if self._shared is not None:
             self._shared.close()
 
@@ -159,10 +162,10 @@ class ProfileBook(TraceAnalysis):
             for rid, part, body in changes.parts:
                 if rid in self._records:
                     self._shared.merge_part(self._records[rid], part, body)
-            waiting = [rid for rid, rec in self._records.items() if self._analysis_due(rec)]
-        if self._analyze:
+            waiting = [rid for rid, rec in self._records.items() if self.analysis.due(rec)]
+        if self.analysis.running:
             for rid in waiting:
-                self.enqueue(rid)
+                self.analysis.enqueue(rid)
 
     # ------------------------------------------------------------------ requests
     def create(
@@ -397,8 +400,8 @@ class ProfileBook(TraceAnalysis):
                 self._files.put_file(rec, name)
             if complete:  # new input: analysed again (attempts start over)
                 self._update(rec, lambda r: _set_analysis_state(r, {"state": "pending"}))
-        if complete and self._analyze:
-            self.enqueue(rid)
+        if complete and self.analysis.running:
+            self.analysis.enqueue(rid)
         return {"size": size, "complete": complete}
 
     def file(self, rid: str, name: str) -> Path:

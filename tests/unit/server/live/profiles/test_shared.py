@@ -73,7 +73,8 @@ def test_changes_made_at_once_on_two_servers_are_both_kept(pair: tuple[ProfileBo
     b.refresh()
     rec_b = b._records[rid]
     a.cancel(rid)  # b has not polled: its copy is one version behind
-    b._set_analysis(rec_b, {"state": "failed", "message": "from b"})  # compare-and-set fails, reapplied to a's copy
+    # compare-and-set fails, reapplied to a's copy
+    b.analysis.set_result(rec_b, {"state": "failed", "message": "from b"})
     for book in (a, b):
         book.refresh()
         got = book.get(rid)
@@ -97,25 +98,25 @@ def test_one_server_analyses_a_trace_and_a_dead_servers_analysis_is_taken_over(
     rid = a.create("p", "e", 3, 3)["id"]
     b.upload(rid, NAME, 0, 10, b"0123456789")
     a.refresh()
-    a._analyse(rid)
-    b._analyse(rid)  # b had it queued too; a claimed it first
+    a.analysis.run_one(rid)
+    b.analysis.run_one(rid)  # b had it queued too; a claimed it first
     assert len(ran) == 1
     b.refresh()
     assert b.get(rid)["analysis"]["state"] == "done"
     # a server dies mid-analysis: once past the timeout, another one claims it again, and a second loss ends it
     rec = a._records[rid]
-    a._set_analysis(rec, {"state": "running", "attempts": 1, "started_at": time.time() - 10})
+    a.analysis.set_result(rec, {"state": "running", "attempts": 1, "started_at": time.time() - 10})
     b.refresh()
-    assert not b._analysis_due(b._records[rid])  # still within its timeout: its server may be working on it
+    assert not b.analysis.due(b._records[rid])  # still within its timeout: its server may be working on it
     monkeypatch.setattr(profile_analysis, "TAKEOVER_GRACE_S", -b.analysis_timeout_s)
-    b._analyze = True  # (no analysis thread runs: the test takes b's queue itself)
+    b.analysis.running = True  # (no analysis thread runs: the test takes b's queue itself)
     b.refresh()
-    assert rid in b._queued
-    b._analyse(rid)
+    assert rid in b.analysis.queued
+    b.analysis.run_one(rid)
     assert len(ran) == 2 and b.get(rid)["analysis"] == {"state": "done", "attempts": 2}
-    b._set_analysis(b._records[rid], {"state": "running", "attempts": 2, "started_at": time.time() - 10})
+    b.analysis.set_result(b._records[rid], {"state": "running", "attempts": 2, "started_at": time.time() - 10})
     a.refresh()
-    a._analyse(rid)
+    a.analysis.run_one(rid)
     assert len(ran) == 2
     got = a.get(rid)["analysis"]
     assert got["state"] == "failed" and "interrupted 2 times" in got["message"]
