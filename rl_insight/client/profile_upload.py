@@ -33,14 +33,19 @@ class _Upload:
         self.window = window
 
 
-class TraceUploads:
-    _lock: threading.Lock
-    _outbox: deque[tuple[str, dict[str, Any]]]
-    _upload: _Upload | None
-    _fails: int
-    _next_try: float
-    traces_uploaded: int
-    _status: Callable[..., None]
+class TraceUploader:
+    """The sender thread's half of profiling: the statuses queued by the controller (`outbox`) and the one finished
+    trace being uploaded (`current`, set by the controller under the shared `lock`); `report` is the controller's
+    status function (an upload's end is a status too)."""
+
+    def __init__(self, lock: threading.Lock, report: Callable[..., None]) -> None:
+        self._lock = lock
+        self._status = report
+        self.outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)  # (request id, status body) to send
+        self.current: _Upload | None = None
+        self._fails = 0
+        self._next_try = 0.0
+        self.traces_uploaded = 0
 
     def pump(self, transport: Any) -> None:
         """Statuses, then a few chunks of the trace being uploaded. Failures retry later (own backoff)."""
@@ -50,8 +55,8 @@ class TraceUploads:
         from .transport import TransportError
 
         try:
-            while self._outbox:
-                rid, body = self._outbox[0]
+            while self.outbox:
+                rid, body = self.outbox[0]
                 resp = transport.post(f"{ROUTE_PROFILES}/{rid}/status", wire.encode_json(body), {})
                 if resp.status == 429 or resp.status >= 500:
                     raise TransportError(f"HTTP {resp.status}")
@@ -63,8 +68,8 @@ class TraceUploads:
                         resp.status,
                         resp.body.get("detail"),
                     )
-                self._outbox.popleft()
-            if self._upload is not None:
+                self.outbox.popleft()
+            if self.current is not None:
                 self._send_chunks(transport)
             self._fails = 0
         except TransportError as exc:
@@ -75,7 +80,7 @@ class TraceUploads:
     def _send_chunks(self, transport: Any) -> None:
         from .transport import TransportError
 
-        up = self._upload
+        up = self.current
         assert up is not None
         if up.total < 0 and not self._compress(up):
             return
@@ -137,7 +142,7 @@ class TraceUploads:
 
     def _finish_upload(self, up: _Upload, state: str, message: str, file: str | None = None) -> None:
         with self._lock:
-            self._upload = None
+            self.current = None
         _remove(up.json_path)
         _remove(up.gz_path)
         self._status(up.req, state, message, window=up.window, file=file)

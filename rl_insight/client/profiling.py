@@ -25,10 +25,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 
 from ..protocol import ProfileRequest, RunControl
-from .profile_upload import TraceUploads, _remove, _Upload
+from .profile_upload import TraceUploader, _remove, _Upload
 from .ratelog import ratelog
 
 TYPE_CHECKING = False
@@ -64,7 +63,7 @@ class _Window:
         self.steps = [step]
 
 
-class ProfileController(TraceUploads):
+class ProfileController:
     def __init__(self, process: ProcessSide) -> None:
         self._exp = process
         self.hot = False  # read on the hot path: something is armed or profiling
@@ -78,16 +77,13 @@ class ProfileController(TraceUploads):
         self._armed: ProfileRequest | None = None
         self._armed_clock: int | None = None  # the step clock when the request was armed
         self._window: _Window | None = None
-        self._upload: _Upload | None = None
         self._exporting = False  # between closing a window and its trace being ready to upload
         self._cancelled: set[str] = set()
         self._seen: set[str] = set()
-        self._outbox: deque[tuple[str, dict[str, Any]]] = deque(maxlen=64)
         self._torch: bool | None = None  # None: not looked for yet
         self._warmed = threading.Event()  # set once torch.profiler has been started once in this process
-        self._fails = 0
-        self._next_try = 0.0
-        self.traces_uploaded = 0
+        # statuses and the finished trace, sent from the sender thread (profile_upload.py)
+        self.uploads = TraceUploader(self._lock, self._status)
 
     # ------------------------------------------------------------------ identity
     def rank(self) -> int | None:
@@ -116,8 +112,12 @@ class ProfileController(TraceUploads):
         return {"host": self._exp.host, "pid": self._exp.pid, "rank": self.rank(), "lanes": sorted(self.lanes)[:64],
                 "roles": sorted(self.roles())[:16]}
 
+    def pump(self, transport: Any) -> None:
+        """(the sender thread) Statuses, then a few chunks of the trace being uploaded."""
+        self.uploads.pump(transport)
+
     def has_statuses(self) -> bool:
-        return bool(self._outbox)
+        return bool(self.uploads.outbox)
 
     @property
     def phase(self) -> str:
@@ -127,12 +127,12 @@ class ProfileController(TraceUploads):
             return "profiling"
         if self._exporting:
             return "exporting"
-        if self._upload is not None:
+        if self.uploads.current is not None:
             return "uploading"
         return "armed" if self._armed is not None else "idle"
 
     def busy(self) -> bool:
-        return self.phase != "idle" or bool(self._outbox)
+        return self.phase != "idle" or bool(self.uploads.outbox)
 
     # ------------------------------------------------------------------ sender thread: requests from replies
     def offer(self, control: RunControl) -> None:
@@ -165,7 +165,7 @@ class ProfileController(TraceUploads):
         with self._lock:
             if self.phase != "idle":
                 taken = (self._armed or (self._window.req if self._window else None)
-                         or (self._upload.req if self._upload else None))
+                         or (self.uploads.current.req if self.uploads.current else None))
                 taken_id = taken.id if taken is not None else "(exporting)"
                 self._status(req, "busy", f"this process is already serving profile request {taken_id}; one at a time")
                 return
@@ -378,7 +378,7 @@ class ProfileController(TraceUploads):
                 _remove(path)
             elif out is not None:
                 with self._lock:
-                    self._upload = _Upload(w.req, out, name, window)
+                    self.uploads.current = _Upload(w.req, out, name, window)
                     self._exporting = False
                 self._status(w.req, "uploading", note or f"steps {w.steps[0]}-{w.steps[-1]} profiled; uploading",
                              window=window)
@@ -412,7 +412,7 @@ class ProfileController(TraceUploads):
             body["window"] = window
         if file is not None:
             body["file"] = file
-        self._outbox.append((req.id, body))
+        self.uploads.outbox.append((req.id, body))
         self._exp.wake()
 
     def at_exit(self) -> None:
@@ -429,7 +429,7 @@ class ProfileController(TraceUploads):
         elif self._armed is not None:
             self._status(self._armed, "expired", "the process exited before the window opened")
             self._armed = None
-        up = self._upload
+        up = self.uploads.current
         if up is not None:
             self._status(up.req, "failed", f"the process exited during the upload ({max(up.offset, 0)} of "
                                            f"{max(up.total, 0)} bytes sent)", window=up.window)

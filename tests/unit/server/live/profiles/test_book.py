@@ -131,7 +131,7 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
     exp = _Exp()
     ctl = ProfileController(exp)
     ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 1}))
-    assert ctl.hot and ctl._outbox[-1][1]["state"] == "armed"
+    assert ctl.hot and ctl.uploads.outbox[-1][1]["state"] == "armed"
     ctl.boundary()
     assert ctl._window is None  # the run is at step 1: not yet
     ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 2}))
@@ -140,9 +140,9 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
     ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 3}))
     ctl.boundary()
     assert ctl._window is None
-    wait_until(lambda: ctl._upload is not None, timeout=30, what="the export (on the profiler's thread)")
-    assert ctl._upload.window["steps"] == [3]
-    assert [b["state"] for _, b in ctl._outbox][-2:] == ["profiling", "uploading"]
+    wait_until(lambda: ctl.uploads.current is not None, timeout=30, what="the export (on the profiler's thread)")
+    assert ctl.uploads.current.window["steps"] == [3]
+    assert [b["state"] for _, b in ctl.uploads.outbox][-2:] == ["profiling", "uploading"]
 
 
 def test_a_request_that_no_longer_matches_the_reply_is_cancelled_before_its_window() -> None:
@@ -150,7 +150,7 @@ def test_a_request_that_no_longer_matches_the_reply_is_cancelled_before_its_wind
     ctl._torch = True
     ctl.offer(RunControl.from_wire({"profile": [_req(5, 5)], "run_step": 1}))
     ctl.offer(RunControl.from_wire({"profile": [], "run_step": 1}))
-    assert not ctl.hot and ctl._outbox[-1][1]["state"] == "cancelled"
+    assert not ctl.hot and ctl.uploads.outbox[-1][1]["state"] == "cancelled"
     ctl.offer(RunControl.from_wire({"profile": [_req(5, 5, ranks=(99,))]}))  # a request for another rank: never taken
     assert ctl._armed is None
 
@@ -180,14 +180,14 @@ def test_the_client_resumes_an_upload_where_the_server_is(tmp_path: Path, monkey
     src = tmp_path / "trace.json"
     src.write_bytes(json.dumps({"traceEvents": [{"name": str(i) * 50} for i in range(2000)]}).encode())
     req = ProfileRequest.from_wire(_req(3, 3))
-    ctl._upload = _Upload(req, str(src), NAME, {"start_ns": 1, "end_ns": 2, "steps": [3]})
+    ctl.uploads.current = _Upload(req, str(src), NAME, {"start_ns": 1, "end_ns": 2, "steps": [3]})
     t = _Transport(server_has=1000)  # it already has the first chunk (a lost reply, a restart)
     for _ in range(20):
         ctl.pump(t)
-        if ctl._upload is None:
+        if ctl.uploads.current is None:
             break
     assert t.offsets[:3] == [0, 1000, 2000]  # told where it is, the client continued from there
-    assert ctl._upload is None and ctl.traces_uploaded == 1 and not src.exists()
+    assert ctl.uploads.current is None and ctl.uploads.traces_uploaded == 1 and not src.exists()
 
 
 def test_a_trace_over_the_cap_is_reported_not_sent(tmp_path: Path) -> None:
@@ -195,11 +195,11 @@ def test_a_trace_over_the_cap_is_reported_not_sent(tmp_path: Path) -> None:
     src = tmp_path / "trace.json"
     src.write_bytes(bytes(range(256)) * 4000)  # incompressible enough
     req = ProfileRequest.from_wire({**_req(3, 3), "max_bytes": 100})
-    ctl._upload = _Upload(req, str(src), NAME, {"start_ns": 1, "end_ns": 2, "steps": [3]})
+    ctl.uploads.current = _Upload(req, str(src), NAME, {"start_ns": 1, "end_ns": 2, "steps": [3]})
     t = _Transport(server_has=0)
     ctl.pump(t)
-    assert t.offsets == [] and ctl._upload is None and not src.exists()
-    state, message = ctl._outbox[-1][1]["state"], ctl._outbox[-1][1]["message"]
+    assert t.offsets == [] and ctl.uploads.current is None and not src.exists()
+    state, message = ctl.uploads.outbox[-1][1]["state"], ctl.uploads.outbox[-1][1]["message"]
     assert state == "failed" and "over the request's cap" in message
 
 
@@ -212,7 +212,8 @@ def test_a_request_that_expires_before_its_window_says_so() -> None:
     time.sleep(0.3)
     ctl.boundary("rank_0")
     assert not ctl.hot and ctl._armed is None
-    assert ctl._outbox[-1][1]["state"] == "expired" and "expired before its window" in ctl._outbox[-1][1]["message"]
+    last = ctl.uploads.outbox[-1][1]
+    assert last["state"] == "expired" and "expired before its window" in last["message"]
 
 
 def test_a_process_that_goes_silent_mid_window_ends_failed(tmp_path: Path) -> None:
@@ -244,8 +245,8 @@ def test_a_step_that_began_before_the_runs_clock_arrived_is_not_profiled_partial
     ctl.boundary("rank_0", "generate")  # step 3's first state, before this process heard that step 2 ended
     ctl.offer(RunControl.from_wire({"profile": [_req(3, 3)], "run_step": 2, "run_step_at": moved_at}))
     ctl.boundary("rank_0", "actor_update")
-    assert ctl._window is None and ctl._outbox[-1][1]["state"] == "expired"
-    assert "before the run's step clock reached this process" in ctl._outbox[-1][1]["message"]
+    assert ctl._window is None and ctl.uploads.outbox[-1][1]["state"] == "expired"
+    assert "before the run's step clock reached this process" in ctl.uploads.outbox[-1][1]["message"]
 
     # heard in time: the lane's last state was before the clock moved, so the window opens at the step's first state
     pytest.importorskip("torch")
