@@ -90,9 +90,7 @@ def init(project: str | None = None, experiment_name: str | None = None, config:
             _internal_error("init", exc)
             return
         if _reg_only is not None:  # hand over registrations made before init, keep one thread
-            with _reg_only._reg_lock:
-                pending, _reg_only._registrations = _reg_only._registrations, []
-            for payload in pending:
+            for payload in _reg_only.registrations.take():
                 exp.register_targets(payload)
             _reg_only.shutdown(0)
             _reg_only = None

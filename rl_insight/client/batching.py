@@ -1,7 +1,7 @@
 """One batch out of what the hot path queued: samples (with verl's step bursts resolved), span starts and
 spans (protocol 1 or 2), the client's self-metrics, the run's description; encoded by `wire` in slices
-so the sender thread never holds the GIL for long. A mixin of `Delivery` (delivery.py), run on its
-sender thread only; the attributes it reads are the delivery's, declared below for the type checker."""
+so the sender thread never holds the GIL for long. `Delivery` (delivery.py) holds one `BatchBuilder` and runs it on
+its sender thread only."""
 
 from __future__ import annotations
 
@@ -14,10 +14,43 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
     from collections import deque
-    from typing import Any, Callable
+    from typing import Any, Protocol
 
     from .aggregate import Aggregates
     from .config import ClientConfig
+
+    class DeliveryState(Protocol):
+        """The delivery's state a batch is built from and moves (its queue, aggregates, identity, counters)."""
+
+        cfg: ClientConfig
+        queue: deque
+        agg: Aggregates
+        base_labels: dict[str, str]
+        pid: int
+        host: str
+        client_id: str
+        step: int | float | None
+        run_info: dict[str, Any] | None
+        open_states: Any
+        profiling: Any  # ProfileController: the process's rank
+        drops: dict[str, int]
+        sent_items: int
+        sent_batches: int
+        retries: int
+        _drop_lock: threading.Lock
+        _protocol: int
+        _resend_all: bool
+        _latest_gauges: dict[tuple, tuple]
+        _last_step_mark_ts: float
+        _next_self_metrics: float
+        budget: Any
+        _run_info_due: bool
+        _run_info_in_flight: bool
+        _final: bool
+        _step_names: dict[str, bool]
+
+        def drop(self, reason: str, n: int = 1) -> None: ...
+
 
 # Queue item tags (first tuple element).
 _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
@@ -49,50 +82,27 @@ def _assign_burst_steps(samples: list[list], marks: list[tuple[int, float, Any]]
 
 
 class BatchBuilder:
-    # the delivery's state this reads and writes (sender thread)
-    cfg: ClientConfig
-    queue: deque
-    agg: Aggregates
-    base_labels: dict[str, str]
-    pid: int
-    host: str
-    client_id: str
-    step: int | float | None
-    run_info: dict[str, Any] | None
-    open_states: Any
-    profiling: Any  # ProfileController: the process's rank
-    drops: dict[str, int]
-    sent_items: int
-    sent_batches: int
-    retries: int
-    _drop_lock: threading.Lock
-    _protocol: int
-    _resend_all: bool
-    _latest_gauges: dict[tuple, tuple]
-    _last_step_mark_ts: float
-    _next_self_metrics: float
-    budget: Any
-    _run_info_due: bool
-    _run_info_in_flight: bool
-    _final: bool
-    _step_names: dict[str, bool]
+    """Builds one batch out of what the delivery's hot path queued (on the sender thread). The state it reads and
+    writes is the delivery's (`d`: the queue, the aggregates, the run's identity and info, the step, the protocol,
+    the counters the self-metrics report): one pipeline per process, this is its batching step."""
 
-    drop: Callable[..., None]
+    def __init__(self, delivery: DeliveryState) -> None:
+        self.d = delivery
 
-    def _build_batch(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:
+    def build(self, force: bool = False) -> tuple[bytes, dict[str, str], int, bool]:
         """Pop up to batch_size items and encode them, yielding the GIL every wire.SLICE items."""
         from . import wire  # imported by the sender thread (json/gzip stay out of `import rl_insight`)
 
-        table = wire.SeriesTable(self.base_labels)
+        table = wire.SeriesTable(self.d.base_labels)
         samples: list[list] = []
         span_starts: list[Any] = []
         spans: list[Any] = []
-        attrs_table: dict[int, tuple[int, dict]] | None = {} if self._protocol == 2 else None
+        attrs_table: dict[int, tuple[int, dict]] | None = {} if self.d._protocol == 2 else None
         span_entry = self._span_json if attrs_table is None else (lambda it: self._span_compact(it, attrs_table))
-        latest = self._latest_gauges
-        max_series = self.cfg.max_series
-        q = self.queue
-        budget = self.cfg.batch_size
+        latest = self.d._latest_gauges
+        max_series = self.d.cfg.max_series
+        q = self.d.queue
+        budget = self.d.cfg.batch_size
         since_check = 0
         pause = wire.Yielder.for_backlog(len(q))
         step_marks: list[tuple[int, float, Any]] = []  # (index in samples, ts, new step) of step-metric samples
@@ -114,7 +124,7 @@ class BatchBuilder:
                 except (TypeError, ValueError, OverflowError):
                     v = float("nan")
                 if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
-                    self.drop("invalid_value")
+                    self.d.drop("invalid_value")
                     ratelog.log(
                         LOG_WARNING,
                         "gauge-value",
@@ -126,10 +136,10 @@ class BatchBuilder:
                 lkey = labels_key(labels)
                 gkey = (name, lkey)
                 if gkey not in latest and len(latest) >= max_series:
-                    self.drop("series_limit")
+                    self.d.drop("series_limit")
                     continue
                 latest[gkey] = (v, ts, step, doc, labels)
-                if self._step_names.get(name):
+                if self.d._step_names.get(name):
                     step_marks.append((len(samples), ts, step))
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             elif tag == _SPAN:
@@ -137,11 +147,11 @@ class BatchBuilder:
             else:
                 span_starts.append(span_entry(item))
 
-        self._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self._last_step_mark_ts)
+        self.d._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self.d._last_step_mark_ts)
         # Cumulative series: all of them after a server restart, else only those that changed.
-        resend = self._resend_all
-        self._resend_all = False
-        counters, hists = self.agg.take(resend)
+        resend = self.d._resend_all
+        self.d._resend_all = False
+        counters, hists = self.d.agg.take(resend)
         for name, lkey, total, ts, step, doc, labels in counters:
             samples.append([table.ref("c", name, lkey, labels, doc), ts, step, total])
         for name, lkey, total, count, cumulative, ts, step, doc, labels, bounds in hists:
@@ -149,49 +159,49 @@ class BatchBuilder:
         if resend:
             for (name, lkey), (v, ts, step, doc, labels) in list(latest.items()):
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
-            if self.open_states is not None:  # states still open: the restarted server learns they are claimed
+            if self.d.open_states is not None:  # states still open: the restarted server learns they are claimed
                 # (a state that started in this very batch is in it already; both wire forms lead with the hex id)
                 announced = {e[0] if isinstance(e, list) else e["id"] for e in span_starts}
-                span_starts.extend(span_entry(it) for it in self.open_states() if f"{it[1]:016x}" not in announced)
+                span_starts.extend(span_entry(it) for it in self.d.open_states() if f"{it[1]:016x}" not in announced)
         n_user = len(samples) + len(span_starts) + len(spans)
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
-        client = {"id": self.client_id, "pid": self.pid, "host": self.host, **self.base_labels}
-        rank = self.profiling.rank()
+        client = {"id": self.d.client_id, "pid": self.d.pid, "host": self.d.host, **self.d.base_labels}
+        rank = self.d.profiling.rank()
         if rank is not None:  # the server lists a run's processes by rank (requests that select ranks)
             client["rank"] = rank
-        if self.cfg.namespace:
-            client["namespace"] = self.cfg.namespace
-        if self._run_info_due:
-            client["run"] = self.run_info
-            self._run_info_in_flight = True
+        if self.d.cfg.namespace:
+            client["namespace"] = self.d.cfg.namespace
+        if self.d._run_info_due:
+            client["run"] = self.d.run_info
+            self.d._run_info_in_flight = True
         span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
-        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self._final, span_attrs, pause)
+        body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self.d._final, span_attrs, pause)
         body, headers = wire.compress(body)
         return body, headers, n_user, bool(n_user)
 
     def _add_self_metrics(self, table: Any, samples: list, force: bool = False) -> None:
         now = time.time()
-        if now < self._next_self_metrics and not force:
+        if now < self.d._next_self_metrics and not force:
             return
-        self._next_self_metrics = now + _SELF_METRICS_EVERY_S
-        labels = {"pid": str(self.pid), "host": self.host}
+        self.d._next_self_metrics = now + _SELF_METRICS_EVERY_S
+        labels = {"pid": str(self.d.pid), "host": self.d.host}
         doc = "rl-insight client self-metric"
         values: list[tuple[str, str, dict, float]] = [
-            ("c", "events_sent", labels, float(self.sent_items)),
-            ("c", "batches_sent", labels, float(self.sent_batches)),
-            ("c", "send_retries", labels, float(self.retries)),
-            ("g", "queue_depth", labels, float(len(self.queue))),
+            ("c", "events_sent", labels, float(self.d.sent_items)),
+            ("c", "batches_sent", labels, float(self.d.sent_batches)),
+            ("c", "send_retries", labels, float(self.d.retries)),
+            ("g", "queue_depth", labels, float(len(self.d.queue))),
         ]
-        with self._drop_lock:
-            drops = dict(self.drops)
+        with self.d._drop_lock:
+            drops = dict(self.d.drops)
         for reason, n in drops.items():
             values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
-        if self.budget is not None:  # what the span budget left out: by choice, not lost (not a drop)
-            values.append(("c", "turns_sampled_out", labels, float(self.budget.turns_out)))
-            values.append(("c", "trajectories_sampled_out", labels, float(self.budget.trajectories_out)))
+        if self.d.budget is not None:  # what the span budget left out: by choice, not lost (not a drop)
+            values.append(("c", "turns_sampled_out", labels, float(self.d.budget.turns_out)))
+            values.append(("c", "trajectories_sampled_out", labels, float(self.d.budget.trajectories_out)))
         for kind, name, lab, value in values:
-            samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.step, value])
+            samples.append([table.ref(kind, name, labels_key(lab), lab, doc, None, "client"), now, self.d.step, value])
 
     def _span_compact(self, item: tuple, attrs_table: dict[int, tuple[int, dict]]) -> list:
         """Protocol 2: a list, its attributes an index into the batch's table. Spans of a lane share their
@@ -201,9 +211,9 @@ class BatchBuilder:
         entry = attrs_table.get(key)
         if entry is None:
             merged = (
-                {"process_id": str(self.pid), **attrs, **self.base_labels}
+                {"process_id": str(self.d.pid), **attrs, **self.d.base_labels}
                 if attrs
-                else {"process_id": str(self.pid), **self.base_labels}
+                else {"process_id": str(self.d.pid), **self.d.base_labels}
             )
             entry = attrs_table[key] = (len(attrs_table), merged)
         return [f"{span_id:016x}", f"{trace_id:032x}", f"{parent_id:016x}" if parent_id is not None else None,
@@ -212,9 +222,9 @@ class BatchBuilder:
     def _span_json(self, item: tuple) -> dict:
         _, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind = item
         attributes = (
-            {"process_id": str(self.pid), **attrs, **self.base_labels}
+            {"process_id": str(self.d.pid), **attrs, **self.d.base_labels}
             if attrs
-            else {"process_id": str(self.pid), **self.base_labels}
+            else {"process_id": str(self.d.pid), **self.d.base_labels}
         )
         out = {
             "id": f"{span_id:016x}",

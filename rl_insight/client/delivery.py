@@ -27,13 +27,14 @@ import time
 from collections import deque
 
 from .._version import __version__
-from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, ROUTE_TARGETS, IngestReply
+from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, IngestReply
 from ..semantics.names import sanitize_metric_name
 from .aggregate import Aggregates
 from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, BatchBuilder
 from .config import ClientConfig
 from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
 from .ratelog import ratelog
+from .registrations import TargetRegistrations
 from .span_budget import budget_from
 from .stacks import StackAnswers
 from .urls import ServerUrl
@@ -51,7 +52,7 @@ LOG_INFO = 20
 
 MAX_BOOTS_REMEMBERED = 16  # servers' boot ids a process remembers (the servers of a fleet it reached)
 
-class Delivery(BatchBuilder):
+class Delivery:
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
 
     def __init__(self, cfg: ClientConfig, url: ServerUrl | list[ServerUrl], base_labels: dict[str, str],
@@ -116,8 +117,7 @@ class Delivery(BatchBuilder):
         self.sent_batches = 0
         self.retries = 0
 
-        self._reg_lock = threading.Lock()
-        self._registrations: list[dict] = []
+        self.registrations = TargetRegistrations()  # upstream's update_prometheus_config, sent by the sender thread
         self._flush_lock = threading.Lock()
         self._flush_waiters: list[threading.Event] = []
 
@@ -131,6 +131,7 @@ class Delivery(BatchBuilder):
         self._final = False
         self._final_sent = False
         self._abandoned = False
+        self.batches = BatchBuilder(self)  # one batch out of what is queued, on the sender thread (batching.py)
         # Imports and first-use work happen here, in init(), before the training loop runs: done lazily
         # in the thread they would hold the GIL for milliseconds while the loop is already running.
         try:
@@ -243,8 +244,7 @@ class Delivery(BatchBuilder):
         self._wake.set()
 
     def register_targets(self, payload: dict) -> None:
-        with self._reg_lock:
-            self._registrations.append(payload)
+        self.registrations.add(payload)
         self._wake.set()
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -273,8 +273,7 @@ class Delivery(BatchBuilder):
         n = len(self.queue) + (self._pending[2] if self._pending is not None else 0)
         self.queue.clear()
         self._pending = None
-        with self._reg_lock:
-            self._registrations = []
+        self.registrations.take()  # (given up with the rest)
         self._abandoned = True  # given up: the thread ends instead of retrying forever
         self._wake.set()
         with self._drop_lock:
@@ -324,7 +323,7 @@ class Delivery(BatchBuilder):
                 self._stopping
                 and (self._pending is None or transport is None)
                 and not self.queue
-                and not self._registrations
+                and not self.registrations.pending
                 and (transport is None or not self.profiling.has_statuses())
             ):
                 self._release_waiters()
@@ -400,7 +399,7 @@ class Delivery(BatchBuilder):
 
     def _send_all(self, transport: Any, force: bool) -> bool:
         """Send registrations, then batches until the queue is empty. True when nothing is left pending."""
-        self._send_registrations(transport)
+        self.registrations.send(transport, self.url, self._retry_later, self.drop)
         if self._pending is not None:
             if not self._deliver(transport, *self._pending):
                 return False
@@ -409,7 +408,7 @@ class Delivery(BatchBuilder):
         heartbeat_due = time.monotonic() - self._last_sent >= (FAST_POLL_S if self.profiling.busy() else HEARTBEAT_S)
         must_send = force or heartbeat_due or (self._final and not self._final_sent)
         while True:
-            body, headers, n_user, has_items = self._build_batch(force=must_send)
+            body, headers, n_user, has_items = self.batches.build(force=must_send)
             if not has_items and not must_send:
                 return True
             if not self._deliver(transport, body, headers, n_user, self._final):
@@ -483,50 +482,3 @@ class Delivery(BatchBuilder):
         ratelog.log(LOG_WARNING, "retry", "[rl-insight] %s; retrying in the background (data is kept up to the queue "
                                           "bound)", why)
         return False
-
-    def _send_registrations(self, transport: Any) -> None:
-        from .transport import TransportError
-
-        with self._reg_lock:
-            todo, self._registrations = self._registrations, []
-        keep: list[dict] = []
-        where = f"{self.url}{ROUTE_TARGETS}"
-        for i, payload in enumerate(todo):
-            try:
-                from . import wire
-
-                resp = transport.post(ROUTE_TARGETS, wire.encode_json(payload), {})
-            except TransportError as exc:
-                self._retry_later(f"target registration: server unreachable at {where} ({exc})")
-                keep = todo[i:]
-                break
-            if resp.status == 429 or resp.status >= 500:
-                self._retry_later(f"target registration: {where} answered HTTP {resp.status}")
-                keep = todo[i:]
-                break
-            if resp.status == 409:
-                self.drop("archived_experiment")
-                ratelog.log(LOG_ERROR, "reg-archived", "[rl-insight] %s refused the targets of job %r: %.300s",
-                            where, payload.get("job_name"), resp.body.get("detail") or resp.body)
-            elif resp.status >= 400:
-                self.drop("registration_refused")
-                ratelog.log(
-                    LOG_ERROR,
-                    "reg-rejected",
-                    "[rl-insight] %s refused the targets of job %r (HTTP %s): %.300s",
-                    where,
-                    payload.get("job_name"),
-                    resp.status,
-                    resp.body.get("detail") or resp.body,
-                )
-            else:
-                ratelog.log(
-                    LOG_INFO,
-                    "reg-ok:" + str(payload.get("job_name")),
-                    "[rl-insight] Registered %d Prometheus targets with RL-Insight server (job_name=%s)",
-                    len(payload.get("targets", [])),
-                    payload.get("job_name"),
-                )
-        if keep:
-            with self._reg_lock:
-                self._registrations[:0] = keep
