@@ -1,7 +1,7 @@
 """The sender thread's half of profiling: statuses reported as they are queued, and a finished trace compressed
 and uploaded in chunks (`PROFILE_CHUNK_BYTES`, at most `_CHUNKS_PER_CYCLE` per sender cycle so metric batches keep
 flowing), resumed where the server says (409 with its size), given up after repeated failures (reported).
-A mixin of `ProfileController` (profiling.py); the state it shares is declared below for the type checker."""
+`ProfileController` (profiling.py) holds one `TraceUploader` and shares its lock with it."""
 
 from __future__ import annotations
 
