@@ -25,11 +25,18 @@ DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) s
 def build_router(st: AppState) -> APIRouter:
     """The run store's read API; every route needs the token (or the UI's cookie) when one is set."""
     assert st.reader is not None
-    reader = st.reader
-    cfg = st.config
-    live_window_s, step_metric, version_metric = cfg.live_window_s, cfg.step_metric, cfg.version_metric
     r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
                   responses=error_responses(401, 403, 404, 422))
+    for add in (_add_run_routes, _add_series_routes, _add_span_routes, _add_insight_and_export_routes):
+        add(r, st)
+    return r
+
+
+def _add_run_routes(r: APIRouter, st: AppState) -> None:
+    """The runs list (filtered, sorted, searched) and one run."""
+    reader = st.reader
+    assert reader is not None
+    live_window_s = st.config.live_window_s
 
     @r.get("/runs")
     def runs(
@@ -62,6 +69,12 @@ def build_router(st: AppState) -> APIRouter:
     ) -> dict[str, Any]:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
         return q.get_run(reader.conn(), run_id, live_window_s, include_config=config)
+
+
+def _add_series_routes(r: APIRouter, st: AppState) -> None:
+    """A run's metrics and series, and one metric across runs."""
+    reader = st.reader
+    assert reader is not None
 
     @r.get("/runs/{run_id}/metrics")
     def metrics(run_id: RunId) -> dict[str, Any]:
@@ -104,6 +117,13 @@ def build_router(st: AppState) -> APIRouter:
         except ValueError:
             raise InvalidInputError(f"runs must be comma-separated integers, got {runs!r}") from None
         return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
+
+
+def _add_span_routes(r: APIRouter, st: AppState) -> None:
+    """A run's lanes and spans (the timeline's window), and one span."""
+    reader = st.reader
+    assert reader is not None
+    live_window_s = st.config.live_window_s
 
     @r.get("/runs/{run_id}/lanes")
     def lanes(run_id: RunId, counts: bool = False) -> dict[str, Any]:
@@ -161,6 +181,16 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/runs/{run_id}/spans/{span_id}")
     def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> dict[str, Any]:
         return q.span_detail(reader.conn(), run_id, span_id)
+
+
+def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
+    """A run's insights, its CSV and Perfetto exports, and its scrape targets."""
+    reader = st.reader
+    assert reader is not None
+    cfg = st.config
+    live_window_s = st.config.live_window_s
+    step_metric = st.config.step_metric
+    version_metric = st.config.version_metric
 
     @r.get("/runs/{run_id}/insights")
     def run_insight(
@@ -230,8 +260,6 @@ def build_router(st: AppState) -> APIRouter:
         for t in mine:
             t["health"] = health.get((t["job"], t["target"]), "unknown" if health else None)
         return {"run_id": run_id, "targets": mine}
-
-    return r
 
 
 class CSVResponse(StreamingResponse):
