@@ -25,8 +25,9 @@ FileName = Path(
     description="the trace file's name (letters, digits, . _ = + -; ending in .json.gz, .sqlite, .pickle or .pkl)",
 )
 ReportName = Path(max_length=200)
+
+
 def build_router(st: AppState) -> APIRouter:
-    book = st.profiles
     write = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_write)], tags=["profiles"],
                       responses=error_responses(401, 403, 404, 409, 422))
     read = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_read)], tags=["profiles"],
@@ -34,22 +35,38 @@ def build_router(st: AppState) -> APIRouter:
     # what the UI's buttons do: token or the UI's session cookie (processes' reports and uploads: token only)
     operate = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_operator)], tags=["profiles"],
                         responses=error_responses(400, 401, 403, 404, 409, 422))
+    _add_create(operate, st)
+    _add_reads(read, st)
+    _add_operations(operate, st)
+    _add_process_reports(write, st)
+    parent = APIRouter()
+    parent.include_router(operate)
+    parent.include_router(write)
+    parent.include_router(read)
+    return parent
 
-    def run_key(body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
-        if body_run_id is not None:
-            if st.reader is None:
-                raise InvalidInputError("run ids need the run store; give project and experiment_name")
-            from ..runstore import queries as q
 
-            run = q.get_run(st.reader.conn(), body_run_id, st.config.live_window_s, include_config=False)
-            if not run["project"] or not run["experiment_name"]:  # data sent without a run identity
-                raise ConflictError(f"run {body_run_id} has no project and experiment_name: its processes cannot be "
-                                    "told a profile request", hint="give the job a run identity (init(project=..., "
-                                    "experiment_name=...)) to profile it")
-            return run["project"], run["experiment_name"]
-        if not project or not experiment:
-            raise InvalidInputError("say which run: run_id, or project and experiment_name")
-        return project, experiment
+def _run_key(st: AppState, body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
+    """The run a request names: by its id in the run store, or by project and experiment_name."""
+    if body_run_id is not None:
+        if st.reader is None:
+            raise InvalidInputError("run ids need the run store; give project and experiment_name")
+        from ..runstore import queries as q
+
+        run = q.get_run(st.reader.conn(), body_run_id, st.config.live_window_s, include_config=False)
+        if not run["project"] or not run["experiment_name"]:  # data sent without a run identity
+            raise ConflictError(f"run {body_run_id} has no project and experiment_name: its processes cannot be "
+                                "told a profile request", hint="give the job a run identity (init(project=..., "
+                                "experiment_name=...)) to profile it")
+        return run["project"], run["experiment_name"]
+    if not project or not experiment:
+        raise InvalidInputError("say which run: run_id, or project and experiment_name")
+    return project, experiment
+
+
+def _add_create(operate: APIRouter, st: AppState) -> None:
+    """Asking for a profile: the run and its live processes checked before the request is kept."""
+    book = st.profiles
 
     def check_run(project: str, experiment: str, body: ProfileCreate) -> None:
         """Refuse at once what would sit pending forever: a run the store never saw (unless the request says it
@@ -77,7 +94,7 @@ def build_router(st: AppState) -> APIRouter:
         """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; refused at once
         for a run that never sent data (unless `wait_for_run`) or selectors no live process matches; over when
         its first step ends with no process having taken it, or after `ttl_s`."""
-        project, experiment = run_key(body.run_id, body.project, body.experiment_name)
+        project, experiment = _run_key(st, body.run_id, body.project, body.experiment_name)
         check_run(project, experiment, body)
         if body.steps.strip().lower() == "next":
             # the first step that begins after every process of the run has heard of the request (an idle process
@@ -108,6 +125,11 @@ def build_router(st: AppState) -> APIRouter:
                            activities=list(body.activities), memory=body.memory, stack=body.stack, ttl_s=body.ttl_s,
                            max_window_s=body.max_window_s, max_bytes=body.max_bytes, origin=origin, stage=body.stage)
 
+
+def _add_reads(read: APIRouter, st: AppState) -> None:
+    """What the book holds: the requests, one request, its trace files and its reports."""
+    book = st.profiles
+
     @read.get("")
     def list_profiles(
         run_id: int | None = Query(None, ge=0, le=INT64_MAX),
@@ -116,7 +138,7 @@ def build_router(st: AppState) -> APIRouter:
     ) -> dict[str, Any]:
         if run_id is not None:
             try:
-                project, experiment_name = run_key(run_id, None, None)
+                project, experiment_name = _run_key(st, run_id, None, None)
             except ConflictError:  # a run without an identity can be asked nothing, so it has no requests to list
                 return {"profiles": [], "count": 0}
         items = book.list(project, experiment_name)
@@ -125,6 +147,35 @@ def build_router(st: AppState) -> APIRouter:
     @read.get("/{profile_id}")
     def get(profile_id: str = ProfileId) -> dict[str, Any]:
         return book.get(profile_id)
+
+    @read.get("/{profile_id}/files/{name}")
+    def download(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+        return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
+
+    @read.get("/{profile_id}/report/{name}")
+    def report(profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
+        """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
+        summary.json, summary.md."""
+        path = book.report_file(profile_id, name)
+        media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
+            name.rsplit(".", 1)[-1]
+        ]
+        headers = (
+            {
+                "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                "img-src data:; frame-ancestors 'self'"
+            }
+            if media == "text/html"
+            else {}
+        )
+        disposition = "attachment" if name.endswith((".perfetto.json", ".csv")) else "inline"
+        return FileResponse(path, media_type=media, headers=headers, content_disposition_type=disposition,
+                            filename=name if disposition == "attachment" else None)
+
+
+def _add_operations(operate: APIRouter, st: AppState) -> None:
+    """What the UI's buttons do to a request: cancel it, analyse its traces again."""
+    book = st.profiles
 
     @operate.delete("/{profile_id}")
     def cancel(profile_id: str = ProfileId) -> dict[str, Any]:
@@ -137,6 +188,11 @@ def build_router(st: AppState) -> APIRouter:
         """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
         operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
         return book.describe(book.reanalyse(profile_id))
+
+
+def _add_process_reports(write: APIRouter, st: AppState) -> None:
+    """What the processes send: their status and their trace, in resumable chunks."""
+    book = st.profiles
 
     @write.post("/{profile_id}/status", openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(ProfileStatus)}}}})
@@ -165,33 +221,3 @@ def build_router(st: AppState) -> APIRouter:
             size = getattr(exc, "size", None)
             return JSONResponse({"detail": exc.message, "size": size}, status_code=409)
         return JSONResponse(out)
-
-    @read.get("/{profile_id}/files/{name}")
-    def download(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
-        return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
-
-    @read.get("/{profile_id}/report/{name}")
-    def report(profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
-        """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
-        summary.json, summary.md."""
-        path = book.report_file(profile_id, name)
-        media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
-            name.rsplit(".", 1)[-1]
-        ]
-        headers = (
-            {
-                "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                "img-src data:; frame-ancestors 'self'"
-            }
-            if media == "text/html"
-            else {}
-        )
-        disposition = "attachment" if name.endswith((".perfetto.json", ".csv")) else "inline"
-        return FileResponse(path, media_type=media, headers=headers, content_disposition_type=disposition,
-                            filename=name if disposition == "attachment" else None)
-
-    parent = APIRouter()
-    parent.include_router(operate)
-    parent.include_router(write)
-    parent.include_router(read)
-    return parent
