@@ -289,8 +289,8 @@ class Targets:
         if target in ("h11", "asyncio"):  # one of uvicorn's other choices: the h11 parser, the stdlib loop
             srv = IngestServer(**({"http_parser": "h11"} if target == "h11" else {"event_loop": "asyncio"}))
             return srv.port, srv.stop, [srv.proc.pid]
-        if target == "pg":
-            srv = IngestServer(store_url=self._store())
+        if target in ("pg", "pgbefore"):  # (pgbefore: --before's checkout on PostgreSQL)
+            srv = IngestServer(store_url=self._store(), code=self.before if target == "pgbefore" else None)
             return srv.port, srv.stop, [srv.proc.pid]
         if target == "pg2":
             url = self._store()
@@ -494,7 +494,8 @@ def main() -> None:
                     "nostore (ours without a run store: what the "
                     "rest of the process costs), ka5 (ours with a 5 s idle keep-alive), h11 (ours "
                     "on uvicorn's h11 parser), asyncio (on "
-                    "the stdlib loop), pg, pg2 (two servers behind haproxy on one PostgreSQL), bare, and before "
+                    "the stdlib loop), pg, pgbefore (--before on PostgreSQL), pg2 (two servers behind haproxy on one "
+                    "PostgreSQL), bare, and before "
                     "(--before's checkout)")
     ap.add_argument("--before", default=None, help="a checkout of the code to compare with (git worktree add …)")
     ap.add_argument("--generator", choices=("python", "wrk"), default="python", help="the load: this process's "

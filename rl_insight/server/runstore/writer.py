@@ -31,7 +31,6 @@ from ..workers.batch_worker import BatchWorker
 from . import retention
 from .backend import Backend, StoreLocation, open_backend
 from .backend.transfer import refuse_unfinished
-from .bulk import write_rows
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
@@ -326,14 +325,14 @@ class RunStoreWriter(HandOver):
                     (span_cut if _cut_short(s) else span_ends).append(rows.span(s))
         if sample_rows:
             series_parts.as_totals(c, [r for k, p in work if k == "samples" for r in p], sample_rows)
-            series_totals.record(c, sample_rows, write_rows(c, INSERT_SAMPLE, sample_rows))
+            series_totals.record(c, sample_rows, c.insert_rows(INSERT_SAMPLE, sample_rows))
         if span_starts:
-            write_rows(c, INSERT_START, span_starts)
+            c.insert_rows(INSERT_START, span_starts)
         if span_ends:
             span_lod.mark_moved(c, [(r[0], r[1], r[7]) for r in span_ends])
-            write_rows(c, UPSERT_END, span_ends)
+            c.insert_rows(UPSERT_END, span_ends)
         if span_cut:
-            write_rows(c, CLOSE_CUT_SHORT, span_cut)
+            c.insert_rows(CLOSE_CUT_SHORT, span_cut)
         span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
         rows.update_runs()

@@ -27,6 +27,11 @@ class StoreConnection(Protocol):
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
 
+    def insert_rows(self, sql: str, rows: Sequence[Sequence[Any]], /) -> int:
+        """`sql`, an INSERT of one `VALUES (…)` row, for every row, in as few statements as the engine writes
+        fastest, with `executemany`'s result: the same rows stored in the same order, the rows changed counted."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -35,7 +40,7 @@ class Dialect:
 
     name = "sqlite"
     # every statement is a round trip to a server: fewer, larger statements win (one per lane batch, arrays of
-    # keys, executemany pipelined); in process, one statement costs a GIL hand-over, not a round trip
+    # keys, rows as arrays); in process, one statement costs a GIL hand-over, not a round trip
     remote = False
     # SELECT DISTINCT ON (…): a row per group, the first by the ORDER BY (SQLite returns the row of a bare
     # MIN()/MAX() column instead)

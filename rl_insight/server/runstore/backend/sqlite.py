@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ....errors import StoreError, StoreUnavailableError
 from ....fsutil import private_dir
-from . import migrations
+from . import migrations, sqlite_rows
 from .checkpoints import Checkpointer, take_over
 from .dialect import SQLITE, Dialect, StoreConnection
 from .location import StoreLocation
@@ -29,6 +29,9 @@ class SqliteConnection(sqlite3.Connection):
     """A sqlite3 connection that carries its dialect, as every store connection does."""
 
     dialect: Dialect = SQLITE
+
+    def insert_rows(self, sql: str, rows: Sequence[Sequence[Any]], /) -> int:
+        return sqlite_rows.insert_rows(self, sql, rows)
 
 
 class SqliteBackend:

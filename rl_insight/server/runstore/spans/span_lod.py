@@ -36,7 +36,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..backend import StoreConnection
 from ..backend.schema import LOD_BUCKET_NS
-from ..bulk import write_rows
 
 log = logging.getLogger("rl_insight.server.runstore")
 # ns: 0.27 s (a 10-minute window at 1,500 px: 0.4 s a pixel), 1.07 s, 4.3 s, 17 s, 69 s, 4.6 min, 18 min
@@ -95,7 +94,8 @@ def merge_lane(lane: str, rows: Iterable[Item], res: int, out: list[list[Any]], 
 _OLD_BUCKET = f"s.start_ns - ((s.start_ns % {BUCKETS[0]}) + {BUCKETS[0]}) % {BUCKETS[0]}"
 _ON_MARKED = ("ON CONFLICT (run_id, lane, level, bucket_ns) DO UPDATE SET generation = "
               "span_lod_dirty.generation + 1")
-# (SQLite: the batch's spans as a CTE's VALUES list, a point read by primary key each, in few statements: bulk.py)
+# (SQLite: the batch's spans as a CTE's VALUES list, a point read by primary key each, in few statements:
+# backend/sqlite_rows.py)
 _MARK_MOVED = (f"WITH sent (run_id, id, start_ns) AS (VALUES (?, ?, ?)) "
                f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT s.run_id, s.lane, 0, "
                f"{_OLD_BUCKET}, 1 FROM sent JOIN spans s ON s.run_id = sent.run_id AND s.id = sent.id "
@@ -114,7 +114,7 @@ def mark_moved(conn: StoreConnection, spans: Sequence[tuple[int, str, int]]) -> 
     if not spans:
         return
     if not conn.dialect.remote:
-        write_rows(conn, _MARK_MOVED, spans)
+        conn.insert_rows(_MARK_MOVED, spans)
         return
     starts: dict[int, dict[str, int]] = {}  # run -> span id -> the start it is sent with now
     for run, span_id, start in spans:
@@ -130,7 +130,7 @@ def mark(conn: StoreConnection, buckets: Iterable[tuple[int, str, int]]) -> None
     """Mark the level-0 buckets of (run, lane, a finished span's start) dirty (the writer, in its transaction)."""
     marks = sorted({(run, lane, bucket_of(0, start)) for run, lane, start in buckets})
     if marks:
-        write_rows(conn, _MARK, [(run, lane, 0, b) for run, lane, b in marks])
+        conn.insert_rows(_MARK, [(run, lane, 0, b) for run, lane, b in marks])
 
 
 # ----------------------------------------------------------------------------- rebuilding

@@ -13,7 +13,6 @@ from typing import Callable, Iterable
 
 from ....protocol import SpanRecord
 from ..backend import StoreConnection
-from ..bulk import write_rows
 from .facts import LlmRequest, TrajectoryInfo, Turn, facts
 
 DETAIL_TEXT_MAX = 4096  # characters of each text a turn keeps (a prompt, a response, a tool's arguments or result)
@@ -162,10 +161,10 @@ class TrajectoryStore:
                         )
                     )
         if turns:
-            write_rows(conn, _UPSERT_TURN, turns)
+            conn.insert_rows(_UPSERT_TURN, turns)
             self.turns += len(turns)
         if requests:
-            write_rows(conn, _UPSERT_REQUEST, requests)
+            conn.insert_rows(_UPSERT_REQUEST, requests)
             self.requests += len(requests)
             touched |= self._trajectories_of_requests(conn, requests)
         for run_id, tid in touched:

@@ -1,4 +1,5 @@
-"""Many rows in few statements: the writer's inserts on SQLite as multi-row `VALUES` lists.
+"""Many rows in few statements on SQLite: a one-row insert run for a list of rows as multi-row `VALUES` lists
+(`SqliteConnection.insert_rows`; postgres_rows.py is PostgreSQL's).
 
 Why: Python's sqlite3 releases the GIL around every `sqlite3_step`, and `executemany` steps once a row. The writer
 thread shares the GIL with the event loop; each release hands the GIL to the loop, and taking it back waits until
@@ -11,8 +12,7 @@ Invariants: the same rows in the same order as `executemany` (SQLite applies a `
 later row that conflicts with an earlier one of the same statement meets it exactly as it would in the next
 statement: `DO NOTHING` skips it, `DO UPDATE` updates it); the returned count is the rows changed, as
 `executemany(...).rowcount` says it. Chunks are powers of two, so a statement has at most log2(CHUNK_ROWS) + 1
-forms and sqlite3's statement cache keeps them compiled. PostgreSQL's connection keeps its own `executemany`
-(psycopg pipelines the rows; its server is another process, there is no GIL hand-over per row).
+forms and sqlite3's statement cache keeps them compiled.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any, Sequence
 
-from .backend import StoreConnection
+from .dialect import StoreConnection
 
 CHUNK_ROWS = 256  # rows a statement at most: 1 GIL hand-over where executemany made 256
 MAX_PARAMETERS = 32_766  # SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32
@@ -38,12 +38,12 @@ def expanded(sql: str, rows: int) -> str:
     return sql[: m.start(1)] + ", ".join([m.group(1)] * rows) + sql[m.end(1):]
 
 
-def write_rows(conn: StoreConnection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+def insert_rows(conn: StoreConnection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
     """Run `sql` (an INSERT of one `VALUES (…)` row, or a statement whose first `VALUES (…)` is a CTE's row) for
     every row; the rows it changed (sqlite3 counts none for a statement that opens with WITH: 0 then)."""
     if not rows:
         return 0
-    if conn.dialect.remote or len(rows) == 1:
+    if len(rows) == 1:
         return int(conn.executemany(sql, rows).rowcount)
     width = len(rows[0])
     most = 1 << (max(1, min(CHUNK_ROWS, MAX_PARAMETERS // max(1, width))).bit_length() - 1)  # a power of two
