@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _util import IngestServer, machine
 
 from rl_insight.protocol import CLIENT_HEARTBEAT_S, decode_stack_report
-from rl_insight.server.live.stacks import groups as stack_groups
+from rl_insight.server.control.stacks import groups as stack_groups
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 

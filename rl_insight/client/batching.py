@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         step: int | float | None
         run_info: dict[str, Any] | None
         open_states: Any
-        profiling: Any  # ProfileController: the process's rank
+        process: Any  # ThisProcess (client/control/this_process.py): the process's rank
         drops: dict[str, int]
         sent_items: int
         sent_batches: int
@@ -167,7 +167,7 @@ class BatchBuilder:
         if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
         client = {"id": self.d.client_id, "pid": self.d.pid, "host": self.d.host, **self.d.base_labels}
-        rank = self.d.profiling.rank()
+        rank = self.d.process.rank()
         if rank is not None:  # the server lists a run's processes by rank (requests that select ranks)
             client["rank"] = rank
         if self.d.cfg.namespace:

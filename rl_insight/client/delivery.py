@@ -13,8 +13,9 @@ Modelled on OpenTelemetry's BatchSpanProcessor, minus its gaps:
 * batches are encoded in slices (`wire.py`) so the thread never holds the GIL for long.
 
 Parts: `Aggregates` (cumulative state), `BatchBuilder` (batching.py: what is queued, as one batch), `wire`
-(encoding), a `Transport` (injected; HTTP by default), `ProfileController` (profiling.py: requests on replies),
-`StackAnswers` (stacks.py: stack snapshots asked on replies).
+(encoding), a `Transport` (injected; HTTP by default), and the control requests on replies: `ThisProcess`
+(control/this_process.py: who this process is, for every kind), `ProfileController` (control/profiles/) and
+`StackAnswers` (control/stacks/).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from ..semantics.names import sanitize_metric_name
 from .aggregate import Aggregates
 from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, BatchBuilder
 from .config import ClientConfig
-from .profiling import FAST_POLL_S, MAX_PROCESS_LANES, ProfileController
+from .control.profiles.controller import FAST_POLL_S, ProfileController
+from .control.stacks.answers import StackAnswers
+from .control.this_process import ThisProcess
 from .ratelog import ratelog
 from .registrations import TargetRegistrations
 from .span_budget import budget_from
-from .stacks import StackAnswers
 from .urls import ServerUrl
 
 TYPE_CHECKING = False
@@ -87,7 +89,7 @@ class Delivery:
         # agent-loop turn detail per step (None: everything is sent); a turn without global_steps counts against the
         # process's step (its step metric, else the run's step clock from the replies)
         self.budget = budget_from(cfg.span_budget, lambda: self.step if self.step is not None
-                                  else self.profiling.run_step)
+                                  else self.process.run_step)
 
         # Span ids: a random per-process prefix plus an atomic sequence (itertools.count is atomic
         # under the GIL), so ids are unique across processes without os.urandom on the hot path.
@@ -122,11 +124,12 @@ class Delivery:
         self._flush_waiters: list[threading.Event] = []
 
         self._wake = threading.Event()
-        self.profiling = ProfileController(self)  # profile requests riding on the ingest replies
+        # who this process is to every kind of control request, and where it is (its step, else the run's clock)
+        self.process = ThisProcess(self.host, self.pid, lambda: self.step)
+        self.profiling = ProfileController(self, self.process)  # profile requests riding on the ingest replies
         # stack snapshots riding on the same replies, answered from the sender thread
-        self.stacks = StackAnswers(self.profiling, self.profiling.clock,
-                                   lambda: self.lane_holders() if self.lane_holders is not None else [],
-                                   self.wake, self.host, self.pid)
+        self.stacks = StackAnswers(self.process, lambda: self.lane_holders() if self.lane_holders is not None else [],
+                                   self.wake)
         self._stopping = False
         self._final = False
         self._final_sent = False
@@ -221,8 +224,7 @@ class Delivery:
         self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str
     ) -> None:
         prof = self.profiling
-        if lane not in prof.lanes and len(prof.lanes) < MAX_PROCESS_LANES:
-            prof.lanes.add(lane)  # this process's lanes: what a profile request's --lanes selects
+        self.process.note_lane(lane)  # this process's lanes: what a request's --lanes selects
         if prof.hot:
             prof.boundary(lane, name)  # a lane's first state (of a step): where a process without a step clock starts
         q = self.queue
@@ -472,6 +474,7 @@ class Delivery:
                 if len(self._boots_seen) > MAX_BOOTS_REMEMBERED:
                     del self._boots_seen[next(iter(self._boots_seen))]
             self._protocol = 2 if 2 in reply.protocols else 1
+            self.process.hear(reply.control)
             self.profiling.offer(reply.control)
             self.stacks.offer(reply.control)
         return True

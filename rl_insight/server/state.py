@@ -18,15 +18,15 @@ from ..errors import ConfigError
 from ..fsutil import private_dir
 from ..protocol import SpanRecord
 from .config import ServerConfig
+from .control.run_control import RunControlBuilder
+from .control.stacks.stall_watch import StallWatch
 from .http.slow_peers import PeerGuardCounters
 from .intake.pipeline import IntakePipeline
 from .live.clients import ClientTracker
 from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
-from .live.run_control import RunControlBuilder
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
-from .live.stacks.stall_watch import StallWatch
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
@@ -163,7 +163,7 @@ class AppState:
         self.exporters = _build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
-        from .live.profiles.book import ProfileBook
+        from .control.profiles.book import ProfileBook
         from .live.step_clock import StepClock
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
@@ -178,7 +178,7 @@ class AppState:
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
-        from .live.stacks.book import StackBook
+        from .control.stacks.book import StackBook
 
         # stack snapshots of a run's live processes, asked on the same replies as profiles
         self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.run_processes,
@@ -248,9 +248,9 @@ class AppState:
         server of the fleet sees them (None: files under data_dir, one server)."""
         if self.backend is None or not self.backend.shared:
             return None
+        from .control.profiles.shared import SharedRequests
         from .fleet.records import SharedRecords
         from .fleet.shared_book import SharedBook
-        from .live.profiles.shared import SharedRequests
 
         records = SharedRecords(self.backend, kind)
         if kind == "stack":

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
-from ..live.profiles.book import FILE_NAME
+from ..control.profiles.book import FILE_NAME
 from ..state import AppState
 from .body import read_body
 from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
@@ -83,7 +83,7 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
         live = st.run_processes(project, experiment)
         if live and not body.roles:  # roles can come from a process's environment, which the server does not see
             from ...protocol.profiles import process_selected
-            from ..live.stacks.book import refusal
+            from ..control.stacks.book import refusal
 
             if not any(process_selected(body.lanes, (), body.ranks, p["lanes"], (), p["rank"]) for p in live):
                 raise ConflictError(refusal(project, experiment, live, body.lanes, (), body.ranks),

@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from rl_insight.server.live.profiles.book import PASSED_GRACE_S
+from rl_insight.server.control.profiles.book import PASSED_GRACE_S
 from tests.conftest import RunningServer
 
 

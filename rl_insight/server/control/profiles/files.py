@@ -17,7 +17,7 @@ from ....fsutil import atomic_write
 from ....protocol import ProfileRequest
 from .analysis import ANALYSIS_ATTEMPTS
 
-log = logging.getLogger("rl_insight.server.live.profiles.book")
+log = logging.getLogger("rl_insight.server.control.profiles.book")
 JOURNAL = "processes.jsonl"
 
 

@@ -46,13 +46,13 @@ from ....protocol import (
     ProfileRequest,
 )
 from ....protocol.profiles import decode_process_report
+from ...live.step_clock import StepClock
 from ...workers.batch_worker import Periodic
-from ..step_clock import StepClock
 from .analysis import REQUEST_FILES_FACTOR, ProfileAnalysis
 from .files import RequestFiles
 from .shared import SharedRequests
 
-log = logging.getLogger("rl_insight.server.live.profiles.book")
+log = logging.getLogger("rl_insight.server.control.profiles.book")
 
 # gzip'd torch / trace_view JSON, nsys SQLite exports, torch_memory snapshot pickles (read by the analysis' safe
 # unpickler)

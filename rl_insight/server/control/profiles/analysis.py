@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-log = logging.getLogger("rl_insight.server.live.profiles.book")
+log = logging.getLogger("rl_insight.server.control.profiles.book")
 
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
 ANALYSIS_ATTEMPTS = 2  # an analysis interrupted (a server stopped or died) runs once more, never in a loop
@@ -86,7 +86,7 @@ class ProfileAnalysis:
 
     def run_one(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""
-        from ....analysis.isolated import run_isolated  # (stdlib only; the child imports the analysis stack)
+        from ....analysis.isolated import run_isolated
 
         book = self.book
         rec = book._records.get(rid)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ...protocol import RunControl
-from .step_clock import StepClock
+from ..live.step_clock import StepClock
 
 
 class ControlSource(Protocol):

@@ -17,11 +17,11 @@ from typing import Any
 
 from ....errors import RLInsightError
 from ....protocol import CLIENT_HEARTBEAT_S
+from ...live.step_clock import StepClock
 from ..profiles.book import ProfileBook
-from ..step_clock import StepClock
 from .book import StackBook
 
-log = logging.getLogger("rl_insight.server.live.stacks.stall_watch")
+log = logging.getLogger("rl_insight.server.control.stacks.stall_watch")
 
 CONFIRM_AFTER_S = 30.0
 

@@ -10,10 +10,10 @@ from typing import Any, Iterator
 import pytest
 
 from rl_insight.errors import NotFoundError
+from rl_insight.server.control.profiles import analysis as profile_analysis
+from rl_insight.server.control.profiles.book import ProfileBook
+from rl_insight.server.control.profiles.shared import KIND, SharedRequests
 from rl_insight.server.fleet.records import SharedRecords
-from rl_insight.server.live.profiles import analysis as profile_analysis
-from rl_insight.server.live.profiles.book import ProfileBook
-from rl_insight.server.live.profiles.shared import KIND, SharedRequests
 from rl_insight.server.runstore.backend.location import parse_store
 
 NAME = "actor_rank0-of-1_pid7_20261201120000123.json.gz"

@@ -39,7 +39,7 @@ from ...fleet.shared_book import SharedBook
 from ...workers.batch_worker import Periodic
 from . import groups as stack_groups
 
-log = logging.getLogger("rl_insight.server.live.stacks.book")
+log = logging.getLogger("rl_insight.server.control.stacks.book")
 
 SNAPSHOT_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_PENDING_PER_RUN = 4

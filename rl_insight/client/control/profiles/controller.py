@@ -26,26 +26,25 @@ import os
 import threading
 import time
 
-from ..protocol import ProfileRequest, RunControl
-from .profile_upload import TraceUploader, _remove, _Upload
-from .ratelog import ratelog
+from ....protocol import ProfileRequest, RunControl
+from ...ratelog import ratelog
+from .upload import TraceUploader, _remove, _Upload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
+    from ..this_process import ThisProcess
+
     class ProcessSide(Protocol):
         """All the controller sees of its process's delivery pipeline (client/delivery.py)."""
 
-        host: str
-        pid: int
         step: int | float | None  # the step this process logged last (None: it does not log one)
 
         def wake(self) -> None: ...  # the sender thread: a status or an upload chunk waits
 
 WARM_UP_WAIT_S = 30.0
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
-MAX_PROCESS_LANES = 4096  # lanes remembered for --lanes matching (an agent loop makes one per trajectory)
 
 
 class _Window:
@@ -64,14 +63,12 @@ class _Window:
 
 
 class ProfileController:
-    def __init__(self, process: ProcessSide) -> None:
-        self._exp = process
+    def __init__(self, delivery: ProcessSide, process: ThisProcess) -> None:
+        self._exp = delivery
+        self.process = process  # who this process is and where it is (client/control/this_process.py)
         self.hot = False  # read on the hot path: something is armed or profiling
-        self.run_step: int | None = None
-        self.run_step_at = 0.0  # when the server saw the run's clock move (epoch s, the server's clock)
         # lane -> (when, by which clock) it last entered a state while something was armed
         self._entered: dict[str, tuple[float, int | None]] = {}
-        self.lanes: set[str] = set()
         self._lock = threading.Lock()  # around the state below; never held across torch or the network
         self._boundary_lock = threading.Lock()
         self._armed: ProfileRequest | None = None
@@ -84,33 +81,6 @@ class ProfileController:
         self._warmed = threading.Event()  # set once torch.profiler has been started once in this process
         # statuses and the finished trace, sent from the sender thread (profile_upload.py)
         self.uploads = TraceUploader(self._lock, self._status)
-
-    # ------------------------------------------------------------------ identity
-    def rank(self) -> int | None:
-        for var in ("RANK", "RL_INSIGHT_RANK"):
-            v = os.environ.get(var, "")
-            if v.isdigit():
-                return int(v)
-        import sys
-
-        dist = sys.modules.get("torch.distributed")
-        try:
-            if dist is not None and dist.is_available() and dist.is_initialized():
-                return int(dist.get_rank())
-        except Exception:
-            pass
-        return None
-
-    def roles(self) -> set[str]:
-        out = {lane.split("/", 1)[0] for lane in list(self.lanes) if "/" in lane}
-        role = os.environ.get("RL_INSIGHT_ROLE")
-        if role:
-            out.add(role)
-        return out
-
-    def _process(self) -> dict[str, Any]:
-        return {"host": self._exp.host, "pid": self._exp.pid, "rank": self.rank(), "lanes": sorted(self.lanes)[:64],
-                "roles": sorted(self.roles())[:16]}
 
     def pump(self, transport: Any) -> None:
         """(the sender thread) Statuses, then a few chunks of the trace being uploaded."""
@@ -139,13 +109,10 @@ class ProfileController:
         """What one reply asks of this run: take a new matching request, and let go of one no longer listed."""
         if control.profile is None:
             return  # a server that does not profile: nothing to learn from this reply
-        if control.run_step is not None:
-            self.run_step_at = control.run_step_at
-            self.run_step = control.run_step
         ids: set[str] = set()
         for req in control.profile:
             ids.add(req.id)
-            if req.id in self._seen or not req.matches(self.lanes, self.roles(), self.rank()):
+            if req.id in self._seen or not self.process.selected_by(req):
                 continue
             self._seen.add(req.id)
             self._take(req)
@@ -209,10 +176,7 @@ class ProfileController:
             self._warmed.set()
 
     def _clock(self) -> int | None:
-        step = self._exp.step
-        if step is not None:
-            return int(step)
-        return self.run_step
+        return self.process.step()
 
     # ------------------------------------------------------------------ training thread: step boundaries
     def boundary(self, lane: str | None = None, state: str | None = None) -> None:
@@ -301,7 +265,8 @@ class ProfileController:
             if req.lanes and lane not in req.lanes:
                 return  # torch records the thread that starts it: open the window in a chosen lane's thread
             when, by_clock = self._entered.get(lane or "", (0.0, None))
-            if self._exp.step is None and by_clock is not None and by_clock < current and when > self.run_step_at > 0:
+            heard_at = self.process.run_step_at
+            if self._exp.step is None and by_clock is not None and by_clock < current and when > heard_at > 0:
                 # this process follows the run's clock from replies, and this lane entered a state after the clock
                 # moved but while it still read the old one: step `first` began here unseen. Exact or nothing.
                 self._give_up(
@@ -369,7 +334,7 @@ class ProfileController:
         window = {"start_ns": w.start_ns, "end_ns": end_ns, "steps": w.steps}
         directory = os.environ.get("RL_INSIGHT_PROFILE_DIR") or tempfile.gettempdir()
         name = self._trace_name(w.req)
-        path = os.path.join(directory, f"rl-insight-profile-{w.req.id}-{self._exp.pid}.json")
+        path = os.path.join(directory, f"rl-insight-profile-{w.req.id}-{self.process.pid}.json")
 
         def exported(out: str | None, err: str | None) -> None:  # on the profiler's thread when it has one
             self._exporting = False
@@ -391,8 +356,9 @@ class ProfileController:
         it: `rank_1` gives role `rank`, rank 1."""
         import re  # here: `import rl_insight` stays free of it
 
-        rank, role = self.rank(), next(iter(sorted(self.roles())), None)
-        lane = next((x for x in req.lanes if x in self.lanes), None) or next(iter(sorted(self.lanes)), None)
+        rank, role = self.process.rank(), next(iter(sorted(self.process.roles())), None)
+        lanes = self.process.lanes
+        lane = next((x for x in req.lanes if x in lanes), None) or next(iter(sorted(lanes)), None)
         m = re.match(r"^(.*?)[_-]?(\d+)$", lane or "")
         if rank is None and m:
             rank = int(m.group(2))
@@ -402,12 +368,12 @@ class ProfileController:
         world = os.environ.get("WORLD_SIZE", "")
         stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
         return f"{role}_rank{rank if rank is not None else 0}" + (f"-of-{world}" if world.isdigit() else "") + \
-            f"_pid{self._exp.pid}_{stamp}.json.gz"
+            f"_pid{self.process.pid}_{stamp}.json.gz"
 
     # ------------------------------------------------------------------ any thread: statuses
     def _status(self, req: ProfileRequest, state: str, message: str, window: dict[str, Any] | None = None,
                 file: str | None = None) -> None:
-        body: dict[str, Any] = {"state": state, "message": message, "process": self._process()}
+        body: dict[str, Any] = {"state": state, "message": message, "process": self.process.describe()}
         if window is not None:
             body["window"] = window
         if file is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rl_insight.server.live.stacks import groups as sg
+from rl_insight.server.control.stacks import groups as sg
 
 SITE = "/venv{n}/lib/python3.11/site-packages"
 STD = "/usr/lib/python3.11"

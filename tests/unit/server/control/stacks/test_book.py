@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError
-from rl_insight.server.live.stacks.book import MAX_KEPT_PER_RUN, StackBook
-from rl_insight.server.live.stacks.stall_watch import StallWatch
+from rl_insight.server.control.stacks.book import MAX_KEPT_PER_RUN, StackBook
+from rl_insight.server.control.stacks.stall_watch import StallWatch
 from rl_insight.server.live.step_clock import StepClock
-from tests.unit.server.live.stacks.test_groups import collective, report, sleeping
+from tests.unit.server.control.stacks.test_groups import collective, report, sleeping
 
 RUN = ("p", "e")
 
@@ -164,7 +164,7 @@ def test_the_step_clock_stalling_counts_too(tmp_path: Path) -> None:
 
 
 def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
-    from rl_insight.server.live.profiles.book import ProfileBook
+    from rl_insight.server.control.profiles.book import ProfileBook
 
     book, clock = book_of(tmp_path), StepClock()
     now = time.time()
@@ -187,7 +187,7 @@ def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
 
 
 def test_a_stuck_stall_arms_no_profile(tmp_path: Path) -> None:
-    from rl_insight.server.live.profiles.book import ProfileBook
+    from rl_insight.server.control.profiles.book import ProfileBook
 
     book, clock = book_of(tmp_path), StepClock()
     clock.note("p", "e", 3, time.time() - 100)

@@ -21,13 +21,15 @@ import sys
 import threading
 import time
 
-from ..protocol import ROUTE_STACKS, RunControl, StackRequest
-from ..protocol.stacks import CODE_FRAMES, MAX_FRAME_CODE, MAX_STACK_FRAMES, MAX_STACK_THREADS
-from .ratelog import ratelog
+from ....protocol import ROUTE_STACKS, RunControl, StackRequest
+from ....protocol.stacks import CODE_FRAMES, MAX_FRAME_CODE, MAX_STACK_FRAMES, MAX_STACK_THREADS
+from ...ratelog import ratelog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
+
+    from ..this_process import ThisProcess
 
 PY_SPY_TIMEOUT_S = 10.0
 MAX_ANSWERED = 256  # request ids remembered (each is answered once)
@@ -36,14 +38,10 @@ MAX_ANSWERED = 256  # request ids remembered (each is answered once)
 class StackAnswers:
     """What this process owes the server: stack requests taken but not yet answered."""
 
-    def __init__(self, identity: Any, step: Callable[[], Any], holders: Callable[[], list[tuple]],
-                 wake: Callable[[], None], host: str, pid: int) -> None:
-        self._identity = identity  # lanes, roles(), rank(): the profile controller's view of this process
-        self._step = step
+    def __init__(self, process: ThisProcess, holders: Callable[[], list[tuple]], wake: Callable[[], None]) -> None:
+        self.process = process  # who this process is and where it is (client/control/this_process.py)
         self.holders = holders  # () -> [(lane, state, since_ns, thread ident)] of the open trace_state lanes
         self._wake = wake
-        self.host = host
-        self.pid = pid
         self._due: list[StackRequest] = []
         self._answered: dict[str, None] = {}  # ordered: the oldest forgotten first
         self.answered = 0
@@ -56,26 +54,25 @@ class StackAnswers:
         """Sender thread: take the reply's stack requests that ask this process and that it has not answered."""
         if not control.stacks:
             return
-        ident = self._identity
         for req in control.stacks:
             if req.id in self._answered or any(r.id == req.id for r in self._due):
                 continue
-            if req.matches(ident.lanes, ident.roles(), ident.rank()):
+            if self.process.selected_by(req):
                 self._due.append(req)
         if self._due:
             self._wake()
 
     def pump(self, transport: Any) -> None:
         """Sender thread: answer what is due. A failed post is tried again next cycle until the request expires."""
-        from . import wire
-        from .transport import TransportError
+        from ... import wire
+        from ...transport import TransportError
 
         while self._due:
             req = self._due[0]
             if time.time() > req.expires_at > 0:
                 self._due.pop(0)
                 continue
-            body = capture(self.holders(), self._step(), req.native, self._process())
+            body = capture(self.holders(), self.process.step(), req.native, self.process.describe())
             try:
                 resp = transport.post(f"{ROUTE_STACKS}/{req.id}/report", wire.encode_json(body), {})
             except TransportError as exc:
@@ -92,11 +89,6 @@ class StackAnswers:
             self._answered[req.id] = None
             while len(self._answered) > MAX_ANSWERED:
                 self._answered.pop(next(iter(self._answered)))
-
-    def _process(self) -> dict[str, Any]:
-        ident = self._identity
-        return {"host": self.host, "pid": self.pid, "rank": ident.rank(), "lanes": sorted(ident.lanes)[:64],
-                "roles": sorted(ident.roles())[:16]}
 
 
 def capture(holders: list[tuple], step: Any, native: bool, process: dict[str, Any]) -> dict[str, Any]:

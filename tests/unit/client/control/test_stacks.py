@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 import rl_insight
-from rl_insight.client import stacks as cs
+from rl_insight.client.control.stacks import answers as cs
+from rl_insight.client.control.this_process import ThisProcess
 from rl_insight.client.lanes import LaneTable
 from rl_insight.protocol import RunControl, StackRequest, decode_stack_report
 
@@ -94,15 +95,11 @@ def test_native_frames_from_py_spy() -> None:
     assert any(f["func"] == "test_native_frames_from_py_spy" for f in me)
 
 
-class _Ident:
-    def __init__(self, lanes: set[str], rank: int | None) -> None:
-        self.lanes, self._rank = lanes, rank
-
-    def roles(self) -> set[str]:
-        return set()
-
-    def rank(self) -> int | None:
-        return self._rank
+def _process(step: int | None, lanes: tuple[str, ...] = ()) -> ThisProcess:
+    process = ThisProcess("h", 9, lambda: step)
+    for lane in lanes:
+        process.note_lane(lane)
+    return process
 
 
 class _Transport:
@@ -114,9 +111,10 @@ class _Transport:
         return type("R", (), {"status": 200, "body": {}})()
 
 
-def test_answers_each_selected_request_once() -> None:
+def test_answers_each_selected_request_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")  # this process is rank 1: selected by ranks=(1,), never by ranks=(2,)
     woke: list[int] = []
-    answers = cs.StackAnswers(_Ident({"rank_1"}, 1), lambda: 3, lambda: [], lambda: woke.append(1), "h", 9)
+    answers = cs.StackAnswers(_process(3, ("rank_1",)), lambda: [], lambda: woke.append(1))
     mine, other = StackRequest("aa", ranks=(1,), expires_at=time.time() + 60), StackRequest("bb", ranks=(2,))
     answers.offer(RunControl([], stacks=[mine, other]))
     assert answers.pending and woke
@@ -128,7 +126,7 @@ def test_answers_each_selected_request_once() -> None:
 
 
 def test_an_expired_request_is_not_answered() -> None:
-    answers = cs.StackAnswers(_Ident(set(), None), lambda: None, lambda: [], lambda: None, "h", 9)
+    answers = cs.StackAnswers(_process(None), lambda: [], lambda: None)
     answers.offer(RunControl([], stacks=[StackRequest("cc", expires_at=time.time() - 1)]))
     transport = _Transport()
     answers.pump(transport)
@@ -136,7 +134,7 @@ def test_an_expired_request_is_not_answered() -> None:
 
 
 def test_import_stays_light() -> None:
-    assert "rl_insight.client.stacks" in sys.modules and rl_insight.__name__  # imported with the client
+    assert "rl_insight.client.control.stacks.answers" in sys.modules and rl_insight.__name__  # imported with the client
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", "import sys, rl_insight; print('linecache' in sys.modules and "

@@ -10,8 +10,8 @@ import threading
 import time
 from collections import deque
 
-from ..protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
-from .ratelog import ratelog
+from ....protocol import PROFILE_CHUNK_BYTES, ROUTE_PROFILES, ProfileRequest
+from ...ratelog import ratelog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ class TraceUploader:
         """Statuses, then a few chunks of the trace being uploaded. Failures retry later (own backoff)."""
         if time.monotonic() < self._next_try:
             return
-        from . import wire
-        from .transport import TransportError
+        from ... import wire
+        from ...transport import TransportError
 
         try:
             while self.outbox:
@@ -78,7 +78,7 @@ class TraceUploader:
             ratelog.log(30, "profile-pump", "[rl-insight] profile delivery failed (%s); retrying", exc)
 
     def _send_chunks(self, transport: Any) -> None:
-        from .transport import TransportError
+        from ...transport import TransportError
 
         up = self.current
         assert up is not None

@@ -10,12 +10,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from rl_insight.server.control.stacks.book import StackBook
 from rl_insight.server.fleet.records import SharedRecords
 from rl_insight.server.fleet.registry import FleetRegistry
 from rl_insight.server.fleet.shared_book import SharedBook
-from rl_insight.server.live.stacks.book import StackBook
 from rl_insight.server.runstore.backend.location import parse_store
-from tests.unit.server.live.stacks.test_book import RUN, answer, procs
+from tests.unit.server.control.stacks.test_book import RUN, answer, procs
 
 
 @pytest.fixture
