@@ -9,7 +9,8 @@ ROUTE_PROFILES/<id>/upload/<file name>?offset=&total= (409 with the server's `si
 
 from __future__ import annotations
 
-from .limits import INT64_MAX, MAX_EXACT_INT, MAX_ID, MAX_LABEL_VALUE, MAX_LANE, MAX_SPAN_NAME, MAX_TS_S
+from .control import MAX_SELECTORS, Selector, request_id
+from .limits import INT64_MAX, MAX_EXACT_INT, MAX_LABEL_VALUE, MAX_SPAN_NAME, MAX_TS_S
 from .values import ItemError, TextCleaner, finite_float, short_repr
 
 TYPE_CHECKING = False
@@ -25,7 +26,7 @@ DEFAULT_PROFILE_BYTES = 256 * 2**20  # gzip'd trace size cap per process
 MAX_PROFILE_BYTES = 2 * 2**30
 PROFILE_CHUNK_BYTES = 2**20
 MAX_PROFILE_CHUNK_BYTES = 8 * 2**20
-MAX_PROFILE_SELECTORS = 256
+MAX_PROFILE_SELECTORS = MAX_SELECTORS  # (its name in earlier releases)
 MAX_PROFILE_TTL_S = 7 * 86400.0
 MAX_RANK = 2**31
 # The defaults of a request, for every place that offers one (the CLI's flags, the HTTP model, the server's book)
@@ -65,7 +66,7 @@ class ProfileRequest:
     """What to profile: steps first..last of one run (or, with `stage`, that state of one step), on the processes
     whose lanes, role or rank match (no selector: every process of the run), with which options, until when."""
 
-    __slots__ = ("id", "project", "experiment_name", "first_step", "last_step", "lanes", "roles", "ranks", "tool",
+    __slots__ = ("id", "project", "experiment_name", "first_step", "last_step", "selector", "tool",
                  "activities", "memory", "stack", "expires_at", "max_window_s", "max_bytes", "stage")
 
     def __init__(self, id: str, project: str, experiment_name: str, first_step: int, last_step: int,
@@ -79,9 +80,7 @@ class ProfileRequest:
         self.experiment_name = experiment_name
         self.first_step = first_step
         self.last_step = last_step
-        self.lanes = lanes
-        self.roles = roles
-        self.ranks = ranks
+        self.selector = Selector(lanes, roles, ranks)
         self.tool = tool
         self.activities = activities
         self.memory = memory
@@ -91,15 +90,25 @@ class ProfileRequest:
         self.max_bytes = max_bytes
         self.stage = stage  # "" = the whole step(s); else the window is that state (trace_state name) of the step
 
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return self.selector.lanes
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.selector.roles
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return self.selector.ranks
+
     def to_wire(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "project": self.project,
             "experiment_name": self.experiment_name,
             "steps": [self.first_step, self.last_step],
-            "lanes": list(self.lanes),
-            "roles": list(self.roles),
-            "ranks": list(self.ranks),
+            **self.selector.to_wire(),
             "tool": self.tool,
             "activities": list(self.activities),
             "memory": self.memory,
@@ -116,9 +125,7 @@ class ProfileRequest:
         it, a client each entry of a reply); ValueError naming the problem otherwise."""
         if not isinstance(d, dict):
             raise ValueError("a profile request must be an object")
-        rid = d.get("id")
-        if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
-            raise ValueError("profile request id must be 1-32 lowercase hex digits")
+        rid = request_id(d, "profile request")
         steps = d.get("steps")
         if not (
             isinstance(steps, list)
@@ -131,19 +138,10 @@ class ProfileRequest:
             raise ValueError(f"steps {said}: give first <= last (whole steps), at most "
                              f"{MAX_PROFILE_STEPS} steps (a profile of more steps is too large to be useful)")
         strings = TextCleaner()
-
-        def texts(key: str, max_len: int) -> tuple[str, ...]:
-            v = d.get(key) or []
-            if not isinstance(v, list) or len(v) > MAX_PROFILE_SELECTORS:
-                raise ValueError(f"{key} must be a list of at most {MAX_PROFILE_SELECTORS}")
-            return tuple(strings.text(x, key, max_len) for x in v)
-
-        ranks = d.get("ranks") or []
-        if not isinstance(ranks, list) or len(ranks) > MAX_PROFILE_SELECTORS or \
-                not all(type(r) is int and 0 <= r <= INT64_MAX for r in ranks):
-            raise ValueError("ranks must be a list of non-negative integers")
-        activities = texts("activities", 16)
-        if not activities or any(a not in PROFILE_ACTIVITIES for a in activities):
+        selector = Selector.from_wire(d)
+        activities = d.get("activities")
+        if not isinstance(activities, list) or not activities or len(activities) > len(PROFILE_ACTIVITIES) or \
+                any(a not in PROFILE_ACTIVITIES for a in activities):
             raise ValueError(f"activities must be some of {', '.join(PROFILE_ACTIVITIES)}")
         tool = d.get("tool", DEFAULT_PROFILE_TOOL)
         if tool not in PROFILE_TOOLS:
@@ -156,30 +154,19 @@ class ProfileRequest:
             max_bytes = finite_float(d.get("max_bytes", DEFAULT_PROFILE_BYTES), "max_bytes", 1.0, MAX_PROFILE_BYTES)
             project = strings.text(d.get("project"), "project", MAX_LABEL_VALUE)
             experiment = strings.text(d.get("experiment_name"), "experiment_name", MAX_LABEL_VALUE)
-            lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
             stage = strings.text(d.get("stage") or "", "stage", MAX_SPAN_NAME, empty_ok=True)
         except ItemError as exc:
             raise ValueError(str(exc)) from None
         if stage and steps[0] != steps[1]:
             raise ValueError(f"stage {stage[:60]!r}: a stage is profiled in one step; give one step, not "
                              f"{steps[0]}-{steps[1]}")
-        return cls(rid, project, experiment, steps[0], steps[1], lanes, roles, tuple(ranks), tool, activities,
-                   d.get("memory") is True, d.get("stack") is True, expires_at, window, int(max_bytes), stage)
+        return cls(rid, project, experiment, steps[0], steps[1], selector.lanes, selector.roles, selector.ranks, tool,
+                   tuple(activities), d.get("memory") is True, d.get("stack") is True, expires_at, window,
+                   int(max_bytes), stage)
 
     def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
         """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""
-        return process_selected(self.lanes, self.roles, self.ranks, lanes, roles, rank)
-
-
-def process_selected(want_lanes: Any, want_roles: Any, want_ranks: Any, lanes: Any, roles: Any,
-                     rank: int | None) -> bool:
-    """The one selector rule of requests (profiles, stack snapshots): no selector asks every process; otherwise a
-    process is asked when any of its lanes, roles (`-` and `_` alike) or its rank is named."""
-    if not (want_lanes or want_roles or want_ranks):
-        return True
-    norm = {r.replace("-", "_") for r in roles}
-    return bool(set(want_lanes) & set(lanes)) or any(r.replace("-", "_") in norm for r in want_roles) or \
-        (rank is not None and rank in want_ranks)
+        return self.selector.picks(lanes, roles, rank)
 
 
 def decode_process_report(body: dict[str, Any], file_name_ok: Callable[[str], bool]) -> tuple[str, dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The ingest reply: what every answer to a batch says, built by the server and read by the client, here only.
 
 Control rides on replies (a client never polls): `RunControl` is the part of a reply about the client's run
-(its active profile requests and its step clock); anything a later feature asks of processes goes there.
+(every kind's open control requests, `CONTROL_KINDS`, and its step clock); anything a later feature asks of
+processes is a new kind there.
 
 Encoding is plain JSON objects (the wire is unchanged from the dict the server used to write by hand)::
 
@@ -22,57 +23,77 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_REQUESTS_READ = 64  # profile requests a client considers per reply (a server lists a run's active ones)
+MAX_REQUESTS_READ = 64  # requests of one kind a client considers per reply (a server lists a run's active ones)
+
+
+class ControlKind:
+    """One kind of control request as replies carry it: its key in the reply, its class (protocol/control.py says
+    what a class has), and whether an empty list is sent (profile: an empty list says "none open here" and a
+    missing one "this server does not profile"; stacks: nothing pending is said by no list)."""
+
+    __slots__ = ("key", "request", "listed_when_empty")
+
+    def __init__(self, key: str, request: Any, listed_when_empty: bool) -> None:
+        self.key, self.request, self.listed_when_empty = key, request, listed_when_empty
+
+
+# Every kind of control request: a new kind is its request class and one entry here (and its folders on each side)
+CONTROL_KINDS = (ControlKind("profile", ProfileRequest, True), ControlKind("stacks", StackRequest, False))
 
 
 class RunControl:
-    """What a reply asks of the processes of one run. `profile` None: the server does not profile (no list in
-    the reply); a list is authoritative: a request missing from it is cancelled or over. `stacks`: the run's
-    pending stack snapshots (each answered once per process; empty when none)."""
+    """What a reply asks of the processes of one run: each kind's open requests (`requests[key]`; None: the reply
+    carried no list of that kind), and the run's step clock. A list is authoritative: a request missing from it is
+    cancelled or over. `profile` and `stacks` read the two kinds of today (`stacks` is [] when none are pending)."""
 
-    __slots__ = ("profile", "run_step", "run_step_at", "stacks")
+    __slots__ = ("requests", "run_step", "run_step_at")
 
     def __init__(self, profile: list[ProfileRequest] | None = None, run_step: int | None = None,
-                 run_step_at: float = 0.0, stacks: list[StackRequest] | None = None) -> None:
-        self.profile = profile
-        self.stacks = stacks or []
+                 run_step_at: float = 0.0, stacks: list[StackRequest] | None = None, *,
+                 requests: dict[str, list[Any] | None] | None = None) -> None:
+        self.requests: dict[str, list[Any] | None] = {"profile": profile, "stacks": stacks} if requests is None \
+            else requests
         self.run_step = run_step  # the run's step clock, for processes that do not log the step themselves
         self.run_step_at = run_step_at  # when the server saw that clock move (epoch s, the server's clock)
 
+    @property
+    def profile(self) -> list[ProfileRequest] | None:
+        return self.requests.get("profile")
+
+    @property
+    def stacks(self) -> list[StackRequest]:
+        return self.requests.get("stacks") or []
+
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if self.profile is not None:
-            out["profile"] = [r.to_wire() for r in self.profile]
-        if self.stacks:
-            out["stacks"] = [r.to_wire() for r in self.stacks]
+        for kind in CONTROL_KINDS:
+            listed = self.requests.get(kind.key)
+            if listed is not None and (listed or kind.listed_when_empty):
+                out[kind.key] = [r.to_wire() for r in listed]
         if self.run_step is not None:
             out["run_step"], out["run_step_at"] = self.run_step, self.run_step_at
         return out
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> RunControl:
-        profile: list[ProfileRequest] | None = None
-        listed = body.get("profile")
-        if isinstance(listed, list):
-            profile = []
+        requests: dict[str, list[Any] | None] = {}
+        for kind in CONTROL_KINDS:
+            listed = body.get(kind.key)
+            if not isinstance(listed, list):
+                requests[kind.key] = None
+                continue
+            read = requests[kind.key] = []
             for entry in listed[:MAX_REQUESTS_READ]:
                 try:
-                    profile.append(ProfileRequest.from_wire(entry))
+                    read.append(kind.request.from_wire(entry))
                 except ValueError:
                     continue  # one malformed entry never hides the others
-        stacks: list[StackRequest] = []
-        asked = body.get("stacks")
-        for entry in asked[:MAX_REQUESTS_READ] if isinstance(asked, list) else ():
-            try:
-                stacks.append(StackRequest.from_wire(entry))
-            except ValueError:
-                continue
         step = body.get("run_step")
         at = body.get("run_step_at")
         if type(step) is int and step >= 0:
-            return cls(profile, step, float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0,
-                       stacks)
-        return cls(profile, stacks=stacks)
+            return cls(None, step, float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0,
+                       requests=requests)
+        return cls(requests=requests)
 
 
 class IngestReply:

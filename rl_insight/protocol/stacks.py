@@ -19,8 +19,9 @@ is bounded both when built (client/stacks.py) and when read (`decode_stack_repor
 
 from __future__ import annotations
 
-from .limits import INT64_MAX, MAX_ID, MAX_LABEL_VALUE, MAX_LANE, MAX_SPAN_NAME, MAX_TS_S
-from .profiles import CLIENT_HEARTBEAT_S, MAX_PROFILE_SELECTORS, process_selected
+from .control import Selector, request_id
+from .limits import INT64_MAX, MAX_LANE, MAX_SPAN_NAME, MAX_TS_S
+from .profiles import CLIENT_HEARTBEAT_S
 from .values import ItemError, TextCleaner, finite_float
 
 TYPE_CHECKING = False
@@ -49,20 +50,29 @@ class StackRequest:
     """Which processes of a run answer (no selector: all of them), whether they add py-spy's native frames, and
     until when the request is listed (epoch s)."""
 
-    __slots__ = ("id", "lanes", "roles", "ranks", "native", "expires_at")
+    __slots__ = ("id", "selector", "native", "expires_at")
 
     def __init__(self, id: str, lanes: tuple[str, ...] = (), roles: tuple[str, ...] = (), ranks: tuple[int, ...] = (),
                  native: bool = False, expires_at: float = 0.0) -> None:
         self.id = id
-        self.lanes = lanes
-        self.roles = roles
-        self.ranks = ranks
+        self.selector = Selector(lanes, roles, ranks)
         self.native = native
         self.expires_at = expires_at
 
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return self.selector.lanes
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.selector.roles
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return self.selector.ranks
+
     def to_wire(self) -> dict[str, Any]:
-        return {"id": self.id, "lanes": list(self.lanes), "roles": list(self.roles), "ranks": list(self.ranks),
-                "native": self.native, "expires_at": self.expires_at}
+        return {"id": self.id, **self.selector.to_wire(), "native": self.native, "expires_at": self.expires_at}
 
     @classmethod
     def from_wire(cls, d: Any) -> StackRequest:
@@ -70,30 +80,16 @@ class StackRequest:
         reply with it); ValueError naming the problem otherwise."""
         if not isinstance(d, dict):
             raise ValueError("a stack request must be an object")
-        rid = d.get("id")
-        if not isinstance(rid, str) or not 1 <= len(rid) <= MAX_ID or not all(c in "0123456789abcdef" for c in rid):
-            raise ValueError("stack request id must be 1-32 lowercase hex digits")
-        strings = TextCleaner()
-
-        def texts(key: str, max_len: int) -> tuple[str, ...]:
-            v = d.get(key) or []
-            if not isinstance(v, list) or len(v) > MAX_PROFILE_SELECTORS:
-                raise ValueError(f"{key} must be a list of at most {MAX_PROFILE_SELECTORS}")
-            return tuple(strings.text(x, key, max_len) for x in v)
-
-        ranks = d.get("ranks") or []
-        if not isinstance(ranks, list) or len(ranks) > MAX_PROFILE_SELECTORS or \
-                not all(type(r) is int and 0 <= r <= INT64_MAX for r in ranks):
-            raise ValueError("ranks must be a list of non-negative integers")
+        rid = request_id(d, "stack request")
+        selector = Selector.from_wire(d)
         try:
-            lanes, roles = texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE)
             expires_at = finite_float(d.get("expires_at", 0.0), "expires_at", 0.0, MAX_TS_S)
         except ItemError as exc:
             raise ValueError(str(exc)) from None
-        return cls(rid, lanes, roles, tuple(ranks), d.get("native") is True, expires_at)
+        return cls(rid, selector.lanes, selector.roles, selector.ranks, d.get("native") is True, expires_at)
 
     def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
-        return process_selected(self.lanes, self.roles, self.ranks, lanes, roles, rank)
+        return self.selector.picks(lanes, roles, rank)
 
 
 def _int(v: Any, lo: int = 0, hi: int = INT64_MAX) -> int | None:

@@ -186,7 +186,7 @@ class AppState:
         if self.writer is not None:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
         # every ingest reply's RunControl: the run's open requests of every kind, and its step clock
-        self.control = RunControlBuilder(self.step_clock, self.profiles, self.stacks)
+        self.control = RunControlBuilder(self.step_clock, {"profile": self.profiles, "stacks": self.stacks})
         self.stall_watch: StallWatch | None = None
         if self.insight is not None and config.stall_snapshots:  # a stalled run's stacks, taken by the server
             self.stall_watch = StallWatch(self.stacks, self.step_clock, step_stall_s=config.stall_step_s,

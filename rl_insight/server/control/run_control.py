@@ -1,14 +1,14 @@
-"""The reply's `RunControl`, built in one place: every open control request of the run (profiles, stack snapshots)
-and the run's step clock, for every ingest reply to one of the run's processes.
+"""The reply's `RunControl`, built in one place: every open control request of the run (each kind of
+protocol.reply.CONTROL_KINDS from its book) and the run's step clock, for every ingest reply to one of its processes.
 
-Invariant: each kind of control request is one source with `open_requests(project, experiment_name)`, listed here
-once; a list it gives is authoritative (a request missing from it is cancelled or over). A reply of a process that
-names no run carries an empty profile list and nothing else.
+Invariant: each kind of control request is one source with `open_requests(project, experiment_name)`, registered
+here once under its reply key; a list it gives is authoritative (a request missing from it is cancelled or over).
+A reply of a process that names no run carries an empty list of each kind and nothing else.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from ...protocol import RunControl
 from ..live.step_clock import StepClock
@@ -19,18 +19,20 @@ class ControlSource(Protocol):
 
 
 class RunControlBuilder:
-    def __init__(self, clock: StepClock, profiles: ControlSource, stacks: ControlSource | None = None) -> None:
-        self.clock, self.profiles, self.stacks = clock, profiles, stacks
+    def __init__(self, clock: StepClock, sources: Mapping[str, ControlSource]) -> None:
+        """`sources`: each kind's book by its key in the reply (`profile`, `stacks`)."""
+        self.clock = clock
+        self.sources = dict(sources)
 
     def for_client(self, project: str | None, experiment_name: str | None) -> RunControl:
         """What rides on an ingest reply of the run: its open requests of every kind and its step clock (for
         processes that do not log the step themselves)."""
         if not project or not experiment_name:
-            return RunControl([])
-        stacks = self.stacks.open_requests(project, experiment_name) if self.stacks is not None else []
-        profiles = self.profiles.open_requests(project, experiment_name)
+            return RunControl(requests={key: [] for key in self.sources})
+        requests: dict[str, list[Any] | None] = {key: source.open_requests(project, experiment_name)
+                                                 for key, source in self.sources.items()}
         clock = self.clock.current(project, experiment_name)
         if clock is None:
-            return RunControl(profiles, stacks=stacks)
+            return RunControl(requests=requests)
         # and when it moved: a process can tell whether a step began before it heard
-        return RunControl(profiles, *clock, stacks=stacks)
+        return RunControl(None, *clock, requests=requests)

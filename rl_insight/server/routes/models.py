@@ -139,7 +139,20 @@ def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
 STEPS_PATTERN = r"^\s*(next|[0-9]{1,15}(\s*-\s*[0-9]{1,15})?)\s*$"
 
 
-class ProfileCreate(BaseModel):
+class SelectorFields(BaseModel):
+    """Which processes of the run a control request asks: those with any of these lanes, roles or ranks (none: all
+    of them). The body's shape of protocol/control.Selector, which validates it once for every kind."""
+
+    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
+    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field(
+        [], max_length=p.MAX_PROFILE_SELECTORS
+    )
+    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
+
+
+class ProfileCreate(SelectorFields):
     """A profile request: steps of a run, on the processes whose lanes, roles or ranks match (none: all). The run
     is `run_id`, or `project` and `experiment_name`."""
 
@@ -168,13 +181,6 @@ class ProfileCreate(BaseModel):
     steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "
                        f"{p.MAX_PROFILE_STEPS} steps), or `next`: the first step every process of the run hears of "
                        "before it begins", max_length=64, pattern=STEPS_PATTERN)
-    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field(
-        [], max_length=p.MAX_PROFILE_SELECTORS
-    )
-    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field(
-        [], max_length=p.MAX_PROFILE_SELECTORS
-    )
-    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     activities: list[Literal["cpu", "cuda"]] = Field(cast(list[Literal["cpu", "cuda"]],
         list(p.DEFAULT_PROFILE_ACTIVITIES)), min_length=1,
                                                      max_length=len(p.PROFILE_ACTIVITIES))
@@ -195,16 +201,9 @@ class ProfileCreate(BaseModel):
                                              "`rl-insight profile upload` (never delivered to the job's processes)")
 
 
-class StackCreate(BaseModel):
+class StackCreate(SelectorFields):
     """A stack snapshot of a run's live processes: those whose lanes, roles or ranks match (none: all of them)."""
 
-    lanes: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LANE)]] = Field(
-        [], max_length=p.MAX_PROFILE_SELECTORS
-    )
-    roles: list[Annotated[str, Field(min_length=1, max_length=p.MAX_LABEL_VALUE)]] = Field(
-        [], max_length=p.MAX_PROFILE_SELECTORS
-    )
-    ranks: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field([], max_length=p.MAX_PROFILE_SELECTORS)
     native: bool = Field(False, description="add native frames (py-spy, where installed and ptrace is permitted)")
     deadline_s: float = Field(p.DEFAULT_STACK_DEADLINE_S, ge=1, le=p.MAX_STACK_DEADLINE_S,
                               description="processes that have not answered by then are listed as not answering "

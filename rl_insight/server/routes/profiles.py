@@ -82,11 +82,12 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
                                          "job starts with wait_for_run (`profile request --before-start`)")
         live = st.run_processes(project, experiment)
         if live and not body.roles:  # roles can come from a process's environment, which the server does not see
-            from ...protocol.profiles import process_selected
-            from ..control.stacks.book import refusal
+            from ...protocol.control import Selector
+            from ..control.processes import picked, refusal
 
-            if not any(process_selected(body.lanes, (), body.ranks, p["lanes"], (), p["rank"]) for p in live):
-                raise ConflictError(refusal(project, experiment, live, body.lanes, (), body.ranks),
+            selector = Selector(tuple(body.lanes), (), tuple(body.ranks))
+            if not any(picked(selector, p) for p in live):
+                raise ConflictError(refusal(project, experiment, live, selector),
                                     hint="pick lanes or ranks the run has (the timeline shows its lanes)")
 
     @operate.post("", status_code=201)

@@ -191,12 +191,12 @@ class ProfileBook:
             raise InvalidInputError("a profile request needs the run: project and experiment_name")
         if not 1 <= ttl_s <= MAX_PROFILE_TTL_S:  # the server's policy: the request itself carries expires_at
             raise InvalidInputError("ttl_s must be between 1 s and 7 days")
-        rid = os.urandom(8).hex()
-        draft = ProfileRequest(rid, project, experiment_name, first_step, last_step, tuple(lanes), tuple(roles),
-                               tuple(ranks), DEFAULT_PROFILE_TOOL, tuple(activities), memory, stack, _now() + ttl_s,
-                               max_window_s, max_bytes, stage)
+        asked = {"id": os.urandom(8).hex(), "project": project, "experiment_name": experiment_name,
+                 "steps": [first_step, last_step], "lanes": list(lanes), "roles": list(roles), "ranks": list(ranks),
+                 "tool": DEFAULT_PROFILE_TOOL, "activities": list(activities), "memory": memory, "stack": stack,
+                 "expires_at": _now() + ttl_s, "max_window_s": max_window_s, "max_bytes": max_bytes, "stage": stage}
         try:
-            request = ProfileRequest.from_wire(draft.to_wire())  # the one validation, the same a client applies
+            request = ProfileRequest.from_wire(asked)  # the one validation, the same a process applies to its reply
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
         wire = request.to_wire()

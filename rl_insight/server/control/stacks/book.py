@@ -33,10 +33,10 @@ from typing import Any, Callable, Sequence
 from ....errors import ConflictError, InvalidInputError, NotFoundError
 from ....fsutil import atomic_write
 from ....protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
-from ....protocol.profiles import process_selected
 from ....protocol.stacks import thread_bytes
 from ...fleet.shared_book import SharedBook
 from ...workers.batch_worker import Periodic
+from ..processes import picked, refusal
 from . import groups as stack_groups
 
 log = logging.getLogger("rl_insight.server.control.stacks.book")
@@ -142,14 +142,17 @@ class StackBook:
         if not live:
             raise ConflictError(f"no process of run {project}/{experiment_name} is alive: nothing can answer",
                                 hint="a stack snapshot needs the job running (its processes send heartbeats)")
-        expected = [p for p in live if process_selected(lanes, roles, ranks, p["lanes"], _roles(p), p["rank"])]
-        if not expected:
-            raise ConflictError(refusal(project, experiment_name, live, lanes, roles, ranks),
-                                hint="pick lanes or ranks the run has (the timeline shows its lanes)")
         sid = os.urandom(8).hex()
         now = time.time()
-        request = StackRequest.from_wire(StackRequest(sid, tuple(lanes), tuple(roles), tuple(ranks), native,
-                                                      now + deadline_s).to_wire())
+        try:  # the one validation of what was asked (protocol/stacks.py), the same a process applies to its reply
+            request = StackRequest.from_wire({"id": sid, "lanes": list(lanes), "roles": list(roles),
+                                              "ranks": list(ranks), "native": native, "expires_at": now + deadline_s})
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+        expected = [p for p in live if picked(request.selector, p)]
+        if not expected:
+            raise ConflictError(refusal(project, experiment_name, live, request.selector),
+                                hint="pick lanes or ranks the run has (the timeline shows its lanes)")
         snap = {"id": sid, "project": project, "experiment_name": experiment_name, "run_id": run_id,
                 "created_at": now, "deadline_at": now + deadline_s, "origin": origin, "reason": reason[:500],
                 "request": request.to_wire(), "state": "pending", "expected": expected, "reports": {}}
@@ -348,38 +351,3 @@ class StackBook:
 
 def _run(snap: dict[str, Any]) -> tuple[str, str]:
     return snap["project"], snap["experiment_name"]
-
-
-def _roles(proc: dict[str, Any]) -> set[str]:
-    return {lane.split("/", 1)[0] for lane in proc.get("lanes", []) if "/" in lane}
-
-
-def _selectors(lanes: Sequence[str], roles: Sequence[str], ranks: Sequence[int]) -> str:
-    said = [f"{what} {', '.join(map(str, v))}" for what, v in (("lanes", lanes), ("roles", roles), ("ranks", ranks))
-            if v]
-    return " or ".join(said) or "every process"
-
-
-def refusal(project: str, experiment_name: str, live: list[dict[str, Any]], lanes: Sequence[str],
-            roles: Sequence[str], ranks: Sequence[int]) -> str:
-    """Why selectors picked none of a run's live processes, and what it has (stack snapshots and profile requests
-    say the same)."""
-    lanes_hint = "; the ranks here are lanes: choose them with --lanes (" + \
-        ", ".join(f"rank_{r}" for r in list(ranks)[:3]) + ")" if ranks and not any(p["rank"] is not None
-                                                                                     for p in live) else ""
-    return (f"no live process of run {project}/{experiment_name} matches {_selectors(lanes, roles, ranks)}; it has "
-            f"{describe_processes(live)}{lanes_hint}")
-
-
-def describe_processes(procs: list[dict[str, Any]]) -> str:
-    """A run's live processes in a line, for messages that say why a selector picked none."""
-    ranks = [p["rank"] for p in procs if p.get("rank") is not None]
-    lanes = [lane for p in procs for lane in p.get("lanes", [])]
-    parts = [f"{len(procs)} live process{'es' if len(procs) != 1 else ''}"]
-    parts.append(f"ranks {stack_groups.compact(f'{r}' for r in ranks)}" if ranks else "none reports a rank")
-    if lanes:
-        roles = sorted({lane.split('/', 1)[0] for lane in lanes if "/" in lane})
-        parts.append(f"lanes {stack_groups.compact(lanes)}" + (f" (roles {', '.join(roles)})" if roles else ""))
-    else:
-        parts.append("no lanes")
-    return ", ".join(parts)

@@ -13,13 +13,13 @@ with different virtualenv paths still group. The largest group is "the many"; ev
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
 
-MAX_LABELS_SHOWN = 12  # compact range strings list at most this many prefixes
+from ..processes import compact
+
 NATIVE_SHOWN = 16  # innermost native frames kept on a group
 _LIB = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 _STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\]")
-_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 
 def short_path(path: str) -> str:
@@ -70,32 +70,6 @@ def where(frames: list[dict[str, Any]]) -> dict[str, Any]:
     if waits is not None:
         text += f", waiting in {package(waits['file'])} `{waits['func']}`"
     return {"func": mine["func"], "file": mine["file"], "line": mine["line"], "code": mine.get("code"), "text": text}
-
-
-def compact(labels: Iterable[str]) -> str:
-    """`rank_0 … rank_511, rank_513 … rank_1023` → `rank_0-511, rank_513-1023` (numbers of one prefix as ranges)."""
-    numbered: dict[str, list[int]] = {}
-    plain: list[str] = []
-    for label in labels:
-        m = _TRAILING_NUMBER.match(label)
-        if m and len(m.group(2)) < 10 and not (len(m.group(2)) > 1 and m.group(2).startswith("0")):
-            numbered.setdefault(m.group(1), []).append(int(m.group(2)))
-        else:
-            plain.append(label)
-    out: list[str] = []
-    for prefix in sorted(numbered):
-        nums = sorted(set(numbered[prefix]))
-        runs: list[tuple[int, int]] = []
-        for n in nums:
-            if runs and n == runs[-1][1] + 1:
-                runs[-1] = (runs[-1][0], n)
-            else:
-                runs.append((n, n))
-        out.extend(f"{prefix}{a}" if a == b else f"{prefix}{a}-{b}" for a, b in runs)
-    out.extend(sorted(set(plain)))
-    if len(out) > MAX_LABELS_SHOWN:
-        return ", ".join(out[:MAX_LABELS_SHOWN]) + f" and {len(out) - MAX_LABELS_SHOWN} more"
-    return ", ".join(out)
 
 
 def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> list[dict[str, Any]]:

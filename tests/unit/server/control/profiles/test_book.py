@@ -46,7 +46,7 @@ def test_delivery_is_per_run_and_stops_when_cancelled_or_expired(
     b = book.create("p", "e", 4, 4, ttl_s=1)
     other = book.create("p", "other", 3, 3)
     book.clock.note("p", "e", 2)
-    control = RunControlBuilder(book.clock, book)  # (what every ingest reply of the run carries)
+    control = RunControlBuilder(book.clock, {"profile": book})  # (what every ingest reply of the run carries)
     got = control.for_client("p", "e").to_wire()
     assert {r["id"] for r in got["profile"]} == {a["id"], b["id"]} and got["run_step"] == 2
     assert ProfileRequest.from_wire(got["profile"][0]).to_wire() == got["profile"][0]  # what a client accepts

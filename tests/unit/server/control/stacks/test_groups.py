@@ -1,5 +1,5 @@
 """Grouping a stack snapshot (server/live/stacks/groups.py): identical call paths together, the odd ones out named,
-ranges compact, who moved between two snapshots."""
+who moved between two snapshots."""
 
 from __future__ import annotations
 
@@ -41,15 +41,6 @@ def report(rank: int, frames: list[dict], lane: bool = True, host: str = "node0"
 
 def snapshot(reports: dict, missing: list | None = None, created_at: float = 100.0) -> dict:
     return {"id": f"s{created_at}", "created_at": created_at, "reports": reports, "missing": missing or []}
-
-
-def test_compact_ranges() -> None:
-    labels = [f"rank_{i}" for i in range(1024) if i != 512]
-    assert sg.compact(labels) == "rank_0-511, rank_513-1023"
-    assert sg.compact(["replica_10", "replica_2", "replica_3", "driver"]) == "replica_2-3, replica_10, driver"
-    assert sg.compact(["rank 3", "rank 1", "rank 2"]) == "rank 1-3"
-    many = sg.compact(f"p{i}_x" for i in range(40))  # no trailing number: listed, then cut
-    assert many.endswith("and 28 more")
 
 
 def test_the_late_rank_is_named_the_odd_one_out() -> None:
