@@ -18,14 +18,66 @@ from urllib.parse import urlsplit
 
 import typer
 
-from .. import env
 from ..errors import InvalidInputError, ServiceError
-from ..server.config import INSIGHTS_WORKERS, STORE_WRITERS, ServerConfig
+from ..server.config import ServerConfig
 from ..services.home import Home
 from ..services.settings import StackSettings
 from ..services.state import StackState
 from .options import ConfigOpt, HomeOpt, apply_config_file, echo_table
 from .stack_control import follow_logs, print_status, print_training_side
+from .start_flags import (
+    AllowedHostsFlag,
+    AttachLogsFlag,
+    AutoPortFlag,
+    AutoProfileOnStallFlag,
+    DataDirFlag,
+    DetachFlag,
+    ExportTensorboardFlag,
+    ExportWandbFlag,
+    ExtraDashboardDirFlag,
+    GrafanaBinFlag,
+    GrafanaFlag,
+    GrafanaHostFlag,
+    GrafanaPortFlag,
+    HostFlag,
+    InsightsWorkerFlag,
+    KeepAliveSFlag,
+    LogDirFlag,
+    MaxConnectionsFlag,
+    NoTokenFlag,
+    OtlpEndpointFlag,
+    OtlpGrpcPortFlag,
+    OtlpHostFlag,
+    OtlpHttpPortFlag,
+    OtlpIntakeGrpcPortFlag,
+    OtlpProtocolFlag,
+    PortFlag,
+    PrometheusBinFlag,
+    PrometheusFlag,
+    PrometheusHostFlag,
+    PrometheusPortFlag,
+    PrometheusUrlFlag,
+    ReadyTimeoutFlag,
+    RemoteWriteUrlFlag,
+    RetentionFlag,
+    ScrapeIntervalFlag,
+    SharedDirFlag,
+    StallSnapshotIntervalSFlag,
+    StallSnapshotsFlag,
+    StallStepSFlag,
+    StoreFlag,
+    StoreMaxGbFlag,
+    StoreRetentionDaysFlag,
+    StoreWriterFlag,
+    TempoBinFlag,
+    TempoFlag,
+    TempoHostFlag,
+    TempoPortFlag,
+    TempoRetentionFlag,
+    TokenFlag,
+    WandbEntityFlag,
+    WandbProjectFlag,
+)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVER = ServerConfig()  # the ingest server's defaults, read by the flags below
@@ -37,123 +89,61 @@ NOT_CONFIG = {"ctx", "config", "detach", "attach_logs", "no_token", "home", "dat
 def start(
     ctx: typer.Context,
     config: Optional[Path] = ConfigOpt,
-    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return once ready."),
-    attach_logs: bool = typer.Option(False, "--attach-logs", help="In the foreground, also print every service's log "
-                                                                  "lines prefixed with [service] (not with --detach)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where the run store, TSDB, traces and Grafana "
-                                                                     "keep "
-                                                                     "data (default <home>/data; upstream's "
-                                                                     "server.data_dir)."),
-    extra_dashboard_dir: Optional[Path] = typer.Option(None, "--extra-dashboard-dir",
-                                                       help="More Grafana dashboards (classic JSON) provisioned next "
-                                                            "to ours."),
-    export_tensorboard: Optional[Path] = typer.Option(None, "--export-tensorboard", metavar="DIR",
-                                                      help="Write every run's scalars and insight metrics as "
-                                                           "TensorBoard "
-                                                           "events under DIR/<project>/<experiment> (extra "
-                                                           "rl-insight[tensorboard])."),
-    export_wandb: bool = typer.Option(SERVER.export_wandb, "--export-wandb",
-                                      help="One W&B run per run, resumed across restarts (extra rl-insight[wandb]; "
-                                           "WANDB_MODE=offline for `wandb sync`)."),
-    wandb_project: Optional[str] = typer.Option(SERVER.wandb_project, "--wandb-project",
-                                                help="W&B project (default: the run's project)."),
-    wandb_entity: Optional[str] = typer.Option(SERVER.wandb_entity, "--wandb-entity", help="W&B entity."),
-    host: str = typer.Option(SERVER.host, help="Ingest server bind address."),
-    port: int = typer.Option(SERVER.port, help="Ingest server port."),
-    log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Directory for service logs (default <home>/logs)."),
-    prometheus: bool = typer.Option(STACK.prometheus, "--prometheus/--no-prometheus",
-                                    help="Run Prometheus (--no-prometheus: only the ingest server)."),
-    prometheus_bin: Optional[str] = typer.Option(None, "--prometheus-bin", help="Prometheus binary to use."),
-    prometheus_url: Optional[str] = typer.Option(SERVER.prometheus_url, "--prometheus-url", metavar="URL",
-                                                 help="The Prometheus-compatible query endpoint the UI's panels, alert "
-                                                      "history and Grafana read (VictoriaMetrics, Mimir, Thanos; with "
-                                                      "--remote-write-url sending it the managed Prometheus's data). "
-                                                      "Default: the managed Prometheus."),
-    prometheus_host: str = typer.Option(STACK.prometheus_host, help="Prometheus bind address (loopback by default)."),
-    prometheus_port: int = typer.Option(STACK.prometheus_port, help="Prometheus port."),
-    scrape_interval: str = typer.Option(STACK.scrape_interval, help="Prometheus scrape interval."),
-    retention: str = typer.Option(STACK.retention, help="Prometheus TSDB retention time."),
-    store: Optional[str] = typer.Option(SERVER.store, "--store", envvar=env.STORE_URL, metavar="URL",
-                                        help="The run store: postgresql://user@host:port/db (extra "
-                                             "rl-insight[postgres]; the password from RL_INSIGHT_STORE_PASSWORD, "
-                                             "~/.pgpass or ?passfile=, never in the URL) or sqlite:///FILE (default: "
-                                             "a SQLite file under --data-dir). See docs/scale.md."),
-    shared_dir: Optional[str] = typer.Option(SERVER.shared_dir, "--shared-dir", metavar="DIR",
-                                             help="A directory every server of a fleet mounts (NFS, Lustre): profile "
-                                                  "traces and their analyses, which any server then serves "
-                                                  "(default: --data-dir). See docs/scale.md."),
-    store_retention_days: float = typer.Option(SERVER.store_retention_days, min=0.01,
-                                               help="Run store: delete runs not seen for this many days."),
-    store_max_gb: float = typer.Option(SERVER.store_max_gb, min=0.01,
-                                       help="Run store: delete the oldest runs while the file is larger."),
-    auto_port: bool = typer.Option(STACK.auto_port, "--auto-port", help="Pick free ports for every service whose "
-                                                                        "port is busy."),
-    token: Optional[str] = typer.Option(None, "--token", envvar=env.TOKEN,
-                                        help="Bearer token for state-changing routes (default: generated when not on "
-                                             "loopback)."),
-    no_token: bool = typer.Option(False, "--no-token", help="Accept writes without a token even on a network address."),
-    allowed_hosts: list[str] = typer.Option(list(SERVER.allowed_hosts), "--allowed-host", metavar="NAME",
-                                            help="Another name clients use for this server (DNS name behind a proxy); "
-                                                 "without a token, requests for other Host names are refused "
-                                                 "(DNS-rebinding defence). Repeatable."),
-    max_connections: int = typer.Option(SERVER.max_connections, "--max-connections", min=16,
-                                        help="Client connections the ingest server holds at once (about one per "
-                                             "training process; past it new ones are closed and counted). See "
-                                             "docs/scale.md."),
-    keep_alive_s: float = typer.Option(SERVER.keep_alive_s, "--keep-alive-s", min=1,
-                                       help="Seconds a client's connection may sit idle before the server closes "
-                                            "it (longer than the clients' 10 s heartbeat keeps idle ones open)."),
-    store_writer: str = typer.Option(SERVER.store_writer, "--store-writer", metavar="|".join(STORE_WRITERS),
-                                     callback=lambda v: _one_of(v, STORE_WRITERS, "--store-writer"),
-                                     help="Where the run store's writer runs: a process of its own (the default: "
-                                          "the ingest loop never waits on its GIL) or a thread of the server."),
-    insights_worker: str = typer.Option(SERVER.insights_worker, "--insights-worker",
-                                        metavar="|".join(INSIGHTS_WORKERS),
-                                        callback=lambda v: _one_of(v, INSIGHTS_WORKERS, "--insights-worker"),
-                                        help="Where the insight metrics are computed: a process of their own (the "
-                                             "default: a round never holds the ingest loop's GIL) or a thread of the "
-                                             "server."),
-    ready_timeout: float = typer.Option(STACK.ready_timeout, help="Seconds to wait for each service to become ready."),
-    remote_write_url: Optional[str] = typer.Option(None, help="Prometheus remote_write URL (Mimir, Thanos, "
-                                                              "VictoriaMetrics)."),
-    tempo: bool = typer.Option(STACK.tempo, "--tempo/--no-tempo", help="Run Tempo (when installed)."),
-    tempo_bin: Optional[str] = typer.Option(None, "--tempo-bin", help="Tempo binary to use."),
-    tempo_host: str = typer.Option(STACK.tempo_host, help="Tempo HTTP API bind address."),
-    tempo_port: int = typer.Option(STACK.tempo_port, help="Tempo HTTP API port."),
-    tempo_retention: str = typer.Option(STACK.tempo_retention, help="Tempo block retention."),
-    otlp_host: str = typer.Option(STACK.otlp_host, help="Tempo OTLP receivers' bind address (0.0.0.0 to accept other "
-                                                        "hosts)."),
-    otlp_grpc_port: int = typer.Option(STACK.otlp_grpc_port, help="Tempo OTLP gRPC port."),
-    otlp_http_port: int = typer.Option(STACK.otlp_http_port, help="Tempo OTLP HTTP port."),
-    otlp_endpoint: Optional[str] = typer.Option(SERVER.otlp_endpoint, help="Forward spans to this OTLP receiver "
-                                                                           "instead "
-                                                                          "of a managed Tempo."),
-    otlp_protocol: str = typer.Option(SERVER.otlp_protocol, help="http/protobuf or grpc."),
-    otlp_intake_grpc_port: int = typer.Option(SERVER.otlp_intake_grpc_port, "--otlp-intake-grpc-port", min=0, max=65535,
-                                              help="Also take OTLP traces over gRPC on this port (verl's MLflow "
-                                                   "traces, "
-                                                   "vLLM, any SDK; extra rl-insight[grpc]). 0: off; OTLP/HTTP at "
-                                                   "/v1/traces is always on."),
-    stall_snapshots: bool = typer.Option(SERVER.stall_snapshots, "--stall-snapshots/--no-stall-snapshots",
-                                         help="Take a stack snapshot of a run by itself when one of its lanes stalls "
-                                              "or its step clock stops (see `rl-insight stacks`)."),
-    stall_step_s: float = typer.Option(SERVER.stall_step_s, "--stall-step-s", min=0,
-                                       help="Seconds without a new step before a run counts as stalled (0: only the "
-                                            "stalled-lane insight)."),
-    stall_snapshot_interval_s: float = typer.Option(SERVER.stall_snapshot_interval_s, "--stall-snapshot-interval-s",
-                                                    min=60, help="At most one automatic stall episode per run this "
-                                                                 "often."),
-    auto_profile_on_stall: bool = typer.Option(SERVER.auto_profile_on_stall, "--auto-profile-on-stall",
-                                               help="When a stalled run's stacks still move (slow, not stuck), profile "
-                                                    "its next step on the stalled lanes."),
-    grafana: bool = typer.Option(STACK.grafana, "--grafana/--no-grafana", help="Run Grafana (when installed)."),
-    grafana_bin: Optional[str] = typer.Option(None, "--grafana-bin", help="Grafana binary to use (grafana or "
-                                                                          "grafana-server)."),
-    grafana_host: str = typer.Option(STACK.grafana_host, help="Grafana bind address (behind its login)."),
-    grafana_port: int = typer.Option(STACK.grafana_port, help="Grafana port."),
+    detach: DetachFlag = False,
+    attach_logs: AttachLogsFlag = False,
+    data_dir: DataDirFlag = None,
+    extra_dashboard_dir: ExtraDashboardDirFlag = None,
+    export_tensorboard: ExportTensorboardFlag = None,
+    export_wandb: ExportWandbFlag = SERVER.export_wandb,
+    wandb_project: WandbProjectFlag = SERVER.wandb_project,
+    wandb_entity: WandbEntityFlag = SERVER.wandb_entity,
+    host: HostFlag = SERVER.host,
+    port: PortFlag = SERVER.port,
+    log_dir: LogDirFlag = None,
+    prometheus: PrometheusFlag = STACK.prometheus,
+    prometheus_bin: PrometheusBinFlag = None,
+    prometheus_url: PrometheusUrlFlag = SERVER.prometheus_url,
+    prometheus_host: PrometheusHostFlag = STACK.prometheus_host,
+    prometheus_port: PrometheusPortFlag = STACK.prometheus_port,
+    scrape_interval: ScrapeIntervalFlag = STACK.scrape_interval,
+    retention: RetentionFlag = STACK.retention,
+    store: StoreFlag = SERVER.store,
+    shared_dir: SharedDirFlag = SERVER.shared_dir,
+    store_retention_days: StoreRetentionDaysFlag = SERVER.store_retention_days,
+    store_max_gb: StoreMaxGbFlag = SERVER.store_max_gb,
+    auto_port: AutoPortFlag = STACK.auto_port,
+    token: TokenFlag = None,
+    no_token: NoTokenFlag = False,
+    allowed_hosts: AllowedHostsFlag = list(SERVER.allowed_hosts),
+    max_connections: MaxConnectionsFlag = SERVER.max_connections,
+    keep_alive_s: KeepAliveSFlag = SERVER.keep_alive_s,
+    store_writer: StoreWriterFlag = SERVER.store_writer,
+    insights_worker: InsightsWorkerFlag = SERVER.insights_worker,
+    ready_timeout: ReadyTimeoutFlag = STACK.ready_timeout,
+    remote_write_url: RemoteWriteUrlFlag = None,
+    tempo: TempoFlag = STACK.tempo,
+    tempo_bin: TempoBinFlag = None,
+    tempo_host: TempoHostFlag = STACK.tempo_host,
+    tempo_port: TempoPortFlag = STACK.tempo_port,
+    tempo_retention: TempoRetentionFlag = STACK.tempo_retention,
+    otlp_host: OtlpHostFlag = STACK.otlp_host,
+    otlp_grpc_port: OtlpGrpcPortFlag = STACK.otlp_grpc_port,
+    otlp_http_port: OtlpHttpPortFlag = STACK.otlp_http_port,
+    otlp_endpoint: OtlpEndpointFlag = SERVER.otlp_endpoint,
+    otlp_protocol: OtlpProtocolFlag = SERVER.otlp_protocol,
+    otlp_intake_grpc_port: OtlpIntakeGrpcPortFlag = SERVER.otlp_intake_grpc_port,
+    stall_snapshots: StallSnapshotsFlag = SERVER.stall_snapshots,
+    stall_step_s: StallStepSFlag = SERVER.stall_step_s,
+    stall_snapshot_interval_s: StallSnapshotIntervalSFlag = SERVER.stall_snapshot_interval_s,
+    auto_profile_on_stall: AutoProfileOnStallFlag = SERVER.auto_profile_on_stall,
+    grafana: GrafanaFlag = STACK.grafana,
+    grafana_bin: GrafanaBinFlag = None,
+    grafana_host: GrafanaHostFlag = STACK.grafana_host,
+    grafana_port: GrafanaPortFlag = STACK.grafana_port,
     home: Optional[Path] = HomeOpt,
 ) -> int:
     """Start the ingest server (and Prometheus when available) and supervise them."""
+    # (every flag is declared in cli/start_flags.py; they are read below by name, from ctx.params)
     if config is not None and not apply_config_file(ctx, config).enabled:
         typer.echo("RL-Insight server management is disabled by config.")
         return 0
@@ -177,6 +167,11 @@ def start(
             env_vars["RL_INSIGHT_TOKEN"] = tok  # through the environment: argv is visible to every user in `ps`
         return _start_detached(h, _rerun_args(ctx, h), p["ready_timeout"], env_vars, tok, p["no_token"])
 
+    return _run_in_foreground(h, p, tok)
+
+
+def _run_in_foreground(h: Home, p: dict[str, Any], tok: str) -> int:
+    """Plan and start the stack, print where it is, supervise it until a signal: the supervisor's exit status."""
     from ..services.supervisor import Supervisor  # (the service stack: loaded by the command that starts it)
 
     sup = Supervisor(stack_settings(h, p, server_config(p, tok)),
@@ -192,12 +187,6 @@ def start(
     if p["attach_logs"]:  # from where each log stood before this start: its start-up lines too
         follow_logs([(svc.name, svc.log, offsets.get(svc.name, 0)) for svc in sup.services], stop=sup._stopping)
     return sup.watch()
-
-
-def _one_of(value: str, allowed: tuple[str, ...], flag: str) -> str:
-    if value not in allowed:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=flag)
-    return value
 
 
 def server_config(params: dict[str, Any], token: str) -> ServerConfig:
