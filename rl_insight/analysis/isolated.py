@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..child import python_command, python_env
+
 REPORT_FILES = ("timeline.html", "summary.json", "trace.perfetto.json", "summary.md", "memory.csv")
 _RESULT_PREFIX = "RL_INSIGHT_ANALYSIS "
 
@@ -117,10 +119,10 @@ def run_isolated(root: Path, names: list[str], title: str, *, inflate_limit: int
     job = json.dumps({"root": str(root), "names": names, "title": title, "inflate_limit": inflate_limit,
                       "max_memory_bytes": max_memory_bytes, "max_cpu_s": int(timeout_s) + 1})
     # one thread per numeric library: their per-core arenas would spend the address-space limit on nothing
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = python_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "rl_insight.analysis.isolated"], input=job, capture_output=True,
+        proc = subprocess.run(python_command("rl_insight.analysis.isolated"), input=job, capture_output=True,
                               text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"state": "failed", "message": f"the analysis took longer than {timeout_s:.0f} s and was stopped; "

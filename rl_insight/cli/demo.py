@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Optional
 import typer
 
 from .. import env
+from ..child import python_command, python_env
 from ..errors import ServiceError
 from ..services.home import Home
 from ..services.state import StackState
@@ -29,8 +29,9 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     if not (state and state.supervisor_alive()):
         typer.echo("No rl-insight server running: starting one in the background (stop it with `rl-insight server "
                    "stop`).")
-        r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "start", "--detach", "--home", str(home.root),
-                            "--host", "127.0.0.1", "--auto-port"], capture_output=True, text=True)
+        r = subprocess.run(python_command("rl_insight", "server", "start", "--detach", "--home", str(home.root),
+                                          "--host", "127.0.0.1", "--auto-port"), capture_output=True, text=True,
+                           env=python_env())
         if r.returncode != 0:
             raise ServiceError(f"could not start the server:\n{r.stdout}{r.stderr}")
         state = StackState.read(home)

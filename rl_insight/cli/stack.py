@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from ..child import python_command, python_env
 from ..errors import InvalidInputError, ServiceError
 from ..server.config import ServerConfig
 from ..services.home import Home
@@ -353,7 +353,7 @@ def _start_detached(
     log = h.logs_dir / "supervisor.log"
     from ..services import process
 
-    proc = process.spawn([sys.executable, "-m", "rl_insight", *args], log, env=env)
+    proc = process.spawn(python_command("rl_insight", *args), log, env=python_env(env))
     deadline = time.monotonic() + ready_timeout * 2 + 10
     while time.monotonic() < deadline:
         state = StackState.read(h)

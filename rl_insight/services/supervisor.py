@@ -10,7 +10,6 @@ stack. The state file (`<home>/run/stack.json`) is written atomically and read b
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from .._version import __version__
+from ..child import python_command, python_env
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
 from ..server.http.net import detect_ip, free_port, port_is_free
@@ -214,9 +214,10 @@ class Supervisor:
                 env={"GF_SECURITY_ADMIN_PASSWORD": password, "GF_SECURITY_ADMIN_USER": "admin"}))
         ingest_probe = f"http://{probe_host(s.server.host)}:{self.ingest_port}"
         self.services.append(Service(
-            name="ingest", argv=[sys.executable, "-m", "rl_insight.server", "--config", str(cfg_path)],
+            name="ingest", argv=python_command("rl_insight.server", "--config", str(cfg_path)),
             ready_url=ingest_probe + "/healthz", url=ingest_probe, port=self.ingest_port,
-            log=s.logs / "rl-insight-server.log", version=__version__))
+            log=s.logs / "rl-insight-server.log", version=__version__,
+            env={k: v for k, v in python_env().items() if k.startswith("PYTHON")}))  # (this code: child.py)
 
     # ------------------------------------------------------------------ lifecycle
     def _spawn(self, svc: Service) -> None:

@@ -3,9 +3,9 @@
 The run store's writer (runstore/writer_process.py) and the insight rounds (live/insights/process.py) run in one, so
 their Python work never takes the GIL of the process whose event loop answers a thousand clients (issue 24).
 
-Server side: `PipeChild.start(module)` runs `python -m <module> FD_IN FD_OUT` with this package first on PYTHONPATH
-(the child runs the same code as the server); `send` and `receive` move one message each; `close` ends it, killing it
-after the timeout. `relay_log` logs a child's ("log", …) message here under the child's logger name.
+Server side: `PipeChild.start(module)` runs `python -m <module> FD_IN FD_OUT` as every child of ours starts
+(rl_insight/child.py: the same code as the server); `send` and `receive` move one message each; `close` ends it,
+killing it after the timeout. `relay_log` logs a child's ("log", …) message here under the child's logger name.
 
 Child side: `ServerPipe.from_argv()` is its two ends; `send` is safe from any thread, `tell` also when the server is
 gone; `PipeLog` sends the child's log records.
@@ -20,18 +20,13 @@ import logging
 import os
 import pickle
 import subprocess
-import sys
 import threading
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Callable
 
+from ...child import python_command, python_env
+
 _PICKLE = pickle.HIGHEST_PROTOCOL
-
-
-def _package_root() -> str:
-    """The directory holding the `rl_insight` package this process runs."""
-    return str(Path(__file__).resolve().parents[3])  # (this module is rl_insight/server/workers/child_process.py)
 
 
 class PipeChild:
@@ -46,11 +41,9 @@ class PipeChild:
         """`python -m module FD_IN FD_OUT`; OSError when it cannot be started."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_package_root(),
-                                                                        os.environ.get("PYTHONPATH")) if p)}
         try:
-            proc = subprocess.Popen([sys.executable, "-m", module, str(to_r), str(from_w)], pass_fds=(to_r, from_w),
-                                    stdin=subprocess.DEVNULL, env=env)
+            proc = subprocess.Popen(python_command(module, str(to_r), str(from_w)), pass_fds=(to_r, from_w),
+                                    stdin=subprocess.DEVNULL, env=python_env())
         except OSError:
             for fd in (to_w, from_r):
                 os.close(fd)
