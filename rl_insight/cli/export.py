@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import typer
 
@@ -13,7 +13,7 @@ from ..errors import InvalidInputError, NotFoundError
 TARGETS = ("tensorboard", "wandb", "parquet", "csv")
 
 
-def _find_run(conn: Any, spec: str) -> dict[str, Any]:
+def _find_run(conn: Any, spec: str) -> Mapping[str, Any]:
     from ..server.runstore import queries as q
 
     if spec.isdigit():
@@ -95,7 +95,7 @@ def export(
     return 0
 
 
-def _insight_rows(conn: Any, run: dict[str, Any]) -> list[tuple[str, str, int, float, float]]:
+def _insight_rows(conn: Any, run: Mapping[str, Any]) -> list[tuple[str, str, int, float, float]]:
     from ..server.config import ServerConfig
     from ..server.outbound.run_points import insight_rows
 
@@ -103,7 +103,7 @@ def _insight_rows(conn: Any, run: dict[str, Any]) -> list[tuple[str, str, int, f
     return insight_rows(conn, run, cfg.step_metric, cfg.version_metric)
 
 
-def _export_scalars(conn: Any, run: dict[str, Any], to: str, out: Path, wandb_project: str | None,
+def _export_scalars(conn: Any, run: Mapping[str, Any], to: str, out: Path, wandb_project: str | None,
                     wandb_entity: str | None) -> int:
     from ..export import run_dir_name
     from ..export.points import config_text

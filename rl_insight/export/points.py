@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from . import Point
 
@@ -54,7 +54,7 @@ def insight_points(summary: dict[str, Any], wall_time: float) -> Iterator[Point]
             yield Point(INSIGHT_PREFIX + f"lane_utilization/{lane}", last, wall_time, float(v["utilization"]))
 
 
-def config_text(run: dict[str, Any], extra: Iterable[tuple[str, Any]] = ()) -> str:
+def config_text(run: Mapping[str, Any], extra: Iterable[tuple[str, Any]] = ()) -> str:
     """The run's identity and config as a markdown table (TensorBoard text / W&B config)."""
     rows = [("project", run.get("project")), ("experiment_name", run.get("experiment_name")),
             ("first_seen", run.get("first_seen")), ("last_step", run.get("last_step")), *extra]

@@ -4,7 +4,7 @@ CSV): its trainer scalars and its insight metrics per step, read from the run st
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ...export import Point
 from ...export.points import insight_points, series_tag
@@ -20,7 +20,7 @@ def store_points(conn: StoreConnection, run_id: int) -> Iterator[Point]:
             yield Point(series_tag(name, labels), int(step), float(ts), float(value))
 
 
-def run_insight_points(conn: StoreConnection, run: dict[str, Any], step_metric: str,
+def run_insight_points(conn: StoreConnection, run: Mapping[str, Any], step_metric: str,
                        version_metric: str) -> list[Point]:
     """Insight metrics over the whole run, per step (for exports after the fact)."""
     frm, to = int(run["first_seen"] * 1e9), int(run["last_seen"] * 1e9) + 1
@@ -28,7 +28,7 @@ def run_insight_points(conn: StoreConnection, run: dict[str, Any], step_metric: 
     return list(insight_points(summary, run["last_seen"]))
 
 
-def insight_rows(conn: StoreConnection, run: dict[str, Any], step_metric: str,
+def insight_rows(conn: StoreConnection, run: Mapping[str, Any], step_metric: str,
                  version_metric: str) -> list[tuple[str, str, int, float, float]]:
     """The insight metrics per step as CSV rows (name, labels, step, unix time, value)."""
     points = run_insight_points(conn, run, step_metric, version_metric)

@@ -12,7 +12,7 @@ import asyncio
 import math
 import re
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from ...semantics import panels as catalogue
 from .api import PrometheusApi, PrometheusUnavailable, sample_value
@@ -37,7 +37,7 @@ def query_step_s(start: float, end: float, points: int, scrape_s: float) -> floa
 
 
 def run_time_range(
-    run: dict[str, Any], from_s: float | None, to_s: float | None, default_s: float = 1800.0
+    run: Mapping[str, Any], from_s: float | None, to_s: float | None, default_s: float = 1800.0
 ) -> tuple[float, float]:
     """The window shown for a run: what was asked, else the last `default_s` of the run (up to now when live)."""
     end = to_s if to_s is not None else (time.time() if run.get("status") == "live" else float(run["last_seen"]) + 30)

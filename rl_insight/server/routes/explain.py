@@ -26,6 +26,7 @@ from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
 from ...semantics import insights, run_diff
 from ..runstore import queries as q
+from ..runstore.results import Run
 from ..runstore.steps import explain
 from ..runstore.steps.run_insights import metric_samples
 from ..state import AppState
@@ -59,7 +60,7 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["explain"],
                   responses=error_responses(401, 403, 404, 422))
 
-    def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[dict[str, Any], list[tuple[int, int, int]]]:
+    def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
         conn = reader.conn()
         run = q.get_run(conn, run_id, cfg.live_window_s)  # 404 for an unknown run
         ws = insights.step_windows(metric_samples(conn, run_id, cfg.step_metric))

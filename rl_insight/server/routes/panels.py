@@ -16,6 +16,7 @@ from ...semantics import panels as catalogue
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import alerts, availability, run_time_range, section_data
 from ..runstore import queries as q
+from ..runstore.results import Run
 from ..state import AppState
 from .models import error_responses
 from .params import RunId
@@ -39,7 +40,7 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["prometheus"],
                   responses=error_responses(401, 403, 404, 422))
 
-    def run_of(run_id: int) -> dict[str, Any]:
+    def run_of(run_id: int) -> Run:
         return q.get_run(reader.conn(), run_id, cfg.live_window_s)
 
     @r.get("/metric-families")

@@ -13,10 +13,11 @@ from ...protocol import INT64_MAX
 from ..outbound.run_points import insight_rows
 from ..runstore import queries as q
 from ..runstore import run_list
+from ..runstore.results import Comparison, LaneList, MetricList, Run, RunList, Series, SpanDetail
 from ..runstore.spans import timeline
 from ..runstore.steps.run_insights import run_insights
 from ..state import AppState
-from .models import error_responses
+from .models import error_responses, typed_answer
 from .params import FromNs, RunId, ToNs
 
 DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) start still open its default window
@@ -38,7 +39,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
     assert reader is not None
     live_window_s = st.config.live_window_s
 
-    @r.get("/runs")
+    @r.get("/runs", **typed_answer(RunList, "the runs"))
     def runs(
         project: str | None = Query(None, max_length=1024, description="only this project's runs"),
         status: Literal["live", "idle", "finished", "lost"] | None = Query(None, description="only runs in this state"),
@@ -52,7 +53,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         sort: Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"] = "last_seen",
         order: Literal["asc", "desc"] = "desc",
         limit: int | None = Query(None, ge=1, le=100_000),
-    ) -> dict[str, Any]:
+    ) -> RunList:
         """The runs, newest activity first unless `sort` says otherwise; filtered, searched, with a summary metric
         and config columns when asked (runstore/run_list.py)."""
         keys = [k.strip() for k in (config or "").split(",") if k.strip()]
@@ -63,10 +64,10 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
             it["archived"] = (it["project"], it["experiment_name"]) in archived
         return {"runs": items, "count": len(items)}
 
-    @r.get("/runs/{run_id}")
+    @r.get("/runs/{run_id}", **typed_answer(Run, "the run"))
     def run(
         run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")
-    ) -> dict[str, Any]:
+    ) -> Run:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
         return q.get_run(reader.conn(), run_id, live_window_s, include_config=config)
 
@@ -76,14 +77,14 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
     reader = st.reader
     assert reader is not None
 
-    @r.get("/runs/{run_id}/metrics")
-    def metrics(run_id: RunId) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/metrics", **typed_answer(MetricList, "the run's series"))
+    def metrics(run_id: RunId) -> MetricList:
         """The run's series: `name` as stored and exposed (`actor_entropy`), `logged` as the job logged it
         (`actor/entropy`), kind, labels, how many samples and the last step."""
         items = q.metric_names(reader.conn(), run_id)
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 
-    @r.get("/runs/{run_id}/series")
+    @r.get("/runs/{run_id}/series", **typed_answer(Series, "the metric, downsampled"))
     def series(
         run_id: RunId,
         name: str = Query(..., max_length=1024),
@@ -92,11 +93,11 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         agg: Literal["minmax", "lttb", "none"] = "minmax",
         x_from: float | None = Query(None, alias="from", ge=-1e300, le=1e300),
         x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300),
-    ) -> dict[str, Any]:
+    ) -> Series:
         """A metric of a run by step or by time, downsampled server-side."""
         return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
-    @r.get("/series")
+    @r.get("/series", **typed_answer(Comparison, "the metric of each run"))
     def compare(
         name: str = Query(..., max_length=1024),
         runs: str = Query(
@@ -108,7 +109,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         x: Literal["step", "time"] = "step",
         points: int = Query(1000, ge=2, le=20_000),
         agg: Literal["minmax", "lttb", "none"] = "minmax",
-    ) -> dict[str, Any]:
+    ) -> Comparison:
         """The same metric of several runs side by side."""
         try:
             ids = [int(v) for v in runs.split(",") if v.strip()]
@@ -125,8 +126,8 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
     assert reader is not None
     live_window_s = st.config.live_window_s
 
-    @r.get("/runs/{run_id}/lanes")
-    def lanes(run_id: RunId, counts: bool = False) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/lanes", **typed_answer(LaneList, "the run's lanes"))
+    def lanes(run_id: RunId, counts: bool = False) -> LaneList:
         """Lane names sorted by prefix then number; `counts=true` adds span counts (scans every span)."""
         items = q.lanes(reader.conn(), run_id, counts)
         return {"run_id": run_id, "lanes": items}
@@ -178,8 +179,8 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
             body["left_out"] = left_out
         return JSONResponse(body)
 
-    @r.get("/runs/{run_id}/spans/{span_id}")
-    def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/spans/{span_id}", **typed_answer(SpanDetail, "the span"))
+    def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> SpanDetail:
         return q.span_detail(reader.conn(), run_id, span_id)
 
 

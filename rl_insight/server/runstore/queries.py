@@ -11,13 +11,14 @@ import io
 import json
 import sqlite3
 import time
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal, cast
 
 from ...errors import InvalidInputError, NotFoundError
 from ...semantics.lane_order import lane_sort_key
 from ...semantics.panels import logged_names
 from .backend import StoreConnection
 from .metrics.downsample import lttb, minmax
+from .results import Lane, Metric, Number, Run, RunStatus, Series, SeriesPoints, SpanDetail
 
 XAxis = Literal["step", "time"]
 MAX_POINTS = 20_000
@@ -26,7 +27,7 @@ MAX_POINTS = 20_000
 RUN_COLUMNS = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags, end_state"
 
 
-def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> str:
+def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> RunStatus:
     """live, idle (no data lately), finished (its clients said goodbye), or lost (the process logging its steps
     stopped reporting without a word: killed, crashed, its node gone)."""
     last_seen, finished_at = row[4], row[6]
@@ -35,8 +36,8 @@ def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> st
     return "live" if now - last_seen <= live_window_s else "idle"
 
 
-def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
-    d = {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
+def _run_dict(row: tuple, now: float, live_window_s: float) -> Run:
+    d: Run = {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
          "last_step": row[5], "status": run_status(row, now, live_window_s),
          "duration_s": max(0.0, row[4] - row[3]), "tags": json.loads(row[7]) if len(row) > 7 and row[7] else []}
     if d["status"] == "lost":
@@ -48,7 +49,7 @@ def _run_dict(row: tuple, now: float, live_window_s: float) -> dict[str, Any]:
 
 def list_runs(
     conn: StoreConnection, live_window_s: float = 60.0, project: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Run]:
     sql = f"SELECT {RUN_COLUMNS} FROM runs"
     args: tuple = ()
     if project is not None:
@@ -60,7 +61,7 @@ def list_runs(
 
 def get_run(
     conn: StoreConnection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
-) -> dict[str, Any]:
+) -> Run:
     cols = RUN_COLUMNS + (", config" if include_config else "")
     row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
@@ -116,7 +117,7 @@ def find_run_id(conn: StoreConnection, project: str, experiment_name: str) -> in
     return None if row is None else int(row[0])
 
 
-def metric_names(conn: StoreConnection, run_id: int) -> list[dict[str, Any]]:
+def metric_names(conn: StoreConnection, run_id: int) -> list[Metric]:
     get_run(conn, run_id)
     rows = conn.execute(  # (the totals the writer keeps: runstore/metrics/series_totals.py)
         "SELECT name, kind, labels, n_samples, last_step, logged_name FROM series WHERE run_id = ? ORDER BY name, id",
@@ -135,7 +136,7 @@ def _check_points(points: int) -> None:
 
 def series(conn: StoreConnection, run_id: int, name: str, *, x: XAxis = "step", points: int = 1000,
            agg: Literal["minmax", "lttb", "none"] = "minmax", x_from: float | None = None,
-           x_to: float | None = None) -> dict[str, Any]:
+           x_to: float | None = None) -> Series:
     """All label-sets of metric `name` in a run, each downsampled to about `points` points."""
     _check_points(points)
     if x_from is not None and x_to is not None and x_to <= x_from:
@@ -146,7 +147,7 @@ def series(conn: StoreConnection, run_id: int, name: str, *, x: XAxis = "step", 
         raise NotFoundError(f"run {run_id} has no metric {name!r}", hint=f"GET /api/v1/runs/{run_id}/metrics lists "
                                                                          "them")
     col = "step" if x == "step" else "ts"
-    out = []
+    out: list[SeriesPoints] = []
     for sid, labels, kind in found:
         where = f"series_id = ? AND {col} IS NOT NULL"
         args: list[Any] = [sid]
@@ -159,21 +160,21 @@ def series(conn: StoreConnection, run_id: int, name: str, *, x: XAxis = "step", 
         total = conn.execute(f"SELECT count(*), min({col}), max({col}) FROM samples WHERE {where}", args).fetchone()
         n, lo, hi = total
         if n == 0:
-            pts: list[list[float]] = []
+            pts: list[list[Number | None]] = []
         elif agg == "none" or n <= points:
             pts = [
                 list(r) for r in conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args)
             ]
         elif agg == "lttb":
             raw = conn.execute(f"SELECT {col}, value FROM samples WHERE {where} ORDER BY {col}", args).fetchall()
-            pts = lttb(raw, points)
+            pts = cast(list[list[Number | None]], lttb(raw, points))
         else:
-            pts = minmax(conn, col, where, args, lo, hi, points)
+            pts = cast(list[list[Number | None]], minmax(conn, col, where, args, lo, hi, points))
         out.append({"labels": json.loads(labels), "kind": kind, "points": pts, "total": n})
     return {"run_id": run_id, "name": name, "x": x, "agg": agg, "series": out}
 
 
-def compare(conn: StoreConnection, run_ids: list[int], name: str, **kw: Any) -> list[dict[str, Any]]:
+def compare(conn: StoreConnection, run_ids: list[int], name: str, **kw: Any) -> list[Series]:
     if not run_ids or len(run_ids) > 20:
         raise InvalidInputError(f"give 1 to 20 run ids to compare, got {len(run_ids)}")
     return [series(conn, r, name, **kw) for r in run_ids]
@@ -190,14 +191,15 @@ SELECT lane FROM l WHERE lane IS NOT NULL
 """
 
 
-def lanes(conn: StoreConnection, run_id: int, counts: bool = False) -> list[dict[str, Any]]:
+def lanes(conn: StoreConnection, run_id: int, counts: bool = False) -> list[Lane]:
     """A run's lanes, sorted by prefix then number. Names come from a loose scan of the lane index (one
     seek per lane, not one step per span); per-lane counts, when asked for, scan every span."""
     get_run(conn, run_id)
     if counts:
         rows = conn.execute("SELECT lane, count(*), min(start_ns), max(coalesce(end_ns, start_ns)), "
                             "sum(end_ns IS NULL) FROM spans WHERE run_id = ? GROUP BY lane", (run_id,)).fetchall()
-        out = [{"lane": r[0], "spans": r[1], "first_ns": r[2], "last_ns": r[3], "open": r[4]} for r in rows]
+        out: list[Lane] = [{"lane": r[0], "spans": r[1], "first_ns": r[2], "last_ns": r[3], "open": r[4]}
+                           for r in rows]
     else:
         out = [{"lane": r[0]} for r in conn.execute(_LANE_NAMES, {"run": run_id})]
     return sorted(out, key=lambda d: lane_sort_key(d["lane"]))
@@ -223,7 +225,7 @@ def spans_before(conn: StoreConnection, run_id: int, floor_ns: int, cap: int = 1
                         (run_id, floor_ns, cap)).fetchone()[0]
 
 
-def span_detail(conn: StoreConnection, run_id: int, span_id: str) -> dict[str, Any]:
+def span_detail(conn: StoreConnection, run_id: int, span_id: str) -> SpanDetail:
     r = conn.execute("SELECT id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes FROM spans "
                      "WHERE run_id = ? AND id = ?", (run_id, span_id)).fetchone()
     if r is None:

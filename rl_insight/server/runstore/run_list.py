@@ -8,12 +8,13 @@ the true first page); a run without the summary metric or a config key has None 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, cast
 
 from ...errors import InvalidInputError
 from ...semantics.names import InvalidNameError, sanitize_metric_name
 from . import queries as q
 from .backend import StoreConnection
+from .results import RunListed
 
 SortKey = Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"]
 SORT_KEYS: tuple[str, ...] = ("last_seen", "first_seen", "duration", "name", "last_step", "metric")
@@ -44,7 +45,7 @@ def latest_values(conn: StoreConnection, name: str) -> dict[int, float | None]:
 def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | None = None, status: str | None = None,
               tag: str | None = None, search: str | None = None, metric: str | None = None,
               config_keys: Sequence[str] = (), sort: str = "last_seen", descending: bool = True,
-              limit: int | None = None) -> list[dict[str, Any]]:
+              limit: int | None = None) -> list[RunListed]:
     if status is not None and status not in STATUSES:
         raise InvalidInputError(f"status must be one of {', '.join(STATUSES)}, found {status[:40]!r}")
     if sort not in SORT_KEYS:
@@ -53,7 +54,7 @@ def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | Non
         raise InvalidInputError("sort=metric needs metric=NAME (the summary metric to sort by)")
     if len(config_keys) > MAX_CONFIG_COLUMNS:
         raise InvalidInputError(f"at most {MAX_CONFIG_COLUMNS} config columns, found {len(config_keys)}")
-    runs = q.list_runs(conn, live_window_s, project)
+    runs = cast(list[RunListed], q.list_runs(conn, live_window_s, project))
     if status is not None:
         runs = [r for r in runs if r["status"] == status]
     if tag:
@@ -89,8 +90,8 @@ def _configs(conn: StoreConnection, run_ids: list[int]) -> dict[int, dict[str, A
     return out
 
 
-def _sorted(runs: list[dict[str, Any]], sort: str, descending: bool) -> list[dict[str, Any]]:
-    def key(r: dict[str, Any]) -> Any:
+def _sorted(runs: list[RunListed], sort: str, descending: bool) -> list[RunListed]:
+    def key(r: RunListed) -> Any:
         if sort == "name":
             return f"{r['project']}/{r['experiment_name']}".lower()
         if sort == "duration":

@@ -1,0 +1,114 @@
+"""What the run store's reads of runs, metrics, series, lanes and spans return: typed dicts the query modules build
+(mypy checks every key they write) and the read routes declare as their answers (routes/models.typed_answer), so
+`/openapi.json` documents every field.
+
+Invariants: each dict lists every key its query writes (tests/unit/server/routes/test_read_results.py compares
+answers with their types); numbers read from the store are `Number` (an int stays an int on the wire);
+keys a query adds only sometimes are `NotRequired` (evaluated at import: no postponed annotations here, so
+`__required_keys__` says which).
+"""
+
+from typing import Any, Literal, Union
+
+from typing_extensions import NotRequired, TypedDict
+
+Number = Union[int, float]
+RunStatus = Literal["live", "idle", "finished", "lost"]
+
+
+class Run(TypedDict):
+    """A run: who it is, when it was seen, how far it got, its state."""
+
+    id: int
+    project: str
+    experiment_name: str
+    first_seen: Number
+    last_seen: Number
+    last_step: Number | None
+    status: RunStatus
+    duration_s: Number
+    tags: list[str]
+    lost: NotRequired[dict[str, Any]]  # (lost runs) why, and the lanes that were open
+    config: NotRequired[dict[str, Any]]  # what init(config=...) said (when asked for)
+
+
+class RunListed(Run):
+    """A run in the runs list, with the columns that list was asked for."""
+
+    archived: NotRequired[bool]  # archived through the experiments API
+    metric: NotRequired[Number | None]  # the summary metric's latest value (metric=NAME)
+    config_values: NotRequired[dict[str, Any]]  # the config columns (config=KEYS)
+
+
+class RunList(TypedDict):
+    runs: list[RunListed]
+    count: int
+
+
+class Metric(TypedDict):
+    """One series of a run: its name as stored and as logged, kind, labels, sample count and last step."""
+
+    name: str
+    kind: str
+    labels: dict[str, Any]
+    samples: int
+    last_step: Number | None
+    logged: str
+
+
+class MetricList(TypedDict):
+    run_id: int
+    metrics: list[Metric]
+    count: int
+
+
+class SeriesPoints(TypedDict):
+    """One label set of a metric: [x, value] points (downsampled), and how many samples the window holds."""
+
+    labels: dict[str, Any]
+    kind: str
+    points: list[list[Number | None]]
+    total: int
+
+
+class Series(TypedDict):
+    run_id: int
+    name: str
+    x: Literal["step", "time"]
+    agg: Literal["minmax", "lttb", "none"]
+    series: list[SeriesPoints]
+
+
+class Comparison(TypedDict):
+    name: str
+    runs: list[Series]
+
+
+class Lane(TypedDict):
+    """A lane of the timeline; with counts=true, how many spans, their extent, and how many are open."""
+
+    lane: str
+    spans: NotRequired[int]
+    first_ns: NotRequired[int | None]
+    last_ns: NotRequired[int | None]
+    open: NotRequired[int | None]
+
+
+class LaneList(TypedDict):
+    run_id: int
+    lanes: list[Lane]
+
+
+class SpanDetail(TypedDict):
+    """One span as stored, its attributes decoded."""
+
+    id: str
+    trace_id: str | None
+    parent_id: str | None
+    name: str
+    lane: str
+    kind: str
+    start_ns: int
+    end_ns: int | None
+    open: bool
+    attributes: dict[str, Any]
