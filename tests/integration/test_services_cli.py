@@ -281,3 +281,39 @@ def test_auto_port_says_at_start_which_port_moved_and_why(tmp_path: Path) -> Non
                 "not running, not installed (optional: ingest and the built-in UI work without them): tempo, grafana"]
         finally:
             cli(tmp_path, "server", "stop", timeout=60)
+
+
+def test_a_stop_ends_the_ingest_server_in_order_with_what_it_was_sent(tmp_path: Path) -> None:
+    """`server stop` signals the supervisor's process group, the server's writer and insight children too: they live
+    as long as their pipe (server/workers/child_process.ServerPipe), so the server commits and exits by itself, at
+    once, instead of finding its writer dead, starting another, and being killed 10 s later."""
+    import time
+
+    import httpx
+
+    port = free_port()
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+    assert r.returncode == 0, r.stderr
+    url = f"http://127.0.0.1:{port}"
+    try:
+        body = {"v": 1, "client": {"id": "c", "project": "p", "experiment_name": "e"},
+                "series": [{"k": "g", "n": "loss", "l": {"project": "p", "experiment_name": "e"}}],
+                "samples": [[0, time.time(), 1, 0.5]]}
+        assert httpx.post(url + "/api/v1/ingest", json=body, timeout=30).json()["accepted"] == 1
+    finally:
+        started = time.monotonic()
+        stop = cli(tmp_path, "server", "stop")
+        took = time.monotonic() - started
+    assert stop.returncode == 0, stop.stderr
+    supervisor_log = (tmp_path / "logs" / "supervisor.log").read_text()
+    server_log = (tmp_path / "logs" / "rl-insight-server.log").read_text()
+    assert "ingest: stopped" in supervisor_log and "ingest: killed" not in supervisor_log, (took, supervisor_log[-500:])
+    assert "ended unexpectedly" not in server_log and "Application shutdown complete" in server_log, server_log[-800:]
+    # and what it acknowledged is in the store the next server reads
+    import sqlite3
+
+    store = sqlite3.connect(f"file:{tmp_path / 'data' / 'runstore.sqlite'}?mode=ro", uri=True)
+    try:
+        assert store.execute("SELECT count(*) FROM samples").fetchone()[0] == 1
+    finally:
+        store.close()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
-import signal
 import sys
 import threading
 import time
@@ -362,7 +361,6 @@ def serve(fd_in: int, fd_out: int) -> int:
     """The child: open the store, then write every message until the server's pipe ends or says stop."""
     from .writer import RunStoreWriter
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     pipe = ServerPipe(fd_in, fd_out)
     send, tell = pipe.send, pipe.tell  # tell: from the writer's threads, when the server may be gone already
     _, location, options, level = pipe.receive()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import threading
 from multiprocessing.connection import Connection
@@ -85,9 +86,15 @@ def relay_log(msg: tuple) -> None:
 
 
 class ServerPipe:
-    """The child's two ends."""
+    """The child's two ends. A child lives exactly as long as its pipe: it ignores SIGINT and SIGTERM, which reach it
+    with the server's whole process group (Ctrl+C in a terminal, `rl-insight server stop`), so the server ends it in
+    order (the writer commits what it holds, then reads EOF) instead of finding it dead and starting another while it
+    shuts down (which cost every stop 10 s and a SIGKILL of the server). A SIGKILL still ends it; so does the
+    server's end, by EOF."""
 
     def __init__(self, fd_in: int, fd_out: int) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         self.inp, self.out = Connection(fd_in, writable=False), Connection(fd_out, readable=False)
         self._lock = threading.Lock()
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import signal
 import sys
 import threading
 import time
@@ -127,7 +126,6 @@ class InsightProcess:
 # ---------------------------------------------------------------------- the child's side
 def serve(pipe: ServerPipe) -> int:
     """The child: answer every round until the server's pipe ends or says stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.nice(NICE)
     except OSError:  # not allowed here: the round still runs, at the server's priority
