@@ -329,8 +329,7 @@ class RunStoreWriter(HandOver):
         if span_starts:
             c.insert_rows(INSERT_START, span_starts)
         if span_ends:
-            span_lod.mark_moved(c, [(r[0], r[1], r[7]) for r in span_ends])
-            c.insert_rows(UPSERT_END, span_ends)
+            span_lod.upsert_ends(c, span_ends)
         if span_cut:
             c.insert_rows(CLOSE_CUT_SHORT, span_cut)
         span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])

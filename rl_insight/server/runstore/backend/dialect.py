@@ -32,6 +32,11 @@ class StoreConnection(Protocol):
         fastest, with `executemany`'s result: the same rows stored in the same order, the rows changed counted."""
         ...
 
+    def insert_rows_written(self, sql: str, rows: Sequence[Sequence[Any]], /) -> list[bool]:
+        """`insert_rows` of an upsert whose `DO UPDATE` has a WHERE, saying for each row whether it was inserted or
+        updated (False: the WHERE kept the stored row)."""
+        ...
+
     def close(self) -> None: ...
 
 

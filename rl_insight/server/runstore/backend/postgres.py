@@ -153,6 +153,27 @@ class PgConnection:
             changed += max(0, self._guarded(lambda raw: raw.execute(statement, arrays), retry=True).rowcount)
         return changed
 
+    def insert_rows_written(self, sql: str, rows: Sequence[Sequence[Any]], /) -> list[bool]:
+        """`insert_rows` of a `DO UPDATE … WHERE` upsert, and for each row whether it was inserted or updated (False:
+        its conflict's WHERE kept the stored row): RETURNING the conflict key, one statement a run of rows with
+        distinct keys, so each row's answer is its own."""
+        if not rows:
+            return []
+        text, numbered = to_postgres(sql)
+        form = None if numbered else read_insert(text)
+        if form is None or not form.key:
+            raise ValueError(f"not a one-row upsert with a conflict key: {sql[:80]!r}")
+        types = self._column_types(form.table)
+        statement = form.statement(types) + " RETURNING " + ", ".join(form.key_columns)
+        kinds = [types[c] for c in form.bound]
+        out: list[bool] = []
+        for run in unique_key_runs(rows, form.key):
+            arrays = columns_of(run, kinds)
+            written = {tuple(r) for r in self._guarded(lambda raw: raw.execute(statement, arrays),
+                                                       retry=True).fetchall()}
+            out += [tuple(row[i] for i in form.key) in written for row in run]
+        return out
+
     def _column_types(self, table: str) -> dict[str, str]:
         """`table`'s columns and their types as PostgreSQL names them (read once a connection)."""
         types = self._types.get(table)

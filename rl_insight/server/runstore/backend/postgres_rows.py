@@ -49,6 +49,11 @@ class ArrayInsert:
         """The columns a row's values fill, in the row's order."""
         return tuple(c for c, v in zip(self.columns, self.values) if v == "%s")
 
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The `DO UPDATE` conflict key's columns (what `insert_rows_written` returns of each row written)."""
+        return tuple(self.bound[i] for i in self.key)
+
     def statement(self, types: dict[str, str]) -> str:
         bound = self.bound
         arrays = ", ".join(f"%s::{types[c]}[]" for c in bound)

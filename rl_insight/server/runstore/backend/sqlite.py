@@ -33,6 +33,10 @@ class SqliteConnection(sqlite3.Connection):
     def insert_rows(self, sql: str, rows: Sequence[Sequence[Any]], /) -> int:
         return sqlite_rows.insert_rows(self, sql, rows)
 
+    def insert_rows_written(self, sql: str, rows: Sequence[Sequence[Any]], /) -> list[bool]:
+        """(a row at a time: in process, a statement is no round trip)"""
+        return [self.execute(sql + " RETURNING 1", row).fetchone() is not None for row in rows]
+
 
 class SqliteBackend:
     """The run store in a SQLite file (`location.path`)."""

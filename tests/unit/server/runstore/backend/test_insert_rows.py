@@ -105,3 +105,18 @@ def test_postgres_cuts_rows_before_a_conflict_key_repeats() -> None:
     rows = [(1, "a"), (2, "b"), (1, "c"), (3, "d"), (1, "e"), (2, "f")]
     assert postgres_rows.unique_key_runs(rows, (0,)) == [rows[:2], rows[2:4], rows[4:]]
     assert postgres_rows.unique_key_runs(rows, ()) == [rows]
+
+
+def test_an_upsert_says_which_rows_it_wrote(store_at: StoreLocation) -> None:
+    # WHERE keeps a stored row whose v is 'keep'; a key twice in one call: each row answered for itself
+    sql = ("INSERT INTO ta (k, v, x) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v, x = excluded.x "
+           "WHERE ta.v <> 'keep'")
+    conn = _tables(store_at)
+    try:
+        conn.execute("INSERT INTO ta (k, v) VALUES (1, 'keep')")
+        rows = [(1, "a", 1.0), (2, "b", 2), (7, "c", None), (2, "keep", 3.5), (2, "d", 4.0), (9, "e", 5.0)]
+        assert conn.insert_rows_written(sql, rows) == [False, True, True, True, False, True]
+        got = conn.execute("SELECT k, v, x FROM ta ORDER BY k").fetchall()
+        assert [tuple(r) for r in got] == [(1, "keep", None), (2, "keep", 3.5), (7, "c", None), (9, "e", 5.0)]
+    finally:
+        conn.close()

@@ -297,6 +297,55 @@ def test_a_finished_span_resent_with_another_start_leaves_nothing_in_its_old_buc
     assert [tuple(x) for x in r.conn().execute("SELECT level, bucket_ns FROM span_lod_dirty")] == [(0, t0)]
 
 
+def test_a_batch_that_moves_and_resends_one_span_marks_what_it_left(store) -> None:
+    # in one transaction: the same span twice (its start corrected, then resent as corrected) and a new one
+    w, r = store
+    t0 = span_lod.bucket_of(span_lod.LEVELS - 1, time.time_ns() - 6 * 3600 * S)
+    moved_to = t0 + 3 * span_lod.BUCKETS[0] + S
+    w.put_spans([], [span("a", "gen", LANES[0], t0 + S, t0 + 2 * S)])
+    assert w.flush(10)
+    summarize(w)
+    w.put_spans([], [span("a", "gen", LANES[0], moved_to, moved_to + S),
+                     span("a", "gen", LANES[0], moved_to, moved_to + 2 * S),
+                     span("c", "gen", LANES[1], t0 + 9 * S, t0 + 10 * S)])
+    assert w.flush(10)
+    marked = {tuple(x) for x in r.conn().execute("SELECT lane, bucket_ns FROM span_lod_dirty")}
+    assert marked == {(LANES[0], t0), (LANES[0], span_lod.bucket_of(0, moved_to)), (LANES[1], t0)}
+    stored = r.conn().execute("SELECT id, start_ns, end_ns FROM spans ORDER BY id").fetchall()
+    assert [tuple(x) for x in stored] == [("a", moved_to, moved_to + 2 * S), ("c", t0 + 9 * S, t0 + 10 * S)]
+    summarize(w)
+    assert_same(r, t0 - S, moved_to + 60 * S)
+
+
+def test_finished_spans_cost_postgresql_no_read_of_the_spans_unless_one_moved(store, store_at: StoreLocation) -> None:
+    w, _ = store
+    if not w._conn.dialect.remote:
+        pytest.skip("(SQLite checks every finished span in the same statement: backend/sqlite_rows.py)")
+    reads: list[str] = []
+    execute, native = w._conn.execute, w._conn.native
+
+    def counted_execute(sql: str, params: Any = ()) -> Any:
+        if sql.lstrip().upper().startswith("SELECT") and " FROM spans " in f" {sql} ":
+            reads.append(sql)
+        return execute(sql, params)
+
+    def counted_native(sql: str, params: Any, **kw: Any) -> Any:
+        if " FROM spans " in f" {sql} ":
+            reads.append(sql)
+        return native(sql, params, **kw)
+
+    w._conn.execute, w._conn.native = counted_execute, counted_native  # type: ignore[method-assign]
+    t0 = time.time_ns() - 3600 * S
+    w.put_spans([], [span(f"s{i}", "gen", LANES[i % 3], t0 + i * S, t0 + i * S + S // 2) for i in range(200)])
+    assert w.flush(10)
+    w.put_spans([], [span(f"s{i}", "gen", LANES[i % 3], t0 + i * S, t0 + i * S + S) for i in range(200)])  # resent
+    assert w.flush(10)
+    assert reads == []
+    w.put_spans([], [span("s7", "gen", LANES[1], t0 + 99 * S, t0 + 100 * S)])  # one moved: one primary-key read
+    assert w.flush(10)
+    assert len(reads) == 1 and "id = " in reads[0]
+
+
 def test_a_failed_rebuild_is_rolled_back_counted_and_logged_once(store, monkeypatch: pytest.MonkeyPatch,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     w, r = store
