@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -22,7 +22,7 @@ from .control.run_control import RunControlBuilder
 from .control.stacks.stall_watch import StallWatch
 from .http.slow_peers import PeerGuardCounters
 from .intake.pipeline import IntakePipeline
-from .live.clients import ClientTracker
+from .live.clients import ClientTracker, LiveProcess
 from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
 from .live.server_metrics import ServerMetrics
@@ -260,7 +260,7 @@ class AppState:
                         "give them all one --shared-dir (docs/scale.md)", self.config.profiles_dir)
         return SharedRequests(records)
 
-    def run_processes(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
+    def run_processes(self, project: str, experiment_name: str) -> list[LiveProcess]:
         """A run's live processes: this server's, and in a fleet those reporting to the other servers (a stack
         snapshot asks them all)."""
         local = self.clients.processes(project, experiment_name)
@@ -273,7 +273,8 @@ class AppState:
             log.warning("cannot read the fleet's other processes of %s/%s: %s", project, experiment_name, exc)
             return local
         mine = {p["client_id"] for p in local}
-        return local + [p for p in others if p.get("client_id") not in mine]
+        # (the other servers' are the same descriptions, stored by their trackers: fleet/registry.py)
+        return local + [cast(LiveProcess, p) for p in others if p.get("client_id") not in mine]
 
     @staticmethod
     def _writer(config: ServerConfig, backend: Backend) -> HandOver:

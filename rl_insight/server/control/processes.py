@@ -8,7 +8,7 @@ A live process here is ClientTracker's dict: host, pid, rank (None when it repor
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from ...protocol.control import Selector
 
@@ -16,17 +16,17 @@ MAX_LABELS_SHOWN = 12  # compact range strings list at most this many prefixes
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 
-def roles_of(proc: dict[str, Any]) -> set[str]:
+def roles_of(proc: Mapping[str, Any]) -> set[str]:
     """A live process's roles as the server sees them: the prefixes of its lanes (a process also takes a role from
     its environment, which the server does not see)."""
     return {lane.split("/", 1)[0] for lane in proc.get("lanes", []) if "/" in lane}
 
 
-def picked(selector: Selector, proc: dict[str, Any]) -> bool:
+def picked(selector: Selector, proc: Mapping[str, Any]) -> bool:
     return selector.picks(proc["lanes"], roles_of(proc), proc["rank"])
 
 
-def refusal(project: str, experiment_name: str, live: list[dict[str, Any]], selector: Selector) -> str:
+def refusal(project: str, experiment_name: str, live: Sequence[Mapping[str, Any]], selector: Selector) -> str:
     """Why a selector picked none of a run's live processes, and what it has (every kind says the same)."""
     ranks = selector.ranks
     lanes_hint = "; the ranks here are lanes: choose them with --lanes (" + \
@@ -36,7 +36,7 @@ def refusal(project: str, experiment_name: str, live: list[dict[str, Any]], sele
             f"{describe_processes(live)}{lanes_hint}")
 
 
-def describe_processes(procs: list[dict[str, Any]]) -> str:
+def describe_processes(procs: Sequence[Mapping[str, Any]]) -> str:
     """A run's live processes in a line, for messages that say why a selector picked none."""
     ranks = [p["rank"] for p in procs if p.get("rank") is not None]
     lanes = [lane for p in procs for lane in p.get("lanes", [])]

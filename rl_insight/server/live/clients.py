@@ -18,12 +18,34 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from typing_extensions import TypedDict
+
 from ...protocol import ClientInfo, SpanRecord
 from ..workers.batch_worker import Periodic
 
 MAX_CLIENTS = 100_000
 MAX_OPEN_PER_CLIENT = 10_000
 MAX_LANES_PER_CLIENT = 64
+
+
+class OpenState(TypedDict):
+    lane: str
+    state: str
+    since_ns: int
+
+
+class LiveProcess(TypedDict):
+    """A live process of a run as `ClientTracker.processes` describes it: who it is, its last word, its open states
+    (what a control request's selector picks from, and what a stack snapshot lists of a process that did not
+    answer)."""
+
+    client_id: str
+    host: str
+    pid: int
+    rank: int | None
+    lanes: list[str]
+    last_seen_ns: int
+    open: list[OpenState]
 
 
 class _Client:
@@ -185,7 +207,7 @@ class ClientTracker:
                 callback(host, pid)
         return len(closed)
 
-    def processes(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
+    def processes(self, project: str, experiment_name: str) -> list[LiveProcess]:
         """The live processes of a run: who they are (host, pid, rank, lanes), when each was last heard from,
         and the states it has open (lane, state, since): what a request selects and whom a snapshot expects."""
         run = (project, experiment_name)
@@ -194,10 +216,10 @@ class ClientTracker:
             return [self._describe(cid, c, now_mono, now_ns) for cid, c in self._clients.items() if c.run == run]
 
     @staticmethod
-    def _describe(cid: str, c: Any, now_mono: float, now_ns: int) -> dict[str, Any]:
+    def _describe(cid: str, c: Any, now_mono: float, now_ns: int) -> LiveProcess:
         return {"client_id": cid, "host": c.host, "pid": c.pid, "rank": c.rank, "lanes": sorted(c.lanes),
                 "last_seen_ns": now_ns - int((now_mono - c.last_seen_mono) * 1e9),
-                "open": [{"lane": s.lane, "state": s.name, "since_ns": s.start_ns}
+                "open": [OpenState(lane=s.lane, state=s.name, since_ns=s.start_ns)
                          for s in sorted((s for s in c.open.values() if s.lane), key=lambda s: s.lane or "")][:64]}
 
     def _end(self, run: tuple[str, str]) -> None:
@@ -209,7 +231,7 @@ class ClientTracker:
         else:
             self._mark_finished(*run, lost=lost)
 
-    def snapshot(self) -> list[tuple[str, str | None, str | None, float, dict[str, Any]]]:
+    def snapshot(self) -> list[tuple[str, str | None, str | None, float, LiveProcess]]:
         """(client id, project, experiment_name, last seen in unix seconds, the process as `processes` describes
         it) of every tracked client: the fleet registry's view of this server, whom another server's stack
         snapshot may ask."""

@@ -26,7 +26,7 @@ def _merge(rec: dict[str, Any], field: str, key: str, body: Any) -> None:
     rec[field][key] = body
 
 
-class SharedRequests(SharedBook):
+class SharedRequests(SharedBook[dict[str, Any]]):
     def __init__(self, records: SharedRecords) -> None:
         super().__init__(records, lambda r: r["request"]["id"],
                          lambda r: (r["request"]["project"], r["request"]["experiment_name"]),

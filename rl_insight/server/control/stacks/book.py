@@ -35,9 +35,11 @@ from ....fsutil import atomic_write
 from ....protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
 from ....protocol.stacks import thread_bytes
 from ...fleet.shared_book import SharedBook
+from ...live.clients import LiveProcess
 from ...workers.batch_worker import Periodic
 from ..processes import picked, refusal
 from . import groups as stack_groups
+from .records import StackSnapshot, key_of, run_of
 
 log = logging.getLogger("rl_insight.server.control.stacks.book")
 
@@ -50,16 +52,16 @@ COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous o
 
 
 class StackBook:
-    def __init__(self, root: Path, processes: Callable[[str, str], list[dict[str, Any]]],
-                 tick_s: float = 0.5, shared: SharedBook | None = None) -> None:
+    def __init__(self, root: Path, processes: Callable[[str, str], list[LiveProcess]],
+                 tick_s: float = 0.5, shared: SharedBook[StackSnapshot] | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self._processes = processes  # the live processes of a run (ClientTracker.processes)
         self._lock = threading.Lock()
-        self._snaps: dict[str, dict[str, Any]] = {}  # id -> stored form (pending ones carry their reports)
+        self._snaps: dict[str, StackSnapshot] = {}  # id -> stored form (pending ones carry their reports)
         self._requests: dict[str, StackRequest] = {}  # pending id -> the request the replies list
         self._bytes: dict[str, int] = {}
-        self.on_complete: list[Callable[[dict[str, Any]], None]] = []
+        self.on_complete: list[Callable[[StackSnapshot], None]] = []
         self._shared = shared  # a fleet's store, or None: files under root
         self._warned_at = 0.0
         self.refused_answers = 0  # answers from processes a snapshot did not ask
@@ -96,10 +98,10 @@ class StackBook:
                 snap["note"] = "the server restarted while this snapshot was collected; it has what arrived before"
                 self._complete(snap)
 
-    def _save(self, snap: dict[str, Any]) -> None:
+    def _save(self, snap: StackSnapshot) -> None:
         atomic_write(self._path(snap["id"]), json.dumps(snap, separators=(",", ":")), 0o600)
 
-    def _index(self, snap: dict[str, Any]) -> None:
+    def _index(self, snap: StackSnapshot) -> None:
         """A snapshot from the fleet's store into the book (another server's, or this one's before a restart)."""
         self._snaps[snap["id"]] = snap
         if snap["state"] == "pending":
@@ -153,11 +155,11 @@ class StackBook:
         if not expected:
             raise ConflictError(refusal(project, experiment_name, live, request.selector),
                                 hint="pick lanes or ranks the run has (the timeline shows its lanes)")
-        snap = {"id": sid, "project": project, "experiment_name": experiment_name, "run_id": run_id,
+        snap: StackSnapshot = {"id": sid, "project": project, "experiment_name": experiment_name, "run_id": run_id,
                 "created_at": now, "deadline_at": now + deadline_s, "origin": origin, "reason": reason[:500],
                 "request": request.to_wire(), "state": "pending", "expected": expected, "reports": {}}
         with self._lock:
-            pending = [s for s in self._snaps.values() if s["state"] == "pending" and _run(s) == (project,
+            pending = [s for s in self._snaps.values() if s["state"] == "pending" and run_of(s) == (project,
                                                                                                experiment_name)]
             if len(pending) >= MAX_PENDING_PER_RUN:
                 raise ConflictError(f"run {project}/{experiment_name} already has {len(pending)} stack snapshots "
@@ -176,7 +178,7 @@ class StackBook:
         if not self._requests or not project or not experiment_name:
             return []
         with self._lock:
-            return [r for sid, r in self._requests.items() if _run(self._snaps[sid]) == (project, experiment_name)]
+            return [r for sid, r in self._requests.items() if run_of(self._snaps[sid]) == (project, experiment_name)]
 
     # ------------------------------------------------------------------ answers
     def report(self, sid: str, body: Any) -> dict[str, Any]:
@@ -193,7 +195,7 @@ class StackBook:
             snap = self._get(sid)
             if snap["state"] != "pending":
                 raise ConflictError(f"stack snapshot {sid} is complete; this answer came too late")
-            if key not in {f"{p['host']}:{p['pid']}" for p in snap["expected"]}:
+            if key not in {key_of(p) for p in snap["expected"]}:
                 self.refused_answers += 1
                 raise ConflictError(f"stack snapshot {sid} did not ask process {key[:160]}; only the processes it was "
                                     "sent to answer it", hint="a process started since is asked by the next snapshot")
@@ -208,7 +210,7 @@ class StackBook:
             snap["reports"][key] = rep
             if self._shared is not None:
                 self._shared.put_part(snap, "reports", key)
-            expected = {f"{p['host']}:{p['pid']}" for p in snap["expected"]}
+            expected = {key_of(p) for p in snap["expected"]}
             done = expected <= set(snap["reports"])
         # the last answer: grouped on the book's own thread (a thousand processes' stacks take ~0.5 s; the answering
         # process's request does not wait for it), here only when that thread is not running
@@ -228,12 +230,12 @@ class StackBook:
         now = time.time() if now is None else now
         with self._lock:
             due = [s for s in self._snaps.values() if s["state"] == "pending" and (
-                s["deadline_at"] <= now or {f"{p['host']}:{p['pid']}" for p in s["expected"]} <= set(s["reports"]))]
+                s["deadline_at"] <= now or {key_of(p) for p in s["expected"]} <= set(s["reports"]))]
         for snap in due:
             self._complete(snap)
         return len(due)
 
-    def _complete(self, snap: dict[str, Any]) -> None:
+    def _complete(self, snap: StackSnapshot) -> None:
         if self._shared is not None and snap["state"] == "pending":  # every server's answers, for the summary
             with self._lock:
                 self._shared.read_parts(snap)
@@ -244,14 +246,15 @@ class StackBook:
             self._requests.pop(snap["id"], None)
             self._bytes.pop(snap["id"], None)
             previous = max((s for s in self._snaps.values() if s is not snap and s["state"] == "complete"
-                            and _run(s) == _run(snap) and 0 < snap["created_at"] - s["created_at"] <= COMPARE_WITHIN_S),
+                            and run_of(s) == run_of(snap)
+                            and 0 < snap["created_at"] - s["created_at"] <= COMPARE_WITHIN_S),
                            key=lambda s: s["created_at"], default=None)
 
-        def summarise(s: dict[str, Any]) -> bool:
+        def summarise(s: StackSnapshot) -> bool:
             """(outside the lock: grouping thousands of answers takes a while, and every ingest reply reads it)"""
             s["state"] = "complete"
             answered = set(s["reports"])
-            s["missing"] = [p for p in s["expected"] if f"{p['host']}:{p['pid']}" not in answered]
+            s["missing"] = [p for p in s["expected"] if key_of(p) not in answered]
             s["completed_at"] = time.time()
             stack_groups.summarise(s, previous, time.time_ns())
             return True
@@ -266,7 +269,7 @@ class StackBook:
             return
         if self._shared is None:
             self._save(snap)
-        self._prune(_run(snap))
+        self._prune(run_of(snap))
         for callback in self.on_complete:
             try:
                 callback(snap)
@@ -275,7 +278,7 @@ class StackBook:
 
     def _prune(self, run: tuple[str, str]) -> None:
         with self._lock:
-            kept = sorted((s for s in self._snaps.values() if _run(s) == run and s["state"] == "complete"),
+            kept = sorted((s for s in self._snaps.values() if run_of(s) == run and s["state"] == "complete"),
                           key=lambda s: s["created_at"])
             gone = kept[:max(0, len(kept) - MAX_KEPT_PER_RUN)]
             for s in gone:
@@ -289,7 +292,7 @@ class StackBook:
             self._path(sid).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
-    def _get(self, sid: str) -> dict[str, Any]:
+    def _get(self, sid: str) -> StackSnapshot:
         snap = self._snaps.get(sid) if SNAPSHOT_ID.match(sid) else None
         if snap is None and self._shared is not None and SNAPSHOT_ID.match(sid):  # asked on another server just now
             snap = self._shared.fetch(sid)
@@ -304,7 +307,7 @@ class StackBook:
             exact: bool = False) -> dict[str, Any]:
         """One snapshot; `exact`: grouped again with line numbers (two lines of one function are two places)."""
         snap = self._get(sid)
-        if run is not None and _run(snap) != run:
+        if run is not None and run_of(snap) != run:
             raise NotFoundError(f"no stack snapshot {sid!r} in this run")
         out = self.describe(snap, reports)
         if exact and out.get("units") is not None:
@@ -315,7 +318,7 @@ class StackBook:
 
     def list(self, project: str, experiment_name: str) -> list[dict[str, Any]]:
         with self._lock:
-            snaps = [s for s in self._snaps.values() if _run(s) == (project, experiment_name)]
+            snaps = [s for s in self._snaps.values() if run_of(s) == (project, experiment_name)]
         out = []
         for s in sorted(snaps, key=lambda s: s["created_at"], reverse=True):
             d = self.describe(s)
@@ -326,12 +329,12 @@ class StackBook:
 
     def latest(self, project: str, experiment_name: str, origin: str | None = None) -> dict[str, Any] | None:
         with self._lock:
-            snaps = [s for s in self._snaps.values() if _run(s) == (project, experiment_name)
+            snaps = [s for s in self._snaps.values() if run_of(s) == (project, experiment_name)
                      and (origin is None or s["origin"] == origin)]
         best = max(snaps, key=lambda s: s["created_at"], default=None)
         return None if best is None else self.describe(best)
 
-    def describe(self, snap: dict[str, Any], reports: bool = False) -> dict[str, Any]:
+    def describe(self, snap: StackSnapshot, reports: bool = False) -> dict[str, Any]:
         with self._lock:
             out = {k: v for k, v in snap.items() if k != "reports" or reports}
             out["answered"] = len(snap["reports"])
@@ -341,13 +344,9 @@ class StackBook:
     def forget_runs(self, drop: set[tuple[str, str]]) -> int:
         """Retention: a run's snapshots go with it."""
         with self._lock:
-            gone = [sid for sid, s in self._snaps.items() if _run(s) in drop]
+            gone = [sid for sid, s in self._snaps.items() if run_of(s) in drop]
             for sid in gone:
                 self._snaps.pop(sid, None)
                 self._requests.pop(sid, None)
         self._delete(gone)
         return len(gone)
-
-
-def _run(snap: dict[str, Any]) -> tuple[str, str]:
-    return snap["project"], snap["experiment_name"]

@@ -13,9 +13,10 @@ with different virtualenv paths still group. The largest group is "the many"; ev
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..processes import compact
+from .records import Moved, StackSnapshot
 
 NATIVE_SHOWN = 16  # innermost native frames kept on a group
 _LIB = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
@@ -72,7 +73,7 @@ def where(frames: list[dict[str, Any]]) -> dict[str, Any]:
     return {"func": mine["func"], "file": mine["file"], "line": mine["line"], "code": mine.get("code"), "text": text}
 
 
-def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def units(reports: dict[str, dict[str, Any]], missing: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What is grouped: each lane-holding thread of each answering process (else its main thread), and each
     process that did not answer."""
     out: list[dict[str, Any]] = []
@@ -103,7 +104,7 @@ def units(reports: dict[str, dict[str, Any]], missing: list[dict[str, Any]]) -> 
     return out
 
 
-def _process_label(proc: dict[str, Any]) -> str:
+def _process_label(proc: Mapping[str, Any]) -> str:
     """A process that holds no lane now: its rank, else the lanes it has used (`replica_0-3`), else host:pid."""
     if proc.get("rank") is not None:
         return f"rank {proc['rank']}"
@@ -191,7 +192,7 @@ def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
     return "; ".join(parts) + "."
 
 
-def moved(previous: dict[str, Any], current: list[dict[str, Any]]) -> dict[str, Any] | None:
+def moved(previous: StackSnapshot, current: list[dict[str, Any]]) -> Moved | None:
     """Who moved since the previous snapshot of the run: the same thread with the same stack, lines included, did
     not (truly stuck, or back at the very same place); None when the two share no thread."""
     before = {u["key"]: u for u in previous.get("units", []) if u.get("answered")}
@@ -209,7 +210,7 @@ def moved(previous: dict[str, Any], current: list[dict[str, Any]]) -> dict[str, 
             "moved_count": len(went)}
 
 
-def summarise(snap: dict[str, Any], previous: dict[str, Any] | None, now_ns: int, exact: bool = False) -> None:
+def summarise(snap: StackSnapshot, previous: StackSnapshot | None, now_ns: int, exact: bool = False) -> None:
     """Fill a completed snapshot's `units`, `groups`, `summary` (and `moved` against the previous one)."""
     us = units(snap["reports"], snap.get("missing", []))
     snap["units"] = us

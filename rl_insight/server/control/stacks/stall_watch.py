@@ -20,6 +20,7 @@ from ....protocol import CLIENT_HEARTBEAT_S
 from ...live.step_clock import StepClock
 from ..profiles.book import ProfileBook
 from .book import StackBook
+from .records import StackSnapshot
 
 log = logging.getLogger("rl_insight.server.control.stacks.stall_watch")
 
@@ -92,15 +93,16 @@ class StallWatch:
             log.warning("run %s/%s stalled (%s): stack snapshot %s", *run, why[0], snap["id"])
         return started
 
-    def _completed(self, snap: dict[str, Any]) -> None:
+    def _completed(self, snap: StackSnapshot) -> None:
         """A snapshot completed: when it confirms a slow (moving) stall, arm a profile of the next step."""
         if self.profiles is None or snap.get("origin") != "auto":
             return
         run = (snap["project"], snap["experiment_name"])
         with self._lock:
             ep = self._episodes.get(run)
-        moved = snap.get("moved") or {}
-        if ep is None or len(ep["snapshots"]) < 2 or snap["id"] != ep["snapshots"][1] or not moved.get("moved_count"):
+        moved = snap.get("moved")
+        confirming = ep is not None and len(ep["snapshots"]) >= 2 and snap["id"] == ep["snapshots"][1]
+        if ep is None or not confirming or not (moved and moved["moved_count"]):
             return
         first = self.clock.first_step_starting_after(*run, time.time() + CLIENT_HEARTBEAT_S + 1.0)
         if first is None:

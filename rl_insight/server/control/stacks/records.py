@@ -1,0 +1,59 @@
+"""A stack snapshot as the book keeps it, stores it (a JSON file, or the fleet's shared record) and serves it: one
+typed record, so every read and write of a field is checked (mypy) against what the record holds.
+
+Invariants: the stored form is the record itself (JSON objects all the way down), so a snapshot written by an older
+server reads as one; `reports` maps "host:pid" to that process's answer (protocol/stacks.decode_stack_report) and is
+the part a fleet's servers fill row by row (server/fleet/shared_book.py); the keys marked NotRequired appear when
+the snapshot completes (`missing`, `completed_at`, and the summary's `units`, `groups`, `summary`, `moved`) or when
+the server restarted while it was collected (`note`).
+"""
+
+from typing import Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+from ...live.clients import LiveProcess
+
+SnapshotState = Literal["pending", "complete"]
+
+
+class Moved(TypedDict):
+    """Who moved since the run's previous snapshot (groups.moved)."""
+
+    previous: str
+    did_not_move: str
+    moved: str
+    still_count: int
+    moved_count: int
+    seconds: NotRequired[float]
+
+
+class StackSnapshot(TypedDict):
+    id: str
+    project: str
+    experiment_name: str
+    run_id: int | None
+    created_at: float
+    deadline_at: float
+    origin: str  # api, ui, auto (the stall watch)
+    reason: str
+    request: dict[str, Any]  # the StackRequest's wire form, as the replies list it
+    state: SnapshotState
+    expected: list[LiveProcess]
+    reports: dict[str, dict[str, Any]]  # "host:pid" -> its answer
+    note: NotRequired[str]
+    missing: NotRequired[list[LiveProcess]]
+    completed_at: NotRequired[float]
+    units: NotRequired[list[dict[str, Any]]]
+    groups: NotRequired[list[dict[str, Any]]]
+    summary: NotRequired[str]
+    moved: NotRequired[Moved]
+
+
+def run_of(snap: StackSnapshot) -> tuple[str, str]:
+    return snap["project"], snap["experiment_name"]
+
+
+def key_of(proc: LiveProcess) -> str:
+    """The key a process's answer is kept under."""
+    return f"{proc['host']}:{proc['pid']}"
