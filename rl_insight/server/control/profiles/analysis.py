@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from .records import ProfileRecord
+
 log = logging.getLogger("rl_insight.server.control.profiles.book")
 
 REQUEST_FILES_FACTOR = 16  # a request's files together: at most this many times its per-file cap
@@ -29,12 +31,12 @@ class AnalysedBook(Protocol):
     """What the analysis reads and writes of its book."""
 
     _lock: threading.Lock
-    _records: dict[str, dict[str, Any]]
+    _records: dict[str, ProfileRecord]
     analysis_timeout_s: float
     analysis_max_memory_bytes: int
     _shared: Any  # a fleet's store (another server may run an analysis), or None
 
-    def _update(self, rec: dict[str, Any], change: Callable[[dict[str, Any]], bool]) -> bool: ...
+    def _update(self, rec: ProfileRecord, change: Callable[[ProfileRecord], bool]) -> bool: ...
 
     def _dir(self, rid: str) -> Path: ...
 
@@ -94,7 +96,7 @@ class ProfileAnalysis:
             return
         claim: dict[str, Any] = {}
 
-        def take(r: dict[str, Any]) -> bool:
+        def take(r: ProfileRecord) -> bool:
             """pending (or abandoned by a dead server) -> running, here; False when another server has it or it is
             over."""
             if not self.due(r):
@@ -123,7 +125,7 @@ class ProfileAnalysis:
                               max_memory_bytes=book.analysis_max_memory_bytes, timeout_s=book.analysis_timeout_s)
         self.set_result(rec, {**result, "attempts": attempts})
 
-    def reanalyse(self, rid: str) -> dict[str, Any]:
+    def reanalyse(self, rid: str) -> ProfileRecord:
         """Analyse a request's traces again (a profile taken before, read by a newer analysis): its analysis goes back
         to pending and is queued. ConflictError while one runs, or when no trace of it is complete; NotFoundError
         for an unknown request."""
@@ -138,7 +140,7 @@ class ProfileAnalysis:
         if (rec.get("analysis") or {}).get("state") == "running":
             raise ConflictError(f"profile request {rid} is being analysed now", hint="ask again once it is done")
 
-        def pending(r: dict[str, Any]) -> bool:
+        def pending(r: ProfileRecord) -> bool:
             r["analysis"] = {"state": "pending", "attempts": 0, "requested_at": time.time()}
             return True
 
@@ -153,15 +155,15 @@ class ProfileAnalysis:
             self.queued.add(rid)
             self._work.put(rid)
 
-    def set_result(self, rec: dict[str, Any], analysis: dict[str, Any]) -> None:
-        def put(r: dict[str, Any]) -> bool:
+    def set_result(self, rec: ProfileRecord, analysis: dict[str, Any]) -> None:
+        def put(r: ProfileRecord) -> bool:
             r["analysis"] = analysis
             return True
 
         with self.book._lock:
             self.book._update(rec, put)
 
-    def due(self, rec: dict[str, Any]) -> bool:
+    def due(self, rec: ProfileRecord) -> bool:
         """Pending, or running so long that its server must have died (a fleet: another server takes it)."""
         analysis = rec.get("analysis") or {}
         if analysis.get("state") == "pending":

@@ -30,7 +30,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from ....analysis.isolated import REPORT_FILES
 from ....errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
@@ -50,6 +50,7 @@ from ...live.step_clock import StepClock
 from ...workers.batch_worker import Periodic
 from .analysis import REQUEST_FILES_FACTOR, ProfileAnalysis
 from .files import RequestFiles
+from .records import ProcessEntry, ProfileRecord, RequestState, RequestWire, run_of
 from .shared import SharedRequests
 
 log = logging.getLogger("rl_insight.server.control.profiles.book")
@@ -86,7 +87,7 @@ class ProfileBook:
         self._shared = shared
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._records: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, ProfileRecord] = {}
         self._requests: dict[str, ProfileRequest] = {}  # each record's request, decoded once (every reply lists them)
         self._by_run: dict[tuple[str, str], list[str]] = {}  # request ids per run: every ingest reply looks one run up
         self.clock = clock if clock is not None else StepClock()  # each run's step clock, from its clients' samples
@@ -107,20 +108,20 @@ class ProfileBook:
         for rec in self._files.load():
             self._index(rec)
 
-    def _index(self, rec: dict[str, Any]) -> None:
+    def _index(self, rec: ProfileRecord) -> None:
         rid = rec["request"]["id"]
         self._requests[rid] = ProfileRequest.from_wire(rec["request"])
-        ids = self._by_run.setdefault(_run_of(rec), [])
+        ids = self._by_run.setdefault(run_of(rec), [])
         if rid not in ids:  # (a request read from the store by two threads at once is listed once)
             ids.append(rid)
         self._records[rid] = rec
 
-    def _update(self, rec: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> bool:
+    def _update(self, rec: ProfileRecord, mutate: Callable[[ProfileRecord], bool]) -> bool:
         """`mutate` applied to the request and stored (in a fleet, applied again to the stored copy when another
         server changed it first); False when it had nothing to do. Under the book's lock."""
         return mutate(rec) and self._files.update(rec, mutate)
 
-    def _journal(self, rec: dict[str, Any], key: str) -> None:
+    def _journal(self, rec: ProfileRecord, key: str) -> None:
         self._files.journal(rec, key)
 
     def _refresh_quietly(self) -> None:
@@ -133,7 +134,7 @@ class ProfileBook:
                 log.warning("profile requests: cannot read the fleet's store (%s: %s); retrying every %.0f s",
                             type(exc).__name__, exc, POLL_S)
 
-    def reanalyse(self, rid: str) -> dict[str, Any]:
+    def reanalyse(self, rid: str) -> ProfileRecord:
         """Analyse a request's traces again (profiles/analysis.py: `ProfileAnalysis.reanalyse`)."""
         return self.analysis.reanalyse(rid)
 
@@ -156,7 +157,7 @@ class ProfileBook:
             for rid, doc in changes.docs.items():
                 rec = self._records.get(rid)
                 if rec is None:
-                    rec = {"processes": {}, "files": {}}
+                    rec = cast(ProfileRecord, {"processes": {}, "files": {}})  # (take fills in the rest)
                 self._shared.take(rec, doc)
                 self._index(rec)
             for rid, part, body in changes.parts:
@@ -199,9 +200,9 @@ class ProfileBook:
             request = ProfileRequest.from_wire(asked)  # the one validation, the same a process applies to its reply
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
-        wire = request.to_wire()
-        rec = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None, "processes": {},
-               "files": {}, "analysis": {"state": "none"}}
+        wire = cast(RequestWire, request.to_wire())
+        rec: ProfileRecord = {"request": wire, "created_at": _now(), "origin": origin, "cancelled_at": None,
+                              "processes": {}, "files": {}, "analysis": {"state": "none"}}
         self.sweep()
         unknown_run = self.run_exists is not None and not self.run_exists(project, experiment_name)
         with self._lock:
@@ -224,7 +225,7 @@ class ProfileBook:
     def get(self, rid: str) -> dict[str, Any]:
         return self.describe(self._record(rid))
 
-    def _record(self, rid: str) -> dict[str, Any]:
+    def _record(self, rid: str) -> ProfileRecord:
         rec = self._records.get(rid)
         if rec is None and self._shared is not None and REQUEST_ID.match(rid):  # made on another server just now
             rec = self._shared.fetch(rid)
@@ -242,7 +243,7 @@ class ProfileBook:
         return sorted(out, key=lambda r: r["created_at"], reverse=True)
 
     def cancel(self, rid: str) -> dict[str, Any]:
-        def cancel(r: dict[str, Any]) -> bool:
+        def cancel(r: ProfileRecord) -> bool:
             if _state(r) not in ("pending", "running"):
                 return False
             r["cancelled_at"] = _now()
@@ -253,11 +254,11 @@ class ProfileBook:
             self._update(rec, cancel)
         return self.describe(rec)
 
-    def describe(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def describe(self, rec: ProfileRecord) -> dict[str, Any]:
         self._note_passed(rec)
         return {**rec, "id": rec["request"]["id"], "state": _state(rec)}
 
-    def _note_passed(self, rec: dict[str, Any]) -> bool:
+    def _note_passed(self, rec: ProfileRecord) -> bool:
         """A request no process took before its first step ended is over: it says so (once) instead of waiting
         for its ttl. True when it is."""
         if rec.get("passed") is not None:
@@ -274,7 +275,7 @@ class ProfileBook:
                   f"{clock[0] if clock else '?'}) before any process of the run took the request: none "
                   "matched it, or none heard of it in time"}
 
-        def mark(r: dict[str, Any]) -> bool:
+        def mark(r: ProfileRecord) -> bool:
             if r.get("passed") is not None or r["processes"] or r["cancelled_at"] is not None:
                 return False
             r["passed"] = passed
@@ -309,19 +310,20 @@ class ProfileBook:
         """Record what one process did; the answer is that process's entry and the request's state (never the
         whole request: a report costs the same with 1,000 processes as with one)."""
         try:
-            key, entry = decode_process_report(body, lambda name: bool(FILE_NAME.match(name)))
+            key, reported = decode_process_report(body, lambda name: bool(FILE_NAME.match(name)))
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
-        entry["updated_at"] = _now()
+        entry = cast(ProcessEntry, {**reported, "updated_at": _now()})
         state = entry["state"]
         with self._lock:
             rec = self._record(rid)
             procs = rec["processes"]
             if key not in procs and len(procs) >= MAX_PROCESSES_PER_REQUEST:
                 raise ConflictError(f"profile request {rid} already has {MAX_PROCESSES_PER_REQUEST} processes")
-            previous = procs.get(key, {})
-            if not (previous.get("state") in PROCESS_TERMINAL and state not in PROCESS_TERMINAL):
-                procs[key] = {**previous, **entry}  # a late, out-of-order report never reopens a finished process
+            previous = procs.get(key)
+            if previous is None or not (previous["state"] in PROCESS_TERMINAL and state not in PROCESS_TERMINAL):
+                # a late, out-of-order report never reopens a finished process
+                procs[key] = entry if previous is None else {**previous, **entry}
                 self._journal(rec, key)
             return {"id": rid, "state": _state(rec), "process": procs[key]}
 
@@ -333,12 +335,9 @@ class ProfileBook:
             for rec in self._records.values():
                 proc = rec["processes"].get(key)
                 if proc is not None and proc["state"] not in PROCESS_TERMINAL:
-                    proc.update(
-                        state="failed",
-                        updated_at=_now(),
-                        message=f"the process went silent while {proc['state']} (killed or crashed); nothing more "
-                        "will come from it",
-                    )
+                    proc["message"] = (f"the process went silent while {proc['state']} (killed or crashed); nothing "
+                                       "more will come from it")
+                    proc["state"], proc["updated_at"] = "failed", _now()
                     self._journal(rec, key)
 
     # ------------------------------------------------------------------ uploads
@@ -421,7 +420,7 @@ class ProfileBook:
         return p
 
     # ------------------------------------------------------------------ retention
-    def _of_run(self, key: tuple[str, str]) -> builtins.list[dict[str, Any]]:
+    def _of_run(self, key: tuple[str, str]) -> builtins.list[ProfileRecord]:
         return [self._records[rid] for rid in list(self._by_run.get(key, ())) if rid in self._records]
 
     def sweep(self, now: float | None = None) -> int:
@@ -438,8 +437,8 @@ class ProfileBook:
                 and rec["request"]["expires_at"] + ORPHAN_GRACE_S < now
                 and _state(rec) in ("expired", "cancelled")
             ]
-        gone = {_run_of(rec) for rid, rec in stale if not self.run_exists(*_run_of(rec))}
-        return self._forget([rid for rid, rec in stale if _run_of(rec) in gone])
+        gone = {run_of(rec) for rid, rec in stale if not self.run_exists(*run_of(rec))}
+        return self._forget([rid for rid, rec in stale if run_of(rec) in gone])
 
     def _forget(self, rids: builtins.list[str]) -> int:
         with self._lock:
@@ -447,7 +446,7 @@ class ProfileBook:
                 rec = self._records.pop(rid, None)
                 self._requests.pop(rid, None)
                 if rec is not None:
-                    ids = self._by_run.get(_run_of(rec), [])
+                    ids = self._by_run.get(run_of(rec), [])
                     if rid in ids:
                         ids.remove(rid)
                 shutil.rmtree(self.root / rid, ignore_errors=True)
@@ -469,20 +468,16 @@ class ProfileBook:
         """A request another server deleted (with its run, by retention): forgotten here too."""
         rec = self._records.pop(rid, None)
         self._requests.pop(rid, None)
-        if rec is not None and rid in self._by_run.get(_run_of(rec), []):
-            self._by_run[_run_of(rec)].remove(rid)
+        if rec is not None and rid in self._by_run.get(run_of(rec), []):
+            self._by_run[run_of(rec)].remove(rid)
 
 
-def _set_analysis_state(rec: dict[str, Any], analysis: dict[str, Any]) -> bool:
+def _set_analysis_state(rec: ProfileRecord, analysis: dict[str, Any]) -> bool:
     rec["analysis"] = analysis
     return True
 
 
-def _run_of(rec: dict[str, Any]) -> tuple[str, str]:
-    return rec["request"]["project"], rec["request"]["experiment_name"]
-
-
-def _state(rec: dict[str, Any]) -> str:
+def _state(rec: ProfileRecord) -> RequestState:
     """pending (no process has answered) → running → done / failed; cancelled; expired (nobody answered in time)."""
     if rec.get("cancelled_at") is not None:
         return "cancelled"

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ....fsutil import atomic_write
 from ....protocol import ProfileRequest
 from .analysis import ANALYSIS_ATTEMPTS
+from .records import ProfileRecord
 
 log = logging.getLogger("rl_insight.server.control.profiles.book")
 JOURNAL = "processes.jsonl"
@@ -27,7 +28,7 @@ class RequestFiles:
         self._is_request_id = is_request_id
         self._lines: dict[str, int] = {}  # journal lines per request, to know when to compact
 
-    def load(self) -> list[dict[str, Any]]:
+    def load(self) -> list[ProfileRecord]:
         """Every readable request under the root, with its processes; an analysis a server stop interrupted runs
         once more (pending), or, interrupted `ANALYSIS_ATTEMPTS` times, ends failed."""
         out = []
@@ -57,24 +58,24 @@ class RequestFiles:
             out.append(rec)
         return out
 
-    def create(self, rec: dict[str, Any]) -> None:
+    def create(self, rec: ProfileRecord) -> None:
         self.save(rec)
 
-    def update(self, rec: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> bool:
+    def update(self, rec: ProfileRecord, mutate: Callable[[ProfileRecord], bool]) -> bool:
         """`mutate` has been applied to `rec` (one server: nobody else changes it); saved."""
         self.save(rec)
         return True
 
-    def put_file(self, rec: dict[str, Any], name: str) -> None:
+    def put_file(self, rec: ProfileRecord, name: str) -> None:
         self.save(rec)
 
-    def save(self, rec: dict[str, Any]) -> None:
+    def save(self, rec: ProfileRecord) -> None:
         """request.json without the processes (they live in the journal)."""
         d = self.root / rec["request"]["id"]
         d.mkdir(parents=True, exist_ok=True)
         atomic_write(d / "request.json", json.dumps({**rec, "processes": {}}, indent=1))
 
-    def read_processes(self, rid: str, rec: dict[str, Any]) -> None:
+    def read_processes(self, rid: str, rec: ProfileRecord) -> None:
         """The journal replayed into `rec["processes"]` (a request.json of a version before the journal carries
         them itself: they move into the journal before the next save writes request.json without them)."""
         in_file = bool(rec.setdefault("processes", {}))
@@ -82,7 +83,7 @@ class RequestFiles:
         if in_file:
             self.compact(rec)
 
-    def journal(self, rec: dict[str, Any], key: str) -> None:
+    def journal(self, rec: ProfileRecord, key: str) -> None:
         """One process's entry appended; the journal is rewritten once it holds 4x more lines than processes."""
         rid = rec["request"]["id"]
         d = self.root / rid
@@ -96,7 +97,7 @@ class RequestFiles:
             f.write(json.dumps({"key": key, "entry": procs[key]}) + "\n")
         self._lines[rid] = n
 
-    def compact(self, rec: dict[str, Any]) -> None:
+    def compact(self, rec: ProfileRecord) -> None:
         """The journal rewritten with one line per process (atomically)."""
         rid, procs = rec["request"]["id"], rec["processes"]
         (self.root / rid).mkdir(parents=True, exist_ok=True)

@@ -8,32 +8,34 @@ directory every server of the fleet mounts (`--shared-dir`, docs/scale.md).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ....protocol import PROCESS_TERMINAL
 from ...fleet.records import SharedRecords
 from ...fleet.shared_book import SharedBook
+from .records import ProfileRecord
 
 KIND = "profile"
 
 
-def _merge(rec: dict[str, Any], field: str, key: str, body: Any) -> None:
+def _merge(rec: ProfileRecord, field: str, key: str, body: Any) -> None:
     """A process's entry another server wrote; a finished process is never reopened by a late report."""
-    mine = rec[field].get(key)
+    entries = cast(dict[str, dict[str, Any]], rec[field])  # type: ignore[literal-required]  # processes or files
+    mine = entries.get(key)
     if field == "processes" and mine and mine.get("state") in PROCESS_TERMINAL and \
             body.get("state") not in PROCESS_TERMINAL:
         return
-    rec[field][key] = body
+    entries[key] = body
 
 
-class SharedRequests(SharedBook[dict[str, Any]]):
+class SharedRequests(SharedBook[ProfileRecord]):
     def __init__(self, records: SharedRecords) -> None:
         super().__init__(records, lambda r: r["request"]["id"],
                          lambda r: (r["request"]["project"], r["request"]["experiment_name"]),
                          ("processes", "files"), _merge)
 
-    def journal(self, rec: dict[str, Any], key: str) -> None:
+    def journal(self, rec: ProfileRecord, key: str) -> None:
         self.put_part(rec, "processes", key)
 
-    def put_file(self, rec: dict[str, Any], name: str) -> None:
+    def put_file(self, rec: ProfileRecord, name: str) -> None:
         self.put_part(rec, "files", name)
