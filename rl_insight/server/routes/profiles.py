@@ -13,9 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
 from ..control.profiles.book import FILE_NAME
+from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
 from .body import read_body
-from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema
+from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema, typed_answer
 
 HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
@@ -131,7 +132,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     """What the book holds: the requests, one request, its trace files and its reports."""
     book = st.profiles
 
-    @read.get("")
+    @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
         run_id: int | None = Query(None, ge=0, le=INT64_MAX),
         project: str | None = Query(None, max_length=2048),
@@ -145,7 +146,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
         items = book.list(project, experiment_name)
         return {"profiles": items, "count": len(items)}
 
-    @read.get("/{profile_id}")
+    @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))
     def get(profile_id: str = ProfileId) -> dict[str, Any]:
         return book.get(profile_id)
 

@@ -19,9 +19,10 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import ROUTE_STACKS
 from ...protocol.stacks import MAX_STACK_REPORT_BYTES
+from ..control.stacks.records import SnapshotList, SnapshotView
 from ..state import AppState
 from .body import read_body
-from .models import StackCreate, StackReport, error_responses, inline_schema
+from .models import StackCreate, StackReport, error_responses, inline_schema, typed_answer
 from .params import RunId
 
 SnapshotId = Path(pattern=r"^[0-9a-f]{16}$", description="stack snapshot id")
@@ -56,12 +57,12 @@ def build_router(st: AppState) -> APIRouter:
         return book.create(project, experiment, run_id=run_id, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
                            native=body.native, deadline_s=body.deadline_s)
 
-    @read.get("/{run_id}/stacks")
+    @read.get("/{run_id}/stacks", **typed_answer(SnapshotList, "the run's snapshots, newest first"))
     def list_snapshots(run_id: RunId) -> dict[str, Any]:
         items = book.list(*run_key(run_id, asking=False))
         return {"run_id": run_id, "snapshots": items, "count": len(items)}
 
-    @read.get("/{run_id}/stacks/{snapshot_id}")
+    @read.get("/{run_id}/stacks/{snapshot_id}", **typed_answer(SnapshotView, "the snapshot, grouped"))
     def get(run_id: RunId, snapshot_id: str = SnapshotId,
             reports: bool = Query(False, description="include each process's raw answer"),
             exact: bool = Query(False, description="group by line too (two lines of one function: two places)")

@@ -74,5 +74,17 @@ class ProfileRecord(TypedDict):
     passed: NotRequired[dict[str, Any]]  # at, message
 
 
+class ProfileView(ProfileRecord):
+    """A request as the API serves it (ProfileBook.describe): the record, its id and its state now."""
+
+    id: str
+    state: RequestState
+
+
+class ProfileList(TypedDict):
+    profiles: list[ProfileView]
+    count: int
+
+
 def run_of(rec: ProfileRecord) -> tuple[str, str]:
     return rec["request"]["project"], rec["request"]["experiment_name"]

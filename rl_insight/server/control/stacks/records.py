@@ -28,7 +28,9 @@ class Moved(TypedDict):
     seconds: NotRequired[float]
 
 
-class StackSnapshot(TypedDict):
+class _Snapshot(TypedDict):
+    """What every form of a snapshot has: the stored record, its views in the API."""
+
     id: str
     project: str
     experiment_name: str
@@ -39,15 +41,43 @@ class StackSnapshot(TypedDict):
     reason: str
     request: dict[str, Any]  # the StackRequest's wire form, as the replies list it
     state: SnapshotState
-    expected: list[LiveProcess]
-    reports: dict[str, dict[str, Any]]  # "host:pid" -> its answer
     note: NotRequired[str]
-    missing: NotRequired[list[LiveProcess]]
     completed_at: NotRequired[float]
-    units: NotRequired[list[dict[str, Any]]]
-    groups: NotRequired[list[dict[str, Any]]]
     summary: NotRequired[str]
     moved: NotRequired[Moved]
+
+
+class StackSnapshot(_Snapshot):
+    """The record the book keeps and stores."""
+
+    expected: list[LiveProcess]
+    reports: dict[str, dict[str, Any]]  # "host:pid" -> its answer
+    missing: NotRequired[list[LiveProcess]]
+    units: NotRequired[list[dict[str, Any]]]
+    groups: NotRequired[list[dict[str, Any]]]
+
+
+class SnapshotListed(_Snapshot):
+    """A snapshot in a run's list (StackBook.list): how many answered of how many asked, without the detail."""
+
+    answered: int
+    expected_count: int
+
+
+class SnapshotView(SnapshotListed):
+    """One snapshot as the API serves it (StackBook.get): the detail, and each process's answer when asked."""
+
+    expected: list[LiveProcess]
+    missing: NotRequired[list[LiveProcess]]
+    units: NotRequired[list[dict[str, Any]]]
+    groups: NotRequired[list[dict[str, Any]]]
+    reports: NotRequired[dict[str, dict[str, Any]]]  # (reports=true)
+
+
+class SnapshotList(TypedDict):
+    run_id: int
+    snapshots: list[SnapshotListed]
+    count: int
 
 
 def run_of(snap: StackSnapshot) -> tuple[str, str]:

@@ -11,6 +11,8 @@ from typing import Any, get_type_hints
 import httpx
 import pytest
 
+from rl_insight.server.control.profiles import records as profiles
+from rl_insight.server.control.stacks import records as stacks
 from rl_insight.server.runstore import results
 from tests.conftest import start_server
 
@@ -22,6 +24,10 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/series": results.Comparison,
     "/api/v1/runs/{run_id}/lanes": results.LaneList,
     "/api/v1/runs/{run_id}/spans/{span_id}": results.SpanDetail,
+    "/api/v1/profiles": profiles.ProfileList,
+    "/api/v1/profiles/{profile_id}": profiles.ProfileView,
+    "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
+    "/api/v1/runs/{run_id}/stacks/{snapshot_id}": stacks.SnapshotView,
 }
 
 
@@ -83,3 +89,27 @@ def test_the_answers_keep_every_field_their_queries_wrote(run: Any) -> None:
         "last_ns": pytest.approx(time.time_ns(), abs=60 * 10**9), "open": 0}
     span = get(f"/api/v1/runs/{rid}/spans/00000000000000aa")
     assert set(span) == _keys(results.SpanDetail) and span["open"] is False
+
+
+def _fits(answer: dict[str, Any], kind: Any) -> None:
+    """Every key the answer has, its type names; every key the type requires, the answer has."""
+    assert set(answer) <= _keys(kind), set(answer) - _keys(kind)
+    assert kind.__required_keys__ <= set(answer), kind.__required_keys__ - set(answer)
+
+
+def test_the_control_books_answer_what_their_records_say(run: Any) -> None:
+    asked = httpx.post(run.url + "/api/v1/profiles", json={"project": "p", "experiment_name": "e", "steps": "5"})
+    assert asked.status_code == 201, asked.text
+    listed = httpx.get(run.url + "/api/v1/profiles").json()
+    _fits(listed, profiles.ProfileList)
+    _fits(listed["profiles"][0], profiles.ProfileView)
+    _fits(httpx.get(run.url + f"/api/v1/profiles/{asked.json()['id']}").json(), profiles.ProfileView)
+    snap = httpx.post(run.url + "/api/v1/runs/1/stacks", json={"deadline_s": 1})
+    assert snap.status_code == 201, snap.text
+    run.app.state.st.stacks.tick(time.time() + 5)  # past its deadline: completed with who answered (nobody)
+    snapshots = httpx.get(run.url + "/api/v1/runs/1/stacks").json()
+    _fits(snapshots, stacks.SnapshotList)
+    _fits(snapshots["snapshots"][0], stacks.SnapshotListed)
+    one = httpx.get(run.url + f"/api/v1/runs/1/stacks/{snap.json()['id']}", params={"reports": "true"}).json()
+    _fits(one, stacks.SnapshotView)
+    assert one["state"] == "complete" and one["missing"] and "summary" in one and one["reports"] == {}
