@@ -13,7 +13,7 @@ from ...protocol import INT64_MAX
 from ..outbound.run_points import insight_rows
 from ..runstore import queries as q
 from ..runstore import run_list
-from ..runstore.results import Comparison, LaneList, MetricList, Run, RunList, Series, SpanDetail
+from ..runstore.results import Comparison, LaneList, LeftOut, MetricList, Run, RunList, Series, SpanDetail, SpanWindow
 from ..runstore.spans import timeline
 from ..runstore.steps.run_insights import run_insights
 from ..state import AppState
@@ -132,7 +132,7 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
         items = q.lanes(reader.conn(), run_id, counts)
         return {"run_id": run_id, "lanes": items}
 
-    @r.get("/runs/{run_id}/spans")
+    @r.get("/runs/{run_id}/spans", **typed_answer(SpanWindow, "the timeline's window, merged to its resolution"))
     def spans(
         run_id: RunId,
         from_ns: FromNs = None,
@@ -146,7 +146,7 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
     ) -> JSONResponse:
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
         conn = reader.conn()
-        left_out = None
+        left_out: LeftOut | None = None
         if from_ns is None or to_ns is None:
             # the run's own bounds (kept up to date by the writer) instead of a scan over every span; spans whose
             # clocks say they began long before the run did (a node at 1970) are left out of the default window,

@@ -112,3 +112,27 @@ class SpanDetail(TypedDict):
     end_ns: int | None
     open: bool
     attributes: dict[str, Any]
+
+
+class LeftOut(TypedDict):
+    """Spans a default window left out: they start long before the run began (a client clock far behind)."""
+
+    spans: int
+    before_ns: int
+    why: str
+
+
+class SpanWindow(TypedDict):
+    """The timeline's window (spans/timeline.spans_window): `spans` are rows in the order of `columns`
+    ([lane index into `lanes`, depth, name, start_ns, end_ns, spans merged, span id or null, open]), about one a
+    `resolution_ns` a lane; `truncated` when `limit` cut them."""
+
+    run_id: int
+    from_ns: int
+    to_ns: int
+    resolution_ns: int
+    lanes: list[str]
+    columns: list[str]
+    spans: list[list[Any]]
+    truncated: bool
+    left_out: NotRequired[LeftOut]

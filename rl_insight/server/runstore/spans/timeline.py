@@ -20,13 +20,14 @@ from ....errors import InvalidInputError
 from ....semantics.lane_order import lane_sort_key
 from ..backend import StoreConnection
 from ..queries import get_run, lanes
+from ..results import SpanWindow
 from . import span_lod
 
 COLUMNS = ["lane", "depth", "name", "start_ns", "end_ns", "count", "span_id", "open"]
 
 
 def spans_window(conn: StoreConnection, run_id: int, *, from_ns: int, to_ns: int, resolution_ns: int = 0,
-                 lane_names: list[str] | None = None, limit: int = 200_000, summary: bool = True) -> dict[str, Any]:
+                 lane_names: list[str] | None = None, limit: int = 200_000, summary: bool = True) -> SpanWindow:
     """Spans overlapping [from_ns, to_ns), at most about one item per `resolution_ns` per lane and depth.
 
     Spans at least `resolution_ns` long are kept as they are. Shorter ones that follow each other less

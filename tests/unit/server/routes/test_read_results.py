@@ -24,6 +24,7 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/series": results.Comparison,
     "/api/v1/runs/{run_id}/lanes": results.LaneList,
     "/api/v1/runs/{run_id}/spans/{span_id}": results.SpanDetail,
+    "/api/v1/runs/{run_id}/spans": results.SpanWindow,
     "/api/v1/profiles": profiles.ProfileList,
     "/api/v1/profiles/{profile_id}": profiles.ProfileView,
     "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
@@ -87,6 +88,9 @@ def test_the_answers_keep_every_field_their_queries_wrote(run: Any) -> None:
     assert get(f"/api/v1/runs/{rid}/lanes", counts="true")["lanes"][0] == {
         "lane": "rollout/replica_0", "spans": 1, "first_ns": pytest.approx(time.time_ns(), abs=60 * 10**9),
         "last_ns": pytest.approx(time.time_ns(), abs=60 * 10**9), "open": 0}
+    window = get(f"/api/v1/runs/{rid}/spans")
+    assert set(window) == _keys(results.SpanWindow) - {"left_out"} and window["columns"][0] == "lane"
+    assert len(window["spans"]) == 1 and len(window["spans"][0]) == len(window["columns"])
     span = get(f"/api/v1/runs/{rid}/spans/00000000000000aa")
     assert set(span) == _keys(results.SpanDetail) and span["open"] is False
 
