@@ -7,9 +7,10 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Path, Query
 
 from ...protocol import INT64_MAX
+from ..runstore.results import TrajectoryPage, TrajectoryStats, TrajectorySteps
 from ..runstore.trajectories import queries as tq
 from ..state import AppState
-from .models import error_responses
+from .models import error_responses, typed_answer
 from .params import RunId
 
 Step = Query(None, ge=-INT64_MAX, le=INT64_MAX, description="the step (default: the newest with trajectories)")
@@ -31,12 +32,12 @@ def build_router(st: AppState) -> APIRouter:
         newest = tq.steps(reader.conn(), run_id)["steps"]
         return newest[0] if newest else None
 
-    @r.get("/steps")
-    def steps(run_id: RunId) -> dict[str, Any]:
+    @r.get("/steps", **typed_answer(TrajectorySteps, "the steps with trajectories"))
+    def steps(run_id: RunId) -> TrajectorySteps:
         """Steps that have trajectories, newest first; `without_step` when some have none."""
         return tq.steps(reader.conn(), run_id)
 
-    @r.get("")
+    @r.get("", **typed_answer(TrajectoryPage, "a page of the step's trajectories"))
     def page(
         run_id: RunId,
         step: Optional[int] = Step,
@@ -54,7 +55,7 @@ def build_router(st: AppState) -> APIRouter:
         min_turns: Optional[int] = Query(None, ge=0, le=1_000_000),
         offset: int = Query(0, ge=0, le=10_000_000),
         limit: int = Query(50, ge=1, le=500),
-    ) -> dict[str, Any]:
+    ) -> TrajectoryPage:
         """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool,
         replica)."""
         return tq.page(
@@ -74,8 +75,8 @@ def build_router(st: AppState) -> APIRouter:
             limit=limit,
         )
 
-    @r.get("/stats")
-    def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> dict[str, Any]:
+    @r.get("/stats", **typed_answer(TrajectoryStats, "the step's distributions"))
+    def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> TrajectoryStats:
         """A step's distributions: duration quantiles, turns, reward, tokens, tool latency p50/p99 by tool, replicas."""
         return tq.stats(reader.conn(), run_id, _step(run_id, step, no_step))
 

@@ -136,3 +136,70 @@ class SpanWindow(TypedDict):
     spans: list[list[Any]]
     truncated: bool
     left_out: NotRequired[LeftOut]
+
+
+class TrajectorySteps(TypedDict):
+    """The steps that have agent-loop trajectories, newest first, and whether some have no step."""
+
+    steps: list[int]
+    without_step: bool
+
+
+class TrajectoryPage(TypedDict):
+    """One page of a step's trajectories (each a row of the trajectory index: id, key, step, duration, turns,
+    reward, tokens, replica, status, tools, …) and how many match."""
+
+    step: int | None
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    descending: bool
+    trajectories: list[dict[str, Any]]
+
+
+class Quantiles(TypedDict):
+    p50: Number | None
+    p90: Number | None
+    p99: Number | None
+    max: Number | None
+
+
+class Histogram(TypedDict):
+    """Equal-width bins: `counts[i]` values in [edges[i], edges[i + 1])."""
+
+    edges: list[Number]
+    counts: list[int]
+
+
+class ToolLatency(TypedDict):
+    tool: str
+    calls: int
+    errors: int
+    p50_s: Number | None
+    p99_s: Number | None
+    max_s: Number
+
+
+class ReplicaLoad(TypedDict):
+    replica: str
+    trajectories: int
+    max_s: Number
+    total_s: Number
+
+
+class TrajectoryStats(TypedDict):
+    """A step's distributions over its trajectories."""
+
+    step: int | None
+    trajectories: int
+    duration_s: Quantiles
+    turns: Histogram
+    reward: Histogram
+    tokens_out: Histogram
+    duration: Histogram
+    tools: list[ToolLatency]
+    replicas: list[ReplicaLoad]
+    statuses: dict[str, int]
+    failed: int
+    with_tool_errors: int

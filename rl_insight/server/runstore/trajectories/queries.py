@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ....errors import InvalidInputError, NotFoundError
 from ..backend import StoreConnection
+from ..results import Histogram, ReplicaLoad, ToolLatency, TrajectoryPage, TrajectoryStats, TrajectorySteps
 from .index import REQUEST_OF_TURN
 
 SORTS = {
@@ -80,7 +81,7 @@ def _row(r: tuple) -> dict[str, Any]:
     return d
 
 
-def steps(conn: StoreConnection, run_id: int) -> dict[str, Any]:
+def steps(conn: StoreConnection, run_id: int) -> TrajectorySteps:
     """The steps that have trajectories, newest first: one index seek per step (a skip scan written as a recursive
     query, so a PostgreSQL store answers in one round trip, not one per step), not a scan of every trajectory."""
     out = [int(r[0]) for r in conn.execute(
@@ -101,7 +102,7 @@ def _step_clause(step: int | None) -> tuple[str, tuple]:
 def page(conn: StoreConnection, run_id: int, step: int | None, *, sort: str = "duration", descending: bool = True,
          status: str | None = None, tool: str | None = None, replica: str | None = None, failed: bool = False,
          tool_errors: bool = False, min_turns: int | None = None, sample: str | None = None, offset: int = 0,
-         limit: int = 50) -> dict[str, Any]:
+         limit: int = 50) -> TrajectoryPage:
     """One page of a step's trajectories and how many match (`step` None: those without a step)."""
     column = SORTS.get(sort)
     if column is None:
@@ -144,7 +145,7 @@ def _quantile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[i]
 
 
-def _histogram(values: list[float], bins: int = 20, integer: bool = False) -> dict[str, Any]:
+def _histogram(values: list[float], bins: int = 20, integer: bool = False) -> Histogram:
     """Equal-width bins over [min, max] (integers: one bin per value while they fit). Computed on halves, so
     that values at both ends of the float range (±1.7e308: max - min overflows) still bin; non-finite skipped."""
     values = [v for v in values if v - v == 0.0]
@@ -180,7 +181,7 @@ _TOOL_TURNS = {
 }
 
 
-def stats(conn: StoreConnection, run_id: int, step: int | None) -> dict[str, Any]:
+def stats(conn: StoreConnection, run_id: int, step: int | None) -> TrajectoryStats:
     """A step's distributions: duration quantiles, turns, rewards and tokens per trajectory, tool latency
     by tool, trajectories by replica and by status."""
     clause, args = _step_clause(step)
@@ -203,14 +204,14 @@ def stats(conn: StoreConnection, run_id: int, step: int | None) -> dict[str, Any
     for name, dur, err in tool_turns:
         tools.setdefault(name, []).append(dur)
         errors[name] = errors.get(name, 0) + err
-    tool_rows: list[dict[str, Any]] = []
+    tool_rows: list[ToolLatency] = []
     for name, values in tools.items():
         values.sort()
         tool_rows.append({"tool": name, "calls": len(values), "errors": errors[name], "p50_s": _quantile(values, 0.5),
                           "p99_s": _quantile(values, 0.99), "max_s": values[-1]})
     tool_rows.sort(key=lambda t: -float(t["p99_s"] or 0))
     replicas = sorted(
-        ({"replica": k, "trajectories": len(v), "max_s": max(v), "total_s": sum(v)} for k, v in by_replica.items()),
+        (ReplicaLoad(replica=k, trajectories=len(v), max_s=max(v), total_s=sum(v)) for k, v in by_replica.items()),
         key=lambda x: -float(x["max_s"]),
     )
     return {

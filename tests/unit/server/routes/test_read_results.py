@@ -25,6 +25,9 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/runs/{run_id}/lanes": results.LaneList,
     "/api/v1/runs/{run_id}/spans/{span_id}": results.SpanDetail,
     "/api/v1/runs/{run_id}/spans": results.SpanWindow,
+    "/api/v1/runs/{run_id}/trajectories/steps": results.TrajectorySteps,
+    "/api/v1/runs/{run_id}/trajectories": results.TrajectoryPage,
+    "/api/v1/runs/{run_id}/trajectories/stats": results.TrajectoryStats,
     "/api/v1/profiles": profiles.ProfileList,
     "/api/v1/profiles/{profile_id}": profiles.ProfileView,
     "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
@@ -91,6 +94,9 @@ def test_the_answers_keep_every_field_their_queries_wrote(run: Any) -> None:
     window = get(f"/api/v1/runs/{rid}/spans")
     assert set(window) == _keys(results.SpanWindow) - {"left_out"} and window["columns"][0] == "lane"
     assert len(window["spans"]) == 1 and len(window["spans"][0]) == len(window["columns"])
+    assert get(f"/api/v1/runs/{rid}/trajectories/steps") == {"steps": [], "without_step": False}
+    assert set(get(f"/api/v1/runs/{rid}/trajectories", step="1")) == _keys(results.TrajectoryPage)
+    assert set(get(f"/api/v1/runs/{rid}/trajectories/stats", step="1")) == _keys(results.TrajectoryStats)
     span = get(f"/api/v1/runs/{rid}/spans/00000000000000aa")
     assert set(span) == _keys(results.SpanDetail) and span["open"] is False
 
