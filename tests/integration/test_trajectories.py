@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import get_type_hints
 
 import httpx
 import pytest
 
+from rl_insight.server.runstore import results
 from tests.conftest import start_server
 
 TOKEN = "traj-token"
@@ -107,6 +109,9 @@ def test_agent_loop_sessions_become_trajectories_per_step_with_turns_tools_and_g
     assert stats["replicas"][0]["replica"] == "replica_1"
 
     detail = _get(srv, f"{base}/{slowest['id']}")
+    # the answers are what their documented types say, key for key (server/runstore/results.py)
+    assert set(slowest) == set(get_type_hints(results.Trajectory))
+    assert set(detail) == set(get_type_hints(results.TrajectoryDetail))
     assert [t["kind"] for t in detail["turn_list"]] == ["generate", "tool", "generate"]  # time order, not arrival order
     assert detail["turn_list"][0]["detail"]["finish_reason"] == "tool_calls"
     assert detail["gap_s"] == pytest.approx(0.04)  # 20 ms before the tool, 20 ms before the last generate

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from fastapi import APIRouter, Depends, Path, Query
 
 from ...protocol import INT64_MAX
-from ..runstore.results import TrajectoryPage, TrajectoryStats, TrajectorySteps
+from ..runstore.results import TrajectoryDetail, TrajectoryPage, TrajectoryStats, TrajectorySteps
 from ..runstore.trajectories import queries as tq
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -80,8 +80,8 @@ def build_router(st: AppState) -> APIRouter:
         """A step's distributions: duration quantiles, turns, reward, tokens, tool latency p50/p99 by tool, replicas."""
         return tq.stats(reader.conn(), run_id, _step(run_id, step, no_step))
 
-    @r.get("/{traj_id}")
-    def detail(run_id: RunId, traj_id: int = Path(ge=1, le=INT64_MAX)) -> dict[str, Any]:
+    @r.get("/{traj_id}", **typed_answer(TrajectoryDetail, "the trajectory, its turns and the gaps between them"))
+    def detail(run_id: RunId, traj_id: int = Path(ge=1, le=INT64_MAX)) -> TrajectoryDetail:
         """One trajectory's turns in time order (generate, tool …) with engine timings and the gaps between them."""
         return tq.detail(reader.conn(), run_id, traj_id)
 

@@ -145,9 +145,50 @@ class TrajectorySteps(TypedDict):
     without_step: bool
 
 
+class Trajectory(TypedDict):
+    """One agent-loop trajectory as the index keeps it (runstore/trajectories/index.py)."""
+
+    id: int
+    key: str
+    step: int | None
+    sample: str | None
+    rollout_n: int | None
+    validate: bool | None
+    source: str | None
+    status: str | None
+    reward: Number | None
+    reported_turns: int | None
+    start_ns: int | None
+    end_ns: int | None
+    duration_s: Number | None
+    turns: int
+    generates: int
+    tool_calls: int
+    tool_errors: int
+    tokens_in: int | None
+    tokens_out: int | None
+    generate_s: Number | None
+    tool_s: Number | None
+    replica: str | None
+    tools: list[str]
+
+
+class Gap(TypedDict):
+    start_ns: int
+    end_ns: int
+
+
+class TrajectoryDetail(Trajectory):
+    """A trajectory with its turns in time order (each with its engine timings when known) and the gaps between
+    them (time no turn was running)."""
+
+    turn_list: list[dict[str, Any]]
+    gaps: list[Gap]
+    gap_s: Number
+
+
 class TrajectoryPage(TypedDict):
-    """One page of a step's trajectories (each a row of the trajectory index: id, key, step, duration, turns,
-    reward, tokens, replica, status, tools, …) and how many match."""
+    """One page of a step's trajectories and how many match."""
 
     step: int | None
     total: int
@@ -155,7 +196,7 @@ class TrajectoryPage(TypedDict):
     limit: int
     sort: str
     descending: bool
-    trajectories: list[dict[str, Any]]
+    trajectories: list[Trajectory]
 
 
 class Quantiles(TypedDict):

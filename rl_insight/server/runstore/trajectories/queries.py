@@ -9,11 +9,21 @@ Everything is per step and bounded by the step: the index (run_id, step, duratio
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ....errors import InvalidInputError, NotFoundError
 from ..backend import StoreConnection
-from ..results import Histogram, ReplicaLoad, ToolLatency, TrajectoryPage, TrajectoryStats, TrajectorySteps
+from ..results import (
+    Gap,
+    Histogram,
+    ReplicaLoad,
+    ToolLatency,
+    Trajectory,
+    TrajectoryDetail,
+    TrajectoryPage,
+    TrajectoryStats,
+    TrajectorySteps,
+)
 from .index import REQUEST_OF_TURN
 
 SORTS = {
@@ -74,9 +84,10 @@ _SELECT = "SELECT " + ", ".join(_COLUMNS) + " FROM trajectories"
 MAX_STEPS = 5000
 
 
-def _row(r: tuple) -> dict[str, Any]:
-    d = dict(zip(_COLUMNS, r))
-    d["tools"] = [t for t in (d["tools"] or "").split(",") if t]
+def _row(r: tuple) -> Trajectory:
+    raw = dict(zip(_COLUMNS, r))
+    raw["tools"] = [t for t in (raw["tools"] or "").split(",") if t]  # (stored ",a,b,": instr() finds ",a,")
+    d = cast(Trajectory, raw)
     d["validate"] = None if d["validate"] is None else bool(d["validate"])
     return d
 
@@ -260,7 +271,7 @@ def _detail(stored: str | None, budget: list[int]) -> dict[str, Any]:
     return d
 
 
-def detail(conn: StoreConnection, run_id: int, traj_id: int) -> dict[str, Any]:
+def detail(conn: StoreConnection, run_id: int, traj_id: int) -> TrajectoryDetail:
     """One trajectory and its turns in time order, each with its engine request when one is known (queue,
     prefill, decode), and the gaps between turns (time no turn was running)."""
     row = conn.execute(f"{_SELECT} WHERE run_id = ? AND id = ?", (run_id, traj_id)).fetchone()
@@ -302,12 +313,10 @@ def detail(conn: StoreConnection, run_id: int, traj_id: int) -> dict[str, Any]:
                       "detail": _detail(detail_json, budget),
                       "engine": None if queue_s is None and prefill_s is None and decode_s is None else
                       {"queue_s": queue_s, "ttft_s": ttft_s, "prefill_s": prefill_s, "decode_s": decode_s}})
-    gaps, busy_until = [], traj["start_ns"]
+    gaps: list[Gap] = []
+    busy_until = traj["start_ns"]
     for t in turns:
         if busy_until is not None and t["start_ns"] > busy_until:
             gaps.append({"start_ns": busy_until, "end_ns": t["start_ns"]})
         busy_until = max(busy_until or t["end_ns"], t["end_ns"])
-    traj["turn_list"] = turns
-    traj["gaps"] = gaps
-    traj["gap_s"] = sum(g["end_ns"] - g["start_ns"] for g in gaps) / 1e9
-    return traj
+    return {**traj, "turn_list": turns, "gaps": gaps, "gap_s": sum(g["end_ns"] - g["start_ns"] for g in gaps) / 1e9}

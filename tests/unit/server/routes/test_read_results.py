@@ -28,6 +28,7 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/runs/{run_id}/trajectories/steps": results.TrajectorySteps,
     "/api/v1/runs/{run_id}/trajectories": results.TrajectoryPage,
     "/api/v1/runs/{run_id}/trajectories/stats": results.TrajectoryStats,
+    "/api/v1/runs/{run_id}/trajectories/{traj_id}": results.TrajectoryDetail,
     "/api/v1/profiles": profiles.ProfileList,
     "/api/v1/profiles/{profile_id}": profiles.ProfileView,
     "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
