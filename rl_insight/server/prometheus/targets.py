@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from typing_extensions import TypedDict
+
 from ...errors import InvalidInputError, StoreError
 from ...fsutil import atomic_write
 from ...protocol import MAX_LABEL_VALUE, clean_text
@@ -107,6 +109,31 @@ def validate_job(job: Any) -> str:
     return clean_text(job)
 
 
+
+class TargetAnswer(TypedDict):
+    """A scrape target as the API lists it."""
+
+    job: str
+    target: str  # host:port
+    labels: dict[str, str]
+
+
+class TargetHealth(TargetAnswer):
+    """A run's target with Prometheus' view of it: up, down, unknown, or null when no Prometheus runs."""
+
+    health: str | None
+
+
+class TargetList(TypedDict):
+    targets: list[TargetAnswer]
+    count: int
+    targets_file: str
+
+
+class RunTargets(TypedDict):
+    run_id: int
+    targets: list[TargetHealth]
+
 @dataclass(frozen=True)
 class Target:
     job: str
@@ -122,7 +149,7 @@ class Target:
         labels = dict(self.labels)
         return labels.get("project"), labels.get("experiment_name")
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> TargetAnswer:
         return {"job": self.job, "target": self.address, "labels": dict(self.labels)}
 
 

@@ -34,13 +34,15 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
 
 
-def typed_answer(kind: Any, description: str = "the answer") -> dict[str, Any]:
+def typed_answer(kind: Any, description: str = "the answer", errors: tuple[int, ...] = ()) -> dict[str, Any]:
     """A read route's keywords that document its answer as `kind` (server/runstore/results.py) in /openapi.json
     and serialize it as the plain dict it is. Measured side by side (bench/bench_read_answers.py, bench/RESULTS.md):
     FastAPI's validation through the type itself cost 1.47x the time of a 20,000-point series and 1.25x the runs
     list; no response model at all (its Python encoder) 4.4x and 3.1x; this, 1.00x. The query builds exactly that
-    shape (mypy checks the keys it writes; tests/unit/server/routes/test_read_results.py the answers)."""
-    return {"response_model": dict[str, Any], "responses": {200: {"model": kind, "description": description}}}
+    shape (mypy checks the keys it writes; tests/unit/server/routes/test_read_results.py the answers). `errors`: the
+    error statuses this route documents besides its router's."""
+    return {"response_model": dict[str, Any],
+            "responses": {**error_responses(*errors), 200: {"model": kind, "description": description}}}
 
 
 # --------------------------------------------------------------------------- ingest

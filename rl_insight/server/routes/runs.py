@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
 from ..outbound.run_points import insight_rows
+from ..prometheus.targets import RunTargets, TargetHealth
 from ..runstore import queries as q
 from ..runstore import run_list
 from ..runstore.results import Comparison, LaneList, LeftOut, MetricList, Run, RunList, Series, SpanDetail, SpanWindow
@@ -250,17 +251,17 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         return StreamingResponse(q.chrome_trace_stream(conn, run_id, step_metric), media_type="application/json",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
-    @r.get("/runs/{run_id}/targets")
-    async def run_targets(run_id: RunId) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/targets", **typed_answer(RunTargets, "the run's scrape targets and their health"))
+    async def run_targets(run_id: RunId) -> RunTargets:
         """The run's registered targets (labels project/experiment_name) with health from Prometheus when it runs."""
         run = q.get_run(reader.conn(), run_id)
         mine = [t.to_api() for t in st.targets.list()]
         mine = [t for t in mine if t["labels"].get("project") == run["project"]
                 and t["labels"].get("experiment_name") == run["experiment_name"]]
         health = await st.prometheus.target_health()
-        for t in mine:
-            t["health"] = health.get((t["job"], t["target"]), "unknown" if health else None)
-        return {"run_id": run_id, "targets": mine}
+        with_health: list[TargetHealth] = [
+            {**t, "health": health.get((t["job"], t["target"]), "unknown" if health else None)} for t in mine]
+        return {"run_id": run_id, "targets": with_health}
 
 
 class CSVResponse(StreamingResponse):

@@ -13,13 +13,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from typing_extensions import TypedDict
 
 from ..._version import __version__
 from ...errors import InvalidInputError, RateLimitedError, UnauthorizedError
 from ..security import install_cookie
 from ..state import AppState
 from .body import decode_body, read_body
-from .models import LoginBody, error_responses, inline_schema
+from .models import LoginBody, error_responses, inline_schema, typed_answer
 
 MAX_FAILURES = 10  # wrong tokens an address may send in WINDOW_S
 WINDOW_S = 60.0
@@ -56,6 +57,16 @@ class FailedAttempts:
                 del self._by_address[next(iter(self._by_address))]
 
 
+class SessionAnswer(TypedDict):
+    """Whether a token is needed and this browser has it, where Prometheus and Grafana are, the version."""
+
+    auth_required: bool
+    authenticated: bool
+    prometheus_url: str | None
+    grafana_url: str | None
+    version: str
+
+
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", tags=["session"])
     attempts = FailedAttempts()
@@ -81,8 +92,8 @@ def build_router(st: AppState) -> APIRouter:
             install_cookie(resp, st.auth.token)
         return resp
 
-    @r.get("/session")
-    async def session(request: Request) -> dict[str, Any]:
+    @r.get("/session", **typed_answer(SessionAnswer, "what the UI needs to know of this server"))
+    async def session(request: Request) -> SessionAnswer:
         return {"auth_required": bool(st.auth.token), "authenticated": st.auth.authenticated(request),
                 "prometheus_url": st.prometheus.url, "grafana_url": st.config.grafana_url, "version": __version__}
 

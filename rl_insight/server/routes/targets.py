@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
-from ..prometheus.targets import parse_registration, registration_identity
+from ..prometheus.targets import TargetList, parse_registration, registration_identity
 from ..state import AppState
 from .body import decode_body, read_body
-from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema
+from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema, typed_answer
 
 
 def build_router(st: AppState) -> APIRouter:
@@ -54,8 +54,8 @@ def build_router(st: AppState) -> APIRouter:
                 "config_file": st.config.prometheus_config_file, "project": project, "experiment_name": experiment,
                 "state": state}
 
-    @reads.get("/api/v1/targets", responses=error_responses(401, 403))
-    async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> dict[str, Any]:
+    @reads.get("/api/v1/targets", **typed_answer(TargetList, "the registered scrape targets", errors=(401, 403)))
+    async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> TargetList:
         found = [t.to_api() for t in st.targets.list(job)]
         return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
 

@@ -13,6 +13,8 @@ import pytest
 
 from rl_insight.server.control.profiles import records as profiles
 from rl_insight.server.control.stacks import records as stacks
+from rl_insight.server.prometheus import targets as scrape
+from rl_insight.server.routes.session import SessionAnswer
 from rl_insight.server.runstore import results
 from tests.conftest import start_server
 
@@ -29,6 +31,9 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/runs/{run_id}/trajectories": results.TrajectoryPage,
     "/api/v1/runs/{run_id}/trajectories/stats": results.TrajectoryStats,
     "/api/v1/runs/{run_id}/trajectories/{traj_id}": results.TrajectoryDetail,
+    "/api/v1/session": SessionAnswer,
+    "/api/v1/targets": scrape.TargetList,
+    "/api/v1/runs/{run_id}/targets": scrape.RunTargets,
     "/api/v1/profiles": profiles.ProfileList,
     "/api/v1/profiles/{profile_id}": profiles.ProfileView,
     "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
@@ -98,6 +103,14 @@ def test_the_answers_keep_every_field_their_queries_wrote(run: Any) -> None:
     assert get(f"/api/v1/runs/{rid}/trajectories/steps") == {"steps": [], "without_step": False}
     assert set(get(f"/api/v1/runs/{rid}/trajectories", step="1")) == _keys(results.TrajectoryPage)
     assert set(get(f"/api/v1/runs/{rid}/trajectories/stats", step="1")) == _keys(results.TrajectoryStats)
+    assert set(get("/api/v1/session")) == _keys(SessionAnswer)
+    registered = httpx.post(run.url + "/api/v1/prometheus/targets", json={
+        "project": "p", "experiment_name": "e", "targets": ["127.0.0.1:9100"], "job_name": "node"})
+    assert registered.status_code == 200, registered.text
+    listed = get("/api/v1/targets")
+    assert set(listed) == _keys(scrape.TargetList) and set(listed["targets"][0]) == _keys(scrape.TargetAnswer)
+    mine = get(f"/api/v1/runs/{rid}/targets")
+    assert set(mine) == _keys(scrape.RunTargets) and set(mine["targets"][0]) == _keys(scrape.TargetHealth)
     span = get(f"/api/v1/runs/{rid}/spans/00000000000000aa")
     assert set(span) == _keys(results.SpanDetail) and span["open"] is False
 
