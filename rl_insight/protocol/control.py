@@ -89,3 +89,27 @@ class Selector:
             return cls(texts("lanes", MAX_LANE), texts("roles", MAX_LABEL_VALUE), tuple(ranks))
         except ItemError as exc:
             raise ValueError(str(exc)) from None
+
+
+class SelectsProcesses:
+    """What every kind of request has of its `Selector`: the lanes, roles and ranks it names, and whether it asks
+    a process (a kind's class sets `selector` in its constructor)."""
+
+    __slots__ = ()
+    selector: Selector
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return self.selector.lanes
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.selector.roles
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return self.selector.ranks
+
+    def matches(self, lanes: Iterable[str], roles: Iterable[str], rank: int | None) -> bool:
+        """Whether a process with these lanes, roles and rank is asked."""
+        return self.selector.picks(lanes, roles, rank)

@@ -9,7 +9,7 @@ ROUTE_PROFILES/<id>/upload/<file name>?offset=&total= (409 with the server's `si
 
 from __future__ import annotations
 
-from .control import MAX_SELECTORS, Selector, request_id
+from .control import MAX_SELECTORS, Selector, SelectsProcesses, request_id
 from .limits import INT64_MAX, MAX_EXACT_INT, MAX_LABEL_VALUE, MAX_SPAN_NAME, MAX_TS_S
 from .values import ItemError, TextCleaner, finite_float, short_repr
 
@@ -62,7 +62,7 @@ def parse_steps(text: str) -> tuple[int, int]:
     return first, int(last_s) if sep else first
 
 
-class ProfileRequest:
+class ProfileRequest(SelectsProcesses):
     """What to profile: steps first..last of one run (or, with `stage`, that state of one step), on the processes
     whose lanes, role or rank match (no selector: every process of the run), with which options, until when."""
 
@@ -89,18 +89,6 @@ class ProfileRequest:
         self.max_window_s = max_window_s
         self.max_bytes = max_bytes
         self.stage = stage  # "" = the whole step(s); else the window is that state (trace_state name) of the step
-
-    @property
-    def lanes(self) -> tuple[str, ...]:
-        return self.selector.lanes
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        return self.selector.roles
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        return self.selector.ranks
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -164,9 +152,6 @@ class ProfileRequest:
                    tuple(activities), d.get("memory") is True, d.get("stack") is True, expires_at, window,
                    int(max_bytes), stage)
 
-    def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
-        """Whether a process with these lanes, roles and rank is asked (any selector that matches)."""
-        return self.selector.picks(lanes, roles, rank)
 
 
 def decode_process_report(body: dict[str, Any], file_name_ok: Callable[[str], bool]) -> tuple[str, dict[str, Any]]:

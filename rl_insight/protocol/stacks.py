@@ -19,7 +19,7 @@ is bounded both when built (client/stacks.py) and when read (`decode_stack_repor
 
 from __future__ import annotations
 
-from .control import Selector, request_id
+from .control import Selector, SelectsProcesses, request_id
 from .limits import INT64_MAX, MAX_LANE, MAX_SPAN_NAME, MAX_TS_S
 from .profiles import CLIENT_HEARTBEAT_S
 from .values import ItemError, TextCleaner, finite_float
@@ -46,7 +46,7 @@ MAX_STACK_DEADLINE_S = 300.0
 NATIVE_STATES = ("not_asked", "ok", "not_installed", "refused", "failed")
 
 
-class StackRequest:
+class StackRequest(SelectsProcesses):
     """Which processes of a run answer (no selector: all of them), whether they add py-spy's native frames, and
     until when the request is listed (epoch s)."""
 
@@ -58,18 +58,6 @@ class StackRequest:
         self.selector = Selector(lanes, roles, ranks)
         self.native = native
         self.expires_at = expires_at
-
-    @property
-    def lanes(self) -> tuple[str, ...]:
-        return self.selector.lanes
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        return self.selector.roles
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        return self.selector.ranks
 
     def to_wire(self) -> dict[str, Any]:
         return {"id": self.id, **self.selector.to_wire(), "native": self.native, "expires_at": self.expires_at}
@@ -88,8 +76,6 @@ class StackRequest:
             raise ValueError(str(exc)) from None
         return cls(rid, selector.lanes, selector.roles, selector.ranks, d.get("native") is True, expires_at)
 
-    def matches(self, lanes: Any, roles: Any, rank: int | None) -> bool:
-        return self.selector.picks(lanes, roles, rank)
 
 
 def _int(v: Any, lo: int = 0, hi: int = INT64_MAX) -> int | None:
