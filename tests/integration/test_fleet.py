@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from rl_insight.protocol.limits import ROUTE_TARGETS
+from rl_insight.protocol.limits import HEADER_CLIENT, ROUTE_TARGETS
 from tests.conftest import debian_binary, free_port, wait_until
 from tests.forwarding import Forwarder
 
@@ -330,12 +330,20 @@ frontend ingest
 backend servers
     {backend[0]}
     {backend[1]}
+    http-response set-header X-Served-By %s
     server a {fleet['a_url'][7:]}
     server b {fleet['b_url'][7:]}
 """)
     lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: _up(f"http://127.0.0.1:{port}"), timeout=20, what="haproxy")
+        # The hash spreads clients over both servers, and always sends one to the same server. Fixed ids, so this
+        # does not rest on six random ids landing together (about one run in twenty with two servers).
+        def served_by(cid: str) -> str:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", headers={HEADER_CLIENT: cid}).headers["X-Served-By"]
+        served = {cid: {served_by(cid) for _ in range(3)} for cid in (f"host-{i}:{1000 + i}" for i in range(16))}
+        assert all(len(names) == 1 for names in served.values()), served
+        assert {n for names in served.values() for n in names} == {"a", "b"}, served
         env = {**fleet["env"], "RL_INSIGHT_SERVER_URL": f"http://127.0.0.1:{port}", "RL_INSIGHT_TOKEN": TOKEN}
         jobs = [subprocess.Popen([sys.executable, "-c", STICKY_JOB], env=env, cwd=ROOT) for _ in range(6)]
         for j in jobs:
@@ -356,7 +364,6 @@ backend servers
                what="each server to show the processes it owns (a fleet round: 2 s)")
     a, b = sent_by_pid(fleet["a_url"]), sent_by_pid(fleet["b_url"])
     assert len(a) + len(b) == 6 and not set(a) & set(b), (a, b)  # each process on one server only
-    assert a and b  # (and the hash spread six processes over both)
     total = 0.0
     for url in (fleet["a_url"], fleet["b_url"]):
         for line in httpx.get(url + "/metrics", headers=H).text.splitlines():
