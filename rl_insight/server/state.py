@@ -28,6 +28,7 @@ from .live.metric_store import MetricStore, StoreCollector
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
+from .prometheus.answers import Experiment
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
 from .runstore.backend import Backend, open_backend
@@ -209,7 +210,7 @@ class AppState:
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
         self._register_collectors()
 
-    async def prometheus_convergence(self, row: dict[str, Any], timeout_s: float = 15.0) -> dict[str, Any]:
+    async def prometheus_convergence(self, row: Experiment, timeout_s: float = 15.0) -> dict[str, Any]:
         """After archive/restore: wait until Prometheus' active targets reflect the experiment's state
         (it re-reads the file_sd file within seconds), as upstream reports `prometheus_converged`."""
         import asyncio

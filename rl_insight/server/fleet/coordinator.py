@@ -21,6 +21,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from typing_extensions import TypedDict
+
 from ...protocol import SpanRecord
 from ..runstore import queries as q
 from ..workers.batch_worker import Periodic
@@ -30,6 +32,17 @@ from .registry import FleetRegistry
 log = logging.getLogger("rl_insight.server.fleet")
 REGISTRY_KEEP_S = 86400.0  # registry rows of clients not seen for a day are deleted
 
+
+
+class FleetHealth(TypedDict):
+    """/healthz's word on this server in the fleet: its id, whether it holds the lease for the background work, the
+    clients that moved to another server, the states closed for clients gone, and errors."""
+
+    server: str
+    background_work: bool
+    clients_moved_away: int
+    states_closed_for_gone_clients: int
+    errors: int
 
 class FleetCoordinator:
     def __init__(self, registry: FleetRegistry, lease: FleetLease, tracker: Any, metric_store: Any, reader: Any,
@@ -124,6 +137,6 @@ class FleetCoordinator:
             self.ended += 1
         self.registry.forget_before(now - REGISTRY_KEEP_S)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> FleetHealth:
         return {"server": self.server_id, "background_work": self.lease.held, "clients_moved_away": self.moved_away,
                 "states_closed_for_gone_clients": self.closed, "errors": self.errors}

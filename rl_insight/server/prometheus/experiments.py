@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Literal, TypeVar
 
 from ...errors import ConflictError, NotFoundError, StoreError
 from ...fsutil import atomic_write
+from .answers import Experiment, ExperimentTargets
 from .targets import Target, TargetRegistry
 
 State = Literal["active", "archived"]
@@ -148,10 +149,10 @@ class ExperimentBook:
             self._save()
         return count
 
-    def archive(self, project: str, experiment_name: str) -> dict[str, Any]:
+    def archive(self, project: str, experiment_name: str) -> Experiment:
         key = (project, experiment_name)
 
-        def archive() -> dict[str, Any]:
+        def archive() -> Experiment:
             self._require_known(key)
             if self.state(key) != "archived":
                 taken = self.registry.take(*key)
@@ -163,10 +164,10 @@ class ExperimentBook:
         with self._lock:
             return self._change(archive)
 
-    def restore(self, project: str, experiment_name: str) -> dict[str, Any]:
+    def restore(self, project: str, experiment_name: str) -> Experiment:
         key = (project, experiment_name)
 
-        def restore() -> dict[str, Any]:
+        def restore() -> Experiment:
             self._require_known(key)
             if self.state(key) == "archived":
                 self.registry.put_back(self._archived.pop(key, []))
@@ -184,19 +185,17 @@ class ExperimentBook:
             return self._change(lambda: self.registry.remove(target=target, job=job, project=project,
                                                              experiment_name=experiment_name))
 
-    def list(self, project: str | None = None) -> list[dict[str, Any]]:
+    def list(self, project: str | None = None) -> list[Experiment]:
         with self._lock:
             keys = set(self._manifest) | set(self._archived) | {k for k in (t.identity() for t in self.registry.list())
                                                                  if k[0] is not None and k[1] is not None}
             return [self._row(k) for k in sorted(keys) if project is None or k[0] == project]  # type: ignore[arg-type]  # keys without None parts only (filtered above)
 
-    def targets(self, project: str, experiment_name: str) -> dict[str, Any]:
+    def targets(self, project: str, experiment_name: str) -> ExperimentTargets:
         key = (project, experiment_name)
         with self._lock:
             self._require_known(key)
-            row = self._row(key)
-            row["targets"] = [t.to_api() for t in self._targets_of(key)]
-            return row
+            return {**self._row(key), "targets": [t.to_api() for t in self._targets_of(key)]}
 
     # ------------------------------------------------------------------ helpers
     def _targets_of(self, key: Key) -> Iterable[Target]:
@@ -215,7 +214,7 @@ class ExperimentBook:
         row = self._manifest.setdefault(key, {"state": state, "created_at": now, "updated_at": now})
         row["state"], row["updated_at"] = state, now
 
-    def _row(self, key: Key) -> dict[str, Any]:
+    def _row(self, key: Key) -> Experiment:
         m = self._manifest.get(key, {})
         return {"project": key[0], "experiment_name": key[1], "state": self.state(key),
                 "target_count": sum(1 for _ in self._targets_of(key)),

@@ -15,6 +15,7 @@ import time
 from typing import Any, Mapping
 
 from ...semantics import panels as catalogue
+from .answers import Alert, AlertList, Panel, PanelSeries, PrometheusState, SectionData
 from .api import PrometheusApi, PrometheusUnavailable, sample_value
 
 MAX_SERIES_PER_QUERY = 64
@@ -61,8 +62,8 @@ async def availability(
     return {s.id: ok for s, ok in zip(catalogue.SECTIONS, found)}
 
 
-def _shape(result: list[dict[str, Any]], legend: str) -> tuple[list[dict[str, Any]], bool]:
-    series: list[dict[str, Any]] = []
+def _shape(result: list[dict[str, Any]], legend: str) -> tuple[list[PanelSeries], bool]:
+    series: list[PanelSeries] = []
     for item in result:
         labels = {k: str(v) for k, v in item.get("metric", {}).items()}
         pts = [[float(t), sample_value(v)] for t, v in item.get("values", [])]
@@ -82,14 +83,15 @@ def _natural(text: str) -> list[Any]:
 
 
 async def section_data(api: PrometheusApi, section: catalogue.Section, project: str, experiment_name: str, start: float,
-                       end: float, points: int, scrape_s: float) -> dict[str, Any]:
-    """Every (non-heatmap) panel of a section, each query run as a range query over [start, end]."""
+                       end: float, points: int, scrape_s: float) -> SectionData:
+    """Every (non-heatmap) panel of a section, each query run as a range query over [start, end]. Prometheus counts
+    as unreachable only when every panel failed; a single failing query stays on its panel."""
     step = query_step_s(start, end, min(points, MAX_POINTS), scrape_s)
     window = f"{rate_window_s(step, scrape_s):g}s"
     sel = scope_selector(project, experiment_name)
     shown = [p for p in section.panels if p.kind == "timeseries"]
     async with api.session() as client:
-        async def one(query: catalogue.Query) -> tuple[list[dict[str, Any]], bool, str | None]:
+        async def one(query: catalogue.Query) -> tuple[list[PanelSeries], bool, str | None]:
             try:
                 result = await api.query_range(client, catalogue.render(query.expr, sel, window), start, end, step)
             except PrometheusUnavailable as e:
@@ -97,9 +99,10 @@ async def section_data(api: PrometheusApi, section: catalogue.Section, project: 
             series, truncated = _shape(result, query.legend)
             return series, truncated, None
         results = await asyncio.gather(*(one(q) for p in shown for q in p.queries))
-    out, i = [], 0
+    out: list[Panel] = []
+    i = 0
     for p in shown:
-        series: list[dict[str, Any]] = []
+        series: list[PanelSeries] = []
         errors, truncated = [], False
         for _ in p.queries:
             s, cut, err = results[i]
@@ -110,8 +113,11 @@ async def section_data(api: PrometheusApi, section: catalogue.Section, project: 
                 errors.append(err)
         out.append({"id": p.id, "title": p.title, "unit": p.unit, "description": p.description, "stack": p.stack,
                     "series": series, "truncated": truncated, "error": "; ".join(dict.fromkeys(errors)) or None})
+    failed = [p["error"] for p in out if p["error"]]
+    state: PrometheusState = {"state": "unreachable", "message": "; ".join(dict.fromkeys(failed))} \
+        if failed and len(failed) == len(out) else {"state": "ok"}
     return {"section": section.id, "title": section.title, "from_s": start, "to_s": end, "step_s": step,
-            "rate_window": window, "panels": out}
+            "rate_window": window, "prometheus": state, "panels": out}
 
 
 # ----------------------------------------------------------------------------- alerts
@@ -168,7 +174,7 @@ def _matches(labels: dict[str, str], project: str | None, experiment_name: str |
 
 async def alerts(api: PrometheusApi, project: str | None = None, experiment_name: str | None = None,
                  recent_s: float = RECENT_ALERTS_S, resolution_s: float = 15.0,
-                 rules_api: PrometheusApi | None = None) -> dict[str, Any]:
+                 rules_api: PrometheusApi | None = None) -> AlertList:
     """Firing and pending alerts now (from `rules_api`, where the rules are evaluated: the managed Prometheus, else
     `api`), and alerts that fired within `recent_s` and are resolved (their ALERTS series, from `api`, which a
     long-term store behind --prometheus-url receives by remote_write), each with its summary, description and what
@@ -183,7 +189,8 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
             ),
         )
     by_name = {r.get("name"): r for r in rules}
-    active, seen = [], set()
+    active: list[Alert] = []
+    seen = set()
     for rule in rules:
         for a in rule.get("alerts", []):
             labels = {k: str(v) for k, v in a.get("labels", {}).items()}
@@ -205,7 +212,7 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
                     "what_to_check": ann.get("what_to_check", ""),
                 }
             )
-    recent = []
+    recent: list[Alert] = []
     for item in fired:
         labels = {k: str(v) for k, v in item.get("metric", {}).items() if k != "alertstate"}
         if not _matches(labels, project, experiment_name):
@@ -239,6 +246,6 @@ async def alerts(api: PrometheusApi, project: str | None = None, experiment_name
             r["summary"] = _fill(ann.get("summary", ""), r["labels"], value)
             r["description"] = _fill(ann.get("description", ""), r["labels"], value)
     order = {"firing": 0, "pending": 1}
-    active.sort(key=lambda a: (order.get(a["state"], 2), a["severity"] != "critical", a["alertname"] or ""))
-    recent.sort(key=lambda a: -(a["last_firing"] or 0))
-    return {"active": active, "recent": recent, "recent_window_s": recent_s}
+    active.sort(key=lambda a: (order.get(a["state"] or "", 2), a["severity"] != "critical", a["alertname"] or ""))
+    recent.sort(key=lambda a: -(a.get("last_firing") or 0))
+    return {"prometheus": {"state": "ok"}, "active": active, "recent": recent, "recent_window_s": recent_s}

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
+from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
 from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
-from .models import error_responses, inline_schema
+from .models import error_responses, inline_schema, typed_answer
 
 
 class ExperimentRef(BaseModel):
@@ -36,26 +37,27 @@ def build_router(st: AppState) -> APIRouter:
         responses=error_responses(400, 401, 403, 404, 413, 415),
     )
 
-    @reads.get("")
-    def experiments(project: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
+    @reads.get("", **typed_answer(ExperimentList, "the experiments and their runs' status"))
+    def experiments(project: Optional[str] = Query(None, max_length=2048)) -> ExperimentList:
         """Every experiment that registered targets: state (active/archived: whether its targets are discovered,
         upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
         null without a run store or a run): `active` says nothing about whether the job still runs."""
         items = st.experiments.list(project)
         runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(st.reader.conn(), st.config.live_window_s,
                                                                             project)} if st.reader is not None else {}
+        listed: list[ExperimentListed] = []
         for e in items:
             run = runs.get((e["project"], e["experiment_name"]))
-            e["run_id"], e["run_status"] = (run["id"], run["status"]) if run else (None, None)
-        return {"experiments": items, "count": len(items)}
+            listed.append({**e, "run_id": run["id"] if run else None, "run_status": run["status"] if run else None})
+        return {"experiments": listed, "count": len(listed)}
 
-    @reads.get("/targets")
+    @reads.get("/targets", **typed_answer(ExperimentTargets, "the experiment and its targets"))
     def experiment_targets(
         project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
         experiment_name: Optional[str] = Query(
             None, max_length=2048, description="required (400 without, as upstream)"
         ),
-    ) -> dict[str, Any]:
+    ) -> ExperimentTargets:
         return st.experiments.targets(*_identity(project, experiment_name))
 
     async def _ref(request: Request) -> tuple[str, str]:

@@ -28,9 +28,10 @@ from ...semantics import insights, run_diff
 from ..runstore import queries as q
 from ..runstore.results import Run
 from ..runstore.steps import explain
+from ..runstore.steps.answers import CriticalPath, Explanation, RunsDiff
 from ..runstore.steps.run_insights import metric_samples
 from ..state import AppState
-from .models import error_responses
+from .models import error_responses, typed_answer
 from .params import RunId
 
 
@@ -68,7 +69,7 @@ def build_router(st: AppState) -> APIRouter:
             ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
         return run, ws
 
-    @r.get("/diff")
+    @r.get("/diff", **typed_answer(RunsDiff, "B's time against A's, step by step, and B's biggest fix"))
     async def runs_diff(a: int = _run_param(), b: int = _run_param(), steps: Optional[str] = _steps_param(),
                         a_steps: Optional[str] = _steps_param(), b_steps: Optional[str] = _steps_param()
                         ) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def build_router(st: AppState) -> APIRouter:
             return {"a": a, "b": b, **out}
         return await run_in_threadpool(work)
 
-    @r.get("/{run_id}/critical-path")
+    @r.get("/{run_id}/critical-path", **typed_answer(CriticalPath, "the step's critical path and its what-ifs"))
     async def critical_path(run_id: RunId, step: Optional[int] = Query(None, ge=0, le=INT64_MAX),
                             cut_percent: float = Query(10.0, ge=0, le=100),
                             stage: Optional[str] = Query(None, max_length=256),
@@ -105,7 +106,7 @@ def build_router(st: AppState) -> APIRouter:
                                                            faster_percent=faster_percent if stage else None)}
         return await run_in_threadpool(work)
 
-    @r.get("/{run_id}/explain")
+    @r.get("/{run_id}/explain", **typed_answer(Explanation, "the what-ifs over the window"))
     async def run_explain(run_id: RunId, steps: Optional[str] = _steps_param(),
                           cut_percent: int = Query(10, json_schema_extra={"enum": list(cp.CUT_PERCENTS)},
                                                    description="the slowest k % of generation items not waited for: "

@@ -1,26 +1,103 @@
-"""Open routes: health, service discovery, the Prometheus exposition."""
+"""Open routes: health, service discovery, the Prometheus exposition.
 
-from __future__ import annotations
+The answers are typed here (no postponed annotations in this module: `NotRequired` is read at import)."""
 
-from typing import Any
+from typing import Literal
 
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from typing_extensions import NotRequired, TypedDict
 
 from ..._version import __version__
+from ..fleet.coordinator import FleetHealth
+from ..live.insights.service import InsightHealth
 from ..runstore.backend import SCHEMA_VERSION
+from ..runstore.backend.checkpoints import CheckpointHealth
+from ..runstore.spans.span_lod import SummaryHealth
 from ..state import AppState
+from .models import typed_answer
+
+
+class StoreHealth(TypedDict):
+    """The run store: its backend and where it is, how far the writer lags, whether it is degraded and why, what it
+    dropped, its integrity ("ok", "checking", or what the check found), the timeline summary and the checkpoints
+    (null on PostgreSQL)."""
+
+    backend: str
+    path: str
+    schema_version: int
+    lag_s: float
+    queued_items: int
+    degraded: bool
+    last_error: str | None
+    dropped: int
+    integrity: str
+    timeline_summary: SummaryHealth
+    checkpoints: CheckpointHealth | None
+
+
+class Health(TypedDict):
+    """The server answers; with a run store, the insight rounds and a fleet, their state too. `boot_id` changes on
+    every start (a client that sees it change resends its cumulative counters)."""
+
+    status: Literal["ok"]
+    version: str
+    boot_id: str
+    store: NotRequired[StoreHealth]
+    insights: NotRequired[InsightHealth]
+    fleet: NotRequired[FleetHealth]
+
+
+class IngestService(TypedDict):
+    url: str
+    state: Literal["running"]
+    version: str
+
+
+class PrometheusService(TypedDict):
+    url: str | None
+    state: str
+    query_url: str | None  # where panels and alerts are read (the managed Prometheus, or --prometheus-url)
+
+
+class TempoService(TypedDict):
+    url: str | None
+    state: str
+    otlp_endpoint: str | None
+    otlp_protocol: str | None  # how this server forwards OTLP traces to it (null when it does not)
+
+
+class GrafanaService(TypedDict):
+    url: str | None
+    state: str
+
+
+class ServiceMap(TypedDict):
+    ingest: IngestService
+    prometheus: PrometheusService
+    tempo: TempoService
+    grafana: GrafanaService
+
+
+class Services(TypedDict):
+    """Upstream's discovery fields (a port is null when its service does not run) and each service's URL and state."""
+
+    status: Literal["ok"]
+    otlp_port: int | None
+    prometheus_port: int | None
+    grafana_port: int | None
+    services: ServiceMap
 
 
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["health"])
 
-    @r.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        body: dict[str, Any] = {"status": "ok", "version": __version__, "boot_id": st.boot_id}
+    @r.get("/healthz", **typed_answer(Health, "the server, its run store, insight rounds and fleet"))
+    async def healthz() -> Health:
+        body: Health = {"status": "ok", "version": __version__, "boot_id": st.boot_id}
         if st.writer is not None:
             ws = st.writer.stats
             body["store"] = {"backend": st.writer.backend.dialect.name, "path": st.writer.location.display,
@@ -35,8 +112,8 @@ def build_router(st: AppState) -> APIRouter:
             body["fleet"] = st.fleet.health()
         return body
 
-    @r.get("/api/v1/services")
-    async def services(request: Request) -> dict[str, Any]:
+    @r.get("/api/v1/services", **typed_answer(Services, "the managed services and where they answer"))
+    async def services(request: Request) -> Services:
         """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and
         state."""
         cfg = st.config

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Depends, Query
 from starlette.concurrency import run_in_threadpool
 
 from ..runstore.moe import moe_summary
+from ..runstore.results import Moe
 from ..state import AppState
-from .models import error_responses
+from .models import error_responses, typed_answer
 from .params import RunId
 
 
@@ -20,7 +21,7 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
                   responses=error_responses(401, 403, 404, 422))
 
-    @r.get("/{run_id}/moe")
+    @r.get("/{run_id}/moe", **typed_answer(Moe, "expert load by layer and step"))
     async def run_moe(run_id: RunId, step: Optional[float] = Query(None, ge=-2**53, le=2**53, description="the step of "
                                                                    "the layers × experts view (default: the last)")
                       ) -> dict[str, Any]:

@@ -7,25 +7,26 @@ The browser names a catalogue section and a time range; the server builds the Pr
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from fastapi import APIRouter, Depends, Query
 
 from ...errors import NotFoundError
 from ...semantics import panels as catalogue
+from ..prometheus.answers import AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
-from ..prometheus.panels import alerts, availability, run_time_range, section_data
+from ..prometheus.panels import RECENT_ALERTS_S, alerts, availability, run_time_range, section_data
 from ..runstore import queries as q
 from ..runstore.results import Run
 from ..state import AppState
-from .models import error_responses
+from .models import error_responses, typed_answer
 from .params import RunId
 
 FromS = Query(None, ge=0, le=1e11, description="window start, epoch seconds (default: the run's last 30 minutes)")
 ToS = Query(None, ge=0, le=1e11, description="window end, epoch seconds")
 
 
-def _unavailable(api: PrometheusApi, e: Exception | None = None) -> dict[str, Any]:
+def _unavailable(api: PrometheusApi, e: Exception | None = None) -> PrometheusState:
     if not api.configured:
         return {"state": "not_configured", "message": "no Prometheus is managed by this server: start the stack with "
                                                        "`rl-insight server start` (Debian: apt install prometheus)"}
@@ -43,8 +44,8 @@ def build_router(st: AppState) -> APIRouter:
     def run_of(run_id: int) -> Run:
         return q.get_run(reader.conn(), run_id, cfg.live_window_s)
 
-    @r.get("/metric-families")
-    def metric_families() -> dict[str, Any]:
+    @r.get("/metric-families", **typed_answer(MetricFamilies, "the catalogue's trainer metric families"))
+    def metric_families() -> MetricFamilies:
         """The trainer's metric families (panel catalogue): the UI groups a run's metric charts by them, in this
         order; a metric whose first word is no family's id goes to "other". `headline`: the run page's first-screen
         charts, each the first of its names a run logged."""
@@ -52,12 +53,12 @@ def build_router(st: AppState) -> APIRouter:
                              for f in catalogue.TRAINER_FAMILIES],
                 "headline": [{"title": t, "metrics": list(names)} for t, names in catalogue.HEADLINE_METRICS]}
 
-    @r.get("/runs/{run_id}/panels")
-    async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/panels", **typed_answer(PanelSections, "the sections and which have data"))
+    async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> PanelSections:
         """The catalogue's sections for this run: which have data, and what turns the empty ones on."""
         run = run_of(run_id)
         start, end = run_time_range(run, from_s, to_s)
-        prom: dict[str, Any] = {"state": "ok"}
+        prom: PrometheusState = {"state": "ok"}
         found: dict[str, bool] = {}
         if api.configured:
             try:
@@ -71,14 +72,14 @@ def build_router(st: AppState) -> APIRouter:
              "panels": [{"id": p.id, "title": p.title, "unit": p.unit, "description": p.description}
                         for p in s.panels if p.kind == "timeseries"]} for s in catalogue.SECTIONS]}
 
-    @r.get("/runs/{run_id}/panels/{section_id}")
+    @r.get("/runs/{run_id}/panels/{section_id}", **typed_answer(SectionData, "the section's panels as series"))
     async def section(
         run_id: RunId,
         section_id: str,
         from_s: Optional[float] = FromS,
         to_s: Optional[float] = ToS,
         points: int = Query(240, ge=2, le=1000, description="about this many points per series"),
-    ) -> dict[str, Any]:
+    ) -> SectionData:
         """Every panel of one section as downsampled series (the same queries as the Grafana dashboards)."""
         sec = catalogue.BY_ID.get(section_id)
         if sec is None:
@@ -86,32 +87,27 @@ def build_router(st: AppState) -> APIRouter:
         run = run_of(run_id)
         start, end = run_time_range(run, from_s, to_s)
         if not api.configured:
-            return {"section": sec.id, "prometheus": _unavailable(api), "panels": []}
-        data = await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
+            return {"section": sec.id, "title": sec.title, "from_s": start, "to_s": end,
+                    "prometheus": _unavailable(api), "panels": []}
+        return await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
                                   cfg.scrape_interval_s)
-        failed = [p["error"] for p in data["panels"] if p["error"]]
-        # unreachable only when every panel failed; single failing queries stay on their panels
-        data["prometheus"] = ({"state": "unreachable", "message": "; ".join(dict.fromkeys(failed))}
-                              if failed and len(failed) == len(data["panels"]) else {"state": "ok"})
-        return data
 
-    @r.get("/runs/{run_id}/alerts")
-    async def run_alerts(run_id: RunId) -> dict[str, Any]:
+    @r.get("/runs/{run_id}/alerts", **typed_answer(AlertList, "the run's alerts, active and recent"))
+    async def run_alerts(run_id: RunId) -> AlertList:
         """Firing, pending and recently resolved alerts of this run (labels project/experiment_name)."""
         run = run_of(run_id)
         try:
-            return {"prometheus": {"state": "ok"}, **await alerts(api, run["project"], run["experiment_name"],
-                                                                  resolution_s=cfg.scrape_interval_s, rules_api=rules)}
+            return await alerts(api, run["project"], run["experiment_name"], resolution_s=cfg.scrape_interval_s,
+                                rules_api=rules)
         except PrometheusUnavailable as e:
-            return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
+            return {"prometheus": _unavailable(api, e), "active": [], "recent": [], "recent_window_s": RECENT_ALERTS_S}
 
-    @r.get("/alerts")
-    async def all_alerts() -> dict[str, Any]:
+    @r.get("/alerts", **typed_answer(AlertList, "every alert, active and recent"))
+    async def all_alerts() -> AlertList:
         """Every firing, pending and recently resolved alert (the runs list groups them by run)."""
         try:
-            return {"prometheus": {"state": "ok"}, **await alerts(api, resolution_s=cfg.scrape_interval_s,
-                                                                  rules_api=rules)}
+            return await alerts(api, resolution_s=cfg.scrape_interval_s, rules_api=rules)
         except PrometheusUnavailable as e:
-            return {"prometheus": _unavailable(api, e), "active": [], "recent": []}
+            return {"prometheus": _unavailable(api, e), "active": [], "recent": [], "recent_window_s": RECENT_ALERTS_S}
 
     return r

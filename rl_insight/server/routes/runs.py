@@ -16,6 +16,7 @@ from ..runstore import queries as q
 from ..runstore import run_list
 from ..runstore.results import Comparison, LaneList, LeftOut, MetricList, Run, RunList, Series, SpanDetail, SpanWindow
 from ..runstore.spans import timeline
+from ..runstore.steps.answers import Insights
 from ..runstore.steps.run_insights import run_insights
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -194,7 +195,7 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
     step_metric = st.config.step_metric
     version_metric = st.config.version_metric
 
-    @r.get("/runs/{run_id}/insights")
+    @r.get("/runs/{run_id}/insights", **typed_answer(Insights, "the run's insights over the window"))
     def run_insight(
         run_id: RunId,
         from_ns: FromNs = None,

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .backend import Backend, StoreLocation
+from .backend.checkpoints import CheckpointHealth
 from .rows import SampleRow, WriterStats
+from .spans.span_lod import SummaryHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +103,11 @@ class HandOver(ABC):
         """"ok", "checking" (a large store is checked after the start), or what the check found."""
 
     @abstractmethod
-    def summary_health(self) -> dict[str, Any]:
+    def summary_health(self) -> SummaryHealth:
         """The timeline summary's state for /healthz (span_lod.Summarizer.health)."""
 
     @abstractmethod
-    def checkpoint_health(self) -> dict[str, Any] | None:
+    def checkpoint_health(self) -> CheckpointHealth | None:
         """The SQLite WAL checkpoints' state for /healthz (checkpoints.Checkpointer.health); None on PostgreSQL."""
 
     # ------------------------------------------------------------------ hand-overs

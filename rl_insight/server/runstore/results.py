@@ -244,3 +244,47 @@ class TrajectoryStats(TypedDict):
     statuses: dict[str, int]
     failed: int
     with_tool_errors: int
+
+
+class MoeCell(TypedDict):
+    """The most imbalanced layer at a step: its busiest expert gets `times_fair` × its fair share."""
+
+    layer: int
+    step: Number
+    max_vio: Number
+    times_fair: Number
+
+
+class MoeLatest(TypedDict):
+    step: Number
+    layer: int
+    max_vio: Number
+
+
+class HotExpert(TypedDict):
+    layer: int
+    expert: int
+    share: Number
+    times_fair: Number
+
+
+class ExpertLoad(TypedDict):
+    """Each expert's share of its layer's assignments at one step (layers × experts; None where not logged)."""
+
+    step: Number | None
+    load: list[list[Number | None]]
+    hot: HotExpert
+
+
+class Moe(TypedDict):
+    """MoE expert load (semantics/moe.py): each layer's max violation by step (`max_vio[layer][step]`), the worst
+    and the latest most imbalanced layer, the experts at one step when logged, and a sentence."""
+
+    run_id: int
+    layers: list[int]
+    steps: list[Number]
+    max_vio: list[list[Number | None]]
+    worst: MoeCell | None
+    latest: NotRequired[MoeLatest]
+    experts: ExpertLoad | None
+    sentence: str

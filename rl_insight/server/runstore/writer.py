@@ -30,6 +30,7 @@ from ...protocol import SpanRecord
 from ..workers.batch_worker import BatchWorker
 from . import retention
 from .backend import Backend, StoreLocation, open_backend
+from .backend.checkpoints import CheckpointHealth
 from .backend.transfer import refuse_unfinished
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
@@ -166,10 +167,10 @@ class RunStoreWriter(HandOver):
     def integrity(self) -> str:
         return self._integrity
 
-    def summary_health(self) -> dict[str, Any]:
+    def summary_health(self) -> span_lod.SummaryHealth:
         return self.span_summary.health()
 
-    def checkpoint_health(self) -> dict[str, Any] | None:
+    def checkpoint_health(self) -> CheckpointHealth | None:
         return self.checkpoints.health() if self.checkpoints is not None else None
 
     def flush(self, timeout: float = 10.0) -> bool:

@@ -40,9 +40,11 @@ from typing import Any, Callable
 from ... import errors
 from ..workers.child_process import PipeChild, ServerPipe, relay_log
 from .backend import Backend, StoreLocation, open_backend
+from .backend.checkpoints import CheckpointHealth
 from .hand_over import HandOver, weight
 from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
 from .rows import WriterStats
+from .spans.span_lod import SummaryHealth
 from .writer import COMMIT_SPACING_S
 
 log = logging.getLogger("rl_insight.server.runstore")
@@ -57,7 +59,7 @@ RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # what the child's start may take at most (a migration of a large store runs before "ready")
 START_TIMEOUT_S = 3600.0
 # what the child reports of itself: stats, integrity, the timeline summary's health, its lag, the checkpoints' health
-_State = tuple[WriterStats, str, dict[str, Any], float, "dict[str, Any] | None"]
+_State = tuple[WriterStats, str, SummaryHealth, float, "CheckpointHealth | None"]
 
 
 def _start_error(kind: str, message: str, hint: str | None) -> Exception:
@@ -92,7 +94,8 @@ class WriterProcess(HandOver):
         self._queued = 0
         self._pending: deque[tuple[int, int, Future[bool]]] = deque()  # (settled at, since, future), in seq order
         self._dropped: dict[str, int] = {}  # lost here, by reason (the child counts its own)
-        self._child_state: _State = (WriterStats(), "ok", {}, 0.0, None)
+        no_summary: SummaryHealth = {"behind": False, "buckets_built": 0, "failures": 0}
+        self._child_state: _State = (WriterStats(), "ok", no_summary, 0.0, None)
         self._down: tuple[str, float] | None = None  # (why, since when) while there is no child
         self._last_done = time.monotonic()
         self._closing = self._closed = False
@@ -338,12 +341,12 @@ class WriterProcess(HandOver):
     def integrity(self) -> str:
         return self._child_state[1]
 
-    def summary_health(self) -> dict[str, Any]:
-        return dict(self._child_state[2])
+    def summary_health(self) -> SummaryHealth:
+        return self._child_state[2].copy()
 
-    def checkpoint_health(self) -> dict[str, Any] | None:
+    def checkpoint_health(self) -> CheckpointHealth | None:
         health = self._child_state[4]
-        return dict(health) if health is not None else None
+        return health.copy() if health is not None else None
 
     def lag_s(self) -> float:
         with self._lock:

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from ....errors import ConfigError
 from ...config import INSIGHTS_WORKERS
 from ...runstore.reader import RunStoreReader
@@ -26,6 +28,19 @@ if TYPE_CHECKING:
     from .process import InsightProcess
 
 log = logging.getLogger("rl_insight.server.insights")
+
+
+class InsightHealth(TypedDict):
+    """/healthz's word on the insight rounds: where they run, how many succeeded and failed, the last one (when it
+    ended, how long it took, why it failed), and how often the child process was started (None in process)."""
+
+    worker: str
+    rounds: int
+    failed_rounds: int
+    last_round_at: float | None
+    last_round_s: float | None
+    last_error: str | None
+    process_starts: int | None
 
 
 class InsightService:
@@ -99,19 +114,16 @@ class InsightService:
             except Exception as exc:  # an exporter never stops the insights
                 log.warning("insight callback failed: %s", exc)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> InsightHealth:
         """Where the rounds run, how many succeeded and failed, and the last one: when it ended, how long it took
         (the child's CPU priority is lower: on a busy machine it takes longer), why it failed."""
         with self._lock:
             last = self._last_round
-            body: dict[str, Any] = {"worker": self._worker, "rounds": self._rounds_done,
-                                    "failed_rounds": self._rounds_failed,
-                                    "last_round_at": None if last is None else round(last[0], 3),
-                                    "last_round_s": None if last is None else round(last[1], 3),
-                                    "last_error": None if last is None else last[2]}
-        if not isinstance(self._rounds, InsightRounds):
-            body["process_starts"] = self._rounds.starts
-        return body
+            return {"worker": self._worker, "rounds": self._rounds_done, "failed_rounds": self._rounds_failed,
+                    "last_round_at": None if last is None else round(last[0], 3),
+                    "last_round_s": None if last is None else round(last[1], 3),
+                    "last_error": None if last is None else last[2],
+                    "process_starts": None if isinstance(self._rounds, InsightRounds) else self._rounds.starts}
 
     def exposition(self) -> bytes:
         """The latest round's insight families in Prometheus' text format (render_insights), for /metrics."""

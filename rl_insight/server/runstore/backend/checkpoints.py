@@ -27,7 +27,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from .dialect import StoreConnection
 
@@ -46,6 +47,18 @@ def take_over(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_autocheckpoint=0")
     conn.execute(f"PRAGMA journal_size_limit={WAL_FILE_LIMIT}")
 
+
+
+class CheckpointHealth(TypedDict):
+    """/healthz's word on the SQLite WAL checkpoints: passes, the writer's finishes (restarts), failures, the WAL's
+    pages and how many the last pass copied, and the last error."""
+
+    passes: int
+    restarts: int
+    failures: int
+    wal_pages: int
+    wal_pages_copied: int
+    last_error: str | None
 
 class Checkpointer:
     def __init__(self, path: Path, every_s: float = EVERY_S, restart_bytes: int = RESTART_BYTES) -> None:
@@ -101,7 +114,7 @@ class Checkpointer:
                 log.warning("run store checkpoint failed (%s); the next one tries again", self.last_error)
             return None
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> CheckpointHealth:
         """What /healthz says of the checkpoints: passes, the writer's finishes, failures and the last error."""
         frames, copied = self._latest
         return {"passes": self.passes, "restarts": self.finished, "failures": self.failures,

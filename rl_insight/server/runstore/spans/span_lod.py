@@ -34,6 +34,8 @@ import time
 from heapq import merge
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from typing_extensions import TypedDict
+
 from ..backend import StoreConnection
 from ..backend.schema import LOD_BUCKET_NS
 from ..rows import UPSERT_END
@@ -325,6 +327,14 @@ def lane_rows(conn: StoreConnection, args: dict[str, Any], lanes: list[str], lev
         yield lane, rows
 
 
+class SummaryHealth(TypedDict):
+    """/healthz's word on the timeline summary: whether due buckets wait to be rebuilt, how many were, failures."""
+
+    behind: bool
+    buckets_built: int
+    failures: int
+
+
 class Summarizer:
     """Keeps the summary up to date from the writer's thread (between its batches, so never in their way for more
     than a slice): a sweep over the due dirty buckets (SETTLE_NS) every EVERY_S, continued at once while it is
@@ -350,7 +360,7 @@ class Summarizer:
         self.failures = 0
         self.clock_ns: Callable[[], int] = time.time_ns  # what says which buckets' time has passed (SETTLE_NS)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> SummaryHealth:
         """For /healthz: whether due buckets wait to be rebuilt (wide views read below them meanwhile), and failures."""
         return {"behind": self.backlog, "buckets_built": self.buckets_built, "failures": self.failures}
 

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, get_type_hints
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from typing_extensions import is_typeddict
 
 import httpx
 import pytest
 
+from rl_insight.semantics import panels as catalogue
 from rl_insight.server.control.profiles import records as profiles
 from rl_insight.server.control.stacks import records as stacks
+from rl_insight.server.prometheus import answers as prometheus
 from rl_insight.server.prometheus import targets as scrape
+from rl_insight.server.routes import health, spans
 from rl_insight.server.routes.session import SessionAnswer
 from rl_insight.server.runstore import results
+from rl_insight.server.runstore.steps import answers
 from tests.conftest import start_server
 
 ROUTES = {  # path -> the answer's type
@@ -137,3 +144,168 @@ def test_the_control_books_answer_what_their_records_say(run: Any) -> None:
     one = httpx.get(run.url + f"/api/v1/runs/1/stacks/{snap.json()['id']}", params={"reports": "true"}).json()
     _fits(one, stacks.SnapshotView)
     assert one["state"] == "complete" and one["missing"] and "summary" in one and one["reports"] == {}
+
+
+def _conforms(value: Any, kind: Any, where: str = "answer") -> None:
+    """`value` is what `kind` says, all the way down: a typed dict's keys (every required one there, none it does not
+    name), and each value's type through lists, maps, unions and literals."""
+    origin, args = get_origin(kind), get_args(kind)
+    if kind is Any:
+        return
+    if is_typeddict(kind):
+        assert isinstance(value, dict), (where, value)
+        hints = get_type_hints(kind)
+        assert set(value) <= set(hints), (where, set(value) - set(hints))
+        assert kind.__required_keys__ <= set(value), (where, kind.__required_keys__ - set(value))
+        for k, v in value.items():
+            _conforms(v, hints[k], f"{where}.{k}")
+    elif origin in (Union, UnionType):
+        errors = []
+        for option in args:
+            try:
+                return _conforms(value, option, where)
+            except AssertionError as e:
+                errors.append(e)
+        raise AssertionError(where, value, kind, errors)
+    elif origin is Literal:
+        assert value in args, (where, value, args)
+    elif origin is list:
+        assert isinstance(value, list), (where, value)
+        for i, v in enumerate(value):
+            _conforms(v, args[0], f"{where}[{i}]")
+    elif origin is dict:
+        assert isinstance(value, dict), (where, value)
+        for k, v in value.items():
+            assert isinstance(k, str), (where, k)
+            _conforms(v, args[1], f"{where}[{k!r}]")
+    elif kind is type(None):
+        assert value is None, (where, value)
+    elif kind is float:
+        assert type(value) in (int, float), (where, value)  # JSON: an integral number may come back an int
+    else:
+        assert type(value) is kind, (where, value, kind)
+
+
+ANALYSES = {  # path -> the answer's type: the routes a run's steps feed
+    "/api/v1/runs/{run_id}/insights": answers.Insights,
+    "/api/v1/runs/{run_id}/critical-path": answers.CriticalPath,
+    "/api/v1/runs/{run_id}/explain": answers.Explanation,
+    "/api/v1/runs/diff": answers.RunsDiff,
+    "/api/v1/runs/{run_id}/moe": results.Moe,
+}
+SERVICES = {  # the server's own, Prometheus' (not configured in process) and the in-memory sink's
+    "/healthz": health.Health,
+    "/api/v1/services": health.Services,
+    "/api/v1/metric-families": prometheus.MetricFamilies,
+    "/api/v1/runs/{run_id}/panels": prometheus.PanelSections,
+    "/api/v1/runs/{run_id}/panels/{section_id}": prometheus.SectionData,
+    "/api/v1/runs/{run_id}/alerts": prometheus.AlertList,
+    "/api/v1/alerts": prometheus.AlertList,
+    "/api/v1/experiments": prometheus.ExperimentList,
+    "/api/v1/experiments/targets": prometheus.ExperimentTargets,
+    "/api/v1/spans/open": spans.OpenSpans,
+    "/api/v1/spans/recent": spans.RecentSpans,
+}
+ROUTES.update(ANALYSES)
+ROUTES.update(SERVICES)
+
+
+def _steps_of_a_run(url: str, project: str, experiment: str, slow_lane: str | None = None) -> None:
+    """Five steps of a sync schedule: two replicas generate, one rank trains; `slow_lane` generates twice as long;
+    step 6 is open on the trainer (a state still running), and MoE load is logged at each step."""
+    t0 = time.time_ns() - 60 * 10**9
+    lanes = {"project": project, "experiment_name": experiment}
+    series = [{"k": "g", "n": "training/global_step", "l": lanes},
+              {"k": "g", "n": "rollout/moe/max_vio/layer_0", "l": lanes},
+              {"k": "g", "n": "rollout/moe/load/layer_0/expert_1", "l": lanes}]
+    samples, items, starts = [], [], []
+    for step in range(1, 7):
+        a = t0 + (step - 1) * 5 * 10**9
+        samples += [[0, a / 1e9, step, step], [1, a / 1e9, step, 0.1 * step], [2, a / 1e9, step, 0.4]]
+        if step == 6:
+            starts.append({"id": f"{step:016x}", "name": "train_batch", "lane": "rank_0", "kind": "state",
+                           "start_ns": a, "attributes": lanes})
+            break
+        for i, lane in enumerate(("replica_0", "replica_1")):
+            gen = 2 * 10**9 if lane == slow_lane else 10**9
+            items.append({"id": f"{step:08x}{i:08x}", "name": "generate_sequences", "lane": lane, "kind": "state",
+                          "start_ns": a, "end_ns": a + gen, "attributes": lanes})
+        items.append({"id": f"{step:08x}{9:08x}", "name": "train_batch", "lane": "rank_0", "kind": "state",
+                      "start_ns": a + 2 * 10**9 + 10**8, "end_ns": a + 4 * 10**9, "attributes": lanes})
+    body = {"v": 1, "client": {"id": f"steps-{experiment}", "project": project, "experiment_name": experiment},
+            "series": series, "samples": samples, "span_starts": starts, "spans": items}
+    r = httpx.post(url + "/api/v1/ingest", json=body)
+    assert r.status_code == 200 and r.json()["accepted"] == len(samples) + len(starts) + len(items), r.text
+
+
+def test_the_analyses_answer_what_their_types_say_all_the_way_down(run: Any) -> None:
+    _steps_of_a_run(run.url, "q", "base")
+    _steps_of_a_run(run.url, "q", "slow", slow_lane="replica_1")
+    run.app.state.st.writer.flush(10)
+    ids = {r["experiment_name"]: r["id"] for r in httpx.get(run.url + "/api/v1/runs").json()["runs"]}
+    a, b = ids["base"], ids["slow"]
+    get = lambda path, **params: httpx.get(run.url + path, params=params)  # noqa: E731
+    answers_by_path = {
+        "/api/v1/runs/{run_id}/insights": get(f"/api/v1/runs/{b}/insights", window_s=600),
+        "/api/v1/runs/{run_id}/critical-path": get(f"/api/v1/runs/{b}/critical-path", stage="train_batch"),
+        "/api/v1/runs/{run_id}/explain": get(f"/api/v1/runs/{b}/explain", stage="train_batch"),
+        "/api/v1/runs/diff": get("/api/v1/runs/diff", a=a, b=b),
+        "/api/v1/runs/{run_id}/moe": get(f"/api/v1/runs/{b}/moe"),
+    }
+    for path, answer in answers_by_path.items():
+        assert answer.status_code == 200, (path, answer.text)
+        _conforms(answer.json(), ROUTES[path], path)
+    insights = answers_by_path["/api/v1/runs/{run_id}/insights"].json()
+    assert insights["steps"] and insights["long_tail"] and insights["long_tail"][0]["slowest_lane"] == "replica_1"
+    assert insights["rollout_wait"] and set(insights["lanes"]) == {"replica_0", "replica_1", "rank_0"}
+    path = answers_by_path["/api/v1/runs/{run_id}/critical-path"].json()
+    assert path["elements"] and {"stage", "stage_s"} <= set(path["what_if"])  # the optional what-ifs asked for
+    diff = answers_by_path["/api/v1/runs/diff"].json()
+    assert diff["aligned_steps"] >= 3 and diff["lanes"] and "generation_delta_s" in diff["lanes"][0]
+    moe = answers_by_path["/api/v1/runs/{run_id}/moe"].json()
+    assert moe["layers"] == [0] and moe["experts"]["hot"] == {"layer": 0, "expert": 1, "share": 0.4,
+                                                               "times_fair": 0.8}
+    nothing_in_common = get("/api/v1/runs/diff", a=a, b=b, a_steps="1-2", b_steps="90-99").json()
+    _conforms(nothing_in_common, answers.RunsDiff, "diff without common steps")  # the medians are left out
+
+
+def test_the_services_answer_what_their_types_say_all_the_way_down(run: Any) -> None:
+    _steps_of_a_run(run.url, "q", "base")
+    rid = httpx.get(run.url + "/api/v1/runs", params={"project": "q"}).json()["runs"][0]["id"]
+    registered = httpx.post(run.url + "/api/v1/prometheus/targets", json={
+        "project": "q", "experiment_name": "base", "targets": ["127.0.0.1:9100"], "job_name": "node"})
+    assert registered.status_code == 200, registered.text
+    section = next(iter(catalogue.BY_ID))
+    paths = {
+        "/healthz": "/healthz", "/api/v1/services": "/api/v1/services",
+        "/api/v1/metric-families": "/api/v1/metric-families",
+        "/api/v1/runs/{run_id}/panels": f"/api/v1/runs/{rid}/panels",
+        "/api/v1/runs/{run_id}/panels/{section_id}": f"/api/v1/runs/{rid}/panels/{section}",
+        "/api/v1/runs/{run_id}/alerts": f"/api/v1/runs/{rid}/alerts", "/api/v1/alerts": "/api/v1/alerts",
+        "/api/v1/experiments": "/api/v1/experiments",
+        "/api/v1/experiments/targets": "/api/v1/experiments/targets?project=q&experiment_name=base",
+        "/api/v1/spans/open": "/api/v1/spans/open", "/api/v1/spans/recent": "/api/v1/spans/recent",
+    }
+    for route, url in paths.items():
+        answer = httpx.get(run.url + url)
+        assert answer.status_code == 200, (url, answer.text)
+        _conforms(answer.json(), ROUTES[route], url)
+    healthz = httpx.get(run.url + "/healthz").json()
+    assert {"store", "insights"} <= set(healthz) and healthz["store"]["checkpoints"] is not None
+    assert httpx.get(run.url + "/api/v1/spans/open").json()["total"] == 1  # step 6's train_batch
+    listed = httpx.get(run.url + "/api/v1/experiments").json()["experiments"]
+    assert [(e["experiment_name"], e["run_id"], e["target_count"]) for e in listed] == [("base", rid, 1)]
+    no_prometheus = httpx.get(run.url + f"/api/v1/runs/{rid}/panels/{section}").json()
+    assert no_prometheus["prometheus"]["state"] == "not_configured" and no_prometheus["panels"] == []
+
+
+def test_the_conformance_check_catches_what_it_is_for() -> None:
+    good = {"run_id": 1, "steps": 2, "median_step_s": None, "what_if": {"tail": {"median_s": 0.5, "total_s": 1}},
+            "biggest": "tail", "path_stages": {}, "path_lanes": {}, "pending_steps": 0, "biggest_text": None}
+    _conforms(good, answers.Explanation)
+    for bad in ({k: v for k, v in good.items() if k != "biggest"},  # a required key missing
+                {**good, "surprise": 1},  # a key the type does not name
+                {**good, "what_if": {"tail": {"median_s": "0.5", "total_s": 1}}},  # a nested value of the wrong type
+                {**good, "steps": 2.0}):  # an int field that came back a float
+        with pytest.raises(AssertionError):
+            _conforms(bad, answers.Explanation)
