@@ -9,10 +9,9 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from typing_extensions import is_typeddict
-
 import httpx
 import pytest
+from typing_extensions import is_typeddict
 
 from rl_insight.semantics import panels as catalogue
 from rl_insight.server.control.profiles import records as profiles
@@ -267,6 +266,19 @@ def test_the_analyses_answer_what_their_types_say_all_the_way_down(run: Any) -> 
                                                                "times_fair": 0.8}
     nothing_in_common = get("/api/v1/runs/diff", a=a, b=b, a_steps="1-2", b_steps="90-99").json()
     _conforms(nothing_in_common, answers.RunsDiff, "diff without common steps")  # the medians are left out
+    reads = {  # the run store's reads of the same runs, all the way down too
+        "/api/v1/runs": get("/api/v1/runs", metric="training/global_step", config="x"),
+        "/api/v1/runs/{run_id}": get(f"/api/v1/runs/{b}", config="true"),
+        "/api/v1/runs/{run_id}/metrics": get(f"/api/v1/runs/{b}/metrics"),
+        "/api/v1/runs/{run_id}/series": get(f"/api/v1/runs/{b}/series", name="training_global_step"),
+        "/api/v1/series": get("/api/v1/series", name="training_global_step", runs=f"{a},{b}"),
+        "/api/v1/runs/{run_id}/lanes": get(f"/api/v1/runs/{b}/lanes", counts="true"),
+        "/api/v1/runs/{run_id}/spans": get(f"/api/v1/runs/{b}/spans"),
+        "/api/v1/runs/{run_id}/spans/{span_id}": get(f"/api/v1/runs/{b}/spans/{6:016x}"),
+    }
+    for path, answer in reads.items():
+        assert answer.status_code == 200, (path, answer.text)
+        _conforms(answer.json(), ROUTES[path], path)
 
 
 def test_the_services_answer_what_their_types_say_all_the_way_down(run: Any) -> None:
