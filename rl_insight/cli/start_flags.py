@@ -237,6 +237,11 @@ StallSnapshotIntervalSFlag = Annotated[
     float,
     typer.Option('--stall-snapshot-interval-s', min=60, help='At most one automatic stall episode per run this often.'),
 ]
+StallConfirmSFlag = Annotated[
+    float,
+    typer.Option('--stall-confirm-s', min=1,
+                 help="A stall episode's second snapshot this long after the first: nobody moved, the run is hung."),
+]
 AutoProfileOnStallFlag = Annotated[
     bool,
     typer.Option(

@@ -105,6 +105,7 @@ class ServerConfig:
     stall_snapshots: bool = True
     stall_step_s: float = 900.0
     stall_snapshot_interval_s: float = 900.0
+    stall_confirm_s: float = 30.0  # the episode's second snapshot, this long after the first: who moved
     auto_profile_on_stall: bool = False  # a stall whose stacks still move (slow, not stuck): profile the next step
     # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
     ack_timeout_s: float = 10.0

@@ -25,6 +25,7 @@ from .intake.pipeline import IntakePipeline
 from .live.clients import ClientTracker, LiveProcess
 from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
+from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
@@ -188,11 +189,16 @@ class AppState:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
         # every ingest reply's RunControl: the run's open requests of every kind, and its step clock
         self.control = RunControlBuilder(self.step_clock, {"profile": self.profiles, "stacks": self.stacks})
+        # stalled and hung runs (the status "live" hides), from each insight refresh
+        self.conditions = RunConditions(self.step_clock, config.stall_step_s)
+        if self.insight is not None:
+            self.insight.on_refresh.append(self.conditions.on_insights)
         self.stall_watch: StallWatch | None = None
         if self.insight is not None and config.stall_snapshots:  # a stalled run's stacks, taken by the server
-            self.stall_watch = StallWatch(self.stacks, self.step_clock, step_stall_s=config.stall_step_s,
+            self.stall_watch = StallWatch(self.stacks, self.step_clock, self.conditions,
                                           interval_s=config.stall_snapshot_interval_s, profiles=self.profiles,
-                                          auto_profile=config.auto_profile_on_stall)
+                                          auto_profile=config.auto_profile_on_stall,
+                                          confirm_after_s=config.stall_confirm_s)
             self.insight.on_refresh.append(self.stall_watch.on_insights)
         # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
         self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,

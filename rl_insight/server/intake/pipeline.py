@@ -50,11 +50,18 @@ class SpansReceived:
     receipt: Receipt | None
 
 
+# a run whose processes only beat (a hang holds every rank in one state, and nothing is logged) is told to the run store
+# at most this often, so it stays live there; a data batch says so by itself
+HEARD_EVERY_S = 5.0
+MAX_HEARD_RUNS = 10_000
+
+
 class IntakePipeline:
     def __init__(self, *, store: MetricStore, writer: HandOver | None, spans: SpanFanout, clients: ClientTracker,
                  clock: StepClock, exporters: Exporters, metrics: ServerMetrics) -> None:
         self.store, self.writer, self.spans, self.clients = store, writer, spans, clients
         self.clock, self.exporters, self.metrics = clock, exporters, metrics
+        self._heard_at: dict[tuple[str, str], float] = {}  # run -> when a heartbeat of it was last handed over
 
     def batch(self, obj: Any) -> Ingested:
         """A decoded ingest body (protocol form): validated item by item, then to every sink."""
@@ -84,7 +91,21 @@ class IntakePipeline:
             self.clock.note(c.project, c.experiment_name, top, at)
         self.metrics.latency.observe(time.perf_counter() - started)
         stores = result.samples or result.spans or result.span_starts or run_info or batch.final
+        if not stores and c.project and c.experiment_name:
+            self._heard(c.project, c.experiment_name)
         return Ingested(batch, result, self._receipt(since) if stores else None)
+
+    def _heard(self, project: str, experiment_name: str) -> None:
+        """A heartbeat: the run store hears of the run at most every HEARD_EVERY_S (not waited for: nothing to ack)."""
+        if self.writer is None:
+            return
+        now, run = time.monotonic(), (project, experiment_name)
+        if now - self._heard_at.get(run, -HEARD_EVERY_S) < HEARD_EVERY_S:
+            return
+        if len(self._heard_at) >= MAX_HEARD_RUNS:
+            self._heard_at.clear()
+        self._heard_at[run] = now
+        self.writer.put_heard(project, experiment_name)
 
     def otlp(self, spans: SpanPairs, b64_ids: bool) -> SpansReceived:
         """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored."""

@@ -139,7 +139,7 @@ class ExperimentListed(Experiment):
     """With its run's own status (null without a run store or a run): `active` says nothing of the job."""
 
     run_id: int | None
-    run_status: Literal["live", "idle", "finished", "lost"] | None  # runstore/results.RunStatus (a layer above)
+    run_status: Literal["live", "stalled", "hung", "idle", "finished", "lost"] | None  # runstore/results.RunStatus
 
 
 class ExperimentList(TypedDict):

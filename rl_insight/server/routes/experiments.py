@@ -43,8 +43,8 @@ def build_router(st: AppState) -> APIRouter:
         upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
         null without a run store or a run): `active` says nothing about whether the job still runs."""
         items = st.experiments.list(project)
-        runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(st.reader.conn(), st.config.live_window_s,
-                                                                            project)} if st.reader is not None else {}
+        runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(
+            st.reader.conn(), st.config.live_window_s, project, st.conditions.all())} if st.reader is not None else {}
         listed: list[ExperimentListed] = []
         for e in items:
             run = runs.get((e["project"], e["experiment_name"]))

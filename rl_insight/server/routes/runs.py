@@ -14,7 +14,18 @@ from ..outbound.run_points import insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
 from ..runstore import queries as q
 from ..runstore import run_list
-from ..runstore.results import Comparison, LaneList, LeftOut, MetricList, Run, RunList, Series, SpanDetail, SpanWindow
+from ..runstore.results import (
+    Comparison,
+    LaneList,
+    LeftOut,
+    MetricList,
+    Run,
+    RunList,
+    RunStatus,
+    Series,
+    SpanDetail,
+    SpanWindow,
+)
 from ..runstore.spans import timeline
 from ..runstore.steps.answers import Insights
 from ..runstore.steps.run_insights import run_insights
@@ -44,7 +55,8 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
     @r.get("/runs", **typed_answer(RunList, "the runs"))
     def runs(
         project: str | None = Query(None, max_length=1024, description="only this project's runs"),
-        status: Literal["live", "idle", "finished", "lost"] | None = Query(None, description="only runs in this state"),
+        status: RunStatus | None = Query(None, description="only runs in this state (stalled and hung runs are live, "
+                                                          "and something more: they are not listed as live)"),
         tag: str | None = Query(None, max_length=256, description="only runs with this tag"),
         q_: str | None = Query(None, alias="q", max_length=256,
                                description="search: part of project/experiment or of a tag"),
@@ -60,18 +72,29 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         and config columns when asked (runstore/run_list.py)."""
         keys = [k.strip() for k in (config or "").split(",") if k.strip()]
         items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
-                                   metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit)
+                                   metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit,
+                                   conditions=st.conditions.all())
         archived = st.experiments.archived_keys()
         for it in items:  # the experiments API's state, shown in the runs list
             it["archived"] = (it["project"], it["experiment_name"]) in archived
+            _say_why(it)
         return {"runs": items, "count": len(items)}
+
+    def _say_why(run: Run) -> Run:
+        """A stalled or hung run says why (the stall watch's words, or the verdict's)."""
+        if run["status"] in ("stalled", "hung"):
+            stall = st.conditions.stall((run["project"], run["experiment_name"]))
+            if stall is not None:
+                run["why"] = stall.hung or stall.reason
+        return run
 
     @r.get("/runs/{run_id}", **typed_answer(Run, "the run"))
     def run(
         run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")
     ) -> Run:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
-        return q.get_run(reader.conn(), run_id, live_window_s, include_config=config)
+        return _say_why(q.get_run(reader.conn(), run_id, live_window_s, include_config=config,
+                                  conditions=st.conditions.all()))
 
 
 def _add_series_routes(r: APIRouter, st: AppState) -> None:

@@ -39,7 +39,7 @@ class Receipt:
 
 
 # hand-over kinds that are one item each (samples and spans come in lists)
-SINGLE_ITEM_KINDS = ("finished", "run_info", "step_stats", "step_backfill")
+SINGLE_ITEM_KINDS = ("finished", "heard", "run_info", "step_stats", "step_backfill")
 
 
 def weight(kind: str, payload: Any) -> int:
@@ -119,6 +119,11 @@ class HandOver(ABC):
         """The run ended: its clients said they are done (their last batch), or, with `lost` (why, and the lanes that
         were open), the process logging its steps stopped reporting without a word. Later data makes it live again."""
         self._put("finished", (project, experiment_name, lost), 1)
+
+    def put_heard(self, project: str, experiment_name: str) -> None:
+        """A process of the run was heard from without data (a heartbeat): the run stays live (its `last_seen` moves),
+        so a job that hangs while its processes still beat is not taken for one that went quiet."""
+        self._put("heard", (project, experiment_name), 1)
 
     def put_run_info(self, project: str, experiment_name: str, config: dict[str, Any], tags: list[str]) -> None:
         """What init(config=...) said about the run; the latest description wins."""

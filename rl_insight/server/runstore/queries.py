@@ -11,7 +11,7 @@ import io
 import json
 import sqlite3
 import time
-from typing import Any, Iterable, Iterator, Literal, cast
+from typing import Any, Iterable, Iterator, Literal, Mapping, cast
 
 from ...errors import InvalidInputError, NotFoundError
 from ...semantics.lane_order import lane_sort_key
@@ -27,18 +27,26 @@ MAX_POINTS = 20_000
 RUN_COLUMNS = "id, project, experiment_name, first_seen, last_seen, last_step, finished_at, tags, end_state"
 
 
-def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float) -> RunStatus:
-    """live, idle (no data lately), finished (its clients said goodbye), or lost (the process logging its steps
+# (project, experiment_name) -> what a live run is besides live: "stalled" or "hung" (server/live/run_conditions.py)
+Conditions = Mapping[tuple[str, str], RunStatus]
+
+
+def run_status(row: sqlite3.Row | tuple, now: float, live_window_s: float,
+               conditions: Conditions | None = None) -> RunStatus:
+    """live (heard from lately: data, or its processes' heartbeats), stalled or hung (live, and `conditions` says
+    so), idle (nothing heard lately), finished (its clients said goodbye), or lost (the process logging its steps
     stopped reporting without a word: killed, crashed, its node gone)."""
     last_seen, finished_at = row[4], row[6]
     if finished_at is not None and finished_at >= last_seen - 1e-6:
         return "lost" if len(row) > 8 and row[8] else "finished"
-    return "live" if now - last_seen <= live_window_s else "idle"
+    if now - last_seen > live_window_s:
+        return "idle"
+    return conditions.get((row[1], row[2]), "live") if conditions else "live"
 
 
-def _run_dict(row: tuple, now: float, live_window_s: float) -> Run:
+def _run_dict(row: tuple, now: float, live_window_s: float, conditions: Conditions | None = None) -> Run:
     d: Run = {"id": row[0], "project": row[1], "experiment_name": row[2], "first_seen": row[3], "last_seen": row[4],
-         "last_step": row[5], "status": run_status(row, now, live_window_s),
+         "last_step": row[5], "status": run_status(row, now, live_window_s, conditions),
          "duration_s": max(0.0, row[4] - row[3]), "tags": json.loads(row[7]) if len(row) > 7 and row[7] else []}
     if d["status"] == "lost":
         d["lost"] = json.loads(row[8])  # why, and the lanes that were open
@@ -48,7 +56,8 @@ def _run_dict(row: tuple, now: float, live_window_s: float) -> Run:
 
 
 def list_runs(
-    conn: StoreConnection, live_window_s: float = 60.0, project: str | None = None
+    conn: StoreConnection, live_window_s: float = 60.0, project: str | None = None,
+    conditions: Conditions | None = None
 ) -> list[Run]:
     sql = f"SELECT {RUN_COLUMNS} FROM runs"
     args: tuple = ()
@@ -56,17 +65,19 @@ def list_runs(
         sql += " WHERE project = ?"
         args = (project,)
     now = time.time()
-    return [_run_dict(r, now, live_window_s) for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
+    return [_run_dict(r, now, live_window_s, conditions)
+            for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
 
 
 def get_run(
-    conn: StoreConnection, run_id: int, live_window_s: float = 60.0, include_config: bool = False
+    conn: StoreConnection, run_id: int, live_window_s: float = 60.0, include_config: bool = False,
+    conditions: Conditions | None = None
 ) -> Run:
     cols = RUN_COLUMNS + (", config" if include_config else "")
     row = conn.execute(f"SELECT {cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
-    return _run_dict(row, time.time(), live_window_s)
+    return _run_dict(row, time.time(), live_window_s, conditions)
 
 
 def open_states(conn: StoreConnection, limit: int) -> list[tuple[str, str, float, bool, tuple]]:

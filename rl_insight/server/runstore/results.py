@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 from typing_extensions import NotRequired, TypedDict
 
 Number = Union[int, float]
-RunStatus = Literal["live", "idle", "finished", "lost"]
+RunStatus = Literal["live", "stalled", "hung", "idle", "finished", "lost"]
 
 
 class Run(TypedDict):
@@ -29,6 +29,7 @@ class Run(TypedDict):
     duration_s: Number
     tags: list[str]
     lost: NotRequired[dict[str, Any]]  # (lost runs) why, and the lanes that were open
+    why: NotRequired[str]  # (stalled and hung runs) what the stall watch saw, or the verdict
     config: NotRequired[dict[str, Any]]  # what init(config=...) said (when asked for)
 
 

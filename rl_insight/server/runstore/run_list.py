@@ -18,7 +18,7 @@ from .results import RunListed
 
 SortKey = Literal["last_seen", "first_seen", "duration", "name", "last_step", "metric"]
 SORT_KEYS: tuple[str, ...] = ("last_seen", "first_seen", "duration", "name", "last_step", "metric")
-STATUSES = ("live", "idle", "finished", "lost")
+STATUSES = ("live", "stalled", "hung", "idle", "finished", "lost")
 MAX_CONFIG_COLUMNS = 8
 
 # the latest value of one metric in each run that has it (a series without labels first, then the smallest labels)
@@ -45,7 +45,7 @@ def latest_values(conn: StoreConnection, name: str) -> dict[int, float | None]:
 def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | None = None, status: str | None = None,
               tag: str | None = None, search: str | None = None, metric: str | None = None,
               config_keys: Sequence[str] = (), sort: str = "last_seen", descending: bool = True,
-              limit: int | None = None) -> list[RunListed]:
+              limit: int | None = None, conditions: q.Conditions | None = None) -> list[RunListed]:
     if status is not None and status not in STATUSES:
         raise InvalidInputError(f"status must be one of {', '.join(STATUSES)}, found {status[:40]!r}")
     if sort not in SORT_KEYS:
@@ -54,7 +54,7 @@ def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | Non
         raise InvalidInputError("sort=metric needs metric=NAME (the summary metric to sort by)")
     if len(config_keys) > MAX_CONFIG_COLUMNS:
         raise InvalidInputError(f"at most {MAX_CONFIG_COLUMNS} config columns, found {len(config_keys)}")
-    runs = cast(list[RunListed], q.list_runs(conn, live_window_s, project))
+    runs = cast(list[RunListed], q.list_runs(conn, live_window_s, project, conditions))
     if status is not None:
         runs = [r for r in runs if r["status"] == status]
     if tag:

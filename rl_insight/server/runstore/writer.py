@@ -369,6 +369,8 @@ class RunStoreWriter(HandOver):
             rows.touch(run_id, final=True)
             c.execute("UPDATE runs SET end_state = ? WHERE id = ?",
                       (json.dumps({"state": "lost", **item[2]}) if item[2] else None, run_id))
+        elif what == "heard":
+            rows.touch(self.ids.run_id(self._conn, item[0], item[1], now))
         elif what == "run_info":
             self._run_info(item, now)
         elif what == "step_stats":

@@ -2,8 +2,11 @@
 
 `create` records which live processes of the run are expected (server/live/clients.py knows each one's host, pid,
 rank, lanes and open states) and lists the request on every ingest reply of the run (`open_requests`) until it is
-complete: every expected process answered (`report`), or the deadline passed (`tick`, every half second). A
-process that did not answer is listed with its last-seen time and the states it had open: a suspect too.
+complete: every expected process answered (`report`), or the deadline passed (`tick`, every half second). Past the
+deadline a snapshot waits on (a heartbeat at a time, up to MAX_WAIT_S after it was asked) while a process it asked
+holds a state, has not answered and still beats: on a loaded host the stuck ranks are the slow ones to answer, and a
+snapshot without them tells the wrong story. A process that did not answer is listed with its last-seen time and the
+states it had open: the likely hang when it holds one.
 
 On completion the snapshot is summarised (live/stacks/groups.py: groups, the odd ones out in one sentence, who
 moved since the run's previous snapshot) and written to `<data_dir>/stacks/<id>.json`; the stored form is what the
@@ -32,7 +35,13 @@ from typing import Any, Callable, Sequence
 
 from ....errors import ConflictError, InvalidInputError, NotFoundError
 from ....fsutil import atomic_write
-from ....protocol import DEFAULT_STACK_DEADLINE_S, MAX_STACK_DEADLINE_S, StackRequest, decode_stack_report
+from ....protocol import (
+    CLIENT_HEARTBEAT_S,
+    DEFAULT_STACK_DEADLINE_S,
+    MAX_STACK_DEADLINE_S,
+    StackRequest,
+    decode_stack_report,
+)
 from ....protocol.stacks import thread_bytes
 from ...fleet.shared_book import SharedBook
 from ...live.clients import LiveProcess
@@ -49,6 +58,7 @@ MAX_KEPT_PER_RUN = 50
 MAX_SNAPSHOT_BYTES = 64 * 2**20
 MAX_PROCESSES = 4096  # answers kept per snapshot
 COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous one when that is this recent
+MAX_WAIT_S = 40.0  # past its deadline, a snapshot waits on for beating lane holders until this long after it was asked
 
 
 class StackBook:
@@ -231,9 +241,31 @@ class StackBook:
         with self._lock:
             due = [s for s in self._snaps.values() if s["state"] == "pending" and (
                 s["deadline_at"] <= now or {key_of(p) for p in s["expected"]} <= set(s["reports"]))]
+        due = [s for s in due if not self._waits_on(s, now)]
         for snap in due:
             self._complete(snap)
         return len(due)
+
+    def _waits_on(self, snap: StackSnapshot, now: float) -> bool:
+        """Whether a snapshot past its deadline waits one more heartbeat: a process it asked holds a state, has not
+        answered, and was heard from since the snapshot was asked (it got the request, and is alive to answer)."""
+        if now >= snap["created_at"] + max(MAX_WAIT_S, snap["deadline_at"] - snap["created_at"]):
+            return False
+        with self._lock:
+            answered = set(snap["reports"])
+            waiting = {key_of(p) for p in snap["expected"] if key_of(p) not in answered and p.get("open")}
+        if not waiting:
+            return False
+        beating = {key_of(p) for p in self._processes(snap["project"], snap["experiment_name"])
+                   if p["last_seen_ns"] / 1e9 > snap["created_at"]}
+        if not waiting & beating:
+            return False
+        with self._lock:  # the replies list it with the later expiry, so a process that hears it late still answers
+            snap["deadline_at"] = min(now + CLIENT_HEARTBEAT_S / 2, snap["created_at"] + MAX_WAIT_S)
+            snap["request"]["expires_at"] = snap["deadline_at"]
+            if snap["id"] in self._requests:
+                self._requests[snap["id"]] = StackRequest.from_wire(snap["request"])
+        return True
 
     def _complete(self, snap: StackSnapshot) -> None:
         if self._shared is not None and snap["state"] == "pending":  # every server's answers, for the summary

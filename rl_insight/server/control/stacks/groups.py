@@ -118,7 +118,9 @@ def group(us: list[dict[str, Any]], exact: bool = False) -> list[dict[str, Any]]
     holders (all answering units when none holds a lane): an idle driver is not an outlier of a hung collective."""
     by_sig: dict[tuple, list[dict[str, Any]]] = {}
     for u in us:
-        sig = (u["holds_lanes"], signature(u["frames"], exact)) if u["answered"] else ("<no answer>",)
+        # the silent: together by the state they hold (a silent rank in train_batch is not one with a silent driver)
+        sig = (u["holds_lanes"], signature(u["frames"], exact)) if u["answered"] else \
+            ("<no answer>", u["states"][0]["state"] if u["states"] else "")
         by_sig.setdefault(sig, []).append(u)
     groups = []
     for sig, members in by_sig.items():
@@ -152,13 +154,31 @@ def _s(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
-    """The outliers named in one sentence: the many, the odd ones out, and who did not answer."""
+def _silent(g: dict[str, Any], now_ns: int, waited_s: float | None, lead: bool) -> str:
+    """Processes that did not answer: since when they were heard from, and the state they hold (and since when)."""
+    members = g["members"]
+    seen = [m["last_seen_ns"] for m in members if m.get("last_seen_ns")]
+    within = f" within {waited_s:.0f} s" if waited_s else ""
+    ago = f", last seen {max(0.0, (now_ns - max(seen)) / 1e9):.0f} s ago" if seen else ""
+    states = [m["states"][0] for m in members if m.get("states")]
+    open_ = f", in {states[0]['state']} for {max(0.0, (now_ns - states[0]['since_ns']) / 1e9):.0f} s" \
+        if states and states[0].get("since_ns") else ""
+    verdict = "the likely hang" if lead else _s(g["size"], "a suspect too", "suspects too")
+    return f"{g['labels']} did not answer{within}{ago}{open_} — {verdict}"
+
+
+def sentence(groups: list[dict[str, Any]], now_ns: int, waited_s: float | None = None) -> str:
+    """The outliers named in one sentence. Processes that hold a state and did not answer come first (the likely
+    hang: a snapshot never leads with an innocent process that answered while the stuck ones could not), then the
+    many and the odd ones out among those that answered, those in no state, and the other silent ones."""
     answered = candidates(groups)
     compared = {id(g) for g in answered}
     idle = [g for g in groups if g["answered"] and id(g) not in compared]
     silent = [g for g in groups if not g["answered"]]
-    parts: list[str] = []
+    holding = [g for g in silent if any(m.get("states") for m in g["members"])]
+    parts: list[str] = [_silent(g, now_ns, waited_s, lead=True) for g in holding]
+    if holding and answered:
+        parts.append("of those that answered")
     if not answered:
         parts.append("no process answered")
     elif len(answered) == 1:
@@ -181,15 +201,9 @@ def sentence(groups: list[dict[str, Any]], now_ns: int) -> str:
     if idle:
         n = sum(g["size"] for g in idle)
         parts.append(f"{n} more process{'es' if n != 1 else ''} in no state ({compact(g['labels'] for g in idle)})")
-    for g in silent:
-        members = g["members"]
-        seen = [m["last_seen_ns"] for m in members if m.get("last_seen_ns")]
-        ago = f", last seen {max(0.0, (now_ns - max(seen)) / 1e9):.0f} s ago" if seen else ""
-        states = [m["states"][0] for m in members if m.get("states")]
-        open_ = f", in {states[0]['state']} for {max(0.0, (now_ns - states[0]['since_ns']) / 1e9):.0f} s" \
-            if states and states[0].get("since_ns") else ""
-        parts.append(f"{g['labels']} did not answer{ago}{open_} — {_s(g['size'], 'a suspect', 'suspects')} too")
-    return "; ".join(parts) + "."
+    parts += [_silent(g, now_ns, waited_s, lead=False) for g in silent if g not in holding]
+    text = "; ".join(parts) + "."
+    return text.replace("of those that answered; ", "of those that answered, ")
 
 
 def moved(previous: StackSnapshot, current: list[dict[str, Any]]) -> Moved | None:
@@ -215,7 +229,8 @@ def summarise(snap: StackSnapshot, previous: StackSnapshot | None, now_ns: int, 
     us = units(snap["reports"], snap.get("missing", []))
     snap["units"] = us
     snap["groups"] = group(us, exact)
-    text = sentence(snap["groups"], now_ns)
+    waited = snap["completed_at"] - snap["created_at"] if snap.get("completed_at") else None
+    text = sentence(snap["groups"], now_ns, waited)
     if previous is not None:
         m = moved(previous, us)
         if m is not None:

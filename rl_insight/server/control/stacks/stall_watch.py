@@ -1,11 +1,12 @@
 """Automatic stack snapshots: when a run stalls, the server asks for its stacks by itself, before anyone looks.
 
-A run is stalled when the stalled-lane insight fires for it (a lane in a state far beyond its usual duration,
-insights.stalled) or when its step clock has not moved for `step_stall_s`. Each refresh of the insight service
-(`on_insights`) checks the live runs. A stall episode takes two snapshots `confirm_after_s` apart: the second says
-who moved (live/stack_groups.moved) — nobody: stuck; somebody: slow. With `auto_profile`, a slow stall arms a torch
-profile of the next step on the stalled lanes (profiles on request, live/profiles/book.py). At most one episode per run
-per `interval_s`; the snapshots are kept with the run (retention applies) and shown on its stalled-lane card.
+A run is stalled as live/run_conditions.py says (a lane in a state far beyond its usual duration, insights.stalled,
+or no step for `step_stall_s`). Each refresh of the insight service (`on_insights`) checks the live runs, those whose
+processes only beat included. A stall episode takes two snapshots `confirm_after_s` apart: the second says who moved
+(stacks/groups.moved) — nobody: stuck, and the run is marked hung; somebody: slow. With `auto_profile`, a slow stall
+arms a torch profile of the next step on the stalled lanes (profiles on request, control/profiles/book.py). At most
+one episode per run per `interval_s`; the snapshots are kept with the run (retention applies) and shown on its
+stalled-lane card.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from ....errors import RLInsightError
 from ....protocol import CLIENT_HEARTBEAT_S
+from ...live.run_conditions import RunConditions
 from ...live.step_clock import StepClock
 from ..profiles.book import ProfileBook
 from .book import StackBook
@@ -27,17 +29,13 @@ log = logging.getLogger("rl_insight.server.control.stacks.stall_watch")
 CONFIRM_AFTER_S = 30.0
 
 
-def _secs(s: float) -> str:
-    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
-
-
 class StallWatch:
-    def __init__(self, stacks: StackBook, clock: StepClock, *, step_stall_s: float, interval_s: float,
+    def __init__(self, stacks: StackBook, clock: StepClock, conditions: RunConditions, *, interval_s: float,
                  profiles: ProfileBook | None = None, auto_profile: bool = False,
                  confirm_after_s: float = CONFIRM_AFTER_S) -> None:
         self.stacks = stacks
         self.clock = clock
-        self.step_stall_s = step_stall_s
+        self.conditions = conditions
         self.interval_s = interval_s
         self.profiles = profiles if auto_profile else None
         self.confirm_after_s = confirm_after_s
@@ -48,27 +46,12 @@ class StallWatch:
         self.profiled = 0
         stacks.on_complete.append(self._completed)
 
-    def stall_of(self, run: tuple[str, str], summary: dict[str, Any], now: float) -> tuple[str, list[str]] | None:
-        """Why this run counts as stalled now, and the lanes implicated; None when it does not."""
-        stalled = summary.get("stalled") or []
-        if stalled:
-            s = stalled[0]
-            usual = f"usually {_secs(s['usual_p95_s'])} at most" if s.get("usual_p95_s") is not None else \
-                "no history yet"
-            more = f" (and {len(stalled) - 1} more lanes)" if len(stalled) > 1 else ""
-            return (f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual}){more}",
-                    [x["lane"] for x in stalled])
-        clock = self.clock.current(*run)
-        if self.step_stall_s > 0 and clock is not None and now - clock[1] > self.step_stall_s:
-            return f"no step has ended for {now - clock[1]:.0f} s (the last was step {clock[0]})", []
-        return None
-
     def on_insights(self, latest: dict[tuple[str, str], dict[str, Any]], now: float | None = None) -> int:
         """An insight refresh: take a first or confirming snapshot for each stalled run due one. Returns how many."""
         now = time.time() if now is None else now
         started = 0
         for run, summary in latest.items():
-            why = self.stall_of(run, summary, now)
+            why = self.conditions.stall_of(run, summary, now)
             with self._lock:
                 ep = self._episodes.get(run)
             if why is None:
@@ -94,15 +77,22 @@ class StallWatch:
         return started
 
     def _completed(self, snap: StackSnapshot) -> None:
-        """A snapshot completed: when it confirms a slow (moving) stall, arm a profile of the next step."""
-        if self.profiles is None or snap.get("origin") != "auto":
+        """A snapshot completed: when it confirms a stall where nobody moved, the run is hung; when somebody moved (a
+        slow stall), arm a profile of the next step."""
+        if snap.get("origin") != "auto":
             return
         run = (snap["project"], snap["experiment_name"])
         with self._lock:
             ep = self._episodes.get(run)
         moved = snap.get("moved")
         confirming = ep is not None and len(ep["snapshots"]) >= 2 and snap["id"] == ep["snapshots"][1]
-        if ep is None or not confirming or not (moved and moved["moved_count"]):
+        if ep is None or not confirming or not moved:
+            return
+        if moved["still_count"] and not moved["moved_count"]:
+            self.conditions.mark_hung(run, f"nobody moved in the {moved.get('seconds', 0):.0f} s between two stack "
+                                           f"snapshots: {snap.get('summary', '')}")
+            return
+        if self.profiles is None or not moved["moved_count"]:
             return
         first = self.clock.first_step_starting_after(*run, time.time() + CLIENT_HEARTBEAT_S + 1.0)
         if first is None:

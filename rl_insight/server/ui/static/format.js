@@ -1,6 +1,9 @@
 /* rl-insight UI, format.js: numbers, units, durations and times as the UI writes them.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 
+// a run's processes are still heard from: live, or live and stuck (stalled: a lane far past its usual time; hung)
+export const isLive = (status) => status === "live" || status === "stalled" || status === "hung";
+
 export const fmtNum = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "–" :
   (Math.abs(v) >= 1e4 || (Math.abs(v) > 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : (+v.toFixed(4)).toString();
 // Axis ticks: SI prefixes for large numbers (52.5k, 1.2M), short exponents for tiny ones (2.5e-4), never clipped.

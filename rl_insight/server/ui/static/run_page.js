@@ -4,7 +4,7 @@ import { api, clearTimers, every, state } from "./api.js";
 import { ChartGrid } from "./charts.js";
 import { HeadlineCharts } from "./headline.js";
 import { $, h } from "./dom.js";
-import { ago, fmtDur, fmtNum } from "./format.js";
+import { ago, fmtDur, fmtNum, isLive } from "./format.js";
 import { compareLanes } from "./lanes.js";
 import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
@@ -97,8 +97,9 @@ export async function renderRun(app, runId, params) {
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
 
   const setHeader = (r) => header.replaceChildren(
-    h("span", { class: `badge ${r.status}`, id: "run-status", title: r.lost ? r.lost.reason : "" }, r.status),
+    h("span", { class: `badge ${r.status}`, id: "run-status", title: r.lost ? r.lost.reason : r.why || "" }, r.status),
     r.lost ? h("span", { class: "lost-why", id: "run-lost" }, `${r.lost.reason}` + (r.lost.lanes.length ? `; open then: ${r.lost.lanes.join(", ")}` : "")) : "",
+    r.why ? h("span", { class: "lost-why", id: "run-why" }, r.why) : "",
     h("span", {}, "last step ", h("b", { id: "last-step" }, r.last_step ?? "–")),
     h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
       + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
@@ -112,7 +113,7 @@ export async function renderRun(app, runId, params) {
   let chosenMs = refreshMs;  // (chosen before the loops below exist: they start with it)
   const rangeBar = new RangeBar(rangeEl, { refreshMs, onRefresh: (ms) => { chosenMs = ms; state.schedule?.(ms); } });
   await paletteReady;  // stage colours before the first draw
-  state.timeline = new Timeline(timelineEl, runId, run.status === "live" && (!state.range || !!state.range.last_s));
+  state.timeline = new Timeline(timelineEl, runId, isLive(run.status) && (!state.range || !!state.range.last_s));
   state.timeline.laneFilter = state.timeline.filterBox.value = (params.get("lanes") || "").slice(0, 500);
   state.timeline.page = /^\d{1,6}$/.test(params.get("lane_page") || "") ? +params.get("lane_page") : 0;
   await state.timeline.load();  // first: the timeline is what people look at; insights may scan more data
@@ -121,7 +122,7 @@ export async function renderRun(app, runId, params) {
   if (state.range) { const { secs } = currentRange(); if (secs) state.timeline.setWindow([secs[0] * 1e9, secs[1] * 1e9], !!state.range.last_s); }
   state.onHoverTime = (sec) => state.timeline?.setHover(sec);
   state.timelines = [state.timeline];
-  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.run.status === "live"); state.timelines.push(tl); await tl.load(); }
+  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.isLive(run.status)); state.timelines.push(tl); await tl.load(); }
   const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
   profiles.opened = params.get("profile");
   await profiles.load();
@@ -158,17 +159,17 @@ export async function renderRun(app, runId, params) {
       const r = await api(`/api/v1/runs/${runId}?config=false`);
       setHeader(r); lastStepNow = r.last_step;
       if (r.last_step !== headerStep) { headerStep = r.last_step; await renderInsights(insightsEl, runId); }  // cards follow the header
-      if (r.status === "live") { await headline.refresh(); await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
+      if (isLive(r.status)) { await headline.refresh(); await charts.refresh(); if (state.timeline.follow) await state.timeline.load(); }
       profiles.run = r; await profiles.load();
     }],
     [10 / 3, () => stacks.load()],
     [10 / 3, () => Promise.all([refreshPaths(), compared.length ? renderDiffs(diffEl, runId, compared) : null])],
-    [10 / 3, async () => { if (run.status === "live") await trajectories.refresh(); }],
-    [10 / 3, async () => { if (run.status === "live") await prom.refresh(); await renderAlerts(alertsEl, runId); }],
+    [10 / 3, async () => { if (isLive(run.status)) await trajectories.refresh(); }],
+    [10 / 3, async () => { if (isLive(run.status)) await prom.refresh(); await renderAlerts(alertsEl, runId); }],
     [10 / 3, () => Promise.all([renderInsights(insightsEl, runId), steps.load().then(() => rangeBar.drawMinimap()),
       ...cmpCards.map(c => renderInsights(c.el, c.run.id, `r${c.run.id}-`))])],
     [5, () => renderTargets(targetsEl, runId)],
-    [10 / 3, async () => { if (run.status === "live") await renderMoe(moeEl, moeHead, runId); }],
+    [10 / 3, async () => { if (isLive(run.status)) await renderMoe(moeEl, moeHead, runId); }],
   ];
   state.schedule = (ms) => {
     clearTimers({ keepCharts: true });

@@ -54,7 +54,7 @@ export async function renderRuns(app) {
   const tagSel = choose("tag", "tag", []);
   const bar = h("div", { class: "bar runs-filters" },
     input("q", { type: "search", placeholder: "search runs and tags", "aria-label": "search runs and tags", size: 22 }),
-    projectSel, choose("status", "status", ["live", "idle", "finished", "lost"]), tagSel,
+    projectSel, choose("status", "status", ["live", "stalled", "hung", "idle", "finished", "lost"]), tagSel,
     input("metric", { placeholder: "summary metric, e.g. critic/score/mean", "aria-label": "summary metric", size: 30 }),
     input("config", { placeholder: "config columns, e.g. actor.lr", "aria-label": "config columns (comma-separated keys)", size: 24 }),
     compareBtn, count);
@@ -116,7 +116,7 @@ export async function renderRuns(app) {
       table.append(h("tr", { "data-run-id": r.id, onclick: () => { location.hash = `#/run/${r.id}`; } },
         h("td", {}, box),
         h("td", { class: "run-name" }, h("span", { class: "muted" }, `${r.project || "–"}/`), r.experiment_name || "–"),
-        h("td", {}, h("span", { class: `badge ${r.status}` }, r.status),
+        h("td", {}, h("span", { class: `badge ${r.status}`, title: r.why || "" }, r.status),
           r.archived ? h("span", { class: "badge archived", title: "its scrape targets are archived (rl-insight server experiments restore)" }, "archived") : null),
         h("td", { class: "tags" }, (r.tags || []).length ? r.tags.map(t => h("span", { class: "tag", onclick: (ev) => {
           ev.stopPropagation(); f.tag = t; writeFilters(f); tagSel.value = t; load(); } }, t)) : h("span", { class: "muted" }, "–")),

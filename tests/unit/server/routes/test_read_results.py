@@ -92,7 +92,7 @@ def run(tmp_path: Path) -> Any:
 def test_the_answers_keep_every_field_their_queries_wrote(run: Any) -> None:
     get = lambda path, **params: httpx.get(run.url + path, params=params).json()  # noqa: E731
     runs = get("/api/v1/runs", metric="critic/score/mean", config="actor.lr")["runs"]
-    assert set(runs[0]) == _keys(results.RunListed) - {"lost", "config"}  # the optional columns asked for are there
+    assert set(runs[0]) == _keys(results.RunListed) - {"lost", "why", "config"}  # the optional columns asked for
     assert runs[0]["metric"] == 0.75 and runs[0]["config_values"] == {"actor.lr": 1e-6} and not runs[0]["archived"]
     rid = runs[0]["id"]
     one = get(f"/api/v1/runs/{rid}")

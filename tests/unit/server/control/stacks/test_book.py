@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError
-from rl_insight.server.control.stacks.book import MAX_KEPT_PER_RUN, StackBook
+from rl_insight.server.control.stacks.book import MAX_KEPT_PER_RUN, MAX_WAIT_S, StackBook
 from rl_insight.server.control.stacks.stall_watch import StallWatch
+from rl_insight.server.live.run_conditions import RunConditions
 from rl_insight.server.live.step_clock import StepClock
 from tests.unit.server.control.stacks.test_groups import collective, report, sleeping
 
@@ -93,6 +94,35 @@ def test_the_deadline_completes_it_with_the_silent_listed(tmp_path: Path) -> Non
     assert "did not answer" in done["summary"]
 
 
+def test_past_the_deadline_it_waits_for_beating_ranks_that_hold_a_state(tmp_path: Path) -> None:
+    """Issue 51 item 2: on a loaded host the hung ranks answer last. Past its deadline a snapshot waits on, a
+    heartbeat at a time, while a rank that holds a state has not answered and still beats (the replies list it with
+    the later expiry), and completes when it answers; silent ones and ranks in no state are not waited for."""
+    live = procs()
+    for p in live[2:]:
+        p["open"] = [{"lane": p["lanes"][0], "state": "train_batch", "since_ns": time.time_ns() - 226 * 10**9}]
+    book = book_of(tmp_path, live)
+    snap = book.create(*RUN, deadline_s=5)
+    answer(book, snap["id"], 0)
+    answer(book, snap["id"], 1)
+    t0 = snap["created_at"]
+    live[2]["last_seen_ns"] = live[3]["last_seen_ns"] = int((t0 + 1) * 1e9)  # both beat after it was asked
+    assert book.tick(now=t0 + 6) == 0  # due, but ranks 2 and 3 hold train_batch and still beat
+    (req,) = book.open_requests(*RUN)
+    assert req.expires_at == book.get(snap["id"])["deadline_at"] > t0 + 6
+    answer(book, snap["id"], 2)
+    live[3]["last_seen_ns"] = int((t0 - 1) * 1e9)  # rank 3 went quiet: not waited for any more
+    assert book.tick(now=t0 + 12) == 1
+    done = book.get(snap["id"])
+    assert [p["pid"] for p in done["missing"]] == [1003]
+    assert done["summary"].startswith("rank_3 did not answer within "), done["summary"]
+    # however long they beat, it waits MAX_WAIT_S at the most
+    snap = book.create(*RUN, deadline_s=5)
+    live[3]["last_seen_ns"] = int((snap["created_at"] + 1) * 1e9)
+    assert book.tick(now=snap["created_at"] + 30) == 0
+    assert book.tick(now=snap["created_at"] + MAX_WAIT_S + 0.1) == 1
+
+
 def test_who_can_be_asked(tmp_path: Path) -> None:
     with pytest.raises(ConflictError, match="no process of run p/other is alive"):
         book_of(tmp_path).create("p", "other")
@@ -141,7 +171,7 @@ def test_kept_per_run_and_retention(tmp_path: Path) -> None:
 
 def test_the_stall_watch_takes_an_episode_of_two_snapshots(tmp_path: Path) -> None:
     book, clock = book_of(tmp_path), StepClock()
-    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, confirm_after_s=30)
+    watch = StallWatch(book, clock, RunConditions(clock, 0), interval_s=900, confirm_after_s=30)
     stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
     now = time.time()
     assert watch.on_insights({RUN: {"stalled": []}}, now) == 0
@@ -155,12 +185,14 @@ def test_the_stall_watch_takes_an_episode_of_two_snapshots(tmp_path: Path) -> No
     assert watch.on_insights(stalled, now + 901) == 1  # a new episode
 
 
-def test_the_step_clock_stalling_counts_too(tmp_path: Path) -> None:
-    book, clock = book_of(tmp_path), StepClock()
+def test_the_step_clock_stalling_counts_too() -> None:
+    clock = StepClock()
     clock.note("p", "e", 7, time.time() - 1000)
-    watch = StallWatch(book, clock, step_stall_s=600, interval_s=900)
-    assert watch.stall_of(RUN, {"stalled": []}, time.time())[0].startswith("no step has ended for 1000 s")
-    assert StallWatch(book, clock, step_stall_s=0, interval_s=900).stall_of(RUN, {}, time.time()) is None
+    conditions = RunConditions(clock, 600)
+    assert conditions.stall_of(RUN, {"stalled": []}, time.time())[0].startswith("no step has ended for 1000 s")
+    assert RunConditions(clock, 0).stall_of(RUN, {}, time.time()) is None
+    conditions.on_insights({RUN: {"stalled": []}})
+    assert conditions.of(RUN) == "stalled" and conditions.all() == {RUN: "stalled"}
 
 
 def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
@@ -171,9 +203,11 @@ def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
     for step in range(1, 6):
         clock.note("p", "e", step, now - 60 + 10 * step)  # a step every 10 s
     profiles = ProfileBook(tmp_path / "profiles", analyze=False, clock=clock)
-    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, profiles=profiles, auto_profile=True,
+    conditions = RunConditions(clock, 0)
+    watch = StallWatch(book, clock, conditions, interval_s=900, profiles=profiles, auto_profile=True,
                        confirm_after_s=30)
     stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
+    conditions.on_insights(stalled, now)
     watch.on_insights(stalled, now)
     first = book.list(*RUN)[0]["id"]
     for r in range(4):
@@ -184,6 +218,7 @@ def test_a_slow_stall_arms_a_profile_of_the_next_step(tmp_path: Path) -> None:
         answer(book, second, r, collective(0, 3300) if r == 0 else None)
     (req,) = profiles.list("p", "e")
     assert req["origin"] == "auto" and req["request"]["lanes"] == ["rank_2"] and watch.profiled == 1
+    assert conditions.of(RUN) == "stalled"  # slow, not hung
 
 
 def test_a_stuck_stall_arms_no_profile(tmp_path: Path) -> None:
@@ -192,16 +227,22 @@ def test_a_stuck_stall_arms_no_profile(tmp_path: Path) -> None:
     book, clock = book_of(tmp_path), StepClock()
     clock.note("p", "e", 3, time.time() - 100)
     profiles = ProfileBook(tmp_path / "profiles", analyze=False, clock=clock)
-    watch = StallWatch(book, clock, step_stall_s=0, interval_s=900, profiles=profiles, auto_profile=True,
+    conditions = RunConditions(clock, 0)
+    watch = StallWatch(book, clock, conditions, interval_s=900, profiles=profiles, auto_profile=True,
                        confirm_after_s=30)
     stalled = {RUN: {"stalled": [{"lane": "rank_2", "state": "actor_update", "open_s": 300.0, "usual_p95_s": 4.0}]}}
     now = time.time()
     for at in (now, now + 31):
+        conditions.on_insights(stalled, at)
+        assert conditions.of(RUN) == "stalled"
         watch.on_insights(stalled, at)
         sid = next(s["id"] for s in book.list(*RUN) if s["state"] == "pending")
         for r in range(4):
             answer(book, sid, r)
     assert profiles.list("p", "e") == [] and watch.profiled == 0
+    assert conditions.of(RUN) == "hung" and "nobody moved" in conditions.stall(RUN).hung
+    conditions.on_insights({RUN: {"stalled": []}}, now + 60)  # it moves again
+    assert conditions.of(RUN) is None
 
 
 def _amplifier(host: str, pid: int) -> dict[str, Any]:

@@ -89,7 +89,26 @@ def test_a_process_that_did_not_answer_is_a_suspect() -> None:
     sg.summarise(snap, None, now)
     silent = snap["groups"][-1]
     assert not silent["answered"] and silent["labels"] == "rank_3"
-    assert "rank_3 did not answer, last seen 40 s ago, in actor_update for 95 s — a suspect too" in snap["summary"]
+    assert snap["summary"].startswith("rank_3 did not answer, last seen 40 s ago, in actor_update for 95 s — the "
+                                      "likely hang; of those that answered, all 3 (rank_0-2) are in `all_reduce`")
+
+
+def test_a_snapshot_never_leads_with_an_innocent_process() -> None:
+    """Issue 51 item 2: on a loaded host the hung ranks could not answer in time and the rollout worker could; the
+    sentence led with the worker. Those that hold a state and did not answer come first, with how long they hold it;
+    a silent process in no state is a suspect after everyone else."""
+    now = time.time_ns()
+    missing = [{"host": "n", "pid": 10 + r, "rank": r, "lanes": [f"rank_{r}"], "last_seen_ns": now - 3 * 10**9,
+                "open": [{"lane": f"rank_{r}", "state": "train_batch", "since_ns": now - 226 * 10**9}]}
+               for r in range(4)]
+    missing.append({"host": "n", "pid": 99, "rank": None, "lanes": [], "last_seen_ns": now - 5 * 10**9, "open": []})
+    snap = snapshot({"h:9": report(9, sleeping(), lane=False)}, missing)
+    snap["completed_at"] = snap["created_at"] + 40
+    sg.summarise(snap, None, now)
+    assert snap["summary"].startswith("rank_0-3 did not answer within 40 s, last seen 3 s ago, in train_batch for "
+                                      "226 s — the likely hang; of those that answered, rank 9 is in `load_batch`")
+    assert snap["summary"].endswith("n:99 did not answer within 40 s, last seen 5 s ago — a suspect too."), \
+        snap["summary"]
 
 
 def test_a_second_snapshot_says_who_moved() -> None:

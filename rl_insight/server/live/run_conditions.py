@@ -1,0 +1,107 @@
+"""What a live run's plain "live" hides: `stalled` and `hung`.
+
+A run whose processes still beat stays live in the run store (intake/pipeline.py hands it their heartbeats), so a hang
+is seen by each insight refresh like any other live run. A run is *stalled* when the refresh names a stalled lane (a
+state far past its usual length, semantics/insights.stalled) or its step clock has not moved for `step_stall_s`; it is
+*hung* once a verdict says so (`hung`: two stack snapshots apart with nobody moved, or the verdict's class). Both end
+when the run moves again (the refresh names no stall).
+
+Invariants: only runs the latest refresh saw are stalled or hung (a run no refresh sees any more, finished or gone,
+is nothing here); the state is this server's, the fleet's insight lease holder's: a server that does not run the
+refreshes says "live" (the run's stored status) and nothing more.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from .step_clock import StepClock
+
+Condition = Literal["stalled", "hung"]
+
+
+def _secs(s: float) -> str:
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
+
+
+@dataclass
+class Stall:
+    """Why a run counts as stalled now, the lanes implicated, since when (unix seconds), and the verdict once hung."""
+
+    reason: str
+    lanes: list[str]
+    since: float
+    hung: str | None = None  # why it is hung (the verdict's words), once it is
+    states: list[dict[str, Any]] = field(default_factory=list)  # the stalled lanes as the refresh named them
+
+
+class RunConditions:
+    def __init__(self, clock: StepClock, step_stall_s: float) -> None:
+        self.clock = clock
+        self.step_stall_s = step_stall_s
+        self._lock = threading.Lock()
+        self._stalls: dict[tuple[str, str], Stall] = {}
+
+    @staticmethod
+    def reason_of(summary: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+        """Why a refresh's summary of a run says it is stalled (its first stalled lane, in words), and the lanes."""
+        stalled = summary.get("stalled") or []
+        if not stalled:
+            return None
+        s = stalled[0]
+        usual = f"usually {_secs(s['usual_p95_s'])} at most" if s.get("usual_p95_s") is not None else "no history yet"
+        more = f" (and {len(stalled) - 1} more lanes)" if len(stalled) > 1 else ""
+        return f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual}){more}", [x["lane"] for x in
+                                                                                                stalled]
+
+    def stall_of(self, run: tuple[str, str], summary: Mapping[str, Any], now: float) -> tuple[str, list[str]] | None:
+        """Why this run counts as stalled now, and the lanes implicated; None when it does not."""
+        why = self.reason_of(summary)
+        if why is not None:
+            return why
+        clock = self.clock.current(*run)
+        if self.step_stall_s > 0 and clock is not None and now - clock[1] > self.step_stall_s:
+            return f"no step has ended for {now - clock[1]:.0f} s (the last was step {clock[0]})", []
+        return None
+
+    def on_insights(self, latest: Mapping[tuple[str, str], Mapping[str, Any]], now: float | None = None) -> None:
+        """An insight refresh: the runs it names stalled are; every other run is not (any more)."""
+        now = time.time() if now is None else now
+        stalls: dict[tuple[str, str], Stall] = {}
+        with self._lock:
+            for run, summary in latest.items():
+                why = self.stall_of(run, summary, now)
+                if why is None:
+                    continue
+                before = self._stalls.get(run)
+                stalls[run] = Stall(why[0], why[1], before.since if before else now, before.hung if before else None,
+                                    list(summary.get("stalled") or []))
+            self._stalls = stalls
+
+    def mark_hung(self, run: tuple[str, str], why: str) -> bool:
+        """A verdict says the stalled run is hung; False when the run is not stalled (any more): nothing changes."""
+        with self._lock:
+            stall = self._stalls.get(run)
+            if stall is None:
+                return False
+            stall.hung = why
+            return True
+
+    def of(self, run: tuple[str, str]) -> Condition | None:
+        with self._lock:
+            stall = self._stalls.get(run)
+        if stall is None:
+            return None
+        return "hung" if stall.hung else "stalled"
+
+    def stall(self, run: tuple[str, str]) -> Stall | None:
+        with self._lock:
+            return self._stalls.get(run)
+
+    def all(self) -> dict[tuple[str, str], Condition]:
+        """Every run that is stalled or hung now, and which."""
+        with self._lock:
+            return {run: "hung" if s.hung else "stalled" for run, s in self._stalls.items()}
