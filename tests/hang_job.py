@@ -1,9 +1,11 @@
 """A torch.distributed (gloo) job that hangs, for the stack snapshot tests: `python -m tests.hang_job` once per rank
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, JOB_PROJECT, JOB_EXPERIMENT in the environment).
 
-Each step is a `trace_state("actor_update")` on lane rank_<r> around a little torch work and an all_reduce, then the
-step metric. At step HANG_STEP, rank HANG_RANK sleeps HANG_S seconds before its all_reduce, so the other ranks wait
-in the collective: the snapshot must name it. Prints `step N` per step and `done` at the end.
+Each step is a `trace_state("actor_update")` on lane rank_<r> around a little torch work, an all_reduce (the
+gradients) and a broadcast (the parameters), then the step metric. At step HANG_STEP, rank HANG_RANK either sleeps
+HANG_S seconds before its all_reduce (HANG_MODE=late: the other ranks wait in the collective) or skips its all_reduce
+(HANG_MODE=skip: it calls the broadcast where the others call the all_reduce, a desync). The snapshot and the verdict
+must name it. Prints `step N` per step and `done` at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def main() -> None:
     steps = int(os.environ.get("HANG_STEPS", "3"))
     hang_step, hang_rank = int(os.environ.get("HANG_STEP", "2")), int(os.environ.get("HANG_RANK", "2"))
     hang_s = float(os.environ.get("HANG_S", "60"))
+    mode = os.environ.get("HANG_MODE", "late")
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     rl_insight.init(os.environ["JOB_PROJECT"], os.environ["JOB_EXPERIMENT"])
@@ -33,10 +36,12 @@ def main() -> None:
         with rl_insight.trace_state("actor_update", state_lane_id=f"rank_{rank}"):
             for _ in range(10):
                 a = (a @ a).clamp(-1, 1)
-            if step == hang_step and rank == hang_rank:
+            if step == hang_step and rank == hang_rank and mode == "late":
                 late_rank_pause(hang_s)
             t = torch.ones(4) * rank
-            dist.all_reduce(t)
+            if not (step == hang_step and rank == hang_rank and mode == "skip"):
+                dist.all_reduce(t)  # (skip: this rank's next collective meets the others' all_reduce)
+            dist.broadcast(torch.ones(8), 0)
         rl_insight.metric_gauge("training/global_step", step)
         print(f"step {step}", flush=True)
     rl_insight.finish(timeout=10)

@@ -17,6 +17,7 @@ import typer
 
 from ..errors import InvalidInputError, NotFoundError
 from ..protocol import DEFAULT_STACK_DEADLINE_S
+from ..protocol.stacks import MAX_WAIT_S
 from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table, int_ranges
 from .reach import Server, require_server
 
@@ -94,6 +95,21 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
     return out
 
 
+def take(server: Server, run_id: int, body: dict[str, Any], deadline: float, say: bool = True) -> dict[str, Any]:
+    """Ask for a snapshot and wait for it (the server waits up to 40 s for processes that hold a state and still
+    beat); the snapshot as it is when complete, or when waiting ran out."""
+    base = f"/api/v1/runs/{run_id}/stacks"
+    snap = server.request("POST", base, json=body)
+    if say:
+        typer.echo(f"Asked {snap['expected_count']} process(es) for their stacks; waiting up to "
+                   f"{max(deadline, MAX_WAIT_S):.0f} s …", err=True)
+    end = time.monotonic() + max(deadline, MAX_WAIT_S) + 10
+    while snap["state"] == "pending" and time.monotonic() < end:
+        time.sleep(0.5)
+        snap = server.request("GET", f"{base}/{snap['id']}")
+    return snap
+
+
 def stacks(
     run: str = typer.Option(..., "--run", help="The run: PROJECT/EXPERIMENT or its run id (the number in the UI)."),
     ranks: Optional[str] = typer.Option(None, help="Only these ranks, e.g. 0,3 or 0-7."),
@@ -131,18 +147,12 @@ def stacks(
     if show is None:
         body = {"lanes": _csv(lanes), "roles": _csv(roles), "ranks": int_ranges(ranks, "--ranks"), "native": native,
                 "deadline_s": deadline}
-        snap = server.request("POST", base, json=body)
         if not wait:
+            snap = server.request("POST", base, json=body)
             typer.echo(f"Asked {snap['expected_count']} process(es) for their stacks: snapshot {snap['id']}. "
                        f"See it with `rl-insight stacks --run {run} --show {snap['id']}`.")
             return 0
-        typer.echo(f"Asked {snap['expected_count']} process(es) for their stacks; waiting up to {deadline:.0f} s …",
-                   err=True)
-        show = snap["id"]
-        end = time.monotonic() + deadline + 10
-        while snap["state"] == "pending" and time.monotonic() < end:
-            time.sleep(0.5)
-            snap = server.request("GET", f"{base}/{show}")
+        show = take(server, run_id, body, deadline)["id"]
     snap = server.request("GET", f"{base}/{show}", params={"reports": "true", "exact": str(exact_lines).lower()})
     if as_json:
         typer.echo(json.dumps(snap, indent=2))

@@ -18,6 +18,7 @@ from ..errors import RLInsightError
 from .analyze import analyze
 from .call_stacks import stacks
 from .demo import demo
+from .diagnose import diagnose
 from .export import export
 from .profile import profile_app
 from .runs import runs_app
@@ -34,6 +35,7 @@ app.command("demo")(demo)
 app.command("analyze")(analyze)
 app.command("export")(export)
 app.command("stacks")(stacks)
+app.command("diagnose")(diagnose)
 
 
 def _version(value: bool) -> None:

@@ -10,7 +10,11 @@ its sender thread (never the training thread), with `ROUTE_STACKS/<id>/report`::
                   "lanes": [{"lane", "state", "since_ns"}],          # the open trace_state lanes this thread holds
                   "frames": [{"file", "line", "func", "code"?}],      # outermost first, innermost last
                   "native": [{"file", "line", "func"}]?}],            # py-spy's frames, when asked and permitted
-     "truncated_threads", "native_state": "not_asked"|"ok"|"not_installed"|"refused"|"failed", "native_message"}
+     "truncated_threads", "native_state": "not_asked"|"ok"|"not_installed"|"refused"|"failed", "native_message",
+     "flight_recorder"?: {"state": "ok"|"no_torch"|"not_initialized"|"off"|"failed", "message", "rank"?,
+                          "groups": {pg id: {"name", "enqueued", "started", "completed"}},   # sequence numbers
+                          "entries": [{"seq", "p2p_seq", "p2p", "op", "pg", "state", "retired", "in_sizes",
+                                       "out_sizes", "dtypes", "created_ns"}]}}              # the newest, oldest first
 
 Nothing in a request is executed: it only says which processes answer and whether to ask py-spy. Stacks are read
 by the process itself (`sys._current_frames`); file paths are as the process reports them. Every list and string
@@ -43,7 +47,13 @@ MAX_FRAME_CODE = 240
 CODE_FRAMES = 4  # source lines sent for the innermost frames of each thread (what a reader looks at)
 DEFAULT_STACK_DEADLINE_S = CLIENT_HEARTBEAT_S + 4.0  # an idle process hears at its heartbeat, then answers
 MAX_STACK_DEADLINE_S = 300.0
+MAX_WAIT_S = 40.0  # past its deadline, a snapshot waits on for processes that hold a state and still beat, this long
 NATIVE_STATES = ("not_asked", "ok", "not_installed", "refused", "failed")
+FR_STATES = ("ok", "no_torch", "not_initialized", "off", "failed")
+MAX_FR_ENTRIES = 64  # flight-recorder entries per process, the newest
+MAX_FR_GROUPS = 64  # process groups per process
+MAX_FR_TENSORS = 4  # tensors described per entry
+MAX_FR_DIMS = 8  # dimensions per tensor
 
 
 class StackRequest(SelectsProcesses):
@@ -111,6 +121,44 @@ def _frames(raw: Any, strings: _Cutter, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def _seq(v: Any) -> int | None:
+    return _int(v, 0, 2**62)
+
+
+def _shapes(v: Any) -> list[list[int]]:
+    if not isinstance(v, list):
+        return []
+    return [[d for d in (_int(x, 0, 2**62) for x in shape[:MAX_FR_DIMS]) if d is not None]
+            for shape in v[:MAX_FR_TENSORS] if isinstance(shape, list)]
+
+
+def _flight_recorder(raw: Any, strings: _Cutter) -> dict[str, Any] | None:
+    """A process's flight-recorder evidence (client/control/stacks/flight_recorder.py), bounded; None if absent."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("state") not in FR_STATES:
+        raise ValueError(f"flight_recorder must be an object whose state is one of {', '.join(FR_STATES)}")
+    out: dict[str, Any] = {"state": raw["state"], "message": strings.cut(raw.get("message"), 500, "")}
+    if raw.get("rank") is not None:
+        out["rank"] = _int(raw.get("rank"), 0, 2**31)
+    if raw["state"] != "ok":
+        return out
+    groups: dict[Any, Any] = raw["groups"] if isinstance(raw.get("groups"), dict) else {}
+    out["groups"] = {strings.cut(k, 64): {"name": strings.cut(g.get("name"), 128, ""), "enqueued": _seq(g.get(
+        "enqueued")), "started": _seq(g.get("started")), "completed": _seq(g.get("completed"))}
+        for k, g in list(groups.items())[:MAX_FR_GROUPS] if isinstance(g, dict)}
+    entries: list[Any] = raw["entries"] if isinstance(raw.get("entries"), list) else []
+    out["entries"] = [{"seq": _seq(e.get("seq")), "p2p_seq": _seq(e.get("p2p_seq")), "p2p": e.get("p2p") is True,
+                       "op": strings.cut(e.get("op"), 128), "pg": strings.cut(str(e.get("pg", "0")), 64),
+                       "state": strings.cut(e.get("state"), 32), "retired": e.get("retired") is True,
+                       "in_sizes": _shapes(e.get("in_sizes")), "out_sizes": _shapes(e.get("out_sizes")),
+                       "dtypes": [strings.cut(d, 32) for d in (e.get("dtypes") or [])[:MAX_FR_TENSORS]
+                                  if isinstance(d, str)] if isinstance(e.get("dtypes"), list) else [],
+                       "created_ns": _int(e.get("created_ns")) or 0}
+                      for e in entries[-MAX_FR_ENTRIES:] if isinstance(e, dict)]
+    return out
+
+
 def decode_stack_report(body: Any) -> dict[str, Any]:
     """What one process answered, checked and bounded (strings cut, lists capped, numbers in range); ValueError
     naming the first problem otherwise. The result is what the server stores."""
@@ -165,6 +213,9 @@ def decode_stack_report(body: Any) -> dict[str, Any]:
         raise ValueError(f"native_state must be one of {', '.join(NATIVE_STATES)}")
     step = body.get("step")
     cpu = body.get("cpu_s")
+    recorder = _flight_recorder(body.get("flight_recorder"), strings)
+    if recorder is not None:
+        kept += 300 * len(recorder.get("entries", ())) + 200 * len(recorder.get("groups", ()))
     return {
         "process": {"host": strings.cut(proc["host"], 128), "pid": pid,
                     "rank": _int(rank, 0, 2**31) if rank is not None else None,
@@ -179,6 +230,7 @@ def decode_stack_report(body: Any) -> dict[str, Any]:
         + max(0, len(threads_in) - MAX_STACK_THREADS),
         "native_state": native_state,
         "native_message": strings.cut(body.get("native_message"), 1000, ""),
+        **({"flight_recorder": recorder} if recorder is not None else {}),
         "kept_bytes": kept,
     }
 

@@ -4,6 +4,7 @@ without warning is listed as not answering; py-spy adds native frames; the CLI p
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,18 +30,21 @@ def snapshot(c: httpx.Client, run_id: int, **body: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def hung_gloo_job(tmp_path: Path) -> Any:
+def hung_gloo_job(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Four gloo ranks with the flight recorder on; rank 2 late at step 2 (or, parametrized "skip", skipping its
+    all_reduce there: a desync)."""
     pytest.importorskip("torch")
+    mode = getattr(request, "param", "late")
     srv = start_server(tmp_path)
     env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": "hang",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "4", "HANG_S": "300",
-           "PYTHONPATH": str(REPO)}
+           "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000"}
     procs = [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
     c = httpx.Client(base_url=srv.url, timeout=10)
     try:
         run = wait_until(lambda: c.get("/api/v1/runs").json()["runs"], timeout=90, what="the run")[0]
-        # every rank ended step 1 and rank 2 is now late in step 2 (its state is open)
+        # every rank ended step 1 and rank 2 is now late (or desynchronized) in step 2 (its state is open)
         wait_until(lambda: {s["lane"] for s in c.get("/api/v1/spans/open").json()["spans"]} >=
                    {"rank_0", "rank_1", "rank_2", "rank_3"}, timeout=90, what="step 2 to begin on every rank")
         time.sleep(2)  # the others reach the collective (a few matrix products in)
@@ -75,6 +79,14 @@ def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
     assert any("sleep" in f["func"] for f in main["native"]), main["native"][-5:]
     assert any("sleep" in f["func"] for f in odd["native"])  # the group carries it: the CLI and the UI show it
 
+    # the flight recorder of every rank (on: TORCH_FR_BUFFER_SIZE), and the verdict it makes possible
+    frs = {r["process"]["rank"]: r["flight_recorder"] for r in reports.values()}
+    assert {fr["state"] for fr in frs.values()} == {"ok"}, frs
+    assert [frs[r]["groups"]["0"]["enqueued"] for r in range(4)] == [3, 3, 2, 3]  # step 1: #1, #2; step 2: #3
+    assert first["verdict"]["class"] == "late_rank" and first["verdict"]["culprits"] == ["rank_2"]
+    assert first["verdict"]["collective"] == {"op": "all_reduce", "seq": 3, "pg": "default_pg", "sizes": "[[4]]"}
+    assert first["verdict"]["step"] == 1 and "late_rank_pause" in " ".join(first["verdict"]["next"])
+
     # again, from the CLI: the text, and who moved since (nobody)
     out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "stacks", "--server-url", srv.url, "--run",
                           "gloo/hang"], capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -95,7 +107,9 @@ def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
     third = snapshot(c, run_id, ranks=[2, 3])  # rank 2 hears at its heartbeat; rank 3 never answers
     assert [p["rank"] for p in third["missing"]] == [3]
     assert [r["process"]["rank"] for r in third["reports"].values()] == [2]
-    assert "rank_3 did not answer, last seen" in third["summary"] and "in actor_update for" in third["summary"]
+    assert third["summary"].startswith("rank_3 did not answer within ") and "in actor_update for" in third["summary"]
+    # killed: it stopped beating, so the verdict is a dead process, named before the late rank that did answer
+    assert (third["verdict"]["class"], third["verdict"]["culprits"]) == ("dead_process", ["rank_3"])
 
 
 def test_ray_actors(tmp_path: Path) -> None:
@@ -150,3 +164,24 @@ def test_ray_actors(tmp_path: Path) -> None:
         ray.shutdown()
         c.close()
         srv.stop()
+
+
+@pytest.mark.parametrize("hung_gloo_job", ["skip"], indirect=True)
+def test_a_rank_that_skips_a_collective_is_named_with_its_sequence_number(hung_gloo_job: Any) -> None:
+    """Issue 51's done-when: rank 2 skips one all_reduce, so its broadcast meets the others' all_reduce. The verdict
+    (API and `rl-insight diagnose --json`) is a desync naming rank 2 and the collective's sequence number."""
+    srv, c, run_id, procs = hung_gloo_job
+    snapshot(c, run_id)
+    answer = c.get(f"/api/v1/runs/{run_id}/verdict").json()
+    v = answer["verdict"]
+    assert v["class"] == "desync" and v["culprits"] == ["rank_2"], v
+    assert v["collective"]["op"] == "all_reduce" and v["collective"]["seq"] == 3, v
+    assert "rank_2 called broadcast" in " ".join(v["evidence"]) and v["sentence"].startswith("hung: ranks desync")
+    out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "diagnose", "--server-url", srv.url, "--run",
+                          "gloo/hang", "--json"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    again = json.loads(out.stdout)["verdict"]
+    assert (again["class"], again["culprits"], again["collective"]["seq"]) == ("desync", ["rank_2"], 3)
+    text = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "diagnose", "--server-url", srv.url, "--run",
+                           "gloo/hang", "--latest"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert text.returncode == 0 and "hung: ranks desynchronized: rank_2" in text.stdout, text.stdout

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import ROUTE_STACKS
 from ...protocol.stacks import MAX_STACK_REPORT_BYTES
-from ..control.stacks.records import SnapshotList, SnapshotView
+from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
 from .body import read_body
 from .models import StackCreate, StackReport, error_responses, inline_schema, typed_answer
@@ -61,6 +61,25 @@ def build_router(st: AppState) -> APIRouter:
     def list_snapshots(run_id: RunId) -> dict[str, Any]:
         items = book.list(*run_key(run_id, asking=False))
         return {"run_id": run_id, "snapshots": items, "count": len(items)}
+
+    @read.get("/{run_id}/verdict", **typed_answer(VerdictAnswer, "the run's status and latest verdict"))
+    def verdict(run_id: RunId) -> dict[str, Any]:
+        """Why the run is stuck, from its latest complete stack snapshot (the server takes one by itself when the run
+        stalls; `POST …/stacks` or `rl-insight diagnose` takes one now): class, culprits, collective, phase, step,
+        evidence and what to check next."""
+        from ..runstore import queries as q
+
+        run = q.get_run(reader.conn(), run_id, st.config.live_window_s, conditions=st.conditions.all())
+        key = (run["project"], run["experiment_name"])
+        stall = st.conditions.stall(key)
+        snap = book.latest_complete(*key) if all(key) else None
+        listed = None
+        if snap is not None:
+            listed = {k: v for k, v in book.describe(snap).items() if k not in ("units", "groups", "expected",
+                                                                                 "missing", "verdict")}
+        return {"run_id": run_id, "status": run["status"],
+                "why": (stall.hung or stall.reason) if stall is not None else None,
+                "verdict": snap.get("verdict") if snap is not None else None, "snapshot": listed}
 
     @read.get("/{run_id}/stacks/{snapshot_id}", **typed_answer(SnapshotView, "the snapshot, grouped"))
     def get(run_id: RunId, snapshot_id: str = SnapshotId,

@@ -24,6 +24,7 @@ import time
 from ....protocol import ROUTE_STACKS, RunControl, StackRequest
 from ....protocol.stacks import CODE_FRAMES, MAX_FRAME_CODE, MAX_STACK_FRAMES, MAX_STACK_THREADS
 from ...ratelog import ratelog
+from . import flight_recorder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +133,8 @@ def capture(holders: list[tuple], step: Any, native: bool, process: dict[str, An
     body: dict[str, Any] = {"process": process, "taken_ns": taken_ns, "step": _whole(step), "rss_bytes": _rss(),
                             "cpu_s": round(time.process_time(), 3), "threads": threads,
                             "truncated_threads": max(0, len(order) - MAX_STACK_THREADS),
-                            "native_state": "not_asked", "native_message": ""}
+                            "native_state": "not_asked", "native_message": "",
+                            "flight_recorder": flight_recorder.read()}
     if native:
         state, message, native_frames = native_stacks(os.getpid())
         body["native_state"], body["native_message"] = state, message

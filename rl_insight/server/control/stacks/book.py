@@ -42,12 +42,13 @@ from ....protocol import (
     StackRequest,
     decode_stack_report,
 )
-from ....protocol.stacks import thread_bytes
+from ....protocol.stacks import MAX_WAIT_S, thread_bytes
 from ...fleet.shared_book import SharedBook
 from ...live.clients import LiveProcess
 from ...workers.batch_worker import Periodic
 from ..processes import picked, refusal
 from . import groups as stack_groups
+from . import verdict as stack_verdict
 from .records import StackSnapshot, key_of, run_of
 
 log = logging.getLogger("rl_insight.server.control.stacks.book")
@@ -58,7 +59,6 @@ MAX_KEPT_PER_RUN = 50
 MAX_SNAPSHOT_BYTES = 64 * 2**20
 MAX_PROCESSES = 4096  # answers kept per snapshot
 COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous one when that is this recent
-MAX_WAIT_S = 40.0  # past its deadline, a snapshot waits on for beating lane holders until this long after it was asked
 
 
 class StackBook:
@@ -286,9 +286,12 @@ class StackBook:
             """(outside the lock: grouping thousands of answers takes a while, and every ingest reply reads it)"""
             s["state"] = "complete"
             answered = set(s["reports"])
-            s["missing"] = [p for p in s["expected"] if key_of(p) not in answered]
             s["completed_at"] = time.time()
+            heard = {key_of(p): p["last_seen_ns"] / 1e9 for p in self._processes(*run_of(s))}
+            s["missing"] = [{**p, "beating": heard.get(key_of(p), 0.0) > s["created_at"]}
+                            for p in s["expected"] if key_of(p) not in answered]
             stack_groups.summarise(s, previous, time.time_ns())
+            s["verdict"] = stack_verdict.decide(s, time.time_ns())
             return True
 
         summarise(snap)
@@ -358,6 +361,13 @@ class StackBook:
                 d.pop(k, None)
             out.append(d)
         return out
+
+    def latest_complete(self, project: str, experiment_name: str) -> StackSnapshot | None:
+        """The run's newest complete snapshot (the one a verdict is read from), or None."""
+        with self._lock:
+            snaps = [s for s in self._snaps.values() if run_of(s) == (project, experiment_name)
+                     and s["state"] == "complete"]
+        return max(snaps, key=lambda s: s["created_at"], default=None)
 
     def latest(self, project: str, experiment_name: str, origin: str | None = None) -> dict[str, Any] | None:
         with self._lock:

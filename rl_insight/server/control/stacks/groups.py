@@ -100,7 +100,7 @@ def units(reports: dict[str, dict[str, Any]], missing: Sequence[Mapping[str, Any
                     "thread": None, "label": compact(lanes) if lanes else default, "labels": lanes or [default],
                     "holds_lanes": bool(lanes),
                     "states": proc.get("open", []), "frames": None, "answered": False,
-                    "last_seen_ns": proc.get("last_seen_ns")})
+                    "last_seen_ns": proc.get("last_seen_ns"), "beating": proc.get("beating", True)})
     return out
 
 

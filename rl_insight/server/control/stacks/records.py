@@ -8,7 +8,7 @@ the snapshot completes (`missing`, `completed_at`, and the summary's `units`, `g
 the server restarted while it was collected (`note`).
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -28,6 +28,40 @@ class Moved(TypedDict):
     seconds: NotRequired[float]
 
 
+class Collective(TypedDict):
+    """The collective a verdict names: its operation, sequence number and process group (each null when unknown)."""
+
+    op: str | None
+    seq: int | None
+    pg: str | None
+    sizes: str | None
+
+
+VerdictClass = Literal["dead_process", "unresponsive", "desync", "late_rank", "unfinished", "in_collective",
+                       "not_collective", "slow_healthy", "unknown"]
+
+# A stuck run's verdict (control/stacks/verdict.py): its class, the culprit lanes and hosts, the collective, the RL
+# phase and step, the evidence, what to check next, the snapshot it came from. (`class` is a keyword: functional form.)
+Verdict = TypedDict("Verdict", {
+    "class": VerdictClass,
+    "culprits": list[str],
+    "hosts": list[str],
+    "collective": Optional[Collective],
+    "phase": Optional[str],
+    "step": Optional[int],
+    "evidence": list[str],
+    "next": list[str],
+    "snapshot": Optional[str],
+    "sentence": str,
+})
+
+
+class MissingProcess(LiveProcess):
+    """A process the snapshot asked that did not answer: as it was asked, and whether it still beat at the end."""
+
+    beating: NotRequired[bool]  # heard from after the snapshot was asked (alive, but could not answer)
+
+
 class _Snapshot(TypedDict):
     """What every form of a snapshot has: the stored record, its views in the API."""
 
@@ -45,6 +79,7 @@ class _Snapshot(TypedDict):
     completed_at: NotRequired[float]
     summary: NotRequired[str]
     moved: NotRequired[Moved]
+    verdict: NotRequired[dict[str, Any]]  # (complete) control/stacks/verdict.decide: class, culprits, collective, …
 
 
 class StackSnapshot(_Snapshot):
@@ -52,7 +87,7 @@ class StackSnapshot(_Snapshot):
 
     expected: list[LiveProcess]
     reports: dict[str, dict[str, Any]]  # "host:pid" -> its answer
-    missing: NotRequired[list[LiveProcess]]
+    missing: NotRequired[list[MissingProcess]]
     units: NotRequired[list[dict[str, Any]]]
     groups: NotRequired[list[dict[str, Any]]]
 
@@ -68,10 +103,21 @@ class SnapshotView(SnapshotListed):
     """One snapshot as the API serves it (StackBook.get): the detail, and each process's answer when asked."""
 
     expected: list[LiveProcess]
-    missing: NotRequired[list[LiveProcess]]
+    missing: NotRequired[list[MissingProcess]]
     units: NotRequired[list[dict[str, Any]]]
     groups: NotRequired[list[dict[str, Any]]]
     reports: NotRequired[dict[str, dict[str, Any]]]  # (reports=true)
+
+
+class VerdictAnswer(TypedDict):
+    """GET /runs/{id}/verdict: the run's status (and why), and the verdict of its latest complete snapshot (null
+    without one: take one)."""
+
+    run_id: int
+    status: str
+    why: str | None
+    verdict: Verdict | None
+    snapshot: SnapshotListed | None
 
 
 class SnapshotList(TypedDict):

@@ -23,6 +23,7 @@ from ...live.step_clock import StepClock
 from ..profiles.book import ProfileBook
 from .book import StackBook
 from .records import StackSnapshot
+from .verdict import HANG_CLASSES
 
 log = logging.getLogger("rl_insight.server.control.stacks.stall_watch")
 
@@ -77,11 +78,14 @@ class StallWatch:
         return started
 
     def _completed(self, snap: StackSnapshot) -> None:
-        """A snapshot completed: when it confirms a stall where nobody moved, the run is hung; when somebody moved (a
-        slow stall), arm a profile of the next step."""
+        """A snapshot completed: a stalled run is hung when its verdict says so (any snapshot's) or when it confirms
+        a stall where nobody moved; when somebody moved (a slow stall), arm a profile of the next step."""
+        run = (snap["project"], snap["experiment_name"])
+        verdict = snap.get("verdict") or {}
+        if verdict.get("class") in HANG_CLASSES:
+            self.conditions.mark_hung(run, verdict.get("sentence", ""))
         if snap.get("origin") != "auto":
             return
-        run = (snap["project"], snap["experiment_name"])
         with self._lock:
             ep = self._episodes.get(run)
         moved = snap.get("moved")
@@ -89,6 +93,8 @@ class StallWatch:
         if ep is None or not confirming or not moved:
             return
         if moved["still_count"] and not moved["moved_count"]:
+            if verdict.get("class") in HANG_CLASSES:
+                return  # the verdict said more than "nobody moved"
             self.conditions.mark_hung(run, f"nobody moved in the {moved.get('seconds', 0):.0f} s between two stack "
                                            f"snapshots: {snap.get('summary', '')}")
             return

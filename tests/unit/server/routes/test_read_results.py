@@ -44,6 +44,7 @@ ROUTES = {  # path -> the answer's type
     "/api/v1/profiles/{profile_id}": profiles.ProfileView,
     "/api/v1/runs/{run_id}/stacks": stacks.SnapshotList,
     "/api/v1/runs/{run_id}/stacks/{snapshot_id}": stacks.SnapshotView,
+    "/api/v1/runs/{run_id}/verdict": stacks.VerdictAnswer,
 }
 
 
@@ -143,6 +144,9 @@ def test_the_control_books_answer_what_their_records_say(run: Any) -> None:
     one = httpx.get(run.url + f"/api/v1/runs/1/stacks/{snap.json()['id']}", params={"reports": "true"}).json()
     _fits(one, stacks.SnapshotView)
     assert one["state"] == "complete" and one["missing"] and "summary" in one and one["reports"] == {}
+    verdict = httpx.get(run.url + "/api/v1/runs/1/verdict").json()
+    _conforms(verdict, stacks.VerdictAnswer)
+    assert verdict["snapshot"]["id"] == snap.json()["id"] and verdict["verdict"]["class"] == "unknown"
 
 
 def _conforms(value: Any, kind: Any, where: str = "answer") -> None:

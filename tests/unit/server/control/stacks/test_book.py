@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from rl_insight.errors import ConflictError, InvalidInputError, NotFoundError
-from rl_insight.server.control.stacks.book import MAX_KEPT_PER_RUN, MAX_WAIT_S, StackBook
+from rl_insight.protocol.stacks import MAX_WAIT_S
+from rl_insight.server.control.stacks.book import MAX_KEPT_PER_RUN, StackBook
 from rl_insight.server.control.stacks.stall_watch import StallWatch
 from rl_insight.server.live.run_conditions import RunConditions
 from rl_insight.server.live.step_clock import StepClock

@@ -1,0 +1,72 @@
+"""One verdict from a snapshot's lanes, stacks and flight-recorder entries (server/control/stacks/verdict.py): each
+class on the evidence that makes it, culprits named, and never an innocent process ahead of a silent lane holder."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rl_insight.server.control.stacks import groups as sg
+from rl_insight.server.control.stacks.verdict import decide
+from tests.unit.semantics.test_collectives import rank as fr
+from tests.unit.server.control.stacks.test_groups import collective, frame, report, sleeping, snapshot
+
+
+def judged(reports: dict[str, Any], missing: list | None = None, previous: dict | None = None) -> dict[str, Any]:
+    snap = snapshot(reports, missing, created_at=200.0)
+    sg.summarise(snap, previous, time.time_ns())
+    return decide(snap, time.time_ns())
+
+
+def silent(r: int, beating: bool) -> dict[str, Any]:
+    now = time.time_ns()
+    return {"host": "node1", "pid": 1000 + r, "rank": r, "lanes": [f"rank_{r}"], "last_seen_ns": now - 3 * 10**9,
+            "beating": beating, "open": [{"lane": f"rank_{r}", "state": "train_batch", "since_ns": now - 226 * 10**9}]}
+
+
+def test_a_silent_lane_holder_comes_first_dead_or_unresponsive() -> None:
+    reports = {f"h:{r}": report(r, collective()) for r in range(3)}
+    v = judged(reports, [silent(3, beating=False)])
+    assert (v["class"], v["culprits"], v["hosts"]) == ("dead_process", ["rank_3"], ["node1"])
+    assert v["sentence"] == "hung: a process died: rank_3 on node1; phase training; after step 4."
+    v = judged(reports, [silent(3, beating=True)])
+    assert v["class"] == "unresponsive" and "holds the GIL" in v["evidence"][0]
+
+
+def test_the_flight_recorder_names_a_desync_and_its_sequence_number() -> None:
+    reports = {f"h:{r}": {**report(r, collective()), "flight_recorder": fr(3, 2, {3: ("broadcast", [[8]])} if r == 2
+                                                                          else None)} for r in range(4)}
+    v = judged(reports)
+    assert (v["class"], v["culprits"]) == ("desync", ["rank_2"])
+    assert v["collective"] == {"op": "all_reduce", "seq": 3, "pg": "default_pg", "sizes": "[[4]]"}
+
+
+def test_the_flight_recorder_names_the_late_rank_and_where_it_is() -> None:
+    reports = {f"h:{r}": {**report(r, sleeping() if r == 1 else collective()),
+                          "flight_recorder": fr(2 if r == 1 else 3, 2)} for r in range(4)}
+    v = judged(reports)
+    assert (v["class"], v["culprits"], v["collective"]["seq"]) == ("late_rank", ["rank_1"], 3)
+    assert "rank_1 is in `load_batch` at job/train.py:41" in v["next"][0]
+
+
+def test_stacks_alone_name_the_odd_one_out_or_say_they_cannot() -> None:
+    v = judged({f"h:{r}": report(r, sleeping() if r == 2 else collective()) for r in range(4)})
+    assert (v["class"], v["culprits"], v["collective"]["op"]) == ("late_rank", ["rank_2"], "all_reduce")
+    v = judged({f"h:{r}": report(r, collective()) for r in range(4)})
+    assert (v["class"], v["culprits"]) == ("in_collective", []) and "flight recorder" in v["next"][0]
+
+
+def test_stuck_outside_the_collectives_and_slow_but_healthy() -> None:
+    engine = [frame("/job/rollout.py", 5, "generate"), frame("/venv/lib/python3.11/site-packages/vllm/engine/"
+                                                             "llm_engine.py", 900, "step")]
+    reports = {f"h:{r}": report(r, engine) for r in range(2)}
+    for rep in reports.values():
+        rep["threads"][0]["lanes"] = [{"lane": f"replica_{rep['process']['rank']}", "state": "generate_sequences",
+                                       "since_ns": 1}]
+    v = judged(reports)
+    assert v["class"] == "not_collective" and v["phase"] == "rollout" and v["culprits"] == ["replica_0", "replica_1"]
+    before = snapshot({f"h:{r}": report(r, collective()) for r in range(2)}, created_at=100.0)
+    sg.summarise(before, None, time.time_ns())
+    v = judged({f"h:{r}": report(r, collective(0, 3300) if r == 0 else collective()) for r in range(2)},
+               previous=before)
+    assert v["class"] == "slow_healthy" and "rank_0 moved" in v["evidence"][-1]
