@@ -65,7 +65,7 @@ class ServerConfig:
     insights_window_s: float = 300.0  # window of the insight metrics on /metrics
     insights_interval_s: float = 15.0  # how often the insight metrics (and the stall watch) are recomputed
     insights_worker: str = "process"  # one of INSIGHTS_WORKERS (server/live/insights/process.py)
-    stalled_lane_min_s: float = 60.0  # a lane is stalled after 3x its usual time in a state, and at least this long
+    stalled_lane_min_s: float = 45.0  # a lane is stalled after 3x its usual time in a state, and at least this long
     # Where the other services run, for /api/v1/services (None = not managed by us). prometheus_url is the
     # Prometheus-compatible query endpoint the UI's panels and alerts read (`server start --prometheus-url`:
     # VictoriaMetrics, Mimir, Thanos; default the managed Prometheus); managed_prometheus_url the one this stack runs

@@ -33,6 +33,12 @@ def test_the_stalled_card_names_the_hung_rank_and_the_timeline_marks_it(hung_dem
     card = page.inner_text("#insight-stalled")
     assert "rank_2 is in `wedged_rank`" in card and "3 of 4 (rank_0-1, rank_3) are in `all_reduce`" in card, card
     assert "rank_2: train_batch" in card  # the stalled lane itself
+    # issue 51: the verdict on the card, and the run called hung in its header, without a click
+    verdict = page.inner_text("#stalled-verdict")
+    assert verdict.startswith("hung: a rank never reached the collective: rank_2") and "all_reduce" in verdict
+    assert page.get_attribute("#stalled-verdict", "class") == "verdict hung"
+    page.wait_for_function("document.querySelector('#run-status').textContent === 'hung'", timeout=30_000)
+    assert "rank_2" in page.inner_text("#run-why")
     page.click("#stalled-stacks")
     sid = page.get_attribute("#stalled-stacks", "data-snapshot")
     odd = page.wait_for_selector(f"#stack-{sid}[open] .stack-group.odd[data-labels='rank_2']")
@@ -41,8 +47,13 @@ def test_the_stalled_card_names_the_hung_rank_and_the_timeline_marks_it(hung_dem
     page.wait_for_function("JSON.parse(document.querySelector('#timeline').dataset.snapshot || '{}')"
                            ".odd?.includes('rank_2')")
     assert "odd" in page.get_attribute("#timeline .lane-label[data-lane='rank_2']", "class")
+    assert "rank_2 never reached the collective" in page.inner_text(f"#verdict-{sid}")  # opened: what to check
     page.locator(f"#stack-{sid}").scroll_into_view_if_needed()
     page.screenshot(path=doc_image("ui-stacks.png"), full_page=False)
+    for width in (1280, 1600):  # the header and the card, as a person sees them
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator("#run-status").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"stacks-verdict-{width}.png"), full_page=False)
     page.locator("#timeline-h").scroll_into_view_if_needed()
     page.screenshot(path=doc_image("ui-stacks-timeline.png"), full_page=False)
 

@@ -251,7 +251,7 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         # the latest stack snapshot the server took by itself (a stall), for the stalled-lane card
         snap = st.stacks.latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
         out["stack_snapshot"] = None if snap is None else {k: snap.get(k) for k in (
-            "id", "created_at", "state", "reason", "summary", "answered", "expected_count")}
+            "id", "created_at", "state", "reason", "summary", "answered", "expected_count", "verdict")}
         return out
 
     @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)

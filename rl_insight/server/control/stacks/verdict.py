@@ -32,11 +32,22 @@ from ..processes import compact
 # second snapshot finds nobody moved
 HANG_CLASSES = ("dead_process", "unresponsive", "desync", "late_rank", "unfinished")
 _COLLECTIVE_FILES = ("torch/distributed/", "torch/_C/_distributed", "deepspeed/comm", "vllm/distributed")
+# what a collective is called wherever it is written (torch.distributed's names; a framework's own wrappers)
+COLLECTIVE_FUNCS = frozenset({
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "barrier", "monitored_barrier", "all_to_all",
+    "all_to_all_single", "reduce", "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv"})
+
+
+def _is_collective(f: Mapping[str, Any]) -> bool:
+    return any(p in f["file"].replace("\\", "/") for p in _COLLECTIVE_FILES) or \
+        f["func"].rsplit(".", 1)[-1] in COLLECTIVE_FUNCS
 
 
 def in_collective(frames: list[dict[str, Any]] | None) -> bool:
-    """Whether a thread's stack waits in a collective (torch.distributed and the libraries that wrap it)."""
-    return any(any(p in f["file"].replace("\\", "/") for p in _COLLECTIVE_FILES) for f in (frames or [])[-8:])
+    """Whether a thread's stack waits in a collective: torch.distributed and the libraries that wrap it, or a function
+    named as a collective is (a framework's own, or a simulation's) among its innermost frames."""
+    return any(_is_collective(f) for f in (frames or [])[-8:])
 
 
 def _phase(states: Sequence[Mapping[str, Any]]) -> str | None:
@@ -162,9 +173,12 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
 
 def _collective_func(u: Mapping[str, Any]) -> str:
     """The collective a thread waits in: the innermost torch.distributed function of its stack."""
-    for f in reversed(u.get("frames") or []):
-        if any(p in f["file"].replace("\\", "/") for p in _COLLECTIVE_FILES) and not f["func"].startswith("_") \
-                and f["func"] not in ("wrapper", "wait"):
+    frames = list(u.get("frames") or [])
+    named = [f for f in reversed(frames) if f["func"].rsplit(".", 1)[-1] in COLLECTIVE_FUNCS]
+    if named:
+        return str(named[0]["func"].rsplit(".", 1)[-1])
+    for f in reversed(frames):
+        if _is_collective(f) and not f["func"].startswith("_") and f["func"] not in ("wrapper", "wait"):
             return str(f["func"])
     return "a collective"
 

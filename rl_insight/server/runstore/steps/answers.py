@@ -7,7 +7,7 @@ answers with these types); maps keyed by a lane or a state name are `dict[str, â
 keys a builder adds only in some cases are `NotRequired` (evaluated at import: no postponed annotations here).
 """
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -98,6 +98,7 @@ class SnapshotBrief(TypedDict):
     summary: str | None  # None while it is collected
     answered: int
     expected_count: int
+    verdict: dict[str, Any] | None  # its verdict (control/stacks/records.Verdict), once complete
 
 
 class Insights(TypedDict):

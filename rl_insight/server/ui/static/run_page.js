@@ -8,7 +8,7 @@ import { ago, fmtDur, fmtNum, isLive } from "./format.js";
 import { compareLanes } from "./lanes.js";
 import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
-import { StackSnapshots } from "./stacks.js";
+import { StackSnapshots, verdictBox } from "./stacks.js";
 import { StepTable } from "./steps.js";
 import { renderDiffs, showCriticalPath } from "./explain.js";
 import { keyboard } from "./keys.js";
@@ -237,6 +237,7 @@ function stalledStacks(s) {
   const snap = s.stack_snapshot;
   if (snap) return h("div", { class: "card-stacks" }, h("button", { class: "mini link", id: "stalled-stacks", "data-snapshot": snap.id,
     title: snap.reason || "", onclick: (e) => { e.stopPropagation(); state.stacks?.show(snap.id); } }, "stacks ›"),
+    snap.verdict ? verdictBox(snap.verdict, "short", "stalled-verdict") : null,
     h("div", { class: "stack-summary" }, snap.summary || "being collected …"));
   return s.stalled.length ? h("button", { class: "mini link", id: "stalled-take-stacks",
     onclick: (e) => { e.stopPropagation(); state.stacks?.take("stalled lanes"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null;

@@ -67,6 +67,7 @@ export class StackSnapshots {
       ontoggle: async (e) => { if (e.target.open && !this.open.has(s.id)) { this.open.add(s.id); await this.load(); }
         else if (!e.target.open && this.open.has(s.id)) { this.open.delete(s.id); this.mark(null); } } }, head);
     if (s.reason) details.append(h("div", { class: "muted" }, `why: ${s.reason}`));
+    if (s.verdict) details.append(verdictBox(s.verdict, full ? "full" : "short", `verdict-${s.id}`));
     if (full) details.append(...full.groups.map((g, i) => this.group(g, i, full)));
     return details;
   }
@@ -92,6 +93,19 @@ export class StackSnapshots {
       odd: full.groups.filter(g => g.odd_one_out || !g.answered).flatMap(g => g.members.flatMap(m => (m.states || []).map(x => x.lane))) } : null;
     if (this.timeline.view) this.timeline.draw();
   }
+}
+
+// A snapshot's verdict (server/control/stacks/verdict.py): its sentence, marked as a hang when it is one, and (opened)
+// the evidence and what to check next.
+const HUNG = new Set(["dead_process", "unresponsive", "desync", "late_rank", "unfinished"]);
+export function verdictBox(v, detail, id) {
+  const box = h("div", { class: `verdict${HUNG.has(v.class) ? " hung" : ""}`, id, "data-class": v.class },
+    h("b", {}, v.sentence));
+  if (detail === "full") {
+    if (v.evidence.length) box.append(h("div", { class: "muted" }, "evidence"), h("ul", {}, ...v.evidence.map(e => h("li", {}, e))));
+    if (v.next.length) box.append(h("div", { class: "muted" }, "check next"), h("ul", {}, ...v.next.map(n => h("li", {}, n))));
+  }
+  return box;
 }
 
 function fmtBytes(b) { return b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${Math.round(b / 2 ** 20)} MiB`; }
