@@ -3,8 +3,9 @@
 
 Each step is a `trace_state("actor_update")` on lane rank_<r> around a little torch work, an all_reduce (the
 gradients) and a broadcast (the parameters), then the step metric. At step HANG_STEP, rank HANG_RANK either sleeps
-HANG_S seconds before its all_reduce (HANG_MODE=late: the other ranks wait in the collective) or skips its all_reduce
-(HANG_MODE=skip: it calls the broadcast where the others call the all_reduce, a desync). The snapshot and the verdict
+HANG_S seconds before its all_reduce (HANG_MODE=late: the other ranks wait in the collective), skips its all_reduce
+(skip: it calls the broadcast where the others call the all_reduce, a desync), calls them the other way round (order),
+all-reduces another size (sizes), or dies without a word (dead). The snapshot and the verdict
 must name it. Prints `step N` per step and `done` at the end.
 """
 
@@ -39,7 +40,16 @@ def main() -> None:
             if step == hang_step and rank == hang_rank and mode == "late":
                 late_rank_pause(hang_s)
             t = torch.ones(4) * rank
-            if not (step == hang_step and rank == hang_rank and mode == "skip"):
+            faulty = step == hang_step and rank == hang_rank
+            if faulty and mode == "dead":
+                os._exit(3)  # killed mid-step: no finish(), no goodbye
+            if faulty and mode == "order":  # the same two collectives, the other way round
+                dist.broadcast(torch.ones(8), 0)
+                dist.all_reduce(t)
+                continue
+            if faulty and mode == "sizes":
+                t = torch.ones(5)  # a different size than the other ranks' all_reduce
+            if not (faulty and mode == "skip"):
                 dist.all_reduce(t)  # (skip: this rank's next collective meets the others' all_reduce)
             dist.broadcast(torch.ones(8), 0)
         rl_insight.metric_gauge("training/global_step", step)

@@ -94,11 +94,12 @@ def units(reports: dict[str, dict[str, Any]], missing: Sequence[Mapping[str, Any
                         "answered": True, "cpu_s": rep.get("cpu_s"), "rss_bytes": rep.get("rss_bytes"),
                         "step": rep.get("step")})
     for proc in missing:
-        lanes = [o["lane"] for o in proc.get("open", [])]
+        # named by the lanes it holds, else those it used (a rank that died before its state reached the server)
+        lanes = [o["lane"] for o in proc.get("open", [])] or list(proc.get("lanes") or [])
         default = _process_label(proc)
         out.append({"key": f"{proc['host']}:{proc['pid']}/-", "process": f"{proc['host']}:{proc['pid']}",
                     "thread": None, "label": compact(lanes) if lanes else default, "labels": lanes or [default],
-                    "holds_lanes": bool(lanes),
+                    "holds_lanes": bool(proc.get("open")),
                     "states": proc.get("open", []), "frames": None, "answered": False,
                     "last_seen_ns": proc.get("last_seen_ns"), "beating": proc.get("beating", True)})
     return out

@@ -4,8 +4,9 @@ into a class, the culprits, the collective, the phase, the evidence and what to 
 
 Classes, in the order they are decided (the first that the evidence supports wins):
 
-* `dead_process` / `unresponsive` — a process that holds a state did not answer: gone (it stopped beating), or alive
-  but unable to answer (a thread holds the GIL in native code). It is the likely hang, whatever the others say.
+* `dead_process` / `unresponsive` — a process that holds a state did not answer: it stopped beating (dead, or a thread
+  holds the GIL in native code, which stops its sender thread too: the server cannot tell the two apart), or it still
+  beats and could not answer in time. It is the likely hang, whatever the others say.
 * `desync` — at one sequence number of a process group, a rank called a different collective (op or sizes).
 * `late_rank` — the others wait in a collective a rank never entered (the flight recorder's wavefront, or without
   it: the lane holders wait in torch.distributed and the odd one out does not); where it is instead is named.
@@ -73,7 +74,8 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
     units: list[dict[str, Any]] = list(snap.get("units") or [])
     answered = [u for u in units if u.get("answered")]
     holders = [u for u in answered if u.get("holds_lanes")]
-    silent = [u for u in units if not u.get("answered") and u.get("states")]
+    # silent and suspect: it holds a state, or it stopped beating without a goodbye (a process that finishes says so)
+    silent = [u for u in units if not u.get("answered") and (u.get("states") or not u.get("beating", True))]
     hosts = {str(p.get("process", "")).split(":")[0] for p in units}
     out: dict[str, Any] = {"class": "unknown", "culprits": [], "hosts": [], "collective": None, "phase": None,
                            "step": _step(answered), "evidence": [], "next": [], "snapshot": snap.get("id")}
@@ -91,14 +93,17 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
         names = compact(out["culprits"])
         if gone:
             out["class"] = "dead_process"
-            out["evidence"].append(f"{names} did not answer and stopped beating, holding {_held(us, now_ns)}")
+            out["evidence"].append(f"{names} did not answer and stopped beating, holding {_held(us, now_ns)}: the "
+                                   "process is gone, or a thread holds the GIL in native code")
             out["next"] += [f"is the process of {names} alive on {', '.join(out['hosts'])}? (the OOM killer: dmesg; "
                             "Ray: the dashboard's dead actors); its last log lines",
+                            "alive: py-spy dump --native --pid <pid> shows the native frame that holds the GIL",
                             "the other ranks will wait for it until the collective times out"]
         else:
             out["class"] = "unresponsive"
-            out["evidence"].append(f"{names} still beats but did not answer, holding {_held(us, now_ns)}: a thread "
-                                   "holds the GIL (native code, a C extension in a loop)")
+            out["evidence"].append(f"{names} still beats but did not answer within the wait, holding "
+                                   f"{_held(us, now_ns)}: its sender thread could not capture and post in time (a "
+                                   "host loaded far past its cores, a thread holding the GIL most of the time)")
             out["next"] += [f"py-spy dump --native --pid <pid> on {', '.join(out['hosts'])} shows the native frames",
                             "take the snapshot again with native frames (rl-insight stacks --native)"]
     # 2. the flight recorder's wavefront: desync, late, unfinished
@@ -141,6 +146,21 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
             out["next"] += [f"{compact(out['culprits'])} never reached the collective: read it from "
                             f"{_where(elsewhere[0])}", "turn on the flight recorder (TORCH_FR_BUFFER_SIZE) to see "
                             "which collective by sequence number"]
+        elif waiting and not elsewhere and len({_collective_func(u) for u in waiting}) > 1:
+            # every lane holder in a collective, but not the same one: the fewer are at another (a desync)
+            by_op: dict[str, list[dict[str, Any]]] = {}
+            for u in waiting:
+                by_op.setdefault(_collective_func(u), []).append(u)
+            usual = max(by_op, key=lambda op: (len(by_op[op]), op))
+            odd = [u for op, us in by_op.items() if op != usual for u in us]
+            culprits(odd)
+            out["class"] = "desync"
+            out["collective"] = {"op": usual, "seq": None, "pg": None, "sizes": None}
+            out["evidence"].append(f"{len(by_op[usual])} of {len(waiting)} lane holders wait in {usual}; "
+                                   f"{compact(out['culprits'])} in {_collective_func(odd[0])}")
+            out["next"] += ["a code path that differs by rank: a condition on the rank, an uneven batch, a skipped or "
+                            f"extra collective; {compact(out['culprits'])} is in {_where(odd[0])}",
+                            "the flight recorder (TORCH_FR_BUFFER_SIZE) adds the sequence number and the sizes"]
         elif waiting and not elsewhere:
             out["class"] = "in_collective"
             out["collective"] = {"op": _collective_func(waiting[0]), "seq": None, "pg": None, "sizes": None}

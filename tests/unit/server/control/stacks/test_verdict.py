@@ -30,7 +30,7 @@ def test_a_silent_lane_holder_comes_first_dead_or_unresponsive() -> None:
     assert (v["class"], v["culprits"], v["hosts"]) == ("dead_process", ["rank_3"], ["node1"])
     assert v["sentence"] == "hung: a process died: rank_3 on node1; phase training; after step 4."
     v = judged(reports, [silent(3, beating=True)])
-    assert v["class"] == "unresponsive" and "holds the GIL" in v["evidence"][0]
+    assert v["class"] == "unresponsive" and "still beats but did not answer" in v["evidence"][0]
 
 
 def test_the_flight_recorder_names_a_desync_and_its_sequence_number() -> None:
@@ -54,6 +54,10 @@ def test_stacks_alone_name_the_odd_one_out_or_say_they_cannot() -> None:
     assert (v["class"], v["culprits"], v["collective"]["op"]) == ("late_rank", ["rank_2"], "all_reduce")
     v = judged({f"h:{r}": report(r, collective()) for r in range(4)})
     assert (v["class"], v["culprits"]) == ("in_collective", []) and "flight recorder" in v["next"][0]
+    other = collective()[:-1] + [frame(collective()[-1]["file"], 2620, "broadcast")]
+    v = judged({f"h:{r}": report(r, other if r == 3 else collective()) for r in range(4)})
+    assert (v["class"], v["culprits"], v["collective"]["op"]) == ("desync", ["rank_3"], "all_reduce")
+    assert v["evidence"] == ["3 of 4 lane holders wait in all_reduce; rank_3 in broadcast"]
 
 
 def test_stuck_outside_the_collectives_and_slow_but_healthy() -> None:
