@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -164,9 +164,8 @@ def main() -> None:
                 snap, previous, culprit = case(n, fault, rng, recorder_on=i % 2 == 0)
                 v, took = judge(snap, previous)
                 times.append(took)
-                expected: Callable[[str], bool] = lambda c, f=fault: c == EXPECTED[f] or (
-                    f in ("late_loader", "late_callback") and c == "late_rank")
-                classes += expected(v["class"])
+                right_class = v["class"] == EXPECTED[fault]
+                classes += right_class
                 if culprit is None:
                     healthy += 1
                     false_verdicts += v["class"] in HANG_CLASSES or bool(v["culprits"])
@@ -176,7 +175,7 @@ def main() -> None:
                     top1 += right
                     by_recorder[i % 2 == 0][0] += right
                     by_recorder[i % 2 == 0][1] += 1
-                if not expected(v["class"]) or (culprit and (not v["culprits"] or v["culprits"][0] != culprit)):
+                if not right_class or (culprit and (not v["culprits"] or v["culprits"][0] != culprit)):
                     wrong[f"{fault}->{v['class']}"] = wrong.get(f"{fault}->{v['class']}", 0) + 1
         print(f"  {n} ranks, {len(times)} cases ({args.cases} per fault, flight recorder on in half):")
         print(f"    top-1 culprit accuracy on hangs: {100 * top1 / hangs:.1f} % ({top1}/{hangs})")

@@ -5,13 +5,14 @@ Each step is a `trace_state("actor_update")` on lane rank_<r> around a little to
 gradients) and a broadcast (the parameters), then the step metric. At step HANG_STEP, rank HANG_RANK either sleeps
 HANG_S seconds before its all_reduce (HANG_MODE=late: the other ranks wait in the collective), skips its all_reduce
 (skip: it calls the broadcast where the others call the all_reduce, a desync), calls them the other way round (order),
-all-reduces another size (sizes), or dies without a word (dead). The snapshot and the verdict
-must name it. Prints `step N` per step and `done` at the end.
+all-reduces another size (sizes), or is frozen mid-step (frozen: SIGSTOP, sockets still open). The snapshot and the
+verdict must name it. Prints `step N` per step and `done` at the end.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import torch
@@ -41,8 +42,12 @@ def main() -> None:
                 late_rank_pause(hang_s)
             t = torch.ones(4) * rank
             faulty = step == hang_step and rank == hang_rank
-            if faulty and mode == "dead":
-                os._exit(3)  # killed mid-step: no finish(), no goodbye
+            if faulty and mode == "frozen":
+                # stopped mid-step (SIGSTOP): no beat, no answer, its sockets still open — as a process whose thread
+                # holds the GIL in native code, or a node gone dark (a dead process's peers would see its sockets
+                # close, and gloo's would fail instead of hanging)
+                rl_insight.flush(10)  # (a process that ran a while has been heard of; this one froze within a second)
+                os.kill(os.getpid(), signal.SIGSTOP)
             if faulty and mode == "order":  # the same two collectives, the other way round
                 dist.broadcast(torch.ones(8), 0)
                 dist.all_reduce(t)

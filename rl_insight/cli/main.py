@@ -20,6 +20,7 @@ from .call_stacks import stacks
 from .demo import demo
 from .diagnose import diagnose
 from .export import export
+from .mcp_server import mcp
 from .profile import profile_app
 from .runs import runs_app
 from .server import server_app
@@ -36,6 +37,7 @@ app.command("analyze")(analyze)
 app.command("export")(export)
 app.command("stacks")(stacks)
 app.command("diagnose")(diagnose)
+app.command("mcp")(mcp)
 
 
 def _version(value: bool) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rl_insight.protocol import CLIENT_HEARTBEAT_S
 from tests.conftest import RunningServer, free_port, start_server, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,25 +170,28 @@ def test_ray_actors(tmp_path: Path) -> None:
 def test_each_collective_fault_of_a_real_job_gets_its_verdict(tmp_path: Path) -> None:
     """Issue 51's corpus, on real gloo jobs (four ranks each, the flight recorder on, side by side on one server):
     rank 2 skips an all_reduce, calls the step's two collectives the other way round, all-reduces another size, or
-    dies without a word. Each verdict names rank 2 — the desyncs with the collective's sequence number — and
-    `rl-insight diagnose --json` prints the same."""
+    is frozen mid-step (SIGSTOP: it neither beats nor answers, as when a thread holds the GIL in native code). Each
+    verdict names rank 2 — the desyncs with the collective's sequence number — and `rl-insight diagnose --json`
+    prints the same."""
     pytest.importorskip("torch")
     srv = start_server(tmp_path)
-    modes = ("skip", "order", "sizes", "dead")
+    modes = ("skip", "order", "sizes", "frozen")
     procs = []
     for mode in modes:
         env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": mode,
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "4", "HANG_S": "300",
-               "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000"}
+               "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000",
+               "HANG_STEPS": "3"}
         procs += [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
     c = httpx.Client(base_url=srv.url, timeout=10)
     try:
         runs = wait_until(lambda: (r := {x["experiment_name"]: x["id"] for x in c.get("/api/v1/runs").json()["runs"]})
                           and set(r) == set(modes) and r, timeout=120, what="the four runs")
-        wait_until(lambda: procs[4 * modes.index("dead") + 2].poll() == 3, timeout=90, what="rank 2 to die")
-        time.sleep(3)  # the others reach the collective that hangs
-        asked = {m: c.post(f"/api/v1/runs/{runs[m]}/stacks", json={}).json()["id"] for m in modes}
+        time.sleep(CLIENT_HEARTBEAT_S + 2)  # the others reach the collective that hangs; the frozen rank misses a beat
+        answers = {m: c.post(f"/api/v1/runs/{runs[m]}/stacks", json={}) for m in modes}
+        assert all(a.status_code == 201 for a in answers.values()), {m: a.text for m, a in answers.items()}
+        asked = {m: a.json()["id"] for m, a in answers.items()}
         verdicts = {}
         for m in modes:
             snap = wait_until(lambda m=m: (s := c.get(f"/api/v1/runs/{runs[m]}/stacks/{asked[m]}").json())["state"]
@@ -197,7 +201,8 @@ def test_each_collective_fault_of_a_real_job_gets_its_verdict(tmp_path: Path) ->
             v = verdicts[m]
             assert (v["class"], v["culprits"], v["collective"]["seq"]) == ("desync", ["rank_2"], 3), (m, v)
         assert "rank_2 called all_reduce [[5]]" in verdicts["sizes"]["evidence"][0]
-        assert (verdicts["dead"]["class"], verdicts["dead"]["culprits"]) == ("dead_process", ["rank_2"])
+        assert (verdicts["frozen"]["class"], verdicts["frozen"]["culprits"]) == ("dead_process", ["rank_2"])
+        assert "or a thread holds the GIL" in verdicts["frozen"]["evidence"][0]
         out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "diagnose", "--server-url", srv.url,
                               "--run", "gloo/skip", "--latest", "--json"], capture_output=True, text=True,
                              timeout=60, cwd=REPO)

@@ -26,6 +26,8 @@ from ..workers.batch_worker import Periodic
 MAX_CLIENTS = 100_000
 MAX_OPEN_PER_CLIENT = 10_000
 MAX_LANES_PER_CLIENT = 64
+GONE_KEPT_S = 900.0  # a process that went silent is remembered this long (a stack snapshot names it: the likely hang)
+MAX_GONE_PER_RUN = 64
 
 
 class OpenState(TypedDict):
@@ -78,6 +80,8 @@ class ClientTracker:
         self._orphans: dict[tuple[str, str, str], tuple[SpanRecord, int]] = {}
         self._orphans_due = 0.0
         self._lost: dict[tuple[str, str], dict[str, Any]] = {}  # runs whose step logger went silent: how they end
+        # processes that went silent without a goodbye, by run: as they were last seen, with when they were dropped
+        self._gone: dict[tuple[str, str], list[tuple[float, LiveProcess]]] = {}
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
         self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
@@ -182,6 +186,10 @@ class ClientTracker:
                 self._orphans.clear()
             for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
                 c = self._clients.pop(cid)
+                if c.run is not None:
+                    gone = self._gone.setdefault(c.run, [])
+                    gone.append((now_mono, self._describe(cid, c, now_mono, time.time_ns())))
+                    del gone[:-MAX_GONE_PER_RUN]
                 if c.pid is not None:
                     silent.append((c.host, c.pid))
                 if c.steps and c.run is not None and c.run not in self._lost:
@@ -214,6 +222,17 @@ class ClientTracker:
         now_mono, now_ns = time.monotonic(), time.time_ns()
         with self._lock:
             return [self._describe(cid, c, now_mono, now_ns) for cid, c in self._clients.items() if c.run == run]
+
+    def gone(self, project: str, experiment_name: str) -> list[LiveProcess]:
+        """The run's processes that went silent (no goodbye) in the last GONE_KEPT_S, as they were last seen: their
+        open states then included. A stack snapshot lists them as not answering (the likely hang)."""
+        now_mono = time.monotonic()
+        with self._lock:
+            for run in [r for r, g in self._gone.items() if not g or now_mono - g[-1][0] > GONE_KEPT_S]:
+                del self._gone[run]
+            live = {(c.host, c.pid) for c in self._clients.values() if c.run == (project, experiment_name)}
+            return [p for at, p in self._gone.get((project, experiment_name), [])
+                    if now_mono - at <= GONE_KEPT_S and (p["host"], p["pid"]) not in live]
 
     @staticmethod
     def _describe(cid: str, c: Any, now_mono: float, now_ns: int) -> LiveProcess:

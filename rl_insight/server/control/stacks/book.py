@@ -63,10 +63,12 @@ COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous o
 
 class StackBook:
     def __init__(self, root: Path, processes: Callable[[str, str], list[LiveProcess]],
-                 tick_s: float = 0.5, shared: SharedBook[StackSnapshot] | None = None) -> None:
+                 tick_s: float = 0.5, shared: SharedBook[StackSnapshot] | None = None,
+                 gone: Callable[[str, str], list[LiveProcess]] | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self._processes = processes  # the live processes of a run (ClientTracker.processes)
+        self._gone = gone  # the run's processes that went silent lately (ClientTracker.gone): listed as not answering
         self._lock = threading.Lock()
         self._snaps: dict[str, StackSnapshot] = {}  # id -> stored form (pending ones carry their reports)
         self._requests: dict[str, StackRequest] = {}  # pending id -> the request the replies list
@@ -287,9 +289,15 @@ class StackBook:
             s["state"] = "complete"
             answered = set(s["reports"])
             s["completed_at"] = time.time()
+            # beating: heard from since it was asked, or within a heartbeat (a snapshot shorter than a heartbeat gave
+            # it no time to); a process gone from the live ones stopped
             heard = {key_of(p): p["last_seen_ns"] / 1e9 for p in self._processes(*run_of(s))}
-            s["missing"] = [{**p, "beating": heard.get(key_of(p), 0.0) > s["created_at"]}
+            s["missing"] = [{**p, "beating": (at := heard.get(key_of(p), 0.0)) > s["created_at"]
+                             or s["completed_at"] - at < CLIENT_HEARTBEAT_S}
                             for p in s["expected"] if key_of(p) not in answered]
+            asked = {key_of(p) for p in s["expected"]}
+            s["missing"] += [{**p, "beating": False, "gone": True} for p in
+                             (self._gone(*run_of(s)) if self._gone is not None else []) if key_of(p) not in asked]
             stack_groups.summarise(s, previous, time.time_ns())
             s["verdict"] = stack_verdict.decide(s, time.time_ns())
             return True

@@ -60,6 +60,7 @@ class MissingProcess(LiveProcess):
     """A process the snapshot asked that did not answer: as it was asked, and whether it still beat at the end."""
 
     beating: NotRequired[bool]  # heard from after the snapshot was asked (alive, but could not answer)
+    gone: NotRequired[bool]  # went silent before it could be asked (dropped from the live processes, no goodbye)
 
 
 class _Snapshot(TypedDict):

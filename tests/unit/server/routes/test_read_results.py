@@ -213,7 +213,8 @@ ROUTES.update(ANALYSES)
 ROUTES.update(SERVICES)
 
 
-def _steps_of_a_run(url: str, project: str, experiment: str, slow_lane: str | None = None) -> None:
+def _steps_of_a_run(url: str, project: str, experiment: str, slow_lane: str | None = None,
+                    headers: dict[str, str] | None = None) -> None:
     """Five steps of a sync schedule: two replicas generate, one rank trains; `slow_lane` generates twice as long;
     step 6 is open on the trainer (a state still running), and MoE load is logged at each step."""
     t0 = time.time_ns() - 60 * 10**9
@@ -237,7 +238,7 @@ def _steps_of_a_run(url: str, project: str, experiment: str, slow_lane: str | No
                       "start_ns": a + 2 * 10**9 + 10**8, "end_ns": a + 4 * 10**9, "attributes": lanes})
     body = {"v": 1, "client": {"id": f"steps-{experiment}", "project": project, "experiment_name": experiment},
             "series": series, "samples": samples, "span_starts": starts, "spans": items}
-    r = httpx.post(url + "/api/v1/ingest", json=body)
+    r = httpx.post(url + "/api/v1/ingest", json=body, headers=headers)
     assert r.status_code == 200 and r.json()["accepted"] == len(samples) + len(starts) + len(items), r.text
 
 

@@ -283,3 +283,21 @@ def test_a_report_is_bounded_by_what_it_holds_decoded_with_one_main_thread(tmp_p
     assert len(main["frames"]) == 128 and len(holder["frames"]) == 128  # what says where the work is: whole
     cut = [t for t in rep["threads"] if len(t["frames"]) == 1]
     assert cut and all(t["cut_frames"] == 127 and t["frames"][0]["line"] == 127 for t in cut)  # innermost kept
+
+
+def test_a_process_that_went_silent_before_it_was_asked_is_the_likely_hang(tmp_path: Path) -> None:
+    """A rank that died (or froze) more than the silence window before the snapshot is no longer live: it cannot be
+    asked, but the snapshot lists it as not answering, with the state it held, and the verdict names it."""
+    now = time.time_ns()
+    gone = [{"client_id": "c2", "host": "h", "pid": 1002, "rank": 2, "lanes": ["rank_2"],
+             "last_seen_ns": now - 60 * 10**9,
+             "open": [{"lane": "rank_2", "state": "train_batch", "since_ns": now - 90 * 10**9}]}]
+    live = [p for p in procs() if p["pid"] != 1002]
+    book = StackBook(tmp_path / "stacks", lambda p, e: list(live), gone=lambda p, e: list(gone))
+    snap = book.create(*RUN)
+    for r in (0, 1, 3):
+        answer(book, snap["id"], r)
+    done = book.get(snap["id"])
+    assert done["state"] == "complete" and [(p["pid"], p["gone"]) for p in done["missing"]] == [(1002, True)]
+    assert done["summary"].startswith("rank_2 did not answer")
+    assert (done["verdict"]["class"], done["verdict"]["culprits"]) == ("dead_process", ["rank_2"])

@@ -1,0 +1,68 @@
+"""`rl-insight mcp` through the `mcp` package's own client over stdio (issue 51 item 6): the tools an agent gets, the
+answers they give on real runs of a real server (the same reads, the same token), bounded, and errors said."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rl_insight.cli.mcp_server import MAX_ANSWER_CHARS, bounded
+from tests.conftest import start_server
+from tests.unit.server.routes.test_read_results import _steps_of_a_run
+
+TOKEN = "mcp-test-token"
+
+
+def test_an_answer_is_cut_and_says_so() -> None:
+    text = bounded([{"lane": f"rank_{i}", "where": "x" * 50} for i in range(2000)])
+    assert len(text) < MAX_ANSWER_CHARS + 100 and text.endswith("more characters; ask narrower")
+    assert json.loads(bounded({"a": 1})) == {"a": 1}
+
+
+async def _ask(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "rl_insight", "mcp", "--server-url", url,
+                                                                 "--token", TOKEN])
+    async with Client(params) as client:
+        tools = [t.name for t in (await client.list_tools()).tools]
+        results = [await client.call_tool(name, args) for name, args in calls]
+    return tools, results
+
+
+def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    srv = start_server(tmp_path, token=TOKEN)
+    try:
+        h = {"Authorization": f"Bearer {TOKEN}"}
+        _steps_of_a_run(srv.url, "q", "base", headers=h)
+        _steps_of_a_run(srv.url, "q", "slow", slow_lane="replica_1", headers=h)
+        srv.app.state.st.writer.flush(10)
+        ids = {r["experiment_name"]: r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]}
+        snap = httpx.post(f"{srv.url}/api/v1/runs/{ids['slow']}/stacks", json={"deadline_s": 1}, headers=h).json()
+        srv.app.state.st.stacks.tick(time.time() + 5)  # nobody answers: complete at its deadline, with a verdict
+        tools, (runs, verdict, groups, path, diff, missing) = asyncio.run(_ask(srv.url, [
+            ("runs", {"project": "q"}), ("verdict", {"run": "q/slow"}), ("stack_groups", {"run": str(ids["slow"])}),
+            ("explain_step", {"run": "q/slow"}), ("run_diff", {"a": "q/base", "b": "q/slow"}),
+            ("verdict", {"run": "q/nothing"})]))
+        assert sorted(tools) == ["explain_step", "run_diff", "runs", "stack_groups", "verdict"]
+        text = lambda r: r.content[0].text  # noqa: E731
+        assert {r["experiment_name"] for r in json.loads(text(runs))} == {"base", "slow"}
+        answer = json.loads(text(verdict))
+        assert answer["run_id"] == ids["slow"] and answer["snapshot"]["id"] == snap["id"]
+        # the run's one process holds step 6's train_batch and did not answer (it is a test, not a job)
+        assert (answer["verdict"]["class"], answer["verdict"]["culprits"]) == ("unresponsive", ["rank_0"])
+        brief = json.loads(text(groups))
+        assert brief["id"] == snap["id"] and brief["groups"][0]["answered"] is False
+        assert json.loads(text(path))["elements"]  # the step's critical path
+        assert json.loads(text(diff))["aligned_steps"] >= 3
+        assert missing.is_error and "no run q/nothing" in text(missing)
+    finally:
+        srv.stop()
