@@ -19,6 +19,7 @@ Definitions (docs/explain.md):
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Mapping
 
@@ -105,9 +106,15 @@ def diff(a: Mapping[int, Facts], b: Mapping[int, Facts], names: tuple[str, str] 
               if lane not in gen_delta and lane_class(lane) != "rollout replicas"]
     lanes.sort(key=lambda x: -abs(float(x.get("generation_delta_s", x.get("busy_delta_s", 0.0)))))
     threshold = max(0.01, 0.02 * med_a)
+    # the runs' own step-to-step noise: the standard error of the mean of the per-step changes. A change within twice
+    # that (two runs of the same job, the same fault twice) is no difference, whatever its stages say
+    deltas = [r["delta_s"] for r in rows]
+    noise = statistics.stdev(deltas) / math.sqrt(n) if n >= 3 else 0.0
+    significant = n < 3 or noise == 0 or (abs(mean_delta) > 2 * noise and abs(mean_delta) >= threshold)
     out = {"names": list(names), "aligned_steps": len(steps), "median_a_s": med_a, "median_b_s": med_b,
            "mean_delta_s": mean_delta, "change": (med_b - med_a) / med_a if med_a else None, "steps": rows,
-           "by_stage": by_stage, "by_class": by_class, "lanes": lanes[:10], "threshold_s": threshold}
+           "by_stage": by_stage, "by_class": by_class, "lanes": lanes[:10], "threshold_s": threshold,
+           "noise_s": noise, "significant": significant}
     out["sentence"] = sentence(out, slow_b)
     return out
 
@@ -127,6 +134,10 @@ def sentence(d: dict[str, Any], slow_b: Mapping[str, float]) -> str:
     how = "about as long as" if abs(change) < 0.02 else f"{abs(change) * 100:.0f} % {longer} than"
     head = (f"{b_name}'s steps are {how} {a_name}'s (median {med_b:.2f} s vs {med_a:.2f} s over {d['aligned_steps']} "
             f"aligned step{'s' if d['aligned_steps'] != 1 else ''})")
+    if not d.get("significant", True):
+        return (f"No significant difference between {b_name} and {a_name}: their steps differ by "
+                f"{_fmt(d['mean_delta_s'])} on average, within the runs' own step-to-step noise "
+                f"(±{_fmt(2 * d['noise_s']).lstrip('+')} over {d['aligned_steps']} aligned steps); no cause is named.")
     moved = [(k, v) for k, v in d["by_stage"].items() if abs(v) >= th]
     parts = []
     for name, v in moved[:3]:

@@ -24,12 +24,12 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import InvalidInputError, NotFoundError
 from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
-from ...semantics import insights, run_diff
+from ...semantics import run_diff
 from ..runstore import queries as q
 from ..runstore.results import Run
 from ..runstore.steps import explain
 from ..runstore.steps.answers import CriticalPath, Explanation, RunsDiff
-from ..runstore.steps.run_insights import metric_samples
+from ..runstore.steps.run_insights import run_step_windows
 from ..state import AppState
 from .models import error_responses, typed_answer
 from .params import RunId
@@ -64,7 +64,7 @@ def build_router(st: AppState) -> APIRouter:
     def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
         conn = reader.conn()
         run = q.get_run(conn, run_id, cfg.live_window_s)  # 404 for an unknown run
-        ws = insights.step_windows(metric_samples(conn, run_id, cfg.step_metric))
+        ws = run_step_windows(conn, run_id, cfg.step_metric)
         if steps is not None:
             ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
         return run, ws

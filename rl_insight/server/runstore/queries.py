@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sqlite3
 import time
 from typing import Any, Iterable, Iterator, Literal, Mapping, cast
@@ -104,6 +105,26 @@ def metric_values(conn: StoreConnection, run_id: int, name: str) -> list[tuple[f
     rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
                         "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, name)).fetchall()
     return [(r[0], r[1]) for r in rows if r[1] is not None]
+
+
+def step_windows_of(conn: StoreConnection, run_id: int, name: str) -> list[tuple[int, int, int]]:
+    """(step, start_ns, end_ns) of every step of the run from its step metric `name` (as stored: sanitized): each step
+    ends at its first sample (a job logs a step when it ends), the next begins there, and the first begins with the
+    run (its first batch or state, whichever came first), so step 1 exists too (issue 51 item 7)."""
+    from ...semantics.insights import step_windows
+
+    marks = metric_values(conn, run_id, name)
+    windows = step_windows(marks)
+    first = min(((ts, v) for ts, v in marks if math.isfinite(v) and math.isfinite(ts)), default=None)
+    if first is None:  # (a stored inf or NaN step is no step)
+        return windows
+    began = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
+    seen = conn.execute("SELECT first_seen FROM runs WHERE id = ?", (run_id,)).fetchone()
+    start = min(int(seen[0] * 1e9) if seen else 2**63, began if began is not None else 2**63)
+    end = int(first[0] * 1e9)
+    if start < end and not any(n == int(first[1]) for n, _, _ in windows):
+        windows.insert(0, (int(first[1]), start, end))
+    return windows
 
 
 def stepped_samples(conn: StoreConnection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
@@ -350,20 +371,12 @@ def chrome_trace_stream(conn: StoreConnection, run_id: int,
     carries `args.step`, the step it began in."""
     import bisect
 
-    from ...semantics.insights import step_windows
     from ...semantics.names import sanitize_metric_name
     from ...semantics.perfetto import Slice, build_stream
 
     run = get_run(conn, run_id)
     now_ns = time.time_ns()
-    marks = metric_values(conn, run_id, sanitize_metric_name(step_metric))
-    windows = step_windows(marks)
-    first = min(((ts, v) for ts, v in marks if v == v), default=None)  # the first step ends at its first mark
-    if first is not None:  # and began with the run (its first batch or state, whichever came first)
-        began = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
-        start = min(int(run["first_seen"] * 1e9), began if began is not None else 2**63)
-        if start < int(first[0] * 1e9) and not any(n == int(first[1]) for n, _, _ in windows):
-            windows.insert(0, (int(first[1]), start, int(first[0] * 1e9)))
+    windows = step_windows_of(conn, run_id, sanitize_metric_name(step_metric))
     starts = [a for _, a, _ in windows]
 
     def step_of(t: int) -> int | None:

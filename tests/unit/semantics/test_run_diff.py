@@ -44,3 +44,22 @@ def test_lane_classes() -> None:
     lanes = ("replica_3", "rollout/replica_1", "rank_0", "actor/rank3", "tq_storage_0", "x")
     assert [lane_class(x) for x in lanes] == [
         "rollout replicas", "rollout replicas", "trainer ranks", "trainer ranks", "TransferQueue", "other lanes"]
+
+
+def test_two_runs_of_the_same_fault_are_no_difference() -> None:
+    """Issue 51 item 7: the same fault twice differs only by the runs' own step-to-step noise; the diff says there is
+    no significant difference and names no cause (it used to name the stage that happened to wobble most)."""
+    import random
+
+    rng = random.Random(7)
+
+    def run() -> dict:
+        return {s: facts({"replica_0": 1.0, "replica_1": 3.0 + rng.uniform(-0.4, 0.4)}, 2.0 + rng.uniform(-0.2, 0.2))
+                for s in range(1, 13)}
+
+    d = diff(run(), run(), ("first", "again"))
+    assert not d["significant"] and d["noise_s"] > 0
+    assert d["sentence"].startswith("No significant difference between again and first: their steps differ by ")
+    assert "no cause is named" in d["sentence"] and "vllm_generate" not in d["sentence"]
+    slow = {s: {**f, "duration_s": f["duration_s"] + 1.5} for s, f in run().items()}  # a real change stands out
+    assert diff(run(), slow)["significant"]

@@ -17,11 +17,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ....semantics import insights
 from ...runstore import queries as q
 from ...runstore.reader import RunStoreReader
 from ...runstore.steps import step_stats
-from ...runstore.steps.run_insights import metric_samples, run_insights
+from ...runstore.steps.run_insights import metric_samples, run_insights, run_step_windows
 
 log = logging.getLogger("rl_insight.server.insights")
 
@@ -132,7 +131,7 @@ class InsightRounds:
         if not self._summarize:
             return 0
         now = time.time_ns()
-        windows = insights.step_windows(metric_samples(conn, run_id, self._step_metric))
+        windows = run_step_windows(conn, run_id, self._step_metric)
         if run_id not in self._done:  # once per run and process start; then kept up to date here
             self._done[run_id] = (step_stats.stored_steps(conn, run_id), step_stats.stored_steps(conn, run_id, "block"))
         done, blocks_done = self._done[run_id]

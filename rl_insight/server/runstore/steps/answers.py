@@ -243,6 +243,8 @@ class RunsDiff(TypedDict):
     mean_delta_s: NotRequired[Number]
     change: NotRequired[Number | None]
     threshold_s: NotRequired[Number]
+    noise_s: NotRequired[Number]  # the standard error of the mean per-step change
+    significant: NotRequired[bool]  # the change is more than twice that noise (and more than the threshold)
     steps: list[DiffStep]
     by_stage: dict[str, Number]
     by_class: dict[str, Number]

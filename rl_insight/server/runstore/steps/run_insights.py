@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ....semantics import insights
 from ....semantics.names import sanitize_metric_name
 from .. import queries as q
 from ..backend import StoreConnection
@@ -19,6 +18,11 @@ def metric_samples(conn: StoreConnection, run_id: int, metric: str) -> list[tupl
     return q.metric_values(conn, run_id, sanitize_metric_name(metric))
 
 
+def run_step_windows(conn: StoreConnection, run_id: int, step_metric: str) -> list[tuple[int, int, int]]:
+    """(step, start_ns, end_ns) of every step of the run, step 1 included (queries.step_windows_of)."""
+    return q.step_windows_of(conn, run_id, sanitize_metric_name(step_metric))
+
+
 VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off_policy_trajectory_staleness_max")
 
 
@@ -27,7 +31,7 @@ def run_insights(conn: StoreConnection, run_id: int, from_ns: int, to_ns: int, s
     """Every insight of a run over [from_ns, to_ns): whole steps from the stored per-step statistics,
     the partial steps at the edges from their spans (server/runstore/steps/step_stats.py)."""
     now = time.time_ns()
-    windows = insights.step_windows(metric_samples(conn, run_id, step_metric))
+    windows = run_step_windows(conn, run_id, step_metric)
     summary = step_stats.window_insights(
         conn, run_id, from_ns, to_ns, now, windows, metric_samples(conn, run_id, version_metric), max_steps,
         stalled_min_s)
