@@ -75,6 +75,9 @@ def known_metric_names() -> set[str]:
     names |= {"rl_insight_monitor_" + n for n in AGENT_LOOP_GAUGES}
     names |= {r.get("record") for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
               if r.get("record")}
+    from rl_insight.server.live.insights.rounds import insight_families
+
+    names |= {f.name for f in insight_families({})}  # the server's own insight gauges (rl_insight_insight_*)
     return names
 
 
