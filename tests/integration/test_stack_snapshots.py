@@ -30,32 +30,39 @@ def snapshot(c: httpx.Client, run_id: int, **body: Any) -> dict[str, Any]:
                       ["state"] == "complete" and s, timeout=30, interval=0.2, what="the snapshot to complete")
 
 
-@pytest.fixture
-def hung_gloo_job(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    """Four gloo ranks with the flight recorder on; rank 2 late at step 2 (or, parametrized "skip", skipping its
-    all_reduce there: a desync)."""
-    pytest.importorskip("torch")
-    mode = getattr(request, "param", "late")
-    srv = start_server(tmp_path)
-    env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": "hang",
+def gloo_job(url: str, experiment: str, mode: str = "late") -> list[subprocess.Popen]:
+    """Four gloo ranks of tests/hang_job.py with the flight recorder on; rank 2 at fault in step 2 as `mode` says."""
+    env = {**os.environ, "RL_INSIGHT_SERVER_URL": url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": experiment,
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "4", "HANG_S": "300",
-           "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000"}
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
+           "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000", "HANG_STEPS": "3"}
+    return [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
+
+
+def stop(procs: list[subprocess.Popen], c: httpx.Client, srv: RunningServer) -> None:
+    for p in procs:
+        p.kill()
+        p.wait(10)
+    c.close()
+    srv.stop()
+
+
+@pytest.fixture
+def hung_gloo_job(tmp_path: Path) -> Any:
+    """Four gloo ranks with the flight recorder on; rank 2 late at step 2."""
+    pytest.importorskip("torch")
+    srv = start_server(tmp_path)
+    procs = gloo_job(srv.url, "hang")
     c = httpx.Client(base_url=srv.url, timeout=10)
     try:
         run = wait_until(lambda: c.get("/api/v1/runs").json()["runs"], timeout=90, what="the run")[0]
-        # every rank ended step 1 and rank 2 is now late (or desynchronized) in step 2 (its state is open)
+        # every rank ended step 1 and rank 2 is now late in step 2 (its state is open)
         wait_until(lambda: {s["lane"] for s in c.get("/api/v1/spans/open").json()["spans"]} >=
                    {"rank_0", "rank_1", "rank_2", "rank_3"}, timeout=90, what="step 2 to begin on every rank")
         time.sleep(2)  # the others reach the collective (a few matrix products in)
         yield srv, c, run["id"], procs
     finally:
-        for p in procs:
-            p.kill()
-            p.wait(10)
-        c.close()
-        srv.stop()
+        stop(procs, c, srv)
 
 
 def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
@@ -176,14 +183,7 @@ def test_each_collective_fault_of_a_real_job_gets_its_verdict(tmp_path: Path) ->
     pytest.importorskip("torch")
     srv = start_server(tmp_path)
     modes = ("skip", "order", "sizes", "frozen")
-    procs = []
-    for mode in modes:
-        env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url, "JOB_PROJECT": "gloo", "JOB_EXPERIMENT": mode,
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "4", "HANG_S": "300",
-               "PYTHONPATH": str(REPO), "HANG_MODE": mode, "TORCH_FR_BUFFER_SIZE": "2000",
-               "HANG_STEPS": "3"}
-        procs += [subprocess.Popen([sys.executable, "-m", "tests.hang_job"], env={**env, "RANK": str(r)}, cwd=REPO,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
+    procs = [p for mode in modes for p in gloo_job(srv.url, mode, mode)]
     c = httpx.Client(base_url=srv.url, timeout=10)
     try:
         runs = wait_until(lambda: (r := {x["experiment_name"]: x["id"] for x in c.get("/api/v1/runs").json()["runs"]})
@@ -215,8 +215,4 @@ def test_each_collective_fault_of_a_real_job_gets_its_verdict(tmp_path: Path) ->
                                "--run", "gloo/order", "--latest"], capture_output=True, text=True, timeout=60, cwd=REPO)
         assert text.returncode == 0 and "hung: ranks desynchronized: rank_2" in text.stdout, text.stdout
     finally:
-        for p in procs:
-            p.kill()
-            p.wait(10)
-        c.close()
-        srv.stop()
+        stop(procs, c, srv)

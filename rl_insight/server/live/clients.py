@@ -184,6 +184,8 @@ class ClientTracker:
                         runs.add(orphan_run)
                 self.cut_short += len(self._orphans)
                 self._orphans.clear()
+            for stale in [r for r, g in self._gone.items() if now_mono - g[-1][0] > GONE_KEPT_S]:
+                del self._gone[stale]  # (bounded by the runs that lost a process in the last GONE_KEPT_S)
             for cid in [cid for cid, c in self._clients.items() if now_mono - c.last_seen_mono > self.silence_s]:
                 c = self._clients.pop(cid)
                 if c.run is not None:

@@ -122,7 +122,7 @@ export async function renderRun(app, runId, params) {
   if (state.range) { const { secs } = currentRange(); if (secs) state.timeline.setWindow([secs[0] * 1e9, secs[1] * 1e9], !!state.range.last_s); }
   state.onHoverTime = (sec) => state.timeline?.setHover(sec);
   state.timelines = [state.timeline];
-  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, t.isLive(run.status)); state.timelines.push(tl); await tl.load(); }
+  for (const t of cmpTimelines) { const tl = new Timeline(t.el, t.run.id, isLive(t.run.status)); state.timelines.push(tl); await tl.load(); }
   const profiles = state.profiles = new Profiles(profilesEl, run, state.timeline);
   profiles.opened = params.get("profile");
   await profiles.load();
