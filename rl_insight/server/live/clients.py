@@ -229,9 +229,7 @@ class ClientTracker:
         """The run's processes that went silent (no goodbye) in the last GONE_KEPT_S, as they were last seen: their
         open states then included. A stack snapshot lists them as not answering (the likely hang)."""
         now_mono = time.monotonic()
-        with self._lock:
-            for run in [r for r, g in self._gone.items() if not g or now_mono - g[-1][0] > GONE_KEPT_S]:
-                del self._gone[run]
+        with self._lock:  # (reap forgets the runs whose losses are all older than GONE_KEPT_S)
             live = {(c.host, c.pid) for c in self._clients.values() if c.run == (project, experiment_name)}
             return [p for at, p in self._gone.get((project, experiment_name), [])
                     if now_mono - at <= GONE_KEPT_S and (p["host"], p["pid"]) not in live]

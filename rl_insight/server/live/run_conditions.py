@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from .step_clock import StepClock
@@ -35,7 +35,6 @@ class Stall:
     lanes: list[str]
     since: float
     hung: str | None = None  # why it is hung (the verdict's words), once it is
-    states: list[dict[str, Any]] = field(default_factory=list)  # the stalled lanes as the refresh named them
 
 
 class RunConditions:
@@ -77,8 +76,7 @@ class RunConditions:
                 if why is None:
                     continue
                 before = self._stalls.get(run)
-                stalls[run] = Stall(why[0], why[1], before.since if before else now, before.hung if before else None,
-                                    list(summary.get("stalled") or []))
+                stalls[run] = Stall(why[0], why[1], before.since if before else now, before.hung if before else None)
             self._stalls = stalls
 
     def mark_hung(self, run: tuple[str, str], why: str) -> bool:
