@@ -308,6 +308,10 @@ class AppState:
         fleet = FleetCoordinator(FleetRegistry(backend, self.boot_id), lease, self.clients, self.store, reader,
                                  self._close_cut_short, self._mark_finished, self.config.client_silence_s)
         fleet.on_tick.append(self.experiments.refresh)  # another server's targets into this one's file_sd
+        from .fleet.records import SharedDocument, SharedRecords
+
+        conditions = SharedDocument(SharedRecords(backend, "conditions"), "fleet")  # the leader's stalled/hung runs
+        fleet.on_tick.append(lambda: self.conditions.share(conditions, lease.held))
         self.store.own_clients()  # /metrics shows the processes this server owns (FleetCoordinator.tick)
         self.writer.lead = lambda: lease.held
         if self.insight is not None:

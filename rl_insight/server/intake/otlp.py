@@ -9,6 +9,10 @@ ingested spans (memory, run store, Tempo forwarder).
   a `service.name` written `<project>/<experiment_name>`. A span with none of these is kept in a visible
   run of project `unassigned` (experiment: its service.name, else `unknown`), never dropped silently.
 * **Lane**: the `state_lane_id` attribute, else `otlp/<service.name>`.
+* **States**: a span stands for its lane's state (kind `state`: counted in the step views, the critical path and
+  the bubbles like our own states) when it is top-level in its process: it has no parent, its parent is remote
+  (the OTLP `flags` say so: another service started the trace), or it names its lane (`state_lane_id`). A span
+  under a local parent is kind `span`: its parent already covers its time, so counting it again would double it.
 * **Bounded**: attribute values longer than protocol.MAX_ATTRIBUTE_VALUE (prompt text) are cut and, past
   protocol.MAX_ATTRIBUTES_BYTES per span, the largest values are replaced by a marker; both are counted
   (`capped`), so a span is never refused for its size. Resource attributes are prefixed `resource.`.
@@ -32,6 +36,7 @@ _RESOURCE_KEEP = ("service.name", "service.instance.id", "host.name", "process.p
 MAX_SPANS_PER_REQUEST = 20_000  # an SDK's batch is 512; more in one request are refused, counted
 MAX_VALUES = 256  # values of one array or key-value list attribute
 MAX_DEPTH = 8  # nesting of array / key-value list attributes
+_PARENT_IS_REMOTE = 0x100 | 0x200  # SpanFlags: CONTEXT_HAS_IS_REMOTE and CONTEXT_IS_REMOTE (OTLP 1.1)
 MAX_LEAVES = 4096  # values of all of one span's attributes together, nested ones included
 
 
@@ -271,6 +276,7 @@ def pb_spans(req: Any) -> SpanPairs:
                         "spanId": b64(span.span_id[:8]).decode(),
                         "traceId": b64(span.trace_id[:16]).decode(),
                         "parentSpanId": b64(span.parent_span_id[:8]).decode(),
+                        "flags": span.flags,
                         "name": span.name[: 4 * MAX_SPAN_NAME],
                         "startTimeUnixNano": span.start_time_unix_nano,
                         "endTimeUnixNano": span.end_time_unix_nano,
@@ -355,7 +361,8 @@ def to_batches(
             "id": _hex(span.get("spanId"), 8, b64_ids), "trace_id": _hex(span.get("traceId"), 16, b64_ids),
             "parent_id": _hex(span.get("parentSpanId"), 8, b64_ids) or None,
             "name": name if isinstance(name, str) and name else "(unnamed)",
-            "lane": str(lane)[:256] if lane not in (None, "") else f"otlp/{service}"[:256], "kind": "span",
+            "lane": str(lane)[:256] if lane not in (None, "") else f"otlp/{service}"[:256],
+            "kind": "state" if _top_level(span, lane) else "span",
             "start_ns": _int(span.get("startTimeUnixNano")), "end_ns": _int(span.get("endTimeUnixNano")),
             "attributes": _cap(merged, counts)}
         batch = batches.get((project, experiment))
@@ -365,6 +372,14 @@ def to_batches(
                                    "project": project, "experiment_name": experiment}, "spans": []}
         batch["spans"].append(record)
     return batches, counts
+
+
+def _top_level(span: dict[str, Any], lane: Any) -> bool:
+    """Whether a span is the outermost of its process (module docstring, *States*)."""
+    if lane not in (None, "") or not span.get("parentSpanId"):
+        return True
+    flags = _int(span.get("flags"))
+    return isinstance(flags, int) and flags & _PARENT_IS_REMOTE == _PARENT_IS_REMOTE
 
 
 def _int(v: Any) -> Any:

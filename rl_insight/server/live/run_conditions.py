@@ -6,17 +6,20 @@ state far past its usual length, semantics/insights.stalled) or its step clock h
 *hung* once a verdict says so (`hung`: two stack snapshots apart with nobody moved, or the verdict's class). Both end
 when the run moves again (the refresh names no stall).
 
+In a fleet (several servers, one store) only the lease holder runs the refreshes and the stall watch; each fleet round
+(`share`) it stores its conditions in the store when they changed, and every other server takes the stored ones, so a
+run reads the same through any server of the fleet (within a round, ~2 s).
+
 Invariants: only runs the latest refresh saw are stalled or hung (a run no refresh sees any more, finished or gone,
-is nothing here); the state is this server's, the fleet's insight lease holder's: a server that does not run the
-refreshes says "live" (the run's stored status) and nothing more.
+is nothing here); a server that leads (one alone, or the fleet's lease holder) is the only writer of the conditions.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Mapping, Protocol
 
 from .step_clock import StepClock
 
@@ -37,12 +40,21 @@ class Stall:
     hung: str | None = None  # why it is hung (the verdict's words), once it is
 
 
+class SharedBody(Protocol):
+    """One document the servers of a fleet share (fleet/records.SharedDocument)."""
+
+    def pull(self) -> dict[str, Any] | None: ...
+
+    def push(self, body: dict[str, Any]) -> bool: ...
+
+
 class RunConditions:
     def __init__(self, clock: StepClock, step_stall_s: float) -> None:
         self.clock = clock
         self.step_stall_s = step_stall_s
         self._lock = threading.Lock()
         self._stalls: dict[tuple[str, str], Stall] = {}
+        self._shared: dict[str, Any] | None = None  # what the last `share` stored (the leader writes only changes)
 
     @staticmethod
     def reason_of(summary: Mapping[str, Any]) -> tuple[str, list[str]] | None:
@@ -103,3 +115,33 @@ class RunConditions:
         """Every run that is stalled or hung now, and which."""
         with self._lock:
             return {run: "hung" if s.hung else "stalled" for run, s in self._stalls.items()}
+
+    def share(self, doc: SharedBody, leading: bool) -> None:
+        """(a fleet round) The leader stores its conditions when they changed since it last did; every other server
+        replaces its own with the stored ones. Raises what the store raises (the round counts it and goes on)."""
+        if leading:
+            with self._lock:
+                body = {"runs": [{"project": p, "experiment_name": e, **asdict(s)}
+                                 for (p, e), s in sorted(self._stalls.items())]}
+            if body == self._shared:
+                return
+            if not doc.push(body):  # stored by the server that led before: read its version, then store over it
+                doc.pull()
+                if not doc.push(body):
+                    return  # another round tries again
+            self._shared = body
+            return
+        self._shared = None  # (leading later: store at once)
+        stored = doc.pull()
+        if stored is None:
+            return
+        stalls: dict[tuple[str, str], Stall] = {}
+        for r in stored.get("runs") or []:
+            try:
+                stalls[(str(r["project"]), str(r["experiment_name"]))] = Stall(
+                    str(r["reason"]), [str(x) for x in r.get("lanes") or []], float(r["since"]),
+                    None if r.get("hung") is None else str(r["hung"]))
+            except (KeyError, TypeError, ValueError):
+                continue  # (written by this module: only a newer or older version could differ)
+        with self._lock:
+            self._stalls = stalls

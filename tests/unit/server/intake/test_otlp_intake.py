@@ -87,6 +87,7 @@ def test_real_otel_sdk_spans_over_otlp_http_reach_their_run(srv) -> None:
     assert root["attributes"]["resource.service.name"] == "verl-rollout"
     assert spans["generate"]["parent_id"] == root["id"] and spans["generate"]["trace_id"] == root["trace_id"]
     assert spans["generate"]["lane"] == "otlp/verl-rollout"
+    assert (root["kind"], spans["generate"]["kind"]) == ("state", "span")  # the root stands for the lane's state
     assert (
         spans["generate"]["attributes"]["prompt"].endswith("…")
         and len(spans["generate"]["attributes"]["prompt"]) <= 4096
@@ -259,3 +260,40 @@ def test_the_step_clock_answers_the_step_in_progress_and_never_goes_back() -> No
     assert c.step_at("other", "e", 150.0) is None
     c.forget({("p", "e")})
     assert c.current("p", "e") is None
+
+
+def test_an_opentelemetry_only_runs_steps_are_covered_by_its_top_level_spans(srv) -> None:
+    """A job that only speaks OpenTelemetry: its step clock is an OTLP gauge, its work OTLP spans. The outermost
+    span of each process (no parent, or a remote one) stands for a state, so its steps are busy on the critical path
+    and in the step table; a child under a local parent is not counted twice."""
+    h = {"Authorization": f"Bearer {TOKEN}"}
+    ident = [{"key": "project", "value": {"stringValue": "otel"}},
+             {"key": "experiment_name", "value": {"stringValue": "only"}}]
+    t0 = time.time_ns() - 60 * 10**9
+    sec = 10**9  # the spans keep 50 ms from the step marks: a mark's time passes through a float
+    points = [{"timeUnixNano": str(t0 + (4 * s) * sec), "asInt": str(s)} for s in range(1, 4)]
+    metrics = {"resourceMetrics": [{"resource": {"attributes": ident}, "scopeMetrics": [{"metrics": [
+        {"name": "training/global_step", "gauge": {"dataPoints": points}}]}]}]}
+    assert httpx.post(srv.url + "/v1/metrics", json=metrics, headers=h).status_code == 200
+
+    def span(sid: str, name: str, start_s: float, end_s: float, parent: str = "", flags: int = 0x100) -> dict:
+        return {"traceId": sid * 32, "spanId": sid * 16, "parentSpanId": parent * 16 if parent else "", "name": name,
+                "flags": flags, "startTimeUnixNano": str(t0 + int(start_s * sec)),
+                "endTimeUnixNano": str(t0 + int(end_s * sec))}
+
+    spans = [span("1", "train_step", 0.05, 3.9),            # step 1: a root span
+             span("2", "forward", 0.1, 2.0, parent="1"),   # its child: a span, not a second state
+             span("3", "train_step", 4.05, 7.9, parent="9", flags=0x300),  # step 2: a remote parent (a driver)
+             span("4", "train_step", 8.05, 11.9)]           # step 3
+    doc = {"resourceSpans": [{"resource": {"attributes": [*ident, {"key": "service.name",
+                                                                   "value": {"stringValue": "trainer"}}]},
+                              "scopeSpans": [{"spans": spans}]}]}
+    assert httpx.post(srv.url + "/v1/traces", json=doc, headers=h).status_code == 200
+    run = _runs(srv)[("otel", "only")]
+    kinds = {(s["name"], s["start_ns"]): s["kind"] for s in _spans(srv, run)}
+    assert kinds[("forward", t0 + sec // 10)] == "span"
+    assert sorted(k for (n, _), k in kinds.items() if n == "train_step") == ["state"] * 3
+    for step in (2, 3):
+        path = httpx.get(f"{srv.url}/api/v1/runs/{run}/critical-path", params={"step": step}, headers=h).json()
+        assert [e["name"] for e in path["elements"]] == ["train_step"], path
+        assert path["bubbles_s"] < 0.2 * path["duration_s"], path  # not an idle step: the span covers it
