@@ -41,8 +41,11 @@ def main() -> None:
         from rl_insight.client import api
 
         deadline = time.monotonic() + until_armed
-        while not (api._rt is not None and api._rt.profiling.hot) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # in its lane's first state, as a verl worker's init: a request for that lane selects this process only once
+        # its client knows the lane
+        with rl_insight.trace_state("init_model", state_lane_id=f"rank_{rank}"):
+            while not (api._rt is not None and api._rt.profiling.hot) and time.monotonic() < deadline:
+                time.sleep(0.02)
     a = torch.ones(64, 64)
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
