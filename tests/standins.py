@@ -94,6 +94,14 @@ def build_releases(root: Path, plat: str = "linux-amd64") -> dict[str, Path]:
     out["prometheus"] = _tar(d / asset, {f"prometheus-2.54.1.{os_}-{arch}/prometheus": Path(prom),
                                           f"prometheus-2.54.1.{os_}-{arch}/LICENSE": b"Apache-2.0\n"})
     (d / "sha256sums.txt").write_text(f"{'0' * 64}  other.tar.gz\n{sha256(out['prometheus'])}  {asset}\n")
+    d = root / "alertmanager" / "v0.27.0"
+    d.mkdir(parents=True, exist_ok=True)
+    asset = f"alertmanager-0.27.0.{os_}-{arch}.tar.gz"
+    am = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
+    amtool = shutil.which("amtool") or "/usr/bin/amtool"
+    out["alertmanager"] = _tar(d / asset, {f"alertmanager-0.27.0.{os_}-{arch}/alertmanager": Path(am),
+                                            f"alertmanager-0.27.0.{os_}-{arch}/amtool": Path(amtool)})
+    (d / "sha256sums.txt").write_text(f"{sha256(out['alertmanager'])}  {asset}\n")
     d = root / "tempo" / "v2.6.1"
     d.mkdir(parents=True, exist_ok=True)
     asset = f"tempo_2.6.1_{os_}_{arch}.tar.gz"

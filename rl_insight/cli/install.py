@@ -56,11 +56,12 @@ def install(
     ),
     service: list[str] = typer.Option([], "--service", help="Only these services (repeatable)."),
     prometheus_version: Optional[str] = VersionOpt("prometheus"),
+    alertmanager_version: Optional[str] = VersionOpt("alertmanager"),
     tempo_version: Optional[str] = VersionOpt("tempo"),
     grafana_version: Optional[str] = VersionOpt("grafana"),
     home: Optional[Path] = HomeOpt,
 ) -> int:
-    """Install Prometheus, Tempo and Grafana, verified, into <home>/services/<service>/<version>/."""
+    """Install Prometheus, Alertmanager, Tempo and Grafana, verified, into <home>/services/<service>/<version>/."""
     from ..services.binaries import find_binary
     from ..services.catalog import CATALOG, current_platform
     from ..services.installer import Installer
@@ -92,7 +93,8 @@ def install(
         return 0 if ok else 1
     progress, make = _progress_factory()
     inst = Installer(target, platform=platform or current_platform(),
-                     versions={"prometheus": prometheus_version, "tempo": tempo_version, "grafana": grafana_version},
+                     versions={"prometheus": prometheus_version, "alertmanager": alertmanager_version,
+                               "tempo": tempo_version, "grafana": grafana_version},
                      local_archive=local_archive, mirror=mirror, force=force, allow_unverified=allow_unverified,
                      report=lambda m: typer.echo(f"[install] {m}", err=True), progress=make)
     try:
@@ -113,6 +115,7 @@ def bundle(
     ),
     allow_unverified: bool = typer.Option(False, "--allow-unverified"),
     prometheus_version: Optional[str] = VersionOpt("prometheus"),
+    alertmanager_version: Optional[str] = VersionOpt("alertmanager"),
     tempo_version: Optional[str] = VersionOpt("tempo"),
     grafana_version: Optional[str] = VersionOpt("grafana"),
     config: Optional[Path] = ConfigOpt,

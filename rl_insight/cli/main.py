@@ -15,6 +15,7 @@ import typer
 from .. import env
 from .._version import __version__
 from ..errors import RLInsightError
+from .alerts import alerts_app
 from .analyze import analyze
 from .call_stacks import stacks
 from .demo import demo
@@ -32,6 +33,7 @@ app = typer.Typer(
 app.add_typer(server_app, name="server")
 app.add_typer(profile_app, name="profile")
 app.add_typer(runs_app, name="runs")
+app.add_typer(alerts_app, name="alerts")
 app.command("demo")(demo)
 app.command("analyze")(analyze)
 app.command("export")(export)

@@ -26,6 +26,14 @@ from ..services.state import StackState
 from .options import ConfigOpt, HomeOpt, apply_config_file, echo_table
 from .stack_control import follow_logs, print_status, print_training_side
 from .start_flags import (
+    AlertGroupIntervalFlag,
+    AlertGroupWaitFlag,
+    AlertmanagerBinFlag,
+    AlertmanagerFlag,
+    AlertmanagerHostFlag,
+    AlertmanagerPortFlag,
+    AlertOnFinishFlag,
+    AlertRepeatIntervalFlag,
     AllowedHostsFlag,
     AttachLogsFlag,
     AutoPortFlag,
@@ -57,6 +65,7 @@ from .start_flags import (
     PrometheusHostFlag,
     PrometheusPortFlag,
     PrometheusUrlFlag,
+    PublicUrlFlag,
     ReadyTimeoutFlag,
     RemoteWriteUrlFlag,
     RetentionFlag,
@@ -122,6 +131,15 @@ def start(
     insights_worker: InsightsWorkerFlag = SERVER.insights_worker,
     ready_timeout: ReadyTimeoutFlag = STACK.ready_timeout,
     remote_write_url: RemoteWriteUrlFlag = None,
+    alertmanager: AlertmanagerFlag = STACK.alertmanager,
+    alertmanager_bin: AlertmanagerBinFlag = None,
+    alertmanager_host: AlertmanagerHostFlag = STACK.alertmanager_host,
+    alertmanager_port: AlertmanagerPortFlag = STACK.alertmanager_port,
+    public_url: PublicUrlFlag = SERVER.public_url,
+    alert_on_finish: AlertOnFinishFlag = SERVER.alert_on_finish,
+    alert_group_wait: AlertGroupWaitFlag = SERVER.alert_group_wait,
+    alert_group_interval: AlertGroupIntervalFlag = SERVER.alert_group_interval,
+    alert_repeat_interval: AlertRepeatIntervalFlag = SERVER.alert_repeat_interval,
     tempo: TempoFlag = STACK.tempo,
     tempo_bin: TempoBinFlag = None,
     tempo_host: TempoHostFlag = STACK.tempo_host,
@@ -215,11 +233,6 @@ def stack_settings(h: Home, params: dict[str, Any], server: ServerConfig) -> Sta
 
 def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
     """Name a missing extra, a bad directory or a bad value before anything starts."""
-    if p.get("prometheus_url"):
-        url = urlsplit(p["prometheus_url"])
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise typer.BadParameter(f"{p['prometheus_url']!r} is not an http(s)://host[:port][/path] URL",
-                                     param_hint="--prometheus-url")
     if p.get("store"):  # (read as the server will: its config's location; a backend that needs an extra says so)
         from ..server.runstore.backend import open_backend
 
@@ -236,6 +249,19 @@ def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
         from ..services.grafana import extra_dashboards
 
         extra_dashboards(Path(p["extra_dashboard_dir"]))
+    for url_flag in ("prometheus_url", "public_url"):
+        if p.get(url_flag):
+            url = urlsplit(p[url_flag])
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise typer.BadParameter(f"{p[url_flag]!r} is not an http(s)://host[:port][/path] URL",
+                                         param_hint="--" + url_flag.replace("_", "-"))
+    from ..errors import ConfigError
+    from ..server.outbound.alerting.am_config import Grouping
+
+    try:
+        Grouping(p["alert_group_wait"], p["alert_group_interval"], p["alert_repeat_interval"])
+    except ConfigError as exc:
+        raise typer.BadParameter(exc.message, param_hint="--" + exc.message.split()[0].replace("_", "-")) from None
     if p["otlp_protocol"] not in ("http/protobuf", "grpc"):
         raise typer.BadParameter("must be http/protobuf or grpc", param_hint="--otlp-protocol")
     if p["otlp_protocol"] == "grpc" or p["otlp_intake_grpc_port"]:

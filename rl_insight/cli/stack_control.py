@@ -116,6 +116,7 @@ def print_status(h: Home, state: StackState, as_json: bool = False) -> int:
                     "services": services,
                     "missing": [asdict(m) for m in state.missing],
                     "public_url": state.public_url,
+                    "notifications": state.service("alertmanager") is not None,
                 },
                 indent=2,
             )
@@ -125,6 +126,10 @@ def print_status(h: Home, state: StackState, as_json: bool = False) -> int:
                  s["version"], s["url"]] for s in services]
         rows += [[m.name, "-", "-", "missing", "-", m.hint or ""] for m in state.missing]
         echo_table(rows, ["SERVICE", "PID", "PORT", "READY", "VERSION", "URL"])
+        if state.service("alertmanager") is None:
+            from ..server.outbound.alerting.notifications import OFF_HINT
+
+            typer.echo("Notifications " + OFF_HINT)
         if not state.supervisor_alive():
             typer.echo("The supervisor is not running (stale state); run `rl-insight server stop` then start again.")
     return 0 if running else 1

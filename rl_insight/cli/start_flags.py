@@ -176,6 +176,35 @@ RemoteWriteUrlFlag = Annotated[
     Optional[str], typer.Option(help='Prometheus remote_write URL (Mimir, Thanos, VictoriaMetrics).')
 ]
 
+# Notifications (Alertmanager)
+AlertmanagerFlag = Annotated[
+    bool,
+    typer.Option('--alertmanager/--no-alertmanager',
+                 help='Run Alertmanager (when installed): notifications to webhooks, Slack and email '
+                      '(docs/alerts.md).'),
+]
+AlertmanagerBinFlag = Annotated[
+    Optional[str],
+    typer.Option('--alertmanager-bin', help='Alertmanager binary to use (Debian: prometheus-alertmanager).')
+]
+AlertmanagerHostFlag = Annotated[str, typer.Option(help='Alertmanager bind address (loopback by default: its API is '
+                                                        'not authenticated).')]
+AlertmanagerPortFlag = Annotated[int, typer.Option(help='Alertmanager port.')]
+PublicUrlFlag = Annotated[
+    Optional[str],
+    typer.Option('--public-url', metavar='URL',
+                 help="The server's address in the links notifications carry (default: the address start prints)."),
+]
+AlertOnFinishFlag = Annotated[bool, typer.Option('--alert-on-finish', help='Also notify when a run finishes.')]
+AlertGroupWaitFlag = Annotated[
+    str, typer.Option(help="A notification waits this long for the run's other alerts to join it (e.g. 30s).")
+]
+AlertGroupIntervalFlag = Annotated[
+    str, typer.Option(help='A notified group (an alert and run) is told of changes, resolved included, at most this '
+                           'often (e.g. 5m).')
+]
+AlertRepeatIntervalFlag = Annotated[str, typer.Option(help='A group still firing is notified again this often.')]
+
 # Tempo and OTLP
 TempoFlag = Annotated[bool, typer.Option('--tempo/--no-tempo', help='Run Tempo (when installed).')]
 TempoBinFlag = Annotated[Optional[str], typer.Option('--tempo-bin', help='Tempo binary to use.')]

@@ -23,6 +23,7 @@ from ..protocol import ROUTE_INGEST, clean_text
 from .config import ServerConfig
 from .http.hot_route import HotRoute
 from .routes import (
+    alerting,
     experiments,
     explain,
     health,
@@ -87,6 +88,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(spans.build_router(st))
     app.include_router(session.build_router(st))
     app.include_router(profiles.build_router(st))
+    app.include_router(alerting.build_router(st))
     if st.reader is not None:
         app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
         app.include_router(runs.build_router(st))

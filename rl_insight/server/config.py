@@ -107,6 +107,15 @@ class ServerConfig:
     stall_snapshot_interval_s: float = 900.0
     stall_confirm_s: float = 30.0  # the episode's second snapshot, this long after the first: who moved
     auto_profile_on_stall: bool = False  # a stall whose stacks still move (slow, not stuck): profile the next step
+    # Notifications (outbound/alerting/, live/alert_events.py): the managed Alertmanager (None: notifications off),
+    # the address the links in them use (None: the one `server start` prints), and how Alertmanager groups them
+    alertmanager_url: str | None = None
+    amtool: str | None = None  # amtool beside the managed Alertmanager (None: from PATH), to check receiver changes
+    public_url: str | None = None
+    alert_on_finish: bool = False  # also tell the receivers when a run finishes
+    alert_group_wait: str = "30s"  # the first message of a group waits this long for others to join it
+    alert_group_interval: str = "5m"  # a changed group (a new alert, a resolved one) is told at most this often
+    alert_repeat_interval: str = "4h"  # a group still firing is told again this often
     # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
     ack_timeout_s: float = 10.0
     # Where the run store's writer runs: "process" (a child process of its own, with its own GIL: the event loop never

@@ -22,12 +22,15 @@ from .control.run_control import RunControlBuilder
 from .control.stacks.stall_watch import StallWatch
 from .http.slow_peers import PeerGuardCounters
 from .intake.pipeline import IntakePipeline
+from .live.alert_events import AlertEvents
 from .live.clients import ClientTracker, LiveProcess
 from .live.insights.service import InsightService
 from .live.metric_store import MetricStore, StoreCollector
 from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
+from .outbound.alerting.am_config import Grouping
+from .outbound.alerting.notifications import Notifications
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.answers import Experiment
 from .prometheus.experiments import ExperimentBook
@@ -211,7 +214,9 @@ class AppState:
         # requests waiting for the run store's commit, woken once per commit; how long each waited is on /metrics
         self.acks = StoredWaiters(self.writer, self.metrics.ack_wait.observe)
         self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
+        self.notifications, self.alert_events = self._notifications()
         self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
+        self.alertmanager = ServiceProbe(config.alertmanager_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
         self.grafana = ServiceProbe(config.grafana_url, "/api/health")
         self._register_collectors()
@@ -324,6 +329,40 @@ class AppState:
         self.step_clock.seed = seed
         return fleet
 
+    def _notifications(self) -> tuple[Notifications, AlertEvents | None]:
+        """The receivers and Alertmanager (notifications off without one), and the server's own events posted to it
+        (a stall, a hang verdict, a lost run) by the server that leads."""
+        config = self.config
+        grouping = Grouping(config.alert_group_wait, config.alert_group_interval, config.alert_repeat_interval)
+        notifications = Notifications(Path(config.data_dir).expanduser(), config.alertmanager_url, grouping,
+                                      amtool=config.amtool)
+        if notifications.am is None or self.reader is None:
+            return notifications, None
+        insight = self.insight
+
+        def verdict_of(project: str, experiment_name: str) -> Any:
+            snap = self.stacks.latest_complete(project, experiment_name)
+            return snap.get("verdict") if snap is not None else None
+
+        events = AlertEvents(notifications.am, self.conditions, self.reader, self.step_clock,
+                             public_url=lambda: self.public_url, live_window_s=config.live_window_s,
+                             on_finish=config.alert_on_finish, verdict_of=verdict_of,
+                             lead=lambda: insight.lead() if insight is not None else True)
+        return notifications, events
+
+    @property
+    def public_url(self) -> str:
+        """Where people reach this server: --public-url, else this host's address and port (what `server start`
+        prints)."""
+        if self.config.public_url:
+            return self.config.public_url
+        from .http.net import detect_ip
+
+        host = self.config.host
+        if host in ("0.0.0.0", "::", ""):
+            host = detect_ip() or "127.0.0.1"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.config.port}"
+
     def _run_exists(self, project: str, experiment_name: str) -> bool:
         from .runstore import queries as q
 
@@ -380,6 +419,8 @@ class AppState:
             self.fleet.start()
         self.clients.start()
         self.stacks.start()
+        if self.alert_events is not None:
+            self.alert_events.start()
         if self.config.otlp_intake_grpc_port:
             from .intake.otlp_grpc import GrpcTraceIntake
 
@@ -398,6 +439,9 @@ class AppState:
         if self.grpc_intake is not None:
             self.grpc_intake.stop()
         self.clients.stop()
+        if self.alert_events is not None:
+            self.alert_events.stop()
+        self.notifications.close()
         if self.fleet is not None:
             self.fleet.stop()
         self.stacks.stop()

@@ -18,14 +18,19 @@ MAX_MAJOR = {name: spec.max_major for name, spec in CATALOG.items()}
 INSTALL_HINTS = {
     "prometheus": "run `rl-insight server install`, `apt-get install prometheus` (Debian/Ubuntu), put a `prometheus` "
                   "binary on PATH, or pass --prometheus-bin PATH",
+    "alertmanager": "run `rl-insight server install`, `apt-get install prometheus-alertmanager` (Debian/Ubuntu), "
+                    "or pass --alertmanager-bin PATH",
     "tempo": "run `rl-insight server install` (or `--local-archive` with a bundle on clusters without internet), "
              "or pass --tempo-bin PATH",
     "grafana": "run `rl-insight server install` (or `--local-archive` with a bundle), install Grafana from "
                "apt.grafana.com, or pass --grafana-bin PATH",
 }
-_PATH_NAMES = {"prometheus": ["prometheus"], "tempo": ["tempo"], "grafana": ["grafana", "grafana-server"]}
+_PATH_NAMES = {"prometheus": ["prometheus"], "alertmanager": ["alertmanager", "prometheus-alertmanager"],
+               "tempo": ["tempo"], "grafana": ["grafana", "grafana-server"]}
 _SYSTEM_PATHS = {
     "prometheus": ["/usr/bin/prometheus", "/usr/local/bin/prometheus", "/opt/prometheus/prometheus"],
+    "alertmanager": ["/usr/bin/prometheus-alertmanager", "/usr/local/bin/alertmanager",
+                     "/opt/alertmanager/alertmanager"],
     "tempo": ["/usr/bin/tempo", "/usr/local/bin/tempo", "/opt/tempo/tempo"],
     "grafana": [
         "/usr/share/grafana/bin/grafana",

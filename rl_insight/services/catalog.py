@@ -38,6 +38,12 @@ CATALOG: dict[str, ServiceSpec] = {
         url="https://github.com/prometheus/prometheus/releases/download/v{version}/{asset}",
         checksum_url="https://github.com/prometheus/prometheus/releases/download/v{version}/sha256sums.txt",
         checksum_kind="sums", binaries=("prometheus",)),
+    "alertmanager": ServiceSpec(
+        name="alertmanager", version="0.27.0", min_version=(0, 24, 0),
+        asset="alertmanager-{version}.{os}-{arch}.tar.gz",
+        url="https://github.com/prometheus/alertmanager/releases/download/v{version}/{asset}",
+        checksum_url="https://github.com/prometheus/alertmanager/releases/download/v{version}/sha256sums.txt",
+        checksum_kind="sums", binaries=("alertmanager",)),  # amtool: found beside it
     "tempo": ServiceSpec(
         name="tempo", version="2.6.1", min_version=(2, 0, 0), max_major=2,
         asset="tempo_{version}_{os}_{arch}.tar.gz",

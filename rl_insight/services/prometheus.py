@@ -24,6 +24,7 @@ class PrometheusSettings:
     ingest_target: str  # host:port Prometheus uses to scrape the ingest server
     rules_dir: Path | None = None  # where the rule files are installed; None: no rules
     remote_write_url: str | None = None  # send on to Mimir / Thanos / VictoriaMetrics
+    alertmanager_target: str | None = None  # host:port of the managed Alertmanager its alerts go to
     scrape_interval: str = "10s"
     retention: str = "30d"
 
@@ -53,6 +54,8 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
         parsed.pop("rule_files", None)
     if s.remote_write_url:
         parsed["remote_write"] = [{"url": s.remote_write_url}]
+    if s.alertmanager_target:
+        parsed["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [s.alertmanager_target]}]}]}
     jobs = {j.get("job_name") for j in parsed.get("scrape_configs", [])}
     if "rl_insight_server" not in jobs:
         raise ConfigError("the Prometheus template must keep the scrape job 'rl_insight_server'")

@@ -28,6 +28,10 @@ class StackSettings:
     extra_dashboard_dir: Path | None = None  # more Grafana dashboards, provisioned next to ours
     ready_timeout: float = 60.0
     remote_write_url: str | None = None
+    alertmanager: bool = True
+    alertmanager_bin: str | None = None
+    alertmanager_host: str = "127.0.0.1"  # its API takes silences and alerts without auth: loopback only
+    alertmanager_port: int = 9093
     tempo: bool = True
     tempo_bin: str | None = None
     tempo_host: str = "127.0.0.1"  # query API; Grafana and the UI reach it locally

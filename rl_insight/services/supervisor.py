@@ -22,7 +22,12 @@ from ..child import python_command, python_env
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
 from ..server.http.net import detect_ip, free_port, port_is_free
+from ..server.outbound.alerting.am_config import Grouping
+from ..server.outbound.alerting.notifications import config_paths
+from ..server.outbound.alerting.notifications import write_config as write_alertmanager_config
 from . import process
+from .alertmanager import AlertmanagerSettings, amtool_beside
+from .alertmanager import command as alertmanager_command
 from .binaries import find_binary
 from .grafana import GrafanaSettings, admin_password
 from .grafana import command as grafana_command
@@ -118,17 +123,25 @@ class Supervisor:
     def plan(self) -> None:
         """Resolve ports and binaries and render configs; raises before anything is spawned.
 
-        Start order: Prometheus, Tempo, Grafana, then the ingest server (which forwards spans to Tempo)."""
+        Start order: Alertmanager, Prometheus (which sends it alerts), Tempo, Grafana, then the ingest server (which
+        forwards spans to Tempo and posts its own alerts to Alertmanager)."""
         s, home, srv = self.s, self.s.home, self.s.server
         home.ensure()
         self.ingest_port = self._pick_port(srv.host, srv.port, "ingest server")
         self.intake_grpc_port = self._pick_port(srv.host, srv.otlp_intake_grpc_port, "OTLP/gRPC intake") \
             if srv.otlp_intake_grpc_port else 0
         prom_bin = self._find("prometheus", s.prometheus, s.prometheus_bin)
+        am_bin = self._find("alertmanager", s.alertmanager, s.alertmanager_bin)
         tempo_bin = self._find("tempo", s.tempo and not srv.otlp_endpoint, s.tempo_bin)
         grafana_bin = self._find("grafana", s.grafana, s.grafana_bin)
         if prom_bin:
             self.prometheus_port = self._pick_port(s.prometheus_host, s.prometheus_port, "Prometheus")
+        alertmanager = None
+        if am_bin:
+            am_port = self._pick_port(s.alertmanager_host, s.alertmanager_port, "Alertmanager")
+            alertmanager = AlertmanagerSettings(
+                host=s.alertmanager_host, port=am_port,
+                data_dir=self.data_dir / "alertmanager", config_file=config_paths(self.data_dir)[1])
         ports = {}
         if tempo_bin:
             for key, host, port, what in (("http", s.tempo_host, s.tempo_port, "Tempo HTTP"),
@@ -179,16 +192,28 @@ class Supervisor:
                              scrape_interval_s=duration_seconds(s.scrape_interval), otlp_endpoint=otlp_endpoint,
                              otlp_intake_grpc_port=self.intake_grpc_port, tempo_url=tempo.url if tempo else None,
                              grafana_url=grafana.url if grafana else None,
-                             prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None)
+                             prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None,
+                             alertmanager_url=alertmanager.url if alertmanager else None,
+                             amtool=amtool_beside(am_bin.path) if am_bin else None,
+                             public_url=srv.public_url or self.public_url)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
 
+        if alertmanager is not None:
+            alertmanager.data_dir.mkdir(parents=True, exist_ok=True)
+            write_alertmanager_config(self.data_dir, Grouping(srv.alert_group_wait, srv.alert_group_interval,
+                                                              srv.alert_repeat_interval))
+            self.services.append(Service(
+                name="alertmanager", argv=alertmanager_command(am_bin.path, alertmanager),
+                ready_url=alertmanager.url + "/-/ready", url=alertmanager.url, port=alertmanager.port,
+                log=s.logs / "alertmanager.log", version=am_bin.version_str))
         if prom_bin is not None:
             prom = PrometheusSettings(
                 host=s.prometheus_host, port=self.prometheus_port, data_dir=self.data_dir / "prometheus",
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
                 ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
-                retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url)
+                retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url,
+                alertmanager_target=alertmanager.target if alertmanager else None)
             install_rules(prom.rules_dir)  # type: ignore[arg-type]  # rules_dir is set for a managed Prometheus
             prom.data_dir.mkdir(parents=True, exist_ok=True)
             server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
@@ -290,10 +315,15 @@ class Supervisor:
         except FileNotFoundError:
             pass
 
-    # ------------------------------------------------------------------ state file
-    def write_state(self, ready: bool) -> None:
+    @property
+    def public_url(self) -> str:
+        """Where people reach the ingest server (what `server start` prints; the links in notifications)."""
         ip = detect_ip()
         public_host = ip if self.s.server.host in ("0.0.0.0", "::") and ip else probe_host(self.s.server.host)
+        return f"http://{public_host}:{self.ingest_port}"
+
+    # ------------------------------------------------------------------ state file
+    def write_state(self, ready: bool) -> None:
         StackState(
             version=__version__,
             supervisor=ProcessRecord(os.getpid(), process.cmdline(os.getpid()) or ""),
@@ -301,7 +331,7 @@ class Supervisor:
             started_at=time.time(),
             home=str(self.s.home.root),
             ingest_url=f"http://{probe_host(self.s.server.host)}:{self.ingest_port}",
-            public_url=f"http://{public_host}:{self.ingest_port}",
+            public_url=self.s.server.public_url or self.public_url,
             token_required=bool(self.s.server.token),
             services=tuple(
                 ServiceRecord(

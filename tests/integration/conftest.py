@@ -43,7 +43,7 @@ def start_stack(home: Path, port: int | None = None, prom_port: int | None = Non
     prom_port = prom_port or free_port()
     r = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-port", str(prom_port), "--prometheus-bin", prom, "--scrape-interval", "1s",
-            "--token", "integration-token")
+            "--token", "integration-token", "--no-alertmanager")  # (tests/integration/test_alerting.py runs it)
     assert r.returncode == 0, f"server start failed:\n{r.stdout}\n{r.stderr}"
     state = json.loads((home / "run" / "stack.json").read_text())
     return Stack(home, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prom_port}", "integration-token", state)

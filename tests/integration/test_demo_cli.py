@@ -101,7 +101,8 @@ def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_pat
     cli = [sys.executable, "-m", "rl_insight", "server"]
     home = ["--home", str(tmp_path / "h")]
     r = subprocess.run(
-        cli + ["start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", *home],
+        cli + ["start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", "--no-alertmanager",
+               *home],
         capture_output=True,
         text=True,
         timeout=120,

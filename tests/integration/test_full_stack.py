@@ -31,7 +31,8 @@ def start_args(tmp: Path, tempo: Path, grafana: Path, *extra: str) -> list[str]:
     return ["server", "start", "--detach", "--host", "127.0.0.1", "--port", p[0], "--prometheus-port", p[1],
             "--prometheus-bin", prometheus_binary(), "--tempo-bin", str(tempo), "--grafana-bin", str(grafana),
             "--tempo-port", p[2], "--otlp-grpc-port", p[3], "--otlp-http-port", p[4], "--grafana-port", p[5],
-            "--grafana-host", "127.0.0.1", "--scrape-interval", "1s", "--ready-timeout", "15", *extra]
+            "--grafana-host", "127.0.0.1", "--scrape-interval", "1s", "--ready-timeout", "15",
+            "--alertmanager-port", p[6], *extra]
 
 
 def no_stack_processes(home: Path) -> bool:
@@ -42,7 +43,7 @@ def no_stack_processes(home: Path) -> bool:
     return True
 
 
-def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path) -> None:
+def test_five_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path) -> None:
     home = tmp_path / "home"
     tempo = write_standin(tmp_path / "bin" / "tempo", "tempo", "2.6.1")
     grafana = write_standin(tmp_path / "bin" / "grafana", "grafana", "13.0.0")
@@ -52,7 +53,8 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         assert r.returncode == 0, r.stdout + r.stderr
         assert "Grafana login: admin / " in r.stdout
         state = json.loads((home / "run" / "stack.json").read_text())
-        assert [s["name"] for s in state["services"]] == ["prometheus", "tempo", "grafana", "ingest"]  # start order
+        assert [s["name"] for s in state["services"]] == ["alertmanager", "prometheus", "tempo", "grafana",
+                                                          "ingest"]  # start order
         st = json.loads(cli(home, "server", "status", "--json").stdout)
         assert st["running"] and all(s["ready"] for s in st["services"])
 
@@ -111,6 +113,18 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
                                  capture_output=True, text=True)
             assert out.returncode == 0, out.stdout + out.stderr
 
+        # Alertmanager: its configuration (0600: receivers hold secrets) accepted by amtool, Prometheus sends it alerts,
+        # the ingest server posts to it
+        am = next(s for s in state["services"] if s["name"] == "alertmanager")
+        am_cfg = home / "data" / "alerting" / "alertmanager.yml"
+        assert am_cfg.stat().st_mode & 0o777 == 0o600 and f"--config.file={am_cfg}" in am["marker"]
+        assert prom_cfg["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": [
+            am["url"].removeprefix("http://")]}]}]}
+        if shutil.which("amtool"):
+            out = subprocess.run(["amtool", "check-config", str(am_cfg)], capture_output=True, text=True)
+            assert out.returncode == 0, out.stdout + out.stderr
+        assert httpx.get(am["url"] + "/-/ready").status_code == 200
+
         # discovery reports every port, the ingest server forwards to the managed Tempo
         ingest = next(s for s in state["services"] if s["name"] == "ingest")
         svc = httpx.get(ingest["url"] + "/api/v1/services").json()
@@ -119,6 +133,9 @@ def test_four_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         )
         assert svc["otlp_port"] == int(otlp["http"]["endpoint"].rsplit(":", 1)[1])
         assert svc["services"]["tempo"]["state"] == "running" and svc["services"]["grafana"]["state"] == "running"
+        assert svc["services"]["alertmanager"] == {"url": am["url"], "state": "running"}
+        health = httpx.get(ingest["url"] + "/healthz").json()["notifications"]
+        assert health["enabled"] and health["alertmanager_url"] == am["url"]
 
         cred = cli(home, "server", "credentials")
         assert password in cred.stdout and "admin" in cred.stdout
@@ -145,13 +162,15 @@ def test_missing_optional_services_start_degraded(tmp_path: Path, monkeypatch) -
     p = ports(2)
     env = {"PATH": "/nonexistent"}  # no tempo/grafana on PATH (and none in system locations here)
     r = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", p[0], "--prometheus-port", p[1],
-            "--prometheus-bin", prometheus_binary(), "--scrape-interval", "1s", env=env)
+            "--prometheus-bin", prometheus_binary(), "--scrape-interval", "1s", "--no-alertmanager", env=env)
     try:
         assert r.returncode == 0, r.stderr
         line = next(x for x in r.stdout.splitlines() if x.startswith("not running, not installed"))
         assert line.endswith("tempo, grafana") and "--tempo-bin PATH / --grafana-bin PATH" in r.stdout
         st = cli(home, "server", "status")
         assert st.returncode == 0 and "tempo" in st.stdout and "missing" in st.stdout
+        assert "Notifications off: no Alertmanager runs" in st.stdout  # and how to turn them on
+        assert "apt-get install prometheus-alertmanager" in st.stdout
         ingest = json.loads((home / "run" / "stack.json").read_text())["ingest_url"]
         svc = httpx.get(ingest + "/api/v1/services").json()
         assert svc["otlp_port"] is None and svc["grafana_port"] is None and svc["prometheus_port"]

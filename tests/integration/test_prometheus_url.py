@@ -49,7 +49,7 @@ def vm_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
         r = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--prometheus-bin",
                 prometheus_binary(), "--prometheus-port", str(free_port()), "--scrape-interval", "1s", "--token",
                 TOKEN, "--remote-write-url", vm_url + "/api/v1/write", "--prometheus-url", vm_url, "--no-tempo",
-                "--no-grafana")
+                "--no-grafana", "--no-alertmanager")
         assert r.returncode == 0, r.stdout + r.stderr
         url = f"http://127.0.0.1:{port}"
         demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", url, "--token", TOKEN,

@@ -21,13 +21,15 @@ from rl_insight.services.supervisor import StackSettings, Supervisor
 from tests.conftest import free_port
 from tests.integration.conftest import cli
 
+INGEST_ONLY = ("--no-prometheus", "--no-alertmanager")  # the ingest server alone
+
 
 def test_busy_port_is_a_clear_error_naming_it(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = cli(tmp_path, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus", timeout=60)
+        r = cli(tmp_path, "server", "start", "--host", "127.0.0.1", "--port", str(port), *INGEST_ONLY, timeout=60)
     assert r.returncode == 3
     assert f"port {port}" in r.stderr and "--auto-port" in r.stderr
     assert not (tmp_path / "run" / "stack.json").exists()
@@ -114,7 +116,7 @@ def test_logs_rotate_by_size_without_losing_the_writer(tmp_path: Path) -> None:
 
 def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
     port = free_port()
-    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), *INGEST_ONLY)
     try:
         assert r.returncode == 0, r.stderr
         assert f"export RL_INSIGHT_SERVER_URL=http://127.0.0.1:{port}" in r.stdout
@@ -123,7 +125,7 @@ def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
         status = json.loads(st.stdout)
         assert status["running"] and [s["name"] for s in status["services"]] == ["ingest"]
         again = cli(
-            tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus"
+            tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), *INGEST_ONLY
         )
         assert again.returncode == 0 and "already running" in again.stdout
     finally:
@@ -134,7 +136,7 @@ def test_ingest_only_stack_start_status_stop(tmp_path: Path) -> None:
 
 def test_network_bind_generates_a_private_token(tmp_path: Path) -> None:
     port = free_port()
-    r = cli(tmp_path, "server", "start", "--detach", "--host", "0.0.0.0", "--port", str(port), "--no-prometheus")
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "0.0.0.0", "--port", str(port), *INGEST_ONLY)
     try:
         assert r.returncode == 0, r.stderr
         token = (tmp_path / "token").read_text().strip()
@@ -269,7 +271,7 @@ def test_auto_port_says_at_start_which_port_moved_and_why(tmp_path: Path) -> Non
         s.listen()
         busy = s.getsockname()[1]
         r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(busy), "--auto-port",
-                "--no-prometheus", timeout=60)
+                *INGEST_ONLY, timeout=60)
         try:
             assert r.returncode == 0, r.stdout + r.stderr
             state = json.loads((tmp_path / "run" / "stack.json").read_text())
@@ -292,7 +294,7 @@ def test_a_stop_ends_the_ingest_server_in_order_with_what_it_was_sent(tmp_path: 
     import httpx
 
     port = free_port()
-    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), "--no-prometheus")
+    r = cli(tmp_path, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port), *INGEST_ONLY)
     assert r.returncode == 0, r.stderr
     url = f"http://127.0.0.1:{port}"
     try:

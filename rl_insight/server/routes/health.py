@@ -14,6 +14,7 @@ from typing_extensions import NotRequired, TypedDict
 from ..._version import __version__
 from ..fleet.coordinator import FleetHealth
 from ..live.insights.service import InsightHealth
+from ..outbound.alerting.notifications import OFF_HINT
 from ..runstore.backend import SCHEMA_VERSION
 from ..runstore.backend.checkpoints import CheckpointHealth
 from ..runstore.spans.span_lod import SummaryHealth
@@ -39,6 +40,17 @@ class StoreHealth(TypedDict):
     checkpoints: CheckpointHealth | None
 
 
+class NotificationHealth(TypedDict):
+    """Notifications: whether an Alertmanager delivers them (and how to turn them on when not), and the server's own
+    alerts posted to it and the rounds whose post failed."""
+
+    enabled: bool
+    alertmanager_url: str | None
+    alerts_posted: int
+    failed_posts: int
+    message: str
+
+
 class Health(TypedDict):
     """The server answers; with a run store, the insight rounds and a fleet, their state too. `boot_id` changes on
     every start (a client that sees it change resends its cumulative counters)."""
@@ -49,6 +61,7 @@ class Health(TypedDict):
     store: NotRequired[StoreHealth]
     insights: NotRequired[InsightHealth]
     fleet: NotRequired[FleetHealth]
+    notifications: NotificationHealth
 
 
 class IngestService(TypedDict):
@@ -75,9 +88,15 @@ class GrafanaService(TypedDict):
     state: str
 
 
+class AlertmanagerService(TypedDict):
+    url: str | None
+    state: str
+
+
 class ServiceMap(TypedDict):
     ingest: IngestService
     prometheus: PrometheusService
+    alertmanager: AlertmanagerService
     tempo: TempoService
     grafana: GrafanaService
 
@@ -97,7 +116,11 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/healthz", **typed_answer(Health, "the server, its run store, insight rounds and fleet"))
     async def healthz() -> Health:
-        body: Health = {"status": "ok", "version": __version__, "boot_id": st.boot_id}
+        events = st.alert_events
+        body: Health = {"status": "ok", "version": __version__, "boot_id": st.boot_id, "notifications": {
+            "enabled": st.notifications.am is not None, "alertmanager_url": st.config.alertmanager_url,
+            "alerts_posted": events.posted if events else 0, "failed_posts": events.failed if events else 0,
+            "message": "on" if st.notifications.am is not None else OFF_HINT}}
         if st.writer is not None:
             ws = st.writer.stats
             body["store"] = {"backend": st.writer.backend.dialect.name, "path": st.writer.location.display,
@@ -117,8 +140,9 @@ def build_router(st: AppState) -> APIRouter:
         """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and
         state."""
         cfg = st.config
-        prom_state, tempo_state, grafana_state = (
+        prom_state, am_state, tempo_state, grafana_state = (
             await st.prometheus.state(),
+            await st.alertmanager.state(),
             await st.tempo.state(),
             await st.grafana.state(),
         )
@@ -135,6 +159,7 @@ def build_router(st: AppState) -> APIRouter:
             "services": {
                 "ingest": {"url": str(request.base_url).rstrip("/"), "state": "running", "version": __version__},
                 "prometheus": {"url": st.prometheus.url, "state": prom_state, "query_url": cfg.prometheus_url},
+                "alertmanager": {"url": st.alertmanager.url, "state": am_state},
                 "tempo": {
                     "url": st.tempo.url,
                     "state": tempo_state,

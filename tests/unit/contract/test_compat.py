@@ -309,7 +309,7 @@ mystery:
   knob: 1
 """)
     home = tmp_path / "home"
-    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1")
+    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1", "--no-alertmanager")
     try:
         assert r.returncode == 0, r.stderr
         assert f"http://127.0.0.1:{file_port}" in r.stdout  # the file's port
@@ -318,7 +318,8 @@ mystery:
         assert httpx.get(f"http://127.0.0.1:{file_port}/healthz").status_code == 200
     finally:
         assert _cli(home, "server", "stop", "--config", str(cfg)).returncode == 0
-    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1", "--port", str(flag_port))
+    r = _cli(home, "server", "start", "--config", str(cfg), "--detach", "--host", "127.0.0.1", "--port", str(flag_port),
+             "--no-alertmanager")
     try:
         assert r.returncode == 0, r.stderr
         assert f"http://127.0.0.1:{flag_port}" in r.stdout  # the flag beats the file
@@ -397,6 +398,7 @@ def test_attach_logs_prints_each_services_lines_with_its_name(tmp_path) -> None:
             "--no-prometheus",
             "--no-tempo",
             "--no-grafana",
+            "--no-alertmanager",
             "--host",
             "127.0.0.1",
             "--port",

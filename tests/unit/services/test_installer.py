@@ -87,7 +87,7 @@ def test_mirror_template_through_the_cli(releases, tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "installed" in r.stdout and installed_dirs(tmp_path / "home" / "services") == \
-        ["grafana/13.0.0", "prometheus/2.54.1", "tempo/2.6.1"]
+        ["alertmanager/0.27.0", "grafana/13.0.0", "prometheus/2.54.1", "tempo/2.6.1"]
     check = cli(tmp_path / "home", "server", "install", "--check")
     # the managed install is found (Debian's Prometheus would be found too, but managed comes first)
     assert check.returncode == 0 and "managed" in check.stdout and "13.0.0" in check.stdout and "2.6.1" in check.stdout
@@ -156,12 +156,13 @@ def test_unsafe_archives_are_refused_with_nothing_written(tmp_path: Path, kind: 
 def test_bundle_round_trip_and_tampering(official, tmp_path: Path) -> None:
     bundle = tmp_path / "rl-insight-bundle.tar"
     manifest = make_bundle(bundle, [PLAT])
-    assert {a["service"] for a in manifest["archives"]} == {"prometheus", "tempo", "grafana"}
+    assert {a["service"] for a in manifest["archives"]} == {"prometheus", "alertmanager", "tempo", "grafana"}
     assert all(a["verified_against"].startswith("http") for a in manifest["archives"])
     assert (tmp_path / "rl-insight-bundle.tar.sha256").read_text().split()[0] == sha256(bundle)
     r = cli(tmp_path / "cluster", "server", "install", "--platform", PLAT, "--local-archive", str(bundle), timeout=120)
     assert r.returncode == 0, r.stderr
-    assert installed_dirs(tmp_path / "cluster" / "services") == ["grafana/13.0.0", "prometheus/2.54.1", "tempo/2.6.1"]
+    assert installed_dirs(tmp_path / "cluster" / "services") == ["alertmanager/0.27.0", "grafana/13.0.0",
+                                                                  "prometheus/2.54.1", "tempo/2.6.1"]
     # a bundle whose manifest no longer matches its archives is refused
     tampered = tmp_path / "tampered.tar"
     with tarfile.open(bundle) as src, tarfile.open(tampered, "w") as dst:

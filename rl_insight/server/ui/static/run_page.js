@@ -316,6 +316,18 @@ async function renderAlerts(el, runId) {
     x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
     x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
       onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
+  const n = await notifications();
   el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
+    n ? h("div", { class: "muted notifications", "data-notifications": !n.enabled ? "off" : n.receivers ? "on" : "no-receiver" },
+      `Notifications ${n.message}`) : null,
     ...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item));
+}
+
+// whether anyone is told (docs/alerts.md): read once a minute, not at every refresh of the alerts
+let notified = { at: 0, value: null };
+async function notifications() {
+  if (Date.now() - notified.at > 60_000) {
+    notified = { at: Date.now(), value: await api("/api/v1/alerting").catch(() => null) };
+  }
+  return notified.value;
 }

@@ -1,0 +1,111 @@
+"""The Alertmanager configuration made from the receivers (outbound/alerting/receivers.py): written by `server
+start` and by every receiver change, never edited by hand.
+
+* **Grouping**: one notification per alert name and run (`group_by: [alertname, project, experiment_name]`), so a
+  stall of a thousand ranks is one message. Intervals suit training jobs: the first message 30 s after the first
+  alert of a group (others that fire meanwhile join it), changes to a group at most every 5 min, a still-firing
+  group repeated every 4 h.
+* **Routes**: every receiver gets what it matches (`continue: true`), a receiver with a project only that project's
+  alerts; what no receiver takes goes to `rl-insight-none`, which delivers nothing.
+* **Tests**: an alert labelled `rl_insight_test=<receiver>` (`rl-insight alerts receivers test`) goes to that
+  receiver alone, at once, and is not followed by a "resolved" message.
+* **Inhibition**: a hung run silences its own stall alerts, and the server's run-level stall alert silences
+  Prometheus' lane-level ones of the same run (the same stall is told once).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ....errors import ConfigError
+from .receivers import RESERVED_PREFIX, Receiver
+
+NONE_RECEIVER = RESERVED_PREFIX + "none"
+TEST_PREFIX = RESERVED_PREFIX + "test-"
+TEST_LABEL = "rl_insight_test"
+GROUP_BY = ["alertname", "project", "experiment_name"]
+DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")  # Alertmanager's model.Duration
+MAX_ALERTS_PER_MESSAGE = 20  # a webhook message lists at most this many alerts (the rest are counted in it)
+
+SLACK_TITLE = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}: {{ .CommonLabels.project }}/" \
+              "{{ .CommonLabels.experiment_name }}"
+SLACK_TEXT = ("{{ range .Alerts }}{{ .Annotations.summary }}\n"
+              "{{ if .Annotations.what_to_check }}What to check: {{ .Annotations.what_to_check }}\n{{ end }}"
+              "{{ if .Annotations.url }}{{ .Annotations.url }}\n{{ end }}{{ end }}")
+EMAIL_SUBJECT = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}: {{ .CommonLabels.project }}/" \
+                "{{ .CommonLabels.experiment_name }}"
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How Alertmanager batches notifications (the server's alert_group_wait / _interval / alert_repeat_interval)."""
+
+    wait: str = "30s"
+    interval: str = "5m"
+    repeat: str = "4h"
+
+    def __post_init__(self) -> None:
+        for what, value in (("alert_group_wait", self.wait), ("alert_group_interval", self.interval),
+                            ("alert_repeat_interval", self.repeat)):
+            if not value or not DURATION.match(value):
+                raise ConfigError(f"{what} {value!r} is not a duration like 30s, 5m or 4h")
+
+
+def _matcher(label: str, value: str) -> str:
+    return f"{label}={json.dumps(value)}"  # a double-quoted Go string: quotes and backslashes escaped
+
+
+def _receiver(r: Receiver, name: str, resolved: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if r["kind"] == "webhook":
+        out["webhook_configs"] = [{"url": r["url"], "send_resolved": resolved, "max_alerts": MAX_ALERTS_PER_MESSAGE}]
+    elif r["kind"] == "slack":
+        cfg: dict[str, Any] = {"api_url": r["url"], "send_resolved": resolved, "title": SLACK_TITLE,
+                               "text": SLACK_TEXT}
+        if r.get("channel"):
+            cfg["channel"] = r["channel"]
+        out["slack_configs"] = [cfg]
+    else:
+        email: dict[str, Any] = {"to": r["to"], "from": r["sender"], "smarthost": r["smarthost"],
+                                 "require_tls": r.get("require_tls", True), "send_resolved": resolved,
+                                 "headers": {"Subject": EMAIL_SUBJECT}}
+        if r.get("username"):
+            email["auth_username"] = r["username"]
+        if r.get("password"):
+            email["auth_password"] = r["password"]
+        out["email_configs"] = [email]
+    return out
+
+
+def render(receivers: list[Receiver], grouping: Grouping = Grouping()) -> str:
+    """alertmanager.yml for these receivers (the module docstring says what it does)."""
+    routes: list[dict[str, Any]] = [
+        {"receiver": TEST_PREFIX + r["name"], "matchers": [_matcher(TEST_LABEL, r["name"])], "group_wait": "0s",
+         "group_by": ["..."]} for r in receivers]
+    for r in receivers:
+        route: dict[str, Any] = {"receiver": r["name"], "continue": True}
+        if r.get("project"):
+            route["matchers"] = [_matcher("project", r["project"] or "")]
+        routes.append(route)
+    config = {
+        "route": {"receiver": NONE_RECEIVER, "group_by": GROUP_BY, "group_wait": grouping.wait,
+                  "group_interval": grouping.interval, "repeat_interval": grouping.repeat, "routes": routes},
+        "receivers": [{"name": NONE_RECEIVER}, *(_receiver(r, r["name"]) for r in receivers),
+                      *(_receiver(r, TEST_PREFIX + r["name"], resolved=False) for r in receivers)],
+        "inhibit_rules": [
+            {"source_matchers": ['alertname="RLInsightRunHung"'],
+             "target_matchers": ['alertname=~"RLInsightRunStalled|RLInsightLaneStalled|RLInsightTrainerStalled"'],
+             "equal": ["project", "experiment_name"]},
+            {"source_matchers": ['alertname="RLInsightRunStalled"'],
+             "target_matchers": ['alertname=~"RLInsightLaneStalled|RLInsightTrainerStalled"'],
+             "equal": ["project", "experiment_name"]},
+        ],
+    }
+    header = ("# Written by rl-insight from <data_dir>/alerting/receivers.json at every start and receiver change;\n"
+              "# change receivers with `rl-insight alerts receivers`, not here. Holds secrets: keep it 0600.\n")
+    return header + yaml.safe_dump(config, sort_keys=False, width=1000)

@@ -1,0 +1,210 @@
+"""Notifications delivered by a real Alertmanager (Debian's prometheus-alertmanager) to a webhook, a Slack-compatible
+endpoint (local HTTP receivers that check the payload shapes those services accept) and email (a real SMTP server,
+aiosmtpd): receivers added, refused and removed while it runs, secrets never answered back, the server's own stall
+and hang events as one grouped notification with a link to the step, resolved when the run moves again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from email import message_from_bytes
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from rl_insight.server.outbound.alerting import am_config
+from rl_insight.server.outbound.alerting.am_config import Grouping
+from rl_insight.server.outbound.alerting.notifications import write_config
+from rl_insight.services.alertmanager import AlertmanagerSettings, command
+from rl_insight.services.binaries import find_binary
+from tests.conftest import RunningServer, free_port, start_server, wait_until
+
+TOKEN = "alert-token"
+H = {"Authorization": f"Bearer {TOKEN}"}
+FAST = Grouping("1s", "1s", "1h")  # what the defaults (30s, 5m) do, in seconds
+
+
+class Inbox:
+    """A local HTTP endpoint standing in for a webhook and Slack: it records every JSON body by path."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, dict[str, Any]]] = []
+        inbox = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                inbox.got.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def at(self, path: str) -> list[dict[str, Any]]:
+        return [b for p, b in self.got if p == path]
+
+
+class Mailbox:
+    def __init__(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        self.messages: list[Any] = []
+        box = self
+
+        class Handler:
+            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's
+                box.messages.append(message_from_bytes(envelope.content))
+                return "250 OK"
+
+        self.port = free_port()
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+        self.controller.start()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[tuple[RunningServer, Inbox, Mailbox, subprocess.Popen]]:
+    data = tmp_path / "data"
+    binary = find_binary("alertmanager", tmp_path / "none")
+    am = AlertmanagerSettings("127.0.0.1", free_port(), data / "alertmanager", write_config(data, FAST))
+    am.data_dir.mkdir(parents=True)
+    proc = subprocess.Popen(command(binary.path, am), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: _answers(am.url + "/-/ready"), timeout=30, what="alertmanager ready")
+    srv = start_server(tmp_path, token=TOKEN, alertmanager_url=am.url, public_url="http://rl.example:18080",
+                       alert_group_wait=FAST.wait, alert_group_interval=FAST.interval,
+                       alert_repeat_interval=FAST.repeat)
+    inbox, mail = Inbox(), Mailbox()
+    yield srv, inbox, mail, proc
+    srv.stop()
+    proc.terminate()
+    proc.wait(10)
+    inbox.srv.shutdown()
+    mail.controller.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _add(srv: RunningServer, body: dict[str, Any], **params: Any) -> httpx.Response:
+    return httpx.post(srv.url + "/api/v1/alerting/receivers", json=body, params=params, headers=H)
+
+
+def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    srv, inbox, mail, _ = rig
+    secret_path = "/hooks/T000/B000/s3cr3t-webhook-key"
+    assert httpx.get(srv.url + "/api/v1/alerting", headers=H).json()["message"].startswith("on, but no receiver")
+    r = _add(srv, {"name": "team", "kind": "webhook", "url": inbox.url + secret_path})
+    assert r.status_code == 201 and r.json()["applied"], r.text
+    assert _add(srv, {"name": "chat", "kind": "slack", "url": inbox.url + "/slack/xoxb-secret",
+                      "channel": "#rl"}).status_code == 201
+    assert _add(srv, {"name": "oncall", "kind": "email", "to": "oncall@example.com", "sender": "rl@example.com",
+                      "smarthost": f"127.0.0.1:{mail.port}", "require_tls": False,
+                      "password": "smtp-pa55word"}).status_code == 201
+
+    # secrets: on disk 0600, never in an answer
+    data = Path(srv.config.data_dir) / "alerting"
+    assert {p.name: p.stat().st_mode & 0o777 for p in data.iterdir()} == {"receivers.json": 0o600,
+                                                                         "alertmanager.yml": 0o600}
+    shown = httpx.get(srv.url + "/api/v1/alerting/receivers", headers=H)
+    everything = shown.text + httpx.get(srv.url + "/healthz").text + httpx.get(srv.url + "/api/v1/alerting",
+                                                                               headers=H).text
+    for secret in ("s3cr3t-webhook-key", "xoxb-secret", "smtp-pa55word"):
+        assert secret not in everything
+    assert {r["name"]: r["target"] for r in shown.json()["receivers"]} == {
+        "team": inbox.url + "/…", "chat": inbox.url + "/… (#rl)",
+        "oncall": f"oncall@example.com via 127.0.0.1:{mail.port}"}
+    assert httpx.post(srv.url + "/api/v1/alerting/receivers", json={"name": "x", "kind": "webhook"}).status_code \
+        == 401  # no token, no change
+
+    # refused whole: a name taken, a bad field, and a configuration Alertmanager itself refuses (amtool, then reload)
+    assert _add(srv, {"name": "team", "kind": "webhook", "url": inbox.url + "/other"}).status_code == 409
+    bad = _add(srv, {"name": "ftp", "kind": "webhook", "url": "ftp://example.com/x"})
+    assert bad.status_code == 422 and "is not an http(s)://host/… URL" in bad.json()["detail"]
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    broken = lambda receivers, grouping: "route:\n  receiver: nobody\nreceivers:\n  - name: somebody\n"  # noqa: E731
+    monkeypatch.setattr(am_config, "render", broken)
+    refused = _add(srv, {"name": "new", "kind": "webhook", "url": inbox.url + "/new"})
+    assert refused.status_code == 422 and 'undefined receiver "nobody"' in refused.json()["detail"]
+    monkeypatch.setattr(srv.app.state.st.notifications, "amtool", None)  # no amtool: Alertmanager's reload decides
+    refused = _add(srv, {"name": "new", "kind": "webhook", "url": inbox.url + "/new"})
+    assert refused.status_code == 422 and "Alertmanager refused POST /-/reload" in refused.json()["detail"]
+    assert 'undefined receiver "nobody"' in refused.json()["detail"]
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before  # nothing changed
+    monkeypatch.undo()
+
+    # a test goes to the one receiver, at once, and still works after the refusals (the running config was kept)
+    t = httpx.post(srv.url + "/api/v1/alerting/receivers/team/test", headers=H)
+    assert t.status_code == 200, t.text
+    wait_until(lambda: inbox.at(secret_path), timeout=20, what="the test notification")
+    msg = inbox.at(secret_path)[0]
+    assert msg["version"] == "4" and msg["status"] == "firing" and msg["receiver"] == "rl-insight-test-team"
+    assert msg["alerts"][0]["labels"]["alertname"] == "RLInsightTestNotification"
+    time.sleep(2)
+    assert inbox.at("/slack/xoxb-secret") == [] and mail.messages == []  # nobody else got it
+
+    gone = httpx.delete(srv.url + "/api/v1/alerting/receivers/chat", headers=H)
+    assert gone.status_code == 200 and [r["name"] for r in gone.json()["receivers"]] == ["team", "oncall"]
+    assert httpx.delete(srv.url + "/api/v1/alerting/receivers/chat", headers=H).status_code == 404
+
+
+def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) -> None:
+    srv, inbox, mail, _ = rig
+    for body in ({"name": "team", "kind": "webhook", "url": inbox.url + "/hook"},
+                 {"name": "chat", "kind": "slack", "url": inbox.url + "/slack"},
+                 {"name": "oncall", "kind": "email", "to": "oncall@example.com", "sender": "rl@example.com",
+                  "smarthost": f"127.0.0.1:{mail.port}", "require_tls": False}):
+        assert _add(srv, body).status_code == 201
+    run = {"project": "math", "experiment_name": "grpo"}
+    batch = {"v": 1, "client": {"id": "trainer", **run}, "samples": [[0, time.time(), 7, 7.0]],
+             "series": [{"k": "g", "n": "training/global_step", "l": run}]}
+    assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=H).status_code == 200
+    st = srv.app.state.st
+    st.writer.flush(10)
+    runs = httpx.get(srv.url + "/api/v1/runs", headers=H).json()["runs"]
+    run_id = next(r["id"] for r in runs if r["experiment_name"] == "grpo")
+
+    lanes = [{"lane": f"rank_{i}", "state": "train_batch", "open_s": 226.0, "usual_p95_s": 1.2} for i in range(1000)]
+    st.conditions.on_insights({("math", "grpo"): {"stalled": lanes}})
+    assert st.alert_events.tick() == 1  # one alert for the run, not one per lane
+    wait_until(lambda: inbox.at("/hook") and inbox.at("/slack") and mail.messages, timeout=30,
+               what="the stall delivered to every receiver")
+    st.conditions.mark_hung(("math", "grpo"), "a rank never reached the collective: rank_2; all_reduce #3")
+    st.alert_events.tick()
+    time.sleep(3)  # (group_interval 1 s: an extra message would be here by now)
+    hook = inbox.at("/hook")
+    assert len(hook) == 1 and len(hook[0]["alerts"]) == 1
+    alert = hook[0]["alerts"][0]
+    assert alert["labels"] == {"alertname": "RLInsightRunStalled", "severity": "critical", "project": "math",
+                               "experiment_name": "grpo", "run_id": str(run_id)}
+    assert alert["annotations"]["summary"] == ("math/grpo is stalled: rank_0 has been in train_batch for 226 s "
+                                               "(usually 1.2 s at most) (and 999 more lanes)")
+    assert alert["annotations"]["url"] == f"http://rl.example:18080/#/run/{run_id}?step=7"
+    assert alert["annotations"]["lanes"].endswith("rank_19 and 980 more")
+    slack = inbox.at("/slack")[0]
+    assert slack["attachments"][0]["title"] == "[FIRING] RLInsightRunStalled: math/grpo"
+    assert "rank_0 has been in train_batch" in slack["attachments"][0]["text"]
+    assert f"#/run/{run_id}?step=7" in slack["attachments"][0]["text"]
+    assert mail.messages[0]["Subject"] == "[FIRING] RLInsightRunStalled: math/grpo"
+
+    st.conditions.on_insights({("math", "grpo"): {"stalled": []}})  # it moves again
+    assert st.alert_events.tick() == 1  # the resolve
+    wait_until(lambda: len(inbox.at("/hook")) == 2, timeout=30, what="the resolved message")
+    resolved = inbox.at("/hook")[1]
+    assert resolved["status"] == "resolved" and resolved["alerts"][0]["annotations"]["summary"].startswith(
+        "math/grpo is hung: a rank never reached the collective: rank_2")
+    assert st.alert_events.tick() == 0  # nothing holds: nothing posted
+    assert httpx.get(srv.url + "/healthz").json()["notifications"]["alerts_posted"] == 3
