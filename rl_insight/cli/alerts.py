@@ -6,6 +6,11 @@
     rl-insight alerts receivers add oncall --email oncall@example.com --smtp smtp.example.com:587 \\
         --from rl-insight@example.com --smtp-user bot --smtp-password-file ~/.smtp-pass
     rl-insight alerts receivers list | remove NAME | test NAME
+    rl-insight alerts silence math-rl/grpo-7b --for 2h --comment "restarting the rollout nodes"
+    rl-insight alerts silences [--run RUN]  |  rl-insight alerts unsilence ID
+    rl-insight alerts rules add RewardCollapse --metric reward/mean --below 0.2 --for-steps 10 --run math-rl/grpo-7b
+    rl-insight alerts rules add LossJump --metric actor/pg_loss --change 3 --window-steps 50 --project math-rl
+    rl-insight alerts rules list | remove NAME
 
 Secrets (a webhook URL whose path is its key, an SMTP password) can come from a file or the environment instead of
 the command line, which every user of the host sees in `ps`.
@@ -20,13 +25,17 @@ from typing import Any, Optional
 import typer
 
 from ..errors import InvalidInputError
+from .call_stacks import resolve_run
 from .options import HomeOpt, ServerUrlOpt, TokenOpt, echo_table
 from .reach import require_server
 
 alerts_app = typer.Typer(help="Notifications: where alerts are delivered (Alertmanager receivers).",
                          no_args_is_help=True)
 receivers_app = typer.Typer(help="Receivers: a webhook, a Slack incoming webhook, or email.", no_args_is_help=True)
+rules_app = typer.Typer(help="Alert rules on any trainer metric, evaluated by the managed Prometheus.",
+                        no_args_is_help=True)
 alerts_app.add_typer(receivers_app, name="receivers")
+alerts_app.add_typer(rules_app, name="rules")
 SMTP_PASSWORD_ENV = "RL_INSIGHT_SMTP_PASSWORD"
 
 
@@ -125,4 +134,142 @@ def test(name: str = typer.Argument(..., help="The receiver's name."), server_ur
     answer = require_server(home, server_url, token, None).request("POST",
                                                                    f"/api/v1/alerting/receivers/{name}/test")
     typer.echo(answer["message"])
+    return 0
+
+
+DURATION_UNITS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'90m', '2h', '1d' in seconds."""
+    unit = DURATION_UNITS.get(text[-1:])
+    if unit is None or not text[:-1].isdigit():
+        raise InvalidInputError(f"{text!r} is not a duration like 30m, 2h or 1d")
+    return int(text[:-1]) * unit
+
+
+@alerts_app.command("silence")
+def silence(
+    run: str = typer.Argument(..., help="The run: PROJECT/EXPERIMENT or its run id."),
+    for_: str = typer.Option("2h", "--for", help="How long: 30m, 2h, 1d (at most 30d)."),
+    alert: Optional[str] = typer.Option(None, "--alert", help="Only this alert (e.g. RLInsightRunStalled)."),
+    whole_project: bool = typer.Option(False, "--whole-project", help="Every run of the run's project."),
+    comment: str = typer.Option("", "--comment", help="Why (shown with the silence)."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Hold back a run's notifications for a while (Alertmanager keeps the silence across restarts)."""
+    import getpass
+    import socket
+
+    server = require_server(home, server_url, token, None)
+    body = {"run_id": resolve_run(server, run), "duration_s": parse_duration(for_), "alertname": alert,
+            "whole_project": whole_project, "comment": comment,
+            "created_by": f"{getpass.getuser()}@{socket.gethostname()}"}
+    s = server.request("POST", "/api/v1/alerting/silences", json=body)
+    what = ", ".join(f"{k}={v}" for k, v in s["matchers"].items())
+    typer.echo(f"silenced {what} until {s['ends_at']} (id {s['id']}; end it with `rl-insight alerts unsilence "
+               f"{s['id']}`)")
+    return 0
+
+
+@alerts_app.command("silences")
+def silences(run: Optional[str] = typer.Option(None, "--run", help="Only this run's."),
+             server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
+             home: Optional[Path] = HomeOpt) -> int:
+    """Active and pending silences: what they match, who set them, why, until when."""
+    server = require_server(home, server_url, token, None)
+    params = {"run_id": resolve_run(server, run)} if run else {}
+    rows = server.request("GET", "/api/v1/alerting/silences", params=params)["silences"]
+    if not rows:
+        typer.echo("no silences")
+        return 0
+    echo_table([[s["id"], ", ".join(f"{k}={v}" for k, v in s["matchers"].items()), s["created_by"], s["ends_at"],
+                 s["comment"]] for s in rows], ["ID", "MATCHES", "BY", "UNTIL", "COMMENT"])
+    return 0
+
+
+@alerts_app.command("unsilence")
+def unsilence(silence_id: str = typer.Argument(..., help="The silence's id (`rl-insight alerts silences`)."),
+              server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
+              home: Optional[Path] = HomeOpt) -> int:
+    """End a silence now."""
+    answer = require_server(home, server_url, token, None).request("DELETE", f"/api/v1/alerting/silences/{silence_id}")
+    typer.echo(answer["message"])
+    return 0
+
+
+def _seconds(text: Optional[str]) -> Optional[float]:
+    if text is None:
+        return None
+    if text.endswith("s") and text[:-1].isdigit():
+        return float(text[:-1])
+    return parse_duration(text)
+
+
+@rules_app.command("add")
+def add_rule(
+    name: str = typer.Argument(..., help="The rule's name: its alert name (letters, digits, _)."),
+    metric: str = typer.Option(..., "--metric", help="The trainer metric as logged, e.g. reward/mean."),
+    below: Optional[float] = typer.Option(None, "--below", help="Fire while the metric is below this."),
+    above: Optional[float] = typer.Option(None, "--above", help="Fire while the metric is above this."),
+    for_steps: Optional[float] = typer.Option(None, "--for-steps", help="…for this many steps (timed from the run's "
+                                                                        "median step)."),
+    for_: Optional[str] = typer.Option(None, "--for", help="…for this long instead (90s, 10m, 1h)."),
+    change: Optional[float] = typer.Option(None, "--change", metavar="SIGMA",
+                                           help="Fire when the metric is more than SIGMA standard deviations from its "
+                                                "mean over the window."),
+    window_steps: Optional[float] = typer.Option(None, "--window-steps", help="The window in steps (default 50)."),
+    window: Optional[str] = typer.Option(None, "--window", help="The window as a duration instead (30m, 2h)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Only this run (PROJECT/EXPERIMENT or its id)."),
+    project: Optional[str] = typer.Option(None, "--project", help="Every run of this project."),
+    severity: str = typer.Option("warning", "--severity", help="info, warning or critical."),
+    what_to_check: str = typer.Option("", "--what-to-check", help="Shown with the alert."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a rule of the same name."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Add an alert rule on a trainer metric: a threshold (--below/--above) or a change (--change SIGMA)."""
+    kinds = [k for k, given in (("below", below), ("above", above), ("change", change)) if given is not None]
+    if len(kinds) != 1:
+        raise InvalidInputError("give exactly one of --below, --above or --change")
+    if run and project:
+        raise InvalidInputError("give --run or --project, not both")
+    server = require_server(home, server_url, token, None)
+    body: dict[str, Any] = {"name": name, "metric": metric, "severity": severity, "what_to_check": what_to_check,
+                            "project": project}
+    if run:
+        body["run_id"] = resolve_run(server, run)
+    if kinds[0] == "change":
+        body.update({"kind": "change", "sigma": change, "window_steps": window_steps, "window_s": _seconds(window)})
+    else:
+        body.update({"kind": "threshold", "op": kinds[0], "value": below if below is not None else above,
+                     "for_steps": for_steps, "for_s": _seconds(for_)})
+    made = server.request("POST", "/api/v1/alerting/rules", params={"replace": str(replace).lower()},
+                          json={k: v for k, v in body.items() if v is not None})
+    typer.echo(f"rule {name!r} added: {made['description']}")
+    return 0
+
+
+@rules_app.command("list")
+def list_rules(server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt,
+               home: Optional[Path] = HomeOpt) -> int:
+    """The user rules, in words."""
+    rows = require_server(home, server_url, token, None).request("GET", "/api/v1/alerting/rules")["rules"]
+    if not rows:
+        typer.echo("no user rules: add one with `rl-insight alerts rules add NAME --metric M --below X` "
+                   "(docs/alerts.md)")
+        return 0
+    echo_table([[r["name"], r["severity"], r["description"]] for r in rows], ["NAME", "SEVERITY", "RULE"])
+    return 0
+
+
+@rules_app.command("remove")
+def remove_rule(name: str = typer.Argument(..., help="The rule's name."), server_url: Optional[str] = ServerUrlOpt,
+                token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt) -> int:
+    """Remove a user rule."""
+    typer.echo(require_server(home, server_url, token, None).request("DELETE",
+                                                                     f"/api/v1/alerting/rules/{name}")["message"])
     return 0

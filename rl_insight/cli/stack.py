@@ -423,6 +423,9 @@ def _print_started(h: Home, state: StackState | None, token: str) -> None:
         typer.secho(f"{m.name} is not running: {m.reason}", fg="yellow")
         if m.hint:
             typer.echo(f"  to get it: {m.hint}")
+    if state.service("alertmanager") is not None:
+        typer.echo("Notifications: through Alertmanager; say where with `rl-insight alerts receivers add` "
+                   "(docs/alerts.md)")
     if state.grafana_password_new:
         typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
                    "(generated now; `rl-insight server credentials` shows it again)")

@@ -111,6 +111,7 @@ class ServerConfig:
     # the address the links in them use (None: the one `server start` prints), and how Alertmanager groups them
     alertmanager_url: str | None = None
     amtool: str | None = None  # amtool beside the managed Alertmanager (None: from PATH), to check receiver changes
+    promtool: str | None = None  # promtool beside the managed Prometheus (None: from PATH), to check user rules
     public_url: str | None = None
     alert_on_finish: bool = False  # also tell the receivers when a run finishes
     alert_group_wait: str = "30s"  # the first message of a group waits this long for others to join it

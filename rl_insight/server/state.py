@@ -35,6 +35,7 @@ from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.answers import Experiment
 from .prometheus.experiments import ExperimentBook
 from .prometheus.targets import TargetRegistry
+from .prometheus.user_rules import UserRules
 from .runstore.backend import Backend, open_backend
 from .runstore.hand_over import HandOver
 from .runstore.reader import RunStoreReader
@@ -215,6 +216,9 @@ class AppState:
         self.acks = StoredWaiters(self.writer, self.metrics.ack_wait.observe)
         self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
         self.notifications, self.alert_events = self._notifications()
+        # alert rules users add, evaluated by the managed Prometheus (prometheus/user_rules.py)
+        self.user_rules = UserRules(Path(config.data_dir).expanduser(), config.promtool,
+                                    enabled=config.managed_prometheus_url is not None)
         self.prometheus = ServiceProbe(config.managed_prometheus_url or config.prometheus_url, "/-/ready")
         self.alertmanager = ServiceProbe(config.alertmanager_url, "/-/ready")
         self.tempo = ServiceProbe(config.tempo_url, "/ready")
@@ -347,7 +351,8 @@ class AppState:
         events = AlertEvents(notifications.am, self.conditions, self.reader, self.step_clock,
                              public_url=lambda: self.public_url, live_window_s=config.live_window_s,
                              on_finish=config.alert_on_finish, verdict_of=verdict_of,
-                             lead=lambda: insight.lead() if insight is not None else True)
+                             lead=lambda: insight.lead() if insight is not None else True,
+                             restore_silences=notifications.restore_silences)
         return notifications, events
 
     @property

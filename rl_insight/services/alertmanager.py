@@ -34,7 +34,8 @@ def command(binary: Path, s: AlertmanagerSettings) -> list[str]:
             "--log.level=info"]
 
 
-def amtool_beside(binary: Path) -> str | None:
-    """amtool from the same install (release archives ship both), else from PATH; None when there is none."""
-    beside = binary.parent / "amtool"
-    return str(beside) if beside.is_file() else shutil.which("amtool")
+def tool_beside(binary: Path, tool: str) -> str | None:
+    """A tool from the same install as `binary` (release archives ship amtool with Alertmanager, promtool with
+    Prometheus), else from PATH; None when there is none."""
+    beside = binary.parent / tool
+    return str(beside) if beside.is_file() else shutil.which(tool)

@@ -25,6 +25,7 @@ class PrometheusSettings:
     rules_dir: Path | None = None  # where the rule files are installed; None: no rules
     remote_write_url: str | None = None  # send on to Mimir / Thanos / VictoriaMetrics
     alertmanager_target: str | None = None  # host:port of the managed Alertmanager its alerts go to
+    user_rules_file: Path | None = None  # the rules users add (server/prometheus/user_rules.py)
     scrape_interval: str = "10s"
     retention: str = "30d"
 
@@ -49,7 +50,7 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
         text = string.Template(template.read_text()).substitute({k: json.dumps(v) for k, v in values.items()})
     parsed = yaml.safe_load(text) or {}
     if s.rules_dir is not None:
-        parsed["rule_files"] = [str(s.rules_dir / "*.yml")]
+        parsed["rule_files"] = [str(s.rules_dir / "*.yml")] + ([str(s.user_rules_file)] if s.user_rules_file else [])
     else:
         parsed.pop("rule_files", None)
     if s.remote_write_url:

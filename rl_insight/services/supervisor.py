@@ -10,6 +10,7 @@ stack. The state file (`<home>/run/stack.json`) is written atomically and read b
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -25,8 +26,9 @@ from ..server.http.net import detect_ip, free_port, port_is_free
 from ..server.outbound.alerting.am_config import Grouping
 from ..server.outbound.alerting.notifications import config_paths
 from ..server.outbound.alerting.notifications import write_config as write_alertmanager_config
+from ..server.prometheus.user_rules import write_rule_file
 from . import process
-from .alertmanager import AlertmanagerSettings, amtool_beside
+from .alertmanager import AlertmanagerSettings, tool_beside
 from .alertmanager import command as alertmanager_command
 from .binaries import find_binary
 from .grafana import GrafanaSettings, admin_password
@@ -91,6 +93,8 @@ class Supervisor:
         self._stopping = threading.Event()
         self.grafana_password_created = False
         self.moved_ports: list[str] = []
+        self.user_rules_file: Path | None = None  # Prometheus is reloaded (SIGHUP) when it changes
+        self._rules_mtime: int | None = None
 
     # ------------------------------------------------------------------ planning
     def _pick_port(self, host: str, port: int, what: str) -> int:
@@ -194,7 +198,8 @@ class Supervisor:
                              grafana_url=grafana.url if grafana else None,
                              prometheus_config_file=str(home.runtime_dir / "prometheus.yml") if prom_bin else None,
                              alertmanager_url=alertmanager.url if alertmanager else None,
-                             amtool=amtool_beside(am_bin.path) if am_bin else None,
+                             amtool=tool_beside(am_bin.path, "amtool") if am_bin else None,
+                             promtool=tool_beside(prom_bin.path, "promtool") if prom_bin else None,
                              public_url=srv.public_url or self.public_url)
         cfg_path = home.runtime_dir / "server.json"
         atomic_write(cfg_path, server_cfg.to_json(), mode=0o600)  # holds the token
@@ -213,7 +218,9 @@ class Supervisor:
                 config_file=home.runtime_dir / "prometheus.yml", targets_file=server_cfg.targets_file,
                 ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url,
-                alertmanager_target=alertmanager.target if alertmanager else None)
+                alertmanager_target=alertmanager.target if alertmanager else None,
+                user_rules_file=write_rule_file(self.data_dir))
+            self.user_rules_file = prom.user_rules_file
             install_rules(prom.rules_dir)  # type: ignore[arg-type]  # rules_dir is set for a managed Prometheus
             prom.data_dir.mkdir(parents=True, exist_ok=True)
             server_cfg.targets_file.parent.mkdir(parents=True, exist_ok=True)
@@ -265,10 +272,27 @@ class Supervisor:
             raise
         self.write_state(ready=True)
 
+    def _reload_rules_if_changed(self) -> None:
+        """Prometheus reads its rule files again (SIGHUP: it keeps the last good ones when a file is bad) when the
+        server changed the user rules; the server never signals Prometheus itself."""
+        if self.user_rules_file is None:
+            return
+        try:
+            mtime = self.user_rules_file.stat().st_mtime_ns
+        except OSError:
+            return
+        if self._rules_mtime is not None and mtime != self._rules_mtime:
+            prom = next((svc for svc in self.services if svc.name == "prometheus"), None)
+            if prom is not None and prom.proc is not None and prom.proc.poll() is None:
+                prom.proc.send_signal(signal.SIGHUP)
+                self.report("user alert rules changed: Prometheus reloaded them")
+        self._rules_mtime = mtime
+
     def watch(self) -> int:
         """Supervise until `request_stop()`; returns the exit code for the CLI."""
         last_rotation = time.monotonic()
         while not self._stopping.wait(0.5):
+            self._reload_rules_if_changed()
             if time.monotonic() - last_rotation > 30:
                 last_rotation = time.monotonic()
                 for svc in self.services:

@@ -31,7 +31,7 @@ EXPERIMENT = "ui-prom"
 @pytest.fixture(scope="module")
 def prom_demo(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("uiprom") / "home"
-    stack = start_stack(home)
+    stack = start_stack(home, alertmanager=True)
     env = {**os.environ, "RL_INSIGHT_HOME": str(home), "RL_INSIGHT_TOKEN": stack.token}
     demo = subprocess.Popen(
         [
@@ -242,3 +242,38 @@ def test_panels_and_a_firing_alert_in_the_browser(prom_demo, page) -> None:
     assert re.fullmatch(r"\d\d:\d\d:\d\d", at), at
     assert page.inner_text(".chart[data-panel='vllm_requests'] .legend-table th.at") == at
     assert page.get_attribute("#timeline", "data-hover-ns")
+
+
+def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo, page) -> None:
+    """The alerts card says whether anyone is told, silences the run (who, until when; ended with a click) and adds
+    an alert rule on a metric of the run: the managed Alertmanager and Prometheus behind it (docs/alerts.md)."""
+    stack, rid, auth = prom_demo
+    page.goto(stack.ingest_url + "/")
+    page.fill("#token", stack.token)
+    page.click("button[type=submit]")
+    page.goto(f"{stack.ingest_url}/#/run/{rid}")
+    panel = page.wait_for_selector("#alerting[data-notifications='no-receiver']", timeout=30_000)
+    assert "Notifications on, but no receiver is set" in panel.inner_text()
+
+    page.click("#silence-run")
+    row = page.wait_for_selector("#alerting .silence", timeout=20_000)
+    assert "this run by ui until" in row.inner_text() and page.is_hidden("#silence-run")
+    listed = httpx.get(f"{stack.ingest_url}/api/v1/alerting/silences", params={"run_id": rid}, headers=auth).json()
+    assert [s["matchers"]["experiment_name"] for s in listed["silences"]] == [EXPERIMENT]
+
+    page.click("#rule-form summary")
+    page.fill("#rule-metric", "critic/score/mean")
+    page.select_option("#rule-op", "above")
+    page.fill("#rule-value", "-1000")
+    page.click("#rule-add")  # the second click
+    rule = page.wait_for_selector("#alerting .user-rule[data-rule='critic_score_mean_above']", timeout=20_000)
+    assert "critic/score/mean above -1000 for" in rule.inner_text() and "at 1.2" in rule.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "ui-alerting.png"), full_page=False)
+    page.locator("#alerting").screenshot(path=str(ARTIFACTS / "ui-alerting-card.png"))
+    wait_until(lambda: any(r.get("name") == "critic_score_mean_above" for g in httpx.get(
+        stack.prometheus_url + "/api/v1/rules").json()["data"]["groups"] for r in g["rules"]), timeout=30,
+        what="the rule loaded by Prometheus")
+
+    page.click("#alerting .silence button")
+    page.wait_for_selector("#alerting .silence", state="detached", timeout=20_000)
+    assert page.is_visible("#silence-run")

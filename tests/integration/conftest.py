@@ -37,13 +37,16 @@ def cli(home: Path, *args: str, timeout: float = 120, env: dict | None = None) -
                           timeout=timeout, env=full_env)
 
 
-def start_stack(home: Path, port: int | None = None, prom_port: int | None = None) -> Stack:
+def start_stack(home: Path, port: int | None = None, prom_port: int | None = None,
+                alertmanager: bool = False) -> Stack:
+    """The stack through `server start`, with Prometheus (scraping every second) and, when asked, Alertmanager."""
     prom = prometheus_binary()
     port = port or free_port()
     prom_port = prom_port or free_port()
+    am = ("--alertmanager-port", str(free_port())) if alertmanager else ("--no-alertmanager",)
     r = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-port", str(prom_port), "--prometheus-bin", prom, "--scrape-interval", "1s",
-            "--token", "integration-token", "--no-alertmanager")  # (tests/integration/test_alerting.py runs it)
+            "--token", "integration-token", *am)
     assert r.returncode == 0, f"server start failed:\n{r.stdout}\n{r.stderr}"
     state = json.loads((home / "run" / "stack.json").read_text())
     return Stack(home, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prom_port}", "integration-token", state)

@@ -23,6 +23,7 @@ from rl_insight.server.outbound.alerting.notifications import write_config
 from rl_insight.services.alertmanager import AlertmanagerSettings, command
 from rl_insight.services.binaries import find_binary
 from tests.conftest import RunningServer, free_port, start_server, wait_until
+from tests.integration.conftest import Stack, cli
 
 TOKEN = "alert-token"
 H = {"Authorization": f"Bearer {TOKEN}"}
@@ -72,22 +73,35 @@ class Mailbox:
         self.controller.start()
 
 
+class ManagedAlertmanager:
+    """Debian's Alertmanager on a free port, as the supervisor runs it: its state under the server's data dir."""
+
+    def __init__(self, data: Path) -> None:
+        binary = find_binary("alertmanager", data / "none")
+        self.settings = AlertmanagerSettings("127.0.0.1", free_port(), data / "alertmanager", write_config(data, FAST))
+        self.settings.data_dir.mkdir(parents=True)
+        self.argv = command(binary.path, self.settings)
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _answers(self.settings.url + "/-/ready"), timeout=30, what="alertmanager ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[tuple[RunningServer, Inbox, Mailbox, subprocess.Popen]]:
-    data = tmp_path / "data"
-    binary = find_binary("alertmanager", tmp_path / "none")
-    am = AlertmanagerSettings("127.0.0.1", free_port(), data / "alertmanager", write_config(data, FAST))
-    am.data_dir.mkdir(parents=True)
-    proc = subprocess.Popen(command(binary.path, am), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: _answers(am.url + "/-/ready"), timeout=30, what="alertmanager ready")
-    srv = start_server(tmp_path, token=TOKEN, alertmanager_url=am.url, public_url="http://rl.example:18080",
+def rig(tmp_path: Path) -> Iterator[tuple[RunningServer, Inbox, Mailbox, ManagedAlertmanager]]:
+    am = ManagedAlertmanager(tmp_path / "data")
+    srv = start_server(tmp_path, token=TOKEN, alertmanager_url=am.settings.url, public_url="http://rl.example:18080",
                        alert_group_wait=FAST.wait, alert_group_interval=FAST.interval,
                        alert_repeat_interval=FAST.repeat)
     inbox, mail = Inbox(), Mailbox()
-    yield srv, inbox, mail, proc
+    yield srv, inbox, mail, am
     srv.stop()
-    proc.terminate()
-    proc.wait(10)
+    am.stop()
     inbox.srv.shutdown()
     mail.controller.stop()
 
@@ -101,6 +115,16 @@ def _answers(url: str) -> bool:
 
 def _add(srv: RunningServer, body: dict[str, Any], **params: Any) -> httpx.Response:
     return httpx.post(srv.url + "/api/v1/alerting/receivers", json=body, params=params, headers=H)
+
+
+def _run(srv: RunningServer, project: str = "math", experiment: str = "grpo", step: int = 7) -> int:
+    run = {"project": project, "experiment_name": experiment}
+    batch = {"v": 1, "client": {"id": f"trainer-{experiment}", **run}, "samples": [[0, time.time(), step, float(step)]],
+             "series": [{"k": "g", "n": "training/global_step", "l": run}]}
+    assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=H).status_code == 200
+    srv.app.state.st.writer.flush(10)
+    runs = httpx.get(srv.url + "/api/v1/runs", headers=H).json()["runs"]
+    return next(r["id"] for r in runs if (r["project"], r["experiment_name"]) == (project, experiment))
 
 
 def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,14 +192,7 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
                  {"name": "oncall", "kind": "email", "to": "oncall@example.com", "sender": "rl@example.com",
                   "smarthost": f"127.0.0.1:{mail.port}", "require_tls": False}):
         assert _add(srv, body).status_code == 201
-    run = {"project": "math", "experiment_name": "grpo"}
-    batch = {"v": 1, "client": {"id": "trainer", **run}, "samples": [[0, time.time(), 7, 7.0]],
-             "series": [{"k": "g", "n": "training/global_step", "l": run}]}
-    assert httpx.post(srv.url + "/api/v1/ingest", json=batch, headers=H).status_code == 200
-    st = srv.app.state.st
-    st.writer.flush(10)
-    runs = httpx.get(srv.url + "/api/v1/runs", headers=H).json()["runs"]
-    run_id = next(r["id"] for r in runs if r["experiment_name"] == "grpo")
+    run_id, st = _run(srv), srv.app.state.st
 
     lanes = [{"lane": f"rank_{i}", "state": "train_batch", "open_s": 226.0, "usual_p95_s": 1.2} for i in range(1000)]
     st.conditions.on_insights({("math", "grpo"): {"stalled": lanes}})
@@ -208,3 +225,87 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
         "math/grpo is hung: a rank never reached the collective: rank_2")
     assert st.alert_events.tick() == 0  # nothing holds: nothing posted
     assert httpx.get(srv.url + "/healthz").json()["notifications"]["alerts_posted"] == 3
+
+
+def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig) -> None:
+    srv, inbox, _, am = rig
+    assert _add(srv, {"name": "team", "kind": "webhook", "url": inbox.url + "/hook"}).status_code == 201
+    run_id, other, st = _run(srv), _run(srv, experiment="ppo"), srv.app.state.st
+    r = httpx.post(srv.url + "/api/v1/alerting/silences", headers=H, json={
+        "run_id": run_id, "duration_s": 7200, "comment": "restarting the rollout nodes", "created_by": "ana@login1"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert made["matchers"] == {"project": "math", "experiment_name": "grpo"} and made["created_by"] == "ana@login1"
+    listed = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()
+    assert [s["comment"] for s in listed["silences"]] == ["restarting the rollout nodes"]
+    assert httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": other}, headers=H).json() == {
+        "silences": []}
+    too_long = httpx.post(srv.url + "/api/v1/alerting/silences", headers=H, json={"run_id": run_id,
+                                                                                  "duration_s": 10**9})
+    assert too_long.status_code == 422
+
+    # killed before it wrote its state: the server puts the silence back at its next round, before it posts
+    am.proc.kill()
+    am.proc.wait(10)
+    am.start()
+    stalled = {"stalled": [{"lane": "rank_0", "state": "train_batch", "open_s": 99.0, "usual_p95_s": 1.0}]}
+    st.conditions.on_insights({("math", "grpo"): stalled, ("math", "ppo"): stalled})
+    assert st.alert_events.tick() == 2
+    wait_until(lambda: inbox.at("/hook"), timeout=20, what="the other run's notification")
+    time.sleep(2)
+    got = [a["labels"]["experiment_name"] for m in inbox.at("/hook") for a in m["alerts"]]
+    assert got == ["ppo"]  # the silenced run told nobody
+    back = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()["silences"]
+    assert [(s["comment"], s["created_by"]) for s in back] == [("restarting the rollout nodes", "ana@login1")]
+
+    # ended: the run's stall is told at once
+    assert httpx.delete(srv.url + f"/api/v1/alerting/silences/{back[0]['id']}", headers=H).status_code == 200
+    unknown = httpx.delete(srv.url + "/api/v1/alerting/silences/0000aaaa-0000-0000-0000-000000000000", headers=H)
+    assert unknown.status_code == 404, unknown.text
+    st.alert_events.tick()
+    wait_until(lambda: any(a["labels"]["experiment_name"] == "grpo" for m in inbox.at("/hook") for a in m["alerts"]),
+               timeout=20, what="the run's notification once its silence ended")
+
+
+def _prom(stack: Stack, path: str) -> dict[str, Any]:
+    return httpx.get(stack.prometheus_url + path, timeout=10).json()["data"]
+
+
+def test_a_user_rule_fires_in_prometheus_and_one_that_does_not_compile_is_refused(stack: Stack) -> None:
+    """`rl-insight alerts rules add` from the CLI: steps become seconds from the run's own step time, the rule is
+    loaded by the managed Prometheus without a restart and fires on the run's data; promtool's refusal keeps it."""
+    h = {"Authorization": f"Bearer {stack.token}"}
+    run = {"project": "math", "experiment_name": "grpo"}
+    now = time.time()
+    batch = {"v": 1, "client": {"id": "trainer", **run},
+             "series": [{"k": "g", "n": "training/global_step", "l": run}, {"k": "g", "n": "reward/mean", "l": run}],
+             "samples": [[0, now - 10 + s, s, float(s)] for s in range(1, 11)] + [[1, now, 10, 0.1]]}
+    assert httpx.post(stack.ingest_url + "/api/v1/ingest", json=batch, headers=h).status_code == 200
+    env = {"RL_INSIGHT_TOKEN": stack.token}
+    added = cli(stack.home, "alerts", "rules", "add", "RewardLow", "--metric", "reward/mean", "--below", "0.2",
+                "--for-steps", "2", "--run", "math/grpo", "--what-to-check", "the reward model's server", env=env)
+    assert added.returncode == 0, added.stderr
+    assert "reward/mean below 0.2 for 2s (math/grpo) — 2 steps ≈ 2s at 1 s per step" in added.stdout
+
+    def firing() -> bool:
+        alerts = [a for a in _prom(stack, "/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == "RewardLow"]
+        return bool(alerts) and alerts[0]["state"] == "firing"
+
+    wait_until(firing, timeout=60, what="the user rule firing in Prometheus")
+    alert = next(a for a in _prom(stack, "/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == "RewardLow")
+    assert alert["labels"] | {"project": "math", "experiment_name": "grpo", "rl_insight_rule": "user"} == \
+        alert["labels"]
+    assert alert["annotations"]["summary"].startswith("math/grpo: reward/mean below 0.2 for 2s") and \
+        alert["annotations"]["summary"].endswith("now 0.1")
+
+    broken = cli(stack.home, "alerts", "rules", "add", "Broken", "--metric", "reward/mean", "--change", "3",
+                 "--window", "10m", "--project", "math", "--what-to-check", "{{ unclosed", env=env)
+    assert broken.returncode == 2 and "promtool refused the rule" in broken.stderr
+    listed = cli(stack.home, "alerts", "rules", "list", env=env)
+    assert "RewardLow" in listed.stdout and "Broken" not in listed.stdout
+    time.sleep(2)
+    assert firing()  # the loaded rules were never broken
+
+    assert cli(stack.home, "alerts", "rules", "remove", "RewardLow", env=env).returncode == 0
+    wait_until(lambda: not any(r.get("name") == "RewardLow" for g in _prom(stack, "/api/v1/rules")["groups"]
+                               for r in g["rules"]), timeout=30, what="the rule gone from Prometheus")

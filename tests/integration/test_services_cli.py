@@ -42,17 +42,20 @@ def test_auto_port_picks_a_free_port(tmp_path: Path) -> None:
         busy = s.getsockname()[1]
         sup = Supervisor(
             StackSettings(
-                home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=busy), prometheus=False, auto_port=True
-            )
+                home=Home(tmp_path), server=ServerConfig(host="127.0.0.1", port=busy), prometheus=False, auto_port=True,
+                alertmanager_port=busy)
         )
         sup.plan()
     assert sup.ingest_port != busy
-    assert sup.services[0].url.endswith(f":{sup.ingest_port}")
+    ingest, = (s for s in sup.services if s.name == "ingest")
+    assert ingest.url.endswith(f":{sup.ingest_port}")
+    am, = (s for s in sup.services if s.name == "alertmanager")  # moved like the others
+    assert am.port not in (busy, sup.ingest_port) and f"--web.listen-address=127.0.0.1:{am.port}" in am.argv
 
 
 def test_store_retention_settings_reach_the_server_config(tmp_path: Path) -> None:
     server = ServerConfig(host="127.0.0.1", port=free_port(), store_retention_days=2.5, store_max_gb=0.5)
-    sup = Supervisor(StackSettings(home=Home(tmp_path), server=server, prometheus=False))
+    sup = Supervisor(StackSettings(home=Home(tmp_path), server=server, prometheus=False, alertmanager=False))
     sup.plan()
     cfg = ServerConfig.from_file(tmp_path / "runtime" / "server.json")
     assert (cfg.store_retention_days, cfg.store_max_bytes) == (2.5, 2**29)
@@ -72,6 +75,8 @@ def test_missing_prometheus_degrades_to_ingest_only(tmp_path: Path, monkeypatch:
     sup.plan()
     assert [s.name for s in sup.services] == ["ingest"]
     assert sup.missing[0].name == "prometheus" and "apt-get install prometheus" in (sup.missing[0].hint or "")
+    assert sup.missing[1].name == "alertmanager" and "apt-get install prometheus-alertmanager" in (
+        sup.missing[1].hint or "")
     server_cfg = json.loads((tmp_path / "runtime" / "server.json").read_text())
     assert server_cfg["prometheus_url"] is None
 

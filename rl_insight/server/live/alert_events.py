@@ -13,6 +13,9 @@ that turns into a hang is still one notification, now naming the culprit (am_con
   without finish();
 * `RLInsightRunFinished` (with `alert_on_finish`), for `FINISHED_FOR_S` after it finished: its last step.
 
+Each round first puts back the silences set through the server that Alertmanager lost (killed before it wrote its
+state to disk), so a silenced run stays silent across its restarts.
+
 Invariants: only the server that leads (one alone, or a fleet's lease holder) posts; a failed post is counted and
 logged at most once a minute, and the next round posts the whole state again (nothing is lost by a failure);
 training never waits on any of it.
@@ -47,10 +50,12 @@ class AlertEvents:
     def __init__(self, am: Alertmanager, conditions: RunConditions, reader: Any, clock: StepClock, *,
                  public_url: Callable[[], str], live_window_s: float, on_finish: bool = False,
                  verdict_of: Callable[[str, str], Mapping[str, Any] | None] = lambda p, e: None,
-                 lead: Callable[[], bool] = lambda: True, interval_s: float = 10.0) -> None:
+                 lead: Callable[[], bool] = lambda: True, restore_silences: Callable[[], int] = lambda: 0,
+                 interval_s: float = 10.0) -> None:
         self.am, self.conditions, self.reader, self.clock = am, conditions, reader, clock
         self.public_url, self.live_window_s, self.on_finish = public_url, live_window_s, on_finish
         self.verdict_of, self.lead, self.interval_s = verdict_of, lead, interval_s
+        self.restore_silences = restore_silences  # the silences set here that Alertmanager lost, put back first
         self.posted = 0  # alerts handed to Alertmanager (firing or resolved)
         self.failed = 0  # rounds whose post failed
         self._active: dict[Key, dict[str, Any]] = {}
@@ -70,6 +75,11 @@ class AlertEvents:
             return 0
         now = time.time() if now is None else now
         with self._lock:
+            try:
+                if self.restore_silences():
+                    log.warning("Alertmanager had lost silences set through rl-insight; they were put back")
+            except AlertmanagerError:
+                pass  # (the post below fails too, and says why)
             current = self.current(now)
             ended = [{**a, "endsAt": rfc3339(now)} for key, a in self._active.items() if key not in current]
             batch = list(current.values()) + ended
@@ -120,7 +130,7 @@ class AlertEvents:
             f" and {len(stall.lanes) - 20} more" if len(stall.lanes) > 20 else "")}
         summary = f"{run[0]}/{run[1]} is stalled: {stall.reason}"
         if stall.hung:
-            summary = f"{run[0]}/{run[1]} is hung: {stall.hung}"
+            summary = f"{run[0]}/{run[1]} is hung: {stall.hung.removeprefix('hung: ')}"  # (the verdict's words)
             verdict = self.verdict_of(*run) or {}
             if verdict.get("culprits"):
                 extra["culprits"] = ", ".join(verdict["culprits"][:20])

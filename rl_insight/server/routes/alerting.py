@@ -5,6 +5,12 @@
     POST   /api/v1/alerting/receivers[?replace=true] add one (checked by Alertmanager, reloaded; refused whole)
     DELETE /api/v1/alerting/receivers/{name}         remove one
     POST   /api/v1/alerting/receivers/{name}/test    a test notification to that receiver alone
+    GET    /api/v1/alerting/rules                    the user rules (prometheus/user_rules.py)
+    POST   /api/v1/alerting/rules[?replace=true]     add one (checked by promtool; refused whole)
+    DELETE /api/v1/alerting/rules/{name}             remove one
+    GET    /api/v1/alerting/silences[?run_id=N]      active and pending silences (of one run)
+    POST   /api/v1/alerting/silences                 silence a run (or its whole project, or one alert of it)
+    DELETE /api/v1/alerting/silences/{id}            end a silence now
 
 Changes need the token (or the UI's session); a webhook URL or SMTP password sent here is never answered back.
 """
@@ -14,12 +20,32 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..outbound.alerting.notifications import ChangeResult, NotificationStatus
+from ...errors import ConflictError
+from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
+from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
 from .models import error_responses, typed_answer
+
+SilenceId = Path(pattern=r"^[0-9a-fA-F-]{1,64}$", description="a silence's id (Alertmanager's)")
+
+
+class SilenceCreate(BaseModel):
+    """Silence a run's notifications for a while: all of them, or one alert's; or its whole project's."""
+
+    run_id: int = Field(ge=1, lt=2**63)
+    duration_s: float = Field(ge=60, le=MAX_SILENCE_S, description="how long (1 min to 30 days)")
+    alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
+    whole_project: bool = Field(False, description="every run of the run's project")
+    comment: str = Field("", max_length=1000)
+    created_by: str = Field("", max_length=200, description="who (the CLI sends user@host, the UI 'ui')")
+
+
+RuleName = Path(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="a user rule's name (its alert name)")
+
 
 ReceiverName = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="a receiver's name")
 
@@ -29,7 +55,7 @@ def build_router(st: AppState) -> APIRouter:
     read = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_read)], tags=["alerting"],
                      responses=error_responses(401))
     change = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_operator)],
-                       tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422, 502, 503))
+                       tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422))
 
     @read.get("", **typed_answer(NotificationStatus, "whether notifications are delivered, and where"))
     async def status() -> dict[str, Any]:
@@ -52,6 +78,71 @@ def build_router(st: AppState) -> APIRouter:
     @change.post("/receivers/{name}/test", **typed_answer(dict[str, str], "what was sent"))
     async def test(name: str = ReceiverName) -> dict[str, Any]:
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
+
+    def run_of(run_id: int) -> tuple[str, str]:
+        from ..runstore import queries as q
+
+        if st.reader is None:
+            raise ConflictError("this server keeps no run store: there is no run to silence")
+        run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+        return run["project"], run["experiment_name"]
+
+    @read.get("/silences", **typed_answer(dict[str, list[Silence]], "active and pending silences"))
+    async def silences(run_id: int | None = Query(None, ge=1, lt=2**63)) -> dict[str, Any]:
+        def work() -> list[Silence]:
+            return n.silences(run_of(run_id) if run_id is not None else None)
+        return {"silences": await run_in_threadpool(work)}
+
+    @change.post("/silences", status_code=201, **typed_answer(Silence, "the silence"))
+    async def silence(body: SilenceCreate) -> dict[str, Any]:
+        def work() -> Silence:
+            project, experiment = run_of(body.run_id)
+            matchers = {"project": project} if body.whole_project else {"project": project,
+                                                                         "experiment_name": experiment}
+            if body.alertname:
+                matchers["alertname"] = body.alertname
+            return n.silence(matchers, body.duration_s, body.created_by, body.comment)
+        return dict(await run_in_threadpool(work))
+
+    @change.delete("/silences/{silence_id}", **typed_answer(dict[str, str], "what was done"))
+    async def unsilence(silence_id: str = SilenceId) -> dict[str, Any]:
+        await run_in_threadpool(n.unsilence, silence_id)
+        return {"message": f"silence {silence_id} ended"}
+
+    @read.get("/rules", **typed_answer(dict[str, list[dict[str, Any]]], "the user rules, each with its words"))
+    async def rules() -> dict[str, Any]:
+        return {"rules": [{**r, "description": describe(r)} for r in await run_in_threadpool(st.user_rules.rules)]}
+
+    @change.post("/rules", status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
+    async def add_rule(rule: dict[str, Any] = Body(..., description="name, metric, kind (threshold: op, value, "
+                                                                       "for_steps or for_s; change: sigma, "
+                                                                       "window_steps or window_s), run_id or project, "
+                                                                       "severity, what_to_check (docs/alerts.md)"),
+                       replace: bool = Query(False)) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            from ..runstore import queries as q
+            from ..runstore.steps.run_insights import median_step_s
+
+            body = {k: v for k, v in rule.items() if k != "run_id"}
+            run_id = rule.get("run_id")
+            step_s = None
+            if st.reader is not None and isinstance(run_id, int) and not isinstance(run_id, bool):
+                run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for no such run
+                body["project"], body["experiment_name"] = run["project"], run["experiment_name"]
+                step_s = median_step_s(st.reader.conn(), run_id, st.config.step_metric)
+            elif st.reader is not None and isinstance(body.get("project"), str):  # the project's latest run's steps
+                runs = q.list_runs(st.reader.conn(), st.config.live_window_s, body["project"])
+                if runs:
+                    latest = max(runs, key=lambda r: r["last_seen"])
+                    step_s = median_step_s(st.reader.conn(), latest["id"], st.config.step_metric)
+            made: UserRule = st.user_rules.add(body, step_s, replace)
+            return {**made, "description": describe(made)}
+        return await run_in_threadpool(work)
+
+    @change.delete("/rules/{name}", **typed_answer(dict[str, str], "what was done"))
+    async def remove_rule(name: str = RuleName) -> dict[str, Any]:
+        await run_in_threadpool(st.user_rules.remove, name)
+        return {"message": f"rule {name} removed; Prometheus drops it at its reload (within a second)"}
 
     out = APIRouter()
     out.include_router(read)

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from ....errors import RLInsightError
+from ....errors import NotFoundError, RLInsightError
 
 TIMEOUT_S = 5.0
 
@@ -23,15 +23,16 @@ def rfc3339(t: float) -> str:
 
 
 class AlertmanagerError(RLInsightError):
-    """Alertmanager answered with a refusal (its reason is the message)."""
+    """Alertmanager answered with a refusal (its reason is the message; `status` its HTTP status)."""
 
-    http_status = 502
+    http_status = 422  # (not 5xx: this server answered; the UI reads 5xx as "the server is away")
+    status = 0
 
 
 class AlertmanagerDown(AlertmanagerError):
     """Alertmanager did not answer at all (not running, or not reachable)."""
 
-    http_status = 503
+    http_status = 409
 
 
 class Alertmanager:
@@ -49,8 +50,10 @@ class Alertmanager:
             raise AlertmanagerDown(f"Alertmanager at {self.url} did not answer: {type(exc).__name__}: {exc}",
                                     hint="is it running? `rl-insight server status`") from None
         if r.status_code >= 300:
-            raise AlertmanagerError(f"Alertmanager refused {method} {path}: HTTP {r.status_code}: "
+            err = AlertmanagerError(f"Alertmanager refused {method} {path}: HTTP {r.status_code}: "
                                     f"{r.text.strip()[:500]}")
+            err.status = r.status_code
+            raise err
         return r
 
     def ready(self) -> bool:
@@ -74,4 +77,9 @@ class Alertmanager:
         return str(self._call("POST", "/api/v2/silences", json=silence).json().get("silenceID", ""))
 
     def expire_silence(self, silence_id: str) -> None:
-        self._call("DELETE", f"/api/v2/silence/{silence_id}")
+        try:
+            self._call("DELETE", f"/api/v2/silence/{silence_id}")
+        except AlertmanagerError as exc:
+            if exc.status in (404, 500) and "not found" in exc.message:
+                raise NotFoundError(f"no silence {silence_id!r}") from None
+            raise

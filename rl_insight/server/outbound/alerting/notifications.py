@@ -12,13 +12,14 @@ nothing returned here carries a secret (receivers.shown).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from typing_extensions import TypedDict
 
@@ -28,6 +29,7 @@ from . import am_config
 from .alertmanager import Alertmanager, AlertmanagerDown, AlertmanagerError, rfc3339
 from .receivers import MAX_RECEIVERS, Receiver, ReceiverFile, ShownReceiver, shown, validate
 
+MAX_SILENCE_S = 30 * 86400
 OFF_HINT = ("off: no Alertmanager runs with this server. Install it (`apt-get install "
             "prometheus-alertmanager` or `rl-insight server install`) and restart with `rl-insight server start`; "
             "docs/alerts.md")
@@ -43,6 +45,19 @@ class NotificationStatus(TypedDict):
     message: str
 
 
+class Silence(TypedDict):
+    """A silence: the labels it matches (a run's project and experiment_name, maybe an alert name), who set it and
+    why, from when until when (RFC 3339), and whether it is active or pending."""
+
+    id: str
+    state: str
+    matchers: dict[str, str]
+    created_by: str
+    comment: str
+    starts_at: str
+    ends_at: str
+
+
 class ChangeResult(TypedDict):
     """What a receiver change did: the receivers now, and whether Alertmanager runs with them already."""
 
@@ -51,10 +66,20 @@ class ChangeResult(TypedDict):
     message: str
 
 
+def silences_path(data_dir: Path) -> Path:
+    return Path(data_dir).expanduser() / "alerting" / "silences.json"
+
+
 def config_paths(data_dir: Path) -> tuple[Path, Path]:
     """(receivers.json, alertmanager.yml) of a data directory: the server and `server start` agree on them."""
     d = Path(data_dir).expanduser() / "alerting"
     return d / "receivers.json", d / "alertmanager.yml"
+
+
+def _wire(s: Silence) -> dict[str, Any]:
+    """A silence as Alertmanager's API takes it."""
+    return {"matchers": [{"name": k, "value": v, "isRegex": False, "isEqual": True} for k, v in s["matchers"].items()],
+            "startsAt": s["starts_at"], "endsAt": s["ends_at"], "createdBy": s["created_by"], "comment": s["comment"]}
 
 
 def write_config(data_dir: Path, grouping: am_config.Grouping) -> Path:
@@ -68,6 +93,7 @@ class Notifications:
     def __init__(self, data_dir: Path, alertmanager_url: str | None, grouping: am_config.Grouping,
                  amtool: str | None = None) -> None:
         receivers_path, self.config_path = config_paths(data_dir)
+        self.silences_file = silences_path(data_dir)
         self.grouping = grouping
         self.file = ReceiverFile(receivers_path)
         self.am = Alertmanager(alertmanager_url) if alertmanager_url else None
@@ -120,10 +146,9 @@ class Notifications:
         receiver = next((r for r in self.file.load() if r["name"] == name), None)
         if receiver is None:
             raise NotFoundError(f"no receiver named {name[:80]!r}")
-        if self.am is None:
-            raise ConflictError("notifications " + OFF_HINT)
+        am = self._require_am()
         now = time.time()
-        self.am.post_alerts([{
+        am.post_alerts([{
             "labels": {"alertname": "RLInsightTestNotification", "severity": "info", am_config.TEST_LABEL: name,
                        "project": receiver.get("project") or "rl-insight", "experiment_name": "test",
                        "test_id": f"{now:.3f}"},
@@ -131,6 +156,84 @@ class Notifications:
                             "what_to_check": "Nothing: it arrived, so this receiver works.", "url": public_url},
             "startsAt": rfc3339(now), "endsAt": rfc3339(now + 300)}])
         return f"a test notification was handed to Alertmanager for {name!r}; it delivers within seconds"
+
+    # ------------------------------------------------------------------ silences (kept by Alertmanager)
+    def silences(self, run: tuple[str, str] | None = None) -> list[Silence]:
+        """Active and pending silences (expired ones are Alertmanager's history), those of one run when asked."""
+        am = self._require_am()
+        out: list[Silence] = []
+        for raw in am.silences():
+            state = (raw.get("status") or {}).get("state")
+            if state not in ("active", "pending"):
+                continue
+            matchers = {m.get("name"): m.get("value") for m in raw.get("matchers") or [] if m.get("isEqual", True)
+                        and not m.get("isRegex")}
+            if run is not None and (matchers.get("project") != run[0] or
+                                    matchers.get("experiment_name", run[1]) != run[1]):
+                continue
+            out.append({"id": str(raw.get("id")), "state": state, "matchers": {str(k): str(v) for k, v in
+                                                                                 matchers.items()},
+                        "created_by": str(raw.get("createdBy") or ""), "comment": str(raw.get("comment") or ""),
+                        "starts_at": str(raw.get("startsAt") or ""), "ends_at": str(raw.get("endsAt") or "")})
+        out.sort(key=lambda x: x["ends_at"])
+        return out
+
+    def silence(self, matchers: dict[str, str], duration_s: float, created_by: str, comment: str) -> Silence:
+        """Notifications of the alerts matching all of `matchers` (a run: project and experiment_name; an alert name
+        too, or not) held back for `duration_s`; Alertmanager keeps the silence across its restarts."""
+        am = self._require_am()
+        if not matchers.get("project"):
+            raise InvalidInputError("a silence needs the run's project (and experiment_name, or the whole project)")
+        if not 60 <= duration_s <= MAX_SILENCE_S:
+            raise InvalidInputError(f"a silence lasts from 1 min to {MAX_SILENCE_S // 86400:.0f} days, "
+                                    f"found {duration_s:.0f} s")
+        now = time.time()
+        who, why = created_by[:200] or "unknown", comment[:1000] or "silenced from rl-insight"
+        starts, ends = rfc3339(now), rfc3339(now + duration_s)
+        made: Silence = {"id": "", "state": "active", "matchers": matchers, "created_by": who, "comment": why,
+                         "starts_at": starts, "ends_at": ends}
+        made["id"] = am.add_silence(_wire(made))
+        with self._lock:
+            self._save_kept([*self._kept(), made])
+        return made
+
+    def unsilence(self, silence_id: str) -> None:
+        self._require_am().expire_silence(silence_id)
+        with self._lock:
+            self._save_kept([k for k in self._kept() if k["id"] != silence_id])
+
+    def restore_silences(self) -> int:
+        """Put back the silences set through this server that Alertmanager lost (a SIGKILL before it wrote its state
+        to disk), until they end; how many. Raises what Alertmanager raises."""
+        if self.am is None:
+            return 0
+        with self._lock:
+            kept = [k for k in self._kept() if k["ends_at"] > rfc3339(time.time())]
+            if not kept:
+                return 0
+            there = {str(s.get("id")) for s in self.am.silences()
+                     if (s.get("status") or {}).get("state") in ("active", "pending")}
+            lost = [k for k in kept if k["id"] not in there]
+            for k in lost:
+                k["id"] = self.am.add_silence(_wire({**k, "starts_at": rfc3339(time.time())}))
+            self._save_kept(kept)
+        return len(lost)
+
+    def _kept(self) -> list[Silence]:
+        try:
+            doc = json.loads(self.silences_file.read_text())
+        except (OSError, ValueError):
+            return []
+        items = doc.get("silences") if isinstance(doc, dict) else None
+        return [cast(Silence, k) for k in items or [] if isinstance(k, dict) and set(Silence.__annotations__) <= set(k)]
+
+    def _save_kept(self, kept: list[Silence]) -> None:
+        atomic_write(self.silences_file, json.dumps({"silences": kept}), mode=0o600)
+
+    def _require_am(self) -> Alertmanager:
+        if self.am is None:
+            raise ConflictError("notifications " + OFF_HINT)
+        return self.am
 
     # ------------------------------------------------------------------ the change itself
     def _check(self, text: str) -> None:

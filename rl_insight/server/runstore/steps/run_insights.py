@@ -23,6 +23,15 @@ def run_step_windows(conn: StoreConnection, run_id: int, step_metric: str) -> li
     return q.step_windows_of(conn, run_id, sanitize_metric_name(step_metric))
 
 
+def median_step_s(conn: StoreConnection, run_id: int, step_metric: str, last: int = 50) -> float | None:
+    """The run's median step time over its last `last` steps (seconds between step-metric samples whose value grew);
+    None with fewer than two steps."""
+    samples = sorted(metric_samples(conn, run_id, step_metric))
+    times = [t for i, (t, v) in enumerate(samples) if i == 0 or v > samples[i - 1][1]][-(last + 1):]
+    gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
 VERL_STALENESS = ("training/off_policy_trajectory_staleness_mean", "training/off_policy_trajectory_staleness_max")
 
 

@@ -1,5 +1,6 @@
 /* rl-insight UI, run_page.js: a run page: insights, targets, config, alerts, and the places the other parts are drawn into.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
+import { AlertingPanel } from "./alerting.js";
 import { api, clearTimers, every, state } from "./api.js";
 import { ChartGrid } from "./charts.js";
 import { HeadlineCharts } from "./headline.js";
@@ -144,6 +145,9 @@ export async function renderRun(app, runId, params) {
   rangeBar.show();
   if (step !== null) showStep(step, { scroll: false });
   renderTargets(targetsEl, runId);
+  state.alerting = compared.length ? null : new AlertingPanel(run);
+  state.alerting?.refresh();
+  if (state.alerting) every(30_000, () => state.alerting.refresh());
   renderAlerts(alertsEl, runId);
   await renderMoe(moeEl, moeHead, runId);
   const charts = new ChartGrid(chartsEl, runId, compareIds, params.get("q") || "");
@@ -303,7 +307,7 @@ function beganAt(x) {
 
 async function renderAlerts(el, runId) {
   const a = await api(`/api/v1/runs/${runId}/alerts`).catch(() => null);
-  if (!a || a.prometheus.state !== "ok" || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
+  const evaluated = a && a.prometheus.state === "ok";
   const item = (x) => h("div", { class: `alert ${x.state}`, "data-alert": x.alertname, "data-state": x.state, "data-count": x.count },
     h("div", { class: "head" }, h("span", { class: `badge ${x.state}` }, x.state), h("b", {}, x.alertname),
       x.count > 1 ? h("span", { class: "badge count" }, `× ${x.count}`) : null,
@@ -316,18 +320,9 @@ async function renderAlerts(el, runId) {
     x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
     x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
       onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
-  const n = await notifications();
-  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
-    n ? h("div", { class: "muted notifications", "data-notifications": !n.enabled ? "off" : n.receivers ? "on" : "no-receiver" },
-      `Notifications ${n.message}`) : null,
-    ...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item));
-}
-
-// whether anyone is told (docs/alerts.md): read once a minute, not at every refresh of the alerts
-let notified = { at: 0, value: null };
-async function notifications() {
-  if (Date.now() - notified.at > 60_000) {
-    notified = { at: Date.now(), value: await api("/api/v1/alerting").catch(() => null) };
-  }
-  return notified.value;
+  // the card stays when nothing fires: who is told, the silences and "alert me when" live on it (alerting.js)
+  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, evaluated
+      ? `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)` : "(no Prometheus evaluates the alert rules)")),
+    state.alerting ? state.alerting.el : "",
+    ...(evaluated ? [...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item)] : []));
 }
