@@ -17,6 +17,8 @@ from ..errors import ServiceError
 from ..services.home import Home
 from ..services.state import StackState
 
+FAULTS = ("xid", "npu", "hang", "slow-replica", "nan", "precision-drift")
+
 
 def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     """The running stack of this home, or start one in the background (embedded default)."""
@@ -65,7 +67,8 @@ def demo(
         help="Inject a fault: xid (GPU 0 reports XID 79) or npu (NPU 0 reports unhealthy) to see an alert fire "
         "(at step 2); hang (trainer rank ranks/2 never reaches the step's collective, at step 5: the job hangs; see "
         "`rl-insight stacks`); slow-replica (the last replica generates 3x slower from step 2: compare with a run "
-        "without it, `rl-insight runs diff`).",
+        "without it, `rl-insight runs diff`); nan (actor/pg_loss turns NaN from step 2); precision-drift "
+        "(training/rollout_probs_diff_mean climbs past 0.01 from step 2). Each fires its alert (docs/alerts.md).",
     ),
     fault_step: int = typer.Option(0, "--fault-step", min=0, help="Inject the fault at this step instead (0: the "
                                                                    "fault's default)."),
@@ -101,8 +104,8 @@ def demo(
             raise typer.BadParameter("slime rolls out with SGLang: leave --engine out or pass --engine sglang",
                                      param_hint="--engine")
         engine = "sglang"
-    if fault not in (None, "xid", "npu", "hang", "slow-replica"):
-        raise typer.BadParameter("fault must be xid, npu, hang or slow-replica", param_hint="--fault")
+    if fault not in (None, *FAULTS):
+        raise typer.BadParameter(f"fault must be {', '.join(FAULTS[:-1])} or {FAULTS[-1]}", param_hint="--fault")
     h = Home.resolve(home)
     state: StackState | None = None
     if server_url:

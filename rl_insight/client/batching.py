@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         open_states: Any
         process: Any  # ThisProcess (client/control/this_process.py): the process's rank
         drops: dict[str, int]
+        nonfinite: dict[str, int]
         sent_items: int
         sent_batches: int
         retries: int
@@ -51,12 +52,15 @@ if TYPE_CHECKING:
 
         def drop(self, reason: str, n: int = 1) -> None: ...
 
+        def nonfinite_value(self, name: str) -> None: ...
+
 
 # Queue item tags (first tuple element).
 _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
 
 LOG_WARNING = 30
 _FLOAT_MAX = 1.7976931348623157e308
+_INF = float("inf")
 _SELF_METRICS_EVERY_S = 10.0
 STEP_BURST_S = 0.05
 
@@ -123,6 +127,9 @@ class BatchBuilder:
                     v = float(value)
                 except (TypeError, ValueError, OverflowError):
                     v = float("nan")
+                else:
+                    if v != v or v in (_INF, -_INF):  # a NaN loss: counted by name, the server alerts on it
+                        self.d.nonfinite_value(name)
                 if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
                     self.d.drop("invalid_value")
                     ratelog.log(
@@ -194,9 +201,11 @@ class BatchBuilder:
             ("g", "queue_depth", labels, float(len(self.d.queue))),
         ]
         with self.d._drop_lock:
-            drops = dict(self.d.drops)
+            drops, nonfinite = dict(self.d.drops), dict(self.d.nonfinite)
         for reason, n in drops.items():
             values.append(("c", "events_dropped", {**labels, "reason": reason}, float(n)))
+        for metric, n in nonfinite.items():  # (rule RLInsightNonFiniteMetric)
+            values.append(("c", "nonfinite_values", {**labels, "metric": metric[:200]}, float(n)))
         if self.d.budget is not None:  # what the span budget left out: by choice, not lost (not a drop)
             values.append(("c", "turns_sampled_out", labels, float(self.d.budget.turns_out)))
             values.append(("c", "trajectories_sampled_out", labels, float(self.d.budget.trajectories_out)))

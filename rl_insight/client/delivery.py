@@ -53,6 +53,7 @@ LOG_INFO = 20
 
 
 MAX_BOOTS_REMEMBERED = 16  # servers' boot ids a process remembers (the servers of a fleet it reached)
+MAX_NONFINITE_NAMES = 64  # metric names whose NaN / inf values are counted by name (others: only dropped)
 
 class Delivery:
     """Per-process delivery pipeline. Public methods are called from training code and never raise."""
@@ -83,6 +84,9 @@ class Delivery:
 
         self._drop_lock = threading.Lock()
         self.drops: dict[str, int] = {}
+        # gauges that were NaN or infinite, by metric name (a loss or reward gone NaN: the server alerts on it); at
+        # most MAX_NONFINITE_NAMES names, under _drop_lock
+        self.nonfinite: dict[str, int] = {}
         self._problems = 0  # drops + rejections, for flush()'s answer
         self._problems_at_flush = 0
         self.agg = Aggregates(cfg.max_series, cfg.buckets_for, self.drop)
@@ -146,6 +150,12 @@ class Delivery:
         self._thread.start()
 
     # ------------------------------------------------------------------ hot path
+    def nonfinite_value(self, name: str) -> None:
+        """A gauge value that was a number, but NaN or infinite (dropped as invalid_value too)."""
+        with self._drop_lock:
+            if name in self.nonfinite or len(self.nonfinite) < MAX_NONFINITE_NAMES:
+                self.nonfinite[name] = self.nonfinite.get(name, 0) + 1
+
     def drop(self, reason: str, n: int = 1) -> None:
         with self._drop_lock:
             self.drops[reason] = self.drops.get(reason, 0) + n

@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal
 import rl_insight
 
 from ..server.http.net import free_port
-from .trainer_metrics import TrainerMetricModel, moe_metrics, omni_metrics, slime_metrics
+from .trainer_metrics import TrainerMetricModel, faulty_metrics, moe_metrics, omni_metrics, slime_metrics
 from .transfer_queue import TransferQueueStandIn
 from .workers import rollout_worker, trainer_worker
 
@@ -41,7 +41,8 @@ class DemoConfig:
     max_concurrency: int = 8
     seed: int = 0
     fault: str | None = None  # "xid" | "npu": an alert fires; "hang": a trainer rank wedges; "slow-replica": the last
-    # replica generates 3x slower (see fault_at)
+    # replica generates 3x slower; "nan": the policy loss is NaN; "precision-drift": the probability gap climbs
+    # (cli/demo.py FAULTS; from fault_at on)
     fault_step: int = 0  # the step the fault is injected at; 0: step 2, or step 5 for a hang (three summarised steps
     #                      first, so the stalled-lane insight knows how long a state usually lasts)
 
@@ -203,6 +204,10 @@ class Demo:
                 if step == self.cfg.fault_at and self.cfg.fault == "slow-replica":
                     self.report(f"fault injected: replica_{self.cfg.replicas - 1} generates 3x slower from step {step} "
                                 "on; compare with a run without it: rl-insight runs diff A B")
+                elif step == self.cfg.fault_at and self.cfg.fault in ("nan", "precision-drift"):
+                    self.report(f"fault injected: {self.cfg.fault} — "
+                                + ("actor/pg_loss is NaN" if self.cfg.fault == "nan" else
+                                   "training/rollout_probs_diff_mean climbs past 0.01") + f" from step {step} on")
                 elif step == self.cfg.fault_at and self.cfg.fault:
                     self.trainer.send(("fault", self.cfg.fault))
                     if self.cfg.fault == "hang":
@@ -221,6 +226,8 @@ class Demo:
                     timings["testing"] = 0.1 * self.cfg.step_seconds
                 timings["step"] = time.monotonic() - t0
                 metrics = model.step_metrics(step, timings, staleness)
+                if self.cfg.fault in ("nan", "precision-drift") and step >= self.cfg.fault_at:
+                    metrics.update(faulty_metrics(self.cfg.fault, step - self.cfg.fault_at, metrics))
                 if self.cfg.engine == "vllm-omni":
                     metrics.update(omni_metrics(step, metrics, self.rng))
                 if self.cfg.moe:  # verl's rollout MoE load-balance metrics (moe_lb_metrics_interval=1)

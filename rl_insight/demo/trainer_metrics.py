@@ -124,6 +124,19 @@ class TrainerMetricModel:
         return out
 
 
+def faulty_metrics(fault: str, since: int, metrics: dict[str, float]) -> dict[str, float]:
+    """`--fault nan`: the policy loss diverges to NaN (the client drops it and counts it: RLInsightNonFiniteMetric).
+    `--fault precision-drift`: the training/rollout probability gap leaves verl's normal range and keeps climbing
+    (RLInsightPrecisionMismatch), dragging actor/grad_norm up with it, as verl's FAQ describes. `since`: steps since
+    the fault began."""
+    if fault == "nan":
+        return {"actor/pg_loss": float("nan"), "actor/loss": float("nan")}
+    gap = 0.012 + 0.002 * since
+    return {"training/rollout_probs_diff_mean": gap, "training/rollout_probs_diff_max": min(1.0, 40 * gap),
+            "training/rollout_probs_diff_std": 5 * gap,
+            "actor/grad_norm": metrics.get("actor/grad_norm", 0.3) * (1 + 0.15 * since)}
+
+
 def verl_keys() -> list[str]:
     """Every key `step_metrics` produces, the MoE keys of `--moe` and slime's of `--framework slime` (used by tests
     and the metric catalog)."""

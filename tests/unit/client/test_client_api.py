@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -196,12 +197,19 @@ def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
     rl_insight.init(project="p", experiment_name="e")
     rl_insight.metric_gauge("ok", 1.0)
     rl_insight.metric_gauge("bad", "NaN-ish text")
-    assert rl_insight.flush(5) is False  # one sample was dropped
+    rl_insight.metric_gauge("actor/pg_loss", float("nan"))  # diverged: dropped, and counted by name
+    rl_insight.metric_gauge("actor/pg_loss", float("nan"))
+    rl_insight.metric_gauge("actor/grad_norm", float("inf"))
+    assert rl_insight.flush(5) is False  # four samples were dropped
     rl_insight.metric_gauge("ok", 2.0)
     assert rl_insight.flush(5)  # a flush reports the latest delivery counters
     text = metrics_text(server)
     labels = f'experiment_name="e",host="{__import__("socket").gethostname()}",pid="{os.getpid()}",project="p"'
-    assert sample_value(text, f'rl_insight_client_events_dropped_total{{{labels},reason="invalid_value"}}') == 1.0
+    assert sample_value(text, f'rl_insight_client_events_dropped_total{{{labels},reason="invalid_value"}}') == 4.0
+    nonfinite = "rl_insight_client_nonfinite_values_total"  # (rule RLInsightNonFiniteMetric)
+    assert [line for line in text.splitlines() if line.startswith(nonfinite)] == [
+        f'{nonfinite}{{experiment_name="e",host="{socket.gethostname()}",metric="{m}",pid="{os.getpid()}",'
+        f'project="p"}} {n}' for m, n in (("actor/pg_loss", 2.0), ("actor/grad_norm", 1.0))]  # not "bad": text
     assert sample_value(text, f"rl_insight_client_events_sent_total{{{labels}}}") >= 1.0
     assert sample_value(text, f"rl_insight_client_queue_depth{{{labels}}}") == 0.0
 
