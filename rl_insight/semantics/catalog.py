@@ -87,6 +87,14 @@ REMOVED_FALLBACKS: list[str] = [
 GAUGES_NAMED_TOTAL = sorted(n.rstrip("*") for names in EXPORTERS.values() for n in names if n.endswith("*"))
 
 
+# What every training process reports about itself (client/batching.py `_add_self_metrics`), as /metrics shows it;
+# labels pid and host, `reason` on events_dropped, `metric` on nonfinite_values (rule RLInsightNonFiniteMetric)
+CLIENT_SELF_METRICS = ("rl_insight_client_events_sent_total", "rl_insight_client_batches_sent_total",
+                       "rl_insight_client_send_retries_total", "rl_insight_client_queue_depth",
+                       "rl_insight_client_events_dropped_total", "rl_insight_client_turns_sampled_out_total",
+                       "rl_insight_client_trajectories_sampled_out_total", "rl_insight_client_nonfinite_values_total")
+
+
 def exporter_metric_names() -> set[str]:
     """Every cataloged name, in both spellings of colon names (`vllm:x` and `vllm_x`)."""
     out: set[str] = set()

@@ -229,6 +229,19 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     assert st.alert_events.tick() == 0  # nothing holds: nothing posted
     assert httpx.get(srv.url + "/healthz").json()["notifications"]["alerts_posted"] == 3
 
+    # its processes went silent without finish(): lost, told once, with why and the lanes they held
+    st._mark_finished("math", "grpo", {"reason": "no server heard from its processes for 30 s", "lanes": ["rank_0"],
+                                       "at": time.time()})
+    _run(srv, experiment="done")  # a run that finishes cleanly: nobody is told (alert_on_finish is off)
+    st._mark_finished("math", "done")
+    st.writer.flush(10)
+    assert st.alert_events.tick() == 1
+    wait_until(lambda: len(inbox.at("/hook")) == 3, timeout=30, what="the lost run's notification")
+    lost = inbox.at("/hook")[2]["alerts"][0]
+    assert lost["labels"]["alertname"] == "RLInsightRunLost" and lost["labels"]["run_id"] == str(run_id)
+    assert lost["annotations"]["summary"] == ("math/grpo was lost: no server heard from its processes for 30 s")
+    assert lost["annotations"]["lanes"] == "rank_0"
+
 
 def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig) -> None:
     srv, inbox, _, am = rig

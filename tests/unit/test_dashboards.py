@@ -13,7 +13,7 @@ import yaml
 
 from rl_insight.client.agent_loop import GAUGES as AGENT_LOOP_GAUGES
 from rl_insight.demo.trainer_metrics import verl_keys
-from rl_insight.semantics.catalog import GAUGES_NAMED_TOTAL, exporter_metric_names
+from rl_insight.semantics.catalog import CLIENT_SELF_METRICS, GAUGES_NAMED_TOTAL, exporter_metric_names
 from rl_insight.semantics.names import sanitize_metric_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +59,7 @@ def metric_references(expr: str) -> tuple[set[str], set[str]]:
     s = re.sub(r"\{[^}]*\}", " ", expr)  # label matchers
     s = re.sub(r'"[^"]*"', " ", s)  # strings
     s = re.sub(r"\[[^\]]*\]", " ", s)  # ranges
+    s = re.sub(r"\boffset\s+\w+", " ", s)  # offsets (`offset 10m`)
     s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)  # grouping labels
     names = set()
     for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s):
@@ -73,6 +74,7 @@ def known_metric_names() -> set[str]:
     names = set(exporter_metric_names())
     names |= {"rl_insight_monitor_" + sanitize_metric_name(k.replace("/", "_")) for k in verl_keys()}
     names |= {"rl_insight_monitor_" + n for n in AGENT_LOOP_GAUGES}
+    names |= set(CLIENT_SELF_METRICS)
     names |= {r.get("record") for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
               if r.get("record")}
     from rl_insight.server.live.insights.rounds import insight_families

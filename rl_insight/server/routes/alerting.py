@@ -17,10 +17,10 @@ Changes need the token (or the UI's session); a webhook URL or SMTP password sen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Optional
 
-from fastapi import APIRouter, Body, Depends, Path, Query
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError
@@ -29,6 +29,45 @@ from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
 from .models import error_responses, typed_answer
+
+
+class ReceiverCreate(BaseModel):
+    """A receiver (outbound/alerting/receivers.py checks what OpenAPI cannot: the fields a kind needs, URL and address
+    forms)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    kind: Literal["webhook", "slack", "email"]
+    project: Optional[str] = Field(None, max_length=2048, description="only this project's alerts")
+    url: Optional[str] = Field(None, max_length=2048, description="webhook, slack: where to post (a secret)")
+    channel: Optional[str] = Field(None, max_length=2048, description="slack: another channel")
+    to: Optional[str] = Field(None, max_length=2048, description="email: to")
+    sender: Optional[str] = Field(None, max_length=2048, description="email: from")
+    smarthost: Optional[str] = Field(None, max_length=2048, description="email: host:port of the SMTP server")
+    username: Optional[str] = Field(None, max_length=2048)
+    password: Optional[str] = Field(None, max_length=2048, description="(a secret, never answered back)")
+    require_tls: bool = True
+
+
+class RuleCreate(BaseModel):
+    """A user rule (prometheus/user_rules.py checks what OpenAPI cannot: the fields a kind needs)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="its alert name")
+    metric: str = Field(min_length=1, max_length=256, description="the trainer metric as logged")
+    kind: Literal["threshold", "change"]
+    op: Optional[Literal["below", "above"]] = Field(None, description="threshold")
+    value: Optional[float] = Field(None, allow_inf_nan=False, description="threshold")
+    for_steps: Optional[float] = Field(None, ge=1, le=100_000, description="threshold: steps it holds")
+    for_s: Optional[float] = Field(None, ge=0, le=30 * 86400, description="threshold: or seconds")
+    sigma: Optional[float] = Field(None, ge=0.1, le=100, description="change: standard deviations")
+    window_steps: Optional[float] = Field(None, ge=1, le=100_000, description="change: the window in steps")
+    window_s: Optional[float] = Field(None, ge=0, le=30 * 86400, description="change: or seconds")
+    run_id: Optional[int] = Field(None, ge=1, lt=2**63, description="only this run")
+    project: Optional[str] = Field(None, min_length=1, max_length=256, description="every run of this project")
+    severity: Literal["info", "warning", "critical"] = "warning"
+    what_to_check: str = Field("", max_length=1000)
+
 
 SilenceId = Path(pattern=r"^[0-9a-fA-F-]{1,64}$", description="a silence's id (Alertmanager's)")
 
@@ -53,7 +92,7 @@ ReceiverName = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="a
 def build_router(st: AppState) -> APIRouter:
     n = st.notifications
     read = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_read)], tags=["alerting"],
-                     responses=error_responses(401))
+                     responses=error_responses(401, 404, 409, 422))
     change = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_operator)],
                        tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422))
 
@@ -66,10 +105,9 @@ def build_router(st: AppState) -> APIRouter:
         return {"receivers": await run_in_threadpool(n.receivers)}
 
     @change.post("/receivers", status_code=201, **typed_answer(ChangeResult, "the receivers now"))
-    async def add(receiver: dict[str, Any] = Body(..., description="name, kind (webhook, slack, email), project, "
-                                                                    "and the kind's fields (docs/alerts.md)"),
+    async def add(receiver: ReceiverCreate,
                   replace: bool = Query(False, description="replace a receiver of the same name")) -> dict[str, Any]:
-        return dict(await run_in_threadpool(n.add, receiver, replace))
+        return dict(await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
 
     @change.delete("/receivers/{name}", **typed_answer(ChangeResult, "the receivers now"))
     async def remove(name: str = ReceiverName) -> dict[str, Any]:
@@ -114,19 +152,15 @@ def build_router(st: AppState) -> APIRouter:
         return {"rules": [{**r, "description": describe(r)} for r in await run_in_threadpool(st.user_rules.rules)]}
 
     @change.post("/rules", status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
-    async def add_rule(rule: dict[str, Any] = Body(..., description="name, metric, kind (threshold: op, value, "
-                                                                       "for_steps or for_s; change: sigma, "
-                                                                       "window_steps or window_s), run_id or project, "
-                                                                       "severity, what_to_check (docs/alerts.md)"),
-                       replace: bool = Query(False)) -> dict[str, Any]:
+    async def add_rule(rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             from ..runstore import queries as q
             from ..runstore.steps.run_insights import median_step_s
 
-            body = {k: v for k, v in rule.items() if k != "run_id"}
-            run_id = rule.get("run_id")
+            body = rule.model_dump(exclude_none=True, exclude={"run_id"})
+            run_id = rule.run_id
             step_s = None
-            if st.reader is not None and isinstance(run_id, int) and not isinstance(run_id, bool):
+            if st.reader is not None and run_id is not None:
                 run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for no such run
                 body["project"], body["experiment_name"] = run["project"], run["experiment_name"]
                 step_s = median_step_s(st.reader.conn(), run_id, st.config.step_metric)

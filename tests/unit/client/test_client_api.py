@@ -210,6 +210,10 @@ def test_client_self_metrics_reach_the_server(server, monkeypatch) -> None:
     assert [line for line in text.splitlines() if line.startswith(nonfinite)] == [
         f'{nonfinite}{{experiment_name="e",host="{socket.gethostname()}",metric="{m}",pid="{os.getpid()}",'
         f'project="p"}} {n}' for m, n in (("actor/pg_loss", 2.0), ("actor/grad_norm", 1.0))]  # not "bad": text
+    from rl_insight.semantics.catalog import CLIENT_SELF_METRICS  # (the catalog the dashboards and rules are held to)
+
+    reported = {line.split("{")[0] for line in text.splitlines() if line.startswith("rl_insight_client_")}
+    assert reported and reported <= set(CLIENT_SELF_METRICS), reported - set(CLIENT_SELF_METRICS)
     assert sample_value(text, f"rl_insight_client_events_sent_total{{{labels}}}") >= 1.0
     assert sample_value(text, f"rl_insight_client_queue_depth{{{labels}}}") == 0.0
 

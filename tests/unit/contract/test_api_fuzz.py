@@ -52,6 +52,11 @@ CROSS_FIELD_RULES = {
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
     "POST /api/v1/login": re.compile(r"too many wrong tokens"),  # (the fuzz's own guesses, limited per address)
     "GET /api/v1/runs": re.compile(r"sort=metric needs metric=NAME|^metric '"),  # a sort by a metric names one
+    # the fields a receiver's kind needs, and the forms of its URL, addresses and SMTP server (receivers.py); what
+    # amtool then says of the configuration made from it
+    "POST /api/v1/alerting/receivers": re.compile(r"a receiver needs|is not an http|is not an email address|"
+                                                  r"must be host:port|must be one line|check refused|"
+                                                  r"must be 1-64 letters"),
 }
 
 
