@@ -108,7 +108,7 @@ class AlertEvents:
             if stall is None or run_id is None:
                 continue
             out[("RLInsightRunStalled", run_id)] = self._stalled(run, run_id, stall, now)
-        for r in q.list_runs(conn, self.live_window_s):
+        for r in q.list_runs(conn, self.live_window_s, seen_since=now - LOST_FOR_S):  # (the recent ones only)
             ended_at = float((r.get("lost") or {}).get("at") or r["last_seen"])
             if r["status"] == "lost" and now - ended_at < LOST_FOR_S:
                 out[("RLInsightRunLost", r["id"])] = self._alert(

@@ -94,6 +94,12 @@ def describe(r: UserRule) -> str:
     return f"{what} ({scope}){' — ' + r['steps_note'] if r['steps_note'] else ''}"
 
 
+def _literal(text: str) -> str:
+    """Text shown as it is inside a Prometheus annotation (a Go template): a metric or run name holding `{{` is not
+    run as a template (only what_to_check may use templates, as the shipped rules do)."""
+    return text.replace("{{", "{{ `{{` }}")
+
+
 def render(rules: list[UserRule]) -> str:
     group: dict[str, Any] = {"name": GROUP, "rules": []}
     for r in rules:
@@ -101,8 +107,8 @@ def render(rules: list[UserRule]) -> str:
             "alert": r["name"], "expr": expression(r),
             "labels": {"severity": r["severity"], "rl_insight_rule": "user"},
             "annotations": {
-                "summary": f"{{{{ $labels.project }}}}/{{{{ $labels.experiment_name }}}}: {describe(r)}; now "
-                           "{{ $value | printf \"%.4g\" }}",
+                "summary": f"{{{{ $labels.project }}}}/{{{{ $labels.experiment_name }}}}: "
+                           f"{_literal(describe(r))}; now {{{{ $value | printf \"%.4g\" }}}}",
                 "what_to_check": r["what_to_check"] or "The run page's charts around the step it began in."}}
         if r["kind"] == "threshold" and r["for_s"]:
             rule["for"] = _duration(r["for_s"])
@@ -128,6 +134,9 @@ def validate(body: Any, step_s: Optional[float]) -> UserRule:
     if not isinstance(name, str) or not RULE_NAME.match(name):
         raise InvalidInputError(f"rule name {str(name)[:80]!r} must be a Prometheus alert name: a letter or _, then "
                                 "letters, digits or _ (at most 64)")
+    if name.startswith("RLInsight"):
+        raise InvalidInputError(f"rule name {name!r}: names starting with RLInsight are the shipped alerts' (the "
+                                "notification routes and inhibitions match them)")
     metric = body.get("metric")
     if not isinstance(metric, str) or not 0 < len(metric) <= 256:
         raise InvalidInputError("a rule needs the metric it watches (as logged, e.g. reward/mean)")

@@ -58,16 +58,21 @@ def _run_dict(row: tuple, now: float, live_window_s: float, conditions: Conditio
 
 def list_runs(
     conn: StoreConnection, live_window_s: float = 60.0, project: str | None = None,
-    conditions: Conditions | None = None
+    conditions: Conditions | None = None, seen_since: float | None = None
 ) -> list[Run]:
-    sql = f"SELECT {RUN_COLUMNS} FROM runs"
-    args: tuple = ()
+    """Every run (of `project`; last seen at or after `seen_since`, unix seconds), the latest seen first."""
+    where: list[str] = []
+    args: list[object] = []
     if project is not None:
-        sql += " WHERE project = ?"
-        args = (project,)
+        where.append("project = ?")
+        args.append(project)
+    if seen_since is not None:
+        where.append("last_seen >= ?")
+        args.append(seen_since)
+    sql = f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
     now = time.time()
     return [_run_dict(r, now, live_window_s, conditions)
-            for r in conn.execute(sql + " ORDER BY last_seen DESC", args)]
+            for r in conn.execute(sql + " ORDER BY last_seen DESC", tuple(args))]
 
 
 def get_run(

@@ -30,6 +30,7 @@ from .alertmanager import Alertmanager, AlertmanagerDown, AlertmanagerError, rfc
 from .receivers import MAX_RECEIVERS, Receiver, ReceiverFile, ShownReceiver, shown, validate
 
 MAX_SILENCE_S = 30 * 86400
+MAX_KEPT_SILENCES = 1000  # silences set through this server that it puts back when Alertmanager lost them
 OFF_HINT = ("off: no Alertmanager runs with this server. Install it (`apt-get install "
             "prometheus-alertmanager` or `rl-insight server install`) and restart with `rl-insight server start`; "
             "docs/alerts.md")
@@ -193,8 +194,8 @@ class Notifications:
         made: Silence = {"id": "", "state": "active", "matchers": matchers, "created_by": who, "comment": why,
                          "starts_at": starts, "ends_at": ends}
         made["id"] = am.add_silence(_wire(made))
-        with self._lock:
-            self._save_kept([*self._kept(), made])
+        with self._lock:  # (the ended ones leave the file; at most MAX_KEPT_SILENCES, the latest kept)
+            self._save_kept([*(k for k in self._kept() if k["ends_at"] > starts), made][-MAX_KEPT_SILENCES:])
         return made
 
     def unsilence(self, silence_id: str) -> None:

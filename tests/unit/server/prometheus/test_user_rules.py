@@ -34,6 +34,7 @@ def test_steps_become_seconds_from_the_runs_step_time_and_the_rule_says_so() -> 
 
 @pytest.mark.parametrize("body, says", [
     ({**LOW, "name": "has space"}, "must be a Prometheus alert name"),
+    ({**LOW, "name": "RLInsightRunStalled"}, "the shipped alerts'"),
     ({**LOW, "metric": ""}, "needs the metric"),
     ({**LOW, "kind": "trend"}, "kind must be threshold"),
     ({**LOW, "op": "equals"}, "needs op: below or above"),
@@ -67,6 +68,10 @@ def test_promtool_refuses_a_rule_that_does_not_compile_and_the_last_good_file_st
     assert rules.rule_path.read_text() == good and [r["name"] for r in rules.rules()] == ["RewardLow"]
     with pytest.raises(ConflictError, match="exists"):
         rules.add(LOW, step_s=1.0)
+    odd = rules.add({**LOW, "name": "Odd", "metric": "score/{{ query \"up\" }}"}, step_s=1.0)  # shown, never run
+    summary = yaml.safe_load(rules.rule_path.read_text())["groups"][0]["rules"][1]["annotations"]["summary"]
+    assert odd["metric"] in describe(odd) and "{{ `{{` }} query" in summary
+    rules.remove("Odd")
     rules.remove("RewardLow")
     assert yaml.safe_load(rules.rule_path.read_text()) == {"groups": []}
     assert render([]).startswith("# Written by rl-insight")
