@@ -41,8 +41,8 @@ class DemoConfig:
     max_concurrency: int = 8
     seed: int = 0
     fault: str | None = None  # "xid" | "npu": an alert fires; "hang": a trainer rank wedges; "slow-replica": the last
-    # replica generates 3x slower; "nan": the policy loss is NaN; "precision-drift": the probability gap climbs
-    # (cli/demo.py FAULTS; from fault_at on)
+    # replica generates 3x slower; "nan": the policy loss is NaN; "precision-drift": the probability gap climbs;
+    # "kv-pressure": replica_0's KV cache stays nearly full (cli/demo.py FAULTS; from fault_at on)
     fault_step: int = 0  # the step the fault is injected at; 0: step 2, or step 5 for a hang (three summarised steps
     #                      first, so the stalled-lane insight knows how long a state usually lasts)
 
@@ -204,6 +204,10 @@ class Demo:
                 if step == self.cfg.fault_at and self.cfg.fault == "slow-replica":
                     self.report(f"fault injected: replica_{self.cfg.replicas - 1} generates 3x slower from step {step} "
                                 "on; compare with a run without it: rl-insight runs diff A B")
+                elif step == self.cfg.fault_at and self.cfg.fault == "kv-pressure":
+                    self.rollout.send(("fault", "kv-pressure"))
+                    self.report(f"fault injected: kv-pressure — replica_0's KV cache stays above 95% from step {step} "
+                                "on")
                 elif step == self.cfg.fault_at and self.cfg.fault in ("nan", "precision-drift"):
                     self.report(f"fault injected: {self.cfg.fault} — "
                                 + ("actor/pg_loss is NaN" if self.cfg.fault == "nan" else

@@ -45,12 +45,14 @@ class _Replica:
         self.running = 0
         self.waiting = 0
         self.rng = rng
+        self.kv_pressure = False  # `--fault kv-pressure`: this replica's KV cache stays nearly full
 
     def _load(self) -> None:
         # KV usage grows with the running requests up to KV_HEALTHY_MAX at full concurrency (waiting ones hold none):
-        # the demo is a healthy job, so it never raises the saturation alert by itself
-        self.engine.set_load(self.running, self.waiting,
-                             0.08 + (KV_HEALTHY_MAX - 0.08) * min(1.0, self.running / max(1, self.max_concurrency)))
+        # the demo is a healthy job, so it never raises the saturation alert by itself (unless told to)
+        share = min(1.0, self.running / max(1, self.max_concurrency))
+        self.engine.set_load(self.running, self.waiting, 0.97 + 0.02 * share if self.kv_pressure
+                             else 0.08 + (KV_HEALTHY_MAX - 0.08) * share)
 
     async def request(self, base_s: float, tail: float) -> tuple[int, int, str, dict[str, float]]:
         """One generation on this replica: prompt tokens, generated tokens, finish reason, engine timings (s)."""
@@ -151,6 +153,9 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
                     getattr(r.engine, "wake", lambda: None)()
                     b.__exit__(None, None, None)
                 conn.send(("weights_updated", time.monotonic() - t0))
+            elif msg[0] == "fault":  # `--fault kv-pressure`: replica_0's KV cache stays above 95 %
+                reps[0].kv_pressure = True
+                reps[0]._load()
             else:
                 break
     except (EOFError, KeyboardInterrupt):

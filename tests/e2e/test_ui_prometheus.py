@@ -270,10 +270,15 @@ def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo
     assert "critic/score/mean above -1000 for" in rule.inner_text() and "at 1.2" in rule.inner_text()
     page.screenshot(path=str(ARTIFACTS / "ui-alerting.png"), full_page=False)
     page.locator("#alerting").screenshot(path=str(ARTIFACTS / "ui-alerting-card.png"))
-    wait_until(lambda: any(r.get("name") == "critic_score_mean_above" for g in httpx.get(
-        stack.prometheus_url + "/api/v1/rules").json()["data"]["groups"] for r in g["rules"]), timeout=30,
-        what="the rule loaded by Prometheus")
+    wait_until(lambda: any(a["labels"]["alertname"] == "critic_score_mean_above" and a["state"] == "firing"
+                           and a["labels"]["experiment_name"] == EXPERIMENT for a in httpx.get(
+        stack.prometheus_url + "/api/v1/alerts").json()["data"]["alerts"]), timeout=60,
+        what="the rule added in the browser firing on the demo")
 
-    page.click("#alerting .silence button")
-    page.wait_for_selector("#alerting .silence", state="detached", timeout=20_000)
+    # the rule's own silence, then the run's ended: the rule's stays, the run can be silenced again
+    page.click("#alerting [data-silence-rule='critic_score_mean_above']")
+    page.wait_for_function("document.querySelectorAll('#alerting .silence').length === 2", timeout=20_000)
+    page.click("#alerting .silence:has-text('this run') button")
+    page.wait_for_function("document.querySelectorAll('#alerting .silence').length === 1", timeout=20_000)
+    assert "critic_score_mean_above by ui until" in page.inner_text("#alerting .silence")
     assert page.is_visible("#silence-run")

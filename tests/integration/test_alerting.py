@@ -330,12 +330,14 @@ def test_a_user_rule_fires_in_prometheus_and_one_that_does_not_compile_is_refuse
 def test_the_demos_nan_and_precision_drift_faults_fire_their_rules(stack: Stack) -> None:
     """`demo --fault nan` makes RLInsightNonFiniteMetric fire for that run and metric, and nothing else for it;
     `demo --fault precision-drift` crosses RLInsightPrecisionMismatch's threshold (its expression over a shorter window:
-    the rule itself waits 15 minutes), which the other run does not."""
+    the rule itself waits 15 minutes), which the other runs do not; `demo --fault kv-pressure` makes
+    RLInsightKVCacheSaturated pending (it fires after its 5 minutes) for replica 0 of that run alone."""
     env = {**os.environ, "RL_INSIGHT_HOME": str(stack.home), "RL_INSIGHT_TOKEN": stack.token}
     demos = {fault: subprocess.Popen(
         [sys.executable, "-m", "rl_insight", "demo", "--server-url", stack.ingest_url, "--steps", "0", "--step-seconds",
          "0.6", "--replicas", "2", "--ranks", "2", "--fault", fault, "--experiment-name", fault, "--project", "faults"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for fault in ("nan", "precision-drift")}
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for fault in ("nan", "precision-drift", "kv-pressure")}
     try:
         def alerts() -> list[dict[str, Any]]:
             return [a for a in _prom(stack, "/api/v1/alerts")["alerts"] if a["labels"].get("project") == "faults"]
@@ -347,14 +349,22 @@ def test_the_demos_nan_and_precision_drift_faults_fire_their_rules(stack: Stack)
         assert {f for f in fired if f[1] == "nan"} == {("RLInsightNonFiniteMetric", "nan", "actor_pg_loss"),
                                                        ("RLInsightNonFiniteMetric", "nan", "actor_loss")}, fired
         assert {f[0] for f in fired if f[1] == "precision-drift"} <= {"RLInsightPrecisionMismatch"}, fired
+        assert {f[0] for f in fired if f[1] == "kv-pressure"} <= {"RLInsightKVCacheSaturated"}, fired
         gap = 'min_over_time(rl_insight_monitor_training_rollout_probs_diff_mean{project="faults"}[5s]) > 0.01'
         wait_until(lambda: _prom(stack, f"/api/v1/query?query={gap}")["result"], timeout=60,
                    what="the probability gap past 0.01")
         assert {r["metric"]["experiment_name"] for r in _prom(stack, f"/api/v1/query?query={gap}")["result"]} == {
             "precision-drift"}
+
+        def saturated() -> list[dict[str, Any]]:  # RLInsightKVCacheSaturated pending (it fires after 5 minutes)
+            return [a["labels"] for a in alerts() if a["labels"]["alertname"] == "RLInsightKVCacheSaturated"]
+
+        wait_until(saturated, timeout=60, what="the KV cache saturation alert pending")
+        assert [(a["experiment_name"], a["replica"]) for a in saturated()] == [("kv-pressure", "0")]
     finally:
         for p in demos.values():
             p.send_signal(signal.SIGINT)
         outs = {fault: p.communicate(timeout=60)[0] for fault, p in demos.items()}
     assert "fault injected: nan — actor/pg_loss is NaN from step 2 on" in outs["nan"], outs["nan"][-2000:]
     assert "training/rollout_probs_diff_mean climbs past 0.01" in outs["precision-drift"]
+    assert "replica_0's KV cache stays above 95%" in outs["kv-pressure"]

@@ -104,7 +104,9 @@ def test_five_services_rendered_configs_credentials_logs_and_stop(tmp_path: Path
         # Prometheus: rules and remote_write rendered; promtool accepts the file
         prom_cfg = yaml.safe_load((home / "runtime" / "prometheus.yml").read_text())
         assert prom_cfg["remote_write"] == [{"url": "http://mimir.example:9009/api/v1/push"}]
-        assert prom_cfg["rule_files"] == [str(home / "runtime" / "rules" / "*.yml")]
+        assert prom_cfg["rule_files"] == [str(home / "runtime" / "rules" / "*.yml"),
+                                          str(home / "data" / "alerting" / "user_rules.yml")]  # the shipped, the users'
+        assert (home / "data" / "alerting" / "user_rules.yml").exists()  # (written at start: Prometheus finds one)
         import shutil
         import subprocess
 

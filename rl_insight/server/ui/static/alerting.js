@@ -49,7 +49,9 @@ export class AlertingPanel {
     const mine = (rules?.rules || []).filter(r => (!r.project || r.project === this.run.project)
       && (!r.experiment_name || r.experiment_name === this.run.experiment_name));
     this.rules.replaceChildren(...mine.map(r => h("div", { class: "user-rule", "data-rule": r.name },
-      h("b", {}, r.name), ` ${r.description} `, h("button", { class: "mini link", onclick: () => this.removeRule(r.name) }, "remove"))));
+      h("b", {}, r.name), ` ${r.description} `,
+      n.enabled ? h("button", { class: "mini link", "data-silence-rule": r.name, onclick: () => this.silence(r.name) }, "silence 2 h") : null,
+      h("button", { class: "mini link", onclick: () => this.removeRule(r.name) }, "remove"))));
     if (!this.names.children.length) {
       const { metrics } = await api(`/api/v1/runs/${this.run.id}/metrics`).catch(() => ({ metrics: [] }));
       this.names.replaceChildren(...[...new Set(metrics.map(m => m.logged || m.name))].sort().map(n => h("option", { value: n })));
@@ -62,11 +64,12 @@ export class AlertingPanel {
     await this.refresh();
   }
 
-  silence() {
+  // the whole run, or one alert of it (a rule's)
+  silence(alertname = null) {
     return this.act("silencing", async () => {
       const s = await api("/api/v1/alerting/silences", { method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ run_id: this.run.id, duration_s: 7200, created_by: "ui", comment: "silenced from the run page" }) });
-      return `silenced until ${hhmm(s.ends_at)}`;
+        body: JSON.stringify({ run_id: this.run.id, duration_s: 7200, alertname, created_by: "ui", comment: "silenced from the run page" }) });
+      return `${alertname || "this run"} silenced until ${hhmm(s.ends_at)}`;
     });
   }
 
