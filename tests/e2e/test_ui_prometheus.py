@@ -252,8 +252,10 @@ def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo
     page.fill("#token", stack.token)
     page.click("button[type=submit]")
     page.goto(f"{stack.ingest_url}/#/run/{rid}")
-    panel = page.wait_for_selector("#alerting[data-notifications='no-receiver']", timeout=30_000)
-    assert "Notifications on, but no receiver is set" in panel.inner_text()
+    page.wait_for_selector("#alerting[data-notifications='no-receiver']", state="attached", timeout=30_000)
+    assert page.inner_text("#alerting-status") == "notify: no receiver ›"  # in the run's header line
+    page.click("#alerting-status")  # and in words, with the buttons, asked
+    assert "Notifications on, but no receiver is set" in page.inner_text("#alerting .notifications")
 
     page.click("#silence-run")
     row = page.wait_for_selector("#alerting .silence", timeout=20_000)
@@ -261,13 +263,13 @@ def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo
     listed = httpx.get(f"{stack.ingest_url}/api/v1/alerting/silences", params={"run_id": rid}, headers=auth).json()
     assert [s["matchers"]["experiment_name"] for s in listed["silences"]] == [EXPERIMENT]
 
-    page.click("#rule-form summary")
+    page.click("#rule-toggle")
     page.fill("#rule-metric", "critic/score/mean")
     page.select_option("#rule-op", "above")
     page.fill("#rule-value", "-1000")
     page.click("#rule-add")  # the second click
     rule = page.wait_for_selector("#alerting .user-rule[data-rule='critic_score_mean_above']", timeout=20_000)
-    assert "critic/score/mean above -1000 for" in rule.inner_text() and "at 1.2" in rule.inner_text()
+    assert "critic/score/mean above -1000 for" in rule.inner_text() and "s per step" in rule.inner_text()
     page.screenshot(path=str(ARTIFACTS / "ui-alerting.png"), full_page=False)
     page.locator("#alerting").screenshot(path=str(ARTIFACTS / "ui-alerting-card.png"))
     wait_until(lambda: any(a["labels"]["alertname"] == "critic_score_mean_above" and a["state"] == "firing"

@@ -8,32 +8,42 @@ import { h } from "./dom.js";
 const hhmm = (iso) => new Date(iso).toLocaleTimeString([], { hour12: false, hour: "2-digit", minute: "2-digit" });
 
 export class AlertingPanel {
+  // two elements: `inline`, a few words in the run's header line saying who is told (the first screen keeps its charts and
+  // timeline: nothing here takes a line of its own until someone asks for it), and `el`, the block under the header
+  // with the silences and rules of the run (only when there are some) and, once they are clicked, the status in
+  // words, "silence 2 h" and "alert me when…"
   constructor(run) {
     this.run = run;
     this.el = h("div", { id: "alerting" });
-    this.status = h("div", { class: "muted notifications" });
+    this.status = h("a", { href: "#", id: "alerting-status", class: "muted", onclick: (e) => { e.preventDefault(); this.controls.hidden = !this.controls.hidden; } });
+    this.help = h("span", { class: "muted notifications" });
     this.silences = h("div", { class: "silences" });
     this.rules = h("div", { class: "user-rules" });
-    this.msg = h("span", { class: "muted", id: "alerting-msg" });
-    this.metric = h("input", { id: "rule-metric", list: "rule-metrics", placeholder: "metric, e.g. reward/mean", size: 24 });
+    this.msg = h("div", { class: "muted", id: "alerting-msg" });
+    this.metric = h("input", { id: "rule-metric", list: "rule-metrics", placeholder: "metric, e.g. reward/mean" });
     this.names = h("datalist", { id: "rule-metrics" });
     this.op = h("select", { id: "rule-op" }, ...[["below", "drops below"], ["above", "rises above"], ["change", "jumps by σ"]]
       .map(([v, t]) => h("option", { value: v }, t)));
-    this.value = h("input", { id: "rule-value", type: "number", step: "any", placeholder: "value / σ", size: 8 });
-    this.steps = h("input", { id: "rule-steps", type: "number", min: "1", value: "3", size: 4, title: "for this many steps "
+    this.value = h("input", { id: "rule-value", type: "number", step: "any", placeholder: "value / σ" });
+    this.steps = h("input", { id: "rule-steps", type: "number", min: "1", value: "3", title: "for this many steps "
       + "(a jump: over this many steps' mean and deviation)" });
-    this.form = h("details", { id: "rule-form" }, h("summary", {}, "Alert me when…"),
-      h("div", { class: "bar" }, this.metric, this.names, this.op, this.value, h("span", { class: "muted" }, "for"), this.steps,
-        h("span", { class: "muted" }, "steps"), h("button", { id: "rule-add", class: "mini", onclick: () => this.addRule() }, "Add rule")));
-    this.silenceBtn = h("button", { id: "silence-run", class: "mini link", onclick: () => this.silence() }, "silence this run for 2 h");
-    this.el.append(h("div", { class: "bar" }, this.status, this.silenceBtn, this.msg), this.silences, this.rules, this.form);
+    this.form = h("div", { id: "rule-form", class: "bar", hidden: "" }, h("b", {}, "Alert me when"), this.metric, this.names, this.op,
+      this.value, h("span", { class: "muted" }, "for"), this.steps, h("span", { class: "muted" }, "steps"),
+      h("button", { id: "rule-add", class: "mini", onclick: () => this.addRule() }, "Add rule"));
+    this.silenceBtn = h("button", { id: "silence-run", class: "mini link", onclick: () => this.silence() }, "silence 2 h");
+    this.ruleBtn = h("button", { id: "rule-toggle", class: "mini link", onclick: () => { this.form.hidden = !this.form.hidden; } },
+      "alert me when…");
+    this.inline = h("span", { id: "alerting-inline" }, this.status);
+    this.controls = h("div", { class: "bar", hidden: "" }, this.help, this.silenceBtn, this.ruleBtn);
+    this.el.append(this.controls, this.silences, this.rules, this.form, this.msg);
   }
 
   async refresh() {
     const n = await api("/api/v1/alerting").catch(() => null);
     if (!n) return;
     this.el.dataset.notifications = !n.enabled ? "off" : n.receivers ? "on" : "no-receiver";
-    this.status.textContent = `Notifications ${n.message}`;
+    this.status.textContent = `notify: ${!n.enabled ? "off" : n.receivers ? `${n.receivers} receiver${n.receivers > 1 ? "s" : ""}` : "no receiver"} ›`;
+    this.status.title = this.help.textContent = `Notifications ${n.message}`;
     this.silenceBtn.hidden = !n.enabled;
     if (n.enabled) {
       const { silences } = await api(`/api/v1/alerting/silences?run_id=${this.run.id}`).catch(() => ({ silences: [] }));
@@ -45,7 +55,7 @@ export class AlertingPanel {
       this.silenceBtn.hidden = silences.some(s => s.matchers.experiment_name && !s.matchers.alertname);
     }
     const rules = await api("/api/v1/alerting/rules").catch(() => null);
-    this.form.hidden = rules === null;
+    this.ruleBtn.hidden = rules === null;
     const mine = (rules?.rules || []).filter(r => (!r.project || r.project === this.run.project)
       && (!r.experiment_name || r.experiment_name === this.run.experiment_name));
     this.rules.replaceChildren(...mine.map(r => h("div", { class: "user-rule", "data-rule": r.name },

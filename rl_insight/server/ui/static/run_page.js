@@ -33,6 +33,7 @@ export async function renderRun(app, runId, params) {
   const compared = others.filter(Boolean);
   $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"), " / ", `${run.project} / ${run.experiment_name}`);
   const header = h("div", { class: "bar", id: "run-header" });
+  state.alerting = compared.length ? null : new AlertingPanel(run);  // who is told: in the header, and under it
   const insightsEl = h("div", { class: "cards", id: "insights" });
   const stepsEl = h("div", { id: "step-table" });
   const explainEl = h("div", { id: "explain-step", class: "explain" });
@@ -69,7 +70,7 @@ export async function renderRun(app, runId, params) {
     : insightsEl;
   app.replaceChildren(h("h2", {}, `${run.project} / ${run.experiment_name}`, ...(run.tags || []).map(t => h("span", { class: "tag" }, t)),
       compared.length ? h("span", { class: "muted" }, " compared with ", compared.map(r => state.runNames[r.id]).join(", ")) : null),
-    header, rangeEl, alertsEl,
+    header, state.alerting ? state.alerting.el : "", rangeEl, alertsEl,
     compared.length ? h("h3", { id: "diff-h" }, "Where the time went ", h("span", { class: "muted" },
       "(each compared run against this one, steps aligned by number; docs/explain.md)")) : "", diffEl,
     h("h3", { id: "insights-h" }, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
@@ -105,7 +106,8 @@ export async function renderRun(app, runId, params) {
     h("span", { class: "muted", id: "run-meta" }, `run ${r.id} · started ${new Date(r.first_seen * 1000).toLocaleString([], { hour12: false })}`
       + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
     h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),
-    h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"));
+    h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"),
+    state.alerting ? state.alerting.inline : "");
   setHeader(run);
 
   // a finished run changes rarely (a late resend, a profile's analysis): every 30 s unless the address says otherwise
@@ -145,7 +147,6 @@ export async function renderRun(app, runId, params) {
   rangeBar.show();
   if (step !== null) showStep(step, { scroll: false });
   renderTargets(targetsEl, runId);
-  state.alerting = compared.length ? null : new AlertingPanel(run);
   state.alerting?.refresh();
   if (state.alerting) every(30_000, () => state.alerting.refresh());
   renderAlerts(alertsEl, runId);
@@ -320,9 +321,7 @@ async function renderAlerts(el, runId) {
     x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
     x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
       onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
-  // the card stays when nothing fires: who is told, the silences and "alert me when" live on it (alerting.js)
-  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, evaluated
-      ? `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)` : "(no Prometheus evaluates the alert rules)")),
-    state.alerting ? state.alerting.el : "",
-    ...(evaluated ? [...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item)] : []));
+  if (!evaluated || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
+  el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),
+    ...groupAlerts(a.active).map(item), ...groupAlerts(a.recent).map(item));
 }
