@@ -194,3 +194,35 @@ def runs_explain(
     typer.echo("")
     echo_table([[k, f"{v:.3f} s"] for k, v in e["path_lanes"].items()], ["LANE ON THE PATH", "A STEP"])
     return 0
+
+
+@runs_app.command("ledger")
+def runs_ledger(
+    run: str = typer.Argument(..., help="The run: PROJECT/EXPERIMENT or its run id."),
+    steps: Optional[str] = StepsOpt,
+    as_json: bool = typer.Option(False, "--json", help="steps (each: step, wall_s, devices, total, reasons), run, "
+                                                       "goodput, sentence."),
+    server_url: Optional[str] = ServerUrlOpt,
+    token: Optional[str] = TokenOpt,
+    home: Optional[Path] = HomeOpt,
+) -> int:
+    """Where the device-seconds went: each step's wall time × devices split into training, generating, weight sync,
+    waiting for the long-tail replica, … (docs/ledger.md), and the share that trained the model."""
+    server = require_server(home, server_url, token, None)
+    run_id = resolve_run(server, run)
+    d = server.request("GET", f"/api/v1/runs/{run_id}/ledger", params={"steps": steps} if steps else {})
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return 0
+    if not d["steps"]:
+        typer.echo("no complete step yet: the ledger counts whole steps")
+        return 1
+    total = d["run"]["total"] or 1.0
+    typer.echo(f"{len(d['steps'])} steps, {d['run']['wall_s']:.1f} s of wall time, {total:.1f} device-seconds "
+               f"({d['devices_note']}).")
+    typer.echo(d["sentence"])
+    echo_table([[r, f"{s:.1f}", f"{100 * s / total:.1f} %"] for r, s in d["run"]["reasons"].items()],
+               ["REASON", "DEVICE-SECONDS", "SHARE"])
+    if d["pending"]:
+        typer.echo(f"({len(d['pending'])} more steps are still being summarized; ask again in a few seconds)")
+    return 0

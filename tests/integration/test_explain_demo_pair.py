@@ -86,3 +86,29 @@ def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
     r = subprocess.run([*cmd, "diff", "rl-insight-demo/nope", str(slow), *common], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode != 0 and "no run rl-insight-demo/nope" in r.stderr and "rl-insight runs list" in r.stderr
+
+
+def test_the_ledger_tiles_every_step_and_the_slow_replicas_cost_lands_in_the_long_tail(demo_pair: DemoPair) -> None:
+    """docs/ledger.md on real demo runs: each step's reasons add up to its wall time × devices (within 1 %), and what
+    the slow replica adds (`--fault slow-replica`) is mostly the others waiting for it."""
+    srv = demo_pair
+    ledgers = {name: _get(srv, f"/api/v1/runs/{rid}/ledger", steps="2-7") for name, rid in (("base", srv.base),
+                                                                                          ("slow", srv.slow))}
+    for name, d in ledgers.items():
+        assert len(d["steps"]) >= 5 and not d["pending"], (name, d)
+        for s in d["steps"]:
+            assert s["devices"] == 2 + 4  # two trainer ranks, four replicas of one device (the demo's config says tp 1)
+            assert abs(sum(s["reasons"].values()) - s["wall_s"] * s["devices"]) <= 0.01 * s["wall_s"] * s["devices"]
+        assert d["devices_note"] == ("each rollout replica counts 1 device (the run's config: "
+                                     "actor_rollout_ref.rollout.tensor_model_parallel_size)")
+        assert d["sentence"].endswith(".") and 0 < d["goodput"] < 1
+
+    def per_step(d: dict, reason: str | None = None) -> float:
+        return sum(s["total"] if reason is None else s["reasons"].get(reason, 0.0) for s in d["steps"]) / len(
+            d["steps"])
+
+    extra = per_step(ledgers["slow"]) - per_step(ledgers["base"])
+    tail = per_step(ledgers["slow"], "waiting: long-tail replica") - per_step(ledgers["base"],
+                                                                              "waiting: long-tail replica")
+    print(f"extra device-seconds a step {extra:.2f}, of which long tail {tail:.2f}")
+    assert extra > 0 and tail >= 0.6 * extra, (extra, tail, ledgers["slow"]["run"], ledgers["base"]["run"])

@@ -4,6 +4,8 @@
         one step's critical path, slacks, gaps and what-if savings (the last complete step without `step`)
     GET /api/v1/runs/{run_id}/explain?steps=a-b[&cut_percent=&stage=&faster_percent=]
         over a window of steps: each what-if's median and total saving, the biggest single fix, where the path runs
+    GET /api/v1/runs/{run_id}/ledger[?steps=a-b]
+        the goodput ledger: each step's device-seconds by reason (runstore/steps/ledger.py, docs/ledger.md)
     GET /api/v1/runs/diff?a=RUN&b=RUN[&steps=a-b | &a_steps=a-b&b_steps=c-d]
         two runs (or two windows of one run, a = b) aligned by step: the difference by stage, lane class and lane,
         and the sentence
@@ -27,8 +29,8 @@ from ...semantics import critical_path as cp
 from ...semantics import run_diff
 from ..runstore import queries as q
 from ..runstore.results import Run
-from ..runstore.steps import explain
-from ..runstore.steps.answers import CriticalPath, Explanation, RunsDiff
+from ..runstore.steps import explain, ledger
+from ..runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
 from ..runstore.steps.run_insights import run_step_windows
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -104,6 +106,16 @@ def build_router(st: AppState) -> APIRouter:
             return {"run_id": run_id, **explain.step_path(reader.conn(), run_id, w, time.time_ns(),
                                                            cut_percent=cut_percent, stage=stage,
                                                            faster_percent=faster_percent if stage else None)}
+        return await run_in_threadpool(work)
+
+    @r.get("/{run_id}/ledger", **typed_answer(Ledger, "where the device-seconds went, by step and reason"))
+    async def run_ledger(run_id: RunId, steps: Optional[str] = _steps_param()) -> dict[str, Any]:
+        """Every device-second of each step accounted to one reason: generating, training, weight sync, waiting for
+        the long-tail replica, … (docs/ledger.md); each step's reasons add up to its wall time × devices."""
+        def work() -> dict[str, Any]:
+            _, ws = windows(run_id, _range(steps))
+            config = q.get_run(reader.conn(), run_id, cfg.live_window_s, include_config=True).get("config")
+            return ledger.run_ledger(reader.conn(), run_id, ws, time.time_ns(), config)
         return await run_in_threadpool(work)
 
     @r.get("/{run_id}/explain", **typed_answer(Explanation, "the what-ifs over the window"))

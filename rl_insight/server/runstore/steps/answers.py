@@ -252,3 +252,34 @@ class RunsDiff(TypedDict):
     sentence: str
     pending_steps: PendingSteps
     savings_b: Savings
+
+
+class LedgerStep(TypedDict):
+    """One step of the ledger: its wall time, the devices its lanes count, their device-seconds in all
+    (`wall_s` × `devices`), and those device-seconds by reason (semantics/ledger.py), the largest first."""
+
+    step: int
+    wall_s: Number
+    devices: Number
+    total: Number
+    reasons: dict[str, Number]
+
+
+class LedgerTotals(TypedDict):
+    wall_s: Number
+    total: Number
+    reasons: dict[str, Number]
+
+
+class Ledger(TypedDict):
+    """A run's goodput ledger over a window of steps (runstore/steps/ledger.py): each step's and the window's
+    device-seconds by reason, the share that trained (`goodput`, null with no step), where the rest went in one
+    sentence, how devices were counted, and the steps still to be summarized."""
+
+    run_id: int
+    steps: list[LedgerStep]
+    run: LedgerTotals
+    goodput: Number | None
+    sentence: str
+    devices_note: str
+    pending: list[int]

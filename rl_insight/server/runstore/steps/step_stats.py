@@ -18,6 +18,9 @@ little in the past. Its pieces are computed once, with the same pure functions a
 | "@cplane"  | L           | lane L's time on the critical path                               |
 | "@whatif"  | bubbles, tail, cut5, cut10, cut20 | estimated seconds saved (the path's gaps removed; the    |
 |            |             | long tail finishing with the others; the slowest k % of generation items cut)     |
+| "@ledger"  | C:R         | lane-seconds of lanes of class C (trainer, rollout, other) under ledger reason R   |
+|            |             | (rl_insight/semantics/ledger.py; devices are applied when read: steps/ledger.py)  |
+| "@ledger_lanes" | C      | how many lanes of class C the step's ledger counts                               |
 
 A window is then: the sums over the steps it fully contains (one indexed SQL aggregate) plus a
 raw computation over the partial steps at its two edges, which are short. The result equals
@@ -30,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....semantics import critical_path as cp
-from ....semantics import insights
+from ....semantics import insights, ledger
 from .. import queries as q
 from ..backend import StoreConnection
 from ..rows import UPSERT_STEP_STAT, UPSERT_SUMMARY
@@ -66,6 +69,7 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
         if end is not None and a <= end < b:
             longest[s["name"]] = max(longest.get(s["name"], 0.0), (end - s["start_ns"]) / NS)
     rows += [("@maxdur", name, sec) for name, sec in longest.items()]
+    rows += ledger_rows(spans, a, b, now_ns)
     ending = [s for s in spans if s.get("end_ns") is not None and a <= s["end_ns"] < b]
     values = insights.staleness_values(ending, versions, now_ns)
     if values:
@@ -75,6 +79,29 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
             ("@stale", "max", max(values)),
         ]
     return rows
+
+
+def lane_class(lane: str, generation_lanes: set[str]) -> str:
+    """trainer (one device each), rollout (its tensor-parallel size each, from the run's config when read), other."""
+    if ledger.is_trainer(lane):
+        return "trainer"
+    return "rollout" if lane in generation_lanes or lane.startswith("replica") else "other"
+
+
+def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int) -> list[tuple[str, str, float]]:
+    """The step's ledger by lane class and reason ("@ledger", "@ledger_lanes"); trajectory lanes are not workers."""
+    workers = [s for s in spans if not str(s.get("lane") or "").startswith(AGENT_LANE_PREFIX)]
+    per_lane = ledger.step_ledger(workers, a, b, now_ns)
+    gen = set(insights.generation_lanes(workers, now_ns))
+    sums: dict[str, float] = {}
+    lanes: dict[str, int] = {}
+    for lane, reasons in per_lane.items():
+        cls = lane_class(lane, gen)
+        lanes[cls] = lanes.get(cls, 0) + 1
+        for reason, sec in reasons.items():
+            key = f"{cls}:{reason}"
+            sums[key] = sums.get(key, 0.0) + sec
+    return [("@ledger", k, v) for k, v in sums.items()] + [("@ledger_lanes", c, float(n)) for c, n in lanes.items()]
 
 
 def wait_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, now_ns: int) -> list[tuple[str, str,
@@ -204,7 +231,7 @@ def window_insights(conn: StoreConnection, run_id: int, t0: int, t1: int, now_ns
                     stale["max"] = mx if stale["max"] is None else max(stale["max"], mx)
                 else:
                     stale[name] += total
-            elif lane in ("", "@gen", "@maxdur", "@wait", "@cp", "@cplane", "@whatif"):
+            elif lane in ("", "@gen", "@maxdur", "@wait", "@cp", "@cplane", "@whatif", "@ledger", "@ledger_lanes"):
                 continue
             elif name == "":
                 _add(lane_busy, lane, total)

@@ -1,0 +1,91 @@
+"""A run's goodput ledger over a window of steps (semantics/ledger.py, docs/ledger.md): from the "@ledger" rows the
+insight rounds keep per step (step_stats.py), steps not summarized yet computed from their spans (a few), the others
+listed as pending.
+
+Devices: a trainer lane is one device; a rollout lane counts its tensor-parallel size when the run's config says it
+(verl's `actor_rollout_ref.rollout.tensor_model_parallel_size`), else one, and `devices_note` says which; other lanes
+one. Invariant: every step's reasons add up to `total` = `wall_s` × `devices` (the ledger tiles each lane's window).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ....semantics import ledger
+from .. import queries as q
+from ..backend import StoreConnection
+from .step_stats import ledger_rows
+
+FALLBACK_STEPS = 16  # steps not summarized yet computed from spans in one answer; later ones are pending
+NS = 1e9
+TP_KEYS = ("rollout.tensor_model_parallel_size", "rollout.tp_size", "rollout.tensor_parallel_size")
+
+
+def rollout_devices(config: Mapping[str, Any] | None) -> tuple[float, str]:
+    """Devices per rollout replica from the run's config (flattened or nested keys), and the words that say so."""
+    def walk(d: Any, prefix: str = "") -> Any:
+        if isinstance(d, Mapping):
+            for k, v in d.items():
+                key = f"{prefix}.{k}" if prefix else str(k)
+                if any(key.endswith(t) for t in TP_KEYS) and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    return key, v
+                found = walk(v, key)
+                if found:
+                    return found
+        return None
+
+    found = walk(config or {})
+    if found and 1 <= found[1] <= 1024:
+        n = found[1]
+        unit = "device" if n == 1 else "devices"
+        return float(n), f"each rollout replica counts {n:g} {unit} (the run's config: {found[0]})"
+    return 1.0, ("each rollout replica counts one device: the run's config does not say its tensor-parallel size "
+                 "(actor_rollout_ref.rollout.tensor_model_parallel_size)")
+
+
+def _weigh(rows: dict[str, float], lanes: dict[str, float], per_replica: float) -> tuple[dict[str, float], float]:
+    weight = {"trainer": 1.0, "rollout": per_replica, "other": 1.0}
+    reasons: dict[str, float] = {}
+    for key, sec in rows.items():
+        cls, _, reason = key.partition(":")
+        reasons[reason] = reasons.get(reason, 0.0) + sec * weight.get(cls, 1.0)
+    return reasons, sum(n * weight.get(cls, 1.0) for cls, n in lanes.items())
+
+
+def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
+               config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{steps: [{step, wall_s, devices, total, reasons}], run: {...}, goodput, sentence, devices_note, pending}."""
+    per_replica, note = rollout_devices(config)
+    bounds = {s: (a, b) for s, a, b in windows}
+    rows: dict[int, dict[str, float]] = {}
+    lanes: dict[int, dict[str, float]] = {}
+    wanted = list(bounds)
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        for step, lane, name, value in conn.execute(
+                f"SELECT step, lane, name, value FROM step_stats WHERE run_id = ? AND step IN "
+                f"({','.join('?' * len(part))}) AND lane IN ('@ledger', '@ledger_lanes')", (run_id, *part)):
+            (rows if lane == "@ledger" else lanes).setdefault(step, {})[name] = value
+    missing = [s for s in wanted if s not in lanes]
+    for step in missing[:FALLBACK_STEPS]:
+        a, b = bounds[step]
+        for lane, name, value in ledger_rows(q.spans_in(conn, run_id, a, b, attributes=False), a, b, now_ns):
+            (rows if lane == "@ledger" else lanes).setdefault(step, {})[name] = value
+    steps: list[dict[str, Any]] = []
+    run_reasons: dict[str, float] = {}
+    run_wall = run_total = 0.0
+    for step, a, b in windows:
+        if step not in lanes:
+            continue
+        reasons, devices = _weigh(rows.get(step, {}), lanes[step], per_replica)
+        total = sum(reasons.values())
+        steps.append({"step": step, "wall_s": (b - a) / NS, "devices": devices, "total": total,
+                      "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1]))})
+        run_wall += (b - a) / NS
+        run_total += total
+        for r, v in reasons.items():
+            run_reasons[r] = run_reasons.get(r, 0.0) + v
+    run = {"wall_s": run_wall, "total": run_total, "reasons": dict(sorted(run_reasons.items(), key=lambda x: -x[1]))}
+    return {"run_id": run_id, "steps": steps, "run": run,
+            "goodput": run_reasons.get(ledger.USEFUL, 0.0) / run_total if run_total > 0 else None,
+            "sentence": ledger.sentence(run_reasons), "devices_note": note, "pending": missing[FALLBACK_STEPS:]}

@@ -1,0 +1,71 @@
+"""The goodput ledger's attribution (semantics/ledger.py), hand-computed for each schedule, and the invariant that a
+step's reasons tile it: every lane's seconds add up to the window, none negative (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rl_insight.semantics import ledger as L
+
+S = 10**9
+
+
+def span(lane: str, name: str, a: float, b: float | None) -> dict:
+    return {"lane": lane, "name": name, "kind": "state", "start_ns": int(a * S), "end_ns": None if b is None
+            else int(b * S)}
+
+
+def test_a_synchronous_step_by_hand() -> None:
+    spans = [span("replica_0", "vllm_generate", 0, 4), span("replica_1", "vllm_generate", 0, 6),
+             span("rank_0", "train_batch", 6, 9), span("rank_1", "actor_compute_log_prob", 6, 9),
+             span("replica_0", "update_weights", 9, 10), span("replica_1", "update_weights", 9, 10)]
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S)
+    assert got == {
+        "replica_0": {L.GENERATING: 4, L.WAIT_TAIL: 2, L.WAIT_TRAINING: 3, L.WEIGHT_SYNC: 1},
+        "replica_1": {L.GENERATING: 6, L.WAIT_TRAINING: 3, L.WEIGHT_SYNC: 1},
+        "rank_0": {L.WAIT_ROLLOUT: 4, L.WAIT_TAIL: 2, L.TRAINING: 3, L.WAIT_SYNC: 1},  # replica_1 alone: the tail
+        "rank_1": {L.WAIT_ROLLOUT: 4, L.WAIT_TAIL: 2, L.LOGPROB: 3, L.WAIT_SYNC: 1}}
+    total = L.totals(got, {"replica_0": 2, "replica_1": 2})  # tensor parallel 2: each replica is two devices
+    assert sum(total.values()) == pytest.approx(10 * 6) and total[L.GENERATING] == 20
+    assert L.sentence(total) == ("5 % of the device time trained the model; the rest went to generating 33 %, "
+                                 "waiting: training 20 %, waiting: long-tail replica 13 %.")
+
+
+def test_an_asynchronous_step_counts_the_overlap_once_per_lane() -> None:
+    spans = [span("replica_0", "vllm_generate", 0, 8), span("rank_0", "train_batch", 2, 7),
+             span("replica_1", "vllm_generate", 0, 3), span("replica_1", "update_weights", 2, 3)]  # sync inside gen
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S, lanes=["rank_1"])  # a lane with nothing in the step
+    assert got["rank_0"] == {L.WAIT_ROLLOUT: 2, L.TRAINING: 5, L.WAIT_TAIL: 1, L.IDLE: 2}  # (trains through the sync)
+    assert got["replica_0"] == {L.GENERATING: 8, L.IDLE: 2}
+    assert got["replica_1"] == {L.GENERATING: 2, L.WEIGHT_SYNC: 1, L.WAIT_TRAINING: 4, L.WAIT_TAIL: 1, L.IDLE: 2}
+    assert got["rank_1"] == {L.WAIT_ROLLOUT: 2, L.WAIT_SYNC: 1, L.WAIT_TAIL: 5, L.IDLE: 2}
+
+
+def test_an_open_state_counts_until_now_and_names_map_to_reasons() -> None:
+    got = L.step_ledger([span("rank_0", "train_batch", 1, None)], 0, 10 * S, 4 * S)
+    assert got == {"rank_0": {L.IDLE: 7, L.TRAINING: 3}}
+    assert [L.reason_of(n, lane) for n, lane in (
+        ("compute_reward", "reward_0"), ("ref_compute_log_prob", "rank_0"), ("save_checkpoint", "rank_0"),
+        ("validate", "rank_0"), ("tq_get", "rank_0"), ("sglang_generate", "replica_0"), ("sync_weights", "rank_0"),
+        ("forward_backward", "rank_0"), ("tool_call", "agent"))] == [
+        L.SCORING, L.LOGPROB, L.CHECKPOINT, L.VALIDATION, L.DATA, L.GENERATING, L.WEIGHT_SYNC, L.TRAINING, L.OTHER]
+
+
+LANES = ["rank_0", "rank_1", "replica_0", "replica_1", "reward_0"]
+NAMES = ["train_batch", "vllm_generate", "update_weights", "compute_reward", "ref_compute_log_prob", "save_checkpoint"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(LANES), st.sampled_from(NAMES), st.integers(-5, 25),
+                          st.integers(0, 30) | st.none()), max_size=30),
+       st.integers(0, 10), st.integers(1, 20))
+def test_every_lane_tiles_the_step_and_nothing_is_negative(raw: list, a: int, width: int) -> None:
+    spans = [span(lane, name, s, None if d is None else s + d) for lane, name, s, d in raw]
+    got = L.step_ledger(spans, a * S, (a + width) * S, 15 * S, lanes=["rank_9"])
+    for lane, reasons in got.items():
+        assert sum(reasons.values()) == pytest.approx(width, abs=1e-9), (lane, reasons)
+        assert all(v >= 0 for v in reasons.values()) and set(reasons) <= set(L.REASONS)
+    total = L.totals(got)
+    assert sum(total.values()) == pytest.approx(width * len(got), abs=1e-6)

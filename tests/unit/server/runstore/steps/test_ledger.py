@@ -1,0 +1,35 @@
+"""The ledger's read model (runstore/steps/ledger.py): devices per rollout replica from the run's config, said in
+words, and the stored per-class rows weighed into device-seconds that still tile the step."""
+
+from __future__ import annotations
+
+from rl_insight.server.runstore.steps.ledger import _weigh, rollout_devices
+from rl_insight.server.runstore.steps.step_stats import ledger_rows
+
+S = 10**9
+
+
+def test_devices_per_replica_come_from_the_config_or_say_they_do_not() -> None:
+    nested = {"actor_rollout_ref": {"rollout": {"tensor_model_parallel_size": 4}}}
+    assert rollout_devices(nested) == (4.0, "each rollout replica counts 4 devices (the run's config: "
+                                            "actor_rollout_ref.rollout.tensor_model_parallel_size)")
+    assert rollout_devices({"actor_rollout_ref.rollout.tensor_model_parallel_size": 2})[0] == 2.0
+    for unknown in (None, {}, {"actor_rollout_ref": {"rollout": {"tensor_model_parallel_size": "4"}}},
+                    {"rollout.tp_size": 10**6}, {"rollout.tp_size": True}):
+        n, note = rollout_devices(unknown)
+        assert n == 1.0 and "does not say its tensor-parallel size" in note
+
+
+def test_stored_rows_weighed_by_devices_still_tile_the_step() -> None:
+    spans = [{"lane": "replica_0", "name": "vllm_generate", "kind": "state", "start_ns": 0, "end_ns": 6 * S},
+             {"lane": "rank_0", "name": "train_batch", "kind": "state", "start_ns": 6 * S, "end_ns": 10 * S},
+             {"lane": "experiment=e/trajectory=1", "name": "agent_turn", "kind": "state", "start_ns": 0,
+              "end_ns": 10 * S}]
+    rows = ledger_rows(spans, 0, 10 * S, 10 * S)
+    by = {(lane, name): v for lane, name, v in rows}
+    assert by[("@ledger_lanes", "trainer")] == 1 and by[("@ledger_lanes", "rollout")] == 1
+    assert ("@ledger_lanes", "other") not in by  # a trajectory's lane is not a worker
+    reasons, devices = _weigh({k: v for (lane, k), v in by.items() if lane == "@ledger"},
+                              {k: v for (lane, k), v in by.items() if lane == "@ledger_lanes"}, per_replica=4)
+    assert devices == 5 and sum(reasons.values()) == 10 * 5
+    assert reasons == {"generating": 24, "waiting: training": 16, "waiting: rollout": 6, "training": 4}
