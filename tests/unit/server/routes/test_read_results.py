@@ -16,6 +16,7 @@ from typing_extensions import is_typeddict
 from rl_insight.semantics import panels as catalogue
 from rl_insight.server.control.profiles import records as profiles
 from rl_insight.server.control.stacks import records as stacks
+from rl_insight.server.outbound.alerting import notifications
 from rl_insight.server.prometheus import answers as prometheus
 from rl_insight.server.prometheus import targets as scrape
 from rl_insight.server.routes import health, spans
@@ -195,6 +196,7 @@ ANALYSES = {  # path -> the answer's type: the routes a run's steps feed
     "/api/v1/runs/{run_id}/explain": answers.Explanation,
     "/api/v1/runs/diff": answers.RunsDiff,
     "/api/v1/runs/{run_id}/moe": results.Moe,
+    "/api/v1/runs/{run_id}/ledger": answers.Ledger,
 }
 SERVICES = {  # the server's own, Prometheus' (not configured in process) and the in-memory sink's
     "/healthz": health.Health,
@@ -208,6 +210,7 @@ SERVICES = {  # the server's own, Prometheus' (not configured in process) and th
     "/api/v1/experiments/targets": prometheus.ExperimentTargets,
     "/api/v1/spans/open": spans.OpenSpans,
     "/api/v1/spans/recent": spans.RecentSpans,
+    "/api/v1/alerting": notifications.NotificationStatus,
 }
 ROUTES.update(ANALYSES)
 ROUTES.update(SERVICES)
@@ -255,6 +258,7 @@ def test_the_analyses_answer_what_their_types_say_all_the_way_down(run: Any) -> 
         "/api/v1/runs/{run_id}/explain": get(f"/api/v1/runs/{b}/explain", stage="train_batch"),
         "/api/v1/runs/diff": get("/api/v1/runs/diff", a=a, b=b),
         "/api/v1/runs/{run_id}/moe": get(f"/api/v1/runs/{b}/moe"),
+        "/api/v1/runs/{run_id}/ledger": get(f"/api/v1/runs/{b}/ledger"),
     }
     for path, answer in answers_by_path.items():
         assert answer.status_code == 200, (path, answer.text)
@@ -302,6 +306,7 @@ def test_the_services_answer_what_their_types_say_all_the_way_down(run: Any) -> 
         "/api/v1/experiments": "/api/v1/experiments",
         "/api/v1/experiments/targets": "/api/v1/experiments/targets?project=q&experiment_name=base",
         "/api/v1/spans/open": "/api/v1/spans/open", "/api/v1/spans/recent": "/api/v1/spans/recent",
+        "/api/v1/alerting": "/api/v1/alerting",
     }
     for route, url in paths.items():
         answer = httpx.get(run.url + url)
