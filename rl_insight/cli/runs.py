@@ -67,6 +67,10 @@ def runs_diff(
         echo_table([[x["lane"], x["class"], _s(x.get("generation_delta_s", x.get("busy_delta_s"))),
                      f"{100 * x['slowest_share_b']:.0f} %" if "slowest_share_b" in x else "–"] for x in d["lanes"][:6]],
                    ["LANE", "CLASS", "Δ A STEP", "SLOWEST IN B"])
+    ledger = d["ledger"]  # where the extra device-hours went (docs/ledger.md)
+    typer.echo("\n" + ledger["sentence"])
+    echo_table([[r, _s(v)] for r, v in list(ledger["by_reason"].items())[:6] if abs(v) > 1e-9],
+               ["LEDGER REASON", "Δ DEVICE-S A STEP"])
     pending = d.get("pending_steps", {})
     if pending.get("a") or pending.get("b"):
         typer.echo(f"\n({pending.get('a', 0)} + {pending.get('b', 0)} steps are not summarized yet and were left out)")

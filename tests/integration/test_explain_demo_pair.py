@@ -4,6 +4,7 @@ the slow run's critical path runs through that replica, whose finishing with the
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,13 @@ def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
     first = r.stdout.splitlines()[0]
     assert first.startswith("rl-insight-demo/slow's steps are") and SLOW in first, r.stdout
     assert "STAGE" in r.stdout and "LANE CLASS" in r.stdout
+    assert "they went to waiting: long-tail replica" in r.stdout and "LEDGER REASON" in r.stdout  # docs/ledger.md
+    r = subprocess.run([*cmd, "ledger", "rl-insight-demo/slow", *common], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "% of the device time trained the model" in r.stdout, r.stdout + r.stderr
+    assert "REASON" in r.stdout and "waiting: long-tail replica" in r.stdout and "device-seconds" in r.stdout
+    j = subprocess.run([*cmd, "ledger", str(slow), "--json", *common], capture_output=True, text=True, timeout=60)
+    steps = json.loads(j.stdout)["steps"]
+    assert steps and set(steps[0]) == {"step", "wall_s", "devices", "total", "reasons"}
     r = subprocess.run([*cmd, "explain", str(slow), "--step", "5", *common], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "critical path" in r.stdout and SLOW in r.stdout, r.stdout + r.stderr
     r = subprocess.run([*cmd, "explain", str(slow), *common], capture_output=True, text=True, timeout=60)
@@ -110,5 +118,8 @@ def test_the_ledger_tiles_every_step_and_the_slow_replicas_cost_lands_in_the_lon
     extra = per_step(ledgers["slow"]) - per_step(ledgers["base"])
     tail = per_step(ledgers["slow"], "waiting: long-tail replica") - per_step(ledgers["base"],
                                                                               "waiting: long-tail replica")
-    print(f"extra device-seconds a step {extra:.2f}, of which long tail {tail:.2f}")
     assert extra > 0 and tail >= 0.6 * extra, (extra, tail, ledgers["slow"]["run"], ledgers["base"]["run"])
+    # the run diff says the same: where B's extra device-hours went, the long tail first
+    d = _get(srv, "/api/v1/runs/diff", a=srv.base, b=srv.slow, steps="2-7")["ledger"]
+    assert next(iter(d["by_reason"])) == "waiting: long-tail replica" and d["b_per_step_s"] > d["a_per_step_s"]
+    assert d["sentence"].startswith("B spends ") and "they went to waiting: long-tail replica (+" in d["sentence"]

@@ -84,8 +84,12 @@ def build_router(st: AppState) -> APIRouter:
             name_b = f"{run_b['project']}/{run_b['experiment_name']}" + (f" steps {b_steps}" if b_steps else "")
             if name_a == name_b:
                 name_a, name_b = f"A ({name_a})", f"B ({name_b})"
-            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), time.time_ns(), by_position)
-            return {"a": a, "b": b, **out}
+            now = time.time_ns()
+            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), now, by_position)
+            ledgers = [ledger.run_ledger(reader.conn(), rid, ws, now, q.get_run(reader.conn(), rid, cfg.live_window_s,
+                                                                                 include_config=True).get("config"))
+                       for rid, ws in ((a, wa), (b, wb))]
+            return {"a": a, "b": b, **out, "ledger": ledger.ledger_diff(*ledgers)}
         return await run_in_threadpool(work)
 
     @r.get("/{run_id}/critical-path", **typed_answer(CriticalPath, "the step's critical path and its what-ifs"))

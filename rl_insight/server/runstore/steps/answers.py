@@ -252,6 +252,17 @@ class RunsDiff(TypedDict):
     sentence: str
     pending_steps: PendingSteps
     savings_b: Savings
+    ledger: "LedgerDiff"
+
+
+class LedgerDiff(TypedDict):
+    """Where B's extra device-seconds went: the mean per step of each ledger reason, B's minus A's, the largest change
+    first (docs/ledger.md), and the same in words."""
+
+    a_per_step_s: Number
+    b_per_step_s: Number
+    by_reason: dict[str, Number]
+    sentence: str
 
 
 class LedgerStep(TypedDict):

@@ -89,3 +89,23 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
     return {"run_id": run_id, "steps": steps, "run": run,
             "goodput": run_reasons.get(ledger.USEFUL, 0.0) / run_total if run_total > 0 else None,
             "sentence": ledger.sentence(run_reasons), "devices_note": note, "pending": missing[FALLBACK_STEPS:]}
+
+
+def ledger_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two runs' ledgers (run_ledger) side by side: the mean device-seconds a step, and by reason B minus A."""
+    def per_step(d: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+        n = len(d["steps"]) or 1
+        return d["run"]["total"] / n, {r: v / n for r, v in d["run"]["reasons"].items()}
+
+    (ta, ra), (tb, rb) = per_step(a), per_step(b)
+    delta = {r: rb.get(r, 0.0) - ra.get(r, 0.0) for r in set(ra) | set(rb)}
+    delta = dict(sorted(delta.items(), key=lambda x: -abs(x[1])))
+    more = [(r, v) for r, v in delta.items() if v > 0][:3]
+    if not a["steps"] or not b["steps"]:
+        words = "No ledger to compare: a run has no complete step."
+    elif tb - ta > 0 and more:
+        words = (f"B spends {tb - ta:.3g} device-seconds a step more than A; they went to "
+                 + ", ".join(f"{r} (+{v:.3g})" for r, v in more) + ".")
+    else:
+        words = f"B spends {ta - tb:.3g} device-seconds a step less than A."
+    return {"a_per_step_s": ta, "b_per_step_s": tb, "by_reason": delta, "sentence": words}
