@@ -225,6 +225,10 @@ def runs_ledger(
     typer.echo(f"{len(d['steps'])} steps, {d['run']['wall_s']:.1f} s of wall time, {total:.1f} device-seconds "
                f"({d['devices_note']}).")
     typer.echo(d["sentence"])
+    if d["cost"]:
+        c = d["cost"]
+        typer.echo(f"cost at {c['per_device_hour']:g} a device-hour: {c['total']:.4g} ({c['per_step']:.4g} a step); "
+                   f"the time that did not train: {c['not_training']:.4g}")
     echo_table([[r, f"{s:.1f}", f"{100 * s / total:.1f} %"] for r, s in d["run"]["reasons"].items()],
                ["REASON", "DEVICE-SECONDS", "SHARE"])
     if d["pending"]:

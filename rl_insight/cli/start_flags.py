@@ -205,6 +205,13 @@ AlertGroupIntervalFlag = Annotated[
 ]
 AlertRepeatIntervalFlag = Annotated[str, typer.Option(help='A group still firing is notified again this often.')]
 
+GpuHourCostFlag = Annotated[
+    Optional[float],
+    typer.Option('--gpu-hour-cost', min=0, metavar='PRICE',
+                 help='What one device-hour costs (any currency): the goodput ledger prices each run and step with it '
+                      '(docs/ledger.md).'),
+]
+
 # Tempo and OTLP
 TempoFlag = Annotated[bool, typer.Option('--tempo/--no-tempo', help='Run Tempo (when installed).')]
 TempoBinFlag = Annotated[Optional[str], typer.Option('--tempo-bin', help='Tempo binary to use.')]

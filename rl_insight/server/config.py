@@ -117,6 +117,7 @@ class ServerConfig:
     alert_group_wait: str = "30s"  # the first message of a group waits this long for others to join it
     alert_group_interval: str = "5m"  # a changed group (a new alert, a resolved one) is told at most this often
     alert_repeat_interval: str = "4h"  # a group still firing is told again this often
+    gpu_hour_cost: float | None = None  # what one device-hour costs: the ledger prices runs and steps with it
     # Ingest answers after the run store committed what it acknowledged; a slower store answers 503 (resend)
     ack_timeout_s: float = 10.0
     # Where the run store's writer runs: "process" (a child process of its own, with its own GIL: the event loop never

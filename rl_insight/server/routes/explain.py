@@ -119,7 +119,7 @@ def build_router(st: AppState) -> APIRouter:
         def work() -> dict[str, Any]:
             _, ws = windows(run_id, _range(steps))
             config = q.get_run(reader.conn(), run_id, cfg.live_window_s, include_config=True).get("config")
-            return ledger.run_ledger(reader.conn(), run_id, ws, time.time_ns(), config)
+            return ledger.run_ledger(reader.conn(), run_id, ws, time.time_ns(), config, cfg.gpu_hour_cost)
         return await run_in_threadpool(work)
 
     @r.get("/{run_id}/explain", **typed_answer(Explanation, "the what-ifs over the window"))

@@ -294,3 +294,14 @@ class Ledger(TypedDict):
     sentence: str
     devices_note: str
     pending: list[int]
+    cost: Union["LedgerCost", None]
+
+
+class LedgerCost(TypedDict):
+    """With `--gpu-hour-cost`: the price of a device-hour, of the window, of a step on average, and of the device
+    time that did not train."""
+
+    per_device_hour: Number
+    total: Number
+    per_step: Number
+    not_training: Number

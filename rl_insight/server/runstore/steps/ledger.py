@@ -53,8 +53,10 @@ def _weigh(rows: dict[str, float], lanes: dict[str, float], per_replica: float) 
 
 
 def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
-               config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """{steps: [{step, wall_s, devices, total, reasons}], run: {...}, goodput, sentence, devices_note, pending}."""
+               config: Mapping[str, Any] | None, gpu_hour_cost: float | None = None) -> dict[str, Any]:
+    """{steps: [{step, wall_s, devices, total, reasons}], run: {...}, goodput, sentence, devices_note, pending, cost}
+    (`cost`: with a price per device-hour, the window's, a step's on average, and what the time that did not train
+    cost; else null)."""
     per_replica, note = rollout_devices(config)
     bounds = {s: (a, b) for s, a, b in windows}
     rows: dict[int, dict[str, float]] = {}
@@ -86,9 +88,16 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
         for r, v in reasons.items():
             run_reasons[r] = run_reasons.get(r, 0.0) + v
     run = {"wall_s": run_wall, "total": run_total, "reasons": dict(sorted(run_reasons.items(), key=lambda x: -x[1]))}
+    cost = None
+    if gpu_hour_cost is not None and steps:
+        price = gpu_hour_cost / 3600.0
+        cost = {"per_device_hour": gpu_hour_cost, "total": run_total * price,
+                "per_step": run_total * price / len(steps),
+                "not_training": (run_total - run_reasons.get(ledger.USEFUL, 0.0)) * price}
     return {"run_id": run_id, "steps": steps, "run": run,
             "goodput": run_reasons.get(ledger.USEFUL, 0.0) / run_total if run_total > 0 else None,
-            "sentence": ledger.sentence(run_reasons), "devices_note": note, "pending": missing[FALLBACK_STEPS:]}
+            "sentence": ledger.sentence(run_reasons), "devices_note": note, "pending": missing[FALLBACK_STEPS:],
+            "cost": cost}
 
 
 def ledger_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

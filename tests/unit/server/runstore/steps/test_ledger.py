@@ -33,3 +33,26 @@ def test_stored_rows_weighed_by_devices_still_tile_the_step() -> None:
                               {k: v for (lane, k), v in by.items() if lane == "@ledger_lanes"}, per_replica=4)
     assert devices == 5 and sum(reasons.values()) == 10 * 5
     assert reasons == {"generating": 24, "waiting: training": 16, "waiting: rollout": 6, "training": 4}
+
+
+def test_a_price_per_device_hour_prices_the_window_and_what_did_not_train(tmp_path) -> None:
+    import httpx
+
+    from tests.conftest import start_server
+    from tests.unit.server.routes.test_read_results import _steps_of_a_run
+
+    srv = start_server(tmp_path, gpu_hour_cost=3.6)  # 0.001 a device-second
+    try:
+        _steps_of_a_run(srv.url, "q", "priced")
+        srv.app.state.st.writer.flush(10)
+        rid = httpx.get(srv.url + "/api/v1/runs").json()["runs"][0]["id"]
+        d = httpx.get(f"{srv.url}/api/v1/runs/{rid}/ledger").json()
+    finally:
+        srv.stop()
+    assert d["steps"] and d["cost"]["per_device_hour"] == 3.6
+    assert abs(d["cost"]["total"] - d["run"]["total"] / 1000) < 1e-9
+    assert abs(d["cost"]["not_training"] - (d["run"]["total"] - d["run"]["reasons"]["training"]) / 1000) < 1e-9
+    assert abs(d["cost"]["per_step"] * len(d["steps"]) - d["cost"]["total"]) < 1e-9
+    assert max(s["devices"] for s in d["steps"]) == 3  # one trainer rank, two replicas (the lanes with a state)
+    for s in d["steps"]:
+        assert abs(sum(s["reasons"].values()) - s["devices"] * s["wall_s"]) < 1e-6
