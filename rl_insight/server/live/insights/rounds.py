@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ...runstore import queries as q
 from ...runstore.reader import RunStoreReader
 from ...runstore.steps import step_stats
+from ...runstore.steps.ledger import rollout_devices, weigh
 from ...runstore.steps.run_insights import metric_samples, run_insights, run_step_windows
 
 log = logging.getLogger("rl_insight.server.insights")
@@ -59,6 +60,10 @@ def insight_families(latest: dict[tuple[str, str], dict[str, Any]]) -> list[Metr
     stale = GaugeMetricFamily(
         p + "staleness", "Trainer parameter version minus rollout version", labels=run_l + ["stat"]
     )
+    ledger_s = CounterMetricFamily("rl_insight_ledger_seconds", "Device-seconds of the run's summarized steps by "
+                                   "ledger reason (docs/ledger.md)", labels=run_l + ["reason"])
+    goodput = GaugeMetricFamily(p + "goodput_ratio", "Training device-seconds over all of them, the run's summarized "
+                                "steps (docs/ledger.md)", labels=run_l)
     for (project, exp), s in latest.items():
         for lane, v in s["lanes"].items():
             util.add_metric([project, exp, lane], v["utilization"])
@@ -79,7 +84,13 @@ def insight_families(latest: dict[tuple[str, str], dict[str, Any]]) -> list[Metr
         if s["staleness"]:
             stale.add_metric([project, exp, "mean"], s["staleness"]["mean"])
             stale.add_metric([project, exp, "max"], s["staleness"]["max"])
-    return [util, bubble, busy, overlap, tail, step, wait, stalled, stale]
+        if s.get("ledger"):
+            for reason, sec in s["ledger"].items():
+                ledger_s.add_metric([project, exp, reason], sec)
+            total = sum(s["ledger"].values())
+            if total > 0:
+                goodput.add_metric([project, exp], s["ledger"].get("training", 0.0) / total)
+    return [util, bubble, busy, overlap, tail, step, wait, stalled, stale, ledger_s, goodput]
 
 
 class _Families(Collector):
@@ -125,6 +136,9 @@ class InsightRounds:
         self._step_metric, self._version_metric = step_metric, version_metric
         self._stalled_min_s = stalled_min_s
         self._done: dict[int, tuple[set[int], set[int]]] = {}  # run id -> (steps, blocks) whose statistics are stored
+        # run id -> its summarized steps' ledger lane-seconds by "class:reason" (read once per process, then kept up
+        # to date with the steps summarized here): the counters rl_insight_ledger_seconds_total
+        self._ledger: dict[int, dict[str, float]] = {}
 
     def summarize_steps(self, conn: Any, run_id: int, out: InsightRound, budget: int = 2000) -> int:
         """The statistics of up to `budget` complete steps not yet summarized, into `out`; how many steps."""
@@ -142,6 +156,14 @@ class InsightRounds:
             else []
         )
         done.update(w[0] for w in todo)
+        if run_id not in self._ledger:
+            self._ledger[run_id] = {name: total for name, total in conn.execute(
+                "SELECT name, sum(value) FROM step_stats WHERE run_id = ? AND lane = '@ledger' GROUP BY name",
+                (run_id,))}
+        totals = self._ledger[run_id]
+        for row in rows:  # (run_id, step, start, end, lane, name, value)
+            if row[4] == "@ledger":
+                totals[row[5]] = totals.get(row[5], 0.0) + row[6]
         if len(todo) < budget:  # steps an older version summarized without their critical path: theirs now
             older = step_stats.steps_without_path(conn, run_id, budget - len(todo))
             rows += step_stats.compute_paths(conn, run_id, older, now)
@@ -160,6 +182,7 @@ class InsightRounds:
         runs = q.list_runs(conn, self._live_window_s)
         ids = {r["id"] for r in runs}
         self._done = {k: v for k, v in self._done.items() if k in ids}  # a run removed by retention forgets its steps
+        self._ledger = {k: v for k, v in self._ledger.items() if k in ids}
         for run in runs:
             if budget > 0:
                 try:
@@ -176,6 +199,9 @@ class InsightRounds:
                 out.failures[run["id"]] = f"{type(exc).__name__}: {exc}"
                 log.warning("insights for run %s failed: %s", run["id"], exc)
                 continue
+            if self._ledger.get(run["id"]):  # device-seconds by reason over the run's summarized steps
+                per_replica, _ = rollout_devices(q.get_run(conn, run["id"], include_config=True).get("config"))
+                s["ledger"] = weigh(self._ledger[run["id"]], {}, per_replica)[0]
             out.latest[(run["project"], run["experiment_name"])] = s
         out.exposition = render_insights(out.latest)
         return out

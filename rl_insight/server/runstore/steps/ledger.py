@@ -43,7 +43,9 @@ def rollout_devices(config: Mapping[str, Any] | None) -> tuple[float, str]:
                  "(actor_rollout_ref.rollout.tensor_model_parallel_size)")
 
 
-def _weigh(rows: dict[str, float], lanes: dict[str, float], per_replica: float) -> tuple[dict[str, float], float]:
+def weigh(rows: Mapping[str, float], lanes: Mapping[str, float], per_replica: float) -> tuple[dict[str, float], float]:
+    """Lane-seconds by "class:reason" (the stored rows) as device-seconds by reason, and the devices of `lanes` (lane
+    counts by class)."""
     weight = {"trainer": 1.0, "rollout": per_replica, "other": 1.0}
     reasons: dict[str, float] = {}
     for key, sec in rows.items():
@@ -79,7 +81,7 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
     for step, a, b in windows:
         if step not in lanes:
             continue
-        reasons, devices = _weigh(rows.get(step, {}), lanes[step], per_replica)
+        reasons, devices = weigh(rows.get(step, {}), lanes[step], per_replica)
         total = sum(reasons.values())
         steps.append({"step": step, "wall_s": (b - a) / NS, "devices": devices, "total": total,
                       "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1]))})

@@ -186,3 +186,25 @@ def test_the_childs_log_is_logged_here(tmp_path: Path, caplog: pytest.LogCapture
 def test_insights_worker_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="insights_worker 'fork' is not one of process, thread"):
         AppState(ServerConfig(data_dir=str(tmp_path), insights_worker="fork"))
+
+
+def test_the_ledger_counters_add_up_the_summarized_steps_and_grow_with_them(tmp_path: Path) -> None:
+    """rl_insight_ledger_seconds_total (docs/ledger.md): a live run's device-seconds by reason over the steps its
+    rounds summarized, equal to the step rows handed to the writer; goodput is the training share."""
+    where = sqlite_location(tmp_path / "s.sqlite")
+    _live_run(where)
+    handed = Handed()
+    svc = _service(where, "thread", handed)
+    try:
+        svc.refresh()
+        got = {dict(labels)["reason"]: v for (name, labels), v in _samples(svc).items()
+               if name == "rl_insight_ledger_seconds_total"}
+        rows = [r for rows, _ in handed.step_stats for r in rows if r[4] == "@ledger"]
+        want: dict[str, float] = {}
+        for r in rows:  # (run, step, start, end, lane, "class:reason", seconds): one device a lane here
+            want[r[5].split(":", 1)[1]] = want.get(r[5].split(":", 1)[1], 0.0) + r[6]
+        assert got and got == pytest.approx(want)
+        goodput = next(v for (name, _), v in _samples(svc).items() if name == "rl_insight_insight_goodput_ratio")
+        assert goodput == pytest.approx(want.get("training", 0.0) / sum(want.values()))
+    finally:
+        svc.stop()

@@ -3,7 +3,7 @@ words, and the stored per-class rows weighed into device-seconds that still tile
 
 from __future__ import annotations
 
-from rl_insight.server.runstore.steps.ledger import _weigh, rollout_devices
+from rl_insight.server.runstore.steps.ledger import rollout_devices, weigh
 from rl_insight.server.runstore.steps.step_stats import ledger_rows
 
 S = 10**9
@@ -20,7 +20,7 @@ def test_devices_per_replica_come_from_the_config_or_say_they_do_not() -> None:
         assert n == 1.0 and "does not say its tensor-parallel size" in note
 
 
-def test_stored_rows_weighed_by_devices_still_tile_the_step() -> None:
+def test_stored_rowsweighed_by_devices_still_tile_the_step() -> None:
     spans = [{"lane": "replica_0", "name": "vllm_generate", "kind": "state", "start_ns": 0, "end_ns": 6 * S},
              {"lane": "rank_0", "name": "train_batch", "kind": "state", "start_ns": 6 * S, "end_ns": 10 * S},
              {"lane": "experiment=e/trajectory=1", "name": "agent_turn", "kind": "state", "start_ns": 0,
@@ -29,7 +29,7 @@ def test_stored_rows_weighed_by_devices_still_tile_the_step() -> None:
     by = {(lane, name): v for lane, name, v in rows}
     assert by[("@ledger_lanes", "trainer")] == 1 and by[("@ledger_lanes", "rollout")] == 1
     assert ("@ledger_lanes", "other") not in by  # a trajectory's lane is not a worker
-    reasons, devices = _weigh({k: v for (lane, k), v in by.items() if lane == "@ledger"},
+    reasons, devices = weigh({k: v for (lane, k), v in by.items() if lane == "@ledger"},
                               {k: v for (lane, k), v in by.items() if lane == "@ledger_lanes"}, per_replica=4)
     assert devices == 5 and sum(reasons.values()) == 10 * 5
     assert reasons == {"generating": 24, "waiting: training": 16, "waiting: rollout": 6, "training": 4}
