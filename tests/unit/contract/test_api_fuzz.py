@@ -48,6 +48,7 @@ CROSS_FIELD_RULES = {
     "GET /api/v1/runs/{run_id}/insights": re.compile(r"empty window"),
     "GET /api/v1/runs/diff": re.compile(r"runs backwards"),  # a step range's order
     "GET /api/v1/runs/{run_id}/explain": re.compile(r"runs backwards"),
+    "GET /api/v1/runs/{run_id}/ledger": re.compile(r"runs backwards"),
     "POST /api/v1/profiles": re.compile(r"give first <= last|a stage is profiled in one step"),
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
     "POST /api/v1/login": re.compile(r"too many wrong tokens"),  # (the fuzz's own guesses, limited per address)

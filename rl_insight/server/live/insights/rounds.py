@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from ...runstore import queries as q
 from ...runstore.reader import RunStoreReader
 from ...runstore.steps import step_stats
-from ...runstore.steps.ledger import rollout_devices, weigh
+from ...runstore.steps.ledger import rollout_devices, stored_lane_seconds, weigh
 from ...runstore.steps.run_insights import metric_samples, run_insights, run_step_windows
 
 log = logging.getLogger("rl_insight.server.insights")
@@ -157,9 +157,7 @@ class InsightRounds:
         )
         done.update(w[0] for w in todo)
         if run_id not in self._ledger:
-            self._ledger[run_id] = {name: total for name, total in conn.execute(
-                "SELECT name, sum(value) FROM step_stats WHERE run_id = ? AND lane = '@ledger' GROUP BY name",
-                (run_id,))}
+            self._ledger[run_id] = stored_lane_seconds(conn, run_id)
         totals = self._ledger[run_id]
         for row in rows:  # (run_id, step, start, end, lane, name, value)
             if row[4] == "@ledger":

@@ -43,6 +43,12 @@ def rollout_devices(config: Mapping[str, Any] | None) -> tuple[float, str]:
                  "(actor_rollout_ref.rollout.tensor_model_parallel_size)")
 
 
+def stored_lane_seconds(conn: StoreConnection, run_id: int) -> dict[str, float]:
+    """The run's summarized steps' ledger, summed: lane-seconds by "class:reason"."""
+    return {name: total for name, total in conn.execute(
+        "SELECT name, sum(value) FROM step_stats WHERE run_id = ? AND lane = '@ledger' GROUP BY name", (run_id,))}
+
+
 def weigh(rows: Mapping[str, float], lanes: Mapping[str, float], per_replica: float) -> tuple[dict[str, float], float]:
     """Lane-seconds by "class:reason" (the stored rows) as device-seconds by reason, and the devices of `lanes` (lane
     counts by class)."""
