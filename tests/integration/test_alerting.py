@@ -335,7 +335,7 @@ def test_the_demos_nan_and_precision_drift_faults_fire_their_rules(stack: Stack)
     env = {**os.environ, "RL_INSIGHT_HOME": str(stack.home), "RL_INSIGHT_TOKEN": stack.token}
     demos = {fault: subprocess.Popen(
         [sys.executable, "-m", "rl_insight", "demo", "--server-url", stack.ingest_url, "--steps", "0", "--step-seconds",
-         "0.6", "--replicas", "2", "--ranks", "2", "--fault", fault, "--experiment-name", fault, "--project", "faults"],
+         "1", "--replicas", "1", "--ranks", "1", "--fault", fault, "--experiment-name", fault, "--project", "faults"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for fault in ("nan", "precision-drift", "kv-pressure")}
     try:
