@@ -63,6 +63,7 @@ def make_torch_traces(root: Path, port: int) -> None:
     """Real traces of a 2-rank gloo job. `port` is the rendezvous port; it was free when picked, but another
     process may take it before torch binds it (an ephemeral source port of any outgoing connection): then the job
     is run again on a fresh one, as after an abort in torch's teardown; three failures raise with the job's stderr."""
+    import shutil
     import subprocess
 
     from tests.conftest import free_port
@@ -70,6 +71,9 @@ def make_torch_traces(root: Path, port: int) -> None:
     script = root / "make_traces.py"
     script.write_text(TORCH_SCRIPT)
     for attempt in range(3):
+        for old in root.iterdir():  # what a failed attempt wrote (a job that aborts at exit has written its traces)
+            if old != script:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
         r = subprocess.run([sys.executable, str(script), str(root), str(port)], capture_output=True, text=True,
                            timeout=300)
         if r.returncode == 0:
