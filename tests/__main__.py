@@ -2,7 +2,8 @@
 
 1. everything but the browser tests on pytest-xdist workers (two by default, one per core of the CI machine; modules
    kept whole on a worker, so a module's servers start once);
-2. the browser tests (marker `e2e`) in one process, alone on the machine.
+2. the browser tests (marker `e2e`) and the few timing-sensitive ones (marker `alone`) in one process, alone on the
+   machine.
 
 Why not one pass on the workers: a browser test waits for a page that draws under the load of its own server, demo
 and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
@@ -50,7 +51,8 @@ def main(argv: list[str]) -> int:
     if known.fast:
         return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not external", *passthrough])
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
-    results = [run(["-q", *spread, "-m", "not e2e", *passthrough]), run(["-q", "-m", "e2e", *passthrough])]
+    results = [run(["-q", *spread, "-m", "not e2e and not alone", *passthrough]),
+               run(["-q", "-m", "e2e or alone", *passthrough])]
     if all(r == NO_TESTS_COLLECTED for r in results):
         return NO_TESTS_COLLECTED
     return max((r for r in results if r != NO_TESTS_COLLECTED), default=0)

@@ -372,6 +372,7 @@ backend servers
     assert total == 6 * 40 * 30  # summed over both servers, each process counted once
 
 
+@pytest.mark.alone  # beside the other worker's demos its fleet rounds fell behind (CI, 4 of 7 runs); alone it holds
 def test_behind_round_robin_a_process_is_counted_once_and_resends_once_per_server(fleet: dict[str, Any]) -> None:
     """The fixture's haproxy alternates between the servers (no stickiness; issue 49 item 5: /metrics said A 1,200 +
     B 1,200 for a true 1,200, still 14 s after the process finished, and it resent everything on every batch)."""

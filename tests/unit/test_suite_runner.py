@@ -29,7 +29,7 @@ def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch:
     monkeypatch.delenv(DOCS_IMAGES_ENV)
     calls.clear()
     assert runner.main(["-x"]) == 0  # the usual run: both passes, the switch off
-    assert [args[-2:] for args, _ in calls] == [["not e2e", "-x"], ["e2e", "-x"]]
+    assert [args[-2:] for args, _ in calls] == [["not e2e and not alone", "-x"], ["e2e or alone", "-x"]]
     assert {env for _, env in calls} == {None}
 
 
