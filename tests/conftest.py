@@ -131,7 +131,8 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
 
 @dataclass(frozen=True)
 class DemoPair:
-    """The same demo job twice on one token server, the second with `--fault slow-replica` from step 2 (issue 25)."""
+    """The same demo job twice on one token server, the second with `--fault slow-replica` from step 2 (issue 25) and
+    dynamic sampling that filters a quarter of the groups it draws (`--filter-share 0.25`: the token ledger)."""
 
     url: str
     token: str
@@ -152,7 +153,8 @@ def demo_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoPair]:
     token = "demo-pair-token"
     srv = start_server(tmp_path_factory.mktemp("demo-pair"), token=token)
     try:
-        for name, extra in (("base", ()), ("slow", ("--fault", "slow-replica", "--fault-step", "2"))):
+        for name, extra in (("base", ()), ("slow", ("--fault", "slow-replica", "--fault-step", "2",
+                                                       "--filter-share", "0.25"))):
             r = subprocess.run([sys.executable, "-m", "rl_insight", "demo", "--server-url", srv.url, "--token", token,
                                 "--steps", "7", "--step-seconds", "0.6", "--replicas", str(DEMO_PAIR_REPLICAS),
                                 "--ranks", "2", "--experiment-name", name, *extra],

@@ -369,6 +369,19 @@ def overview() -> dict[str, Any]:
         "{{__name__}}")], unit="s", stack=True, description="verl's timing_s/* per step, stacked."), w=12)
     b.add(timeseries("Step time and throughput", [prom(f"{M}timing_s_step{{{S}}}", "step s"),
                                                   prom(f"{M}perf_throughput{{{S}}}", "tokens/s/GPU")]), w=12)
+    b.row("Where do the device-hours go? (the goodput ledger, docs/ledger.md)")
+    b.add(stat("Goodput", f"max(rl_insight_insight_goodput_ratio{{{S}}})", unit="percentunit",
+               description="Training device-seconds over all device-seconds of the run's summarized steps.",
+               thresholds=[(None, "red"), (0.2, "orange"), (0.4, "green")]), w=4, h=8)
+    b.add(timeseries("Device-seconds per second by reason", [prom(
+        f"sum by (reason) (rate(rl_insight_ledger_seconds_total{{{S}}}[$__rate_interval]))", "{{reason}}")],
+        stack=True, description="Each step's wall time × devices, split into one reason each (training, generating, "
+        "weight sync, waiting for the long-tail replica, …): the stack's height is the devices the run keeps busy "
+        "or waiting."), w=12, h=8)
+    b.add(timeseries("Generated tokens by fate", [prom(
+        f'{{__name__=~"{M}tokens_(generated|filtered|stale|aborted)", {S}}}', "{{__name__}}")],
+        description="What the job reports of each step's generated tokens (tokens/generated, tokens/filtered, …; "
+        "the run page's ledger also derives trained-on tokens from verl's length metrics)."), w=8, h=8)
     b.row("Learning")
     b.add(timeseries("Reward", [prom(f"{M}critic_score_mean{{{S}}}", "score {{experiment_name}}"),
                                 prom(f"{M}val_core_openai_gsm8k_acc_mean_1{{{S}}}", "val acc {{experiment_name}}")]))

@@ -82,6 +82,10 @@ def demo(
     moe: bool = typer.Option(False, "--moe", help="Log verl's rollout MoE load-balance metrics (rollout/moe/*) of a "
                              "simulated 12-layer, 16-expert model whose expert 5 of layer 7 gets hot: the run page's "
                              "MoE heatmap names it."),
+    filter_share: float = typer.Option(
+        0.0, "--filter-share", min=0.0, max=0.9, help="Dynamic sampling: this share of the groups drawn each step "
+        "has zero reward variance and is filtered before training (0.25: 32 groups drawn, 8 filtered, 24 trained); "
+        "the run's token ledger reports it (`rl-insight runs ledger`)."),
     agent: bool = typer.Option(
         False,
         "--agent",
@@ -127,7 +131,7 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, fault_step=fault_step, agent=agent, moe=moe, framework=framework,
+                     fault=fault, fault_step=fault_step, agent=agent, moe=moe, framework=framework, filter_share=filter_share,
                      seed=seed if seed is not None else zlib.crc32(experiment.encode()))
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()

@@ -204,8 +204,9 @@ def runs_explain(
 def runs_ledger(
     run: str = typer.Argument(..., help="The run: PROJECT/EXPERIMENT or its run id."),
     steps: Optional[str] = StepsOpt,
-    as_json: bool = typer.Option(False, "--json", help="steps (each: step, wall_s, devices, total, reasons), run, "
-                                                       "goodput, sentence."),
+    as_json: bool = typer.Option(False, "--json", help="steps (each: step, wall_s, devices, total, reasons, tokens, "
+                                                       "cost), run, goodput, token_goodput, sentence, tokens_sentence, "
+                                                       "cost."),
     server_url: Optional[str] = ServerUrlOpt,
     token: Optional[str] = TokenOpt,
     home: Optional[Path] = HomeOpt,
@@ -225,10 +226,13 @@ def runs_ledger(
     typer.echo(f"{len(d['steps'])} steps, {d['run']['wall_s']:.1f} s of wall time, {total:.1f} device-seconds "
                f"({d['devices_note']}).")
     typer.echo(d["sentence"])
+    typer.echo(d["tokens_sentence"])
     if d["cost"]:
         c = d["cost"]
-        typer.echo(f"cost at {c['per_device_hour']:g} a device-hour: {c['total']:.4g} ({c['per_step']:.4g} a step); "
-                   f"the time that did not train: {c['not_training']:.4g}")
+        per_tokens = (f", {c['per_1k_trained_tokens']:.4g} per 1,000 trained-on tokens"
+                      if c["per_1k_trained_tokens"] is not None else "")
+        typer.echo(f"cost at {c['per_device_hour']:g} a device-hour: {c['total']:.4g} ({c['per_step']:.4g} a step"
+                   f"{per_tokens}); the time that did not train: {c['not_training']:.4g}")
     echo_table([[r, f"{s:.1f}", f"{100 * s / total:.1f} %"] for r, s in d["run"]["reasons"].items()],
                ["REASON", "DEVICE-SECONDS", "SHARE"])
     if d["pending"]:

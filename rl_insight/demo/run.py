@@ -52,6 +52,7 @@ class DemoConfig:
     agent: bool = False  # the rollout is a multi-turn tool-calling agent loop (demo/agent.py)
     framework: str = "verl"  # "slime": slime's metric keys (Megatron trainer + SGLang rollout lanes)
     moe: bool = False  # verl's rollout/moe/* expert-load metrics of a simulated MoE model (a hot expert in layer 7)
+    filter_share: float = 0.0  # dynamic sampling: the share of the groups drawn that is filtered (token_batch.py)
 
     def plan(self, rng: random.Random) -> dict[str, float]:
         """Phase budgets (seconds) for one step; generation is the biggest, as in real RL jobs."""
@@ -190,7 +191,7 @@ class Demo:
         rl_insight.init(project=self.cfg.project, experiment_name=self.cfg.experiment_name, config=self._run_config())
         tq = TransferQueueStandIn()
         rl_insight.update_prometheus_config([tq.address], "transfer_queue", None)  # verl's TQ registration
-        model = TrainerMetricModel(seed=self.cfg.seed)
+        model = TrainerMetricModel(seed=self.cfg.seed, filter_share=self.cfg.filter_share)
         try:
             self._start_workers()
             self._start_node_exporter()

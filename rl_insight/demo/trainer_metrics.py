@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import random
 
+from .token_batch import batch_metrics
+
 FAMILY_STATS = ("max", "mean", "min")
 
 # key -> (value at start, value after many steps, relative noise)
@@ -29,7 +31,6 @@ _TRAJECTORIES: dict[str, tuple[float, float, float]] = {
     "actor/pg_loss": (0.015, -0.008, 0.40),
     "actor/ppo_kl": (0.0001, 0.0006, 0.30),
     "perf/mfu/actor": (0.32, 0.36, 0.03),
-    "perf/total_num_tokens": (420_000, 610_000, 0.03),
     "rollout_corr/chi2_seq": (0.004, 0.003, 0.2),
     "rollout_corr/chi2_token": (0.0009, 0.0007, 0.2),
     "rollout_corr/k3_kl": (0.0004, 0.0003, 0.2),
@@ -59,8 +60,10 @@ def _approach(start: float, end: float, step: int, tau: float = 25.0) -> float:
 class TrainerMetricModel:
     """Produces one step's metrics dict (verl keys, "/" separated) from measured phase timings."""
 
-    def __init__(self, seed: int = 0, batch_size: int = 256, steps_per_epoch: int = 29) -> None:
+    def __init__(self, seed: int = 0, batch_size: int = 256, steps_per_epoch: int = 29,
+                 filter_share: float = 0.0) -> None:
         self.rng = random.Random(seed)
+        self.filter_share = filter_share
         self.batch_size = batch_size
         self.steps_per_epoch = steps_per_epoch
 
@@ -85,17 +88,12 @@ class TrainerMetricModel:
         out["critic/rewards/max"], out["critic/rewards/min"] = 1.0, 0.0
         self._stats(out, "critic/advantages", 0.0, 1.8 + rng.gauss(0, 0.05))
         self._stats(out, "critic/returns", 0.0, 1.8 + rng.gauss(0, 0.05))
-        resp = _approach(190, 340, step, 30) * (1 + rng.gauss(0, 0.02))
-        self._stats(out, "response_length", resp, resp * 1.6, lo=12)
-        out["response_length/max"] = min(1024, resp * 2.6)
-        out["response_length/clip_ratio"] = max(0.0, (resp - 250) / 8000)
-        self._stats(out, "response_length_non_aborted", resp, resp * 1.6, lo=12)
-        out["response_length_non_aborted/max"] = out["response_length/max"]
-        out["response_length_non_aborted/clip_ratio"] = out["response_length/clip_ratio"]
+        # the generated batch, sample by sample (token_batch.py): verl's length and token metrics hold exactly
+        out.update(batch_metrics(rng, _approach(190, 340, step, 30), filter_share=self.filter_share))
+        resp, prompt = out["response_length/mean"], out["prompt_length/mean"]
+        for k in ("mean", "max", "min", "clip_ratio"):
+            out[f"response_length_non_aborted/{k}"] = out[f"response_length/{k}"]
         out["response/aborted_ratio"] = 0.0
-        prompt = 105 + rng.gauss(0, 2)
-        self._stats(out, "prompt_length", prompt, 60, lo=30)
-        out["prompt_length/clip_ratio"] = 0.0
         seq = (prompt + resp) * self.batch_size * 5 / 8
         for k, v in (("mean", seq), ("max", seq * 1.04), ("min", seq * 0.96), ("balanced_max", seq * 1.003),
                      ("balanced_min", seq * 0.997)):

@@ -1,6 +1,6 @@
 """What a run contributes to TensorBoard / W&B: its trainer scalars at their step, and the insight
-metrics only rl-insight computes (per-step state breakdown, rollout long tail, overlap, staleness)
-under `rl_insight/…` at the step they describe."""
+metrics only rl-insight computes (per-step state breakdown, rollout long tail, overlap, staleness, the goodput
+ledger's device-seconds by reason, goodput and tokens by fate) under `rl_insight/…` at the step they describe."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from typing import Any, Iterable, Iterator, Mapping
 from . import Point
 
 INSIGHT_PREFIX = "rl_insight/"
+# the ledger's points: a step's come once it is summarized, after its other insights (their own export cursor)
+LEDGER_TAGS = (INSIGHT_PREFIX + "ledger_seconds/", INSIGHT_PREFIX + "goodput", INSIGHT_PREFIX + "tokens/")
+
+
+def is_ledger_point(p: Point) -> bool:
+    return p.tag.startswith(LEDGER_TAGS)
 
 
 @lru_cache(maxsize=65536)
@@ -39,6 +45,15 @@ def insight_points(summary: dict[str, Any], wall_time: float) -> Iterator[Point]
     for t in summary.get("long_tail", []):
         if math.isfinite(t["ratio"]):
             yield Point(INSIGHT_PREFIX + "rollout_long_tail_ratio", int(t["step"]), wall_time, float(t["ratio"]))
+    for led in summary.get("ledger_steps", []):  # the goodput ledger (docs/ledger.md), each step once summarized
+        step, total = int(led["step"]), float(led["total"])
+        for reason, sec in led["reasons"].items():
+            yield Point(INSIGHT_PREFIX + f"ledger_seconds/{reason}", step, wall_time, float(sec))
+        if total > 0:
+            yield Point(INSIGHT_PREFIX + "goodput", step, wall_time, float(led["reasons"].get("training", 0.0)) / total)
+        for category, tokens in led.get("tokens", {}).items():
+            if isinstance(tokens, (int, float)) and category != "groups":
+                yield Point(INSIGHT_PREFIX + f"tokens/{category}", step, wall_time, float(tokens))
     steps = summary.get("steps") or []
     if steps:
         last = int(steps[-1]["step"])

@@ -3,11 +3,12 @@ state spans in, seconds out.
 
 A step window [a, b) is cut, lane by lane, into pieces at every start and end of any state of the step. In each piece
 a lane is either *working* — the reason of the state it holds (`reason_of`: generating, scoring, log-prob recompute,
-training, weight sync, data, checkpoint, validation, other work) — or *waiting*, and then the reason is what the
-other lanes do meanwhile (`waiting_reason`): a rollout lane waits for the long-tail replica while other replicas still
-generate, for training while the trainer works, for weight sync; a trainer lane waits for rollout while every replica
-of the step generates (in an asynchronous schedule: buffer starvation), and for the long-tail replica once some of
-them are done and others still generate; anything else is plain idle. A lane holding two states at
+training, weight sync, tool calls, data, checkpoint, validation, other work) — or *waiting*, and then the reason is
+what the other lanes do meanwhile (`waiting_reason`): a rollout lane waits for the long-tail replica while other
+replicas still generate, for training while the trainer works, for weight sync, for an agent loop's tool calls; a
+trainer lane waits for rollout while every replica of the step generates or tools run (in an asynchronous schedule:
+buffer starvation), and for the long-tail replica once some of them are done and others still generate; anything else
+is plain idle. A lane holding two states at
 once counts once, under the first reason in `WORK_ORDER` (the overlap that makes async worthwhile is not counted
 twice: each lane's pieces are disjoint).
 
@@ -23,16 +24,18 @@ from .insights import NS, phase, states
 
 GENERATING, SCORING, LOGPROB, TRAINING = "generating", "scoring", "log-prob recompute", "training"
 WEIGHT_SYNC, DATA, CHECKPOINT, VALIDATION, OTHER = "weight sync", "data", "checkpoint", "validation", "other work"
+TOOLS = "tool calls"  # an agent loop's tools (environment, code, search), on the lanes that run them
 WAIT_TAIL, WAIT_TRAINING = "waiting: long-tail replica", "waiting: training"
-WAIT_ROLLOUT, WAIT_SYNC, IDLE = "waiting: rollout", "waiting: weight sync", "idle"
+WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE = "waiting: rollout", "waiting: weight sync", "waiting: tool calls", "idle"
 # a lane in two states at once counts under the first of these (a weight sync inside generation is the sync)
-WORK_ORDER = (WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, DATA, OTHER)
-WAITS = (WAIT_TAIL, WAIT_TRAINING, WAIT_ROLLOUT, WAIT_SYNC, IDLE)
+WORK_ORDER = (WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
+WAITS = (WAIT_TAIL, WAIT_TRAINING, WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE)
 REASONS = WORK_ORDER + WAITS
 USEFUL = TRAINING  # goodput: training device-seconds over all of them
 
 _BY_WORD = (  # (word in the state name, reason), the first that matches
     ("checkpoint", CHECKPOINT), ("save_", CHECKPOINT), ("valid", VALIDATION), ("testing", VALIDATION),
+    ("tool", TOOLS),
     ("reward", SCORING), ("score", SCORING), ("log_prob", LOGPROB), ("logprob", LOGPROB), ("ref_", LOGPROB),
     ("transfer_queue", DATA), ("tq_", DATA), ("dataloader", DATA), ("data_", DATA),
     ("train", TRAINING), ("update_actor", TRAINING), ("update_critic", TRAINING), ("actor_update", TRAINING),
@@ -58,18 +61,21 @@ def is_trainer(lane: str) -> bool:
     return lane.startswith("rank") or "/rank" in lane
 
 
-def waiting_reason(trainer: bool, others: set[str], tail: bool = False) -> str:
-    """Why a lane with nothing to do waits, from the reasons the other lanes work under meanwhile; `tail`: some
-    replicas of the step are done while others still generate."""
+def waiting_reason(kind: str, others: set[str], tail: bool = False) -> str:
+    """Why a lane with nothing to do waits, from the reasons the other lanes work under meanwhile. `kind`: "trainer",
+    "rollout" (a lane that generates in the step) or "other" (reward, tool or data workers); `tail`: some replicas of
+    the step are done while others still generate."""
     if WEIGHT_SYNC in others:
         return WAIT_SYNC
-    if trainer:
-        return (WAIT_TAIL if tail else WAIT_ROLLOUT) if GENERATING in others else IDLE
+    if kind != "rollout" and GENERATING in others:
+        return WAIT_TAIL if tail else WAIT_ROLLOUT
+    if kind == "trainer":
+        return WAIT_ROLLOUT if TOOLS in others else IDLE  # (an agent loop's rollout is its turns and its tools)
     if GENERATING in others and not others & {TRAINING, LOGPROB}:
         return WAIT_TAIL  # the others still generate: this replica finished early
     if others & {TRAINING, LOGPROB, SCORING}:
         return WAIT_TRAINING
-    return IDLE
+    return WAIT_TOOLS if TOOLS in others else IDLE
 
 
 def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
@@ -100,7 +106,9 @@ def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
                 if held is None or rank[reason] < rank[held]:
                     row[i] = reason
         work[lane] = row
-    rollout = [row for lane, row in work.items() if any(r == GENERATING for _, _, r in pieces[lane])]
+    generating = {lane for lane in work if any(r == GENERATING for _, _, r in pieces[lane])}
+    kind = {lane: "trainer" if is_trainer(lane) else "rollout" if lane in generating else "other" for lane in work}
+    rollout = [work[lane] for lane in generating]
     out: dict[str, dict[str, float]] = {lane: {} for lane in work}
     for i in range(len(edges) - 1):
         sec = (edges[i + 1] - edges[i]) / NS
@@ -108,9 +116,9 @@ def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
             continue
         busy: set[str] = {r for row in work.values() if (r := row[i]) is not None}  # (no waiting lane among them)
         tail = GENERATING in busy and any(row[i] is None for row in rollout)  # some replicas done, others not
-        waits = {True: waiting_reason(True, busy, tail), False: waiting_reason(False, busy)}
+        waits = {k: waiting_reason(k, busy, tail) for k in ("trainer", "rollout", "other")}
         for lane, row in work.items():
-            reason = row[i] or waits[is_trainer(lane)]
+            reason = row[i] or waits[kind[lane]]
             got = out[lane]
             got[reason] = got.get(reason, 0.0) + sec
     return out

@@ -407,6 +407,9 @@ TRAINER_FAMILIES: tuple[TrainerFamily, ...] = (
                                       ("/mean", "/max", "/min")), key=True),
     _family("perf", "perf", ("perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/total_num_tokens"),
             key=True),
+    # not verl's own: the counts a job adds to complete the token ledger (semantics/token_ledger.py, docs/ledger.md)
+    _family("tokens", "tokens (the token ledger)", _each("tokens/", ("generated", "filtered", "stale", "aborted"))),
+    _family("groups", "groups (dynamic sampling)", ("groups/drawn", "groups/filtered")),
     _family("timing", "timing", _each("timing_s/", ("step", "gen", "old_log_prob", "ref", "update_actor",
                                                     "update_weights", "adv", "testing"))
             + _each("timing_per_token_ms/", ("gen", "ref", "update_actor", "adv")), key=True),

@@ -26,6 +26,10 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert first == "vllm_generate"
     lane = page.eval_on_selector(f"#compare-diff table[data-b='{slow}'] tr[data-lane]", "r => r.dataset.lane")
     assert lane == demo_pair.slow_lane
+    # where the slow run's extra device-seconds went (the goodput ledger): the long tail first
+    assert page.inner_text(f"#compare-diff .diff-block[data-b='{slow}'] .diff-ledger").startswith("B spends ")
+    reason = page.eval_on_selector(f"#compare-diff table[data-b='{slow}'] tr[data-reason]", "r => r.dataset.reason")
+    assert reason == "waiting: long-tail replica"
     # the selected step's critical path: a chain here, outlined on both runs' timelines
     page.wait_for_function("document.querySelector('#explain-step')?.dataset.step === '5'", timeout=30_000)
     assert "what would save time" in page.inner_text("#explain-step")
@@ -36,6 +40,19 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert json.loads(page.get_attribute("#timeline", "data-critical"))["step"] == 5
     page.locator("#compare-diff").screenshot(path=str(ARTIFACTS / "explain-diff.png"))
     page.screenshot(path=str(ARTIFACTS / "explain-compare.png"), full_page=True)
+    # the slow run's steps: its ledger as a waterfall from all device time to what trained, adding up, and its tokens
+    page.goto(f"{url}/#/run/{slow}")
+    page.wait_for_selector(f"#ledger-waterfall[data-run-id='{slow}'] .lg-useful", timeout=60_000)
+    rows = page.eval_on_selector_all("#ledger-waterfall .lg-row", "rs => rs.map(r => [r.dataset.reason, "
+                                     "+r.dataset.share])")
+    assert rows[0] == ["all device time", 1.0] and rows[-1][0] == "trained the model"
+    assert rows[1][0] == "generating" or rows[1][1] >= rows[2][1]  # the largest loss first
+    assert abs(sum(share for _, share in rows[1:]) - 1.0) < 0.01, rows  # the losses and the goodput tile the total
+    assert "filtered" in page.inner_text("#ledger-tokens")  # --filter-share 0.25: the token ledger reports it
+    goodput = page.eval_on_selector_all("#step-table td[data-col='goodput']", "ts => ts.map(t => t.textContent)")
+    assert goodput and all(g.endswith(" %") for g in goodput), goodput
+    assert page.eval_on_selector_all("#step-table td[data-col='trained_tokens']", "ts => ts.map(t => t.textContent)")[0] != "–"
+    page.locator("#steps-details").screenshot(path=str(ARTIFACTS / "ledger-waterfall.png"))
     # the slow run alone, at the step where the slow replica held the others up most (by the API)
     headers = {"Authorization": f"Bearer {token}"}
     tails = {s: httpx.get(f"{url}/api/v1/runs/{slow}/critical-path", params={"step": s}, headers=headers).json()[

@@ -83,9 +83,10 @@ def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
     r = subprocess.run([*cmd, "ledger", "rl-insight-demo/slow", *common], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "% of the device time trained the model" in r.stdout, r.stdout + r.stderr
     assert "REASON" in r.stdout and "waiting: long-tail replica" in r.stdout and "device-seconds" in r.stdout
+    assert "Tokens: " in r.stdout and " generated; trained " in r.stdout and "filtered " in r.stdout
     j = subprocess.run([*cmd, "ledger", str(slow), "--json", *common], capture_output=True, text=True, timeout=60)
     steps = json.loads(j.stdout)["steps"]
-    assert steps and set(steps[0]) == {"step", "wall_s", "devices", "total", "reasons"}
+    assert steps and set(steps[0]) == {"step", "wall_s", "devices", "total", "reasons", "tokens", "cost"}
     r = subprocess.run([*cmd, "explain", str(slow), "--step", "5", *common], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "critical path" in r.stdout and SLOW in r.stdout, r.stdout + r.stderr
     r = subprocess.run([*cmd, "explain", str(slow), *common], capture_output=True, text=True, timeout=60)
@@ -123,3 +124,51 @@ def test_the_ledger_tiles_every_step_and_the_slow_replicas_cost_lands_in_the_lon
     d = _get(srv, "/api/v1/runs/diff", a=srv.base, b=srv.slow, steps="2-7")["ledger"]
     assert next(iter(d["by_reason"])) == "waiting: long-tail replica" and d["b_per_step_s"] > d["a_per_step_s"]
     assert d["sentence"].startswith("B spends ") and "they went to waiting: long-tail replica (+" in d["sentence"]
+
+
+def test_the_long_tail_bucket_grows_by_the_wait_the_slow_replica_causes(demo_pair: DemoPair) -> None:
+    """The injected delay, measured independently of the ledger: in each step the replicas' generation ends at
+    different times (the long-tail insight's busy seconds per replica, which start together), and every other device
+    waits for the last one; the long-tail bucket's growth from the base run to the slow one matches that wait's growth
+    within 5 %."""
+    srv = demo_pair
+
+    def tail_per_step(rid: int) -> tuple[float, float]:
+        led = _get(srv, f"/api/v1/runs/{rid}/ledger", steps="2-7")
+        ins = _get(srv, f"/api/v1/runs/{rid}/insights", window_s=3600, max_steps=100)
+        busy = {t["step"]: t["lanes"] for t in ins["long_tail"]}
+        steps = [s for s in led["steps"] if s["step"] in busy]
+        assert len(steps) >= 5, (led["steps"], busy)
+        measured = expected = 0.0
+        for s in steps:
+            lanes = busy[s["step"]]
+            last, first = max(lanes.values()), min(lanes.values())
+            trainers = s["devices"] - len(lanes)
+            expected += sum(last - v for v in lanes.values()) + trainers * (last - first)
+            measured += s["reasons"].get("waiting: long-tail replica", 0.0)
+        return measured / len(steps), expected / len(steps)
+
+    (base_m, base_e), (slow_m, slow_e) = tail_per_step(srv.base), tail_per_step(srv.slow)
+    grew, wait_grew = slow_m - base_m, slow_e - base_e
+    assert wait_grew > 1.0, (base_e, slow_e)  # the fault adds device-seconds of waiting to every step
+    assert abs(grew - wait_grew) <= 0.05 * wait_grew, (grew, wait_grew, base_m, slow_m)
+
+
+def test_the_token_ledger_reports_the_filtered_groups_exactly(demo_pair: DemoPair) -> None:
+    """The slow run filters exactly a quarter of the groups it draws (32 drawn, 8 filtered, 24 trained each step):
+    the token ledger says so for every step, its trained tokens — derived from verl's own length metrics — and the
+    job's filtered count add up to the tokens it generated, and the base run filters none."""
+    srv = demo_pair
+    slow = _get(srv, f"/api/v1/runs/{srv.slow}/ledger", steps="2-7")
+    base = _get(srv, f"/api/v1/runs/{srv.base}/ledger", steps="2-7")
+    for s in slow["steps"]:
+        t = s["tokens"]
+        assert t["groups"] == {"drawn": 32, "filtered": 8}, t
+        assert t["sources"]["trained"] == "verl metrics" and t["sources"]["filtered"] == "tokens/filtered"
+        assert abs(t["trained"] + t["filtered"] - t["generated"]) <= 1e-6 * t["generated"], t
+        assert 0 <= t["truncated"] <= t["trained"] and t["unaccounted"] <= 1e-6 * t["generated"]
+    tokens = slow["run"]["tokens"]
+    assert tokens["filtered"] == sum(s["tokens"]["filtered"] for s in slow["steps"]) > 0
+    assert slow["token_goodput"] == pytest.approx(tokens["trained"] / tokens["generated"])
+    assert "filtered" in slow["tokens_sentence"] and "not reported" not in slow["tokens_sentence"]
+    assert all(s["tokens"]["filtered"] == 0 and s["tokens"]["groups"]["filtered"] == 0 for s in base["steps"])

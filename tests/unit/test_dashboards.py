@@ -79,7 +79,8 @@ def known_metric_names() -> set[str]:
               if r.get("record")}
     from rl_insight.server.live.insights.rounds import insight_families
 
-    names |= {f.name for f in insight_families({})}  # the server's own insight gauges (rl_insight_insight_*)
+    # the server's own insight series (rl_insight_insight_*, and the ledger's counter, exposed with "_total")
+    names |= {f.name + ("_total" if f.type == "counter" else "") for f in insight_families({})}
     return names
 
 

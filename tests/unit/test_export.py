@@ -53,6 +53,8 @@ def test_live_tensorboard_export_has_trainer_and_insight_scalars_at_their_step(t
         st.writer.flush(10)
         st.insight.refresh()  # the run is live: its per-step insights go to the exporters too
         st.insight.refresh()  # a second refresh exports nothing twice
+        st.writer.flush(10)  # the steps the rounds summarized are stored: their ledger goes out at the next round
+        st.insight.refresh()
         assert all(e.flush(10) for e in st.exporters.all)
         rl_insight.finish(5)
     finally:
@@ -63,6 +65,17 @@ def test_live_tensorboard_export_has_trainer_and_insight_scalars_at_their_step(t
     steps = [s for s, _ in scalars["rl_insight/step/duration_s"]]
     assert steps == sorted(set(steps)) and steps and steps[-1] <= STEPS  # each completed step once
     assert any(t.startswith("rl_insight/step_state_seconds/vllm_generate") for t in scalars)
+    # the goodput ledger per step (docs/ledger.md): each step's device-seconds by reason add up to its two lanes' time
+    ledger_steps = [s for s, _ in scalars["rl_insight/goodput"]]
+    assert ledger_steps == sorted(set(ledger_steps)) and len(ledger_steps) >= 2, scalars.keys()
+    for step in ledger_steps:
+        by_reason = {t: dict(v)[step] for t, v in scalars.items() if t.startswith("rl_insight/ledger_seconds/")
+                     and step in dict(v)}
+        assert {"rl_insight/ledger_seconds/generating", "rl_insight/ledger_seconds/training"} <= set(by_reason)
+        duration = dict(scalars["rl_insight/step/duration_s"])[step]
+        assert sum(by_reason.values()) == pytest.approx(2 * duration, rel=0.01)
+        assert dict(scalars["rl_insight/goodput"])[step] == pytest.approx(
+            by_reason["rl_insight/ledger_seconds/training"] / sum(by_reason.values()))
     ea = tb_accumulator.EventAccumulator(str(tmp_path / "tb" / "proj" / "live-tb"))
     ea.Reload()
     assert "rl_insight/run" in ea.Tags()["tensors"]  # the run's identity as text
@@ -150,6 +163,7 @@ def test_export_cli_for_runs_already_in_the_store(tmp_path: Path, monkeypatch) -
     scalars = _scalars(tmp_path / "tb" / "proj" / "history")
     assert scalars["critic_score_mean"] == [(s, pytest.approx(s / 10)) for s in range(1, STEPS + 1)]
     assert "rl_insight/rollout_training_overlap_ratio" in scalars and "rl_insight/step/duration_s" in scalars
+    assert "rl_insight/goodput" in scalars and "rl_insight/ledger_seconds/generating" in scalars  # docs/ledger.md
     r = cli("proj/history", "--to", "wandb", "-o", str(tmp_path / "wb"))
     assert r.returncode == 0, r.stderr
     (f,) = _wandb_files(tmp_path / "wb")

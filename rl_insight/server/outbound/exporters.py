@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ...export import Point, run_dir_name
-from ...export.points import config_text, insight_points, series_tag
+from ...export.points import config_text, insight_points, is_ledger_point, series_tag
 from ..workers.batch_worker import BatchWorker
 
 log = logging.getLogger("rl_insight.server.outbound.exporters")
@@ -93,7 +93,9 @@ class Exporters:
 
     def __init__(self, exporters: Iterable[LiveExporter]) -> None:
         self.all = list(exporters)
-        self._insight_step: dict[RunKey, int] = {}  # newest step whose insights were exported, per run
+        # newest step whose insights were exported, per run and kind (a step's ledger comes once it is summarized,
+        # a round or two after its other insights)
+        self._insight_step: dict[tuple[RunKey, bool], int] = {}
 
     def samples(self, rows: Iterable[Any]) -> None:
         """Run-store sample rows of one batch → points with a step, per run."""
@@ -114,11 +116,13 @@ class Exporters:
         """Insight metrics of the steps completed since the last refresh (each step exported once)."""
         now = time.time()
         for run, summary in latest.items():
-            done = self._insight_step.get(run, -1)
-            points = [p for p in insight_points(summary, now) if p.step > done]
-            if not points:
-                continue
-            self._insight_step[run] = max(p.step for p in points)
+            points: list[Point] = []
+            for ledger, kind in _by_kind(insight_points(summary, now)).items():
+                done = self._insight_step.get((run, ledger), -1)
+                new = [p for p in kind if p.step > done]
+                if new:
+                    self._insight_step[(run, ledger)] = max(p.step for p in new)
+                    points += new
             for e in self.all:
                 e.put(run, points)
 
@@ -137,14 +141,22 @@ class Exporters:
             info = by_key.get(run)
             if info is None:
                 continue
-            done = self._insight_step.get(run, -1)
-            points = [p for p in run_insight_points(conn, info, step_metric, version_metric) if p.step > done]
+            points = [p for ledger, kind in _by_kind(run_insight_points(conn, info, step_metric, version_metric)).items()
+                      for p in kind if p.step > self._insight_step.get((run, ledger), -1)]
             for e in self.all:
                 e.put(run, points)
 
     def close(self) -> None:
         for e in self.all:
             e.close()
+
+
+def _by_kind(points: Iterable[Point]) -> dict[bool, list[Point]]:
+    """Insight points split into the ledger's (True) and the others (False)."""
+    out: dict[bool, list[Point]] = {False: [], True: []}
+    for p in points:
+        out[is_ledger_point(p)].append(p)
+    return out
 
 
 def tensorboard_exporter(root: Path) -> LiveExporter:

@@ -4,12 +4,14 @@ CSV): its trainer scalars and its insight metrics per step, read from the run st
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Iterator, Mapping
 
 from ...export import Point
 from ...export.points import insight_points, series_tag
 from ..runstore.backend import StoreConnection
-from ..runstore.queries import stepped_samples
+from ..runstore.queries import get_run, stepped_samples
+from ..runstore.steps.ledger import run_ledger
 from ..runstore.steps.run_insights import run_insights
 
 
@@ -25,6 +27,9 @@ def run_insight_points(conn: StoreConnection, run: Mapping[str, Any], step_metri
     """Insight metrics over the whole run, per step (for exports after the fact)."""
     frm, to = int(run["first_seen"] * 1e9), int(run["last_seen"] * 1e9) + 1
     summary = run_insights(conn, run["id"], frm, to, step_metric, version_metric)
+    config = get_run(conn, run["id"], include_config=True).get("config")
+    summary["ledger_steps"] = run_ledger(conn, run["id"], [(s["step"], s["start_ns"], s["end_ns"])
+                                                           for s in summary["steps"]], time.time_ns(), config)["steps"]
     return list(insight_points(summary, run["last_seen"]))
 
 

@@ -49,8 +49,35 @@ def test_an_open_state_counts_until_now_and_names_map_to_reasons() -> None:
     assert [L.reason_of(n, lane) for n, lane in (
         ("compute_reward", "reward_0"), ("ref_compute_log_prob", "rank_0"), ("save_checkpoint", "rank_0"),
         ("validate", "rank_0"), ("tq_get", "rank_0"), ("sglang_generate", "replica_0"), ("sync_weights", "rank_0"),
-        ("forward_backward", "rank_0"), ("tool_call", "agent"))] == [
-        L.SCORING, L.LOGPROB, L.CHECKPOINT, L.VALIDATION, L.DATA, L.GENERATING, L.WEIGHT_SYNC, L.TRAINING, L.OTHER]
+        ("forward_backward", "rank_0"), ("tool_call", "agent"), ("env_step", "agent"))] == [
+        L.SCORING, L.LOGPROB, L.CHECKPOINT, L.VALIDATION, L.DATA, L.GENERATING, L.WEIGHT_SYNC, L.TRAINING, L.TOOLS,
+        L.OTHER]
+
+
+def test_a_fully_asynchronous_step_by_hand() -> None:
+    """Fully async (rollouts run ahead, one step stale): the replicas generate for the next step while the trainer
+    trains this one; the trainer's start waits on an empty buffer (buffer starvation), a replica paused by the
+    staleness bound waits for training, and the weight sync stops everyone."""
+    spans = [span("replica_0", "vllm_generate", 0, 9), span("replica_1", "vllm_generate", 0, 4),
+             span("replica_1", "vllm_generate", 5, 9), span("rank_0", "train_batch", 3, 9),
+             *(span(lane, "update_weights", 9, 10) for lane in ("rank_0", "replica_0", "replica_1"))]
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S)
+    assert got == {"replica_0": {L.GENERATING: 9, L.WEIGHT_SYNC: 1},
+                   "replica_1": {L.GENERATING: 8, L.WAIT_TRAINING: 1, L.WEIGHT_SYNC: 1},
+                   "rank_0": {L.WAIT_ROLLOUT: 3, L.TRAINING: 6, L.WEIGHT_SYNC: 1}}
+    assert L.totals(got)[L.TRAINING] == 6 and sum(L.totals(got).values()) == 30  # the overlap, counted once a lane
+
+
+def test_an_agent_loop_step_by_hand() -> None:
+    """An agent loop: the replica idles while the agent's tools run, the trainer and the tool worker wait for the
+    rollout (its turns and tools), then both rollout lanes wait for training."""
+    spans = [span("replica_0", "vllm_generate", 0, 2), span("agent_0", "tool_call", 2, 3),
+             span("replica_0", "vllm_generate", 3, 5), span("agent_0", "tool_call", 5, 6),
+             span("replica_0", "vllm_generate", 6, 7), span("rank_0", "train_batch", 7, 10)]
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S)
+    assert got == {"replica_0": {L.GENERATING: 5, L.WAIT_TOOLS: 2, L.WAIT_TRAINING: 3},
+                   "agent_0": {L.WAIT_ROLLOUT: 5, L.TOOLS: 2, L.WAIT_TRAINING: 3},
+                   "rank_0": {L.WAIT_ROLLOUT: 7, L.TRAINING: 3}}
 
 
 LANES = ["rank_0", "rank_1", "replica_0", "replica_1", "reward_0"]

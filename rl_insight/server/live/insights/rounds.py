@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from ...runstore import queries as q
 from ...runstore.reader import RunStoreReader
 from ...runstore.steps import step_stats
-from ...runstore.steps.ledger import rollout_devices, stored_lane_seconds, weigh
+from ...runstore.steps.ledger import rollout_devices, run_ledger, stored_lane_seconds, weigh
 from ...runstore.steps.run_insights import metric_samples, run_insights, run_step_windows
 
 log = logging.getLogger("rl_insight.server.insights")
@@ -198,8 +198,11 @@ class InsightRounds:
                 log.warning("insights for run %s failed: %s", run["id"], exc)
                 continue
             if self._ledger.get(run["id"]):  # device-seconds by reason over the run's summarized steps
-                per_replica, _ = rollout_devices(q.get_run(conn, run["id"], include_config=True).get("config"))
-                s["ledger"] = weigh(self._ledger[run["id"]], {}, per_replica)[0]
+                config = q.get_run(conn, run["id"], include_config=True).get("config")
+                s["ledger"] = weigh(self._ledger[run["id"]], {}, rollout_devices(config)[0])[0]
+                # the window's summarized steps, one by one (the TensorBoard / W&B exporters)
+                s["ledger_steps"] = run_ledger(conn, run["id"], [(x["step"], x["start_ns"], x["end_ns"])
+                                                                 for x in s["steps"]], now, config, fallback=0)["steps"]
             out.latest[(run["project"], run["experiment_name"])] = s
         out.exposition = render_insights(out.latest)
         return out

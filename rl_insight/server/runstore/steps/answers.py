@@ -274,34 +274,71 @@ class LedgerStep(TypedDict):
     devices: Number
     total: Number
     reasons: dict[str, Number]
+    tokens: "StepTokens"
+    cost: Number | None
+
+
+class TokenGroups(TypedDict):
+    drawn: Number
+    filtered: Number
+
+
+class StepTokens(TypedDict):
+    """A step's generated tokens by what became of them (semantics/token_ledger.py): null where the job did not
+    report it; `sources` says where each count came from; `groups`: the groups drawn and filtered, when reported."""
+
+    generated: Number | None
+    trained: Number | None
+    filtered: Number | None
+    stale: Number | None
+    aborted: Number | None
+    truncated: Number | None
+    unaccounted: Number | None
+    sources: dict[str, str]
+    groups: TokenGroups | None
+
+
+class TokenTotals(TypedDict):
+    generated: Number | None
+    trained: Number | None
+    filtered: Number | None
+    stale: Number | None
+    aborted: Number | None
+    truncated: Number | None
+    unaccounted: Number | None
 
 
 class LedgerTotals(TypedDict):
     wall_s: Number
     total: Number
     reasons: dict[str, Number]
+    tokens: TokenTotals
 
 
 class Ledger(TypedDict):
     """A run's goodput ledger over a window of steps (runstore/steps/ledger.py): each step's and the window's
     device-seconds by reason, the share that trained (`goodput`, null with no step), where the rest went in one
-    sentence, how devices were counted, and the steps still to be summarized."""
+    sentence, how devices were counted, and the steps still to be summarized; the token ledger likewise (each step's
+    `tokens`, the window's `run.tokens`, `token_goodput` = trained over generated when both are reported)."""
 
     run_id: int
     steps: list[LedgerStep]
     run: LedgerTotals
     goodput: Number | None
+    token_goodput: Number | None
     sentence: str
+    tokens_sentence: str
     devices_note: str
     pending: list[int]
     cost: Union["LedgerCost", None]
 
 
 class LedgerCost(TypedDict):
-    """With `--gpu-hour-cost`: the price of a device-hour, of the window, of a step on average, and of the device
-    time that did not train."""
+    """With `--gpu-hour-cost`: the price of a device-hour, of the window, of a step on average, of 1,000 trained-on
+    tokens (null when the job reports none), and of the device time that did not train."""
 
     per_device_hour: Number
     total: Number
     per_step: Number
+    per_1k_trained_tokens: Number | None
     not_training: Number

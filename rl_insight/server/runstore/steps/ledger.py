@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ....semantics import ledger
+from ....semantics import ledger, token_ledger
+from ....semantics.names import sanitize_metric_name
 from .. import queries as q
 from ..backend import StoreConnection
 from .step_stats import ledger_rows
@@ -43,6 +44,26 @@ def rollout_devices(config: Mapping[str, Any] | None) -> tuple[float, str]:
                  "(actor_rollout_ref.rollout.tensor_model_parallel_size)")
 
 
+def step_token_inputs(conn: StoreConnection, run_id: int, lo: int, hi: int
+                      ) -> tuple[dict[int, dict[str, float]], dict[int, list[tuple[str | None, float | None]]]]:
+    """For steps lo..hi: the metrics the token ledger reads, {step: {name as logged: its last value}}, and the steps'
+    trajectories, {step: [(status, tokens out)]}."""
+    by_stored = {sanitize_metric_name(n): n for n in token_ledger.wanted_metrics()}
+    names = list(by_stored)
+    metrics: dict[int, dict[str, float]] = {}
+    for name, step, value in conn.execute(
+            f"SELECT s.name, p.step, p.value FROM samples p JOIN series s ON s.id = p.series_id WHERE s.run_id = ? "
+            f"AND s.name IN ({','.join('?' * len(names))}) AND p.step >= ? AND p.step <= ? AND p.value IS NOT NULL "
+            f"ORDER BY p.ts", (run_id, *names, lo, hi)):
+        metrics.setdefault(int(step), {})[by_stored[name]] = value
+    trajectories: dict[int, list[tuple[str | None, float | None]]] = {}
+    for step, status, tokens in conn.execute(
+            "SELECT step, status, tokens_out FROM trajectories WHERE run_id = ? AND step >= ? AND step <= ?",
+            (run_id, lo, hi)):
+        trajectories.setdefault(int(step), []).append((status, tokens))
+    return metrics, trajectories
+
+
 def stored_lane_seconds(conn: StoreConnection, run_id: int) -> dict[str, float]:
     """The run's summarized steps' ledger, summed: lane-seconds by "class:reason"."""
     return {name: total for name, total in conn.execute(
@@ -61,10 +82,12 @@ def weigh(rows: Mapping[str, float], lanes: Mapping[str, float], per_replica: fl
 
 
 def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
-               config: Mapping[str, Any] | None, gpu_hour_cost: float | None = None) -> dict[str, Any]:
-    """{steps: [{step, wall_s, devices, total, reasons}], run: {...}, goodput, sentence, devices_note, pending, cost}
-    (`cost`: with a price per device-hour, the window's, a step's on average, and what the time that did not train
-    cost; else null)."""
+               config: Mapping[str, Any] | None, gpu_hour_cost: float | None = None,
+               fallback: int = FALLBACK_STEPS) -> dict[str, Any]:
+    """{steps: [{step, wall_s, devices, total, reasons, tokens, cost}], run: {...}, goodput, token_goodput, sentence,
+    tokens_sentence, devices_note, pending, cost} (`cost`: with a price per device-hour, the window's, a step's on
+    average, per 1,000 trained-on tokens, and what the time that did not train cost; else null). Up to `fallback`
+    steps not summarized yet are computed from their spans, the others are `pending`."""
     per_replica, note = rollout_devices(config)
     bounds = {s: (a, b) for s, a, b in windows}
     rows: dict[int, dict[str, float]] = {}
@@ -77,35 +100,44 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
                 f"({','.join('?' * len(part))}) AND lane IN ('@ledger', '@ledger_lanes')", (run_id, *part)):
             (rows if lane == "@ledger" else lanes).setdefault(step, {})[name] = value
     missing = [s for s in wanted if s not in lanes]
-    for step in missing[:FALLBACK_STEPS]:
+    for step in missing[:fallback]:
         a, b = bounds[step]
         for lane, name, value in ledger_rows(q.spans_in(conn, run_id, a, b, attributes=False), a, b, now_ns):
             (rows if lane == "@ledger" else lanes).setdefault(step, {})[name] = value
+    metrics, trajectories = step_token_inputs(conn, run_id, min(wanted), max(wanted)) if wanted else ({}, {})
+    price = gpu_hour_cost / 3600.0 if gpu_hour_cost is not None else None
     steps: list[dict[str, Any]] = []
     run_reasons: dict[str, float] = {}
+    run_tokens: dict[str, float | None] = {}
     run_wall = run_total = 0.0
     for step, a, b in windows:
         if step not in lanes:
             continue
         reasons, devices = weigh(rows.get(step, {}), lanes[step], per_replica)
         total = sum(reasons.values())
+        tokens = token_ledger.step_tokens(metrics.get(step, {}), trajectories.get(step, ()))
+        token_ledger.add(run_tokens, tokens)
         steps.append({"step": step, "wall_s": (b - a) / NS, "devices": devices, "total": total,
-                      "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1]))})
+                      "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])), "tokens": tokens,
+                      "cost": total * price if price is not None else None})
         run_wall += (b - a) / NS
         run_total += total
         for r, v in reasons.items():
             run_reasons[r] = run_reasons.get(r, 0.0) + v
-    run = {"wall_s": run_wall, "total": run_total, "reasons": dict(sorted(run_reasons.items(), key=lambda x: -x[1]))}
+    run = {"wall_s": run_wall, "total": run_total, "reasons": dict(sorted(run_reasons.items(), key=lambda x: -x[1])),
+           "tokens": {c: run_tokens.get(c) for c in (*token_ledger.CATEGORIES, "unaccounted")}}
+    trained, generated = run_tokens.get(token_ledger.TRAINED), run_tokens.get(token_ledger.GENERATED)
     cost = None
-    if gpu_hour_cost is not None and steps:
-        price = gpu_hour_cost / 3600.0
+    if price is not None and steps:
         cost = {"per_device_hour": gpu_hour_cost, "total": run_total * price,
                 "per_step": run_total * price / len(steps),
+                "per_1k_trained_tokens": run_total * price * 1000 / trained if trained else None,
                 "not_training": (run_total - run_reasons.get(ledger.USEFUL, 0.0)) * price}
     return {"run_id": run_id, "steps": steps, "run": run,
             "goodput": run_reasons.get(ledger.USEFUL, 0.0) / run_total if run_total > 0 else None,
-            "sentence": ledger.sentence(run_reasons), "devices_note": note, "pending": missing[FALLBACK_STEPS:],
-            "cost": cost}
+            "token_goodput": trained / generated if trained is not None and generated else None,
+            "sentence": ledger.sentence(run_reasons), "tokens_sentence": token_ledger.sentence(run_tokens),
+            "devices_note": note, "pending": missing[fallback:], "cost": cost}
 
 
 def ledger_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 /* rl-insight UI, explain.js: why a step is as long as it is and where run B's time went (docs/explain.md):
    - the selected (or last) step's critical path as a chain, with what would save time (estimates), and the same
      path drawn over the timeline (timeline.critical);
-   - on the compare view, the diff of the primary run and each compared run: one sentence, one table.
+   - on the compare view, the diff of the primary run and each compared run: its sentences (time, and where the
+     extra device-seconds went by ledger reason), one table.
    Everything comes from the server (GET …/critical-path, /runs/diff); this module only draws it.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { api, state } from "./api.js";
@@ -53,9 +54,13 @@ export async function renderDiffs(el, runId, compared) {
       ...(d.lanes.length ? [h("tr", {}, h("th", {}, "lanes that account for it"), h("th", {}, "Δ a step"))] : []),
       ...d.lanes.slice(0, 4).map(x => h("tr", { "data-lane": x.lane }, h("td", {}, x.lane,
         x.slowest_share_b ? h("span", { class: "muted" }, ` slowest in ${(100 * x.slowest_share_b).toFixed(0)} % of B's steps`) : ""),
-        h("td", {}, signed(x.generation_delta_s ?? x.busy_delta_s ?? 0)))));
+        h("td", {}, signed(x.generation_delta_s ?? x.busy_delta_s ?? 0)))),
+      // where B's extra device-hours went (the goodput ledger, docs/ledger.md)
+      h("tr", {}, h("th", {}, "ledger reason"), h("th", {}, "Δ device-s a step")),
+      ...Object.entries(d.ledger.by_reason).filter(([, v]) => Math.abs(v) > 1e-9).slice(0, 5).map(([k, v]) =>
+        h("tr", { "data-reason": k }, h("td", {}, k), h("td", { class: v > 0 ? "worse" : "better" }, signed(v)))));
     blocks.push(h("div", { class: "diff-block", "data-b": other.id },
-      h("p", { class: "diff-sentence" }, d.sentence), table));
+      h("p", { class: "diff-sentence" }, d.sentence), h("p", { class: "diff-ledger" }, d.ledger.sentence), table));
   }
   el.replaceChildren(...blocks);
 }

@@ -13,6 +13,7 @@ import { StackSnapshots, verdictBox } from "./stacks.js";
 import { StepTable } from "./steps.js";
 import { renderDiffs, showCriticalPath } from "./explain.js";
 import { keyboard } from "./keys.js";
+import { ledgerLine, ledgerOf } from "./ledger.js";
 import { renderMoe } from "./moe.js";
 import { currentRange, rangeFromParams } from "./range.js";
 import { RangeBar } from "./range_bar.js";
@@ -227,27 +228,8 @@ async function renderInsights(el, runId, idPrefix = "") {
           overlapNote(lastStep))
       : "–", "insight-step", true, lastStep?.step),
     card(`where the device time went · lane utilization${own ? " (step " + sel + ")" : ""}`, h("div", {},
-      idPrefix ? null : await ledgerLine(runId),
+      idPrefix ? null : ledgerLine(await ledgerOf(runId)),
       lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–"), "insight-utilization", true));
-}
-
-// The run's goodput ledger (docs/ledger.md) in one sentence and one bar: read at most every 30 s (a whole run's
-// steps), not at every refresh of the cards
-const LEDGER_COLORS = { "training": "#16a34a", "generating": "#2563eb", "log-prob recompute": "#0891b2", "scoring": "#7c3aed",
-  "weight sync": "#d97706", "data": "#a16207", "checkpoint": "#4b5563", "validation": "#9333ea", "other work": "#64748b" };
-let ledgerCache = { runId: null, at: 0, value: null };
-async function ledgerLine(runId) {
-  if (ledgerCache.runId !== runId || Date.now() - ledgerCache.at > 30_000) {
-    ledgerCache = { runId, at: Date.now(), value: await api(`/api/v1/runs/${runId}/ledger`).catch(() => null) };
-  }
-  const d = ledgerCache.value;
-  if (!d || !d.steps.length) return null;
-  const total = d.run.total || 1;
-  const bar = h("div", { class: "ledger-bar", title: d.devices_note },
-    ...Object.entries(d.run.reasons).filter(([, v]) => v > 0).map(([r, v]) => h("span", { "data-reason": r,
-      title: `${r}: ${(100 * v / total).toFixed(1)} % (${fmtNum(v)} device-s)`,
-      style: `width:${(100 * v / total).toFixed(2)}%;background:${LEDGER_COLORS[r] || "#cbd5e1"}` })));
-  return h("div", { id: "ledger", "data-goodput": d.goodput ?? "" }, h("div", { class: "ledger-sentence" }, d.sentence), bar);
 }
 
 // States of one step overlap (separate-async: generation of step N+1 during training of step N; nested states):

@@ -1,11 +1,13 @@
 /* rl-insight UI, steps.js: the run's steps in a sortable table (slowest first): duration, generation, training,
    rollout → training wait, the slowest replica and its tail ratio, the bubbles (the share of lane time idle in the
-   step), and whether a profiler disturbed it; a row selects
-   its step everywhere (showStep).
+   step), the ledger's columns (device-seconds, goodput, the largest reason that did not train, trained-on tokens,
+   and with a price the step's cost), and whether a profiler disturbed it; a row selects its step everywhere
+   (showStep). Above it, the run's ledger as a waterfall (ledger.js).
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { api, state } from "./api.js";
 import { h } from "./dom.js";
-import { fmtDur } from "./format.js";
+import { fmtDur, fmtNum } from "./format.js";
+import { ledgerOf, ledgerWaterfall } from "./ledger.js";
 import { showStep } from "./timeline.js";
 
 const GEN = /generate|rollout/i;
@@ -18,12 +20,20 @@ const COLUMNS = [
   ["slowest replica", "tail_lane", (s) => s.tail_lane],
   ["tail ratio", "tail_ratio", (s) => s.tail_ratio],
   ["bubbles", "bubble_ratio", (s) => s.bubble_ratio],
+  ["device-s", "device_s", (s) => s.device_s],
+  ["goodput", "goodput", (s) => s.goodput],
+  ["largest loss", "loss", (s) => s.loss],
+  ["trained tokens", "trained_tokens", (s) => s.trained_tokens],
 ];
+const COST = ["cost", "cost", (s) => s.cost];
 
 export class StepTable {
-  constructor(el, runId) { this.el = el; this.runId = runId; this.steps = []; this.sort = ["duration_s", -1]; }
+  constructor(el, runId) { this.el = el; this.runId = runId; this.steps = []; this.sort = ["duration_s", -1]; this.ledger = null; }
   async load() {
-    const s = await api(`/api/v1/runs/${this.runId}/insights?window_s=2592000&max_steps=1000`);
+    const [s, ledger] = await Promise.all([api(`/api/v1/runs/${this.runId}/insights?window_s=2592000&max_steps=1000`),
+      ledgerOf(this.runId)]);
+    this.ledger = ledger;
+    const byStep = new Map((ledger?.steps || []).map(x => [x.step, x]));
     const wait = new Map((s.rollout_wait || []).map(w => [w.step, w.wait_s]));
     const tail = new Map((s.long_tail || []).map(t => [t.step, t]));
     this.steps = s.steps.map(x => {
@@ -31,22 +41,34 @@ export class StepTable {
       const sum = (f) => states.filter(([k]) => f(k)).reduce((a, [, v]) => a + v, 0);
       return { step: x.step, duration_s: x.duration_s, gen_s: sum(k => GEN.test(k)), train_s: sum(k => !GEN.test(k)),
         wait_s: wait.get(x.step) ?? null, tail_lane: tail.get(x.step)?.slowest_lane ?? null,
-        tail_ratio: tail.get(x.step)?.ratio ?? null, bubble_ratio: x.bubble_ratio ?? null, profiled: !!x.profiled };
+        tail_ratio: tail.get(x.step)?.ratio ?? null, bubble_ratio: x.bubble_ratio ?? null, profiled: !!x.profiled,
+        ...ledgerColumns(byStep.get(x.step)) };
     });
     this.draw();
   }
   draw() {
     const [key, dir] = this.sort;
+    const columns = this.ledger?.cost ? [...COLUMNS, COST] : COLUMNS;
     const rows = [...this.steps].sort((a, b) => ((a[key] ?? -Infinity) > (b[key] ?? -Infinity) ? 1 : -1) * dir);
     if (!rows.length) { this.el.replaceChildren(h("p", { class: "muted" }, "No complete step yet.")); return; }
-    const fmt = (k, v) => v === null || v === undefined ? "–" : k === "step" || k === "tail_lane" ? String(v)
-      : k === "tail_ratio" ? `${v.toFixed(2)}×` : k === "bubble_ratio" ? `${(100 * v).toFixed(0)} %` : fmtDur(v);
-    const head = h("tr", {}, ...COLUMNS.map(([label, k]) => h("th", { class: `sortable${k === key ? " sorted" : ""}`, "data-sort": k,
+    const fmt = (k, v) => v === null || v === undefined ? "–" : k === "step" || k === "tail_lane" || k === "loss" ? String(v)
+      : k === "tail_ratio" ? `${v.toFixed(2)}×` : k === "bubble_ratio" || k === "goodput" ? `${(100 * v).toFixed(0)} %`
+      : k === "device_s" ? fmtNum(v) : k === "trained_tokens" ? Math.round(v).toLocaleString("en") : k === "cost" ? v.toPrecision(3) : fmtDur(v);
+    const head = h("tr", {}, ...columns.map(([label, k]) => h("th", { class: `sortable${k === key ? " sorted" : ""}`, "data-sort": k,
       onclick: () => { this.sort = [k, k === key ? -dir : -1]; this.draw(); } }, label + (k === key ? (dir < 0 ? " ▼" : " ▲") : ""))));
     const body = rows.slice(0, 200).map(r => h("tr", { "data-step": r.step, class: r.step === state.selectedStep ? "selected" : "",
       onclick: () => showStep(r.step) },
-      ...COLUMNS.map(([, k]) => h("td", {}, fmt(k, r[k]), k === "step" && r.profiled ? h("span", { class: "muted" }, " (profiled)") : null))));
+      ...columns.map(([, k]) => h("td", { "data-col": k }, fmt(k, r[k]), k === "step" && r.profiled ? h("span", { class: "muted" }, " (profiled)") : null))));
     const more = rows.length > 200 ? [h("p", { class: "muted" }, `${rows.length - 200} more steps (sort to see them)`)] : [];
-    this.el.replaceChildren(h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
+    this.el.replaceChildren(ledgerWaterfall(this.ledger), h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
   }
+}
+
+// A step's ledger (GET …/ledger) as the table's columns: its device-seconds, the share that trained, the reason that
+// took most of the rest, its trained-on tokens and (with a price) its cost.
+function ledgerColumns(l) {
+  if (!l) return { device_s: null, goodput: null, loss: null, trained_tokens: null, cost: null };
+  const rest = Object.entries(l.reasons).filter(([r]) => r !== "training").sort((a, b) => b[1] - a[1])[0];
+  return { device_s: l.total, goodput: l.total > 0 ? (l.reasons.training || 0) / l.total : null,
+    loss: rest && rest[1] > 0 ? rest[0] : null, trained_tokens: l.tokens?.trained ?? null, cost: l.cost ?? null };
 }
