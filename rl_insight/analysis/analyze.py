@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..semantics import insights as ins
+from .ledger import trace_ledger
 from .operators import operator_table
 
 NS = 1e9
@@ -241,6 +242,7 @@ def summarize(df: pd.DataFrame, metrics: pd.DataFrame | None = None, mem: pd.Dat
         "communication": communication(df).to_dict(orient="records"),
         "memory": memory(df, mem),
         "operators": operator_table(df, mem),
+        "ledger": trace_ledger(df, metrics),
     }
     if metrics is not None and not metrics.empty:
         timing = [c for c in metrics.columns if c.startswith("timing_s/")]

@@ -151,6 +151,12 @@ def analyze(
             written.extend(export.summary(result, out, rep.parsed, rep.warnings + rep.errors))
         if "tensorboard" in formats:
             written.append(_tensorboard(result, loaded.metrics, out / "tensorboard"))
+    if result is not None and (result["ledger"]["steps"] or result["ledger"]["run"]["tokens"]["trained"] is not None):
+        led = result["ledger"]  # the goodput ledger (docs/ledger.md), as the run page says it
+        if led["steps"]:
+            typer.echo(f"Ledger: {len(led['steps'])} steps, {led['run']['total']:.1f} device-seconds "
+                       f"({led['devices_note']}). {led['sentence']}")
+        typer.echo(led["tokens_sentence"])
     typer.echo(
         f"Analysed {len(rep.parsed)} file(s): {len(df):,} events on {df['lane'].nunique() if not df.empty else 0} lanes"
         + (f", {len(loaded.metrics)} logged steps" if not loaded.metrics.empty else "")

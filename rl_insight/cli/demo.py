@@ -131,7 +131,8 @@ def demo(
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
                      engine=engine, steps=steps, replicas=replicas, ranks=ranks, step_seconds=step_seconds,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices
-                     fault=fault, fault_step=fault_step, agent=agent, moe=moe, framework=framework, filter_share=filter_share,
+                     fault=fault, fault_step=fault_step, agent=agent, moe=moe, framework=framework,
+                     filter_share=filter_share,
                      seed=seed if seed is not None else zlib.crc32(experiment.encode()))
     runner = Demo(cfg, report=lambda m: typer.echo(f"[demo] {m}"))
     rc = runner.run()

@@ -51,7 +51,8 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert "filtered" in page.inner_text("#ledger-tokens")  # --filter-share 0.25: the token ledger reports it
     goodput = page.eval_on_selector_all("#step-table td[data-col='goodput']", "ts => ts.map(t => t.textContent)")
     assert goodput and all(g.endswith(" %") for g in goodput), goodput
-    assert page.eval_on_selector_all("#step-table td[data-col='trained_tokens']", "ts => ts.map(t => t.textContent)")[0] != "–"
+    tokens = page.eval_on_selector_all("#step-table td[data-col='trained_tokens']", "ts => ts.map(t => t.textContent)")
+    assert tokens and tokens[0] != "–"
     page.locator("#steps-details").screenshot(path=str(ARTIFACTS / "ledger-waterfall.png"))
     # the slow run alone, at the step where the slow replica held the others up most (by the API)
     headers = {"Authorization": f"Bearer {token}"}

@@ -80,6 +80,13 @@ def summary(result: dict[str, Any], out_dir: Path, inputs: list[str], problems: 
             [{"lane": k, **v} for k, v in result["utilization"].items()],
             ["lane", "busy_s", "utilization", "bubble_ratio"],
         )
+        led = result.get("ledger") or {}
+        if led.get("steps"):  # the goodput ledger (docs/ledger.md): device-seconds by reason, each step
+            lines += ["## Where the device-seconds went (the goodput ledger)", "",
+                      f"{led['sentence']} ({led['devices_note']})", "", led["tokens_sentence"], ""] + _md_table(
+                [{"step": s["step"], "wall_s": s["wall_s"], "devices": s["devices"], **s["reasons"]}
+                 for s in led["steps"]],
+                ["step", "wall_s", "devices", *sorted({k for s in led["steps"] for k in s["reasons"]})])
         lines += ["## Per-step breakdown", ""] + _md_table(
             [{"step": s["step"], "duration_s": s["duration_s"], **s["states"]} for s in result["steps"]],
             ["step", "duration_s", *sorted({k for s in result["steps"] for k in s["states"]})])

@@ -141,8 +141,9 @@ class Exporters:
             info = by_key.get(run)
             if info is None:
                 continue
-            points = [p for ledger, kind in _by_kind(run_insight_points(conn, info, step_metric, version_metric)).items()
-                      for p in kind if p.step > self._insight_step.get((run, ledger), -1)]
+            kinds = _by_kind(run_insight_points(conn, info, step_metric, version_metric))
+            points = [p for ledger, kind in kinds.items() for p in kind
+                      if p.step > self._insight_step.get((run, ledger), -1)]
             for e in self.all:
                 e.put(run, points)
 
