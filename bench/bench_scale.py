@@ -27,7 +27,7 @@ from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
 from rl_insight.server.runstore.reader import RunStoreReader
-from rl_insight.server.runstore.retention import used_bytes
+from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.spans import timeline
 from rl_insight.server.runstore.steps.run_insights import run_insights
@@ -165,7 +165,8 @@ def main() -> None:
             built = time.perf_counter() - t0
             conn = conns[backend] = RunStoreReader(where).conn()
             print(f"  {backend}: {n_spans:,} spans on {args.replicas + args.ranks} lanes, {n_samples:,} samples, "
-                  f"{used_bytes(conn) / 2**20:.0f} MiB, built in {built:.0f} s ({n_spans / built:,.0f} spans/s)")
+                  f"{open_backend(where).used_bytes(conn) / 2**20:.0f} MiB, built in {built:.0f} s "
+                  f"({n_spans / built:,.0f} spans/s)")
             bounds[backend] = q.span_bounds(conn, 1)
             took, buckets = catch_up_summary(where)
             items = conn.execute("SELECT count(*) FROM span_lod").fetchone()[0]

@@ -18,6 +18,8 @@ reasons add up to wall time × lanes, and none is negative.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from functools import lru_cache
 from typing import Any, Iterable
 
 from .insights import NS, phase, states
@@ -78,49 +80,135 @@ def waiting_reason(kind: str, others: set[str], tail: bool = False) -> str:
     return WAIT_TOOLS if TOOLS in others else IDLE
 
 
+@lru_cache(maxsize=16384)
+def _reason(name: str, lane: str) -> str:
+    return reason_of(name, lane)
+
+
+_RANK = {r: i for i, r in enumerate(WORK_ORDER)}
+
+
+def _resolved(items: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """A lane's states as disjoint pieces in time order, each under the first reason in WORK_ORDER held there."""
+    if len(items) < 2:
+        return items
+    items.sort()
+    prev = items[0][1]
+    for lo, hi, _ in items[1:]:
+        if lo < prev:
+            break
+        prev = hi
+    else:
+        return items  # (the usual lane: one state after another)
+    cuts = sorted({t for lo, hi, _ in items for t in (lo, hi)})
+    out: list[tuple[int, int, str]] = []
+    for x, y in zip(cuts, cuts[1:]):
+        held = [r for lo, hi, r in items if lo <= x and y <= hi]
+        if not held:
+            continue
+        r = min(held, key=_RANK.__getitem__)
+        if out and out[-1][1] == x and out[-1][2] == r:
+            out[-1] = (out[-1][0], y, r)
+        else:
+            out.append((x, y, r))
+    return out
+
+
+def _segments(resolved: dict[str, list[tuple[int, int, str]]], rollout: set[str], a: int, b: int
+              ) -> list[tuple[int, int, frozenset[str], bool]]:
+    """[a, b) cut where what the lanes work on changes: (start, end, the reasons some lane works under, whether some
+    replica of the step is done while others still generate)."""
+    events: list[tuple[int, int, str, bool]] = []
+    add = events.append
+    for lane, pieces in resolved.items():
+        is_rollout = lane in rollout
+        for lo, hi, r in pieces:
+            add((lo, 1, r, is_rollout))
+            add((hi, -1, r, is_rollout))
+    events.sort()
+    count: dict[str, int] = {}
+    working_rollout, total_rollout = 0, len(rollout)
+    out: list[tuple[int, int, frozenset[str], bool]] = []
+    busy: frozenset[str] = frozenset()
+    t, i, n = a, 0, len(events)
+    while t < b:
+        changed = not out
+        while i < n and events[i][0] <= t:
+            _, d, r, is_rollout = events[i]
+            c = count.get(r, 0)
+            count[r] = c + d
+            changed = changed or (c == 0) != (c + d == 0)  # a reason starts or stops being worked on by anyone
+            if is_rollout:
+                working_rollout += d
+            i += 1
+        nxt = events[i][0] if i < n else b
+        if changed:
+            busy = frozenset(r for r, k in count.items() if k > 0)
+        now_tail = GENERATING in busy and working_rollout < total_rollout
+        if out and out[-1][2] == busy and out[-1][3] == now_tail:
+            out[-1] = (out[-1][0], nxt, busy, now_tail)
+        else:
+            out.append((t, nxt, busy, now_tail))
+        t = nxt
+    return out
+
+
 def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
                 lanes: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
     """{lane: {reason: seconds}} over [a, b) for the lanes with a state in the window (and `lanes`, which may have
-    none: all waiting). Each lane's seconds add up to (b - a)."""
-    pieces: dict[str, list[tuple[int, int, str]]] = {}
-    cuts = {a, b}
-    for s in states(spans):
-        end = s["end_ns"] if s.get("end_ns") is not None else now_ns
-        lo, hi = max(s["start_ns"], a), min(end, b)
-        if hi <= lo:
+    none: all waiting). Each lane's seconds add up to (b - a).
+
+    A sweep: each lane's states resolved into disjoint pieces, the window cut where what the lanes work on changes
+    (a few segments a step), and each lane's gaps classified by the segments they cross."""
+    items: dict[str, list[tuple[int, int, str]]] = {}
+    rollout: set[str] = set()
+    for s in spans:
+        if s.get("kind", "state") != "state":
             continue
-        pieces.setdefault(s["lane"], []).append((lo, hi, reason_of(s["name"], s["lane"])))
-        cuts.update((lo, hi))
+        end = s["end_ns"]
+        if end is None:
+            end = now_ns
+        lo = s["start_ns"]
+        lo, hi = (lo if lo > a else a), (end if end < b else b)
+        if hi > lo:
+            lane = s["lane"]
+            its = items.get(lane)
+            if its is None:
+                its = items[lane] = []
+            r = _reason(s["name"], lane)
+            its.append((lo, hi, r))
+            if r == GENERATING:
+                rollout.add(lane)
     for lane in lanes or ():
-        pieces.setdefault(lane, [])
-    edges = sorted(cuts)
-    # what each lane works on in each elementary piece [edges[i], edges[i + 1])
-    work: dict[str, list[str | None]] = {}
-    index = {t: i for i, t in enumerate(edges)}
-    rank = {r: i for i, r in enumerate(WORK_ORDER)}
-    for lane, items in pieces.items():
-        row: list[str | None] = [None] * (len(edges) - 1)
-        for lo, hi, reason in items:
-            for i in range(index[lo], index[hi]):
-                held = row[i]
-                if held is None or rank[reason] < rank[held]:
-                    row[i] = reason
-        work[lane] = row
-    generating = {lane for lane in work if any(r == GENERATING for _, _, r in pieces[lane])}
-    kind = {lane: "trainer" if is_trainer(lane) else "rollout" if lane in generating else "other" for lane in work}
-    rollout = [work[lane] for lane in generating]
-    out: dict[str, dict[str, float]] = {lane: {} for lane in work}
-    for i in range(len(edges) - 1):
-        sec = (edges[i + 1] - edges[i]) / NS
-        if sec <= 0:
-            continue
-        busy: set[str] = {r for row in work.values() if (r := row[i]) is not None}  # (no waiting lane among them)
-        tail = GENERATING in busy and any(row[i] is None for row in rollout)  # some replicas done, others not
-        waits = {k: waiting_reason(k, busy, tail) for k in ("trainer", "rollout", "other")}
-        for lane, row in work.items():
-            reason = row[i] or waits[kind[lane]]
-            got = out[lane]
-            got[reason] = got.get(reason, 0.0) + sec
+        items.setdefault(lane, [])
+    resolved = {lane: _resolved(its) for lane, its in items.items()}
+    segments = _segments(resolved, rollout, a, b)
+    starts = [seg[0] for seg in segments]
+    waits: dict[tuple[int, str], str] = {}
+    out: dict[str, dict[str, float]] = {}
+    for lane, pieces in resolved.items():
+        kind = "trainer" if is_trainer(lane) else "rollout" if lane in rollout else "other"
+        ns: dict[str, int] = {}  # (integer nanoseconds while summing: exact, and cheaper than floats)
+        gaps, t = [], a
+        for lo, hi, r in pieces:
+            ns[r] = ns.get(r, 0) + hi - lo
+            if lo > t:
+                gaps.append((t, lo))
+            t = hi
+        if t < b:
+            gaps.append((t, b))
+        for lo, hi in gaps:
+            j = bisect_right(starts, lo) - 1 if len(segments) > 1 else 0
+            while j < len(segments) and segments[j][0] < hi:
+                s0, s1, busy, tail = segments[j]
+                x, y = (lo if lo > s0 else s0), (hi if hi < s1 else s1)
+                if y > x:
+                    why = waits.get((j, kind))
+                    if why is None:
+                        why = waits[(j, kind)] = waiting_reason(kind, set(busy), tail)
+                    ns[why] = ns.get(why, 0) + y - x
+                j += 1
+        out[lane] = {r: v / NS for r, v in ns.items()}
     return out
 
 

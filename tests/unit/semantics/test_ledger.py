@@ -84,6 +84,47 @@ LANES = ["rank_0", "rank_1", "replica_0", "replica_1", "reward_0"]
 NAMES = ["train_batch", "vllm_generate", "update_weights", "compute_reward", "ref_compute_log_prob", "save_checkpoint"]
 
 
+def reference_ledger(spans: list[dict], a: int, b: int, now_ns: int, lanes: list[str]) -> dict[str, dict[str, float]]:
+    """The definition, computed the slow way: every lane, in every elementary piece between any two state edges."""
+    pieces: dict[str, list[tuple[int, int, str]]] = {lane: [] for lane in lanes}
+    cuts = {a, b}
+    for s in spans:
+        end = s["end_ns"] if s["end_ns"] is not None else now_ns
+        lo, hi = max(s["start_ns"], a), min(end, b)
+        if hi > lo:
+            pieces.setdefault(s["lane"], []).append((lo, hi, L.reason_of(s["name"], s["lane"])))
+            cuts.update((lo, hi))
+    edges = sorted(cuts)
+    rank = {r: i for i, r in enumerate(L.WORK_ORDER)}
+    work = {lane: [min((r for lo, hi, r in its if lo <= x and y <= hi), key=rank.__getitem__, default=None)
+                   for x, y in zip(edges, edges[1:])] for lane, its in pieces.items()}
+    rollout = {lane for lane, its in pieces.items() if any(r == L.GENERATING for *_, r in its)}
+    out: dict[str, dict[str, float]] = {lane: {} for lane in work}
+    for i, (x, y) in enumerate(zip(edges, edges[1:])):
+        busy = {row[i] for row in work.values() if row[i] is not None}
+        tail = L.GENERATING in busy and any(work[lane][i] is None for lane in rollout)
+        for lane, row in work.items():
+            kind = "trainer" if L.is_trainer(lane) else "rollout" if lane in rollout else "other"
+            reason = row[i] or L.waiting_reason(kind, busy, tail)
+            out[lane][reason] = out[lane].get(reason, 0.0) + (y - x) / S
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(LANES + ["agent_0"]), st.sampled_from(NAMES + ["tool_call"]),
+                          st.integers(-5, 25), st.integers(0, 30) | st.none()), max_size=30),
+       st.integers(0, 10), st.integers(1, 20))
+def test_the_sweep_agrees_with_the_definition(raw: list, a: int, width: int) -> None:
+    spans = [span(lane, name, s, None if d is None else s + d) for lane, name, s, d in raw]
+    got = L.step_ledger(spans, a * S, (a + width) * S, 15 * S, lanes=["rank_9"])
+    want = reference_ledger(spans, a * S, (a + width) * S, 15 * S, ["rank_9"])
+    assert set(got) == set(want)
+    for lane in want:
+        keys = {k for k in set(got[lane]) | set(want[lane]) if max(got[lane].get(k, 0), want[lane].get(k, 0)) > 1e-9}
+        assert {k: pytest.approx(got[lane].get(k, 0.0), abs=1e-9) for k in keys} == \
+            {k: want[lane].get(k, 0.0) for k in keys}, (lane, got[lane], want[lane])
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(LANES), st.sampled_from(NAMES), st.integers(-5, 25),
                           st.integers(0, 30) | st.none()), max_size=30),

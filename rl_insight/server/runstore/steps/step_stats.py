@@ -90,9 +90,9 @@ def lane_class(lane: str, generation_lanes: set[str]) -> str:
 
 def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int) -> list[tuple[str, str, float]]:
     """The step's ledger by lane class and reason ("@ledger", "@ledger_lanes"); trajectory lanes are not workers."""
-    workers = [s for s in spans if not str(s.get("lane") or "").startswith(AGENT_LANE_PREFIX)]
+    workers = [s for s in spans if not (s.get("lane") or "").startswith(AGENT_LANE_PREFIX)]
     per_lane = ledger.step_ledger(workers, a, b, now_ns)
-    gen = set(insights.generation_lanes(workers, now_ns))
+    gen = {lane for lane, reasons in per_lane.items() if ledger.GENERATING in reasons}  # (generated in the step)
     sums: dict[str, float] = {}
     lanes: dict[str, int] = {}
     for lane, reasons in per_lane.items():
