@@ -25,9 +25,9 @@ from _util import machine, timed
 
 from rl_insight.protocol import SpanRecord
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.backend.location import StoreLocation, parse_store, sqlite_location
 from rl_insight.server.runstore.reader import RunStoreReader
-from rl_insight.server.runstore.backend import open_backend
 from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.spans import timeline
 from rl_insight.server.runstore.steps.run_insights import run_insights

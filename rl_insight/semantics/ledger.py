@@ -22,7 +22,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Any, Iterable
 
-from .insights import NS, phase, states
+from .insights import NS, phase
 
 GENERATING, SCORING, LOGPROB, TRAINING = "generating", "scoring", "log-prob recompute", "training"
 WEIGHT_SYNC, DATA, CHECKPOINT, VALIDATION, OTHER = "weight sync", "data", "checkpoint", "validation", "other work"
