@@ -93,13 +93,19 @@ def _resolved(items: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     if len(items) < 2:
         return items
     items.sort()
-    prev = items[0][1]
-    for lo, hi, _ in items[1:]:
-        if lo < prev:
-            break
-        prev = hi
-    else:
-        return items  # (the usual lane: one state after another)
+    out = [items[0]]
+    for item in items[1:]:
+        lo, hi, r = item
+        plo, phi, pr = out[-1]
+        if lo >= phi:
+            out.append(item)  # (the usual lane: one state after another)
+        elif not (hi <= phi and _RANK[pr] <= _RANK[r]):  # (a nested state the outer one outranks adds nothing)
+            return _resolved_by_cuts(items)
+    return out
+
+
+def _resolved_by_cuts(items: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """_resolved for states that overlap without nesting, piece by piece between their edges."""
     cuts = sorted({t for lo, hi, _ in items for t in (lo, hi)})
     out: list[tuple[int, int, str]] = []
     for x, y in zip(cuts, cuts[1:]):
