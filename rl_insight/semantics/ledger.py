@@ -12,6 +12,10 @@ is plain idle. A lane holding two states at
 once counts once, under the first reason in `WORK_ORDER` (the overlap that makes async worthwhile is not counted
 twice: each lane's pieces are disjoint).
 
+A state its process never finished (cut short: the process went silent or exited with it open) is *lost: crash or
+restart*, and so is its lane until its next state begins; lanes with nothing to do while only that happens are lost
+too (the job stands still).
+
 Invariant (tested with hypothesis): for every lane, its reasons add up to the window's length exactly, so the step's
 reasons add up to wall time × lanes, and none is negative.
 """
@@ -27,10 +31,11 @@ from .insights import NS, phase
 GENERATING, SCORING, LOGPROB, TRAINING = "generating", "scoring", "log-prob recompute", "training"
 WEIGHT_SYNC, DATA, CHECKPOINT, VALIDATION, OTHER = "weight sync", "data", "checkpoint", "validation", "other work"
 TOOLS = "tool calls"  # an agent loop's tools (environment, code, search), on the lanes that run them
+LOST = "lost: crash or restart"  # a state its process never finished (cut short), and its lane until it works again
 WAIT_TAIL, WAIT_TRAINING = "waiting: long-tail replica", "waiting: training"
 WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE = "waiting: rollout", "waiting: weight sync", "waiting: tool calls", "idle"
 # a lane in two states at once counts under the first of these (a weight sync inside generation is the sync)
-WORK_ORDER = (WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
+WORK_ORDER = (LOST, WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
 WAITS = (WAIT_TAIL, WAIT_TRAINING, WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE)
 REASONS = WORK_ORDER + WAITS
 USEFUL = TRAINING  # goodput: training device-seconds over all of them
@@ -69,6 +74,8 @@ def waiting_reason(kind: str, others: set[str], tail: bool = False) -> str:
     the step are done while others still generate."""
     if WEIGHT_SYNC in others:
         return WAIT_SYNC
+    if LOST in others and not others & {GENERATING, TRAINING, LOGPROB, SCORING, TOOLS}:
+        return LOST  # the job stands still while a process of it restarts
     if kind != "rollout" and GENERATING in others:
         return WAIT_TAIL if tail else WAIT_ROLLOUT
     if kind == "trainer":
@@ -102,6 +109,18 @@ def _resolved(items: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
         elif not (hi <= phi and _RANK[pr] <= _RANK[r]):  # (a nested state the outer one outranks adds nothing)
             return _resolved_by_cuts(items)
     return out
+
+
+def _restarting(pieces: list[tuple[int, int, str]], b: int) -> list[tuple[int, int, str]]:
+    """A lane whose state was cut short (its process died) is lost until its next state begins (the restart), or to
+    the window's end."""
+    if not any(r == LOST for _, _, r in pieces):
+        return pieces
+    out = list(pieces)
+    for i, (lo, hi, r) in enumerate(out):
+        if r == LOST:
+            out[i] = (lo, out[i + 1][0] if i + 1 < len(out) else b, r)
+    return [p for p in out if p[1] > p[0]]
 
 
 def _resolved_by_cuts(items: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -159,10 +178,25 @@ def _segments(resolved: dict[str, list[tuple[int, int, str]]], rollout: set[str]
     return out
 
 
+def lost_at(before: Iterable[dict[str, Any]], a: int) -> set[str]:
+    """Lanes still down at `a`: their last state that ended by then was cut short (`before`: states ending before
+    the window, e.g. the previous step's length back)."""
+    last: dict[str, tuple[int, bool]] = {}
+    for s in before:
+        end = s.get("end_ns")
+        if s.get("kind", "state") != "state" or end is None or end > a:
+            continue
+        seen = last.get(s["lane"])
+        if seen is None or end >= seen[0]:
+            last[s["lane"]] = (end, bool((s.get("attributes") or {}).get("cut_short")))
+    return {lane for lane, (_, cut) in last.items() if cut}
+
+
 def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
-                lanes: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
+                lanes: Iterable[str] | None = None, down: Iterable[str] = ()) -> dict[str, dict[str, float]]:
     """{lane: {reason: seconds}} over [a, b) for the lanes with a state in the window (and `lanes`, which may have
-    none: all waiting). Each lane's seconds add up to (b - a).
+    none: all waiting). `down`: lanes whose process died before the window (`lost_at`): lost until their first
+    state in it. Each lane's seconds add up to (b - a).
 
     A sweep: each lane's states resolved into disjoint pieces, the window cut where what the lanes work on changes
     (a few segments a step), and each lane's gaps classified by the segments they cross."""
@@ -181,13 +215,20 @@ def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,
             its = items.get(lane)
             if its is None:
                 its = items[lane] = []
-            r = _reason(s["name"], lane)
+            r = LOST if (s.get("attributes") or {}).get("cut_short") else _reason(s["name"], lane)
             its.append((lo, hi, r))
             if r == GENERATING:
                 rollout.add(lane)
     for lane in lanes or ():
         items.setdefault(lane, [])
+    for lane in down:
+        items.setdefault(lane, [])
     resolved = {lane: _resolved(its) for lane, its in items.items()}
+    for lane in down:  # lost from the window's start, unless a state is under way there (it came back)
+        its = resolved[lane]
+        if not its or its[0][0] > a:
+            resolved[lane] = [(a, a, LOST), *its]
+    resolved = {lane: _restarting(its, b) for lane, its in resolved.items()}
     segments = _segments(resolved, rollout, a, b)
     starts = [seg[0] for seg in segments]
     waits: dict[tuple[int, str], str] = {}

@@ -272,19 +272,22 @@ def span_detail(conn: StoreConnection, run_id: int, span_id: str) -> SpanDetail:
 
 
 def spans_in(conn: StoreConnection, run_id: int, from_ns: int | None = None, to_ns: int | None = None,
-             attributes: bool | str = True) -> list[dict[str, Any]]:
-    """Raw spans (for insights and exports). `attributes`: True for all of them, False for none, or one
-    attribute's name (read by SQLite's json_extract, so the insights never decode every span's JSON)."""
+             attributes: bool | str | tuple[str, ...] = True) -> list[dict[str, Any]]:
+    """Raw spans (for insights and exports). `attributes`: True for all of them, False for none, or the names of
+    those wanted (read by the database's JSON functions, so the insights never decode every span's JSON)."""
+    names: tuple[str, ...] = (attributes,) if isinstance(attributes, str) else () if isinstance(attributes, bool) \
+        else attributes
+    keys: list[Any] = []
     if attributes is True:
         attr_sql = "attributes"
-    elif attributes is False:
+    elif not names:
         attr_sql = "NULL"
     else:
-        attr_sql, key = conn.dialect.json_attribute(attributes)
+        parts = [conn.dialect.json_attribute(n) for n in names]
+        attr_sql = ", ".join(sql for sql, _ in parts)
+        keys = [key for _, key in parts]
     sql = f"SELECT id, parent_id, name, lane, kind, start_ns, end_ns, {attr_sql} FROM spans WHERE run_id = ?"
-    args: list[Any] = [run_id]
-    if isinstance(attributes, str):
-        args.insert(0, key)
+    args: list[Any] = [*keys, run_id]
     if to_ns is not None:
         sql += " AND start_ns < ?"
         args.append(to_ns)
@@ -322,9 +325,8 @@ def spans_in(conn: StoreConnection, run_id: int, from_ns: int | None = None, to_
             }
             for r in rows
         ]
-    key = attributes if isinstance(attributes, str) else None
     return [{"id": r[0], "parent_id": r[1], "name": r[2], "lane": r[3], "kind": r[4], "start_ns": r[5], "end_ns": r[6],
-             "attributes": {key: r[7]} if key and r[7] is not None else {}} for r in rows]
+             "attributes": {n: v for n, v in zip(names, r[7:]) if v is not None}} for r in rows]
 
 
 # ----------------------------------------------------------------------------- exports

@@ -12,9 +12,9 @@ from rl_insight.semantics import ledger as L
 S = 10**9
 
 
-def span(lane: str, name: str, a: float, b: float | None) -> dict:
+def span(lane: str, name: str, a: float, b: float | None, cut_short: bool = False) -> dict:
     return {"lane": lane, "name": name, "kind": "state", "start_ns": int(a * S), "end_ns": None if b is None
-            else int(b * S)}
+            else int(b * S), "attributes": {"cut_short": True} if cut_short else {}}
 
 
 def test_a_synchronous_step_by_hand() -> None:
@@ -80,6 +80,34 @@ def test_an_agent_loop_step_by_hand() -> None:
                    "rank_0": {L.WAIT_ROLLOUT: 7, L.TRAINING: 3}}
 
 
+def test_a_crash_and_its_restart_are_lost() -> None:
+    """rank_1's process dies in its update (its state cut short at its last heartbeat, 5 s) and comes back at 8 s: the
+    state and the wait for the restart are lost on its lane, and rank_0, which has nothing else to wait for meanwhile,
+    loses that time too; the replica waits for training as long as rank_0 trains."""
+    spans = [span("replica_0", "vllm_generate", 0, 3), span("rank_0", "update_actor", 3, 6),
+             span("rank_1", "update_actor", 3, 5, cut_short=True), span("rank_1", "update_actor", 8, 10)]
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S)
+    assert got["rank_1"] == {L.WAIT_ROLLOUT: 3, L.LOST: 5, L.TRAINING: 2}
+    assert got["rank_0"] == {L.WAIT_ROLLOUT: 3, L.TRAINING: 3, L.LOST: 2, L.IDLE: 2}
+    assert got["replica_0"] == {L.GENERATING: 3, L.WAIT_TRAINING: 5, L.LOST: 2}
+
+
+def test_a_lane_down_since_an_earlier_step_is_lost_until_it_works_again() -> None:
+    """rank_1's process died in the previous step (its last state cut short) and is back at 4 s; rank_2 died too but a
+    later state shows it came back before this step; replica_0's last state simply ended."""
+    before = [span("rank_1", "update_actor", -6, -5, cut_short=True), span("rank_2", "update_actor", -6, -5,
+                                                                           cut_short=True),
+              span("rank_2", "update_actor", -4, -3), span("replica_0", "vllm_generate", -3, -1)]
+    down = L.lost_at(before, 0)
+    assert down == {"rank_1"}
+    spans = [span("replica_0", "vllm_generate", 0, 4), span("rank_1", "update_actor", 4, 10),
+             span("rank_2", "update_actor", 4, 10)]
+    got = L.step_ledger(spans, 0, 10 * S, 10 * S, down=down | {"rank_3"})  # rank_3: down the whole step
+    assert got["rank_1"] == {L.LOST: 4, L.TRAINING: 6} and got["rank_3"] == {L.LOST: 10}
+    assert got["rank_2"] == {L.WAIT_ROLLOUT: 4, L.TRAINING: 6}
+    assert got["replica_0"] == {L.GENERATING: 4, L.WAIT_TRAINING: 6}
+
+
 LANES = ["rank_0", "rank_1", "replica_0", "replica_1", "reward_0"]
 NAMES = ["train_batch", "vllm_generate", "update_weights", "compute_reward", "ref_compute_log_prob", "save_checkpoint"]
 
@@ -92,12 +120,17 @@ def reference_ledger(spans: list[dict], a: int, b: int, now_ns: int, lanes: list
         end = s["end_ns"] if s["end_ns"] is not None else now_ns
         lo, hi = max(s["start_ns"], a), min(end, b)
         if hi > lo:
-            pieces.setdefault(s["lane"], []).append((lo, hi, L.reason_of(s["name"], s["lane"])))
+            reason = L.LOST if s["attributes"].get("cut_short") else L.reason_of(s["name"], s["lane"])
+            pieces.setdefault(s["lane"], []).append((lo, hi, reason))
             cuts.update((lo, hi))
     edges = sorted(cuts)
     rank = {r: i for i, r in enumerate(L.WORK_ORDER)}
     work = {lane: [min((r for lo, hi, r in its if lo <= x and y <= hi), key=rank.__getitem__, default=None)
                    for x, y in zip(edges, edges[1:])] for lane, its in pieces.items()}
+    for row in work.values():  # a lane whose process died is lost until it works again
+        for i in range(1, len(row)):
+            if row[i] is None and row[i - 1] == L.LOST:
+                row[i] = L.LOST
     rollout = {lane for lane, its in pieces.items() if any(r == L.GENERATING for *_, r in its)}
     out: dict[str, dict[str, float]] = {lane: {} for lane in work}
     for i, (x, y) in enumerate(zip(edges, edges[1:])):
@@ -112,10 +145,11 @@ def reference_ledger(spans: list[dict], a: int, b: int, now_ns: int, lanes: list
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(LANES + ["agent_0"]), st.sampled_from(NAMES + ["tool_call"]),
-                          st.integers(-5, 25), st.integers(0, 30) | st.none()), max_size=30),
+                          st.integers(-5, 25), st.integers(0, 30) | st.none(),
+                          st.sampled_from([False] * 5 + [True])), max_size=30),
        st.integers(0, 10), st.integers(1, 20))
 def test_the_sweep_agrees_with_the_definition(raw: list, a: int, width: int) -> None:
-    spans = [span(lane, name, s, None if d is None else s + d) for lane, name, s, d in raw]
+    spans = [span(lane, name, s, None if d is None else s + d, cut) for lane, name, s, d, cut in raw]
     got = L.step_ledger(spans, a * S, (a + width) * S, 15 * S, lanes=["rank_9"])
     want = reference_ledger(spans, a * S, (a + width) * S, 15 * S, ["rank_9"])
     assert set(got) == set(want)

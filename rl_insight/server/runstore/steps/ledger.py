@@ -102,7 +102,10 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
     missing = [s for s in wanted if s not in lanes]
     for step in missing[:fallback]:
         a, b = bounds[step]
-        for lane, name, value in ledger_rows(q.spans_in(conn, run_id, a, b, attributes=False), a, b, now_ns):
+        wide = q.spans_in(conn, run_id, a - (b - a), b, attributes="cut_short")  # (lanes still down at its start)
+        spans = [s for s in wide if s["end_ns"] is None or s["end_ns"] > a]
+        before = [s for s in wide if s["end_ns"] is not None and s["end_ns"] <= a]
+        for lane, name, value in ledger_rows(spans, a, b, now_ns, before):
             (rows if lane == "@ledger" else lanes).setdefault(step, {})[name] = value
     metrics, trajectories = step_token_inputs(conn, run_id, min(wanted), max(wanted)) if wanted else ({}, {})
     price = gpu_hour_cost / 3600.0 if gpu_hour_cost is not None else None

@@ -30,7 +30,7 @@ raw computation over the partial steps at its two edges, which are short. The re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from ....semantics import critical_path as cp
 from ....semantics import insights, ledger
@@ -46,8 +46,10 @@ PHASES = ("generation", "training", "overlap", "either")
 
 
 def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: int,
-              versions: list[tuple[float, float]]) -> list[tuple[str, str, float]]:
-    """(lane, name, value) rows of one step window [a, b) from the spans overlapping it."""
+              versions: list[tuple[float, float]], before: Iterable[dict[str, Any]] = ()
+              ) -> list[tuple[str, str, float]]:
+    """(lane, name, value) rows of one step window [a, b) from the spans overlapping it (`before`: spans that ended
+    before it, for the ledger's lanes still down at its start)."""
     rows: list[tuple[str, str, float]] = []
     for lane, per in insights.lane_busy(spans, a, b, now_ns).items():
         rows += [(lane, name, sec) for name, sec in per.items() if sec > 0]
@@ -69,7 +71,7 @@ def step_rows(spans: list[dict[str, Any]], step: int, a: int, b: int, now_ns: in
         if end is not None and a <= end < b:
             longest[s["name"]] = max(longest.get(s["name"], 0.0), (end - s["start_ns"]) / NS)
     rows += [("@maxdur", name, sec) for name, sec in longest.items()]
-    rows += ledger_rows(spans, a, b, now_ns)
+    rows += ledger_rows(spans, a, b, now_ns, before)
     ending = [s for s in spans if s.get("end_ns") is not None and a <= s["end_ns"] < b]
     values = insights.staleness_values(ending, versions, now_ns)
     if values:
@@ -88,10 +90,13 @@ def lane_class(lane: str, generation_lanes: set[str]) -> str:
     return "rollout" if lane in generation_lanes or lane.startswith("replica") else "other"
 
 
-def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int) -> list[tuple[str, str, float]]:
-    """The step's ledger by lane class and reason ("@ledger", "@ledger_lanes"); trajectory lanes are not workers."""
+def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int,
+                before: Iterable[dict[str, Any]] = ()) -> list[tuple[str, str, float]]:
+    """The step's ledger by lane class and reason ("@ledger", "@ledger_lanes"); trajectory lanes are not workers.
+    `before`: spans that ended before the step (a lane whose process died there is lost until it works again)."""
     workers = [s for s in spans if not (s.get("lane") or "").startswith(AGENT_LANE_PREFIX)]
-    per_lane = ledger.step_ledger(workers, a, b, now_ns)
+    down = ledger.lost_at((s for s in before if not (s.get("lane") or "").startswith(AGENT_LANE_PREFIX)), a)
+    per_lane = ledger.step_ledger(workers, a, b, now_ns, down=down)
     gen = {lane for lane, reasons in per_lane.items() if ledger.GENERATING in reasons}  # (generated in the step)
     sums: dict[str, float] = {}
     lanes: dict[str, int] = {}
@@ -104,11 +109,12 @@ def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int) -> lis
     return [("@ledger", k, v) for k, v in sums.items()] + [("@ledger_lanes", c, float(n)) for c, n in lanes.items()]
 
 
-def wait_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, now_ns: int) -> list[tuple[str, str,
-              float]]:
+def wait_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, now_ns: int,
+              spans: list[dict[str, Any]] | None = None) -> list[tuple[str, str, float]]:
     """The step's rollout wait; the generation it waited on may have ended before the step began, so the
-    spans are read from the previous step's length back."""
-    spans = q.spans_in(conn, run_id, a - (b - a), b, attributes=False)
+    spans are read from the previous step's length back (or given: `spans`, read so)."""
+    if spans is None:
+        spans = q.spans_in(conn, run_id, a - (b - a), b, attributes=False)
     w = insights.rollout_wait(spans, [(step, a, b)], now_ns)
     return [("@wait", "wait_s", w[0]["wait_s"])] if w else []
 
@@ -151,8 +157,12 @@ def compute_steps(conn: StoreConnection, run_id: int, windows: list[tuple[int, i
     """step_stats rows (run_id, step, start_ns, end_ns, lane, name, value) for the given windows."""
     out = []
     for step, a, b in windows:
-        spans = q.spans_in(conn, run_id, a, b, attributes="param_version")
-        rows = step_rows(spans, step, a, b, now_ns, versions) + wait_rows(conn, run_id, step, a, b, now_ns)
+        # from the previous step's length back (the rollout wait; the ledger's lanes still down), in one read
+        wide = q.spans_in(conn, run_id, a - (b - a), b, attributes=("param_version", "cut_short"))
+        spans = [s for s in wide if s["end_ns"] is None or s["end_ns"] > a]
+        before = [s for s in wide if s["end_ns"] is not None and s["end_ns"] <= a]
+        rows = step_rows(spans, step, a, b, now_ns, versions, before) + wait_rows(conn, run_id, step, a, b, now_ns,
+                                                                                   wide)
         rows += path_rows(conn, run_id, step, a, b, spans, now_ns)
         out += [(run_id, step, a, b, lane, name, value) for lane, name, value in rows]
     return out

@@ -56,3 +56,66 @@ def test_a_price_per_device_hour_prices_the_window_and_what_did_not_train(tmp_pa
     assert max(s["devices"] for s in d["steps"]) == 3  # one trainer rank, two replicas (the lanes with a state)
     for s in d["steps"]:
         assert abs(sum(s["reasons"].values()) - s["devices"] * s["wall_s"]) < 1e-6
+
+
+RANK_1 = r"""
+import sys, time
+import rl_insight
+rl_insight.init(project="p", experiment_name="crash")
+block = rl_insight.trace_state("update_actor", state_lane_id="rank_1")
+block.__enter__()
+if sys.argv[1] == "dies":
+    assert rl_insight.flush(10)
+    print("ready", flush=True)
+    time.sleep(600)  # killed here, its state open
+time.sleep(0.3)
+block.__exit__(None, None, None)
+rl_insight.finish(10)
+"""
+
+
+def test_a_process_killed_mid_state_and_restarted_is_lost_time(tmp_path, monkeypatch) -> None:
+    """Real processes: rank_1's is killed in its update (SIGKILL: no finish) and another takes its lane 2.5 s later;
+    the server cuts the open state short when the process falls silent, and the step's ledger counts the state and
+    the wait for the restart as lost on rank_1, and rank_0's wait meanwhile too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    import rl_insight
+    from tests.conftest import start_server
+
+    srv = start_server(tmp_path, client_silence_s=1.0)
+    env = {**os.environ, "RL_INSIGHT_SERVER_URL": srv.url}
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", srv.url)
+    dies = subprocess.Popen([sys.executable, "-c", RANK_1, "dies"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        rl_insight.init(project="p", experiment_name="crash")
+        with rl_insight.trace_state("update_actor", state_lane_id="rank_0"):
+            time.sleep(0.2)
+        rl_insight.metric_gauge("training/global_step", 1)
+        assert rl_insight.flush(10)
+        assert dies.stdout is not None and dies.stdout.readline().strip() == "ready"
+        dies.send_signal(signal.SIGKILL)
+        dies.wait(10)
+        time.sleep(2.5)  # the job stands still until the process is back
+        subprocess.run([sys.executable, "-c", RANK_1, "restarted"], env=env, timeout=60, check=True)
+        with rl_insight.trace_state("update_actor", state_lane_id="rank_0"):
+            time.sleep(0.2)
+        rl_insight.metric_gauge("training/global_step", 2)
+        rl_insight.finish(10)
+        srv.app.state.st.writer.flush(10)
+        rid = httpx.get(srv.url + "/api/v1/runs").json()["runs"][0]["id"]
+        step = httpx.get(f"{srv.url}/api/v1/runs/{rid}/ledger", params={"steps": "2-2"}).json()["steps"][0]
+    finally:
+        dies.kill()
+        srv.stop()
+    lost = step["reasons"].get("lost: crash or restart", 0.0)
+    assert abs(sum(step["reasons"].values()) - step["wall_s"] * step["devices"]) < 1e-6
+    # rank_1 from its cut-short state to the restart (≥ 2.5 s) and rank_0 while it waited for nothing else (≥ 2.5 s)
+    assert lost >= 5.0 and step["devices"] == 2, step
+    assert step["reasons"]["training"] >= 0.45, step  # rank_0's update and the restarted process's
