@@ -181,15 +181,19 @@ def _segments(resolved: dict[str, list[tuple[int, int, str]]], rollout: set[str]
 def lost_at(before: Iterable[dict[str, Any]], a: int) -> set[str]:
     """Lanes still down at `a`: their last state that ended by then was cut short (`before`: states ending before
     the window, e.g. the previous step's length back)."""
+    before = list(before)
+    cut = {s["lane"] for s in before if (s.get("attributes") or {}).get("cut_short")}
+    if not cut:
+        return set()  # (the usual step: one look at each span)
     last: dict[str, tuple[int, bool]] = {}
     for s in before:
         end = s.get("end_ns")
-        if s.get("kind", "state") != "state" or end is None or end > a:
+        if s["lane"] not in cut or s.get("kind", "state") != "state" or end is None or end > a:
             continue
         seen = last.get(s["lane"])
         if seen is None or end >= seen[0]:
             last[s["lane"]] = (end, bool((s.get("attributes") or {}).get("cut_short")))
-    return {lane for lane, (_, cut) in last.items() if cut}
+    return {lane for lane, (_, was_cut) in last.items() if was_cut}
 
 
 def step_ledger(spans: Iterable[dict[str, Any]], a: int, b: int, now_ns: int,

@@ -95,7 +95,7 @@ def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int,
     """The step's ledger by lane class and reason ("@ledger", "@ledger_lanes"); trajectory lanes are not workers.
     `before`: spans that ended before the step (a lane whose process died there is lost until it works again)."""
     workers = [s for s in spans if not (s.get("lane") or "").startswith(AGENT_LANE_PREFIX)]
-    down = ledger.lost_at((s for s in before if not (s.get("lane") or "").startswith(AGENT_LANE_PREFIX)), a)
+    down = {lane for lane in ledger.lost_at(before, a) if not lane.startswith(AGENT_LANE_PREFIX)}
     per_lane = ledger.step_ledger(workers, a, b, now_ns, down=down)
     gen = {lane for lane, reasons in per_lane.items() if ledger.GENERATING in reasons}  # (generated in the step)
     sums: dict[str, float] = {}
