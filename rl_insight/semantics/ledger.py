@@ -31,18 +31,19 @@ from .insights import NS, phase
 GENERATING, SCORING, LOGPROB, TRAINING = "generating", "scoring", "log-prob recompute", "training"
 WEIGHT_SYNC, DATA, CHECKPOINT, VALIDATION, OTHER = "weight sync", "data", "checkpoint", "validation", "other work"
 TOOLS = "tool calls"  # an agent loop's tools (environment, code, search), on the lanes that run them
+PROFILING = "profiling overhead"  # the client's own profiler start / stop on the training thread
 LOST = "lost: crash or restart"  # a state its process never finished (cut short), and its lane until it works again
 WAIT_TAIL, WAIT_TRAINING = "waiting: long-tail replica", "waiting: training"
 WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE = "waiting: rollout", "waiting: weight sync", "waiting: tool calls", "idle"
 # a lane in two states at once counts under the first of these (a weight sync inside generation is the sync)
-WORK_ORDER = (LOST, WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
+WORK_ORDER = (LOST, PROFILING, WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
 WAITS = (WAIT_TAIL, WAIT_TRAINING, WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE)
 REASONS = WORK_ORDER + WAITS
 USEFUL = TRAINING  # goodput: training device-seconds over all of them
 
 _BY_WORD = (  # (word in the state name, reason), the first that matches
-    ("checkpoint", CHECKPOINT), ("save_", CHECKPOINT), ("valid", VALIDATION), ("testing", VALIDATION),
-    ("tool", TOOLS),
+    ("rl_insight.profiler", PROFILING), ("checkpoint", CHECKPOINT), ("save_", CHECKPOINT), ("valid", VALIDATION),
+    ("testing", VALIDATION), ("tool", TOOLS),
     ("reward", SCORING), ("score", SCORING), ("log_prob", LOGPROB), ("logprob", LOGPROB), ("ref_", LOGPROB),
     ("transfer_queue", DATA), ("tq_", DATA), ("dataloader", DATA), ("data_", DATA),
     ("train", TRAINING), ("update_actor", TRAINING), ("update_critic", TRAINING), ("actor_update", TRAINING),

@@ -43,7 +43,17 @@ if TYPE_CHECKING:
 
         def wake(self) -> None: ...  # the sender thread: a status or an upload chunk waits
 
+        def new_span_id(self) -> int: ...
+
+        def new_trace_id(self, span_id: int) -> int: ...
+
+        def span(self, span_id: int, trace_id: int, parent_id: int | None, name: str, lane: str | None,
+                 start_ns: int, end_ns: int, attrs: dict, kind: str) -> None: ...
+
 WARM_UP_WAIT_S = 30.0
+# the training thread's time opening or closing a profiling window, as a state of its lane (the goodput ledger's
+# "profiling overhead", docs/ledger.md)
+PROFILER_STATE = "rl_insight.profiler"
 FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellations, the run's step) come this often
 
 
@@ -69,6 +79,7 @@ class ProfileController:
         self.hot = False  # read on the hot path: something is armed or profiling
         # lane -> (when, by which clock) it last entered a state while something was armed
         self._entered: dict[str, tuple[float, int | None]] = {}
+        self._last_lane: str | None = None  # the lane that last entered a state here (a step metric has none)
         self._lock = threading.Lock()  # around the state below; never held across torch or the network
         self._boundary_lock = threading.Lock()
         self._armed: ProfileRequest | None = None
@@ -185,14 +196,28 @@ class ProfileController:
         # blocking: two lanes' threads often reach a boundary together, and skipping the chosen lane's call would
         # open the window a whole state late; the lock is held only while a window opens or closes
         self._boundary_lock.acquire()
+        t0, before = time.time_ns(), self._window
         try:
             self._boundary(lane, state)
             if lane is not None and self._armed is not None:
                 self._entered[lane] = (time.time(), self._clock())
+            if lane is not None:
+                self._last_lane = lane
+            if self._window is not before:  # a window opened or closed here, on the training thread
+                self._overhead(lane or (before.lane if before is not None else None) or self._last_lane, t0)
         except Exception as exc:  # profiling never breaks training
             ratelog.log(40, "profile-boundary", "[rl-insight] profiling error (ignored): %r", exc)
         finally:
             self._boundary_lock.release()
+
+    def _overhead(self, lane: str | None, t0: int) -> None:
+        """The time the training thread just spent opening or closing a window, as a state of `lane` (when known)."""
+        if lane is None:
+            return
+        sid = self._exp.new_span_id()
+        self._exp.span(sid, self._exp.new_trace_id(sid), None, PROFILER_STATE, lane, t0, time.time_ns(),
+                       {"monitor.trace_segment": "state_interval", "state_name": PROFILER_STATE,
+                        "state_lane_id": lane}, "state")
 
     def annotate(self, state: str) -> Any:
         """A `trace_state` entered (synchronously) while a window is open: the same range in the trace, so that

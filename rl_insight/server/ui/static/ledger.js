@@ -10,7 +10,8 @@ export const LEDGER_COLORS = { "training": "#16a34a", "generating": "#2563eb", "
   "scoring": "#7c3aed", "weight sync": "#d97706", "tool calls": "#0d9488", "data": "#a16207", "checkpoint": "#4b5563",
   "validation": "#9333ea", "other work": "#64748b", "waiting: long-tail replica": "#f87171",
   "waiting: training": "#fdba74", "waiting: rollout": "#93c5fd", "waiting: weight sync": "#fcd34d",
-  "waiting: tool calls": "#5eead4", "idle": "#cbd5e1", "lost: crash or restart": "#7f1d1d" };
+  "waiting: tool calls": "#5eead4", "idle": "#cbd5e1", "lost: crash or restart": "#7f1d1d",
+  "profiling overhead": "#be185d" };
 const ds = (v) => v >= 100 ? v.toFixed(0) : v.toFixed(1);
 const USEFUL = "training";
 
