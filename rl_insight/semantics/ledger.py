@@ -36,7 +36,8 @@ LOST = "lost: crash or restart"  # a state its process never finished (cut short
 WAIT_TAIL, WAIT_TRAINING = "waiting: long-tail replica", "waiting: training"
 WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE = "waiting: rollout", "waiting: weight sync", "waiting: tool calls", "idle"
 # a lane in two states at once counts under the first of these (a weight sync inside generation is the sync)
-WORK_ORDER = (LOST, PROFILING, WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS, DATA, OTHER)
+WORK_ORDER = (LOST, PROFILING, WEIGHT_SYNC, CHECKPOINT, VALIDATION, TRAINING, LOGPROB, SCORING, GENERATING, TOOLS,
+              DATA, OTHER)
 WAITS = (WAIT_TAIL, WAIT_TRAINING, WAIT_ROLLOUT, WAIT_SYNC, WAIT_TOOLS, IDLE)
 REASONS = WORK_ORDER + WAITS
 USEFUL = TRAINING  # goodput: training device-seconds over all of them
