@@ -53,7 +53,21 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     assert goodput and all(g.endswith(" %") for g in goodput), goodput
     tokens = page.eval_on_selector_all("#step-table td[data-col='trained_tokens']", "ts => ts.map(t => t.textContent)")
     assert tokens and tokens[0] != "–"
+    # a price typed on the page (the server has none): the cost in all, a step and per 1,000 trained-on tokens, and
+    # each step's cost in the table
+    assert not page.query_selector("#step-table td[data-col='cost']")
+    page.fill("#ledger-price", "3.6")
+    page.press("#ledger-price", "Enter")
+    page.wait_for_selector("#step-table td[data-col='cost']", timeout=10_000)
+    total = page.eval_on_selector("#ledger-waterfall .lg-total", "r => r.querySelector('.lg-value').textContent")
+    device_s = float(total.split("·")[1].split()[0])
+    assert total.endswith(f"· {device_s * 0.001:.3g}"), total  # 3.6 a device-hour = 0.001 a device-second
+    assert "per 1,000 trained-on tokens" in page.inner_text("#ledger-tokens")
     page.locator("#steps-details").screenshot(path=str(ARTIFACTS / "ledger-waterfall.png"))
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.locator("#steps-details").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "ledger-steps-1600.png"))
+    page.evaluate("localStorage.removeItem('rl-insight.gpu-hour-cost')")
     # the slow run alone, at the step where the slow replica held the others up most (by the API)
     headers = {"Authorization": f"Bearer {token}"}
     tails = {s: httpx.get(f"{url}/api/v1/runs/{slow}/critical-path", params={"step": s}, headers=headers).json()[

@@ -38,12 +38,29 @@ export function ledgerLine(d) {
   return h("div", { id: "ledger", "data-goodput": d.goodput ?? "" }, h("div", { class: "ledger-sentence" }, d.sentence), bar);
 }
 
+// The price of a device-hour: the server's (`--gpu-hour-cost`), else the one typed on the run page (this browser's).
+const PRICE_KEY = "rl-insight.gpu-hour-cost";
+export function hourPrice(d) {
+  if (d?.cost) return d.cost.per_device_hour;
+  const typed = parseFloat(localStorage.getItem(PRICE_KEY) || "");
+  return Number.isFinite(typed) && typed > 0 ? typed : null;
+}
+
+function priceInput(d, redraw) {
+  if (d.cost) return h("span", { class: "muted" }, ` · ${d.cost.per_device_hour} a device-hour (the server's --gpu-hour-cost)`);
+  const input = h("input", { id: "ledger-price", type: "number", min: "0", step: "any", placeholder: "price",
+    value: hourPrice(d) ?? "", title: "a device-hour's price, kept in this browser (the server's --gpu-hour-cost sets it for everyone)",
+    onchange: () => { const v = parseFloat(input.value); v > 0 ? localStorage.setItem(PRICE_KEY, String(v)) : localStorage.removeItem(PRICE_KEY); redraw(); } });
+  return h("label", { class: "muted ledger-price" }, " · price a device-hour: ", input);
+}
+
 // From all device time to what trained the model: each other reason takes its share off, largest first; the last
 // bar is the goodput. With a price per device-hour, each row says what it cost.
-export function ledgerWaterfall(d) {
+export function ledgerWaterfall(d, redraw = () => {}) {
   if (!d || !d.steps.length) return h("p", { class: "muted" }, "No complete step yet: the ledger counts whole steps.");
   const total = d.run.total || 1;
-  const price = d.cost ? d.cost.per_device_hour / 3600 : null;
+  const hour = hourPrice(d);
+  const price = hour === null ? null : hour / 3600;
   const money = (v) => price === null ? "" : ` · ${(v * price).toPrecision(3)}`;
   const row = (label, from, width, color, value, cls) => h("div", { class: `lg-row ${cls}`, "data-reason": label,
     "data-share": (value / total).toFixed(6) },
@@ -59,8 +76,10 @@ export function ledgerWaterfall(d) {
   }
   const useful = d.run.reasons[USEFUL] || 0;
   rows.push(row("trained the model", 0, useful, LEDGER_COLORS[USEFUL], useful, "lg-useful"));
+  const trained = d.run.tokens.trained;
+  const costs = price === null ? "" : ` Cost: ${(total * price).toPrecision(3)} in all, ${(total * price / d.steps.length).toPrecision(3)} a step` +
+    (trained ? `, ${(total * price * 1000 / trained).toPrecision(3)} per 1,000 trained-on tokens` : "") + ".";
   return h("div", { id: "ledger-waterfall", "data-run-id": d.run_id, "data-goodput": d.goodput ?? "" },
-    h("p", {}, d.sentence, " ", h("span", { class: "muted" }, `(${d.devices_note})`)), ...rows,
-    h("p", { id: "ledger-tokens", "data-token-goodput": d.token_goodput ?? "" }, d.tokens_sentence,
-      d.cost && d.cost.per_1k_trained_tokens !== null ? ` Cost per 1,000 trained-on tokens: ${d.cost.per_1k_trained_tokens.toPrecision(3)}.` : ""));
+    h("p", {}, d.sentence, " ", h("span", { class: "muted" }, `(${d.devices_note})`), priceInput(d, redraw)), ...rows,
+    h("p", { id: "ledger-tokens", "data-token-goodput": d.token_goodput ?? "" }, d.tokens_sentence, costs));
 }

@@ -37,6 +37,7 @@ export async function renderRun(app, runId, params) {
   state.alerting = compared.length ? null : new AlertingPanel(run);  // who is told: in the header, and under it
   const insightsEl = h("div", { class: "cards", id: "insights" });
   const stepsEl = h("div", { id: "step-table" });
+  const ledgerEl = h("div", { id: "ledger-box" });  // the goodput ledger's waterfall, above the step table
   const explainEl = h("div", { id: "explain-step", class: "explain" });
   const diffEl = h("div", { id: "compare-diff" });
   state.selectedStep = step;
@@ -84,7 +85,7 @@ export async function renderRun(app, runId, params) {
     h("h3", { id: "explain-h" }, "Critical path ", h("span", { class: "muted" }, "what the step waited on, in order (outlined on "
       + "the timeline); the selected step, else the last")), explainEl,
     h("details", { id: "steps-details", open: "" }, h("summary", {}, "Steps, slowest first ", h("span", { class: "muted" },
-      "click a row (or press [ and ]) to select that step everywhere")), stepsEl),
+      "click a row (or press [ and ]) to select that step everywhere")), ledgerEl, stepsEl),
     renderConfig(run, compared),
     h("h3", { id: "trajectories-h" }, "Agent-loop trajectories ", h("span", { class: "muted" }, "per step: click a column to sort, a row for its "
       + "turns; the long-tail card opens the trajectories that kept its replica busy")), trajectoriesEl,
@@ -138,7 +139,7 @@ export async function renderRun(app, runId, params) {
   await trajectories.load().catch(e => trajectoriesEl.replaceChildren(h("p", { class: "error" }, `trajectories: ${e.message}`)));
   await renderInsights(insightsEl, runId);
   for (const c of cmpCards) await renderInsights(c.el, c.run.id, `r${c.run.id}-`);
-  const steps = state.stepTable = new StepTable(stepsEl, runId);
+  const steps = state.stepTable = new StepTable(stepsEl, runId, ledgerEl);
   await steps.load().catch(e => stepsEl.replaceChildren(h("p", { class: "error" }, `steps: ${e.message}`)));
   state.onStep.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); refreshPaths(); });
   const refreshPaths = () => Promise.all((state.timelines || []).map((tl, i) =>

@@ -6,8 +6,8 @@
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { api, state } from "./api.js";
 import { h } from "./dom.js";
-import { fmtDur, fmtNum } from "./format.js";
-import { ledgerOf, ledgerWaterfall } from "./ledger.js";
+import { fmtDur } from "./format.js";
+import { hourPrice, ledgerOf, ledgerWaterfall } from "./ledger.js";
 import { showStep } from "./timeline.js";
 
 const GEN = /generate|rollout/i;
@@ -28,7 +28,9 @@ const COLUMNS = [
 const COST = ["cost", "cost", (s) => s.cost];
 
 export class StepTable {
-  constructor(el, runId) { this.el = el; this.runId = runId; this.steps = []; this.sort = ["duration_s", -1]; this.ledger = null; }
+  constructor(el, runId, ledgerEl = null) {
+    this.el = el; this.runId = runId; this.steps = []; this.sort = ["duration_s", -1]; this.ledger = null; this.ledgerEl = ledgerEl;
+  }
   async load() {
     const [s, ledger] = await Promise.all([api(`/api/v1/runs/${this.runId}/insights?window_s=2592000&max_steps=1000`),
       ledgerOf(this.runId)]);
@@ -48,27 +50,30 @@ export class StepTable {
   }
   draw() {
     const [key, dir] = this.sort;
-    const columns = this.ledger?.cost ? [...COLUMNS, COST] : COLUMNS;
+    const price = hourPrice(this.ledger);
+    for (const r of this.steps) r.cost = price !== null && r.device_s !== null ? r.device_s * price / 3600 : null;
+    const columns = price !== null ? [...COLUMNS, COST] : COLUMNS;
     const rows = [...this.steps].sort((a, b) => ((a[key] ?? -Infinity) > (b[key] ?? -Infinity) ? 1 : -1) * dir);
     if (!rows.length) { this.el.replaceChildren(h("p", { class: "muted" }, "No complete step yet.")); return; }
     const fmt = (k, v) => v === null || v === undefined ? "–" : k === "step" || k === "tail_lane" || k === "loss" ? String(v)
       : k === "tail_ratio" ? `${v.toFixed(2)}×` : k === "bubble_ratio" || k === "goodput" ? `${(100 * v).toFixed(0)} %`
-      : k === "device_s" ? fmtNum(v) : k === "trained_tokens" ? Math.round(v).toLocaleString("en") : k === "cost" ? v.toPrecision(3) : fmtDur(v);
+      : k === "device_s" ? v.toFixed(1) : k === "trained_tokens" ? Math.round(v).toLocaleString("en") : k === "cost" ? v.toPrecision(3) : fmtDur(v);
     const head = h("tr", {}, ...columns.map(([label, k]) => h("th", { class: `sortable${k === key ? " sorted" : ""}`, "data-sort": k,
       onclick: () => { this.sort = [k, k === key ? -dir : -1]; this.draw(); } }, label + (k === key ? (dir < 0 ? " ▼" : " ▲") : ""))));
     const body = rows.slice(0, 200).map(r => h("tr", { "data-step": r.step, class: r.step === state.selectedStep ? "selected" : "",
       onclick: () => showStep(r.step) },
       ...columns.map(([, k]) => h("td", { "data-col": k }, fmt(k, r[k]), k === "step" && r.profiled ? h("span", { class: "muted" }, " (profiled)") : null))));
     const more = rows.length > 200 ? [h("p", { class: "muted" }, `${rows.length - 200} more steps (sort to see them)`)] : [];
-    this.el.replaceChildren(ledgerWaterfall(this.ledger), h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
+    this.ledgerEl?.replaceChildren(ledgerWaterfall(this.ledger, () => this.draw()));
+    this.el.replaceChildren(h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
   }
 }
 
 // A step's ledger (GET …/ledger) as the table's columns: its device-seconds, the share that trained, the reason that
 // took most of the rest, its trained-on tokens and (with a price) its cost.
 function ledgerColumns(l) {
-  if (!l) return { device_s: null, goodput: null, loss: null, trained_tokens: null, cost: null };
+  if (!l) return { device_s: null, goodput: null, loss: null, trained_tokens: null, cost: null };  // (cost: at draw)
   const rest = Object.entries(l.reasons).filter(([r]) => r !== "training").sort((a, b) => b[1] - a[1])[0];
   return { device_s: l.total, goodput: l.total > 0 ? (l.reasons.training || 0) / l.total : null,
-    loss: rest && rest[1] > 0 ? rest[0] : null, trained_tokens: l.tokens?.trained ?? null, cost: l.cost ?? null };
+    loss: rest && rest[1] > 0 ? rest[0] : null, trained_tokens: l.tokens?.trained ?? null, cost: null };
 }
