@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError
+from ...protocol import INT64_MAX
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
@@ -63,7 +64,7 @@ class RuleCreate(BaseModel):
     sigma: Optional[float] = Field(None, ge=0.1, le=100, description="change: standard deviations")
     window_steps: Optional[float] = Field(None, ge=1, le=100_000, description="change: the window in steps")
     window_s: Optional[float] = Field(None, ge=0, le=30 * 86400, description="change: or seconds")
-    run_id: Optional[int] = Field(None, ge=1, lt=2**63, description="only this run")
+    run_id: Optional[int] = Field(None, ge=1, le=INT64_MAX, description="only this run")
     project: Optional[str] = Field(None, min_length=1, max_length=256, description="every run of this project")
     severity: Literal["info", "warning", "critical"] = "warning"
     what_to_check: str = Field("", max_length=1000)
@@ -75,7 +76,7 @@ SilenceId = Path(pattern=r"^[0-9a-fA-F-]{1,64}$", description="a silence's id (A
 class SilenceCreate(BaseModel):
     """Silence a run's notifications for a while: all of them, or one alert's; or its whole project's."""
 
-    run_id: int = Field(ge=1, lt=2**63)
+    run_id: int = Field(ge=1, le=INT64_MAX)
     duration_s: float = Field(ge=60, le=MAX_SILENCE_S, description="how long (1 min to 30 days)")
     alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
     whole_project: bool = Field(False, description="every run of the run's project")
@@ -126,7 +127,7 @@ def build_router(st: AppState) -> APIRouter:
         return run["project"], run["experiment_name"]
 
     @read.get("/silences", **typed_answer(dict[str, list[Silence]], "active and pending silences"))
-    async def silences(run_id: int | None = Query(None, ge=1, lt=2**63)) -> dict[str, Any]:
+    async def silences(run_id: int | None = Query(None, ge=1, le=INT64_MAX)) -> dict[str, Any]:
         def work() -> list[Silence]:
             return n.silences(run_of(run_id) if run_id is not None else None)
         return {"silences": await run_in_threadpool(work)}

@@ -9,6 +9,7 @@ one. Invariant: every step's reasons add up to `total` = `wall_s` × `devices` (
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from ....semantics import ledger, token_ledger
@@ -74,11 +75,12 @@ def weigh(rows: Mapping[str, float], lanes: Mapping[str, float], per_replica: fl
     """Lane-seconds by "class:reason" (the stored rows) as device-seconds by reason, and the devices of `lanes` (lane
     counts by class)."""
     weight = {"trainer": 1.0, "rollout": per_replica, "other": 1.0}
-    reasons: dict[str, float] = {}
+    parts: dict[str, list[float]] = {}
     for key, sec in rows.items():
         cls, _, reason = key.partition(":")
-        reasons[reason] = reasons.get(reason, 0.0) + sec * weight.get(cls, 1.0)
-    return reasons, sum(n * weight.get(cls, 1.0) for cls, n in lanes.items())
+        parts.setdefault(reason, []).append(sec * weight.get(cls, 1.0))
+    # (fsum: exactly rounded, so the answer does not depend on the order the store returned the rows in)
+    return {r: math.fsum(v) for r, v in parts.items()}, math.fsum(n * weight.get(cls, 1.0) for cls, n in lanes.items())
 
 
 def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int, int]], now_ns: int,
@@ -117,7 +119,7 @@ def run_ledger(conn: StoreConnection, run_id: int, windows: list[tuple[int, int,
         if step not in lanes:
             continue
         reasons, devices = weigh(rows.get(step, {}), lanes[step], per_replica)
-        total = sum(reasons.values())
+        total = math.fsum(reasons.values())
         tokens = token_ledger.step_tokens(metrics.get(step, {}), trajectories.get(step, ()))
         token_ledger.add(run_tokens, tokens)
         steps.append({"step": step, "wall_s": (b - a) / NS, "devices": devices, "total": total,

@@ -30,6 +30,7 @@ raw computation over the partial steps at its two edges, which are short. The re
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 from ....semantics import critical_path as cp
@@ -98,15 +99,16 @@ def ledger_rows(spans: list[dict[str, Any]], a: int, b: int, now_ns: int,
     down = {lane for lane in ledger.lost_at(before, a) if not lane.startswith(AGENT_LANE_PREFIX)}
     per_lane = ledger.step_ledger(workers, a, b, now_ns, down=down)
     gen = {lane for lane, reasons in per_lane.items() if ledger.GENERATING in reasons}  # (generated in the step)
-    sums: dict[str, float] = {}
+    parts: dict[str, list[float]] = {}
     lanes: dict[str, int] = {}
     for lane, reasons in per_lane.items():
         cls = lane_class(lane, gen)
         lanes[cls] = lanes.get(cls, 0) + 1
         for reason, sec in reasons.items():
-            key = f"{cls}:{reason}"
-            sums[key] = sums.get(key, 0.0) + sec
-    return [("@ledger", k, v) for k, v in sums.items()] + [("@ledger_lanes", c, float(n)) for c, n in lanes.items()]
+            parts.setdefault(f"{cls}:{reason}", []).append(sec)
+    # (fsum: exactly rounded, the same whatever order the store returned the spans in)
+    return ([("@ledger", k, math.fsum(v)) for k, v in parts.items()]
+            + [("@ledger_lanes", c, float(n)) for c, n in lanes.items()])
 
 
 def wait_rows(conn: StoreConnection, run_id: int, step: int, a: int, b: int, now_ns: int,
