@@ -57,6 +57,13 @@ class UnauthorizedError(RLInsightError):
     exit_code = 2
 
 
+class ForbiddenError(RLInsightError):
+    """A known principal whose role does not allow this (a viewer requesting a profile, an ingest token reading)."""
+
+    http_status = 403
+    exit_code = 2
+
+
 class NotFoundError(RLInsightError):
     http_status = 404
     exit_code = 2

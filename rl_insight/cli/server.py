@@ -13,6 +13,7 @@ from .migrate import migrate
 from .stack import start
 from .stack_control import credentials, logs, status, stop
 from .targets import targets_app
+from .tokens import tokens_app
 
 server_app = typer.Typer(
     rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
@@ -22,3 +23,4 @@ for name, command in (("start", start), ("stop", stop), ("status", status), ("cr
     server_app.command(name)(command)
 server_app.add_typer(targets_app, name="targets")
 server_app.add_typer(experiments_app, name="experiments")
+server_app.add_typer(tokens_app, name="tokens")

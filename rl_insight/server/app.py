@@ -37,6 +37,7 @@ from .routes import (
     spans,
     stacks,
     targets,
+    tokens,
     trajectories,
 )
 from .security import SECURITY_HEADERS, GuardMiddleware
@@ -89,6 +90,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(session.build_router(st))
     app.include_router(profiles.build_router(st))
     app.include_router(alerting.build_router(st))
+    app.include_router(tokens.build_router(st))
     if st.reader is not None:
         app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
         app.include_router(runs.build_router(st))

@@ -2,9 +2,12 @@
 and the security headers of every answer.
 
 One rule for authentication: when a token is configured, every state-changing route and every read
-of run data, spans or targets needs it (bearer header, or the UI's session cookie for reads and for
+of run data, spans or targets needs a token (bearer header, or the UI's session cookie for reads and for
 the actions a person takes in the UI: requesting and cancelling a profile);
-`/metrics`, `/healthz` and service discovery stay open so that Prometheus and probes work.
+`/metrics`, `/healthz` and service discovery stay open so that Prometheus and probes work. A token is the server's
+own (`--token`: admin) or a named token from the run store (server/access/tokens.py) with its role: ingest routes
+need *ingest* or *admin*, reads *viewer* and up, a person's actions *operator* and up, token management *admin*
+(server/access/principal.py). The request's principal is kept in `request.state.principal`.
 
 Without a token the server relies on being reachable only from trusted places (loopback by
 default), so it refuses what a web page in the user's browser could send it: state-changing
@@ -24,7 +27,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import MutableHeaders
 
-from ..errors import UnauthorizedError
+from ..errors import ForbiddenError, UnauthorizedError
+from .access.principal import ADMIN, ANONYMOUS, Principal
 
 SESSION_COOKIE = "rl_insight_session"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -49,47 +53,85 @@ SECURITY_HEADERS = {
 
 
 class Auth:
-    """The token rule as FastAPI dependencies: `require_write` and `require_read`."""
+    """The token rule as FastAPI dependencies: `require_write` (ingest), `require_read`, `require_operator`,
+    `require_admin`. `book`: the named tokens (server/access/tokens.py), None when the server keeps no run store."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, book: Any = None) -> None:
         self.token = token
+        self.book = book
 
     def token_ok(self, supplied: str) -> bool:
+        """The server's own token (`--token`)."""
         return bool(self.token) and hmac.compare_digest(
             supplied.strip().encode("utf-8", "replace"), self.token.encode()
         )
 
-    def bearer_ok(self, request: Request) -> bool:
+    def resolve(self, supplied: str) -> Principal | None:
+        """The principal of a token: the server's own (admin), a live named one, else None."""
+        if self.token_ok(supplied):
+            return ADMIN
+        return self.book.resolve(supplied.strip()) if self.book is not None and supplied else None
+
+    def _bearer(self, request: Request) -> Principal | None:
         scheme, _, supplied = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and self.token_ok(supplied)
+        return self.resolve(supplied) if scheme.lower() == "bearer" else None
+
+    def bearer_ok(self, request: Request) -> bool:
+        return self._bearer(request) is not None
+
+    def principal(self, request: Request, cookie: bool = True) -> Principal | None:
+        """Who sends this request (bearer header, else — when `cookie` — the UI's session cookie); ANONYMOUS when
+        the server has no token; None when unknown."""
+        if not self.token:
+            return ANONYMOUS
+        found = self._bearer(request)
+        if found is None and cookie:
+            found = self.resolve(request.cookies.get(SESSION_COOKIE, ""))
+        return found
 
     def authenticated(self, request: Request) -> bool:
-        return not self.token or self.bearer_ok(request) or self.token_ok(request.cookies.get(SESSION_COOKIE, ""))
+        return self.principal(request) is not None
+
+    def _require(self, request: Request, cookie: bool, what: str, hint: str) -> Principal:
+        who = self.principal(request, cookie)
+        if who is None:
+            raise UnauthorizedError("missing or wrong bearer token" + (" or UI session" if cookie else ""), hint=hint)
+        if not self._allows(who, what):
+            raise ForbiddenError(f"token {who.name!r} ({who.role}) may not {what}",
+                                 hint="ask an admin for a token with that role (`rl-insight server tokens create`)")
+        request.state.principal = who
+        return who
+
+    @staticmethod
+    def _allows(who: Principal, what: str) -> bool:
+        return {"send data": who.can_ingest, "read run data": who.can_read, "do this": who.can_operate,
+                "manage tokens": who.is_admin}[what]
 
     # The routes' dependencies are coroutines though they never wait: FastAPI runs a plain function dependency in
     # its thread pool, a trip there and back (two wake-ups of the event loop) for a header comparison, on every
     # request; at a thousand clients that was 6 % of the server's CPU (bench/RESULTS.md, issue 24).
     async def require_write(self, request: Request) -> None:
-        if self.token and not self.bearer_ok(request):
-            raise UnauthorizedError("missing or wrong bearer token",
-                                    hint="set RL_INSIGHT_TOKEN (training) or --token (CLI) to the server's token")
+        """Data a job sends (ingest, OTLP, uploads, target registration): *ingest* or *admin*, bearer only."""
+        self._require(request, False, "send data",
+                      "set RL_INSIGHT_TOKEN (training) or --token (CLI) to the server's token or an ingest token")
 
     async def require_operator(self, request: Request) -> None:
         """Actions a person takes in the UI (request or cancel a profile): bearer token or the UI's session cookie.
         The cookie is SameSite=Strict and every state-changing request passes the cross-site guard below, so a
-        foreign page cannot use it."""
-        if self.token and not self.authenticated(request):
-            raise UnauthorizedError("missing or wrong bearer token or UI session",
-                                    hint="sign in on the UI, or send 'Authorization: Bearer <token>'")
+        foreign page cannot use it. *operator* or *admin*."""
+        self._require(request, True, "do this", "sign in on the UI, or send 'Authorization: Bearer <token>'")
 
     async def require_read(self, request: Request) -> None:
-        """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie."""
-        if self.token and not self.authenticated(request):
-            raise UnauthorizedError(
-                "missing or wrong bearer token",
-                hint="sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` "
-                     "shows it)",
-            )
+        """Run data, spans, targets and the UI's API calls: bearer token or the UI's session cookie; *viewer* and
+        up."""
+        self._require(request, True, "read run data",
+                      "sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` "
+                      "shows it)")
+
+    async def require_admin(self, request: Request) -> None:
+        """Token management: *admin* (the server's own token or a named admin token)."""
+        self._require(request, True, "manage tokens", "use the server's token (`rl-insight server "
+                                                            "credentials`) or an admin token")
 
 
 def local_names(bound_host: str, extra: tuple[str, ...] | list[str] = ()) -> frozenset[str]:

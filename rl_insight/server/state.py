@@ -139,6 +139,9 @@ class AppState:
         self.backend: Backend | None = open_backend(config.store_location) if config.store_enabled else None
         self.writer = self._writer(config, self.backend) if self.backend is not None else None
         self.reader = RunStoreReader(self.backend) if self.backend is not None else None
+        # named tokens live in the run store, so every server on it agrees (server/access/tokens.py)
+        self.tokens = self._token_book()
+        self.auth.book = self.tokens
         # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
         self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
         self.insight = (
@@ -374,6 +377,18 @@ class AppState:
         assert self.reader is not None
         return q.find_run_id(self.reader.conn(), project, experiment_name) is not None
 
+    def _token_book(self) -> Any:
+        if self.backend is None:
+            return None
+        from .access.tokens import REFRESH_S, TokenBook
+        from .fleet.records import SharedRecords
+        from .workers.batch_worker import Periodic
+
+        book = TokenBook(SharedRecords(self.backend, "token"))
+        book.refresh()
+        self._token_poll = Periodic("tokens", REFRESH_S / 2, book.poll)  # (revocations seen within REFRESH_S)
+        return book
+
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")
 
@@ -424,6 +439,8 @@ class AppState:
             self.fleet.start()
         self.clients.start()
         self.stacks.start()
+        if self.tokens is not None:
+            self._token_poll.start()
         if self.alert_events is not None:
             self.alert_events.start()
         if self.config.otlp_intake_grpc_port:
@@ -443,6 +460,8 @@ class AppState:
     def stop(self) -> None:
         if self.grpc_intake is not None:
             self.grpc_intake.stop()
+        if self.tokens is not None:
+            self._token_poll.stop()
         self.clients.stop()
         if self.alert_events is not None:
             self.alert_events.stop()

@@ -15,7 +15,7 @@ PACKAGE = ROOT / "rl_insight"
 SERVER = PACKAGE / "server"
 SERVER_ROOT_MODULES = {"__init__.py", "__main__.py", "app.py", "state.py", "config.py", "security.py"}
 SERVER_FOLDERS = {"routes", "intake", "control", "live", "fleet", "outbound", "runstore", "prometheus", "http", "ui",
-                  "workers"}
+                  "workers", "access"}
 MAX_ROOT_MODULES = 10
 
 

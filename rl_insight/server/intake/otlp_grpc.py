@@ -46,7 +46,8 @@ class GrpcTraceIntake:
             if auth.token:
                 meta = dict(context.invocation_metadata())
                 scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
-                if scheme.lower() != "bearer" or not auth.token_ok(supplied):
+                who = auth.resolve(supplied) if scheme.lower() == "bearer" else None
+                if who is None or not who.can_ingest:
                     context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
                                   f"OTEL_EXPORTER_OTLP_{signal}_HEADERS=Authorization=Bearer%20<token>")
 

@@ -58,10 +58,14 @@ class FailedAttempts:
 
 
 class SessionAnswer(TypedDict):
-    """Whether a token is needed and this browser has it, where Prometheus and Grafana are, the version."""
+    """Whether a token is needed and this browser has it, who it is and what its role allows, where Prometheus and
+    Grafana are, the version."""
 
     auth_required: bool
     authenticated: bool
+    who: str | None  # the signed-in token's name (None: not signed in)
+    role: str | None  # its role: viewer, operator, ingest or admin (server/access/principal.py)
+    projects: list[str] | None  # the projects it may see (None: all)
     prometheus_url: str | None
     grafana_url: str | None
     version: str
@@ -83,18 +87,23 @@ def build_router(st: AppState) -> APIRouter:
         if not isinstance(body, dict):
             raise InvalidInputError(f"login body must be an object {{\"token\": ...}}, found {type(body).__name__}")
         supplied = body.get("token")
-        if st.auth.token and (not isinstance(supplied, str) or not st.auth.token_ok(supplied)):
+        who = st.auth.resolve(supplied) if st.auth.token and isinstance(supplied, str) else None
+        if st.auth.token and (who is None or not who.can_read):
             attempts.failed(address)
-            raise UnauthorizedError("wrong token", hint="use the server's token (`rl-insight server credentials` "
-                                                        "shows it)")
+            raise UnauthorizedError("wrong token" if who is None else f"token {who.name!r} ({who.role}) cannot sign in "
+                                    "to the UI", hint="use the server's token (`rl-insight server credentials` shows "
+                                                      "it) or a viewer, operator or admin token")
         resp = JSONResponse({"status": "ok"})
-        if st.auth.token:
-            install_cookie(resp, st.auth.token)
+        if st.auth.token and isinstance(supplied, str):
+            install_cookie(resp, supplied.strip())
         return resp
 
     @r.get("/session", **typed_answer(SessionAnswer, "what the UI needs to know of this server"))
     async def session(request: Request) -> SessionAnswer:
-        return {"auth_required": bool(st.auth.token), "authenticated": st.auth.authenticated(request),
+        who = st.auth.principal(request)
+        return {"auth_required": bool(st.auth.token), "authenticated": who is not None,
+                "who": who.name if who is not None else None, "role": who.role if who is not None else None,
+                "projects": sorted(who.projects) if who is not None and who.projects is not None else None,
                 "prometheus_url": st.prometheus.url, "grafana_url": st.config.grafana_url, "version": __version__}
 
     return r

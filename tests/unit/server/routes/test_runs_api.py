@@ -171,6 +171,9 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
     assert httpx.get(url + "/api/v1/session").json() == {
         "auth_required": True,
         "authenticated": False,
+        "who": None,
+        "role": None,
+        "projects": None,
         "prometheus_url": None,
         "grafana_url": None,
         "version": rl_insight.__version__,
@@ -180,6 +183,7 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
         r = c.post("/api/v1/login", json={"token": "s3cret-token"})
         assert r.status_code == 200 and "httponly" in r.headers["set-cookie"].lower()
         assert c.get("/api/v1/session").json()["authenticated"] is True
+        assert c.get("/api/v1/session").json()["role"] == "admin"  # the server's own token is the admin token
         assert c.get("/api/v1/runs").status_code == 200
     assert httpx.get(url + "/api/v1/runs", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
     assert httpx.get(url + "/").status_code == 200  # the page itself holds no data

@@ -1,0 +1,47 @@
+"""A request's principal: who it is (a token's name), its role and the projects it may see or write.
+
+Roles (docs/access.md): *viewer* reads runs, spans, panels and exports; *operator* also requests profiles and stack
+snapshots, silences alerts and manages rules; *ingest* only sends data (ingest, OTLP, profile and stack uploads,
+target registration) into its projects; *admin* everything, tokens included. `projects` None: every project.
+
+Invariant: a principal is immutable; `can_read`, `can_operate`, `can_ingest` and `is_admin` are the only questions the
+server asks of a role.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["viewer", "operator", "ingest", "admin"]
+ROLES: tuple[Role, ...] = ("viewer", "operator", "ingest", "admin")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    role: Role
+    projects: frozenset[str] | None = None  # None: all projects
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def can_read(self) -> bool:
+        return self.role in ("viewer", "operator", "admin")
+
+    @property
+    def can_operate(self) -> bool:
+        return self.role in ("operator", "admin")
+
+    @property
+    def can_ingest(self) -> bool:
+        return self.role in ("ingest", "admin")
+
+    def sees(self, project: str) -> bool:
+        return self.projects is None or project in self.projects
+
+
+ADMIN = Principal("admin (the server's --token)", "admin")  # the single configured token: nothing breaks on upgrade
+ANONYMOUS = Principal("anonymous (no token configured)", "admin")  # a server without a token trusts its network

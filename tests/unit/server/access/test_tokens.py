@@ -1,0 +1,124 @@
+"""Named tokens (server/access/, issue 54): created by an admin, shown once, kept as a hash in the run store; each role
+allowed what it is for and refused the rest (401 unknown, 403 known but not allowed); revoked at once; the server's
+own token still the admin token; the CLI prints the secret alone on its last line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import start_server
+
+ADMIN = "the-servers-own-token"
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _batch(project: str) -> dict:
+    return {"v": 1, "client": {"id": "c1", "pid": 1, "host": "h"},
+            "series": [{"k": "g", "n": "training_global_step", "l": {"project": project, "experiment_name": "e"}}],
+            "samples": [[0, time.time(), 1, 1.0]]}
+
+
+def test_each_role_does_what_it_is_for_and_nothing_else(tmp_path: Path) -> None:
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30)
+        made = {}
+        for name, role in (("alice", "viewer"), ("ops", "operator"), ("ci", "ingest"), ("boss", "admin")):
+            r = api.post("/api/v1/tokens", json={"name": name, "role": role, "projects": ["a"]}, headers=_h(ADMIN))
+            assert r.status_code == 201, r.text
+            made[role] = r.json()["token"]
+            assert r.json()["info"]["created_by"] == "admin (the server's --token)"
+        listed = api.get("/api/v1/tokens", headers=_h(ADMIN)).json()["tokens"]
+        assert {t["name"] for t in listed} == {"alice", "ops", "ci", "boss"}
+        assert not any(secret in r for r in map(str, listed) for secret in made.values())  # never the secret
+        assert all("hash" not in t for t in listed)
+        # a second token of the same name is refused
+        again = api.post("/api/v1/tokens", json={"name": "alice", "role": "viewer"}, headers=_h(ADMIN))
+        assert again.status_code == 409
+
+        def status(method: str, path: str, token: str, **kw: object) -> int:
+            return api.request(method, path, headers=_h(token), **kw).status_code
+
+        reads = ("GET", "/api/v1/runs")
+        operate = ("POST", "/api/v1/profiles", {"json": {"project": "a", "experiment_name": "e", "steps": "4",
+                                                         "wait_for_run": True}})
+        ingest = ("POST", "/api/v1/ingest", {"json": _batch("a")})
+        manage = ("GET", "/api/v1/tokens")
+        expected = {  # role: (read, operate, ingest, manage)
+            "viewer": (200, 403, 403, 403), "operator": (200, 201, 403, 403), "ingest": (403, 403, 200, 403),
+            "admin": (200, 201, 200, 200)}
+        for role, want in expected.items():
+            got = (status(*reads, made[role]), status(operate[0], operate[1], made[role], **operate[2]),
+                   status(ingest[0], ingest[1], made[role], **ingest[2]), status(*manage, made[role]))
+            assert got == want, (role, got)
+        assert status(*reads, "rli_not-a-token") == 401 and status(*reads, ADMIN) == 200
+        # revoked: refused at once on this server
+        assert api.delete("/api/v1/tokens/alice", headers=_h(ADMIN)).json()["revoked"] is not None
+        assert status(*reads, made["viewer"]) == 401
+        assert api.delete("/api/v1/tokens/nobody", headers=_h(ADMIN)).status_code == 404
+        # the UI signs in with a named token and says who it is
+        login = httpx.Client(base_url=srv.url, timeout=30)
+        assert login.post("/api/v1/login", json={"token": made["operator"]}).status_code == 200
+        who = login.get("/api/v1/session").json()
+        assert (who["who"], who["role"], who["projects"]) == ("ops", "operator", ["a"])
+        assert login.post("/api/v1/login", json={"token": made["ingest"]}).status_code == 401  # cannot read
+    finally:
+        srv.stop()
+
+
+def test_the_cli_prints_the_secret_alone_on_its_last_line(tmp_path: Path) -> None:
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        common = ["--server-url", srv.url, "--token", ADMIN, "--home", str(tmp_path / "h")]
+        r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "tokens", "create", "ci-math", "--role",
+                            "ingest", "--project", "math", "--expires", "90d", *common],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        secret = r.stdout.strip().splitlines()[-1]
+        assert secret.startswith("rli_") and " " not in secret and "ingest of math" in r.stdout
+        assert httpx.post(srv.url + "/api/v1/ingest", json=_batch("math"), headers=_h(secret)).status_code == 200
+        listed = subprocess.run([sys.executable, "-m", "rl_insight", "server", "tokens", "list", *common],
+                                capture_output=True, text=True, timeout=60)
+        assert "ci-math" in listed.stdout and "ingest" in listed.stdout and secret not in listed.stdout
+        bad = subprocess.run([sys.executable, "-m", "rl_insight", "server", "tokens", "create", "x y", "--role",
+                              "chief", *common], capture_output=True, text=True, timeout=60)
+        assert bad.returncode != 0 and ("invalid" in bad.stderr or "role" in bad.stderr), bad.stderr
+        gone = subprocess.run([sys.executable, "-m", "rl_insight", "server", "tokens", "revoke", "ci-math", *common],
+                              capture_output=True, text=True, timeout=60)
+        assert gone.returncode == 0 and "Revoked token 'ci-math'" in gone.stdout
+        assert httpx.post(srv.url + "/api/v1/ingest", json=_batch("math"), headers=_h(secret)).status_code == 401
+    finally:
+        srv.stop()
+
+
+def test_a_revoked_token_stops_working_on_every_server_of_the_fleet_within_seconds(
+        postgres_url: str, tmp_path: Path) -> None:
+    """Two servers on one real PostgreSQL store: a token made through one works through the other; revoked through
+    the first, the second refuses it within 5 s (its poll reads the store every second), with no restart."""
+    a = start_server(tmp_path / "a", store=postgres_url, token=ADMIN)
+    b = start_server(tmp_path / "b", store=postgres_url, token=ADMIN)
+    try:
+        made = httpx.post(a.url + "/api/v1/tokens", json={"name": "bob", "role": "viewer"}, headers=_h(ADMIN))
+        secret = made.json()["token"]
+        deadline = time.monotonic() + 5
+        while httpx.get(b.url + "/api/v1/runs", headers=_h(secret)).status_code != 200:
+            assert time.monotonic() < deadline, "b never learned of the new token"
+            time.sleep(0.1)
+        httpx.delete(a.url + "/api/v1/tokens/bob", headers=_h(ADMIN)).raise_for_status()
+        revoked_at = time.monotonic()
+        while httpx.get(b.url + "/api/v1/runs", headers=_h(secret)).status_code != 401:
+            assert time.monotonic() - revoked_at < 5, "b still accepts the revoked token"
+            time.sleep(0.1)
+        names = [t["name"] for t in httpx.get(b.url + "/api/v1/tokens", headers=_h(ADMIN)).json()["tokens"]]
+        assert names == ["bob"]
+    finally:
+        a.stop()
+        b.stop()
