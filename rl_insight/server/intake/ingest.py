@@ -203,10 +203,16 @@ def _add_store_rows(rows: list[SampleRow], ident: tuple[str, str, str, str, str,
                               logged))
 
 
-def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
+def _outside(projects: frozenset[str], project: str) -> ItemError:
+    return ItemError("project_not_allowed", f"this token sends data of {', '.join(sorted(projects))} only, not of "
+                                            f"project {project[:120]!r}: ask for a token of that project")
+
+
+def apply_batch(obj: Any, store: MetricStore, projects: frozenset[str] | None = None) -> tuple[Batch, IngestResult]:
     """Validate `obj`; fold its samples into the run store's rows and apply them to the live store (/metrics), two
     sinks of one pass: the live store's bounds refuse what /metrics shows (reported per item, as ever), never what the
-    run store keeps. Return the records the other sinks take."""
+    run store keeps. Return the records the other sinks take. `projects`: the only projects the sender's token may
+    write (None: any); an item of another project is refused (`project_not_allowed`), the rest kept."""
     try:
         batch = decode_batch(obj)
     except BatchError as exc:
@@ -229,6 +235,9 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
         if isinstance(ident, ItemError):  # a name or label no sink can take
             result.reject("samples", i, ident)
             continue
+        if projects is not None and ident is not None and ident[0] not in projects:  # (a client's self-metrics pass)
+            result.reject("samples", i, _outside(projects, ident[0]))
+            continue
         if ident is not None:  # the run store keeps it whatever /metrics' own bounds refuse
             _add_store_rows(rows, ident, sample, client_id)
         ref = refs[sample.series]
@@ -243,6 +252,15 @@ def apply_batch(obj: Any, store: MetricStore) -> tuple[Batch, IngestResult]:
             continue
         result.accepted += 1
         result.accepted_by_section["samples"] += 1
+    if projects is not None:
+        for section in ("span_starts", "spans"):
+            kept = []
+            for i, record in enumerate(getattr(batch, section)):
+                if record.project in projects:
+                    kept.append(record)
+                else:
+                    result.reject(section, i, _outside(projects, record.project))
+            setattr(batch, section, kept)
     for section, records in (("span_starts", batch.span_starts), ("spans", batch.spans)):
         if records:
             result.accepted += len(records)

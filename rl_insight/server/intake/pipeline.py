@@ -63,10 +63,11 @@ class IntakePipeline:
         self.clock, self.exporters, self.metrics = clock, exporters, metrics
         self._heard_at: dict[tuple[str, str], float] = {}  # run -> when a heartbeat of it was last handed over
 
-    def batch(self, obj: Any) -> Ingested:
-        """A decoded ingest body (protocol form): validated item by item, then to every sink."""
+    def batch(self, obj: Any, projects: frozenset[str] | None = None) -> Ingested:
+        """A decoded ingest body (protocol form): validated item by item, then to every sink. `projects`: the only
+        projects its sender may write (None: any)."""
         started = time.perf_counter()
-        batch, result = apply_batch(obj, self.store)
+        batch, result = apply_batch(obj, self.store, projects)
         since = self.writer.seq() if self.writer is not None else None
         run_info = False
         c = batch.client

@@ -26,8 +26,10 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
     /openapi.json and serves it wherever the hot path does not (another app, a test)."""
     r = APIRouter(tags=["ingest"])
 
-    def ingest_sync(raw: bytes, encoding: str | None, body: Any = None) -> tuple[dict, int, Receipt | None]:
-        done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes) if body is None else body)
+    def ingest_sync(raw: bytes, encoding: str | None, body: Any = None,
+                    projects: frozenset[str] | None = None) -> tuple[dict, int, Receipt | None]:
+        done = st.intake.batch(decode_body(raw, encoding, st.config.max_body_bytes) if body is None else body,
+                               projects)
         result, c = done.result, done.batch.client
         refused_all = bool(result.rejected and not result.accepted)
         control = st.control.for_client(c.project, c.experiment_name)
@@ -46,6 +48,7 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
     async def ingest(request: Request) -> Response:
         """POST /api/v1/ingest (what it takes and answers: `documented` below, in /openapi.json)."""
         await st.auth.require_write(request)
+        projects = request.state.principal.projects  # an ingest token writes its projects only (None: any)
         raw = await read_body(request, st.config.max_body_bytes)
         encoding = request.headers.get("content-encoding")
         small = None
@@ -59,9 +62,9 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
                 if st.config.max_body_bytes <= INLINE_DECODED_BYTES:
                     raise
         if small is not None:
-            body, status, receipt = ingest_sync(raw, encoding, small)
+            body, status, receipt = ingest_sync(raw, encoding, small, projects)
         else:  # a big one is CPU work: off the event loop, so /metrics and /healthz stay responsive
-            body, status, receipt = await run_in_threadpool(ingest_sync, raw, encoding)
+            body, status, receipt = await run_in_threadpool(ingest_sync, raw, encoding, None, projects)
         del raw, small  # nothing of the request is held while its answer waits for the commit
         await st.acks.until_stored(receipt, st.config.ack_timeout_s)
         return JSONResponse(body, status_code=status)

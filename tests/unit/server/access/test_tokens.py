@@ -122,3 +122,40 @@ def test_a_revoked_token_stops_working_on_every_server_of_the_fleet_within_secon
     finally:
         a.stop()
         b.stop()
+
+
+def test_an_ingest_token_writes_its_projects_only_and_the_rest_of_the_batch_is_kept(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """A real client with project a's ingest token: its own data is stored; a batch that also carries project b's
+    samples keeps a's, refuses b's one by one with a clear reason, counted on /metrics."""
+    import rl_insight
+
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        secret = httpx.post(srv.url + "/api/v1/tokens", json={"name": "ci-a", "role": "ingest", "projects": ["a"]},
+                            headers=_h(ADMIN)).json()["token"]
+        monkeypatch.setenv("RL_INSIGHT_SERVER_URL", srv.url)
+        monkeypatch.setenv("RL_INSIGHT_TOKEN", secret)
+        rl_insight.init(project="a", experiment_name="mine")
+        with rl_insight.trace_state("update_actor", state_lane_id="rank_0"):
+            rl_insight.metric_gauge("training/global_step", 1)
+        assert rl_insight.flush(10)
+        rl_insight.finish(10)
+        mixed = _batch("a")
+        mixed["series"].append({"k": "g", "n": "critic_score_mean", "l": {"project": "b", "experiment_name": "e"}})
+        mixed["samples"].append([1, time.time(), 1, 0.5])
+        r = httpx.post(srv.url + "/api/v1/ingest", json=mixed, headers=_h(secret))
+        assert r.status_code == 200 and r.json()["accepted"] == 1 and r.json()["rejected"] == 1, r.text
+        err = r.json()["errors"][0]
+        assert err["reason"] == "project_not_allowed" and "not of project 'b'" in err["detail"]
+        only_b = httpx.post(srv.url + "/api/v1/ingest", json=_batch("b"), headers=_h(secret))
+        assert only_b.status_code == 422  # nothing of it was the token's
+        srv.app.state.st.writer.flush(10)
+        runs = httpx.get(srv.url + "/api/v1/runs", headers=_h(ADMIN)).json()["runs"]
+        assert {(r["project"], r["experiment_name"]) for r in runs} == {("a", "mine"), ("a", "e")}
+        mine = next(r["id"] for r in runs if r["experiment_name"] == "mine")
+        spans = httpx.get(f"{srv.url}/api/v1/runs/{mine}/spans", headers=_h(ADMIN)).json()["spans"]
+        assert [s[2] for s in spans] == ["update_actor"]  # the client's spans carry its project
+        assert 'reason="project_not_allowed"' in httpx.get(srv.url + "/metrics").text
+    finally:
+        srv.stop()
