@@ -2,8 +2,10 @@
 (rl_insight.semantics.ledger), computed from the event table's stages, and the token ledger from a verl log's
 metrics (rl_insight.semantics.token_ledger), so a run profiled and monitored at once gets one answer both ways.
 
-Steps are the events' steps (file names or step marks), each step's window from its first stage's start to its last
-stage's end; the lanes counted are those with a stage in the step. Every lane counts one device (traces do not say a
+Steps are the events' steps (file names or step marks). A step's window ends with its last stage, and begins where
+the step before it ended (the first step: with its first stage), as online a step runs from one step metric to the
+next: the time between two steps (a barrier, the driver's own work) belongs to the next one, not to none. The lanes
+counted are those with a stage in the step. Every lane counts one device (traces do not say a
 replica's tensor-parallel size): `devices_note` says so. Invariant: each step's reasons add up to `wall_s` × `devices`.
 """
 
@@ -34,8 +36,12 @@ def trace_ledger(df: pd.DataFrame, metrics: pd.DataFrame | None = None) -> dict[
     run_reasons: dict[str, float] = {}
     run_tokens: dict[str, float | None] = {}
     wall = 0.0
+    previous: tuple[int, int] | None = None  # (step, end) of the step before
     for step, group in (st.groupby("step") if not st.empty else ()):
         a, b = int(group["start_ns"].min()), int(group["end_ns"].max())
+        if previous is not None and previous[0] == int(step) - 1 and previous[1] < b:
+            a = previous[1]  # contiguous with the step before (see the module docstring)
+        previous = (int(step), b)
         if b <= a:
             continue
         per_lane = ledger.step_ledger(_stage_spans(group), a, b, b)
