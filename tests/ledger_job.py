@@ -3,7 +3,8 @@ tests.ledger_job` once per process (RANK, WORLD_SIZE = 3, MASTER_ADDR, MASTER_PO
 
 Ranks 0 and 1 are trainer ranks, rank 2 a rollout replica. Each step the replica generates (a different time each
 step) while the trainers wait, then the trainers recompute log-probs and train while the replica waits; gloo barriers
-order the phases (rank 0 logs the step as its training ends, before the barrier after it). Every phase is reported to the server as an RL state (`rl_insight.trace_state`) and recorded by
+order the phases (rank 0 logs the step as its training ends, before the barrier after it). Every phase is reported
+to the server as an RL state (`rl_insight.trace_state`) and recorded by
 torch.profiler (`record_function`, one file per process, each step marked `step N`), so the server's ledger and
 `rl-insight analyze`'s are of the same seconds. Rank 0 logs `training/global_step` at the end of each step, and the
 job's token counts and verl's length metrics (tokens/generated, perf/total_num_tokens, …) to the server and to a verl

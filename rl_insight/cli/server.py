@@ -13,13 +13,14 @@ from .migrate import migrate
 from .stack import start
 from .stack_control import credentials, logs, status, stop
 from .targets import targets_app
-from .tokens import tokens_app
+from .tokens import audit, tokens_app
 
 server_app = typer.Typer(
     rich_markup_mode=None,  # help is plain text: `[service]` stays, no markup is eaten
     help="Run the ingest server with Prometheus, and manage scrape targets.", no_args_is_help=True)
 for name, command in (("start", start), ("stop", stop), ("status", status), ("credentials", credentials),
-                      ("logs", logs), ("install", install), ("bundle", bundle), ("migrate", migrate)):
+                      ("logs", logs), ("install", install), ("bundle", bundle), ("migrate", migrate),
+                      ("audit", audit)):
     server_app.command(name)(command)
 server_app.add_typer(targets_app, name="targets")
 server_app.add_typer(experiments_app, name="experiments")

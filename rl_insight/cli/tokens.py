@@ -75,3 +75,28 @@ def revoke(name: str = typer.Argument(..., help="The token's name."),
     info = require_server(home, server_url, token, None).request("DELETE", f"/api/v1/tokens/{name}")
     typer.echo(f"Revoked token {info['name']!r} ({info['role']}) at {_when(info['revoked'])}.")
     return 0
+
+
+def audit(
+    who: Optional[str] = typer.Option(None, "--who", help="Only this token's actions."),
+    limit: int = typer.Option(50, "--limit", min=1, max=5000, help="The newest this many."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only the last 30m, 12h, 7d."),
+    server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = TokenOpt, home: Optional[Path] = HomeOpt,
+) -> int:
+    """The audit log: who changed what, when, from where (tokens, profiles, stack snapshots, alerting), newest first."""
+    import time as _time
+
+    params: dict[str, object] = {"limit": limit}
+    if who:
+        params["who"] = who
+    if since:
+        params["since"] = _time.time() - parse_duration(since)
+    rows = require_server(home, server_url, token, None).request("GET", "/api/v1/audit", params=params)["entries"]
+    if not rows:
+        typer.echo("No actions logged" + (f" by {who}" if who else "") + ".")
+        return 0
+    echo_table([[datetime.datetime.fromtimestamp(r["at"]).strftime("%Y-%m-%d %H:%M:%S"), r["who"], r["role"],
+                 r["address"], f"{r['method']} {r['path']}", str(r["status"]),
+                 " ".join(f"{k}={v}" for k, v in r["what"].items())] for r in rows],
+               ["WHEN", "WHO", "ROLE", "FROM", "ACTION", "STATUS", "WHAT"])
+    return 0

@@ -21,9 +21,11 @@ from .._version import __version__
 from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import ROUTE_INGEST, clean_text
 from .config import ServerConfig
+from .http.audit_trail import AuditTrail
 from .http.hot_route import HotRoute
 from .routes import (
     alerting,
+    audit,
     experiments,
     explain,
     health,
@@ -77,6 +79,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_middleware(HotRoute, method="POST", path=ROUTE_INGEST, endpoint=ingest_endpoint, route=ingest_route,
                        handlers=app.exception_handlers)
     _install_metrics_middleware(app, st)
+    app.add_middleware(AuditTrail, audit=st.audit)  # (inside the guard: a refused request is no action)
     # (added last: outermost, so that every answer, a refusal included, carries the security headers)
     app.add_middleware(GuardMiddleware, auth=st.auth, names=st.host_names,
                        wildcard_bind=config.host in ("0.0.0.0", "::", ""))
@@ -91,6 +94,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(profiles.build_router(st))
     app.include_router(alerting.build_router(st))
     app.include_router(tokens.build_router(st))
+    app.include_router(audit.build_router(st))
     if st.reader is not None:
         app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
         app.include_router(runs.build_router(st))

@@ -100,6 +100,8 @@ class Auth:
             raise ForbiddenError(f"token {who.name!r} ({who.role}) may not {what}",
                                  hint="ask an admin for a token with that role (`rl-insight server tokens create`)")
         request.state.principal = who
+        if request.method in STATE_CHANGING and what != "send data":
+            request.state.audit = True  # an action, for the audit log (http/audit_trail.py) once it succeeded
         return who
 
     @staticmethod

@@ -142,6 +142,7 @@ class AppState:
         # named tokens live in the run store, so every server on it agrees (server/access/tokens.py)
         self.tokens = self._token_book()
         self.auth.book = self.tokens
+        self.audit = self._audit_log()
         # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
         self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
         self.insight = (
@@ -389,6 +390,17 @@ class AppState:
         self._token_poll = Periodic("tokens", REFRESH_S / 2, book.poll)  # (revocations seen within REFRESH_S)
         return book
 
+    def _audit_log(self) -> Any:
+        if self.backend is None:
+            return None
+        from .access.audit import AuditLog
+        from .fleet.records import SharedRecords
+        from .workers.batch_worker import Periodic
+
+        log_ = AuditLog(SharedRecords(self.backend, "audit"), self.config.store_retention_days)
+        self._audit_prune = Periodic("audit-prune", 3600.0, log_.prune)  # retained like the runs
+        return log_
+
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")
 
@@ -441,6 +453,8 @@ class AppState:
         self.stacks.start()
         if self.tokens is not None:
             self._token_poll.start()
+        if self.audit is not None:
+            self._audit_prune.start()
         if self.alert_events is not None:
             self.alert_events.start()
         if self.config.otlp_intake_grpc_port:
@@ -462,6 +476,9 @@ class AppState:
             self.grpc_intake.stop()
         if self.tokens is not None:
             self._token_poll.stop()
+        if self.audit is not None:
+            self._audit_prune.stop()
+            self.audit.close()
         self.clients.stop()
         if self.alert_events is not None:
             self.alert_events.stop()

@@ -104,7 +104,7 @@ def test_ingest_on_the_hot_route_keeps_the_apps_error_mapping_and_counting(tmp_p
     raised: list[Exception] = [BusyError("the store is behind", hint="send it again", retry_after_s=3),
                                RuntimeError("boom")]
 
-    def failing(obj: object) -> None:
+    def failing(obj: object, projects: object = None) -> None:
         raise raised.pop(0)
 
     monkeypatch.setattr(st.intake, "batch", failing)

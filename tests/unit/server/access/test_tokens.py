@@ -159,3 +159,52 @@ def test_an_ingest_token_writes_its_projects_only_and_the_rest_of_the_batch_is_k
         assert 'reason="project_not_allowed"' in httpx.get(srv.url + "/metrics").text
     finally:
         srv.stop()
+
+
+def test_the_audit_log_names_who_did_each_action_of_a_scripted_session(tmp_path: Path, monkeypatch) -> None:
+    """Tokens made and revoked, a profile requested and cancelled by an operator, a stack snapshot asked for: each
+    an entry with who, role, address, action and what its answer named; refused requests and reads are not actions,
+    nor is the data a job sends. Only an admin reads the log, through the API and `rl-insight server audit`."""
+    import rl_insight
+
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30)
+        ops = api.post("/api/v1/tokens", json={"name": "ops", "role": "operator"}, headers=_h(ADMIN)).json()["token"]
+        viewer = api.post("/api/v1/tokens", json={"name": "v", "role": "viewer"}, headers=_h(ADMIN)).json()["token"]
+        monkeypatch.setenv("RL_INSIGHT_SERVER_URL", srv.url)
+        monkeypatch.setenv("RL_INSIGHT_TOKEN", ADMIN)
+        rl_insight.init(project="p", experiment_name="e")
+        with rl_insight.trace_state("update_actor", state_lane_id="rank_0"):
+            rl_insight.metric_gauge("training/global_step", 1)
+        assert rl_insight.flush(10)
+        srv.app.state.st.writer.flush(10)
+        run_id = api.get("/api/v1/runs", headers=_h(ADMIN)).json()["runs"][0]["id"]
+        prof = api.post("/api/v1/profiles", json={"run_id": run_id, "steps": "50", "wait_for_run": True},
+                        headers=_h(ops))
+        assert prof.status_code == 201, prof.text
+        assert api.post("/api/v1/profiles", json={"run_id": run_id, "steps": "51"},
+                        headers=_h(viewer)).status_code == 403  # refused: no action
+        assert api.delete(f"/api/v1/profiles/{prof.json()['id']}", headers=_h(ops)).status_code == 200
+        snap = api.post(f"/api/v1/runs/{run_id}/stacks", json={}, headers=_h(ops))
+        assert snap.status_code == 201, snap.text
+        api.delete("/api/v1/tokens/v", headers=_h(ADMIN)).raise_for_status()
+        rl_insight.finish(10)
+        srv.app.state.st.audit.flush(10)
+        entries = api.get("/api/v1/audit", headers=_h(ADMIN)).json()["entries"][::-1]  # oldest first
+        got = [(e["who"], e["method"], e["path"].rsplit("/", 1)[0] if e["method"] == "DELETE" else e["path"])
+               for e in entries]
+        admin = "admin (the server's --token)"
+        assert got == [(admin, "POST", "/api/v1/tokens"), (admin, "POST", "/api/v1/tokens"),
+                       ("ops", "POST", "/api/v1/profiles"), ("ops", "DELETE", "/api/v1/profiles"),
+                       ("ops", "POST", f"/api/v1/runs/{run_id}/stacks"), (admin, "DELETE", "/api/v1/tokens")], got
+        assert entries[0]["what"]["name"] == "ops" and entries[0]["what"]["role"] == "operator"
+        assert entries[2]["what"]["id"] == prof.json()["id"] and entries[2]["role"] == "operator"
+        assert all(e["address"] == "127.0.0.1" and e["status"] < 400 for e in entries)
+        assert api.get("/api/v1/audit", headers=_h(ops)).status_code == 403  # the admin's only
+        r = subprocess.run([sys.executable, "-m", "rl_insight", "server", "audit", "--who", "ops", "--server-url",
+                            srv.url, "--token", ADMIN, "--home", str(tmp_path / "h")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.count("ops") >= 3 and "POST /api/v1/profiles" in r.stdout, r.stdout
+    finally:
+        srv.stop()
