@@ -27,7 +27,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import MutableHeaders
 
-from ..errors import ForbiddenError, UnauthorizedError
+from ..errors import ForbiddenError, NotFoundError, UnauthorizedError
 from .access.principal import ADMIN, ANONYMOUS, Principal
 
 SESSION_COOKIE = "rl_insight_session"
@@ -59,6 +59,7 @@ class Auth:
     def __init__(self, token: str, book: Any = None) -> None:
         self.token = token
         self.book = book
+        self.run_project: Any = None  # run id -> its project, or None for no such run (AppState sets it)
 
     def token_ok(self, supplied: str) -> bool:
         """The server's own token (`--token`)."""
@@ -99,10 +100,25 @@ class Auth:
         if not self._allows(who, what):
             raise ForbiddenError(f"token {who.name!r} ({who.role}) may not {what}",
                                  hint="ask an admin for a token with that role (`rl-insight server tokens create`)")
+        if who.projects is not None:
+            self._only_its_runs(request, who)
         request.state.principal = who
         if request.method in STATE_CHANGING and what != "send data":
             request.state.audit = True  # an action, for the audit log (http/audit_trail.py) once it succeeded
         return who
+
+    def _only_its_runs(self, request: Request, who: Principal) -> None:
+        """A token scoped to projects names only their runs: a run id of another project (in the path, or the
+        `a`, `b`, `runs` of a diff or a comparison) is answered 404, as a run that does not exist: names do not
+        leak."""
+        named = [request.path_params.get("run_id"), request.query_params.get("a"), request.query_params.get("b"),
+                 *(request.query_params.get("runs") or "").split(",")]
+        for text in named:
+            if text is None or not str(text).strip().isdigit() or self.run_project is None:
+                continue
+            project = self.run_project(int(str(text).strip()))
+            if project is not None and project not in (who.projects or ()):
+                raise NotFoundError(f"no run with id {int(str(text).strip())}", hint="GET /api/v1/runs lists the runs")
 
     @staticmethod
     def _allows(who: Principal, what: str) -> bool:

@@ -142,6 +142,8 @@ class AppState:
         # named tokens live in the run store, so every server on it agrees (server/access/tokens.py)
         self.tokens = self._token_book()
         self.auth.book = self.tokens
+        self.auth.run_project = self._run_project
+        self._projects_of_runs: dict[int, str] = {}  # (a run never changes project; bounded below)
         self.audit = self._audit_log()
         # scrape targets and experiments: files next to file_sd; on a PostgreSQL store shared by the whole fleet
         self.experiments = ExperimentBook(self.targets, shared=self._shared_targets())
@@ -389,6 +391,20 @@ class AppState:
         book.refresh()
         self._token_poll = Periodic("tokens", REFRESH_S / 2, book.poll)  # (revocations seen within REFRESH_S)
         return book
+
+    def _run_project(self, run_id: int) -> str | None:
+        """The project of a run (None: no such run), remembered."""
+        project = self._projects_of_runs.get(run_id)
+        if project is None and self.reader is not None:
+            from .runstore.queries import project_of
+
+            project = project_of(self.reader.conn(), run_id)
+            if project is None:
+                return None
+            if len(self._projects_of_runs) >= 100_000:
+                self._projects_of_runs.clear()
+            self._projects_of_runs[run_id] = project
+        return project
 
     def _audit_log(self) -> Any:
         if self.backend is None:

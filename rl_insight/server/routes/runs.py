@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
@@ -54,6 +54,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
 
     @r.get("/runs", **typed_answer(RunList, "the runs"))
     def runs(
+        request: Request,
         project: str | None = Query(None, max_length=1024, description="only this project's runs"),
         status: RunStatus | None = Query(None, description="only runs in this state (stalled and hung runs are live, "
                                                           "and something more: they are not listed as live)"),
@@ -74,6 +75,9 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
                                    metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit,
                                    conditions=st.conditions.all())
+        scope = request.state.principal.projects  # a token for some projects lists only their runs
+        if scope is not None:
+            items = [it for it in items if it["project"] in scope]
         archived = st.experiments.archived_keys()
         for it in items:  # the experiments API's state, shown in the runs list
             it["archived"] = (it["project"], it["experiment_name"]) in archived

@@ -147,6 +147,12 @@ def stepped_samples(conn: StoreConnection, run_id: int) -> Iterator[tuple[str, s
         yield from rows
 
 
+def project_of(conn: StoreConnection, run_id: int) -> str | None:
+    """The project of a run; None for no such run."""
+    row = conn.execute("SELECT project FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def find_run_id(conn: StoreConnection, project: str, experiment_name: str) -> int | None:
     row = conn.execute(
         "SELECT id FROM runs WHERE project = ? AND experiment_name = ?", (project, experiment_name)

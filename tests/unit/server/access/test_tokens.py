@@ -208,3 +208,36 @@ def test_the_audit_log_names_who_did_each_action_of_a_scripted_session(tmp_path:
         assert r.returncode == 0 and r.stdout.count("ops") >= 3 and "POST /api/v1/profiles" in r.stdout, r.stdout
     finally:
         srv.stop()
+
+
+def test_a_viewer_of_one_project_sees_its_runs_and_nothing_of_another(tmp_path: Path) -> None:
+    """Project a's viewer lists a's runs only; any run id of b — in a path, a diff or a comparison — is 404 like a run
+    that does not exist; a's own run answers; an unscoped viewer sees both."""
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30)
+        for project in ("a", "b"):
+            assert api.post("/api/v1/ingest", json=_batch(project), headers=_h(ADMIN)).status_code == 200
+        srv.app.state.st.writer.flush(10)
+        ids = {r["project"]: r["id"] for r in api.get("/api/v1/runs", headers=_h(ADMIN)).json()["runs"]}
+        scoped = api.post("/api/v1/tokens", json={"name": "va", "role": "viewer", "projects": ["a"]},
+                          headers=_h(ADMIN)).json()["token"]
+        every = api.post("/api/v1/tokens", json={"name": "vall", "role": "viewer"}, headers=_h(ADMIN)).json()["token"]
+        listed = api.get("/api/v1/runs", headers=_h(scoped)).json()["runs"]
+        assert [r["project"] for r in listed] == ["a"]
+        assert {r["project"] for r in api.get("/api/v1/runs", headers=_h(every)).json()["runs"]} == {"a", "b"}
+        a, b = ids["a"], ids["b"]
+        for path, params in ((f"/api/v1/runs/{b}", {}), (f"/api/v1/runs/{b}/metrics", {}),
+                             (f"/api/v1/runs/{b}/ledger", {}), (f"/api/v1/runs/{b}/trajectories/steps", {}),
+                             (f"/api/v1/runs/{b}/export.csv", {}), ("/api/v1/runs/diff", {"a": a, "b": b}),
+                             ("/api/v1/series", {"name": "training_global_step", "runs": f"{a},{b}"})):
+            r = api.get(path, params=params, headers=_h(scoped))
+            assert r.status_code == 404 and "no run" in r.json()["detail"], (path, r.status_code, r.text)
+        # the same answer as a run that does not exist
+        missing = api.get("/api/v1/runs/999999", headers=_h(ADMIN)).json()
+        other = api.get(f"/api/v1/runs/{b}", headers=_h(scoped)).json()
+        assert other["detail"].replace(str(b), "N") == missing["detail"].replace("999999", "N"), (other, missing)
+        assert api.get(f"/api/v1/runs/{a}", headers=_h(scoped)).status_code == 200
+        assert api.get(f"/api/v1/runs/{b}", headers=_h(every)).status_code == 200
+    finally:
+        srv.stop()
