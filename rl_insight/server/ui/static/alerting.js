@@ -2,7 +2,7 @@
    this run's silences (who set them, until when; end one), and "alert me when" a metric crosses a value or jumps (a
    rule the managed Prometheus evaluates). One element, built once per page and refreshed on its own: the alerts card
    re-renders every few seconds around it without losing what someone is typing. */
-import { api } from "./api.js";
+import { api, canOperate } from "./api.js";
 import { h } from "./dom.js";
 
 const hhmm = (iso) => new Date(iso).toLocaleTimeString([], { hour12: false, hour: "2-digit", minute: "2-digit" });
@@ -34,7 +34,8 @@ export class AlertingPanel {
     this.ruleBtn = h("button", { id: "rule-toggle", class: "mini link", onclick: () => { this.form.hidden = !this.form.hidden; } },
       "alert me when…");
     this.inline = h("span", { id: "alerting-inline" }, this.status);
-    this.controls = h("div", { class: "bar", hidden: "" }, this.help, this.silenceBtn, this.ruleBtn);
+    // (a viewer's page has none of the controls that change who is told)
+    this.controls = h("div", { class: "bar", hidden: "" }, this.help, ...(canOperate() ? [this.silenceBtn, this.ruleBtn] : []));
     this.el.append(this.controls, this.silences, this.rules, this.form, this.msg);
   }
 
@@ -51,7 +52,7 @@ export class AlertingPanel {
         h("span", { class: "badge silenced" }, "silenced"),
         ` ${s.matchers.alertname || (s.matchers.experiment_name ? "this run" : `project ${s.matchers.project}`)} by ${s.created_by}`
         + ` until ${hhmm(s.ends_at)}${s.comment ? ` — ${s.comment}` : ""} `,
-        h("button", { class: "mini link", onclick: () => this.unsilence(s.id) }, "end"))));
+        canOperate() ? h("button", { class: "mini link", onclick: () => this.unsilence(s.id) }, "end") : null)));
       this.silenceBtn.hidden = silences.some(s => s.matchers.experiment_name && !s.matchers.alertname);
     }
     const rules = await api("/api/v1/alerting/rules").catch(() => null);
@@ -60,8 +61,8 @@ export class AlertingPanel {
       && (!r.experiment_name || r.experiment_name === this.run.experiment_name));
     this.rules.replaceChildren(...mine.map(r => h("div", { class: "user-rule", "data-rule": r.name },
       h("b", {}, r.name), ` ${r.description} `,
-      n.enabled ? h("button", { class: "mini link", "data-silence-rule": r.name, onclick: () => this.silence(r.name) }, "silence 2 h") : null,
-      h("button", { class: "mini link", onclick: () => this.removeRule(r.name) }, "remove"))));
+      n.enabled && canOperate() ? h("button", { class: "mini link", "data-silence-rule": r.name, onclick: () => this.silence(r.name) }, "silence 2 h") : null,
+      canOperate() ? h("button", { class: "mini link", onclick: () => this.removeRule(r.name) }, "remove") : null)));
     if (!this.names.children.length) {
       const { metrics } = await api(`/api/v1/runs/${this.run.id}/metrics`).catch(() => ({ metrics: [] }));
       this.names.replaceChildren(...[...new Set(metrics.map(m => m.logged || m.name))].sort().map(n => h("option", { value: n })));

@@ -16,6 +16,9 @@ export async function api(path, opts = {}) {
 }
 
 export const state = { session: null, timers: [], charts: [], timeline: null };
+// What the signed-in token's role allows (GET /api/v1/session; server/access/principal.py): an action a role cannot
+// take has no button at all, rather than one that fails.
+export const canOperate = () => ["operator", "admin"].includes(state.session?.role) || !state.session?.auth_required;
 window.rlInsight = state;  // for debugging and for the browser tests
 
 export function clearTimers({ keepCharts = false } = {}) {

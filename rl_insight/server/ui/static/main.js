@@ -19,6 +19,12 @@ export async function render() {
   if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
   if (state.session.grafana_url) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
   if (state.session.auth_required && !state.session.authenticated) return renderLogin(app);
+  if (state.session.auth_required) {  // who is signed in, and what the role allows (docs/access.md)
+    const s = state.session;
+    const can = { viewer: "reads runs", operator: "reads runs, profiles, snapshots, silences", admin: "everything" }[s.role] || "";
+    links.append(h("span", { id: "who", class: "muted", "data-role": s.role, title: can },
+      `${s.who} · ${s.role}` + (s.projects ? ` of ${s.projects.join(", ")}` : "")));
+  }
   const m = location.hash.match(/^#\/run\/(\d+)(?:\?(.*))?$/);
   try {
     if (m) {
@@ -44,7 +50,7 @@ function renderLogin(app) {
     const r = await fetch("/api/v1/login", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ token: input.value }) });
     if (r.ok) { state.session = null; render(); } else err.textContent = (await r.json()).detail;
-  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the server's token: the one given to `rl-insight server start --token` (or RL_INSIGHT_TOKEN), or the generated one it printed; `rl-insight server credentials` shows it."),
+  } }, h("h2", {}, "Sign in"), h("p", { class: "muted" }, "Use the server's token: the one given to `rl-insight server start --token` (or RL_INSIGHT_TOKEN), or the generated one it printed; `rl-insight server credentials` shows it. Or a named token an admin made for you (`rl-insight server tokens create`)."),
     input, h("button", { type: "submit" }, "Sign in"), err);
   app.replaceChildren(form);
 }

@@ -1,6 +1,6 @@
 /* rl-insight UI, profiles.js: profiles on request: ask, list, and the link from a profiled step to its analysis.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, every, setUrlParams, state } from "./api.js";
+import { api, canOperate, every, setUrlParams, state } from "./api.js";
 import { h } from "./dom.js";
 import { fmtDur } from "./format.js";
 import { showStep } from "./timeline.js";
@@ -21,8 +21,8 @@ export class Profiles {
     this.nextStep = nextStep;
     this.form = h("div", { class: "bar profile-form" }, h("label", {}, "steps ", this.stepsInput), this.stage, this.lanesInput, this.ranksInput,
       h("label", {}, this.cuda, " cuda"), h("label", {}, this.memory, " memory"),
-      h("button", { id: "profile-next", onclick: async () => this.request(String(await nextStep())) }, "Profile next step"),
-      h("button", { id: "profile-submit", onclick: () => this.request(this.stepsInput.value.trim()) }, "Profile these steps"), this.msg);
+      canOperate() ? h("button", { id: "profile-next", onclick: async () => this.request(String(await nextStep())) }, "Profile next step") : null,
+      canOperate() ? h("button", { id: "profile-submit", onclick: () => this.request(this.stepsInput.value.trim()) }, "Profile these steps") : null, this.msg);
     this.list = h("div", { id: "profile-list" });
     el.replaceChildren(this.form, this.list);
   }
@@ -81,7 +81,7 @@ export class Profiles {
       } else if (a.state && a.state !== "none") links.push(h("span", { class: "muted" }, `analysis ${a.state}${a.message ? ": " + a.message : ""}`));
       links.push(h("button", { onclick: () => { this.opened = p.id; setUrlParams({ profile: p.id }); showStep(req.steps[0]); this.load(); },
         "data-link": "timeline" }, "on the timeline"));
-      if (p.state === "pending" || p.state === "running") links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
+      if ((p.state === "pending" || p.state === "running") && canOperate()) links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
       const stages = a.state === "done" && a.stages?.length ? h("div", { class: "muted" }, "top stages: " +
         a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
       const opsTables = a.state === "done" ? operatorTables(a.operators || {}, p.id === this.opened) : null;

@@ -1,7 +1,7 @@
 /* rl-insight UI, run_page.js: a run page: insights, targets, config, alerts, and the places the other parts are drawn into.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
 import { AlertingPanel } from "./alerting.js";
-import { api, clearTimers, every, state } from "./api.js";
+import { api, canOperate, clearTimers, every, state } from "./api.js";
 import { ChartGrid } from "./charts.js";
 import { HeadlineCharts } from "./headline.js";
 import { $, h } from "./dom.js";
@@ -223,7 +223,7 @@ async function renderInsights(el, runId, idPrefix = "") {
       "insight-wait"),
     card(`${selected ? "selected step" : "last step"}${lastStep ? " (" + lastStep.step + ", " + fmtDur(lastStep.duration_s) + (lastStep.profiled ? ", profiled: slower than usual" : "") + ")" : ""}`, lastStep
       ? h("div", {}, h("ol", { class: "breakdown" }, ...Object.entries(lastStep.states).sort((a, b) => b[1] - a[1]).map(([k, v]) =>
-          h("li", {}, idPrefix ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
+          h("li", {}, idPrefix || !canOperate() ? null : h("button", { class: "mini", "data-profile-stage": k, title: `profile ${k} at the next step`,
               onclick: (e) => { e.stopPropagation(); state.profiles?.requestStage(k); } }, "profile"),
             h("b", {}, `${(100 * v / (lastStep.duration_s || 1)).toFixed(0)}%`), ` ${k} `, h("span", { class: "dur" }, fmtDur(v))))),
           overlapNote(lastStep))
@@ -248,7 +248,7 @@ function stalledStacks(s) {
     title: snap.reason || "", onclick: (e) => { e.stopPropagation(); state.stacks?.show(snap.id); } }, "stacks ›"),
     snap.verdict ? verdictBox(snap.verdict, "short", "stalled-verdict") : null,
     h("div", { class: "stack-summary" }, snap.summary || "being collected …"));
-  return s.stalled.length ? h("button", { class: "mini link", id: "stalled-take-stacks",
+  return s.stalled.length && canOperate() ? h("button", { class: "mini link", id: "stalled-take-stacks",
     onclick: (e) => { e.stopPropagation(); state.stacks?.take("stalled lanes"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null;
 }
 
@@ -323,7 +323,7 @@ async function renderAlerts(el, runId) {
       ...x.others.slice(0, 50).map(s => h("div", {}, s))) : null,
     x.description ? h("div", { class: "muted" }, x.description) : null,
     x.what_to_check ? h("div", { class: "check" }, h("b", {}, "What to check: "), x.what_to_check) : null,
-    x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" ? h("button", { class: "mini link", "data-alert-stacks": "",
+    x.alertname === "RLInsightTrainerStalled" && x.state !== "resolved" && canOperate() ? h("button", { class: "mini link", "data-alert-stacks": "",
       onclick: () => { state.stacks?.take("trainer stalled alert"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null);
   if (!evaluated || (!a.active.length && !a.recent.length)) { el.replaceChildren(); return; }
   el.replaceChildren(h("h3", {}, "Alerts ", h("span", { class: "muted" }, `(firing and pending now; resolved within ${Math.round(a.recent_window_s / 60)} min)`)),

@@ -1,7 +1,7 @@
 /* rl-insight UI, stacks.js: stack snapshots of the run: take one (a button, or the stalled-lane card), read the
    groups with the odd ones out named, and see where each lane was at that moment on the timeline.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, setUrlParams } from "./api.js";
+import { api, canOperate, setUrlParams } from "./api.js";
 import { setRange } from "./range.js";
 import { h } from "./dom.js";
 
@@ -14,7 +14,7 @@ export class StackSnapshots {
     this.msg = h("span", { class: "muted", id: "stacks-msg" });
     this.list = h("div", { id: "stacks-list" });
     el.replaceChildren(h("div", { class: "bar" },
-      h("button", { id: "stacks-take", onclick: () => this.take() }, "Take a stack snapshot"),
+      canOperate() ? h("button", { id: "stacks-take", onclick: () => this.take() }, "Take a stack snapshot") : null,
       h("label", { title: "native frames through py-spy, where the job's environment has it and ptrace is permitted" }, this.native, " native frames"),
       this.lanesNote(), this.msg), this.list);
   }
