@@ -31,6 +31,7 @@ through the one validation (`protocol.decode_batch`, via the intake pipeline).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from typing import Any, Iterator
 
@@ -126,6 +127,17 @@ def _labels(attrs: dict[str, Any], counts: Counter) -> dict[str, str]:
     return labels
 
 
+def _without_extension_keys(doc: Any) -> Any:
+    """OTLP/JSON with every key of the form "[…]" left out: protobuf reads such a key as an extension and refuses it
+    even when told to ignore unknown fields, and OTLP says a receiver ignores what it does not know."""
+    if isinstance(doc, dict):
+        return {k: _without_extension_keys(v) for k, v in doc.items()
+                if not (isinstance(k, str) and k.startswith("[") and k.endswith("]"))}
+    if isinstance(doc, list):
+        return [_without_extension_keys(v) for v in doc]
+    return doc
+
+
 class OtlpMetrics:
     """Converts OTLP metrics requests into ingest batches, keeping the running totals of delta points."""
 
@@ -143,7 +155,8 @@ class OtlpMetrics:
             if content_type.split(";", 1)[0].strip().lower() == "application/json":
                 from google.protobuf import json_format
 
-                json_format.Parse(body.decode("utf-8", "replace"), msg, ignore_unknown_fields=True)
+                doc = _without_extension_keys(json.loads(body.decode("utf-8", "replace")))
+                json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
             else:
                 msg.ParseFromString(body)
         except RecursionError:

@@ -146,6 +146,13 @@ def test_hostile_bodies_are_refused_with_reasons_and_the_rest_kept(srv: RunningS
         "dataPoints": [{"count": "1", "scale": 0}], "aggregationTemporality": 2}}]}]}]}).encode()
     r = _post(srv, exp)
     assert r.status_code == 200 and "exponential_histogram" in r.json()["partialSuccess"]["errorMessage"]
+    # a key protobuf would read as an extension ("[…]", the API fuzz found it) is an unknown field: ignored
+    body = json.loads(_gauge_request({"asDouble": 3.5}, "ok_gauge"))
+    body["[x]"] = 1
+    body["resourceMetrics"][0]["[ext.y]"] = {"a": []}
+    r = _post(srv, json.dumps(body).encode())
+    assert r.status_code == 200, r.text
+    assert 'rl_insight_monitor_ok_gauge{experiment_name="e",project="p"} 3.5' in _metrics(srv)
     # a huge attribute set is capped, the point kept; no run identity: the visible unassigned run
     attrs = [{"key": f"k{i}", "value": {"stringValue": "v"}} for i in range(500)]
     body = json.loads(_gauge_request({"asInt": "7"}, "wide", attrs))
