@@ -113,3 +113,24 @@ def timed(fn, runs: int = 3) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def time_requests(client, requests: dict, rounds: int, check=None) -> None:
+    """GET each of `requests` ({label: (path, params)}) once per round, interleaved, and print each one's median
+    time and answer size; `check(label, body)` asserts what the answer must say (e.g. nothing pending)."""
+    import statistics
+
+    times: dict[str, list[float]] = {k: [] for k in requests}
+    sizes: dict[str, int] = {}
+    for _ in range(rounds):
+        for label, (url, params) in requests.items():
+            t = time.perf_counter()
+            r = client.get(url, params=params)
+            r.raise_for_status()
+            body = r.json()
+            times[label].append(time.perf_counter() - t)
+            sizes[label] = len(r.content)
+            if check is not None:
+                check(label, body)
+    for label, ts in times.items():
+        print(f"  {label}: {statistics.median(ts) * 1000:.0f} ms (median of {len(ts)}), {sizes[label] / 1024:.0f} KiB")

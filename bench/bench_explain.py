@@ -11,7 +11,6 @@ times the requests end to end. Medians of --rounds, interleaved.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import IngestServer, machine
+from _util import IngestServer, machine, time_requests
 from bench_scale import build, summarize_steps
 
 from rl_insight.server.runstore.reader import RunStoreReader
@@ -52,20 +51,11 @@ def main() -> None:
                 f"window diff, {half} + {half} steps (a_steps / b_steps)": ("/api/v1/runs/diff", {
                     "a": 1, "b": 1, "a_steps": f"1-{half}", "b_steps": f"{half + 1}-{args.steps}"}),
             }
-            times: dict[str, list[float]] = {k: [] for k in requests}
-            sizes: dict[str, int] = {}
-            for _ in range(args.rounds):
-                for label, (url, params) in requests.items():
-                    t = time.perf_counter()
-                    r = c.get(url, params=params)
-                    r.raise_for_status()
-                    times[label].append(time.perf_counter() - t)
-                    sizes[label] = len(r.content)
-                    pending = r.json().get("pending_steps")
-                    assert pending in (None, 0, {"a": 0, "b": 0}), f"{label}: steps without stored rows: {pending}"
-            for label, ts in times.items():
-                print(f"  {label}: {statistics.median(ts) * 1000:.0f} ms (median of {len(ts)}), "
-                      f"{sizes[label] / 1024:.0f} KiB")
+            def no_pending(label: str, body: dict) -> None:
+                pending = body.get("pending_steps")
+                assert pending in (None, 0, {"a": 0, "b": 0}), f"{label}: steps without stored rows: {pending}"
+
+            time_requests(c, requests, args.rounds, no_pending)
     finally:
         srv.stop()
 

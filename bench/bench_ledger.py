@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import IngestServer, machine
+from _util import IngestServer, machine, time_requests
 from bench_scale import build, summarize_steps
 
 from rl_insight.semantics import insights as ins
@@ -71,20 +71,10 @@ def main() -> None:
                 "step table beside it (insights, whole run)": ("/api/v1/runs/1/insights",
                                                                {"window_s": 2592000, "max_steps": 1000}),
             }
-            times: dict[str, list[float]] = {k: [] for k in requests}
-            sizes: dict[str, int] = {}
-            for _ in range(args.rounds):
-                for label, (url, params) in requests.items():
-                    t = time.perf_counter()
-                    r = c.get(url, params=params)
-                    r.raise_for_status()
-                    body = r.json()
-                    times[label].append(time.perf_counter() - t)
-                    sizes[label] = len(r.content)
-                    assert not body.get("pending"), f"{label}: steps not summarized: {len(body['pending'])}"
-            for label, ts in times.items():
-                print(f"  {label}: {statistics.median(ts) * 1000:.0f} ms (median of {len(ts)}), "
-                      f"{sizes[label] / 1024:.0f} KiB")
+            def summarized(label: str, body: dict) -> None:
+                assert not body.get("pending"), f"{label}: steps not summarized: {len(body['pending'])}"
+
+            time_requests(c, requests, args.rounds, summarized)
     finally:
         srv.stop()
 

@@ -283,9 +283,8 @@ class TokenGroups(TypedDict):
     filtered: Number
 
 
-class StepTokens(TypedDict):
-    """A step's generated tokens by what became of them (semantics/token_ledger.py): null where the job did not
-    report it; `sources` says where each count came from; `groups`: the groups drawn and filtered, when reported."""
+class TokenTotals(TypedDict):
+    """Generated tokens by what became of them (semantics/token_ledger.py): null where the job did not report it."""
 
     generated: Number | None
     trained: Number | None
@@ -294,18 +293,14 @@ class StepTokens(TypedDict):
     aborted: Number | None
     truncated: Number | None
     unaccounted: Number | None
+
+
+class StepTokens(TokenTotals):
+    """A step's token counts; `sources` says where each count came from; `groups`: the groups drawn and filtered,
+    when reported."""
+
     sources: dict[str, str]
     groups: TokenGroups | None
-
-
-class TokenTotals(TypedDict):
-    generated: Number | None
-    trained: Number | None
-    filtered: Number | None
-    stale: Number | None
-    aborted: Number | None
-    truncated: Number | None
-    unaccounted: Number | None
 
 
 class LedgerTotals(TypedDict):
