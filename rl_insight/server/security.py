@@ -108,11 +108,11 @@ class Auth:
         return who
 
     def _only_its_runs(self, request: Request, who: Principal) -> None:
-        """A token scoped to projects names only their runs: a run id of another project (in the path, or the
-        `a`, `b`, `runs` of a diff or a comparison) is answered 404, as a run that does not exist: names do not
-        leak."""
-        named = [request.path_params.get("run_id"), request.query_params.get("a"), request.query_params.get("b"),
-                 *(request.query_params.get("runs") or "").split(",")]
+        """A token scoped to projects names only their runs: a run id of another project (in the path, a `run_id`
+        query, or the `a`, `b`, `runs` of a diff or a comparison) is answered 404, as a run that does not exist: names
+        do not leak."""
+        named = [request.path_params.get("run_id"), request.query_params.get("run_id"), request.query_params.get("a"),
+                 request.query_params.get("b"), *(request.query_params.get("runs") or "").split(",")]
         for text in named:
             if text is None or not str(text).strip().isdigit() or self.run_project is None:
                 continue

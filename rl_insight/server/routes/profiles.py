@@ -132,8 +132,15 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     """What the book holds: the requests, one request, its trace files and its reports."""
     book = st.profiles
 
+    def visible(request: Request, profile_id: str) -> None:
+        """A token for some projects reads only their requests (another's is 404, as one that does not exist)."""
+        scope = request.state.principal.projects
+        if scope is not None and book.get(profile_id)["request"]["project"] not in scope:
+            raise NotFoundError(f"no profile request {profile_id}", hint="GET /api/v1/profiles lists them")
+
     @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
+        request: Request,
         run_id: int | None = Query(None, ge=0, le=INT64_MAX),
         project: str | None = Query(None, max_length=2048),
         experiment_name: str | None = Query(None, max_length=2048),
@@ -144,20 +151,26 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
             except ConflictError:  # a run without an identity can be asked nothing, so it has no requests to list
                 return {"profiles": [], "count": 0}
         items = book.list(project, experiment_name)
+        scope = request.state.principal.projects
+        if scope is not None:
+            items = [p for p in items if p["request"]["project"] in scope]
         return {"profiles": items, "count": len(items)}
 
     @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))
-    def get(profile_id: str = ProfileId) -> dict[str, Any]:
+    def get(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
+        visible(request, profile_id)
         return book.get(profile_id)
 
     @read.get("/{profile_id}/files/{name}")
-    def download(profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+    def download(request: Request, profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
+        visible(request, profile_id)
         return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
 
     @read.get("/{profile_id}/report/{name}")
-    def report(profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
+    def report(request: Request, profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
+        visible(request, profile_id)
         path = book.report_file(profile_id, name)
         media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
             name.rsplit(".", 1)[-1]

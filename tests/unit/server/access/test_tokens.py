@@ -239,5 +239,13 @@ def test_a_viewer_of_one_project_sees_its_runs_and_nothing_of_another(tmp_path: 
         assert other["detail"].replace(str(b), "N") == missing["detail"].replace("999999", "N"), (other, missing)
         assert api.get(f"/api/v1/runs/{a}", headers=_h(scoped)).status_code == 200
         assert api.get(f"/api/v1/runs/{b}", headers=_h(every)).status_code == 200
+        # profile requests: b's is not listed for a's viewer, and reads as one that does not exist
+        made = api.post("/api/v1/profiles", json={"run_id": b, "steps": "50", "wait_for_run": True},
+                        headers=_h(ADMIN))
+        assert made.status_code == 201, made.text
+        assert api.get("/api/v1/profiles", headers=_h(scoped)).json()["count"] == 0
+        assert api.get("/api/v1/profiles", headers=_h(every)).json()["count"] == 1
+        assert api.get(f"/api/v1/profiles/{made.json()['id']}", headers=_h(scoped)).status_code == 404
+        assert api.get("/api/v1/profiles", params={"run_id": b}, headers=_h(scoped)).status_code == 404
     finally:
         srv.stop()
