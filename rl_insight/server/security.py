@@ -77,9 +77,6 @@ class Auth:
         scheme, _, supplied = request.headers.get("authorization", "").partition(" ")
         return self.resolve(supplied) if scheme.lower() == "bearer" else None
 
-    def bearer_ok(self, request: Request) -> bool:
-        return self._bearer(request) is not None
-
     def principal(self, request: Request, cookie: bool = True) -> Principal | None:
         """Who sends this request (bearer header, else — when `cookie` — the UI's session cookie); ANONYMOUS when
         the server has no token; None when unknown."""
@@ -111,14 +108,14 @@ class Auth:
         """A token scoped to projects names only their runs: a run id of another project (in the path, a `run_id`
         query, or the `a`, `b`, `runs` of a diff or a comparison) is answered 404, as a run that does not exist: names
         do not leak."""
+        if self.run_project is None:
+            return
         named = [request.path_params.get("run_id"), request.query_params.get("run_id"), request.query_params.get("a"),
                  request.query_params.get("b"), *(request.query_params.get("runs") or "").split(",")]
-        for text in named:
-            if text is None or not str(text).strip().isdigit() or self.run_project is None:
-                continue
-            project = self.run_project(int(str(text).strip()))
-            if project is not None and project not in (who.projects or ()):
-                raise NotFoundError(f"no run with id {int(str(text).strip())}", hint="GET /api/v1/runs lists the runs")
+        for run_id in (int(t) for t in (str(x).strip() for x in named if x is not None) if t.isdigit()):
+            project = self.run_project(run_id)
+            if project is not None and not who.sees(project):
+                raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
 
     @staticmethod
     def _allows(who: Principal, what: str) -> bool:

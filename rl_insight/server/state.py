@@ -383,11 +383,11 @@ class AppState:
     def _token_book(self) -> Any:
         if self.backend is None:
             return None
-        from .access.tokens import REFRESH_S, TokenBook
+        from .access.tokens import KIND, REFRESH_S, TokenBook
         from .fleet.records import SharedRecords
         from .workers.batch_worker import Periodic
 
-        book = TokenBook(SharedRecords(self.backend, "token"))
+        book = TokenBook(SharedRecords(self.backend, KIND))
         book.refresh()
         self._token_poll = Periodic("tokens", REFRESH_S / 2, book.poll)  # (revocations seen within REFRESH_S)
         return book
@@ -409,11 +409,11 @@ class AppState:
     def _audit_log(self) -> Any:
         if self.backend is None:
             return None
-        from .access.audit import AuditLog
+        from .access.audit import KIND, AuditLog
         from .fleet.records import SharedRecords
         from .workers.batch_worker import Periodic
 
-        log_ = AuditLog(SharedRecords(self.backend, "audit"), self.config.store_retention_days)
+        log_ = AuditLog(SharedRecords(self.backend, KIND), self.config.store_retention_days)
         self._audit_prune = Periodic("audit-prune", 3600.0, log_.prune)  # retained like the runs
         return log_
 

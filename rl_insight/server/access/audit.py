@@ -33,11 +33,13 @@ def what_of(answer: bytes) -> dict[str, Any]:
         return {}
     if not isinstance(doc, dict):
         return {}
-    found = {k: doc[k] for k in WHAT_KEYS if isinstance(doc.get(k), (str, int, float)) and not isinstance(doc[k], bool)}
+
+    def fields(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: (v[:200] if isinstance(v, str) else v) for k in WHAT_KEYS
+                if isinstance(v := d.get(k), (str, int, float)) and not isinstance(v, bool)}
+
     inner = doc.get("info")
-    if isinstance(inner, dict):
-        found.update({k: inner[k] for k in WHAT_KEYS if isinstance(inner.get(k), (str, int, float))})
-    return {k: (v[:200] if isinstance(v, str) else v) for k, v in found.items()}
+    return {**fields(doc), **(fields(inner) if isinstance(inner, dict) else {})}
 
 
 class AuditLog:

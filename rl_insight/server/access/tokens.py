@@ -136,7 +136,6 @@ class TokenBook:
     def revoke(self, name: str, by: str) -> dict[str, Any]:
         """Revoked from now on, on every server within REFRESH_S (the record stays, for the audit trail)."""
         for _ in range(5):  # compare-and-set: another server's write in between makes us read again
-            self.refresh()
             doc = self._records.fetch(name)
             if doc is None or not doc.body:
                 raise NotFoundError(f"no token named {name[:80]!r}", hint="`rl-insight server tokens list`")

@@ -134,8 +134,8 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
 
     def visible(request: Request, profile_id: str) -> None:
         """A token for some projects reads only their requests (another's is 404, as one that does not exist)."""
-        scope = request.state.principal.projects
-        if scope is not None and book.get(profile_id)["request"]["project"] not in scope:
+        who = request.state.principal  # (the request is read here only for a token held to projects)
+        if who.projects is not None and not who.sees(book.get(profile_id)["request"]["project"]):
             raise NotFoundError(f"no profile request {profile_id}", hint="GET /api/v1/profiles lists them")
 
     @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
@@ -151,9 +151,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
             except ConflictError:  # a run without an identity can be asked nothing, so it has no requests to list
                 return {"profiles": [], "count": 0}
         items = book.list(project, experiment_name)
-        scope = request.state.principal.projects
-        if scope is not None:
-            items = [p for p in items if p["request"]["project"] in scope]
+        items = [p for p in items if request.state.principal.sees(p["request"]["project"])]
         return {"profiles": items, "count": len(items)}
 
     @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))

@@ -75,9 +75,8 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
                                    metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit,
                                    conditions=st.conditions.all())
-        scope = request.state.principal.projects  # a token for some projects lists only their runs
-        if scope is not None:
-            items = [it for it in items if it["project"] in scope]
+        who = request.state.principal  # a token for some projects lists only their runs
+        items = [it for it in items if who.sees(it["project"])]
         archived = st.experiments.archived_keys()
         for it in items:  # the experiments API's state, shown in the runs list
             it["archived"] = (it["project"], it["experiment_name"]) in archived
