@@ -240,9 +240,15 @@ class AppState:
             return {"prometheus_converged": None, "prometheus_message": "no Prometheus is managed by this server"}
         want_present = row["state"] == "active" and row["target_count"] > 0
         deadline = time.monotonic() + timeout_s
+        silent_until = time.monotonic() + 2.0  # a Prometheus that answers nothing for 2 s is down, not converging
         while True:
             active = await self.prometheus.active_targets()
+            if active is None and time.monotonic() > silent_until:
+                return {"prometheus_converged": False,
+                        "prometheus_message": f"Prometheus at {self.prometheus.url} does not answer: it applies the "
+                                              "change when it is back (the file_sd file is written)"}
             if active is not None:
+                silent_until = deadline
                 mine = [t for t in active if t.get("project") == row["project"]
                         and t.get("experiment_name") == row["experiment_name"]]
                 if bool(mine) == want_present:

@@ -42,20 +42,23 @@ class GrpcTraceIntake:
 
         intake, auth, ack_timeout_s = self.intake, self.auth, self.ack_timeout_s
 
-        def authenticate(context: Any, signal: str) -> None:  # the ingest token, as the HTTP intake wants it
-            if auth.token:
-                meta = dict(context.invocation_metadata())
-                scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
-                who = auth.resolve(supplied) if scheme.lower() == "bearer" else None
-                if who is None or not who.can_ingest:
-                    context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
-                                  f"OTEL_EXPORTER_OTLP_{signal}_HEADERS=Authorization=Bearer%20<token>")
+        def authenticate(context: Any, signal: str) -> frozenset[str] | None:
+            """The ingest token, as the HTTP intake wants it; the projects it may write (None: any)."""
+            if not auth.token:
+                return None
+            meta = dict(context.invocation_metadata())
+            scheme, _, supplied = str(meta.get("authorization", "")).partition(" ")
+            who = auth.resolve(supplied) if scheme.lower() == "bearer" else None
+            if who is None or not who.can_ingest:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token: set "
+                              f"OTEL_EXPORTER_OTLP_{signal}_HEADERS=Authorization=Bearer%20<token>")
+            return who.projects if who is not None else frozenset()
 
         class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
-                authenticate(context, "TRACES")
+                projects = authenticate(context, "TRACES")
                 try:
-                    got = intake.otlp(pb_spans(request), True)
+                    got = intake.otlp(pb_spans(request), True, projects)
                     wait_stored(intake.writer, got.receipt, ack_timeout_s)  # answered once stored, like the HTTP intake
                 except MalformedBodyError as exc:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
@@ -73,10 +76,10 @@ class GrpcTraceIntake:
 
         class MetricsService(metrics_service_pb2_grpc.MetricsServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # gRPC's method name
-                authenticate(context, "METRICS")
+                projects = authenticate(context, "METRICS")
                 try:
                     batches, counts = converter.to_batches(request)
-                    got = intake.otlp_metrics(batches, counts)
+                    got = intake.otlp_metrics(batches, counts, projects)
                     wait_stored(intake.writer, got.receipt, ack_timeout_s)
                 except BusyError as exc:
                     context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)

@@ -108,8 +108,9 @@ class IntakePipeline:
         self._heard_at[run] = now
         self.writer.put_heard(project, experiment_name)
 
-    def otlp(self, spans: SpanPairs, b64_ids: bool) -> SpansReceived:
-        """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored."""
+    def otlp(self, spans: SpanPairs, b64_ids: bool, projects: frozenset[str] | None = None) -> SpansReceived:
+        """One OTLP request's spans (otlp.json_spans / pb_spans): mapped to runs and lanes, validated, stored.
+        `projects`: the only projects its sender may write (None: any); other projects' spans are refused, counted."""
         started = time.perf_counter()
         since = self.writer.seq() if self.writer is not None else None
         batches, counts = to_batches(spans, b64_ids, self.clock)
@@ -119,7 +120,7 @@ class IntakePipeline:
         )
         reasons: Counter = Counter({"too_many_spans": rejected} if rejected else {})
         for obj in batches.values():
-            batch, result = apply_batch(obj, self.store)
+            batch, result = apply_batch(obj, self.store, projects)
             self.spans.put(result.span_starts, result.spans, batch.client.host, None)
             accepted += result.accepted
             rejected += result.rejected
@@ -132,10 +133,11 @@ class IntakePipeline:
         self.metrics.latency.observe(time.perf_counter() - started)
         return SpansReceived(accepted, rejected, error, self._receipt(since) if accepted else None)
 
-    def otlp_metrics(self, batches: list[dict[str, Any]], counts: Counter) -> SpansReceived:
+    def otlp_metrics(self, batches: list[dict[str, Any]], counts: Counter,
+                     projects: frozenset[str] | None = None) -> SpansReceived:
         """One OTLP metrics request, converted (otlp_metrics.OtlpMetrics.to_batches): each batch validated and sent
-        to the metric sinks like an ingest batch. Its processes never say goodbye, so they are not step loggers whose
-        silence makes a run lost; a step metric among them moves the run's step clock."""
+        to the metric sinks like an ingest batch (`projects`: as for `otlp`). Its processes never say goodbye, so they
+        are not step loggers whose silence makes a run lost; a step metric among them moves the run's step clock."""
         started = time.perf_counter()
         since = self.writer.seq() if self.writer is not None else None
         refused = sum(counts.values())
@@ -145,7 +147,7 @@ class IntakePipeline:
         for obj in batches:
             steps = obj.pop("_steps", [])
             obj.pop("_index", None)
-            batch, result = apply_batch(obj, self.store)
+            batch, result = apply_batch(obj, self.store, projects)
             if self.writer is not None:
                 self.writer.put_samples(result.samples)
             self.exporters.samples(result.samples)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict, deque
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from ...protocol import SpanRecord
 
@@ -92,17 +92,26 @@ class MemorySpanSink:
                     self.evicted["recent"] = self.evicted.get("recent", 0) + 1
             self.finished_total += len(ends)
 
-    def open_page(self, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """Open states, oldest first: one page, and the total."""
+    def open_page(self, offset: int, limit: int,
+                  visible: Callable[[str | None], bool] | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Open states, oldest first: one page, and the total (of the projects `visible` keeps, when given)."""
         with self._lock:
-            total = len(self._open)
-            page = [s for _, s in zip(range(offset + limit), self._open.values())][offset:]
+            if visible is None:
+                total = len(self._open)
+                page = [s for _, s in zip(range(offset + limit), self._open.values())][offset:]
+            else:
+                kept = [s for s in self._open.values() if visible(s.project or None)]
+                total, page = len(kept), kept[offset:offset + limit]
         return [s.to_dict() for s in page], total
 
-    def recent(self, limit: int) -> list[dict[str, Any]]:
+    def recent(self, limit: int, visible: Callable[[str | None], bool] | None = None) -> list[dict[str, Any]]:
+        """The latest `limit` finished spans, oldest first (of the projects `visible` keeps, when given)."""
         with self._lock:
-            n = len(self._recent)
-            items = [self._recent[i] for i in range(max(0, n - limit), n)]
+            if visible is None:
+                n = len(self._recent)
+                items = [self._recent[i] for i in range(max(0, n - limit), n)]
+            else:
+                items = [s for s in self._recent if visible(s.project or None)][-limit:]
         return [s.to_dict() for s in items]
 
     def open_count(self) -> int:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import ConflictError
+from ...errors import ConflictError, NotFoundError
 from ...protocol import INT64_MAX
+from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
@@ -105,40 +106,65 @@ def build_router(st: AppState) -> APIRouter:
         return dict(await run_in_threadpool(n.status))
 
     @read.get("/receivers", **typed_answer(dict[str, list[ShownReceiver]], "the receivers (no secrets)"))
-    async def receivers() -> dict[str, Any]:
-        return {"receivers": await run_in_threadpool(n.receivers)}
+    async def receivers(request: Request) -> dict[str, Any]:
+        """A token held to projects sees the receivers of its projects (not those of every project)."""
+        return {"receivers": only_visible(request, await run_in_threadpool(n.receivers), lambda r: r["project"])}
+
+    def own_change(request: Request, done: ChangeResult) -> dict[str, Any]:
+        """A change's answer lists the receivers now: those the token sees."""
+        return {**done, "receivers": only_visible(request, done["receivers"], lambda r: r["project"])}
+
+    def own_receiver(request: Request, name: str) -> None:
+        require_sees(request, next((r["project"] for r in n.receivers() if r["name"] == name), None),
+                     f"no receiver named {name[:80]!r}")
 
     @change.post("/receivers", status_code=201, **typed_answer(ChangeResult, "the receivers now"))
-    async def add(receiver: ReceiverCreate,
+    async def add(request: Request, receiver: ReceiverCreate,
                   replace: bool = Query(False, description="replace a receiver of the same name")) -> dict[str, Any]:
-        return dict(await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
+        """A token held to projects adds receivers of one of its projects only (and replaces only its own)."""
+        if receiver.project is None:
+            require_every_project(request, "a receiver of every project's alerts (give project)")
+        else:
+            require_sees(request, receiver.project, f"no project {receiver.project[:80]!r}")
+        if replace:
+            names = {r["name"]: r["project"] for r in await run_in_threadpool(n.receivers)}
+            if receiver.name in names:
+                require_sees(request, names[receiver.name], f"no receiver named {receiver.name!r} of this token's "
+                                                            "projects to replace")
+        return own_change(request, await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
 
     @change.delete("/receivers/{name}", **typed_answer(ChangeResult, "the receivers now"))
-    async def remove(name: str = ReceiverName) -> dict[str, Any]:
-        return dict(await run_in_threadpool(n.remove, name))
+    async def remove(request: Request, name: str = ReceiverName) -> dict[str, Any]:
+        await run_in_threadpool(own_receiver, request, name)
+        return own_change(request, await run_in_threadpool(n.remove, name))
 
     @change.post("/receivers/{name}/test", **typed_answer(dict[str, str], "what was sent"))
-    async def test(name: str = ReceiverName) -> dict[str, Any]:
+    async def test(request: Request, name: str = ReceiverName) -> dict[str, Any]:
+        await run_in_threadpool(own_receiver, request, name)
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
 
-    def run_of(run_id: int) -> tuple[str, str]:
+    def run_of(request: Request, run_id: int) -> tuple[str, str]:
         from ..runstore import queries as q
 
         if st.reader is None:
             raise ConflictError("this server keeps no run store: there is no run to silence")
         run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+        require_sees(request, run["project"], f"no run with id {run_id}", "GET /api/v1/runs lists the runs")
         return run["project"], run["experiment_name"]
 
+    def own_silences(request: Request, found: list[Silence]) -> list[Silence]:
+        return only_visible(request, found, lambda s: s["matchers"].get("project"))
+
     @read.get("/silences", **typed_answer(dict[str, list[Silence]], "active and pending silences"))
-    async def silences(run_id: int | None = Query(None, ge=1, le=INT64_MAX)) -> dict[str, Any]:
+    async def silences(request: Request, run_id: int | None = Query(None, ge=1, le=INT64_MAX)) -> dict[str, Any]:
         def work() -> list[Silence]:
-            return n.silences(run_of(run_id) if run_id is not None else None)
+            return own_silences(request, n.silences(run_of(request, run_id) if run_id is not None else None))
         return {"silences": await run_in_threadpool(work)}
 
     @change.post("/silences", status_code=201, **typed_answer(Silence, "the silence"))
-    async def silence(body: SilenceCreate) -> dict[str, Any]:
+    async def silence(request: Request, body: SilenceCreate) -> dict[str, Any]:
         def work() -> Silence:
-            project, experiment = run_of(body.run_id)
+            project, experiment = run_of(request, body.run_id)
             matchers = {"project": project} if body.whole_project else {"project": project,
                                                                          "experiment_name": experiment}
             if body.alertname:
@@ -147,16 +173,31 @@ def build_router(st: AppState) -> APIRouter:
         return dict(await run_in_threadpool(work))
 
     @change.delete("/silences/{silence_id}", **typed_answer(dict[str, str], "what was done"))
-    async def unsilence(silence_id: str = SilenceId) -> dict[str, Any]:
-        await run_in_threadpool(n.unsilence, silence_id)
+    async def unsilence(request: Request, silence_id: str = SilenceId) -> dict[str, Any]:
+        def work() -> None:
+            if principal_of(request).projects is not None and \
+                    not own_silences(request, [x for x in n.silences() if x["id"] == silence_id]):
+                raise NotFoundError(f"no silence {silence_id}")  # another project's: as one that does not exist
+            n.unsilence(silence_id)
+        await run_in_threadpool(work)
         return {"message": f"silence {silence_id} ended"}
 
+    def own_rule(request: Request, name: str, missing_ok: bool = False) -> None:
+        """A rule of another project (or of every project) is, to a token held to projects, one that does not
+        exist."""
+        found = [r for r in st.user_rules.rules() if r["name"] == name]
+        if found or not missing_ok:
+            require_sees(request, found[0].get("project") if found else None, f"no rule named {name!r}")
+
     @read.get("/rules", **typed_answer(dict[str, list[dict[str, Any]]], "the user rules, each with its words"))
-    async def rules() -> dict[str, Any]:
-        return {"rules": [{**r, "description": describe(r)} for r in await run_in_threadpool(st.user_rules.rules)]}
+    async def rules(request: Request) -> dict[str, Any]:
+        """A token held to projects sees the rules of its projects (not those of every project)."""
+        found = only_visible(request, await run_in_threadpool(st.user_rules.rules), lambda r: r.get("project"))
+        return {"rules": [{**r, "description": describe(r)} for r in found]}
 
     @change.post("/rules", status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
-    async def add_rule(rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
+    async def add_rule(request: Request, rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
+        """A token held to projects adds rules of its projects' runs only (and replaces only its own)."""
         def work() -> dict[str, Any]:
             from ..runstore import queries as q
             from ..runstore.steps.run_insights import median_step_s
@@ -165,21 +206,28 @@ def build_router(st: AppState) -> APIRouter:
             run_id = rule.run_id
             step_s = None
             if st.reader is not None and run_id is not None:
-                run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for no such run
-                body["project"], body["experiment_name"] = run["project"], run["experiment_name"]
+                body["project"], body["experiment_name"] = run_of(request, run_id)
                 step_s = median_step_s(st.reader.conn(), run_id, st.config.step_metric)
             elif st.reader is not None and isinstance(body.get("project"), str):  # the project's latest run's steps
                 runs = q.list_runs(st.reader.conn(), st.config.live_window_s, body["project"])
                 if runs:
                     latest = max(runs, key=lambda r: r["last_seen"])
                     step_s = median_step_s(st.reader.conn(), latest["id"], st.config.step_metric)
+            if body.get("project") is None:
+                require_every_project(request, "a rule of every project's runs (give project or run_id)")
+            require_sees(request, body.get("project"), f"no project {str(body.get('project'))[:80]!r}")
+            if replace:
+                own_rule(request, rule.name, missing_ok=True)
             made: UserRule = st.user_rules.add(body, step_s, replace)
             return {**made, "description": describe(made)}
         return await run_in_threadpool(work)
 
     @change.delete("/rules/{name}", **typed_answer(dict[str, str], "what was done"))
-    async def remove_rule(name: str = RuleName) -> dict[str, Any]:
-        await run_in_threadpool(st.user_rules.remove, name)
+    async def remove_rule(request: Request, name: str = RuleName) -> dict[str, Any]:
+        def work() -> None:
+            own_rule(request, name)
+            st.user_rules.remove(name)
+        await run_in_threadpool(work)
         return {"message": f"rule {name} removed; Prometheus drops it at its reload (within a second)"}
 
     out = APIRouter()

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
+from ..access.scope import only_visible, require_sees, require_writes
 from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
 from ..runstore import queries as q
 from ..state import AppState
@@ -38,11 +39,11 @@ def build_router(st: AppState) -> APIRouter:
     )
 
     @reads.get("", **typed_answer(ExperimentList, "the experiments and their runs' status"))
-    def experiments(project: Optional[str] = Query(None, max_length=2048)) -> ExperimentList:
+    def experiments(request: Request, project: Optional[str] = Query(None, max_length=2048)) -> ExperimentList:
         """Every experiment that registered targets: state (active/archived: whether its targets are discovered,
         upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
         null without a run store or a run): `active` says nothing about whether the job still runs."""
-        items = st.experiments.list(project)
+        items = only_visible(request, st.experiments.list(project), lambda e: e["project"])
         runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(
             st.reader.conn(), st.config.live_window_s, project, st.conditions.all())} if st.reader is not None else {}
         listed: list[ExperimentListed] = []
@@ -53,12 +54,16 @@ def build_router(st: AppState) -> APIRouter:
 
     @reads.get("/targets", **typed_answer(ExperimentTargets, "the experiment and its targets"))
     def experiment_targets(
+        request: Request,
         project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
         experiment_name: Optional[str] = Query(
             None, max_length=2048, description="required (400 without, as upstream)"
         ),
     ) -> ExperimentTargets:
-        return st.experiments.targets(*_identity(project, experiment_name))
+        key = _identity(project, experiment_name)
+        require_sees(request, key[0], f"no experiment {key[0]!r}/{key[1]!r} has registered targets",
+                     "GET /api/v1/experiments lists them")
+        return st.experiments.targets(*key)
 
     async def _ref(request: Request) -> tuple[str, str]:
         raw = await read_body(request, 64 * 1024)
@@ -66,7 +71,9 @@ def build_router(st: AppState) -> APIRouter:
         if not isinstance(body, dict):
             raise BadRequestError("body must be an object {\"project\": ..., \"experiment_name\": ...}")
         p, e = body.get("project"), body.get("experiment_name")
-        return _identity(p if isinstance(p, str) else None, e if isinstance(e, str) else None)
+        key = _identity(p if isinstance(p, str) else None, e if isinstance(e, str) else None)
+        require_writes(request, key[0], "archiving or restoring an experiment")
+        return key
 
     extra = {
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from ..access.scope import principal_of
 from ..intake.gate import IntakeGate
 from ..intake.otlp import decode_request
 from ..intake.pipeline import SpansReceived
@@ -43,9 +44,9 @@ def build_router(st: AppState) -> APIRouter:
         limit = st.config.max_body_bytes
         return int(declared) if declared.isdigit() and int(declared) <= limit and not gzipped else limit
 
-    def intake(raw: bytes, encoding: str | None, content_type: str) -> SpansReceived:
+    def intake(raw: bytes, encoding: str | None, content_type: str, projects: frozenset[str] | None) -> SpansReceived:
         spans, b64 = decode_request(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
-        return st.intake.otlp(spans, b64)
+        return st.intake.otlp(spans, b64, projects)
 
     otlp_200: dict[int | str, dict[str, Any]] = {200: {
                       "description": "ExportTraceServiceResponse, in the request's encoding",
@@ -63,7 +64,8 @@ def build_router(st: AppState) -> APIRouter:
         with gate.admit(admitted_size(request)):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
-            got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type)
+            got = await run_in_threadpool(intake, raw, request.headers.get("content-encoding"), content_type,
+                                          principal_of(request).projects)  # an ingest token writes its projects only
             await st.acks.until_stored(got.receipt, st.config.ack_timeout_s)
         rejected, error = got.rejected, got.error
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
@@ -79,10 +81,11 @@ def build_router(st: AppState) -> APIRouter:
             msg.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=error[:1000]))
         return Response(msg.SerializeToString(), media_type="application/x-protobuf")
 
-    def metrics_intake(raw: bytes, encoding: str | None, content_type: str) -> SpansReceived:
+    def metrics_intake(raw: bytes, encoding: str | None, content_type: str,
+                       projects: frozenset[str] | None) -> SpansReceived:
         msg = st.otlp_metrics.decode(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
         batches, counts = st.otlp_metrics.to_batches(msg)
-        return st.intake.otlp_metrics(batches, counts)
+        return st.intake.otlp_metrics(batches, counts, projects)
 
     @r.post(
         ROUTE_OTLP_METRICS,
@@ -98,7 +101,8 @@ def build_router(st: AppState) -> APIRouter:
         with gate.admit(admitted_size(request)):
             raw = await read_body(request, st.config.max_body_bytes)
             content_type = request.headers.get("content-type", "application/x-protobuf")
-            got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type)
+            got = await run_in_threadpool(metrics_intake, raw, request.headers.get("content-encoding"), content_type,
+                                          principal_of(request).projects)
             await st.acks.until_stored(got.receipt, st.config.ack_timeout_s)
         if content_type.split(";", 1)[0].strip().lower() == "application/json":
             body = {"partialSuccess": {"rejectedDataPoints": str(got.rejected), "errorMessage": got.error}} \

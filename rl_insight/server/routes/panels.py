@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from ...errors import NotFoundError
 from ...semantics import panels as catalogue
+from ..access.scope import only_visible
 from ..prometheus.answers import AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import RECENT_ALERTS_S, alerts, availability, run_time_range, section_data
@@ -103,11 +104,15 @@ def build_router(st: AppState) -> APIRouter:
             return {"prometheus": _unavailable(api, e), "active": [], "recent": [], "recent_window_s": RECENT_ALERTS_S}
 
     @r.get("/alerts", **typed_answer(AlertList, "every alert, active and recent"))
-    async def all_alerts() -> AlertList:
-        """Every firing, pending and recently resolved alert (the runs list groups them by run)."""
+    async def all_alerts(request: Request) -> AlertList:
+        """Every firing, pending and recently resolved alert (the runs list groups them by run); of the token's
+        projects only."""
         try:
-            return await alerts(api, resolution_s=cfg.scrape_interval_s, rules_api=rules)
+            found = await alerts(api, resolution_s=cfg.scrape_interval_s, rules_api=rules)
         except PrometheusUnavailable as e:
             return {"prometheus": _unavailable(api, e), "active": [], "recent": [], "recent_window_s": RECENT_ALERTS_S}
+        found["active"] = only_visible(request, found["active"], lambda a: a["labels"].get("project"))
+        found["recent"] = only_visible(request, found["recent"], lambda a: a["labels"].get("project"))
+        return found
 
     return r

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
+from ..access.scope import only_visible, principal_of, require_sees, require_writes
 from ..control.profiles.book import FILE_NAME
 from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
@@ -45,6 +46,19 @@ def build_router(st: AppState) -> APIRouter:
     parent.include_router(write)
     parent.include_router(read)
     return parent
+
+
+def _project_check(st: AppState, request: Request, profile_id: str, write: bool = False) -> None:
+    """A token held to projects touches only their requests: another project's is 404 to a reader or an operator (as
+    one that does not exist), 403 to an ingest token's process report (its own request names it). The request is
+    read for this only for such a token."""
+    if principal_of(request).projects is None:
+        return
+    project = st.profiles.get(profile_id)["request"]["project"]
+    if write:
+        require_writes(request, project, f"a report on profile request {profile_id}")
+    else:
+        require_sees(request, project, f"no profile request {profile_id}", "GET /api/v1/profiles lists them")
 
 
 def _run_key(st: AppState, body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
@@ -97,6 +111,8 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
         for a run that never sent data (unless `wait_for_run`) or selectors no live process matches; over when
         its first step ends with no process having taken it, or after `ttl_s`."""
         project, experiment = _run_key(st, body.run_id, body.project, body.experiment_name)
+        require_sees(request, project, f"no run with id {body.run_id}" if body.run_id is not None else
+                     f"no run {project}/{experiment}", "GET /api/v1/runs lists the runs")
         check_run(project, experiment, body)
         if body.steps.strip().lower() == "next":
             # the first step that begins after every process of the run has heard of the request (an idle process
@@ -133,10 +149,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     book = st.profiles
 
     def visible(request: Request, profile_id: str) -> None:
-        """A token for some projects reads only their requests (another's is 404, as one that does not exist)."""
-        who = request.state.principal  # (the request is read here only for a token held to projects)
-        if who.projects is not None and not who.sees(book.get(profile_id)["request"]["project"]):
-            raise NotFoundError(f"no profile request {profile_id}", hint="GET /api/v1/profiles lists them")
+        _project_check(st, request, profile_id)
 
     @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
@@ -151,7 +164,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
             except ConflictError:  # a run without an identity can be asked nothing, so it has no requests to list
                 return {"profiles": [], "count": 0}
         items = book.list(project, experiment_name)
-        items = [p for p in items if request.state.principal.sees(p["request"]["project"])]
+        items = only_visible(request, items, lambda p: p["request"]["project"])
         return {"profiles": items, "count": len(items)}
 
     @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))
@@ -191,15 +204,17 @@ def _add_operations(operate: APIRouter, st: AppState) -> None:
     book = st.profiles
 
     @operate.delete("/{profile_id}")
-    def cancel(profile_id: str = ProfileId) -> dict[str, Any]:
+    def cancel(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step
         boundary."""
+        _project_check(st, request, profile_id)
         return book.cancel(profile_id)
 
     @operate.post("/{profile_id}/analyze", responses=error_responses(404, 409))
-    def analyze(profile_id: str = ProfileId) -> dict[str, Any]:
+    def analyze(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
         operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
+        _project_check(st, request, profile_id)
         return book.describe(book.reanalyse(profile_id))
 
 
@@ -213,6 +228,7 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
         """What one process did with the request (armed, profiling, uploading, uploaded, failed, unsupported, …)."""
         import json
 
+        await run_in_threadpool(_project_check, st, request, profile_id, True)
         raw = await read_body(request, 64 * 1024)
         try:
             body = json.loads(raw)
@@ -227,6 +243,7 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
                      offset: int = Query(..., ge=0), total: int = Query(..., ge=1)) -> JSONResponse:
         """One chunk of a gzip'd trace at `offset`. 409 with `size` when the server has a different amount
         (resume from there: after a restart, a lost connection)."""
+        await run_in_threadpool(_project_check, st, request, profile_id, True)
         data = await read_body(request, MAX_PROFILE_CHUNK_BYTES)
         try:
             out = await run_in_threadpool(book.upload, profile_id, name, offset, total, data)

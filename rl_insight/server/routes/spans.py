@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from typing_extensions import TypedDict
 
+from ..access.scope import visible_filter
 from ..state import AppState
 from .models import error_responses, typed_answer
 
@@ -46,18 +47,19 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.get("/open", **typed_answer(OpenSpans, "one page of the open states"))
     async def open_spans(
-        offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(1000, ge=1, le=10_000)
+        request: Request, offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(1000, ge=1, le=10_000)
     ) -> dict[str, Any]:
-        """RL states that have started and not ended (a stuck rollout shows up here), oldest first, one page."""
-        items, total = st.memory_spans.open_page(offset, limit)
+        """RL states that have started and not ended (a stuck rollout shows up here), oldest first, one page (of the
+        token's projects)."""
+        items, total = st.memory_spans.open_page(offset, limit, visible_filter(request))
         nxt = offset + len(items)
         return {"spans": items, "count": len(items), "total": total, "offset": offset,
                 "next_offset": nxt if nxt < total else None}
 
     @r.get("/recent", **typed_answer(RecentSpans, "the latest spans, oldest first"))
-    async def recent_spans(limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
+    async def recent_spans(request: Request, limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
         """The most recent spans the server received (finished or started), across runs."""
-        items = st.memory_spans.recent(limit)
+        items = st.memory_spans.recent(limit, visible_filter(request))
         return {"spans": items, "count": len(items)}
 
     return r

@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import ROUTE_STACKS
 from ...protocol.stacks import MAX_STACK_REPORT_BYTES
+from ..access.scope import principal_of, require_writes
 from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
 from .body import read_body
@@ -91,7 +92,9 @@ def build_router(st: AppState) -> APIRouter:
     @write.post("/{snapshot_id}/report", openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})
     async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:
-        """One process's stacks (what client/stacks.py sends)."""
+        """One process's stacks (what client/stacks.py sends); an ingest token answers for its projects' runs only."""
+        if principal_of(request).projects is not None:
+            require_writes(request, await run_in_threadpool(book.project_of, snapshot_id), "a stack report")
         raw = await read_body(request, MAX_STACK_REPORT_BYTES)
         try:
             body = json.loads(raw)

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
+from ..access.scope import only_visible, require_every_project, require_sees, require_writes
 from ..prometheus.targets import TargetList, parse_registration, registration_identity
 from ..state import AppState
 from .body import decode_body, read_body
@@ -38,6 +39,8 @@ def build_router(st: AppState) -> APIRouter:
             payload = decode_body(raw, request.headers.get("content-encoding"), st.config.max_body_bytes)
             job, items = parse_registration(payload)
             identity = registration_identity(payload)
+            for _, labels in items:  # each target's project label (the top-level one is copied into each)
+                require_writes(request, labels.get("project"), "a target registration")
             # an fsync'd file write: off the event loop; 409 for an archived experiment
             count = await run_in_threadpool(st.experiments.register, job, items, identity)
         except InvalidInputError as exc:
@@ -55,17 +58,23 @@ def build_router(st: AppState) -> APIRouter:
                 "state": state}
 
     @reads.get("/api/v1/targets", **typed_answer(TargetList, "the registered scrape targets", errors=(401, 403)))
-    async def list_targets(job: Optional[str] = Query(None, max_length=200)) -> TargetList:
-        found = [t.to_api() for t in st.targets.list(job)]
+    async def list_targets(request: Request, job: Optional[str] = Query(None, max_length=200)) -> TargetList:
+        found = [t.to_api() for t in only_visible(request, st.targets.list(job), lambda t: t.identity()[0])]
         return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
 
     @writes.delete("/api/v1/targets", responses=error_responses(401, 403, 422))
-    async def delete_targets(target: Optional[str] = Query(None, max_length=300, pattern=TARGET_PATTERN,
+    async def delete_targets(request: Request,
+                             target: Optional[str] = Query(None, max_length=300, pattern=TARGET_PATTERN,
                                                            description="host:port, or [IPv6]:port"),
                              job: Optional[str] = Query(None, max_length=200),
                              project: Optional[str] = Query(None, max_length=2048),
                              experiment_name: Optional[str] = Query(None, max_length=2048)) -> dict[str, Any]:
-        """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets."""
+        """Remove one target (`target`, optionally with `job`), a whole `job`, or an experiment's targets. A token
+        held to projects names one of them (`project`) and removes only that project's targets."""
+        if project is None:
+            require_every_project(request, "name the project whose targets to remove (project=…)")
+        else:
+            require_sees(request, project, f"no targets of project {project[:80]!r}")
         removed = await run_in_threadpool(lambda: st.experiments.remove(target=target, job=job, project=project,
                                                                         experiment_name=experiment_name))
         return {"status": "ok", "removed": removed}

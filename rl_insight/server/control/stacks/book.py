@@ -346,6 +346,10 @@ class StackBook:
             raise NotFoundError(f"no stack snapshot {sid!r}", hint="`rl-insight stacks --run RUN --list` lists them")
         return snap
 
+    def project_of(self, sid: str) -> str:
+        """The project of the run a snapshot is of (NotFoundError for none)."""
+        return run_of(self._get(sid))[0]
+
     def get(self, sid: str, run: tuple[str, str] | None = None, reports: bool = False,
             exact: bool = False) -> dict[str, Any]:
         """One snapshot; `exact`: grouped again with line numbers (two lines of one function are two places)."""

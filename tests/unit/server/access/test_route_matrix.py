@@ -1,0 +1,307 @@
+"""Every route of `/openapi.json` × every role × its own project and another's (issue 54), generated from the schema:
+a route added later without a rule in `RULES` fails `test_every_route_has_a_rule`.
+
+For each route the rule says who may call it (`who`) and how a project reaches it (`scope`):
+  named    — a path, query or body names a run, request or rule: another project's is 404 (as if it did not exist),
+             where the admin's same request finds it;
+  listed   — a listing: filtered to the token's projects;
+  global   — no project in it (catalogue, status);
+  written  — data a job sends naming a project: another project's refused with 403, nothing stored;
+  partial  — a batch of items (ingest, OTLP): another project's items refused one by one (200, counted);
+  open     — no token (probes, signing in);
+  scrape   — `/metrics`, open unless the server is given a --metrics-token.
+Every 2xx answer a token held to project `own` gets must not name the other project or its experiment; after every
+scoped role has tried everything, the other project's things are as they were.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from rl_insight.semantics import panels as catalogue
+from tests.conftest import start_server
+from tests.unit.server.routes.test_read_results import _steps_of_a_run
+
+ADMIN = "matrix-admin-token"
+OWN, OTHER = "own", "zz-other-secret"
+EXP = {OWN: "exp-own", OTHER: "exp-zz-secret"}
+SPAN_ID = "0000000100000000"  # a span every seeded run has (test_read_results._steps_of_a_run)
+
+
+@dataclass(frozen=True)
+class Rule:
+    who: str  # open, read, operate, ingest, admin
+    scope: str  # named, listed, global, written, partial, open
+    fake: bool = False  # names something that does not exist even for the admin (the 404 proves nothing)
+
+
+READ, OPERATE, INGEST = "read", "operate", "ingest"
+RULES: dict[tuple[str, str], Rule] = {
+    ("GET", "/healthz"): Rule("open", "open"),
+    ("GET", "/api/v1/services"): Rule("open", "open"),
+    ("GET", "/metrics"): Rule("open", "scrape"),  # every run's series: behind --metrics-token when asked (own test)
+    ("POST", "/api/v1/login"): Rule("open", "open"),
+    ("GET", "/api/v1/session"): Rule("open", "open"),
+    ("POST", "/api/v1/ingest"): Rule(INGEST, "partial"),
+    ("POST", "/v1/traces"): Rule(INGEST, "partial"),
+    ("POST", "/v1/metrics"): Rule(INGEST, "partial"),
+    ("POST", "/api/v1/prometheus/targets"): Rule(INGEST, "written"),
+    ("DELETE", "/api/v1/targets"): Rule(INGEST, "named"),
+    ("GET", "/api/v1/targets"): Rule(READ, "listed"),
+    ("GET", "/api/v1/experiments"): Rule(READ, "listed"),
+    ("GET", "/api/v1/experiments/targets"): Rule(READ, "named"),
+    ("POST", "/api/v1/experiments/archive"): Rule(INGEST, "written"),
+    ("POST", "/api/v1/experiments/restore"): Rule(INGEST, "written"),
+    ("GET", "/api/v1/spans/open"): Rule(READ, "listed"),
+    ("GET", "/api/v1/spans/recent"): Rule(READ, "listed"),
+    ("POST", "/api/v1/profiles"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/profiles"): Rule(READ, "listed"),
+    ("DELETE", "/api/v1/profiles/{profile_id}"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/profiles/{profile_id}"): Rule(READ, "named"),
+    ("POST", "/api/v1/profiles/{profile_id}/analyze"): Rule(OPERATE, "named"),
+    ("POST", "/api/v1/profiles/{profile_id}/status"): Rule(INGEST, "written"),
+    ("POST", "/api/v1/profiles/{profile_id}/upload/{name}"): Rule(INGEST, "written"),
+    ("GET", "/api/v1/profiles/{profile_id}/files/{name}"): Rule(READ, "named", fake=True),  # no trace uploaded
+    ("GET", "/api/v1/profiles/{profile_id}/report/{name}"): Rule(READ, "named", fake=True),
+    ("GET", "/api/v1/alerting"): Rule(READ, "global"),
+    ("GET", "/api/v1/alerting/receivers"): Rule(READ, "listed"),
+    ("POST", "/api/v1/alerting/receivers"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/alerting/silences"): Rule(READ, "named"),
+    ("POST", "/api/v1/alerting/silences"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/alerting/rules"): Rule(READ, "listed"),
+    ("POST", "/api/v1/alerting/rules"): Rule(OPERATE, "named"),
+    ("DELETE", "/api/v1/alerting/receivers/{name}"): Rule(OPERATE, "named"),
+    ("POST", "/api/v1/alerting/receivers/{name}/test"): Rule(OPERATE, "named"),
+    ("DELETE", "/api/v1/alerting/silences/{silence_id}"): Rule(OPERATE, "named", fake=True),
+    ("DELETE", "/api/v1/alerting/rules/{name}"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/tokens"): Rule("admin", "global"),
+    ("POST", "/api/v1/tokens"): Rule("admin", "global"),
+    ("DELETE", "/api/v1/tokens/{name}"): Rule("admin", "global"),
+    ("GET", "/api/v1/audit"): Rule("admin", "global"),
+    ("GET", "/api/v1/runs/diff"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/critical-path"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/ledger"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/explain"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs"): Rule(READ, "listed"),
+    ("GET", "/api/v1/runs/{run_id}"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/metrics"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/series"): Rule(READ, "named"),
+    ("GET", "/api/v1/series"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/lanes"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/spans"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/spans/{span_id}"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/insights"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/export.csv"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/trace.json"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/targets"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/moe"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/trajectories/steps"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/trajectories"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/trajectories/stats"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/trajectories/{traj_id}"): Rule(READ, "named", fake=True),
+    ("GET", "/api/v1/metric-families"): Rule(READ, "global"),
+    ("GET", "/api/v1/runs/{run_id}/panels"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/panels/{section_id}"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/alerts"): Rule(READ, "named"),
+    ("GET", "/api/v1/alerts"): Rule(READ, "listed"),
+    ("POST", "/api/v1/runs/{run_id}/stacks"): Rule(OPERATE, "named"),
+    ("GET", "/api/v1/runs/{run_id}/stacks"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/verdict"): Rule(READ, "named"),
+    ("GET", "/api/v1/runs/{run_id}/stacks/{snapshot_id}"): Rule(READ, "named"),
+    ("POST", "/api/v1/stacks/{snapshot_id}/report"): Rule(INGEST, "written"),
+}
+EVERYONE = {"viewer", "operator", "ingest", "admin"}
+MAY = {"scrape": EVERYONE, "open": EVERYONE, READ: {"viewer", "operator", "admin"},
+       OPERATE: {"operator", "admin"}, INGEST: {"ingest", "admin"}, "admin": {"admin"}}
+
+
+def _spec_routes() -> set[tuple[str, str]]:
+    import tempfile
+
+    from rl_insight.server.app import create_app
+    from rl_insight.server.config import ServerConfig
+    from tests.conftest import IN_PROCESS
+
+    with tempfile.TemporaryDirectory() as d:
+        spec = create_app(ServerConfig(port=1, data_dir=d, token="x", **IN_PROCESS)).openapi()
+    return {(m.upper(), p) for p, ops in spec["paths"].items() for m in ops}
+
+
+def test_every_route_has_a_rule() -> None:
+    """A route added without a rule here (who may call it, how a project reaches it) fails; so does a stale rule."""
+    routes = _spec_routes()
+    assert routes - set(RULES) == set(), "routes without an access rule in RULES"
+    assert set(RULES) - routes == set(), "rules of routes that no longer exist"
+
+
+@dataclass
+class World:
+    """What the seeded server holds for each project: a run, a profile request, a stack snapshot."""
+
+    run: dict[str, int]
+    profile: dict[str, str]
+    snapshot: dict[str, str]
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _otlp_resource(project: str) -> dict[str, Any]:
+    return {"attributes": [{"key": "project", "value": {"stringValue": project}},
+                           {"key": "experiment_name", "value": {"stringValue": EXP[project]}}]}
+
+
+def _request(method: str, path: str, side: str, world: World, tag: str) -> dict[str, Any]:
+    """The request a rule's route gets for `side`'s project: path parameters, query and body filled in."""
+    p, e, run = side, EXP[side], world.run[side]
+    names = {"run_id": str(run), "profile_id": world.profile[side], "snapshot_id": world.snapshot[side],
+             "span_id": SPAN_ID, "traj_id": "no-such-trajectory", "silence_id": "0123abcd",
+             "section_id": catalogue.SECTIONS[0].id}
+    if "/profiles/" in path:
+        names["name"] = "trace.json.gz" if "/report/" not in path else "summary.json"
+    elif "/receivers/" in path:
+        names["name"] = f"recv-{side}"
+    elif "/rules/" in path:
+        names["name"] = f"rule_{side.replace('-', '_')}"
+    elif "/tokens/" in path:
+        names["name"] = "victim"
+    url = path.format(**names)
+    now = time.time()
+    ns = str(time.time_ns())
+    query: dict[str, Any] = {
+        "/api/v1/targets": {"project": p, "experiment_name": e} if method == "DELETE" else {},
+        "/api/v1/experiments/targets": {"project": p, "experiment_name": e},
+        "/api/v1/profiles/{profile_id}/upload/{name}": {"offset": 0, "total": 10},
+        "/api/v1/runs/diff": {"a": world.run[OWN], "b": run},
+        "/api/v1/series": {"name": "training_global_step", "runs": str(run)},
+        "/api/v1/alerting/silences": {"run_id": run} if method == "GET" else {},
+    }.get(path, {})
+    bodies: dict[str, Any] = {
+        "/api/v1/ingest": {"v": 1, "client": {"id": f"m-{tag}", "project": p, "experiment_name": e},
+                           "series": [{"k": "g", "n": f"written_by_{tag}", "l": {"project": p, "experiment_name": e}}],
+                           "samples": [[0, now, 1, 1.0]]},
+        "/v1/traces": {"resourceSpans": [{"resource": _otlp_resource(p), "scopeSpans": [{"spans": [{
+            "traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0102030405060708", "name": f"otlp_{tag}",
+            "startTimeUnixNano": ns, "endTimeUnixNano": ns}]}]}]},
+        "/v1/metrics": {"resourceMetrics": [{"resource": _otlp_resource(p), "scopeMetrics": [{"metrics": [{
+            "name": f"otlp_{tag}", "gauge": {"dataPoints": [{"asDouble": 1.0, "timeUnixNano": ns}]}}]}]}]},
+        "/api/v1/prometheus/targets": {"job_name": "matrix", "targets": ["127.0.0.1:9"], "project": p,
+                                       "experiment_name": e},
+        "/api/v1/experiments/archive": {"project": p, "experiment_name": e},
+        "/api/v1/experiments/restore": {"project": p, "experiment_name": e},
+        "/api/v1/login": {"token": ADMIN},
+        "/api/v1/profiles": {"run_id": run, "steps": "100"},
+        "/api/v1/profiles/{profile_id}/status": {},
+        "/api/v1/alerting/receivers": {"name": f"recv-{side}", "kind": "webhook", "project": p,
+                                       "url": "http://127.0.0.1:9/hook"},
+        "/api/v1/alerting/silences": {"run_id": run, "duration_s": 600},
+        "/api/v1/alerting/rules": {"name": f"rule_{side.replace('-', '_')}", "metric": "training/global_step",
+                                   "kind": "threshold", "op": "below", "value": 0, "for_steps": 1, "run_id": run},
+        "/api/v1/tokens": {"name": f"made-{tag}", "role": "viewer"},
+        "/api/v1/runs/{run_id}/stacks": {"deadline_s": 1},
+        "/api/v1/stacks/{snapshot_id}/report": {},
+    }
+    out: dict[str, Any] = {"method": method, "url": url, "params": query}
+    if path.endswith("/upload/{name}"):
+        out["content"], out["headers"] = b"x", {"content-type": "application/octet-stream"}
+    elif method == "POST":
+        out["json"] = bodies.get(path, {})
+    return out
+
+
+def _seed(url: str) -> World:
+    api = httpx.Client(base_url=url, headers=_h(ADMIN), timeout=30)
+    run, profile, snapshot = {}, {}, {}
+    for side in (OWN, OTHER):
+        _steps_of_a_run(url, side, EXP[side], headers=_h(ADMIN))
+        api.post("/api/v1/prometheus/targets", json={"job_name": "seed", "targets": ["127.0.0.1:19"], "project": side,
+                                                     "experiment_name": EXP[side]}).raise_for_status()
+    return World(run, profile, snapshot)
+
+
+def _finish_seed(srv: Any, world: World) -> None:
+    api = httpx.Client(base_url=srv.url, headers=_h(ADMIN), timeout=30)
+    srv.app.state.st.writer.flush(10)
+    for r in api.get("/api/v1/runs").json()["runs"]:
+        world.run[r["project"]] = r["id"]
+    for side in (OWN, OTHER):
+        made = api.post("/api/v1/profiles", json={"run_id": world.run[side], "steps": "200"})
+        assert made.status_code == 201, made.text
+        world.profile[side] = made.json()["id"]
+        snap = api.post(f"/api/v1/runs/{world.run[side]}/stacks", json={"deadline_s": 1})
+        assert snap.status_code == 201, snap.text
+        world.snapshot[side] = snap.json()["id"]
+        for path in ("/api/v1/alerting/receivers", "/api/v1/alerting/rules"):  # each project's own, to find or not
+            made = api.post(path, json=_request("POST", path, side, world, "seed")["json"])
+            assert made.status_code == 201, made.text
+
+
+def _other_untouched(api: httpx.Client, world: World) -> None:
+    """What the scoped tokens must not have changed of the other project."""
+    profile = api.get(f"/api/v1/profiles/{world.profile[OTHER]}").json()
+    assert profile["state"] != "cancelled", profile["state"]
+    experiments = {e["project"]: e for e in api.get("/api/v1/experiments").json()["experiments"]}
+    assert experiments[OTHER]["state"] == "active" and experiments[OTHER]["target_count"] == 1
+    names = api.get(f"/api/v1/runs/{world.run[OTHER]}/metrics").json()
+    assert not any(n.startswith(("written_by_", "otlp_")) for n in map(str, names.get("metrics", names))), names
+
+
+def test_each_route_each_role_own_and_other_project(tmp_path: Path) -> None:
+    # rules need a managed Prometheus to be kept (none answers there: panels and alerts say it is away)
+    srv = start_server(tmp_path, token=ADMIN, managed_prometheus_url="http://127.0.0.1:9")
+    try:
+        world = _seed(srv.url)
+        _finish_seed(srv, world)
+        admin = httpx.Client(base_url=srv.url, headers=_h(ADMIN), timeout=30)
+        tokens = {}
+        for role in ("viewer", "operator", "ingest"):
+            made = admin.post("/api/v1/tokens", json={"name": f"{role}-own", "role": role, "projects": [OWN]})
+            tokens[role] = made.json()["token"]
+        tokens["admin"] = admin.post("/api/v1/tokens", json={"name": "boss", "role": "admin"}).json()["token"]
+        admin.post("/api/v1/tokens", json={"name": "victim", "role": "viewer"}).raise_for_status()
+        problems: list[str] = []
+
+        def call(role: str, key: tuple[str, str], side: str) -> httpx.Response:
+            req = _request(*key, side, world, f"{role}_{side.replace('-', '_')}")
+            headers = {**req.pop("headers", {}), **_h(tokens[role])}
+            return httpx.request(req.pop("method"), srv.url + req.pop("url"), headers=headers, timeout=60, **req)
+
+        def check(ok: bool, what: Callable[[], str]) -> None:
+            if not ok:
+                problems.append(what())
+
+        for role in ("viewer", "operator", "ingest"):  # the scoped roles first: the admin's writes come last
+            for key, rule in sorted(RULES.items()):
+                sides = (OWN, OTHER) if rule.scope in ("named", "written", "partial") else (OWN,)
+                for side in sides:
+                    r = call(role, key, side)
+                    said = lambda: f"{role} {key} {side}: {r.status_code} {r.text[:300]}"  # noqa: E731
+                    if role not in MAY[rule.who]:
+                        check(r.status_code == 403, said)
+                        continue
+                    if r.status_code < 300 and rule.scope in ("named", "listed", "global", "open"):  # (not its input)
+                        check(OTHER not in r.text and EXP[OTHER] not in r.text, lambda: "leak: " + said())
+                    if side == OWN:
+                        check(r.status_code not in (401, 403) and (r.status_code != 404 or rule.fake), said)
+                    elif rule.scope == "named":  # (a silence's owner is Alertmanager's to say: none runs here)
+                        check(r.status_code == 404 or "notifications off" in r.text, said)
+                    elif rule.scope == "written":
+                        check(r.status_code == 403, said)
+                    elif rule.scope == "partial":
+                        check(r.status_code in (200, 422) and ("rejected" in r.text or "project_not_allowed"
+                                                                in r.text), said)
+        _other_untouched(admin, world)
+        for key, rule in sorted(RULES.items()):  # the admin: allowed everything, sees the other project's things
+            r = call("admin", key, OTHER if rule.scope == "named" else OWN)
+            check(r.status_code not in (401, 403), lambda: f"admin {key}: {r.status_code} {r.text[:300]}")
+            if rule.scope == "named" and not rule.fake:
+                check(r.status_code != 404, lambda: f"admin finds no other-project thing at {key}: {r.text[:300]}")
+        assert not problems, "\n".join(problems)
+    finally:
+        srv.stop()
