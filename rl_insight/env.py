@@ -10,6 +10,7 @@ import os
 
 SERVER_URL = "RL_INSIGHT_SERVER_URL"  # where the client sends (wins over config["server"]["url"])
 TOKEN = "RL_INSIGHT_TOKEN"  # bearer token (client and CLI)
+METRICS_TOKEN = "RL_INSIGHT_METRICS_TOKEN"  # the bearer token /metrics needs (`server start --metrics-token`)
 PROJECT = "RL_INSIGHT_PROJECT"  # run identity for bare init() (verl's workers)
 EXPERIMENT_NAME = "RL_INSIGHT_EXPERIMENT_NAME"
 STEP_METRIC = "RL_INSIGHT_STEP_METRIC"

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from .. import env
 from ..child import python_command, python_env
 from ..errors import InvalidInputError, ServiceError
 from ..server.config import ServerConfig
@@ -26,6 +27,7 @@ from ..services.state import StackState
 from .options import ConfigOpt, HomeOpt, apply_config_file, echo_table
 from .stack_control import follow_logs, print_status, print_training_side
 from .start_flags import (
+    AccessMapFlag,
     AlertGroupIntervalFlag,
     AlertGroupWaitFlag,
     AlertmanagerBinFlag,
@@ -48,11 +50,13 @@ from .start_flags import (
     GrafanaFlag,
     GrafanaHostFlag,
     GrafanaPortFlag,
+    GroupsHeaderFlag,
     HostFlag,
     InsightsWorkerFlag,
     KeepAliveSFlag,
     LogDirFlag,
     MaxConnectionsFlag,
+    MetricsTokenFlag,
     NoTokenFlag,
     OtlpEndpointFlag,
     OtlpGrpcPortFlag,
@@ -86,6 +90,8 @@ from .start_flags import (
     TempoPortFlag,
     TempoRetentionFlag,
     TokenFlag,
+    TrustedProxyFlag,
+    UserHeaderFlag,
     WandbEntityFlag,
     WandbProjectFlag,
 )
@@ -126,6 +132,11 @@ def start(
     token: TokenFlag = None,
     no_token: NoTokenFlag = False,
     allowed_hosts: AllowedHostsFlag = list(SERVER.allowed_hosts),
+    metrics_token: MetricsTokenFlag = SERVER.metrics_token,
+    trusted_proxy: TrustedProxyFlag = list(SERVER.trusted_proxy),
+    user_header: UserHeaderFlag = SERVER.user_header,
+    groups_header: GroupsHeaderFlag = SERVER.groups_header,
+    access_map: AccessMapFlag = SERVER.access_map,
     max_connections: MaxConnectionsFlag = SERVER.max_connections,
     keep_alive_s: KeepAliveSFlag = SERVER.keep_alive_s,
     store_writer: StoreWriterFlag = SERVER.store_writer,
@@ -187,6 +198,8 @@ def start(
         env_vars = {k: v for k, v in os.environ.items() if k != "RL_INSIGHT_TOKEN"}
         if tok:
             env_vars["RL_INSIGHT_TOKEN"] = tok  # through the environment: argv is visible to every user in `ps`
+        if p.get("metrics_token"):
+            env_vars[env.METRICS_TOKEN] = p["metrics_token"]
         return _start_detached(h, _rerun_args(ctx, h), p["ready_timeout"], env_vars, tok, p["no_token"])
 
     return _run_in_foreground(h, p, tok)
@@ -216,7 +229,8 @@ def server_config(params: dict[str, Any], token: str) -> ServerConfig:
     given = {f.name: params[f.name] for f in fields(ServerConfig)
              if f.name in params and f.name not in NOT_CONFIG and params[f.name] is not None}
     given["allowed_hosts"] = tuple(given.get("allowed_hosts", ()))
-    for path in ("export_tensorboard", "shared_dir"):  # the server may run from another directory
+    given["trusted_proxy"] = tuple(given.get("trusted_proxy", ()))
+    for path in ("export_tensorboard", "shared_dir", "access_map"):  # the server may run from another directory
         if given.get(path):
             given[path] = str(Path(given[path]).expanduser().resolve())
     return ServerConfig(**{**given, "token": token})
@@ -280,7 +294,8 @@ def _token(h: Home, p: dict[str, Any]) -> str:
         return ""
     if p["token"]:
         return str(p["token"])
-    return "" if p["host"] in LOOPBACK else h.ensure_token()
+    # single sign-on needs a token even on loopback: without one every request is trusted (server/access/sso.py)
+    return "" if p["host"] in LOOPBACK and not p.get("trusted_proxy") else h.ensure_token()
 
 
 def _refuse_other_port(ctx: typer.Context, state: StackState) -> None:
@@ -352,11 +367,13 @@ def _already_running(h: Home, state: StackState) -> int:
 
 
 def _rerun_args(ctx: typer.Context, h: Home) -> list[str]:
-    """This `server start` command line without --detach and --token (the token goes through the environment),
+    """This `server start` command line without --detach, --token and --metrics-token (secrets go through the
+    environment),
     rebuilt from the parsed options, so it works however the CLI was invoked."""
     args = ["server", "start", "--home", str(h.root)]
     for p in ctx.command.params:
-        if p.name in ("detach", "token", "home") or not getattr(p, "opts", None) or p.param_type_name != "option":
+        if p.name in ("detach", "token", "metrics_token", "home") or not getattr(p, "opts", None) or \
+                p.param_type_name != "option":
             continue
         value = ctx.params.get(p.name)
         if value is None or value == p.default:

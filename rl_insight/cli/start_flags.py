@@ -118,6 +118,45 @@ TokenFlag = Annotated[
 NoTokenFlag = Annotated[
     bool, typer.Option('--no-token', help='Accept writes without a token even on a network address.')
 ]
+MetricsTokenFlag = Annotated[
+    str,
+    typer.Option(
+        '--metrics-token',
+        envvar=env.METRICS_TOKEN,
+        help=(
+            "Bearer token /metrics needs (it names every run): the managed Prometheus is given it. Default: /metrics "
+            "open, like Prometheus exporters."
+        ),
+    ),
+]
+
+# Single sign-on through the proxy a company runs (docs/access.md)
+TrustedProxyFlag = Annotated[
+    list[str],
+    typer.Option(
+        '--trusted-proxy',
+        metavar='CIDR',
+        help=(
+            "A network the signing-in proxy (oauth2-proxy, an ingress) connects from: its --user-header is believed "
+            "from there only, ignored from anywhere else. Repeatable. Needs a token (one is generated)."
+        ),
+    ),
+]
+UserHeaderFlag = Annotated[
+    str, typer.Option('--user-header', metavar='HEADER', help='The header the proxy names the signed-in person in.')
+]
+GroupsHeaderFlag = Annotated[
+    Optional[str],
+    typer.Option('--groups-header', metavar='HEADER', help="The header the proxy lists the person's groups in."),
+]
+AccessMapFlag = Annotated[
+    Optional[str],
+    typer.Option(
+        '--access-map',
+        metavar='FILE',
+        help="YAML: users and groups -> role and projects (docs/access.md); read again when it changes.",
+    ),
+]
 
 # The run store
 StoreFlag = Annotated[

@@ -34,6 +34,13 @@ class ServerConfig:
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
     token: str = ""  # bearer token required for state-changing routes when set
+    # Single sign-on through a trusted proxy (server/access/sso.py): requests from these networks (CIDR) are the
+    # person the proxy names in user_header (their groups in groups_header), given a role by access_map (YAML)
+    trusted_proxy: tuple[str, ...] = ()
+    user_header: str = "X-Forwarded-User"
+    groups_header: str | None = None
+    access_map: str | None = None
+    metrics_token: str = ""  # /metrics needs this bearer token when set (the managed Prometheus is given it)
     data_dir: str = "~/.rl-insight/data"
     max_body_bytes: int = DEFAULT_MAX_BODY
     series_ttl_s: float = 3600.0  # series not updated for this long leave /metrics
@@ -174,8 +181,9 @@ class ServerConfig:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ConfigError(f"server config {p} has unknown keys {unknown}; expected some of {sorted(known)}")
-        if "allowed_hosts" in raw:
-            raw["allowed_hosts"] = tuple(raw["allowed_hosts"] or ())
+        for key in ("allowed_hosts", "trusted_proxy"):
+            if key in raw:
+                raw[key] = tuple(raw[key] or ())
         try:
             return cls(**raw)
         except TypeError as exc:

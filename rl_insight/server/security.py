@@ -56,9 +56,10 @@ class Auth:
     """The token rule as FastAPI dependencies: `require_write` (ingest), `require_read`, `require_operator`,
     `require_admin`. `book`: the named tokens (server/access/tokens.py), None when the server keeps no run store."""
 
-    def __init__(self, token: str, book: Any = None) -> None:
+    def __init__(self, token: str, book: Any = None, proxy: Any = None) -> None:
         self.token = token
         self.book = book
+        self.proxy = proxy  # server/access/sso.ProxySignOn: people a trusted proxy names (None: no single sign-on)
         self.run_project: Any = None  # run id -> its project, or None for no such run (AppState sets it)
 
     def token_ok(self, supplied: str) -> bool:
@@ -78,13 +79,15 @@ class Auth:
         return self.resolve(supplied) if scheme.lower() == "bearer" else None
 
     def principal(self, request: Request, cookie: bool = True) -> Principal | None:
-        """Who sends this request (bearer header, else — when `cookie` — the UI's session cookie); ANONYMOUS when
-        the server has no token; None when unknown."""
+        """Who sends this request (bearer header, else — when `cookie` — the UI's session cookie or the person a
+        trusted proxy names: what a browser carries); ANONYMOUS when the server has no token; None when unknown."""
         if not self.token:
             return ANONYMOUS
         found = self._bearer(request)
         if found is None and cookie:
             found = self.resolve(request.cookies.get(SESSION_COOKIE, ""))
+            if found is None and self.proxy is not None:
+                found = self.proxy.principal(request)
         return found
 
     def authenticated(self, request: Request) -> bool:

@@ -120,7 +120,7 @@ class AppState:
         except OSError:  # not a folder, not writable: the run store's opening says so by name
             pass
         self.boot_id = uuid.uuid4().hex
-        self.auth = Auth(config.token)
+        self.auth = Auth(config.token, proxy=self._proxy_sign_on())
         self.host_names = local_names(config.host, config.allowed_hosts)
         self.registry = CollectorRegistry(auto_describe=False)
         self.store = MetricStore(
@@ -261,6 +261,19 @@ class AppState:
                     % timeout_s,
                 }
             await asyncio.sleep(0.5)
+
+    def _proxy_sign_on(self) -> Any:
+        """People a trusted proxy signs in (server/access/sso.py), when `trusted_proxy` names its networks."""
+        cfg = self.config
+        if not cfg.trusted_proxy:
+            return None
+        if not cfg.token:
+            raise ConfigError("--trusted-proxy needs the server to have a token: without one every request is "
+                              "trusted and the proxy's header would mean nothing",
+                              hint="start with --token (or let `rl-insight server start` generate one)")
+        from .access.sso import ProxySignOn
+
+        return ProxySignOn(cfg.trusted_proxy, cfg.user_header, cfg.groups_header, cfg.access_map)
 
     def _shared_targets(self) -> Any:
         """On a store a fleet shares (PostgreSQL), the scrape targets and experiments as one document the fleet

@@ -26,6 +26,7 @@ class PrometheusSettings:
     remote_write_url: str | None = None  # send on to Mimir / Thanos / VictoriaMetrics
     alertmanager_target: str | None = None  # host:port of the managed Alertmanager its alerts go to
     user_rules_file: Path | None = None  # the rules users add (server/prometheus/user_rules.py)
+    metrics_token_file: Path | None = None  # the bearer token the ingest server's /metrics needs (0600; None: open)
     scrape_interval: str = "10s"
     retention: str = "30d"
 
@@ -57,9 +58,12 @@ def render_config(s: PrometheusSettings, template: Path | None = None) -> str:
         parsed["remote_write"] = [{"url": s.remote_write_url}]
     if s.alertmanager_target:
         parsed["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [s.alertmanager_target]}]}]}
-    jobs = {j.get("job_name") for j in parsed.get("scrape_configs", [])}
+    jobs = {j.get("job_name"): j for j in parsed.get("scrape_configs", [])}
     if "rl_insight_server" not in jobs:
         raise ConfigError("the Prometheus template must keep the scrape job 'rl_insight_server'")
+    if s.metrics_token_file is not None:  # read from a file Prometheus re-reads each scrape: never in this YAML
+        jobs["rl_insight_server"]["authorization"] = {"type": "Bearer",
+                                                     "credentials_file": str(s.metrics_token_file)}
     header = "# Rendered by `rl-insight server start`; edit provisioning/prometheus.yml instead.\n"
     return header + yaml.safe_dump(parsed, sort_keys=False)
 

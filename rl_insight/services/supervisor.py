@@ -219,7 +219,7 @@ class Supervisor:
                 ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url,
                 alertmanager_target=alertmanager.target if alertmanager else None,
-                user_rules_file=write_rule_file(self.data_dir))
+                user_rules_file=write_rule_file(self.data_dir), metrics_token_file=self._metrics_token_file(home))
             self.user_rules_file = prom.user_rules_file
             install_rules(prom.rules_dir)  # type: ignore[arg-type]  # rules_dir is set for a managed Prometheus
             prom.data_dir.mkdir(parents=True, exist_ok=True)
@@ -252,6 +252,14 @@ class Supervisor:
             env={k: v for k, v in python_env().items() if k.startswith("PYTHON")}))  # (this code: child.py)
 
     # ------------------------------------------------------------------ lifecycle
+    def _metrics_token_file(self, home: Any) -> Path | None:
+        """The token /metrics needs, in a file only this user reads, for the managed Prometheus' scrape (None: open)."""
+        if not self.s.server.metrics_token:
+            return None
+        path = Path(home.runtime_dir) / "metrics_token"
+        atomic_write(path, self.s.server.metrics_token + "\n", mode=0o600)
+        return path
+
     def _spawn(self, svc: Service) -> None:
         svc.state = "starting"
         svc.proc = process.spawn(svc.argv, svc.log, env={**os.environ, "PYTHONUNBUFFERED": "1", **svc.env})

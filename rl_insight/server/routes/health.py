@@ -2,6 +2,7 @@
 
 The answers are typed here (no postponed annotations in this module: `NotRequired` is read at import)."""
 
+import hmac
 from typing import Literal
 
 import httpx
@@ -12,6 +13,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from typing_extensions import NotRequired, TypedDict
 
 from ..._version import __version__
+from ...errors import UnauthorizedError
 from ..fleet.coordinator import FleetHealth
 from ..live.insights.service import InsightHealth
 from ..outbound.alerting.notifications import OFF_HINT
@@ -171,8 +173,17 @@ def build_router(st: AppState) -> APIRouter:
         }
 
     @r.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
-    def prometheus_metrics() -> Response:
-        """Trainer scalars (`rl_insight_monitor_*`), client and server self-metrics, live insight metrics."""
+    def prometheus_metrics(request: Request) -> Response:
+        """Trainer scalars (`rl_insight_monitor_*`), client and server self-metrics, live insight metrics. With
+        `--metrics-token` (they name every run) only for that bearer token, or the server's own."""
+        if st.config.metrics_token:
+            scheme, _, supplied = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not (hmac.compare_digest(supplied.strip().encode("utf-8", "replace"),
+                                                                      st.config.metrics_token.encode())
+                                                  or st.auth.token_ok(supplied)):
+                raise UnauthorizedError("/metrics needs the scrape token (this server was started with "
+                                        "--metrics-token)", hint="scrape with 'authorization: credentials_file' "
+                                                                 "naming a file that holds it (docs/access.md)")
         m = st.metrics
         m.series.set(st.store.series_count())
         m.store_bytes.set(st.store.bytes_used)
