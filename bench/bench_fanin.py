@@ -10,6 +10,7 @@ app that reads the body and answers a small JSON (the ceiling of the web server 
     python bench/bench_fanin.py --clients 1000 --generator wrk --targets ours,bare   # the load from Debian's wrk
     python bench/bench_fanin.py --clients 1000 --generator wrk --warmup 10 --targets ours,bare   # the steady state
     python bench/bench_fanin.py --clients 1000 --generator wrk --warmup 10 --neighbour 0.5   # half a core taken
+    python bench/bench_fanin.py --clients 500,500,500 --targets token,named   # a named token against the own
 
 For each client count and target: batches/s answered, p50 / p99 latency (request written → answer read), and
 failures (errors, non-2xx, a batch refused). The generator is asyncio (on uvloop where installed) with raw
@@ -243,8 +244,12 @@ def bare_server() -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+SERVER_TOKEN = "bench-fanin-server-token"
+
+
 class Targets:
-    """What a target name starts: our server (SQLite store), the same with a 5 s idle keep-alive (`ka5`), on uvicorn's
+    """What a target name starts: our server (SQLite store), the same with a token (`token`: the server's own; `named`:
+    a named ingest token held to the run's project, issue 54), the same with a 5 s idle keep-alive (`ka5`), on uvicorn's
     h11 parser (`h11`), on a
     PostgreSQL store (`pg`), two of them on one PostgreSQL behind haproxy (`pg2`), a bare uvicorn app (`bare`), or
     --before's checkout (`before`)."""
@@ -252,6 +257,7 @@ class Targets:
     def __init__(self, before: str | None) -> None:
         self.before = before
         self.cluster: Any = None
+        self.bearer = ""
 
     def _store(self) -> str:
         if self.cluster is None:  # a throwaway PostgreSQL 15 cluster, as the tests start one (tests/pg_cluster.py)
@@ -264,7 +270,21 @@ class Targets:
         return str(self.cluster.url(self.cluster.create_database("fanin")))
 
     def start(self, target: str) -> tuple[int, Callable[[], None], list[int]]:
-        """The target's port, how to stop it, and the pids of its server processes (whose CPU is reported)."""
+        """The target's port, how to stop it, and the pids of its server processes (whose CPU is reported);
+        `self.bearer`: the token its clients send ("" for none)."""
+        self.bearer = ""
+        if target in ("token", "named"):  # ours with a token: the server's own (token), a named ingest token (named)
+            srv = IngestServer(token=SERVER_TOKEN)
+            self.bearer = SERVER_TOKEN
+            if target == "named":
+                import httpx
+
+                made = httpx.post(srv.url + "/api/v1/tokens", json={"name": "fan-ingest", "role": "ingest",
+                                                                     "projects": ["fan"]},
+                                  headers={"Authorization": f"Bearer {SERVER_TOKEN}"}, timeout=30)
+                made.raise_for_status()
+                self.bearer = made.json()["token"]
+            return srv.port, srv.stop, [srv.proc.pid]
         if target in ("ours", "before"):
             srv = IngestServer(code=self.before if target == "before" else None)
             return srv.port, srv.stop, [srv.proc.pid]
@@ -487,7 +507,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="100,250,500,1000")
     ap.add_argument("--seconds", type=float, default=15)
-    ap.add_argument("--targets", default="ours,bare", help="ours, thread (ours with the "
+    ap.add_argument("--targets", default="ours,bare", help="ours, token (ours with the server's own token), named "
+                    "(ours with a named ingest token of the run's project: what the token check costs, against "
+                    "token), thread (ours with the "
                     "writer in the server's process), gcpython (ours on CPython's garbage collector defaults), "
                     "noinsights (ours with the insight refresh once an hour), insightthread (ours with the insight "
                     "rounds on a thread of the server), "
@@ -514,6 +536,8 @@ def main() -> None:
     ap.add_argument("--neighbour", type=float, default=0.0, help="cores a busy neighbour burns on this machine "
                     "during the measured load (0.5: half a core; 1.5: two processes at 75 %%): a busy hour on demand")
     args = ap.parse_args()
+    if args.generator == "wrk" and {"token", "named"} & set(args.targets.split(",")):
+        raise SystemExit("the token and named targets need the Python generator (fanin_wrk.lua sends no token)")
     if args.generator == "wrk" and shutil.which("wrk") is None:
         raise SystemExit("--generator wrk needs Debian's wrk: apt-get install wrk")
     cadences = args.cadence.split(",")
@@ -541,7 +565,7 @@ def main() -> None:
                         bodies = wrk_bodies(n, args.seconds, args.interval,
                                             first_round=int(args.warmup / args.interval) + 3)
                     else:
-                        requests = build_requests(port, n, args.seconds, "", args.interval)
+                        requests = build_requests(port, n, args.seconds, targets.bearer, args.interval)
                     cpu0, t0 = cpu_seconds(pids), time.monotonic()  # the server's CPU over the load alone
                     with Scraper(port, args.scrape) as scrapes, Neighbour(args.neighbour) as neighbour:
                         if args.generator == "wrk":
