@@ -26,11 +26,11 @@ def test_an_answer_is_cut_and_says_so() -> None:
     assert json.loads(bounded({"a": 1})) == {"a": 1}
 
 
-async def _ask(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+async def _ask(url: str, calls: list[tuple[str, dict[str, Any]]], token: str = TOKEN) -> tuple[list[str], list[Any]]:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "rl_insight", "mcp", "--server-url", url,
-                                                                 "--token", TOKEN])
+                                                                 "--token", token])
     async with Client(params) as client:
         tools = [t.name for t in (await client.list_tools()).tools]
         results = [await client.call_tool(name, args) for name, args in calls]
@@ -64,5 +64,27 @@ def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) ->
         assert json.loads(text(path))["elements"]  # the step's critical path
         assert json.loads(text(diff))["aligned_steps"] >= 3
         assert missing.is_error and "no run q/nothing" in text(missing)
+    finally:
+        srv.stop()
+
+
+def test_an_agent_with_a_project_token_sees_that_project_only(tmp_path: Path) -> None:
+    """Issue 54: the tools read with the token they are given: a viewer token of project q lists q's runs only, and a
+    run of another project is, to it, a run that does not exist."""
+    pytest.importorskip("mcp")
+    srv = start_server(tmp_path, token=TOKEN)
+    try:
+        h = {"Authorization": f"Bearer {TOKEN}"}
+        _steps_of_a_run(srv.url, "q", "base", headers=h)
+        _steps_of_a_run(srv.url, "secret-team", "theirs", headers=h)
+        srv.app.state.st.writer.flush(10)
+        other = next(r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]
+                     if r["project"] == "secret-team")
+        viewer = httpx.post(srv.url + "/api/v1/tokens", json={"name": "agent", "role": "viewer", "projects": ["q"]},
+                            headers=h).json()["token"]
+        _, (runs, theirs) = asyncio.run(_ask(srv.url, [("runs", {}), ("verdict", {"run": str(other)})], viewer))
+        assert [r["project"] for r in json.loads(runs.content[0].text)] == ["q"]
+        assert theirs.is_error and f"no run with id {other}" in theirs.content[0].text
+        assert "secret-team" not in theirs.content[0].text
     finally:
         srv.stop()
