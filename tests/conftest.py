@@ -77,6 +77,16 @@ def answers(url: str) -> bool:
         return False
 
 
+def answers_healthz(url: str) -> bool:
+    """Whether a server (or the proxy before it) at `url` answers /healthz with 200 now."""
+    import httpx
+
+    try:
+        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     last = None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import answers_healthz, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -58,15 +58,7 @@ def _server(tmp: Path, token: str = "", config: dict | None = None) -> tuple[sub
                                **(config or {})}))
     proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "warning"])
     url = f"http://127.0.0.1:{port}"
-    import httpx
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout=30, what="server")
+    wait_until(lambda: answers_healthz(url), timeout=30, what="server")
     return proc, url
 
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from rl_insight.protocol.limits import HEADER_CLIENT, ROUTE_TARGETS
-from tests.conftest import debian_binary, free_port, wait_until
+from tests.conftest import answers_healthz, debian_binary, free_port, wait_until
 from tests.forwarding import Forwarder
 
 pytestmark = pytest.mark.integration
@@ -44,15 +44,8 @@ def _server(tmp: Path, name: str, store: str, env: dict[str, str]) -> tuple[subp
                              "warning"], env=env, cwd=ROOT, stdout=log, stderr=log)
     log.close()
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _up(url), timeout=30, what=f"server {name}")
+    wait_until(lambda: answers_healthz(url), timeout=30, what=f"server {name}")
     return proc, url
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.fixture
@@ -89,7 +82,7 @@ backend servers
         lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(lb)
         lb_url = f"http://127.0.0.1:{lb_port}"
-        wait_until(lambda: _up(lb_url), timeout=20, what="haproxy")
+        wait_until(lambda: answers_healthz(lb_url), timeout=20, what="haproxy")
         yield {"a": a, "b": b, "a_url": a_url, "b_url": b_url, "lb_url": lb_url, "env": env, "store": store,
                "password": PASSWORD}
     finally:
@@ -336,7 +329,7 @@ backend servers
 """)
     lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: _up(f"http://127.0.0.1:{port}"), timeout=20, what="haproxy")
+        wait_until(lambda: answers_healthz(f"http://127.0.0.1:{port}"), timeout=20, what="haproxy")
         # The hash spreads clients over both servers, and always sends one to the same server. Fixed ids, so this
         # does not rest on six random ids landing together (about one run in twenty with two servers).
         def served_by(cid: str) -> str:

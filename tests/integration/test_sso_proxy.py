@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import debian_binary, free_port, start_server, wait_until
+from tests.conftest import answers_healthz, debian_binary, free_port, start_server, wait_until
 from tests.unit.server.routes.test_read_results import _steps_of_a_run
 
 ADMIN = "sso-admin-token"
@@ -48,13 +48,7 @@ backend monitor
     proc = subprocess.Popen([debian_binary("haproxy", "haproxy", "/usr/sbin"), "-f", str(cfg), "-db"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-    wait_until(up, timeout=20, what="haproxy")
+    wait_until(lambda: answers_healthz(url), timeout=20, what="haproxy")
     return proc, url
 
 

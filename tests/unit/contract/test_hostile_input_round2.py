@@ -26,7 +26,7 @@ from rl_insight.analysis.table import Report
 from rl_insight.errors import BusyError, ConflictError, InvalidInputError, PayloadTooLargeError
 from rl_insight.server.control.profiles.book import ProfileBook
 from rl_insight.server.control.profiles.files import JOURNAL
-from tests.conftest import free_port, start_server, wait_until
+from tests.conftest import answers_healthz, free_port, start_server, wait_until
 
 TOKEN = "round-two-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -100,7 +100,7 @@ def _server_process(tmp_path: Path, **config: object) -> tuple[str, subprocess.P
     cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "data_dir": str(tmp_path / "data"), **config}))
     proc = subprocess.Popen([sys.executable, "-m", "rl_insight.server", "--config", str(cfg), "--log-level", "error"])
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _up(url), timeout=30, what="server")
+    wait_until(lambda: answers_healthz(url), timeout=30, what="server")
     return url, proc
 
 
@@ -449,13 +449,6 @@ def test_r2_11_unfinished_headers_are_timed_out_and_connections_bounded(tmp_path
             s.close()
         proc.terminate()
         proc.wait(15)
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _closed(s: socket.socket, timeout: float) -> bool:
