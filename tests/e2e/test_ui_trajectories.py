@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.conftest import wait_until
 from tests.e2e.test_ui import ARTIFACTS, _need_browser, running_demo
 
 pytestmark = pytest.mark.e2e
@@ -53,12 +54,24 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     assert "agent-loop trajectory lanes" in page.inner_text("#lanes-hidden")
     steps = [s for s in page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)") if s != "none"]
     assert len(steps) >= 2
-    # a finished step (the newest is still being generated, and MLflow exports its spans in batches)
-    page.select_option("#traj-step", steps[1])
+    # a finished step whose MLflow traces have arrived: the newest is still being generated, and MLflow exports its
+    # spans in batches (on a loaded machine a batch can come after the step ended)
+    def both_sources(step: str) -> bool:
+        page_of = httpx.get(f"{agent_demo}/api/v1/runs/1/trajectories", params={"step": step, "limit": 500}).json()
+        keys = [t["key"] for t in page_of["trajectories"]]
+        return any(k.startswith("trace:") for k in keys) and any(not k.startswith("trace:") for k in keys)
+    chosen = wait_until(lambda: next((s for s in steps[1:] if both_sources(s)), None), timeout=60, interval=0.5,
+                        what="a finished step with both agent-loop sessions and MLflow traces")
+    if page.input_value("#traj-step") == chosen:  # shown since before its traces came: away and back, read again
+        other = next(x for x in steps if x != chosen)
+        page.select_option("#traj-step", other)
+        page.wait_for_function(
+            f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {other}:')", timeout=10_000)
+    page.select_option("#traj-step", chosen)
     page.wait_for_function(
-        f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {steps[1]}:')", timeout=10_000
+        f"document.querySelector('#traj-card-duration')?.innerText.startsWith('step {chosen}:')", timeout=10_000
     )
-    page.wait_for_selector(f"#traj-table table[data-step='{steps[1]}']")  # the table's rows are that step's too
+    page.wait_for_selector(f"#traj-table table[data-step='{chosen}']")  # the table's rows are that step's too
     # slowest first by default, and both sources in one step: agent_loop_session lanes and MLflow traces
     durations = [_seconds(t) for t in _column(page, 2)]
     assert durations == sorted(durations, reverse=True)
