@@ -9,6 +9,7 @@
 #
 #   tools/build_image.sh                    # build
 #   tools/build_image.sh --save FILE.tar    # build, then write the image to FILE.tar and FILE.tar.sha256
+#   tools/build_image.sh --base-only        # only make (or import from the cache) debian:bookworm-slim
 #
 # Environment: ENGINE (podman; docker works where one runs), IMAGE (the tag), RL_INSIGHT_IMAGE_CACHE (the base's
 # cache, default ~/.cache/rl-insight-image), DEBIAN_MIRROR (default http://deb.debian.org/debian). docs/container.md.
@@ -25,10 +26,13 @@ BASE=docker.io/library/debian:bookworm-slim
 CACHE=${RL_INSIGHT_IMAGE_CACHE:-$HOME/.cache/rl-insight-image}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SAVE=""
+BASE_ONLY=""
 if [ "${1:-}" = "--save" ]; then
   SAVE=${2:?"--save needs a file name"}
+elif [ "${1:-}" = "--base-only" ]; then
+  BASE_ONLY=1
 elif [ -n "${1:-}" ]; then
-  echo "usage: tools/build_image.sh [--save FILE.tar]" >&2
+  echo "usage: tools/build_image.sh [--save FILE.tar | --base-only]" >&2
   exit 2
 fi
 
@@ -67,13 +71,19 @@ make_base() {
 if ! "$ENGINE" image exists "$BASE" 2>/dev/null; then
   make_base
 fi
+if [ -n "$BASE_ONLY" ]; then
+  say "base: $BASE present"
+  exit 0
+fi
 
 say "wheels: the project and its dependencies into build/wheels/"
 rm -rf build/wheels
 python3 -m pip wheel --quiet --disable-pip-version-check ".[postgres,grpc]" -w build/wheels
-say "image: $IMAGE"
-"$ENGINE" build --format docker --pull=never -f Containerfile --build-arg "VERSION=$VERSION" -t "$IMAGE" \
-  -t localhost/rl-insight:latest . >&2
+# the wheels' digest is a build argument their install step names: a layer cache never keeps the wheels of before
+WHEELS=$(cd build/wheels && sha256sum ./*.whl | sort | sha256sum | cut -c1-16)
+say "image: $IMAGE (wheels $WHEELS)"
+"$ENGINE" build --format docker --pull=never -f Containerfile --build-arg "VERSION=$VERSION" \
+  --build-arg "WHEELS=$WHEELS" -t "$IMAGE" -t localhost/rl-insight:latest . >&2
 size=$("$ENGINE" image inspect "$IMAGE" --format '{{.Size}}')
 say "built $IMAGE ($((size / 1048576)) MiB)"
 

@@ -3,7 +3,8 @@
 The token check (server/security.py) marks a request as an action (`scope["state"]["audit"]`, with its principal)
 when it changes state and is not data a job sends; this middleware, pure ASGI like the others, watches the answer go
 out and, when it succeeded (status < 400), records who, from where, what method and path, and what the answer names
-(its id, name, project, …: the first 16 KiB of a JSON answer). Nothing else is read or delayed.
+(its id, name, project, …: the first 16 KiB of a JSON answer). The entry is queued before the answer's last part is
+sent, so a client that saw its answer finds its action in the log after a flush. Nothing else is read or delayed.
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ class AuditTrail:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            elif message["type"] == "http.response.body" and len(body) < ANSWER_READ:
-                body.extend(message.get("body", b"")[:ANSWER_READ - len(body)])
+            elif message["type"] == "http.response.body":
+                if len(body) < ANSWER_READ:
+                    body.extend(message.get("body", b"")[:ANSWER_READ - len(body)])
+                if not message.get("more_body", False):
+                    self._record(scope, status, body)  # before the answer's end goes out: logged once it is seen
             await send(message)
 
         await self.app(scope, receive, watch)
+
+    def _record(self, scope: Scope, status: int, body: bytearray) -> None:
         state = scope.get("state") or {}
         who = state.get("principal")
         if state.get("audit") and who is not None and status < 400:
