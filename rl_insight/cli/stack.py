@@ -101,6 +101,7 @@ SERVER = ServerConfig()  # the ingest server's defaults, read by the flags below
 STACK = StackSettings(home=Home(Path(".")))  # the supervisor's defaults
 # parameters that are neither: how this command runs, or resolved before the configs are built
 NOT_CONFIG = {"ctx", "config", "detach", "attach_logs", "no_token", "home", "data_dir"}
+SECRET_OPTIONS = ("metrics_token",)  # compared with the running server's, never printed
 
 
 def start(
@@ -344,6 +345,9 @@ def _refuse_other_options(ctx: typer.Context, h: Home, state: StackState) -> Non
         else:
             continue
         if (tuple(have) if isinstance(have, list) else have) != (tuple(want) if isinstance(want, list) else want):
+            if name in SECRET_OPTIONS:  # named, never echoed
+                differ.append(f"--{name.replace('_', '-')} (it runs with another)")
+                continue
             shown = "its default" if have is None else have
             differ.append(f"--{name.replace('_', '-')} {want} (it runs with {shown})")
     if differ:

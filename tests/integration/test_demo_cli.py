@@ -126,6 +126,10 @@ def test_start_on_a_running_loopback_server_prints_its_address_and_warns(tmp_pat
         text = " ".join(store.stderr.split())  # (the message is wrapped to the terminal)
         assert "--store sqlite:///" in text and "(it runs with its default)" in text
         assert "--store-retention-days 3.0 (it runs with" in text and "server stop" in text
+        secret = subprocess.run(cli + ["start", "--metrics-token", "s3cret-scrape", *home], capture_output=True,
+                                text=True, timeout=120, env=_env())  # a secret option: named, its value never shown
+        assert secret.returncode == 2 and "--metrics-token (it runs with another)" in " ".join(secret.stderr.split())
+        assert "s3cret-scrape" not in secret.stderr + secret.stdout
         same = subprocess.run(cli + ["start", "--host", "127.0.0.1", *home], capture_output=True, text=True,
                               timeout=120, env=_env())  # the value it runs with: nothing to refuse
         assert same.returncode == 0 and "already running" in same.stdout, same.stderr
