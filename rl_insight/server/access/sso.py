@@ -25,7 +25,7 @@ from .principal import ROLES, Principal, Role
 
 log = logging.getLogger(__name__)
 MAX_HEADER_CHARS = 512  # a user or group list longer than this is not one a proxy sent
-RANK: dict[str, int] = {"viewer": 1, "ingest": 1, "operator": 2, "admin": 3}
+RANK: dict[str, int] = {"ingest": 0, "viewer": 1, "operator": 2, "admin": 3}  # a person reads rather than sends
 MAP_KEYS = {"users", "groups", "default", "groups_separator"}
 
 
@@ -84,11 +84,8 @@ class AccessMap:
         held = [self.groups[g] for g in groups if g in self.groups]
         if not held:
             return self.default
-        top = max(RANK[g.role] for g in held)
-        strongest = [g for g in held if RANK[g.role] == top]
-        role = next(g.role for g in strongest if g.role != "ingest") if any(
-            g.role != "ingest" for g in strongest) else strongest[0].role
-        strongest = [g for g in strongest if g.role == role]
+        role = max((g.role for g in held), key=RANK.__getitem__)
+        strongest = [g for g in held if g.role == role]
         if any(g.projects is None for g in strongest):
             return Grant(role, None)
         return Grant(role, frozenset().union(*(g.projects or () for g in strongest)))
