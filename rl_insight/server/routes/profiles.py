@@ -148,9 +148,6 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     """What the book holds: the requests, one request, its trace files and its reports."""
     book = st.profiles
 
-    def visible(request: Request, profile_id: str) -> None:
-        _project_check(st, request, profile_id)
-
     @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
         request: Request,
@@ -169,19 +166,19 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
 
     @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))
     def get(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
-        visible(request, profile_id)
+        _project_check(st, request, profile_id)
         return book.get(profile_id)
 
     @read.get("/{profile_id}/files/{name}")
     def download(request: Request, profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
-        visible(request, profile_id)
+        _project_check(st, request, profile_id)
         return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
 
     @read.get("/{profile_id}/report/{name}")
     def report(request: Request, profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
-        visible(request, profile_id)
+        _project_check(st, request, profile_id)
         path = book.report_file(profile_id, name)
         media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
             name.rsplit(".", 1)[-1]
