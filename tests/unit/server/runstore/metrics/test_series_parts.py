@@ -26,7 +26,10 @@ def counter(client: str, ts: float, value: float, name: str = "tokens") -> Sampl
 
 
 def latest(reader: RunStoreReader, name: str = "tokens") -> list[float]:
-    points = q.series(reader.conn(), 1, name, x="time", agg="none")["series"][0]["points"]
+    # the run's id, not 1: two writers creating it at once on PostgreSQL may each draw an id (one is left unused)
+    run_id = q.find_run_id(reader.conn(), "p", "e")
+    assert run_id is not None
+    points = q.series(reader.conn(), run_id, name, x="time", agg="none")["series"][0]["points"]
     return [p[1] for p in points]
 
 
