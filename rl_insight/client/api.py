@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 import warnings
 from time import time_ns
 
@@ -113,11 +114,13 @@ def finish(timeout: float | None = None) -> None:
         _lanes.reset()
     if rt is not None:
         try:
-            rt.profiling.at_exit()
             wait = rt.cfg.exit_timeout_s if timeout is None else timeout
             if rt.unreachable():
                 wait = min(wait, UNREACHABLE_FINISH_S)
-            if not rt.shutdown(wait):
+            started = time.monotonic()
+            rt.profiling.settle(wait)  # a trace being sent goes out first, within the same bound
+            rt.profiling.at_exit()
+            if not rt.shutdown(max(0.0, wait - (time.monotonic() - started))):
                 rt.report_undelivered()
         except Exception as exc:
             _internal_error("finish", exc)
@@ -155,9 +158,11 @@ def _at_exit() -> None:
     rt = _rt
     if rt is not None:
         try:
-            rt.profiling.at_exit()  # a profiling window still open is closed and reported, never left half-done
             wait = min(rt.cfg.exit_timeout_s, UNREACHABLE_FINISH_S) if rt.unreachable() else rt.cfg.exit_timeout_s
-            if not rt.shutdown(wait):
+            started = time.monotonic()
+            rt.profiling.settle(wait)  # a trace being sent goes out first, within the same bound
+            rt.profiling.at_exit()  # a profiling window still open is closed and reported, never left half-done
+            if not rt.shutdown(max(0.0, wait - (time.monotonic() - started))):
                 rt.report_undelivered()
         except Exception:
             pass

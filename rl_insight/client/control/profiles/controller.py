@@ -406,6 +406,15 @@ class ProfileController:
         self.uploads.outbox.append((req.id, body))
         self._exp.wake()
 
+    def settle(self, timeout: float) -> None:
+        """(finish, before `at_exit`) A closed window's trace still being written or sent gets up to `timeout` to go
+        out, the sender thread sending it meanwhile: a job that ends right after its profiled window keeps its trace
+        instead of reporting the upload cut short."""
+        deadline = time.monotonic() + timeout
+        while self.phase in ("exporting", "uploading") and time.monotonic() < deadline:
+            self._exp.wake()
+            time.sleep(0.05)
+
     def at_exit(self) -> None:
         """The process is ending: a window still open is closed and reported, never left half-done."""
         w = self._window
