@@ -27,8 +27,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import MutableHeaders
 
-from ..errors import ForbiddenError, NotFoundError, UnauthorizedError
+from ..errors import ForbiddenError, InvalidInputError, NotFoundError, UnauthorizedError
 from .access.principal import ADMIN, ANONYMOUS, Principal
+from .access.run_ids import parse_run_id, parse_run_id_list
 
 SESSION_COOKIE = "rl_insight_session"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -110,15 +111,21 @@ class Auth:
     def _only_its_runs(self, request: Request, who: Principal) -> None:
         """A token scoped to projects names only their runs: a run id of another project (in the path, a `run_id`
         query, or the `a`, `b`, `runs` of a diff or a comparison) is answered 404, as a run that does not exist: names
-        do not leak."""
+        do not leak. Each id is read with `parse_run_id`, the one reader the routes' parameters use too, so the id
+        checked here is the id the route reads; any other spelling (`+2`, `2.0`, `2_0`, ` 2`) is a 422 here and
+        there."""
         if self.run_project is None:
             return
-        named = [request.path_params.get("run_id"), request.query_params.get("run_id"), request.query_params.get("a"),
-                 request.query_params.get("b"), *(request.query_params.get("runs") or "").split(",")]
-        for run_id in (int(t) for t in (str(x).strip() for x in named if x is not None) if t.isdigit()):
-            project = self.run_project(run_id)
-            if project is not None and not who.sees(project):
-                raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
+        for name, text in _named_run_ids(request):
+            ids = parse_run_id_list(text) if name == "runs" else [parse_run_id(text)]
+            if ids is None or None in ids:
+                raise InvalidInputError(f"{name} {text[:40]!r} is not a run id",
+                                        hint="a run id is a plain decimal number, e.g. 12 (GET /api/v1/runs)")
+            for run_id in ids:
+                assert run_id is not None
+                project = self.run_project(run_id)
+                if project is not None and not who.sees(project):
+                    raise NotFoundError(f"no run with id {run_id}", hint="GET /api/v1/runs lists the runs")
 
     @staticmethod
     def _allows(who: Principal, what: str) -> bool:
@@ -150,6 +157,15 @@ class Auth:
         """Token management: *admin* (the server's own token or a named admin token)."""
         self._require(request, True, "manage tokens", "use the server's token (`rl-insight server "
                                                             "credentials`) or an admin token")
+
+
+RUN_ID_PARAMS = ("run_id", "a", "b", "runs")  # the names a run id (`runs`: a list of them) is given under
+
+
+def _named_run_ids(request: Request) -> list[tuple[str, str]]:
+    """(name, text) of every run id the request names in its path or query."""
+    found = [(n, str(request.path_params[n])) for n in RUN_ID_PARAMS if n in request.path_params]
+    return found + [(n, v) for n in RUN_ID_PARAMS for v in request.query_params.getlist(n)]
 
 
 def local_names(bound_host: str, extra: tuple[str, ...] | list[str] = ()) -> frozenset[str]:

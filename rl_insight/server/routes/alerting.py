@@ -24,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
-from ...protocol import INT64_MAX
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
 from .models import error_responses, typed_answer
+from .params import BodyRunId, OptionalRunIdQuery
 
 # a run id in a JSON body: at most 2**53 - 1, the largest integer every JSON reader keeps exact (a body's number past
 # it may arrive as a float that rounds up past int64); run ids are far below it
@@ -68,7 +68,7 @@ class RuleCreate(BaseModel):
     sigma: Optional[float] = Field(None, ge=0.1, le=100, description="change: standard deviations")
     window_steps: Optional[float] = Field(None, ge=1, le=100_000, description="change: the window in steps")
     window_s: Optional[float] = Field(None, ge=0, le=30 * 86400, description="change: or seconds")
-    run_id: Optional[int] = Field(None, ge=1, le=JSON_SAFE_INT, description="only this run")
+    run_id: Optional[BodyRunId] = Field(None, ge=1, le=JSON_SAFE_INT, description="only this run")
     project: Optional[str] = Field(None, min_length=1, max_length=256, description="every run of this project")
     severity: Literal["info", "warning", "critical"] = "warning"
     what_to_check: str = Field("", max_length=1000)
@@ -80,7 +80,7 @@ SilenceId = Path(pattern=r"^[0-9a-fA-F-]{1,64}$", description="a silence's id (A
 class SilenceCreate(BaseModel):
     """Silence a run's notifications for a while: all of them, or one alert's; or its whole project's."""
 
-    run_id: int = Field(ge=1, le=JSON_SAFE_INT)
+    run_id: BodyRunId = Field(ge=1, le=JSON_SAFE_INT)
     duration_s: float = Field(ge=60, le=MAX_SILENCE_S, description="how long (1 min to 30 days)")
     alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
     whole_project: bool = Field(False, description="every run of the run's project")
@@ -156,7 +156,7 @@ def build_router(st: AppState) -> APIRouter:
         return only_visible(request, found, lambda s: s["matchers"].get("project"))
 
     @read.get("/silences", **typed_answer(dict[str, list[Silence]], "active and pending silences"))
-    async def silences(request: Request, run_id: int | None = Query(None, ge=1, le=INT64_MAX)) -> dict[str, Any]:
+    async def silences(request: Request, run_id: OptionalRunIdQuery = None) -> dict[str, Any]:
         def work() -> list[Silence]:
             return own_silences(request, n.silences(run_of(request, run_id) if run_id is not None else None))
         return {"silences": await run_in_threadpool(work)}

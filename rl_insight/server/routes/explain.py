@@ -34,16 +34,12 @@ from ..runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
 from ..runstore.steps.run_insights import run_step_windows
 from ..state import AppState
 from .models import error_responses, typed_answer
-from .params import RunId
+from .params import RunId, RunIdQuery
 
 
 # (a fresh Query per parameter: one shared instance would give every parameter the first one's name)
 def _steps_param() -> Any:
     return Query(None, max_length=64, pattern=r"^\d{1,18}-\d{1,18}$", description="a step range, e.g. 10-200")
-
-
-def _run_param() -> Any:
-    return Query(..., ge=1, le=INT64_MAX, description="run id (GET /api/v1/runs)")
 
 
 def _range(text: Optional[str]) -> tuple[int, int] | None:
@@ -72,7 +68,7 @@ def build_router(st: AppState) -> APIRouter:
         return run, ws
 
     @r.get("/diff", **typed_answer(RunsDiff, "B's time against A's, step by step, and B's biggest fix"))
-    async def runs_diff(a: int = _run_param(), b: int = _run_param(), steps: Optional[str] = _steps_param(),
+    async def runs_diff(a: RunIdQuery, b: RunIdQuery, steps: Optional[str] = _steps_param(),
                         a_steps: Optional[str] = _steps_param(), b_steps: Optional[str] = _steps_param()
                         ) -> dict[str, Any]:
         """Where B's time went against A's, step by step (the same run twice with two step ranges compares windows)."""

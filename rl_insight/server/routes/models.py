@@ -7,11 +7,12 @@ they describe the same shape for the schema and for clients generated from it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, cast
+from typing import Annotated, Any, Literal, Optional, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ... import protocol as p
+from .params import BodyRunId
 
 
 class ErrorBody(BaseModel):
@@ -186,7 +187,8 @@ class ProfileCreate(SelectorFields):
     )
 
     # at most 2^53: a run id the UI's JavaScript holds exactly (and an integer bound schema tools read exactly)
-    run_id: int | None = Field(None, ge=0, le=p.MAX_EXACT_INT, description="the run (or project + experiment_name)")
+    run_id: Optional[BodyRunId] = Field(None, ge=1, le=p.MAX_EXACT_INT,
+                                        description="the run (or project + experiment_name)")
     project: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     experiment_name: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "

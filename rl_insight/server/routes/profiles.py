@@ -11,13 +11,14 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
-from ...protocol import CLIENT_HEARTBEAT_S, INT64_MAX, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
+from ...protocol import CLIENT_HEARTBEAT_S, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
 from ..access.scope import only_visible, principal_of, require_sees, require_writes
 from ..control.profiles.book import FILE_NAME
 from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
 from .body import read_body
 from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema, typed_answer
+from .params import OptionalRunIdQuery
 
 HEAR_WITHIN_S = CLIENT_HEARTBEAT_S + 1.0  # a heartbeat, and the batch's linger and round trip
 ProfileId = Path(pattern=r"^[0-9a-f]{16}$", description="profile request id")
@@ -151,7 +152,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
         request: Request,
-        run_id: int | None = Query(None, ge=0, le=INT64_MAX),
+        run_id: OptionalRunIdQuery = None,
         project: str | None = Query(None, max_length=2048),
         experiment_name: str | None = Query(None, max_length=2048),
     ) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
+from ..access.run_ids import parse_run_id_list
 from ..outbound.run_points import insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
 from ..runstore import queries as q
@@ -131,7 +132,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         runs: str = Query(
             ...,
             max_length=400,
-            pattern=r"^ *[0-9]{1,18} *(, *[0-9]{1,18} *){0,19}$",
+            pattern=r"^[1-9][0-9]{0,18}(,[1-9][0-9]{0,18}){0,19}$",
             description="1 to 20 comma-separated run ids",
         ),
         x: Literal["step", "time"] = "step",
@@ -139,12 +140,9 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         agg: Literal["minmax", "lttb", "none"] = "minmax",
     ) -> Comparison:
         """The same metric of several runs side by side."""
-        try:
-            ids = [int(v) for v in runs.split(",") if v.strip()]
-            if any(not 0 <= i <= INT64_MAX for i in ids):
-                raise ValueError
-        except ValueError:
-            raise InvalidInputError(f"runs must be comma-separated integers, got {runs!r}") from None
+        ids = parse_run_id_list(runs)  # as the access check read them
+        if ids is None:
+            raise InvalidInputError(f"runs must be 1 to 20 comma-separated run ids, got {runs[:80]!r}")
         return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
 
 

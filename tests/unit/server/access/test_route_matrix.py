@@ -215,6 +215,32 @@ def _request(method: str, path: str, side: str, world: World, tag: str) -> dict[
     return out
 
 
+def _spellings(run_id: int) -> list[str]:
+    """Other ways to write a run id, as they go on the wire, that a lax int parser reads as that id (`2_0` as 20):
+    each must be refused, never read as the run."""
+    from urllib.parse import quote
+
+    n = str(run_id)
+    wide = quote("".join(chr(0xFF10 + int(d)) for d in n))  # fullwidth digits: str.isdigit() and int() take them
+    arabic = quote("".join(chr(0x0660 + int(d)) for d in n))
+    return ["+" + n, n + ".0", "%2B" + n, n + "_0", "0" + n, "%20" + n, n + "%20", "%09" + n, hex(run_id), n + "e0",
+            wide, arabic]
+
+
+def _spelled(url: str, key: tuple[str, str], world: World, spelling: str, token: str) -> httpx.Response | None:
+    """`key`'s request for the other project with its run id written `spelling` (None: the route names no run)."""
+    method, path = key
+    if "{run_id}" not in path and path not in ("/api/v1/runs/diff", "/api/v1/series"):
+        return None
+    req = _request(method, path, OTHER, world, "spelled")
+    target = url + req["url"].replace(f"/runs/{world.run[OTHER]}", f"/runs/{spelling}", 1)
+    query = "&".join(f"{k}={spelling if str(v) == str(world.run[OTHER]) else v}" for k, v in req["params"].items())
+    headers = {**req.get("headers", {}), **_h(token)}
+    # the raw text goes on the wire as written (httpx would encode a '%' again in params)
+    return httpx.request(method, target + ("?" + query if query else ""), headers=headers, timeout=60,
+                         **{k: v for k, v in req.items() if k in ("json", "content")})
+
+
 def _seed(url: str) -> World:
     api = httpx.Client(base_url=url, headers=_h(ADMIN), timeout=30)
     run, profile, snapshot = {}, {}, {}
@@ -296,6 +322,12 @@ def test_each_route_each_role_own_and_other_project(tmp_path: Path) -> None:
                     elif rule.scope == "partial":
                         check(r.status_code in (200, 422) and ("rejected" in r.text or "project_not_allowed"
                                                                 in r.text), said)
+        for key, rule in sorted(RULES.items()):  # another project's run id however it is spelled (issue 64)
+            for spelling in _spellings(world.run[OTHER]):
+                r = _spelled(srv.url, key, world, spelling, tokens["operator"])
+                if r is not None:
+                    check(r.status_code in (404, 422) and OTHER not in r.text and EXP[OTHER] not in r.text,
+                          lambda: f"operator {key} spelled {spelling!r}: {r.status_code} {r.text[:300]}")
         _other_untouched(admin, world)
         for key, rule in sorted(RULES.items()):  # the admin: allowed everything, sees the other project's things
             r = call("admin", key, OTHER if rule.scope == "named" else OWN)
