@@ -66,7 +66,9 @@ def rule_files(data_dir: Path) -> tuple[Path, Path]:
 
 
 def _selector(r: UserRule) -> str:
-    parts = [f"{label}={json.dumps(value)}" for label, value in (("project", r["project"]),
+    # a PromQL string as it is written: `ensure_ascii` would write a character outside the BMP as a UTF-16 surrogate
+    # pair (`\ud83d\ude80`), which PromQL refuses (json.dumps still escapes quotes, backslashes and control characters)
+    parts = [f"{label}={json.dumps(value, ensure_ascii=False)}" for label, value in (("project", r["project"]),
                                                                 ("experiment_name", r["experiment_name"])) if value]
     return "{" + ", ".join(parts) + "}"
 
@@ -96,8 +98,19 @@ def describe(r: UserRule) -> str:
 
 def _literal(text: str) -> str:
     """Text shown as it is inside a Prometheus annotation (a Go template): a metric or run name holding `{{` is not
-    run as a template (only what_to_check may use templates, as the shipped rules do)."""
+    run as a template."""
     return text.replace("{{", "{{ `{{` }}")
+
+
+_REFERENCE = re.compile(r"\$(value\b|labels\.[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def user_text(text: str) -> str:
+    """What a user wrote for a rule (what_to_check), as an annotation: literal, but for `$value` and `$labels.<name>`
+    (the firing series' own value and labels). Never a template of the user's: a `{{ query … }}` would run any PromQL
+    every evaluation and show every project's data to this rule's readers (issue 64); the rule's expression, built
+    here with the run's matchers, stays its only PromQL."""
+    return _REFERENCE.sub(lambda m: "{{ $" + m[1] + " }}", _literal(text))
 
 
 def render(rules: list[UserRule]) -> str:
@@ -109,7 +122,8 @@ def render(rules: list[UserRule]) -> str:
             "annotations": {
                 "summary": f"{{{{ $labels.project }}}}/{{{{ $labels.experiment_name }}}}: "
                            f"{_literal(describe(r))}; now {{{{ $value | printf \"%.4g\" }}}}",
-                "what_to_check": r["what_to_check"] or "The run page's charts around the step it began in."}}
+                "what_to_check": user_text(r["what_to_check"]) or "The run page's charts around the step it began "
+                                                                               "in."}}
         if r["kind"] == "threshold" and r["for_s"]:
             rule["for"] = _duration(r["for_s"])
         group["rules"].append(rule)
@@ -156,6 +170,9 @@ def validate(body: Any, step_s: Optional[float]) -> UserRule:
     check = body.get("what_to_check") or ""
     if not isinstance(check, str) or len(check) > 1000:
         raise InvalidInputError("what_to_check must be text of at most 1000 characters")
+    for k, v in (("metric", metric), ("what_to_check", check), *scope.items()):
+        if isinstance(v, str) and not _encodable(v):
+            raise InvalidInputError(f"{k} holds a character that is not Unicode text (a lone surrogate)")
     note = ""
 
     def seconds(steps_key: str, seconds_key: str, default_steps: float) -> float:
@@ -186,6 +203,14 @@ def validate(body: Any, step_s: Optional[float]) -> UserRule:
         rule["window_s"] = max(60.0, seconds("window_steps", "window_s", 50))
     rule["steps_note"] = note
     return rule
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class UserRules:

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from rl_insight.errors import ConflictError, InvalidInputError
-from rl_insight.server.prometheus.user_rules import UserRules, describe, expression, render, validate
+from rl_insight.server.prometheus import user_rules
+from rl_insight.server.prometheus.user_rules import UserRules, describe, expression, render, user_text, validate
 
 LOW = {"name": "RewardLow", "metric": "reward/mean", "kind": "threshold", "op": "below", "value": 0.2,
        "for_steps": 10, "project": "math", "experiment_name": "grpo"}
@@ -57,13 +58,16 @@ def test_steps_without_a_step_time_ask_for_seconds() -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) is not installed")
-def test_promtool_refuses_a_rule_that_does_not_compile_and_the_last_good_file_stays(tmp_path: Path) -> None:
+def test_promtool_refuses_a_rule_that_does_not_compile_and_the_last_good_file_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = UserRules(tmp_path)
     rules.add(LOW, step_s=1.0)
     good = rules.rule_path.read_text()
     assert [r["alert"] for r in yaml.safe_load(good)["groups"][0]["rules"]] == ["RewardLow"]
+    broken = user_rules.expression
+    monkeypatch.setattr(user_rules, "expression", lambda r: "rate(" if r["name"] == "Broken" else broken(r))
     with pytest.raises(InvalidInputError, match="promtool refused the rule") as err:
-        rules.add({**LOW, "name": "Broken", "what_to_check": "{{ unclosed"}, step_s=1.0)
+        rules.add({**LOW, "name": "Broken"}, step_s=1.0)
     assert "user_rules.yml" in err.value.message and str(tmp_path) not in err.value.message
     assert rules.rule_path.read_text() == good and [r["name"] for r in rules.rules()] == ["RewardLow"]
     with pytest.raises(ConflictError, match="exists"):
@@ -78,3 +82,24 @@ def test_promtool_refuses_a_rule_that_does_not_compile_and_the_last_good_file_st
     off = UserRules(tmp_path / "other", enabled=False)
     with pytest.raises(ConflictError, match="no managed Prometheus"):
         off.add(LOW, step_s=1.0)
+
+
+def test_what_to_check_is_literal_text_but_for_value_and_label_references() -> None:
+    """A user's text never runs as a template (`{{ query … }}` would read every project's data, issue 64): only the
+    firing series' own `$value` and `$labels.<name>` are filled in."""
+    said = user_text('{{ query "rl_insight_monitor_reward_mean" | first | value }} on $labels.project: $value')
+    assert said == ('{{ `{{` }} query "rl_insight_monitor_reward_mean" | first | value }} on {{ $labels.project }}: '
+                    '{{ $value }}')
+    assert user_text("$valued ${x} $labels. cost: 5$") == "$valued ${x} $labels. cost: 5$"
+    rule = validate({**LOW, "what_to_check": "{{ range query \"up\" }}{{ .Labels }}{{ end }}"}, step_s=1.0)
+    annotation = yaml.safe_load(render([rule]))["groups"][0]["rules"][0]["annotations"]["what_to_check"]
+    assert "{{ range" not in annotation.replace("{{ `{{` }} range", "")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) is not installed")
+def test_a_project_outside_the_bmp_is_written_as_promql_reads_it(tmp_path: Path) -> None:
+    rules = UserRules(tmp_path)
+    rule = rules.add({**LOW, "project": "rocket-\U0001f680", "experiment_name": 'q"\\x'}, step_s=1.0)
+    assert '{project="rocket-\U0001f680", experiment_name="q\\"\\\\x"}' in expression(rule)
+    with pytest.raises(InvalidInputError, match="not Unicode text"):
+        validate({**LOW, "project": "bad-\ud800"}, step_s=1.0)
