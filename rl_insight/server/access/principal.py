@@ -4,7 +4,8 @@ Roles (docs/access.md): *viewer* reads runs, spans, panels and exports; *operato
 snapshots, silences alerts and manages rules; *ingest* only sends data (ingest, OTLP, profile and stack uploads,
 target registration) into its projects; *admin* everything, tokens included. `projects` None: every project.
 
-Invariant: a principal is immutable; `can_read`, `can_operate`, `can_ingest` and `is_admin` are the only questions the
+Invariant: a principal never creates or sees anything wider than itself: an admin is of every project (`admin` with
+projects is refused where tokens and the access map are made); a principal is immutable; `can_read`, `can_operate`, `can_ingest` and `is_admin` are the only questions the
 server asks of a role.
 """
 
@@ -25,7 +26,10 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
-        return self.role == "admin"
+        """Token management and the audit log: only a principal of every project (an admin held to projects, made
+        before they were refused, would mint tokens wider than itself: it keeps an operator's and an ingest token's
+        rights in its projects and no more)."""
+        return self.role == "admin" and self.projects is None
 
     @property
     def can_read(self) -> bool:

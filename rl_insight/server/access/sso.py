@@ -47,6 +47,9 @@ def _grant(raw: Any, where: str) -> Grant:
     if not isinstance(projects, list) or not projects or not all(isinstance(p, str) and p.strip() for p in projects):
         raise ConfigError(f"access map: {where}: projects must be a non-empty list of project names (leave it out "
                           "for every project)")
+    if role == "admin":
+        raise ConfigError(f"access map: {where}: an admin is of every project (it manages every token and reads the "
+                          "whole audit log): leave out projects, or grant operator for those projects")
     return Grant(role, frozenset(p.strip() for p in projects))
 
 

@@ -47,6 +47,10 @@ def check_fields(name: str, role: str, projects: Sequence[str] | None, expires_s
                                 hint="1 to 64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit")
     if role not in ROLES:
         raise InvalidInputError(f"unknown role {role[:40]!r}", hint="one of " + ", ".join(ROLES))
+    if role == "admin" and projects is not None:
+        raise InvalidInputError("an admin token is for every project: it manages every token and reads the whole "
+                                "audit log", hint="for one project's people give role operator (and an ingest token "
+                                "for its jobs), or leave out the projects")
     for p in projects or ():
         if not PROJECT.match(p):
             raise InvalidInputError(f"invalid project {p[:80]!r}", hint="1 to 256 printable characters")

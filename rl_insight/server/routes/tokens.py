@@ -65,6 +65,10 @@ def build_router(st: AppState) -> APIRouter:
 
     @r.post("", status_code=201, **typed_answer(CreatedToken, "the new token's secret (shown once) and record"))
     async def create(body: TokenCreate, request: Request) -> dict[str, Any]:
+        if not st.auth.token:
+            raise ConflictError("this server has no token: every request to it is admin, so a named token would "
+                                "limit nobody", hint="start the server with a token (`rl-insight server start "
+                                "--token …`, or on a network address, which generates one) to hand out roles")
         who = request.state.principal.name
         secret, info = await run_in_threadpool(book().create, body.name, body.role, body.projects, body.expires_s,
                                                who)

@@ -40,6 +40,7 @@ def test_a_user_entry_wins_then_the_strongest_groups_over_their_projects_only() 
     ({"groups": {"g": {"role": "viewer", "project": ["a"]}}}, "groups.g must be {role"),
     ({"groups": ["g"]}, "groups must map names to grants"),
     ({"groups_separator": ""}, "groups_separator"),
+    ({"users": {"ann": {"role": "admin", "projects": ["a"]}}}, "users.ann: an admin is of every project"),
 ])
 def test_a_bad_map_is_refused_naming_what_is_wrong(doc: dict, says: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(says)):

@@ -32,7 +32,8 @@ def test_each_role_does_what_it_is_for_and_nothing_else(tmp_path: Path) -> None:
         api = httpx.Client(base_url=srv.url, timeout=30)
         made = {}
         for name, role in (("alice", "viewer"), ("ops", "operator"), ("ci", "ingest"), ("boss", "admin")):
-            r = api.post("/api/v1/tokens", json={"name": name, "role": role, "projects": ["a"]}, headers=_h(ADMIN))
+            scope = {"projects": ["a"]} if role != "admin" else {}
+            r = api.post("/api/v1/tokens", json={"name": name, "role": role, **scope}, headers=_h(ADMIN))
             assert r.status_code == 201, r.text
             made[role] = r.json()["token"]
             assert r.json()["info"]["created_by"] == "admin (the server's --token)"
@@ -40,6 +41,10 @@ def test_each_role_does_what_it_is_for_and_nothing_else(tmp_path: Path) -> None:
         assert {t["name"] for t in listed} == {"alice", "ops", "ci", "boss"}
         assert not any(secret in r for r in map(str, listed) for secret in made.values())  # never the secret
         assert all("hash" not in t for t in listed)
+        # an admin is of every project: one held to projects would mint tokens wider than itself (issue 64)
+        wide = api.post("/api/v1/tokens", json={"name": "boss-a", "role": "admin", "projects": ["a"]},
+                        headers=_h(ADMIN))
+        assert wide.status_code == 422 and "an admin token is for every project" in wide.text
         # a second token of the same name is refused
         again = api.post("/api/v1/tokens", json={"name": "alice", "role": "viewer"}, headers=_h(ADMIN))
         assert again.status_code == 409
@@ -247,5 +252,39 @@ def test_a_viewer_of_one_project_sees_its_runs_and_nothing_of_another(tmp_path: 
         assert api.get("/api/v1/profiles", headers=_h(every)).json()["count"] == 1
         assert api.get(f"/api/v1/profiles/{made.json()['id']}", headers=_h(scoped)).status_code == 404
         assert api.get("/api/v1/profiles", params={"run_id": b}, headers=_h(scoped)).status_code == 404
+    finally:
+        srv.stop()
+
+
+def test_an_admin_held_to_projects_manages_no_tokens(tmp_path: Path) -> None:
+    """A token record made before `admin` with projects was refused keeps an operator's and an ingest token's rights in
+    its projects, never token management or the audit log (which span every project)."""
+    from rl_insight.server.access.principal import Principal
+
+    legacy = Principal("old-boss", "admin", frozenset({"a"}))
+    assert not legacy.is_admin and legacy.can_operate and legacy.can_ingest and legacy.can_read
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        book = srv.app.state.st.tokens
+        secret, _ = book.create("old-boss", "viewer", ["a"], None, "test")
+        doc = book._records.load()["old-boss"]  # rewritten as an older server stored it
+        assert book._records.update("old-boss", {**doc.body, "role": "admin"}, doc.version) is None
+        book.refresh()
+        api = httpx.Client(base_url=srv.url, timeout=30, headers=_h(secret))
+        assert api.get("/api/v1/runs").status_code == 200
+        for method, path, body in (("GET", "/api/v1/tokens", None), ("GET", "/api/v1/audit", None),
+                                   ("POST", "/api/v1/tokens", {"name": "mint", "role": "admin"})):
+            assert api.request(method, path, json=body).status_code == 403, path
+    finally:
+        srv.stop()
+
+
+def test_a_server_without_a_token_makes_no_named_tokens(tmp_path: Path) -> None:
+    """Every request to a server without a token is admin, so a named token would limit nobody: refused, saying so
+    (the README's demo server, issue 64)."""
+    srv = start_server(tmp_path)
+    try:
+        r = httpx.post(srv.url + "/api/v1/tokens", json={"name": "v", "role": "viewer"}, timeout=30)
+        assert r.status_code == 409 and "has no token" in r.text and "--token" in r.json()["hint"]
     finally:
         srv.stop()
