@@ -10,8 +10,9 @@ holds are compared (the newest few dozen): a desync older than those is not seen
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 def _op(e: Mapping[str, Any]) -> tuple[str, str]:
@@ -41,8 +42,12 @@ def group_front(pg: str, members: Mapping[str, Mapping[str, Any]]) -> dict[str, 
         return out
     front = max(enq.values())
     # the first sequence number not finished by every rank where the ranks that entered it disagree on the
-    # operation or the sizes (one that every rank finished is not where it hangs)
-    for seq in range(max(0, min(done.values()) + 1), front + 1):
+    # operation or the sizes (one that every rank finished is not where it hangs). Only the numbers an entry holds
+    # are compared: the work is bounded by the evidence sent, never by the numbers a rank claims (a group that claims
+    # 2^62 collectives once made this walk every one of them, issue 64)
+    first = max(0, min(done.values()) + 1)
+    held = sorted({seq for entries in at.values() for seq in entries if first <= seq <= front})
+    for seq in held:
         calls = {label: _op(at[label][seq]) for label in members if seq in at[label]}
         kinds = Counter(calls.values())
         if len(kinds) > 1:
@@ -74,12 +79,21 @@ def group_front(pg: str, members: Mapping[str, Mapping[str, Any]]) -> dict[str, 
     return out
 
 
-def wavefront(recorders: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every process group's finding, the telling ones first (desync, late, unfinished, stuck, clear).
-    `recorders`: member label -> flight-recorder evidence; those whose state is not "ok" are left out."""
+def wavefront(recorders: Mapping[str, Mapping[str, Any]], budget_s: float = 2.0,
+              clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """Every process group's finding, the telling ones first (desync, late, unfinished, stuck, clear, then
+    `unexamined`: the groups left when `budget_s` ran out, so that one snapshot's evidence never holds the thread that
+    completes every run's snapshots). `recorders`: member label -> flight-recorder evidence; those whose state is not
+    "ok" are left out."""
     ok = {label: fr for label, fr in recorders.items() if fr.get("state") == "ok"}
     groups = sorted({pg for fr in ok.values() for pg in (fr.get("groups") or {})})
-    order = {"desync": 0, "late": 1, "unfinished": 2, "stuck": 3, "clear": 4}
-    found = [group_front(pg, {label: fr for label, fr in ok.items() if pg in (fr.get("groups") or {})})
-             for pg in groups]
+    order = {"desync": 0, "late": 1, "unfinished": 2, "stuck": 3, "clear": 4, "unexamined": 5}
+    deadline = clock() + budget_s
+    found = []
+    for pg in groups:
+        if clock() > deadline:
+            found.append({"pg": pg, "name": pg, "members": 0, "kind": "unexamined", "culprits": [], "seq": None,
+                          "op": None, "sizes": None, "detail": f"{pg} not compared within the {budget_s:g} s budget"})
+            continue
+        found.append(group_front(pg, {label: fr for label, fr in ok.items() if pg in (fr.get("groups") or {})}))
     return sorted(found, key=lambda f: (order[f["kind"]], f["pg"]))

@@ -52,3 +52,28 @@ def test_groups_are_judged_apart_and_ranks_without_a_recorder_are_left_out() -> 
                        "rank_2": rank(1, 1, state="off")})
     assert [(f["pg"], f["kind"], f["culprits"], f["members"]) for f in found] == [("1", "late", ["rank_1"], 2),
                                                                                  ("0", "clear", [], 2)]
+
+
+def test_the_work_is_bounded_by_the_entries_sent_not_the_numbers_claimed() -> None:
+    """A rank claiming 2^62 collectives (a bug, or an attacker's answer) once made this walk every sequence number on
+    the thread that completes every run's snapshot (issue 64): only the numbers an entry holds are compared."""
+    import threading
+
+    huge = {"state": "ok", "groups": {"0": {"name": "default_pg", "enqueued": 2**62, "completed": 0}},
+            "entries": rank(3, 0)["entries"]}
+    found: list[Any] = []
+    worker = threading.Thread(target=lambda: found.extend(wavefront({"rank_0": huge, "rank_1": rank(3, 0)})),
+                              daemon=True)
+    worker.start()
+    worker.join(60)  # a bound on a hang, not a speed target: before the fix it ran for years
+    assert found, "the wavefront never finished"
+    assert (found[0]["kind"], found[0]["culprits"]) == ("late", ["rank_1"])
+
+
+def test_groups_left_when_the_budget_runs_out_are_said_unexamined() -> None:
+    ticks = iter(range(100))
+    found = wavefront({"rank_0": {**rank(2, 2), "groups": {**rank(2, 2)["groups"], **rank(5, 4, pg="1")["groups"]},
+                                  "entries": rank(2, 2)["entries"] + rank(5, 4, pg="1")["entries"]}},
+                      budget_s=1.5, clock=lambda: float(next(ticks)))
+    assert [(f["pg"], f["kind"]) for f in found] == [("0", "clear"), ("1", "unexamined")]
+    assert "not compared within the 1.5 s budget" in found[1]["detail"]

@@ -113,6 +113,10 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
     telling = next((f for f in fronts if f["kind"] in ("desync", "late", "unfinished")), None)
     if telling is not None:
         out["evidence"].append(f"flight recorder: {telling['detail']}")
+    unexamined = [f["pg"] for f in fronts if f["kind"] == "unexamined"]
+    if unexamined:
+        out["evidence"].append(f"flight recorder: {len(unexamined)} process group(s) not compared within the "
+                               "verdict's time budget")
     if out["class"] == "unknown" and telling is not None:
         by_label = {label: u for u in holders for label in u.get("labels") or []}
         us = [by_label[c] for c in telling["culprits"] if c in by_label]

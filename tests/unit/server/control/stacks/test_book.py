@@ -302,3 +302,33 @@ def test_a_process_that_went_silent_before_it_was_asked_is_the_likely_hang(tmp_p
     assert done["state"] == "complete" and [(p["pid"], p["gone"]) for p in done["missing"]] == [(1002, True)]
     assert done["summary"].startswith("rank_2 did not answer")
     assert (done["verdict"]["class"], done["verdict"]["culprits"]) == ("dead_process", ["rank_2"])
+
+
+def test_an_answer_claiming_2_62_collectives_delays_no_other_snapshot(tmp_path: Path) -> None:
+    """Issue 64: one flight-recorder group claiming 2^62 enqueued collectives (accepted) once made the verdict walk every
+    sequence number on the book's thread: no snapshot of any run completed again. The work is bounded by the entries
+    sent; the next run's snapshot completes on the same running book."""
+    runs = {RUN: procs(), ("q", "e"): procs()}
+    book = StackBook(tmp_path / "stacks", lambda p, e: list(runs.get((p, e), [])), tick_s=3600)
+    book.start()
+    try:
+        claimed = book.create(*RUN)
+        for r in range(4):
+            body = report(r, collective())
+            body["process"]["pid"], body["process"]["host"] = 1000 + r, "h"
+            body["flight_recorder"] = {"state": "ok", "groups": {"0": {"name": "default_pg", "enqueued": 2**62 if r == 0
+                                                                       else 3, "completed": 0}},
+                                       "entries": [{"seq": s, "op": "gloo:all_reduce", "pg": "0", "in_sizes": [[4]]}
+                                                   for s in (1, 2, 3)]}
+            book.report(claimed["id"], json.loads(json.dumps(body)))
+        other = book.create("q", "e")
+        for r in range(4):
+            answer(book, other["id"], r)
+        deadline = time.monotonic() + 60  # a bound on a hang, not a speed target
+        while book.get(other["id"])["state"] != "complete" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert book.get(other["id"])["state"] == "complete"
+        verdict = book.get(claimed["id"])["verdict"]
+        assert verdict["class"] == "late_rank" and verdict["culprits"] == ["rank_1", "rank_2", "rank_3"]
+    finally:
+        book.stop()
