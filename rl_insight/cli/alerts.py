@@ -225,7 +225,8 @@ def add_rule(
     run: Optional[str] = typer.Option(None, "--run", help="Only this run (PROJECT/EXPERIMENT or its id)."),
     project: Optional[str] = typer.Option(None, "--project", help="Every run of this project."),
     severity: str = typer.Option("warning", "--severity", help="info, warning or critical."),
-    what_to_check: str = typer.Option("", "--what-to-check", help="Shown with the alert, as written; $value and $labels.<name> are filled in."),
+    what_to_check: str = typer.Option("", "--what-to-check", help="Shown with the alert as written "
+                                       "($value, $labels.<name> filled in)."),
     replace: bool = typer.Option(False, "--replace", help="Replace a rule of the same name."),
     server_url: Optional[str] = ServerUrlOpt,
     token: Optional[str] = TokenOpt,

@@ -29,6 +29,16 @@ RENAMED = {"retention_days": "store_retention_days", "otlp_grpc_intake_port": "o
 STORE_WRITERS = ("process", "thread")  # where the run store's writer may run (store_writer)
 INSIGHTS_WORKERS = ("process", "thread")  # where the insight rounds run (insights_worker)
 
+
+def reach_host(bind_host: str) -> str:
+    """Where a process on this host reaches a server bound to `bind_host` (a wildcard: loopback; IPv6 bracketed)."""
+    if bind_host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if bind_host == "::":
+        return "[::1]"
+    return f"[{bind_host}]" if ":" in bind_host else bind_host
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "0.0.0.0"

@@ -104,7 +104,7 @@ class Auth:
         if who.projects is not None:
             self._only_its_runs(request, who)
         request.state.principal = who
-        if request.method in STATE_CHANGING and what != "send data":
+        if request.method in STATE_CHANGING and what not in ("send data", "deliver notifications"):
             request.state.audit = True  # an action, for the audit log (http/audit_trail.py) once it succeeded
         return who
 
@@ -130,7 +130,7 @@ class Auth:
     @staticmethod
     def _allows(who: Principal, what: str) -> bool:
         return {"send data": who.can_ingest, "read run data": who.can_read, "do this": who.can_operate,
-                "manage tokens": who.is_admin}[what]
+                "manage tokens": who.is_admin, "deliver notifications": who.is_admin}[what]
 
     # The routes' dependencies are coroutines though they never wait: FastAPI runs a plain function dependency in
     # its thread pool, a trip there and back (two wake-ups of the event loop) for a header comparison, on every
@@ -152,6 +152,12 @@ class Auth:
         self._require(request, True, "read run data",
                       "sign in on the UI, or send 'Authorization: Bearer <token>' (`rl-insight server credentials` "
                       "shows it)")
+
+    async def require_server(self, request: Request) -> None:
+        """What the managed Alertmanager hands the server (webhook messages to post on): the server's own token (or
+        an admin's), bearer only; not an action for the audit log."""
+        self._require(request, False, "deliver notifications", "Alertmanager sends the server's token from "
+                                                               "<data_dir>/alerting/relay_token")
 
     async def require_admin(self, request: Request) -> None:
         """Token management: *admin* (the server's own token or a named admin token)."""

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from ..errors import ConfigError
 from ..fsutil import private_dir
 from ..protocol import SpanRecord
-from .config import ServerConfig
+from .config import ServerConfig, reach_host
 from .control.run_control import RunControlBuilder
 from .control.stacks.stall_watch import StallWatch
 from .http.slow_peers import PeerGuardCounters
@@ -30,7 +30,8 @@ from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .outbound.alerting.am_config import Grouping
-from .outbound.alerting.notifications import Notifications
+from .outbound.alerting.delivery import WebhookDelivery
+from .outbound.alerting.notifications import Notifications, relay_of
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.answers import Experiment
 from .prometheus.experiments import ExperimentBook
@@ -222,6 +223,7 @@ class AppState:
         self.acks = StoredWaiters(self.writer, self.metrics.ack_wait.observe)
         self.fleet = self._fleet()  # several servers on one PostgreSQL store (None: SQLite, one server)
         self.notifications, self.alert_events = self._notifications()
+        self.webhooks = WebhookDelivery(self.notifications.receiver)
         # alert rules users add, evaluated by the managed Prometheus (prometheus/user_rules.py)
         self.user_rules = UserRules(Path(config.data_dir).expanduser(), config.promtool,
                                     enabled=config.managed_prometheus_url is not None)
@@ -363,8 +365,9 @@ class AppState:
         (a stall, a hang verdict, a lost run) by the server that leads."""
         config = self.config
         grouping = Grouping(config.alert_group_wait, config.alert_group_interval, config.alert_repeat_interval)
-        notifications = Notifications(Path(config.data_dir).expanduser(), config.alertmanager_url, grouping,
-                                      amtool=config.amtool)
+        data_dir = Path(config.data_dir).expanduser()
+        relay = relay_of(data_dir, f"http://{reach_host(config.host)}:{config.port}", config.token)
+        notifications = Notifications(data_dir, config.alertmanager_url, grouping, amtool=config.amtool, relay=relay)
         if notifications.am is None or self.reader is None:
             return notifications, None
         insight = self.insight

@@ -22,9 +22,10 @@ from .._version import __version__
 from ..child import python_command, python_env
 from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
+from ..server.config import reach_host
 from ..server.http.net import detect_ip, free_port, port_is_free
 from ..server.outbound.alerting.am_config import Grouping
-from ..server.outbound.alerting.notifications import config_paths
+from ..server.outbound.alerting.notifications import config_paths, relay_of
 from ..server.outbound.alerting.notifications import write_config as write_alertmanager_config
 from ..server.prometheus.user_rules import write_rule_file
 from . import process
@@ -72,13 +73,7 @@ class Missing:
     hint: str | None
 
 
-def probe_host(bind_host: str) -> str:
-    """Where local probes reach a server bound to `bind_host`."""
-    if bind_host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if bind_host == "::":
-        return "[::1]"
-    return f"[{bind_host}]" if ":" in bind_host else bind_host
+probe_host = reach_host  # where local probes reach a server bound to a host
 
 
 class Supervisor:
@@ -207,7 +202,9 @@ class Supervisor:
         if alertmanager is not None:
             alertmanager.data_dir.mkdir(parents=True, exist_ok=True)
             write_alertmanager_config(self.data_dir, Grouping(srv.alert_group_wait, srv.alert_group_interval,
-                                                              srv.alert_repeat_interval))
+                                                              srv.alert_repeat_interval),
+                                      relay_of(self.data_dir, f"http://{probe_host(srv.host)}:{self.ingest_port}",
+                                               srv.token))
             self.services.append(Service(
                 name="alertmanager", argv=alertmanager_command(am_bin.path, alertmanager),
                 ready_url=alertmanager.url + "/-/ready", url=alertmanager.url, port=alertmanager.port,

@@ -81,13 +81,17 @@ class ManagedAlertmanager:
 
     def __init__(self, data: Path) -> None:
         binary = find_binary("alertmanager", data / "none")
-        self.settings = AlertmanagerSettings("127.0.0.1", free_port(), data / "alertmanager", write_config(data, FAST))
+        # (the server, started next, writes the configuration with its own address at its first receiver change)
+        config = write_config(data, FAST, am_config.Relay("http://127.0.0.1:9"))
+        self.settings = AlertmanagerSettings("127.0.0.1", free_port(), data / "alertmanager", config)
         self.settings.data_dir.mkdir(parents=True)
         self.argv = command(binary.path, self.settings)
+        self.log = data / "alertmanager.log"
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
         wait_until(lambda: _answers(self.settings.url + "/-/ready"), timeout=30, what="alertmanager ready")
 
     def stop(self) -> None:
@@ -145,7 +149,9 @@ def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monke
     # secrets: on disk 0600, never in an answer
     data = Path(srv.config.data_dir) / "alerting"
     assert {p.name: p.stat().st_mode & 0o777 for p in data.iterdir()} == {"receivers.json": 0o600,
-                                                                         "alertmanager.yml": 0o600}
+                                                                         "alertmanager.yml": 0o600,
+                                                                         "relay_token": 0o600}
+    assert "s3cr3t-webhook-key" not in (data / "alertmanager.yml").read_text()  # Alertmanager posts to this server
     shown = httpx.get(srv.url + "/api/v1/alerting/receivers", headers=H)
     everything = shown.text + httpx.get(srv.url + "/healthz").text + httpx.get(srv.url + "/api/v1/alerting",
                                                                                headers=H).text
@@ -162,7 +168,7 @@ def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monke
     bad = _add(srv, {"name": "ftp", "kind": "webhook", "url": "ftp://example.com/x"})
     assert bad.status_code == 422 and "is not an http(s)://host/… URL" in bad.json()["detail"]
     before = {p.name: p.read_bytes() for p in data.iterdir()}
-    broken = lambda receivers, grouping: "route:\n  receiver: nobody\nreceivers:\n  - name: somebody\n"  # noqa: E731
+    broken = lambda *_: "route:\n  receiver: nobody\nreceivers:\n  - name: somebody\n"  # noqa: E731
     monkeypatch.setattr(am_config, "render", broken)
     refused = _add(srv, {"name": "new", "kind": "webhook", "url": inbox.url + "/new"})
     assert refused.status_code == 422 and 'undefined receiver "nobody"' in refused.json()["detail"]
@@ -186,6 +192,27 @@ def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monke
     gone = httpx.delete(srv.url + "/api/v1/alerting/receivers/chat", headers=H)
     assert gone.status_code == 200 and [r["name"] for r in gone.json()["receivers"]] == ["team", "oncall"]
     assert httpx.delete(srv.url + "/api/v1/alerting/receivers/chat", headers=H).status_code == 404
+
+
+def test_a_failed_webhook_delivery_logs_no_url(rig, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 64: Alertmanager 0.25 logs a failed webhook's whole URL (its secret path). Webhooks go through the server,
+    which posts them on and says only the receiver's name; the failure is retried and counted."""
+    srv, inbox, _, am = rig
+    dead = f"http://127.0.0.1:{free_port()}/hooks/T000/dead-s3cr3t-path?key=q-s3cr3t"
+    assert _add(srv, {"name": "gone", "kind": "webhook", "url": dead}).status_code == 201
+    assert _add(srv, {"name": "alive", "kind": "webhook", "url": inbox.url + "/alive-s3cr3t"}).status_code == 201
+    for name in ("gone", "alive"):
+        assert httpx.post(srv.url + f"/api/v1/alerting/receivers/{name}/test", headers=H).status_code == 200
+    wait_until(lambda: inbox.at("/alive-s3cr3t"), timeout=20, what="the working receiver's notification")
+    wait_until(lambda: srv.app.state.st.webhooks.failures["gone"] >= 1, timeout=20, what="the failed delivery")
+    wait_until(lambda: "Notify attempt failed" in am.log.read_text(), timeout=20, what="Alertmanager's retry")
+    said = am.log.read_text() + caplog.text
+    assert "s3cr3t" not in said and "gone" in caplog.text
+    # Alertmanager's relay needs the server's token: nobody else has the server post to a receiver
+    assert httpx.post(srv.url + "/api/v1/alerting/deliver/alive", json={}).status_code == 401
+    viewer = httpx.post(srv.url + "/api/v1/tokens", json={"name": "v", "role": "viewer"}, headers=H).json()["token"]
+    assert httpx.post(srv.url + "/api/v1/alerting/deliver/alive", json={},
+                      headers={"Authorization": f"Bearer {viewer}"}).status_code == 403
 
 
 def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) -> None:

@@ -4,9 +4,9 @@ Roles (docs/access.md): *viewer* reads runs, spans, panels and exports; *operato
 snapshots, silences alerts and manages rules; *ingest* only sends data (ingest, OTLP, profile and stack uploads,
 target registration) into its projects; *admin* everything, tokens included. `projects` None: every project.
 
-Invariant: a principal never creates or sees anything wider than itself: an admin is of every project (`admin` with
-projects is refused where tokens and the access map are made); a principal is immutable; `can_read`, `can_operate`, `can_ingest` and `is_admin` are the only questions the
-server asks of a role.
+Invariants: a principal never creates or sees anything wider than itself: an admin is of every project (`admin` with
+projects is refused where tokens and the access map are made); a principal is immutable; `can_read`, `can_operate`,
+`can_ingest` and `is_admin` are the only questions the server asks of a role.
 """
 
 from __future__ import annotations

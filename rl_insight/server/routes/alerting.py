@@ -20,15 +20,18 @@ from __future__ import annotations
 from typing import Any, Literal, Optional
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
+from ..outbound.alerting.delivery import MAX_MESSAGE_BYTES
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
+from .body import read_body
 from .models import error_responses, typed_answer
 from .params import BodyRunId, OptionalRunIdQuery
 
@@ -233,4 +236,22 @@ def build_router(st: AppState) -> APIRouter:
     out = APIRouter()
     out.include_router(read)
     out.include_router(change)
+    out.include_router(_delivery_router(st))
     return out
+
+
+def _delivery_router(st: AppState) -> APIRouter:
+    """Where the managed Alertmanager hands webhook receivers' messages (outbound/alerting/delivery.py): with the
+    server's own token (a token for every project: an admin)."""
+    deliver = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_server)], tags=["alerting"],
+                        responses=error_responses(400, 401, 403, 404, 413, 502))
+
+    @deliver.post("/deliver/{name}", **typed_answer(dict[str, str], "delivered"))
+    async def deliver_message(request: Request, name: str = ReceiverName) -> Any:
+        url = await run_in_threadpool(st.webhooks.target, name)
+        if url is None:
+            raise NotFoundError(f"no webhook receiver named {name[:80]!r}")
+        code, said = await st.webhooks.deliver(name, url, await read_body(request, MAX_MESSAGE_BYTES))
+        return {"message": said} if code == 200 else JSONResponse({"detail": said}, status_code=code)
+
+    return deliver

@@ -9,6 +9,7 @@ start` and by every receiver change, never edited by hand.
   alerts; what no receiver takes goes to `rl-insight-none`, which delivers nothing.
 * **Tests**: an alert labelled `rl_insight_test=<receiver>` (`rl-insight alerts receivers test`) goes to that
   receiver alone, at once, and is not followed by a "resolved" message.
+* **Webhooks through this server** (`Relay`): their URLs carry secrets and Alertmanager logs a failed one's URL.
 * **Inhibition**: a hung run silences its own stall alerts, and the server's run-level stall alert silences
   Prometheus' lane-level ones of the same run (the same stall is told once).
 """
@@ -56,14 +57,34 @@ class Grouping:
                 raise ConfigError(f"{what} {value!r} is not a duration like 30s, 5m or 4h")
 
 
+DELIVER_PATH = "/api/v1/alerting/deliver/"  # + a receiver's name: this server posts the message on (Relay)
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Where Alertmanager hands a webhook receiver's messages: this server, which posts them on to the receiver's URL
+    (outbound/alerting/delivery.py). Alertmanager 0.25 writes a failed webhook's URL, its secret path included, into
+    its log (Slack's it redacts; `url_file` came later), so the secret URL is never in its configuration."""
+
+    base_url: str  # this server, as Alertmanager on this host reaches it
+    token_file: str | None = None  # the server's token (0600), None when the server has none
+
+    def webhook(self, receiver: str) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"url": self.base_url.rstrip("/") + DELIVER_PATH + receiver}
+        if self.token_file:
+            cfg["http_config"] = {"authorization": {"type": "Bearer", "credentials_file": self.token_file}}
+        return cfg
+
+
 def _matcher(label: str, value: str) -> str:
     return f"{label}={json.dumps(value)}"  # a double-quoted Go string: quotes and backslashes escaped
 
 
-def _receiver(r: Receiver, name: str, resolved: bool = True) -> dict[str, Any]:
+def _receiver(r: Receiver, name: str, relay: Relay | None, resolved: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
     if r["kind"] == "webhook":
-        out["webhook_configs"] = [{"url": r["url"], "send_resolved": resolved, "max_alerts": MAX_ALERTS_PER_MESSAGE}]
+        target = relay.webhook(r["name"]) if relay is not None else {"url": r["url"]}
+        out["webhook_configs"] = [{**target, "send_resolved": resolved, "max_alerts": MAX_ALERTS_PER_MESSAGE}]
     elif r["kind"] == "slack":
         cfg: dict[str, Any] = {"api_url": r["url"], "send_resolved": resolved, "title": SLACK_TITLE,
                                "text": SLACK_TEXT}
@@ -82,8 +103,9 @@ def _receiver(r: Receiver, name: str, resolved: bool = True) -> dict[str, Any]:
     return out
 
 
-def render(receivers: list[Receiver], grouping: Grouping = Grouping()) -> str:
-    """alertmanager.yml for these receivers (the module docstring says what it does)."""
+def render(receivers: list[Receiver], grouping: Grouping = Grouping(), relay: Relay | None = None) -> str:
+    """alertmanager.yml for these receivers (the module docstring says what it does); webhooks through `relay` (None:
+    straight to their URLs, which then show in Alertmanager's log when a delivery fails)."""
     routes: list[dict[str, Any]] = [
         {"receiver": TEST_PREFIX + r["name"], "matchers": [_matcher(TEST_LABEL, r["name"])], "group_wait": "0s",
          "group_by": ["..."]} for r in receivers]
@@ -95,8 +117,8 @@ def render(receivers: list[Receiver], grouping: Grouping = Grouping()) -> str:
     config = {
         "route": {"receiver": NONE_RECEIVER, "group_by": GROUP_BY, "group_wait": grouping.wait,
                   "group_interval": grouping.interval, "repeat_interval": grouping.repeat, "routes": routes},
-        "receivers": [{"name": NONE_RECEIVER}, *(_receiver(r, r["name"]) for r in receivers),
-                      *(_receiver(r, TEST_PREFIX + r["name"], resolved=False) for r in receivers)],
+        "receivers": [{"name": NONE_RECEIVER}, *(_receiver(r, r["name"], relay) for r in receivers),
+                      *(_receiver(r, TEST_PREFIX + r["name"], relay, resolved=False) for r in receivers)],
         "inhibit_rules": [
             {"source_matchers": ['alertname="RLInsightRunHung"'],
              "target_matchers": ['alertname=~"RLInsightRunStalled|RLInsightLaneStalled|RLInsightTrainerStalled"'],

@@ -83,19 +83,30 @@ def _wire(s: Silence) -> dict[str, Any]:
             "startsAt": s["starts_at"], "endsAt": s["ends_at"], "createdBy": s["created_by"], "comment": s["comment"]}
 
 
-def write_config(data_dir: Path, grouping: am_config.Grouping) -> Path:
+def relay_of(data_dir: Path, server_url: str, token: str) -> am_config.Relay:
+    """How Alertmanager reaches this server's delivery route: its URL and, when it has a token, a 0600 file with it
+    (Alertmanager reads it at each delivery; never in its configuration)."""
+    if not token:
+        return am_config.Relay(server_url)
+    path = Path(data_dir).expanduser() / "alerting" / "relay_token"
+    atomic_write(path, token + "\n", mode=0o600)
+    return am_config.Relay(server_url, str(path))
+
+
+def write_config(data_dir: Path, grouping: am_config.Grouping, relay: am_config.Relay) -> Path:
     """(`server start`, before Alertmanager starts) alertmanager.yml rendered from the stored receivers."""
     receivers_path, config_path = config_paths(data_dir)
-    atomic_write(config_path, am_config.render(ReceiverFile(receivers_path).load(), grouping), mode=0o600)
+    atomic_write(config_path, am_config.render(ReceiverFile(receivers_path).load(), grouping, relay), mode=0o600)
     return config_path
 
 
 class Notifications:
     def __init__(self, data_dir: Path, alertmanager_url: str | None, grouping: am_config.Grouping,
-                 amtool: str | None = None) -> None:
+                 amtool: str | None = None, relay: am_config.Relay | None = None) -> None:
         receivers_path, self.config_path = config_paths(data_dir)
         self.silences_file = silences_path(data_dir)
         self.grouping = grouping
+        self.relay = relay
         self.file = ReceiverFile(receivers_path)
         self.am = Alertmanager(alertmanager_url) if alertmanager_url else None
         self.amtool = amtool or shutil.which("amtool")
@@ -121,6 +132,10 @@ class Notifications:
 
     def receivers(self) -> list[ShownReceiver]:
         return [shown(r) for r in self.file.load()]
+
+    def receiver(self, name: str) -> Receiver | None:
+        """One receiver as stored, secrets included (for delivery only: never an answer)."""
+        return next((r for r in self.file.load() if r["name"] == name), None)
 
     def add(self, body: Any, replace: bool = False) -> ChangeResult:
         new = validate(body)
@@ -255,7 +270,7 @@ class Notifications:
                                     hint="nothing was changed; the running configuration is kept")
 
     def _change(self, receivers: list[Receiver]) -> ChangeResult:
-        text = am_config.render(receivers, self.grouping)
+        text = am_config.render(receivers, self.grouping, self.relay)
         self._check(text)
         before_receivers = self.file.path.read_bytes() if self.file.path.exists() else None
         before_config = self.config_path.read_bytes() if self.config_path.exists() else None

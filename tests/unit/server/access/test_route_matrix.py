@@ -79,6 +79,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/alerting/receivers/{name}/test"): Rule(OPERATE, "named"),
     ("DELETE", "/api/v1/alerting/silences/{silence_id}"): Rule(OPERATE, "named", fake=True),
     ("DELETE", "/api/v1/alerting/rules/{name}"): Rule(OPERATE, "named"),
+    ("POST", "/api/v1/alerting/deliver/{name}"): Rule("admin", "global"),  # Alertmanager, with the server's token
     ("GET", "/api/v1/tokens"): Rule("admin", "global"),
     ("POST", "/api/v1/tokens"): Rule("admin", "global"),
     ("DELETE", "/api/v1/tokens/{name}"): Rule("admin", "global"),
@@ -165,7 +166,7 @@ def _request(method: str, path: str, side: str, world: World, tag: str) -> dict[
              "section_id": catalogue.SECTIONS[0].id}
     if "/profiles/" in path:
         names["name"] = "trace.json.gz" if "/report/" not in path else "summary.json"
-    elif "/receivers/" in path:
+    elif "/receivers/" in path or "/deliver/" in path:
         names["name"] = f"recv-{side}"
     elif "/rules/" in path:
         names["name"] = f"rule_{side.replace('-', '_')}"
