@@ -188,6 +188,8 @@ class AppState:
         if self.writer is not None:  # a run removed by retention takes its profile traces (and clock) with it
             self.writer.on_runs_deleted.append(lambda keys: self.profiles.forget_runs(drop=keys))
             self.writer.on_runs_deleted.append(self.step_clock.forget)
+            # SQLite gives the newest run's id again once that run is deleted: what was remembered of it goes too
+            self.writer.on_runs_deleted.append(lambda keys: self._projects_of_runs.clear())
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
         self.clients = ClientTracker(config.client_silence_s, self._close_cut_short, self._mark_finished)
         self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
 from ..access.run_ids import parse_run_id_list
+from ..access.scope import visible_filter
 from ..outbound.run_points import insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
 from ..runstore import queries as q
@@ -75,9 +76,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         keys = [k.strip() for k in (config or "").split(",") if k.strip()]
         items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
                                    metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit,
-                                   conditions=st.conditions.all())
-        who = request.state.principal  # a token for some projects lists only their runs
-        items = [it for it in items if who.sees(it["project"])]
+                                   conditions=st.conditions.all(), visible=visible_filter(request))
         archived = st.experiments.archived_keys()
         for it in items:  # the experiments API's state, shown in the runs list
             it["archived"] = (it["project"], it["experiment_name"]) in archived

@@ -8,7 +8,7 @@ the true first page); a run without the summary metric or a config key has None 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Sequence, cast
+from typing import Any, Callable, Literal, Sequence, cast
 
 from ...errors import InvalidInputError
 from ...semantics.names import InvalidNameError, sanitize_metric_name
@@ -45,7 +45,9 @@ def latest_values(conn: StoreConnection, name: str) -> dict[int, float | None]:
 def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | None = None, status: str | None = None,
               tag: str | None = None, search: str | None = None, metric: str | None = None,
               config_keys: Sequence[str] = (), sort: str = "last_seen", descending: bool = True,
-              limit: int | None = None, conditions: q.Conditions | None = None) -> list[RunListed]:
+              limit: int | None = None, conditions: q.Conditions | None = None,
+              visible: Callable[[str | None], bool] | None = None) -> list[RunListed]:
+    """The runs; `visible` (a principal's projects) filters with the rest, before `limit`."""
     if status is not None and status not in STATUSES:
         raise InvalidInputError(f"status must be one of {', '.join(STATUSES)}, found {status[:40]!r}")
     if sort not in SORT_KEYS:
@@ -55,6 +57,8 @@ def list_runs(conn: StoreConnection, live_window_s: float, *, project: str | Non
     if len(config_keys) > MAX_CONFIG_COLUMNS:
         raise InvalidInputError(f"at most {MAX_CONFIG_COLUMNS} config columns, found {len(config_keys)}")
     runs = cast(list[RunListed], q.list_runs(conn, live_window_s, project, conditions))
+    if visible is not None:
+        runs = [r for r in runs if visible(r["project"])]
     if status is not None:
         runs = [r for r in runs if r["status"] == status]
     if tag:

@@ -288,3 +288,50 @@ def test_a_server_without_a_token_makes_no_named_tokens(tmp_path: Path) -> None:
         assert r.status_code == 409 and "has no token" in r.text and "--token" in r.json()["hint"]
     finally:
         srv.stop()
+
+
+def test_a_run_id_given_again_after_retention_is_the_new_runs(tmp_path: Path) -> None:
+    """Issue 64: when retention deletes the newest run, SQLite gives its id to the next run, maybe another project's;
+    the project remembered for the id goes with the deletion (a's viewer read b's new run; b's viewer got 404)."""
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30)
+        st = srv.app.state.st
+        assert api.post("/api/v1/ingest", json=_batch("a"), headers=_h(ADMIN)).status_code == 200
+        st.writer.flush(10)
+        (old,) = [r["id"] for r in api.get("/api/v1/runs", headers=_h(ADMIN)).json()["runs"]]
+        va, vb = ({"name": f"v{p}", "role": "viewer", "projects": [p]} for p in "ab")
+        va_t = api.post("/api/v1/tokens", json=va, headers=_h(ADMIN)).json()["token"]
+        vb_t = api.post("/api/v1/tokens", json=vb, headers=_h(ADMIN)).json()["token"]
+        assert api.get(f"/api/v1/runs/{old}", headers=_h(va_t)).status_code == 200  # remembered: project a
+        st.writer._delete_runs([old])  # what retention does
+        batch = _batch("b")
+        batch["client"]["id"] = "c2"
+        assert api.post("/api/v1/ingest", json=batch, headers=_h(ADMIN)).status_code == 200
+        st.writer.flush(10)
+        (new,) = [r["id"] for r in api.get("/api/v1/runs", headers=_h(ADMIN)).json()["runs"]]
+        assert new == old  # (SQLite: the deleted newest id again)
+        assert api.get(f"/api/v1/runs/{new}", headers=_h(va_t)).status_code == 404
+        assert api.get(f"/api/v1/runs/{new}", headers=_h(vb_t)).json()["project"] == "b"
+    finally:
+        srv.stop()
+
+
+def test_a_scoped_list_is_filtered_before_its_limit(tmp_path: Path) -> None:
+    """Issue 64: `limit=1` for a's viewer while b's run is the newest still gives a's run."""
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30)
+        for n, project in enumerate(("a", "b")):
+            batch = _batch(project)
+            batch["client"]["id"] = f"c{n}"
+            assert api.post("/api/v1/ingest", json=batch, headers=_h(ADMIN)).status_code == 200
+            srv.app.state.st.writer.flush(10)
+            time.sleep(0.05)
+        va = api.post("/api/v1/tokens", json={"name": "va", "role": "viewer", "projects": ["a"]},
+                      headers=_h(ADMIN)).json()["token"]
+        assert api.get("/api/v1/runs", params={"limit": 1}, headers=_h(ADMIN)).json()["runs"][0]["project"] == "b"
+        listed = api.get("/api/v1/runs", params={"limit": 1}, headers=_h(va)).json()["runs"]
+        assert [r["project"] for r in listed] == ["a"]
+    finally:
+        srv.stop()
