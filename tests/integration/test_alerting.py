@@ -326,8 +326,8 @@ def test_a_user_rule_fires_in_prometheus_with_its_text_literal(stack: Stack) -> 
              "samples": [[0, now - 10 + s, s, float(s)] for s in range(1, 11)] + [[1, now, 10, 0.1]]}
     assert httpx.post(stack.ingest_url + "/api/v1/ingest", json=batch, headers=h).status_code == 200
     env = {"RL_INSIGHT_TOKEN": stack.token}
-    other = {"v": 1, "client": {"id": "other", "project": "secret-proj", "experiment_name": "secret-exp"},
-             "series": [{"k": "g", "n": "reward/mean", "l": {"project": "secret-proj", "experiment_name": "secret-exp"}}],
+    secret = {"project": "secret-proj", "experiment_name": "secret-exp"}
+    other = {"v": 1, "client": {"id": "other", **secret}, "series": [{"k": "g", "n": "reward/mean", "l": secret}],
              "samples": [[0, now, 10, 0.05]]}
     assert httpx.post(stack.ingest_url + "/api/v1/ingest", json=other, headers=h).status_code == 200
     # the user's text is literal (a template would read every project's series): only $labels / $value are filled

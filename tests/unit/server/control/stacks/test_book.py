@@ -305,9 +305,9 @@ def test_a_process_that_went_silent_before_it_was_asked_is_the_likely_hang(tmp_p
 
 
 def test_an_answer_claiming_2_62_collectives_delays_no_other_snapshot(tmp_path: Path) -> None:
-    """Issue 64: one flight-recorder group claiming 2^62 enqueued collectives (accepted) once made the verdict walk every
-    sequence number on the book's thread: no snapshot of any run completed again. The work is bounded by the entries
-    sent; the next run's snapshot completes on the same running book."""
+    """Issue 64: one flight-recorder group claiming 2^62 enqueued collectives (accepted) once made the verdict walk
+    every sequence number on the book's thread: no snapshot of any run completed again. The work is bounded by the
+    entries sent; the next run's snapshot completes on the same running book."""
     runs = {RUN: procs(), ("q", "e"): procs()}
     book = StackBook(tmp_path / "stacks", lambda p, e: list(runs.get((p, e), [])), tick_s=3600)
     book.start()
