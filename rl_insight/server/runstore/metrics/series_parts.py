@@ -10,9 +10,11 @@ order) before the parts are read, so two servers adding to one series at once bo
 Invariants: `series.total` is the sum of the series' `series_parts.value` (for series written since schema 10;
 older samples keep what the server that wrote them exposed, and an older series starts its total over from the
 parts its processes send after the upgrade — every process resends its totals when the server restarts); a part
-only moves forward in time (a resent or late value changes nothing); a sample's stored value is the total after
-the values of its transaction up to its time; a value older than its process's latest is not stored (a resend,
-stored already, or superseded by the newer running value that includes it).
+only moves forward in time (a resent or late value changes nothing); a sample's stored value is the sum of every
+process's latest value at its time as far as the store has heard (a value timed before the series' newest sample
+adds itself to every later one: the stored series never goes down, whichever server each process reached); a value
+older than its process's latest is not stored (a resend, stored already, or superseded by the newer running value
+that includes it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ _UPSERT = ("INSERT INTO series_parts (series_id, client, value, ts) VALUES (?, ?
            "ON CONFLICT (series_id, client) DO UPDATE SET value = excluded.value, ts = excluded.ts "
            "WHERE excluded.ts >= series_parts.ts")
 _ADD = "UPDATE series SET total = coalesce(total, 0) + ? WHERE id = ? RETURNING total"
+_NEWEST = "SELECT max(ts) FROM samples WHERE series_id = ?"
+_AT_OR_BEFORE = "SELECT ts, value FROM samples WHERE series_id = ? AND ts <= ? ORDER BY ts DESC LIMIT 1"
+_ADD_AFTER = "UPDATE samples SET value = value + ? WHERE series_id = ? AND ts > ?"
 
 
 def summed(conn: StoreConnection, rows: Sequence[tuple[int, str, float, float]]) -> list[float | None]:
@@ -62,8 +67,31 @@ def summed(conn: StoreConnection, rows: Sequence[tuple[int, str, float, float]])
             if delta is not None:
                 out[i] = total
                 total -= delta
+        _place_late(conn, sid, [(rows[i][2], d, i) for i, d in zip(order, deltas) if d is not None], out)
     conn.executemany(_UPSERT, [(sid, client, *parts[(sid, client)]) for sid, client in sorted(changed)])
     return out
+
+
+def _place_late(conn: StoreConnection, sid: int, accepted: list[tuple[float, float, int]],
+                out: list[float | None]) -> None:
+    """Values timed before the series' newest stored sample (a process whose batch came late, through this server or
+    another of a fleet): each is what was stored just before its time plus what it adds, and every stored sample
+    after its time adds it too — so the stored series, read in time order, is the sum of each process's latest value
+    at that time and never goes down (the total after the transaction would put a later process's count before its
+    time: a reader taking a rate saw a reset). `accepted`: (time, delta, index into `out`) in time order."""
+    newest = conn.execute(_NEWEST, (sid,)).fetchone()[0]
+    if newest is None:
+        return
+    before: tuple[float, float] | None = None  # the last late value of this transaction: (time, value)
+    for ts, delta, i in accepted:
+        if ts >= newest:
+            break  # (in time order: the rest come after every stored sample, as their totals say)
+        stored = conn.execute(_AT_OR_BEFORE, (sid, ts)).fetchone()
+        base = before[1] if before is not None and (stored is None or before[0] >= stored[0]) else \
+            (float(stored[1]) if stored is not None and stored[1] is not None else 0.0)
+        out[i] = base + delta
+        before = (ts, base + delta)
+        conn.execute(_ADD_AFTER, (delta, sid, ts))
 
 
 def as_totals(conn: StoreConnection, offered: Sequence[Any], sample_rows: list[tuple]) -> None:

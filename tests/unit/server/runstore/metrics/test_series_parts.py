@@ -46,6 +46,13 @@ def test_two_processes_are_summed_and_resends_or_late_values_change_nothing(stor
         w.put_samples([counter("rank1", T0 + 5, 80.0)])
         assert w.flush(10)
         assert latest(r)[-1] == 480.0 and latest(r)[:4] == [100.0, 150.0, 350.0, 450.0]
+        # rank1's batch came late (after rank0's later ones were stored): its count is placed at its time and every
+        # later sample includes it, so the series never goes down (it read 450 then 470 then 400 before)
+        w.put_samples([counter("rank1", T0 + 5.5, 100.0), counter("rank0", T0 + 6, 500.0)])
+        assert w.flush(10)
+        w.put_samples([counter("rank1", T0 + 5.8, 120.0)])  # late: before rank0's T0 + 6
+        assert w.flush(10)
+        assert latest(r)[4:] == [480.0, 500.0, 520.0, 620.0]
         gauges = [SampleRow("p", "e", "loss", "gauge", "{}", None, T0 + i, 1.0 / (i + 1)) for i in range(3)]
         w.put_samples(gauges)  # gauges are stored as sent
         assert w.flush(10)
@@ -76,6 +83,7 @@ def test_two_servers_writing_one_series_at_once_both_count(postgres_url: str, tm
         # 200 + 200: neither server's additions lost (each sample holds the total when its server wrote it, so the
         # largest is the last written, whichever of the two it was)
         assert max(values) == 400.0 and len(values) == 400
+        assert all(a <= b for a, b in zip(values, values[1:])), "the stored series went down"  # (in time order)
         total = RunStoreReader(loc).conn().execute("SELECT total FROM series WHERE name = 'tokens'").fetchone()[0]
         assert total == 400.0
     finally:
