@@ -8,7 +8,12 @@ report their process group's wavefront and newest entries), plus a few innocent 
 rollout workers). The faults: a late rank (stuck in its data loader or in a callback), a rank that skipped a
 collective, one that called it with other sizes, one whose ops come in another order, a dead process, a process
 whose GIL is held (it stopped beating too), a rollout replica stuck in generation, and slow-but-healthy steps (every
-rank in the collective, the threads moving between two snapshots). Half the cases have the flight recorder off.
+rank in the collective, the threads moving between two snapshots). Beside the faults, healthy jobs sampled mid-step
+(issue 64): mid-rollout (replicas generating, ranks waiting), mid-training (a fifth of the ranks still computing or
+loading while the rest wait in the collective), mid-weight-sync (a replica still loading), every lane open for less
+than its usual length. Each case's `lanes_usual` is what the stall watch would say, by its own rule
+(semantics/insights.stalled over the open states and each state's usual durations). Half the cases have the flight
+recorder off.
 
 Scores: top-1 culprit accuracy on the hangs (the verdict's first culprit is the rank injected); the class; false
 verdicts on slow-but-healthy cases (a hang class, or any culprit); the time from the answers to the verdict for N
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
 
+from rl_insight.semantics import insights  # noqa: E402
 from rl_insight.server.control.stacks import groups  # noqa: E402
 from rl_insight.server.control.stacks.verdict import HANG_CLASSES, decide  # noqa: E402
 
@@ -72,9 +78,9 @@ def fr(enq: int, done: int, ops: dict[int, tuple[str, list[list[int]]]] | None =
 
 
 def report(rank: int, frames: list[dict[str, Any]], lane: str | None, recorder: dict[str, Any] | None,
-           host: str) -> dict[str, Any]:
-    lanes = [{"lane": lane, "state": "generate_sequences" if lane and lane.startswith("replica") else "train_batch",
-              "since_ns": NOW_NS - 300 * 10**9}] if lane else []
+           host: str, open_s: float = 300.0, state: str | None = None) -> dict[str, Any]:
+    state = state or ("generate_sequences" if lane and lane.startswith("replica") else "train_batch")
+    lanes = [{"lane": lane, "state": state, "since_ns": NOW_NS - int(open_s * 1e9)}] if lane else []
     out = {"process": {"host": host, "pid": 1000 + rank, "rank": rank, "lanes": [lane] if lane else [], "roles": []},
            "step": 41, "cpu_s": 10.0,
            "threads": [{"id": 1, "name": "MainThread", "main": True, "sender": False, "lanes": lanes,
@@ -84,10 +90,70 @@ def report(rank: int, frames: list[dict[str, Any]], lane: str | None, recorder: 
     return out
 
 
-FAULTS = ("late_loader", "late_callback", "skip", "sizes", "order", "dead", "gil", "rollout", "slow_healthy")
+FAULTS = ("late_loader", "late_callback", "skip", "sizes", "order", "dead", "gil", "rollout", "slow_healthy",
+          "healthy_rollout", "healthy_training", "healthy_sync")
 EXPECTED = {"late_loader": "late_rank", "late_callback": "late_rank", "skip": "desync", "sizes": "desync",
             "order": "desync", "dead": "dead_process", "gil": "dead_process", "rollout": "not_collective",
-            "slow_healthy": "slow_healthy"}
+            "slow_healthy": "slow_healthy", "healthy_rollout": "not_stuck", "healthy_training": "not_stuck",
+            "healthy_sync": "not_stuck"}
+HEALTHY = ("healthy_rollout", "healthy_training", "healthy_sync")
+
+
+def usual_times(rng: random.Random) -> dict[str, list[float]]:
+    """Each state's finished durations so far (s): what the stall watch compares an open state with."""
+    return {"train_batch": [rng.uniform(20, 40) for _ in range(20)],
+            "generate_sequences": [rng.uniform(30, 60) for _ in range(20)],
+            "weight_sync": [rng.uniform(4, 8) for _ in range(20)]}
+
+
+def within(history: dict[str, list[float]], state: str, rng: random.Random) -> float:
+    """How long a state has been open at a moment sampled inside its usual length."""
+    return rng.uniform(0, max(history[state]))
+
+
+def healthy_case(n: int, fault: str, rng: random.Random, recorder_on: bool,
+                 history: dict[str, list[float]]) -> dict[str, Any]:
+    """A job at work, sampled mid-step, every lane within its usual time: stacks differ rank by rank as they do."""
+    seq = rng.randrange(50, 5000)
+    reports: dict[str, Any] = {}
+    for r in range(n):
+        host = f"node{r // 8}"
+        if fault == "healthy_rollout":  # the ranks wait for rollout (in no state); replicas generate, some done
+            reports[f"{host}:{1000 + r}"] = report(r, callback(), None, None, host)
+        elif fault == "healthy_training":  # most ranks in the collective, the rest still computing or loading
+            busy = rng.random() < 0.2
+            frames = (loader() if rng.random() < 0.5 else callback()) if busy else collective()
+            rec = fr(seq if busy else seq + 1, seq) if recorder_on else None
+            reports[f"{host}:{1000 + r}"] = report(r, frames, f"rank_{r}", rec, host,
+                                                   within(history, "train_batch", rng))
+        else:  # weight sync: ranks broadcast the new weights, one replica still loading them
+            rec = fr(seq + 1, seq, {seq + 1: ("broadcast", [[4096]])}) if recorder_on else None
+            reports[f"{host}:{1000 + r}"] = report(r, collective("broadcast", 2620), f"rank_{r}", rec, host,
+                                                   within(history, "weight_sync", rng), "weight_sync")
+    for i in range(8):
+        if fault == "healthy_rollout":
+            busy = rng.random() < 0.7
+            reports[f"rollout{i}:{i}"] = report(10_000 + i, generating() if busy else callback(),
+                                               f"replica_{i}" if busy else None, None, f"rollout{i}",
+                                               within(history, "generate_sequences", rng))
+        elif fault == "healthy_sync":
+            reports[f"rollout{i}:{i}"] = report(10_000 + i, generating(950) if i == 0 else callback(),
+                                               f"replica_{i}", None, f"rollout{i}",
+                                               within(history, "weight_sync", rng), "weight_sync")
+    for i in range(3):
+        reports[f"driver:{i}"] = report(20_000 + i, callback(), None, None, "driver")
+    return {"id": "s", "created_at": 1000.0, "completed_at": 1014.0, "reports": reports, "missing": []}
+
+
+def lanes_usual(snap: dict[str, Any], history: dict[str, list[float]]) -> bool:
+    """What the stall watch's latest look says of the run (the server's RunConditions.lanes_usual): no open state
+    past its usual length, by the same rule (semantics/insights.stalled)."""
+    spans = [{"lane": held["lane"], "name": held["state"], "start_ns": held["since_ns"], "end_ns": None,
+              "kind": "state"}
+             for rep in snap["reports"].values() for t in rep["threads"] for held in t["lanes"]]
+    spans += [{"lane": o["lane"], "name": o["state"], "start_ns": o["since_ns"], "end_ns": None, "kind": "state"}
+              for m in snap["missing"] for o in m.get("open") or []]
+    return not insights.stalled(spans, NOW_NS, history=history)
 
 
 def case(n: int, fault: str, rng: random.Random, recorder_on: bool) -> tuple[dict[str, Any], dict | None, str | None]:
@@ -139,7 +205,8 @@ def case(n: int, fault: str, rng: random.Random, recorder_on: bool) -> tuple[dic
     return snap, previous, culprit
 
 
-def judge(snap: dict[str, Any], previous: dict | None) -> tuple[dict[str, Any], float]:
+def judge(snap: dict[str, Any], previous: dict | None, history: dict[str, list[float]]) -> tuple[dict[str, Any], float]:
+    snap["lanes_usual"] = lanes_usual(snap, history)
     t0 = time.perf_counter()
     groups.summarise(snap, previous, NOW_NS)  # type: ignore[arg-type]
     verdict = decide(snap, NOW_NS)
@@ -161,8 +228,12 @@ def main() -> None:
         wrong: dict[str, int] = {}
         for fault in FAULTS:
             for i in range(args.cases):
-                snap, previous, culprit = case(n, fault, rng, recorder_on=i % 2 == 0)
-                v, took = judge(snap, previous)
+                history = usual_times(rng)
+                if fault in HEALTHY:
+                    snap, previous, culprit = healthy_case(n, fault, rng, i % 2 == 0, history), None, None
+                else:
+                    snap, previous, culprit = case(n, fault, rng, recorder_on=i % 2 == 0)
+                v, took = judge(snap, previous, history)
                 times.append(took)
                 right_class = v["class"] == EXPECTED[fault]
                 classes += right_class
@@ -182,8 +253,8 @@ def main() -> None:
         for on, (right, total) in by_recorder.items():
             print(f"      flight recorder {'on' if on else 'off'}: {100 * right / total:.1f} % ({right}/{total})")
         print(f"    class accuracy: {100 * classes / len(times):.1f} %")
-        print(f"    false verdicts on slow-but-healthy: {100 * false_verdicts / healthy:.1f} % "
-              f"({false_verdicts}/{healthy})")
+        print(f"    false verdicts on healthy runs (slow-but-healthy and mid-step rollout, training, weight sync; a "
+              f"hang class or any culprit): {100 * false_verdicts / healthy:.1f} % ({false_verdicts}/{healthy})")
         print(f"    time from the answers to the verdict: median {statistics.median(times):.3f} s, "
               f"max {max(times):.3f} s")
         if wrong:

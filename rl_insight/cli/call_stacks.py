@@ -101,8 +101,8 @@ def take(server: Server, run_id: int, body: dict[str, Any], deadline: float, say
     base = f"/api/v1/runs/{run_id}/stacks"
     snap = server.request("POST", base, json=body)
     if say:
-        typer.echo(f"Asked {snap['expected_count']} process(es) for their stacks; waiting up to "
-                   f"{max(deadline, MAX_WAIT_S):.0f} s …", err=True)
+        typer.echo(f"Asked {snap['expected_count']} process(es) for their stacks; waiting {deadline:.0f} s (up to "
+                   f"{max(deadline, MAX_WAIT_S):.0f} s for a process that holds a state and still beats) …", err=True)
     end = time.monotonic() + max(deadline, MAX_WAIT_S) + 10
     while snap["state"] == "pending" and time.monotonic() < end:
         time.sleep(0.5)

@@ -197,7 +197,8 @@ class AppState:
 
         # stack snapshots of a run's live processes, asked on the same replies as profiles
         self.stacks = StackBook(Path(config.data_dir).expanduser() / "stacks", self.run_processes,
-                                shared=self._shared_book("stack"), gone=self.clients.gone)
+                                shared=self._shared_book("stack"), gone=self.clients.gone,
+                                lanes_usual=lambda p, e: self.conditions.lanes_usual((p, e)))
         if self.writer is not None:
             self.writer.on_runs_deleted.append(lambda keys: self.stacks.forget_runs(drop=keys))
         # every ingest reply's RunControl: the run's open requests of every kind, and its step clock

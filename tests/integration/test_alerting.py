@@ -237,13 +237,13 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     alert = hook[0]["alerts"][0]
     assert alert["labels"] == {"alertname": "RLInsightRunStalled", "severity": "critical", "project": "math",
                                "experiment_name": "grpo", "run_id": str(run_id)}
-    assert alert["annotations"]["summary"] == ("math/grpo is stalled: rank_0 has been in train_batch for 226 s "
-                                               "(usually 1.2 s at most) (and 999 more lanes)")
+    assert alert["annotations"]["summary"] == ("math/grpo is stalled: 1000 lanes stalled in train_batch, the longest "
+                                               "for 226 s (usually 1.2 s at most)")  # nobody named first
     assert alert["annotations"]["url"] == f"http://rl.example:18080/#/run/{run_id}?step=7"
     assert alert["annotations"]["lanes"].endswith("rank_19 and 980 more")
     slack = inbox.at("/slack")[0]
     assert slack["attachments"][0]["title"] == "[FIRING] RLInsightRunStalled: math/grpo"
-    assert "rank_0 has been in train_batch" in slack["attachments"][0]["text"]
+    assert "1000 lanes stalled in train_batch" in slack["attachments"][0]["text"]
     assert f"#/run/{run_id}?step=7" in slack["attachments"][0]["text"]
     assert mail.messages[0]["Subject"] == "[FIRING] RLInsightRunStalled: math/grpo"
 

@@ -214,3 +214,32 @@ def test_each_collective_fault_of_a_real_job_gets_its_verdict(tmp_path: Path) ->
         assert text.returncode == 0 and "hung: ranks desynchronized: rank_2" in text.stdout, text.stdout
     finally:
         stop(procs, c, srv)
+
+
+def test_a_healthy_demo_diagnosed_again_and_again_is_never_given_a_culprit(tmp_path: Path) -> None:
+    """Issue 64: `diagnose` on a healthy `rl-insight demo` gave "stuck outside the collectives: rank_0-3 …" or "slow,
+    not stuck: …", three verdicts 3 s apart, never "not stuck". Snapshots taken one after another at any moment of
+    the steps (rollout, training, weight sync) all read `not_stuck`, name no culprit and mark no odd one out."""
+    srv = start_server(tmp_path, insights_interval_s=1.0)
+    demo = subprocess.Popen([sys.executable, "-m", "rl_insight", "demo", "--server-url", srv.url, "--steps", "60",
+                             "--step-seconds", "0.8", "--ranks", "2", "--replicas", "3"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    try:
+        run_id = wait_until(lambda: c.get("/api/v1/runs").json()["runs"], timeout=90, what="the run")[0]["id"]
+        wait_until(lambda: srv.app.state.st.conditions.lanes_usual(
+            (lambda r: (r["project"], r["experiment_name"]))(c.get(f"/api/v1/runs/{run_id}").json())) is True,
+                   timeout=60, what="the stall watch's first look at the run")
+        seen: list[tuple[str, list[str]]] = []
+        for i in range(8):
+            snap = snapshot(c, run_id, deadline_s=2)
+            v = c.get(f"/api/v1/runs/{run_id}/verdict").json()["verdict"]
+            seen.append((v["class"], v["culprits"]))
+            assert not any(g["odd_one_out"] for g in snap["groups"]), snap["summary"]
+            time.sleep(0.3 * (i % 3))  # at different moments of the step
+        assert seen == [("not_stuck", [])] * 8, seen
+    finally:
+        demo.kill()
+        demo.wait(10)
+        c.close()
+        srv.stop()

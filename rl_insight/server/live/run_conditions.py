@@ -54,6 +54,7 @@ class RunConditions:
         self.step_stall_s = step_stall_s
         self._lock = threading.Lock()
         self._stalls: dict[tuple[str, str], Stall] = {}
+        self._seen: set[tuple[str, str]] = set()  # the runs the latest refresh judged
         self._shared: dict[str, Any] | None = None  # what the last `share` stored (the leader writes only changes)
 
     @staticmethod
@@ -64,9 +65,13 @@ class RunConditions:
             return None
         s = stalled[0]
         usual = f"usually {_secs(s['usual_p95_s'])} at most" if s.get("usual_p95_s") is not None else "no history yet"
-        more = f" (and {len(stalled) - 1} more lanes)" if len(stalled) > 1 else ""
-        return f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual}){more}", [x["lane"] for x in
-                                                                                                stalled]
+        lanes = [x["lane"] for x in stalled]
+        if len(stalled) == 1:
+            return f"{s['lane']} has been in {s['state']} for {s['open_s']:.0f} s ({usual})", lanes
+        # several: none is named first until a verdict knows the culprit (the longest open is not the one to blame)
+        states = sorted({x["state"] for x in stalled})
+        held = states[0] if len(states) == 1 else f"{len(states)} states"
+        return f"{len(stalled)} lanes stalled in {held}, the longest for {s['open_s']:.0f} s ({usual})", lanes
 
     def stall_of(self, run: tuple[str, str], summary: Mapping[str, Any], now: float) -> tuple[str, list[str]] | None:
         """Why this run counts as stalled now, and the lanes implicated; None when it does not."""
@@ -90,6 +95,15 @@ class RunConditions:
                 before = self._stalls.get(run)
                 stalls[run] = Stall(why[0], why[1], before.since if before else now, before.hung if before else None)
             self._stalls = stalls
+            self._seen = set(latest)
+
+    def lanes_usual(self, run: tuple[str, str]) -> bool | None:
+        """True when the latest refresh judged the run and found every lane within its usual time and its steps
+        ending; False when it is stalled or hung; None when no refresh judged it (too new, finished or gone)."""
+        with self._lock:
+            if run in self._stalls:
+                return False
+            return True if run in self._seen else None
 
     def mark_hung(self, run: tuple[str, str], why: str) -> bool:
         """A verdict says the stalled run is hung; False when the run is not stalled (any more): nothing changes."""
@@ -122,7 +136,8 @@ class RunConditions:
         if leading:
             with self._lock:
                 body = {"runs": [{"project": p, "experiment_name": e, **asdict(s)}
-                                 for (p, e), s in sorted(self._stalls.items())]}
+                                 for (p, e), s in sorted(self._stalls.items())],
+                        "seen": [list(run) for run in sorted(self._seen)]}
             if body == self._shared:
                 return
             if not doc.push(body):  # stored by the server that led before: read its version, then store over it
@@ -143,5 +158,7 @@ class RunConditions:
                     None if r.get("hung") is None else str(r["hung"]))
             except (KeyError, TypeError, ValueError):
                 continue  # (written by this module: only a newer or older version could differ)
+        seen = {(str(r[0]), str(r[1])) for r in stored.get("seen") or [] if isinstance(r, list) and len(r) == 2}
         with self._lock:
             self._stalls = stalls
+            self._seen = seen | set(stalls)

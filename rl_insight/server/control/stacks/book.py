@@ -64,11 +64,13 @@ COMPARE_WITHIN_S = 900.0  # a snapshot says who moved since the run's previous o
 class StackBook:
     def __init__(self, root: Path, processes: Callable[[str, str], list[LiveProcess]],
                  tick_s: float = 0.5, shared: SharedBook[StackSnapshot] | None = None,
-                 gone: Callable[[str, str], list[LiveProcess]] | None = None) -> None:
+                 gone: Callable[[str, str], list[LiveProcess]] | None = None,
+                 lanes_usual: Callable[[str, str], bool | None] | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self._processes = processes  # the live processes of a run (ClientTracker.processes)
         self._gone = gone  # the run's processes that went silent lately (ClientTracker.gone): listed as not answering
+        self._lanes_usual = lanes_usual  # the stall watch's look at a run (RunConditions.lanes_usual)
         self._lock = threading.Lock()
         self._snaps: dict[str, StackSnapshot] = {}  # id -> stored form (pending ones carry their reports)
         self._requests: dict[str, StackRequest] = {}  # pending id -> the request the replies list
@@ -298,6 +300,7 @@ class StackBook:
             asked = {key_of(p) for p in s["expected"]}
             s["missing"] += [{**p, "beating": False, "gone": True} for p in
                              (self._gone(*run_of(s)) if self._gone is not None else []) if key_of(p) not in asked]
+            s["lanes_usual"] = self._lanes_usual(*run_of(s)) if self._lanes_usual is not None else None
             stack_groups.summarise(s, previous, time.time_ns())
             s["verdict"] = stack_verdict.decide(s, time.time_ns())
             return True

@@ -168,15 +168,18 @@ def _silent(g: dict[str, Any], now_ns: int, waited_s: float | None, lead: bool) 
     return f"{g['labels']} did not answer{within}{ago}{open_} — {verdict}"
 
 
-def sentence(groups: list[dict[str, Any]], now_ns: int, waited_s: float | None = None) -> str:
+def sentence(groups: list[dict[str, Any]], now_ns: int, waited_s: float | None = None, calm: bool = False) -> str:
     """The outliers named in one sentence. Processes that hold a state and did not answer come first (the likely
     hang: a snapshot never leads with an innocent process that answered while the stuck ones could not), then the
-    many and the odd ones out among those that answered, those in no state, and the other silent ones."""
+    many and the odd ones out among those that answered, those in no state, and the other silent ones. `calm`: a run
+    within its usual times (the verdict's `not_stuck`): where each group is, no suspect or odd one out named."""
     answered = candidates(groups)
     compared = {id(g) for g in answered}
     idle = [g for g in groups if g["answered"] and id(g) not in compared]
     silent = [g for g in groups if not g["answered"]]
     holding = [g for g in silent if any(m.get("states") for m in g["members"])]
+    if calm:
+        holding = []
     parts: list[str] = [_silent(g, now_ns, waited_s, lead=True) for g in holding]
     if holding and answered:
         parts.append("of those that answered")
@@ -192,8 +195,8 @@ def sentence(groups: list[dict[str, Any]], now_ns: int, waited_s: float | None =
         if many["size"] > answered[1]["size"]:
             parts.append(f"{many['size']} of {total} ({many['labels']}) are in {many['where']['text']}")
             for g in answered[1:4]:
-                parts.append(f"{g['labels']} {_s(g['size'], 'is', 'are')} in {g['where']['text']} — "
-                             f"{_s(g['size'], 'the odd one out', 'odd ones out')}")
+                parts.append(f"{g['labels']} {_s(g['size'], 'is', 'are')} in {g['where']['text']}" + (
+                    "" if calm else f" — {_s(g['size'], 'the odd one out', 'odd ones out')}"))
             if len(answered) > 4:
                 parts.append(f"{len(answered) - 4} more groups")
         else:
@@ -202,7 +205,11 @@ def sentence(groups: list[dict[str, Any]], now_ns: int, waited_s: float | None =
     if idle:
         n = sum(g["size"] for g in idle)
         parts.append(f"{n} more process{'es' if n != 1 else ''} in no state ({compact(g['labels'] for g in idle)})")
-    parts += [_silent(g, now_ns, waited_s, lead=False) for g in silent if g not in holding]
+    if calm:
+        quiet = sum(g["size"] for g in silent)
+        parts += [f"{quiet} did not answer in time"] if quiet else []
+    else:
+        parts += [_silent(g, now_ns, waited_s, lead=False) for g in silent if g not in holding]
     text = "; ".join(parts) + "."
     return text.replace("of those that answered; ", "of those that answered, ")
 
@@ -226,12 +233,19 @@ def moved(previous: StackSnapshot, current: list[dict[str, Any]]) -> Moved | Non
 
 
 def summarise(snap: StackSnapshot, previous: StackSnapshot | None, now_ns: int, exact: bool = False) -> None:
-    """Fill a completed snapshot's `units`, `groups`, `summary` (and `moved` against the previous one)."""
+    """Fill a completed snapshot's `units`, `groups`, `summary` (and `moved` against the previous one). A run whose
+    lanes are all within their usual times (`lanes_usual`) is told calmly: no odd one out, no suspect."""
     us = units(snap["reports"], snap.get("missing", []))
     snap["units"] = us
     snap["groups"] = group(us, exact)
+    calm = snap.get("lanes_usual") is True
+    if calm:
+        for g in snap["groups"]:
+            g["odd_one_out"] = False
     waited = snap["completed_at"] - snap["created_at"] if snap.get("completed_at") else None
-    text = sentence(snap["groups"], now_ns, waited)
+    text = sentence(snap["groups"], now_ns, waited, calm)
+    if calm:
+        text = "Not stuck (every lane within its usual time): " + text
     if previous is not None:
         m = moved(previous, us)
         if m is not None:

@@ -38,7 +38,7 @@ class Collective(TypedDict):
 
 
 VerdictClass = Literal["dead_process", "unresponsive", "desync", "late_rank", "unfinished", "in_collective",
-                       "not_collective", "slow_healthy", "unknown"]
+                       "not_collective", "slow_healthy", "not_stuck", "unknown"]
 
 # A stuck run's verdict (control/stacks/verdict.py): its class, the culprit lanes and hosts, the collective, the RL
 # phase and step, the evidence, what to check next, the snapshot it came from. (`class` is a keyword: functional form.)
@@ -81,6 +81,9 @@ class _Snapshot(TypedDict):
     summary: NotRequired[str]
     moved: NotRequired[Moved]
     verdict: NotRequired[dict[str, Any]]  # (complete) control/stacks/verdict.decide: class, culprits, collective, …
+    # (complete) the stall watch's latest look at the run: every lane within its usual time (True), stalled (False),
+    # not judged yet (None); a run that is not stalled is never given a culprit
+    lanes_usual: NotRequired[bool | None]
 
 
 class StackSnapshot(_Snapshot):

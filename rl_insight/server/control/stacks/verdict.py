@@ -16,7 +16,13 @@ Classes, in the order they are decided (the first that the evidence supports win
 * `slow_healthy` — the threads moved between two snapshots: slow, not stuck (checkpoint, validation, a long tail).
 * `unknown` — nothing above: the evidence is listed.
 
-Invariants: a culprit is a lane label (or a process's label when it holds none); an innocent process that answered
+Before all of these: `not_stuck` — the stall watch's latest look found every lane within its usual time and the steps
+ending (`lanes_usual`), so whatever the stacks show is a job at work: mid-rollout, mid-update, between two steps. No
+culprit is named; a real hang makes the lanes overrun, the stall watch takes a snapshot by itself, and that one is
+judged on its evidence.
+
+Invariants: a run whose lanes are all within their usual times gets `not_stuck` and no culprit; a culprit is a lane
+label (or a process's label when it holds none); an innocent process that answered
 is never a culprit ahead of a silent lane holder; pure over the snapshot record (no I/O), so a fault corpus can score
 it on synthetic evidence.
 """
@@ -79,6 +85,9 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
     hosts = {str(p.get("process", "")).split(":")[0] for p in units}
     out: dict[str, Any] = {"class": "unknown", "culprits": [], "hosts": [], "collective": None, "phase": None,
                            "step": _step(answered), "evidence": [], "next": [], "snapshot": snap.get("id")}
+
+    if snap.get("lanes_usual") is True:
+        return _not_stuck(out, units, answered)
 
     def culprits(us: Sequence[Mapping[str, Any]]) -> None:
         out["culprits"] = sorted({label for u in us for label in u.get("labels") or []})
@@ -195,6 +204,22 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
     return out
 
 
+def _not_stuck(out: dict[str, Any], units: Sequence[Mapping[str, Any]],
+               answered: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    out["class"] = "not_stuck"
+    out["evidence"].append("the stall watch's latest look: every lane within its usual time, steps ending")
+    asked = {str(u.get("process")) for u in units}
+    heard = {str(u.get("process")) for u in answered}
+    quiet = len(asked - heard)
+    out["evidence"].append(f"{len(heard)} of {len(asked)} processes answered" + (
+        f" ({quiet} did not in time: a busy host answers late, and a process that stays silent while it holds a "
+        "state makes its lane overrun)" if quiet else ""))
+    out["next"] = ["nothing: the job is at work. If a step stops ending, the stall watch takes a snapshot by itself "
+                   "and its verdict names the culprit (rl-insight diagnose --latest)"]
+    out["sentence"] = sentence(out)
+    return out
+
+
 def _collective_func(u: Mapping[str, Any]) -> str:
     """The collective a thread waits in: the innermost torch.distributed function of its stack."""
     frames = list(u.get("frames") or [])
@@ -226,11 +251,13 @@ _WORDS = {"dead_process": "hung: a process died", "unresponsive": "hung: a proce
           "desync": "hung: ranks desynchronized", "late_rank": "hung: a rank never reached the collective",
           "unfinished": "hung: a rank never finished the collective", "in_collective": "hung in a collective",
           "not_collective": "stuck outside the collectives", "slow_healthy": "slow, not stuck",
-          "unknown": "no verdict"}
+          "not_stuck": "not stuck: every lane is within its usual time", "unknown": "no verdict"}
 
 
 def sentence(v: Mapping[str, Any]) -> str:
     """The verdict in one sentence: class, culprits, collective, phase and step."""
+    if v["class"] == "not_stuck":
+        return _WORDS["not_stuck"] + (f" (step {v['step']} is running)." if v.get("step") is not None else ".")
     parts = [_WORDS[v["class"]]]
     if v["culprits"]:
         parts.append(f"{compact(v['culprits'])}" + (f" on {', '.join(v['hosts'][:3])}" if v["hosts"] else ""))

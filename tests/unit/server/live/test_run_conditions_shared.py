@@ -37,6 +37,8 @@ def test_the_leaders_stalled_and_hung_runs_reach_the_other_servers_and_follow_th
     b.share(doc_b, leading=True)
     a.share(doc_a, leading=False)
     assert a.all() == {} and a.of(RUN) is None
+    # what a verdict asks (issue 64): judged and within its usual times, through either server; a run nobody judged
+    assert a.lanes_usual(RUN) is True and b.lanes_usual(RUN) is True and a.lanes_usual(("p", "other")) is None
 
     # and back with no round between: a stores over a version of b's it never read (compare-and-set, retried)
     b.on_insights({RUN: STALLED}, now=1500.0)
@@ -45,3 +47,15 @@ def test_the_leaders_stalled_and_hung_runs_reach_the_other_servers_and_follow_th
     a.share(doc_a, leading=True)
     b.share(doc_b, leading=False)
     assert b.of(RUN) == "stalled" and b.stall(RUN).since == 2000.0
+    assert b.lanes_usual(RUN) is False
+
+
+def test_several_stalled_lanes_name_nobody_first() -> None:
+    """Issue 64: four ranks stalled read "rank_0 has been in …" for the ten seconds before the verdict named rank_2;
+    until a verdict knows the culprit, the reason counts the lanes and names none first."""
+    stalled = [{"lane": f"rank_{i}", "state": "train_batch", "open_s": 53.0 - i, "usual_p95_s": 5.2} for i in range(4)]
+    reason, lanes = RunConditions.reason_of({"stalled": stalled}) or ("", [])
+    assert reason == "4 lanes stalled in train_batch, the longest for 53 s (usually 5.2 s at most)"
+    assert lanes == ["rank_0", "rank_1", "rank_2", "rank_3"] and "rank_" not in reason
+    one = RunConditions.reason_of({"stalled": stalled[2:3]})
+    assert one is not None and one[0] == "rank_2 has been in train_batch for 51 s (usually 5.2 s at most)"

@@ -74,3 +74,23 @@ def test_stuck_outside_the_collectives_and_slow_but_healthy() -> None:
     v = judged({f"h:{r}": report(r, collective(0, 3300) if r == 0 else collective()) for r in range(2)},
                previous=before)
     assert v["class"] == "slow_healthy" and "rank_0 moved" in v["evidence"][-1]
+
+
+def test_a_run_within_its_usual_times_is_not_stuck_whatever_the_stacks_show() -> None:
+    """Issue 64: `diagnose` on a healthy job named culprits (the stacks of a job at work differ, mid-step, rank by
+    rank). When the stall watch's latest look found every lane within its usual time, the verdict is `not_stuck`
+    with no culprit, no odd one out, and a calm summary — a late-looking rank, a silent process and all."""
+    reports = {f"h:{r}": report(r, sleeping() if r == 2 else collective()) for r in range(4)}
+    for usual, expected in ((True, "not_stuck"), (False, "late_rank"), (None, "late_rank")):
+        snap = snapshot(reports, [silent(5, beating=True)], created_at=200.0)
+        snap["lanes_usual"] = usual
+        sg.summarise(snap, None, time.time_ns())
+        v = decide(snap, time.time_ns())
+        assert v["class"] == ("unresponsive" if expected == "late_rank" else expected), (usual, v)
+        if usual is True:
+            assert v["culprits"] == [] and v["hosts"] == [] and v["collective"] is None
+            assert v["sentence"].startswith("not stuck: every lane is within its usual time")
+            assert not any(g["odd_one_out"] for g in snap["groups"])
+            assert snap["summary"].startswith("Not stuck") and "odd one" not in snap["summary"] and \
+                "likely hang" not in snap["summary"]
+            assert "4 of 5 processes answered" in v["evidence"][1]
