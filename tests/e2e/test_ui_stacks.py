@@ -64,3 +64,45 @@ def test_the_stalled_card_names_the_hung_rank_and_the_timeline_marks_it(hung_dem
                            "d.querySelector('.stack-summary').textContent.includes('did not move') || "
                            "d.querySelector('.stack-summary').textContent.includes('nobody moved'))", timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "stacks.png"), full_page=True)
+
+
+def test_the_hang_link_opens_the_step_that_hangs_with_the_culprit_marked(hung_demo: str, page) -> None:
+    """Issue 64: the notification's link (`#/run/N?step=S`, S the step that hangs: one after the last that ended)
+    opened the healthy step before the hang — the hung states off-screen, no minimap bar, no lane marked. Opened
+    fresh, the timeline shows the running step up to now with rank_2's open state, the culprit is outlined without a
+    click, and the minimap has a red bar for the running step."""
+    import httpx
+
+    h = {"Authorization": f"Bearer {TOKEN}"}
+    verdict = None
+    for _ in range(120):
+        verdict = httpx.get(hung_demo + "/api/v1/runs/1/verdict", headers=h).json()
+        if verdict["status"] == "hung" and verdict["verdict"]:
+            break
+        page.wait_for_timeout(1000)
+    assert verdict and verdict["status"] == "hung", verdict
+    v = verdict["verdict"]
+    last = httpx.get(hung_demo + "/api/v1/runs/1", headers=h).json()["last_step"]
+    assert v["culprits"] == ["rank_2"] and v["step"] == int(last) + 1 and f"in step {v['step']}" in v["sentence"]
+    opened = [s for s in httpx.get(hung_demo + "/api/v1/spans/open", headers=h).json()["spans"]
+              if s["lane"] == "rank_2"]
+    assert opened, "rank_2 holds its state"
+    sign_in(page, hung_demo, TOKEN)
+    page.goto(hung_demo + f"/#/run/1?step={v['step']}")
+    page.wait_for_selector("#timeline .lane-label[data-lane='rank_2']")
+    page.wait_for_function("JSON.parse(document.querySelector('#timeline').dataset.snapshot || '{}')"
+                           ".odd?.includes('rank_2')", timeout=60_000)
+    assert "odd" in page.get_attribute("#timeline .lane-label[data-lane='rank_2']", "class")
+    page.wait_for_function(f"+document.querySelector('#timeline').dataset.toNs >= {opened[0]['start_ns']}",
+                           timeout=30_000)
+    view = page.evaluate("[+document.querySelector('#timeline').dataset.fromNs, "
+                         "+document.querySelector('#timeline').dataset.toNs]")
+    assert view[0] <= opened[0]["start_ns"] <= view[1], (view, opened[0]["start_ns"])  # the hung state is on screen
+    page.wait_for_function(f"document.querySelector('#minimap')?.dataset.running === "
+                           f"'{v['step']}'", timeout=30_000)
+    page.wait_for_function("(document.querySelector('#critical-path-none') || {}).textContent?.includes("
+                           f"'Step {v['step']} is still running')", timeout=30_000)
+    for width in (1280, 1600):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator("#timeline-h").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"hang-link-{width}.png"), full_page=False)

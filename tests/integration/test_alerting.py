@@ -239,12 +239,12 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
                                "experiment_name": "grpo", "run_id": str(run_id)}
     assert alert["annotations"]["summary"] == ("math/grpo is stalled: 1000 lanes stalled in train_batch, the longest "
                                                "for 226 s (usually 1.2 s at most)")  # nobody named first
-    assert alert["annotations"]["url"] == f"http://rl.example:18080/#/run/{run_id}?step=7"
+    assert alert["annotations"]["url"] == f"http://rl.example:18080/#/run/{run_id}?step=8"
     assert alert["annotations"]["lanes"].endswith("rank_19 and 980 more")
     slack = inbox.at("/slack")[0]
     assert slack["attachments"][0]["title"] == "[FIRING] RLInsightRunStalled: math/grpo"
     assert "1000 lanes stalled in train_batch" in slack["attachments"][0]["text"]
-    assert f"#/run/{run_id}?step=7" in slack["attachments"][0]["text"]
+    assert f"#/run/{run_id}?step=8" in slack["attachments"][0]["text"]
     assert mail.messages[0]["Subject"] == "[FIRING] RLInsightRunStalled: math/grpo"
 
     st.conditions.on_insights({("math", "grpo"): {"stalled": []}})  # it moves again

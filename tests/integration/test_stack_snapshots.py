@@ -92,7 +92,7 @@ def test_the_late_rank_is_named_and_nobody_moves(hung_gloo_job: Any) -> None:
     assert [frs[r]["groups"]["0"]["enqueued"] for r in range(4)] == [3, 3, 2, 3]  # step 1: #1, #2; step 2: #3
     assert first["verdict"]["class"] == "late_rank" and first["verdict"]["culprits"] == ["rank_2"]
     assert first["verdict"]["collective"] == {"op": "all_reduce", "seq": 3, "pg": "default_pg", "sizes": "[[4]]"}
-    assert first["verdict"]["step"] == 1 and "late_rank_pause" in " ".join(first["verdict"]["next"])
+    assert first["verdict"]["step"] == 2 and "late_rank_pause" in " ".join(first["verdict"]["next"])
 
     # again, from the CLI: the text, and who moved since (nobody)
     out = subprocess.run([sys.executable, "-m", "rl_insight.cli.main", "stacks", "--server-url", srv.url, "--run",

@@ -125,7 +125,7 @@ class AlertEvents:
 
     def _stalled(self, run: tuple[str, str], run_id: int, stall: Any, now: float) -> dict[str, Any]:
         clock = self.clock.current(*run)
-        step = clock[0] if clock is not None else None
+        step = clock[0] + 1 if clock is not None else None  # the step running (the clock reads the last that ended)
         extra: dict[str, str] = {"lanes": ", ".join(stall.lanes[:20]) + (
             f" and {len(stall.lanes) - 20} more" if len(stall.lanes) > 20 else "")}
         summary = f"{run[0]}/{run[1]} is stalled: {stall.reason}"

@@ -243,8 +243,10 @@ def _where(u: Mapping[str, Any]) -> str:
 
 
 def _step(units: Sequence[Mapping[str, Any]]) -> int | None:
+    """The step that is running (and, when stuck, hangs): one after the last the processes logged — a step's metrics
+    are logged as it ends (verl's `global_steps`), so the states held now belong to the next."""
     steps = [u["step"] for u in units if isinstance(u.get("step"), int)]
-    return max(steps) if steps else None
+    return max(steps) + 1 if steps else None
 
 
 _WORDS = {"dead_process": "hung: a process died", "unresponsive": "hung: a process cannot answer",
@@ -268,5 +270,5 @@ def sentence(v: Mapping[str, Any]) -> str:
     if v.get("phase"):
         parts.append(f"phase {v['phase']}")
     if v.get("step") is not None:
-        parts.append(f"after step {v['step']}")  # the last step the processes logged
+        parts.append(f"in step {v['step']}")  # the step running: one after the last the processes logged
     return " — ".join(parts[:1]) + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "") + "."

@@ -18,7 +18,14 @@ export async function showCriticalPath(el, timeline, runId, step) {
   const p = await api(`/api/v1/runs/${runId}/critical-path${q}`).catch(() => null);
   if (timeline) { timeline.critical = p; if (timeline.view) timeline.draw(); }
   if (!el) return p;
-  if (!p) { el.replaceChildren(h("p", { class: "muted" }, "No complete step yet: the critical path comes with the first one.")); return p; }
+  if (!p) {
+    const running = step !== null && step !== undefined && timeline?.isRunning?.(step);
+    el.replaceChildren(h("p", { class: "muted", id: "critical-path-none" }, running
+      ? `Step ${step} is still running: its critical path comes when it ends (the timeline shows it up to now).`
+      : step !== null && step !== undefined ? `No critical path for step ${step}: it has not ended, or its spans are gone.`
+      : "No complete step yet: the critical path comes with the first one."));
+    return p;
+  }
   const w = p.what_if;
   const fixes = [
     ["the long-tail replica finishing with the others", w.tail_s, w.tail_lane],

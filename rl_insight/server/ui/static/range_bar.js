@@ -45,7 +45,16 @@ export class RangeBar {
     this.el.dataset.range = JSON.stringify({ secs, steps });
     this.drawMinimap();
   }
-  steps() { return [...(state.stepTable?.steps || [])].sort((a, b) => a.step - b.step); }
+  // the finished steps, and — while the run is stalled or hung — the one running since the last ended (a bar in red
+  // that grows: the hang's step has its place on the minimap before it ends, if it ever does)
+  steps() {
+    const done = [...(state.stepTable?.steps || [])].sort((a, b) => a.step - b.step);
+    const marks = state.timeline?.stepMarks || [];
+    if (!["stalled", "hung"].includes(state.runStatus) || !marks.length) return done;
+    const [last, at] = marks[marks.length - 1];
+    if (done.some(s => s.step === last + 1)) return done;
+    return [...done, { step: last + 1, duration_s: Math.max(0, Date.now() / 1e3 - at / 1e9), running: true }];
+  }
   drawMinimap() {
     // the minimap always holds its place (an empty strip before two steps): nothing below it moves when steps arrive
     const steps = this.steps(), c = this.minimap, dpr = devicePixelRatio || 1;
@@ -53,12 +62,13 @@ export class RangeBar {
     c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
     const ctx = c.getContext("2d"); ctx.scale(dpr, dpr); ctx.clearRect(0, 0, W, H);
     c.dataset.steps = steps.length;
+    c.dataset.running = steps.find(s => s.running)?.step ?? "";
     if (steps.length < 2) return;
     const max = Math.max(...steps.map(s => s.duration_s || 0)) || 1, bw = W / steps.length;
     const { steps: sel } = currentRange();
     steps.forEach((s, i) => {
       const inside = !sel || (s.step >= sel[0] && s.step <= sel[1]);
-      ctx.fillStyle = s.step === state.selectedStep ? "#d97706" : s.profiled ? "#fbbf24" : inside ? "#60a5fa" : "#e2e8f0";
+      ctx.fillStyle = s.running ? "#dc2626" : s.step === state.selectedStep ? "#d97706" : s.profiled ? "#fbbf24" : inside ? "#60a5fa" : "#e2e8f0";
       const bh = Math.max(1, (H - 4) * (s.duration_s || 0) / max), gap = bw > 6 ? 2 : bw > 3 ? 1 : 0;
       ctx.fillRect(i * bw + gap / 2, H - bh, Math.max(1, bw - gap), bh);
     });

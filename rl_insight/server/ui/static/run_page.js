@@ -100,7 +100,7 @@ export async function renderRun(app, runId, params) {
     ...cmpProm.flatMap(c => [h("h4", {}, state.runNames[c.run.id]), c.el]),
     h("h3", { id: "targets-h" }, "Scrape targets"), targetsEl);
 
-  const setHeader = (r) => header.replaceChildren(
+  const setHeader = (r) => (state.runStatus = r.status, header.replaceChildren(
     h("span", { class: `badge ${r.status}`, id: "run-status", title: r.lost ? r.lost.reason : r.why || "" }, r.status),
     r.lost ? h("span", { class: "lost-why", id: "run-lost" }, `${r.lost.reason}` + (r.lost.lanes.length ? `; open then: ${r.lost.lanes.join(", ")}` : "")) : "",
     r.why ? h("span", { class: "lost-why", id: "run-why" }, r.why) : "",
@@ -109,7 +109,7 @@ export async function renderRun(app, runId, params) {
       + ` · ran ${fmtDur(Math.max(0, r.last_seen - r.first_seen))} · last seen ${ago(r.last_seen)}`),
     h("a", { class: "button", id: "export-csv", href: `/api/v1/runs/${runId}/export.csv` }, "Export metrics (CSV)"),
     h("a", { class: "button", id: "export-trace", href: `/api/v1/runs/${runId}/trace.json` }, "Export timeline (Perfetto JSON)"),
-    state.alerting ? state.alerting.inline : "");
+    state.alerting ? state.alerting.inline : ""));
   setHeader(run);
 
   // a finished run changes rarely (a late resend, a profile's analysis): every 30 s unless the address says otherwise
@@ -244,12 +244,23 @@ function overlapNote(step) {
 // the stalled-lane card: the stack snapshot the server took by itself (or a button to take one)
 function stalledStacks(s) {
   const snap = s.stack_snapshot;
+  markCulprits(snap);
   if (snap) return h("div", { class: "card-stacks" }, h("button", { class: "mini link", id: "stalled-stacks", "data-snapshot": snap.id,
     title: snap.reason || "", onclick: (e) => { e.stopPropagation(); state.stacks?.show(snap.id); } }, "stacks ›"),
     snap.verdict ? verdictBox(snap.verdict, "short", "stalled-verdict") : null,
     h("div", { class: "stack-summary" }, snap.summary || "being collected …"));
   return s.stalled.length && canOperate() ? h("button", { class: "mini link", id: "stalled-take-stacks",
     onclick: (e) => { e.stopPropagation(); state.stacks?.take("stalled lanes"); document.getElementById("stacks-h")?.scrollIntoView(); } }, "take stacks ›") : null;
+}
+
+// A hang's culprits outlined on the timeline as soon as the verdict names them (no click; a snapshot the person opens
+// takes the place, stacks.js): the link in a notification opens the hung step with the culprit lane marked.
+function markCulprits(snap) {
+  const t = state.timeline, v = snap?.verdict;
+  if (!t || !v || !v.culprits?.length || ["not_stuck", "slow_healthy"].includes(v.class)) return;
+  if (t.snapshot && t.snapshot.id !== snap.id) return;
+  t.snapshot = { id: snap.id, t_ns: snap.created_at * 1e9, odd: v.culprits, verdict: true };
+  if (t.view && t.data) t.draw();
 }
 
 async function renderTargets(el, runId) {

@@ -127,14 +127,16 @@ export class Timeline {
       this._stepsLoadedAt = 0;
       await this.loadSteps();
       i = (this.stepMarks || []).findIndex(m => m[0] === step);
-      if (i < 0) return;
+      if (i < 0 && !this.isRunning(step)) return;
     }
     const [start, end] = this.stepRange(step);
     this.view = [start, end]; this.follow = false; this.draw(); this.fetchSoon();
   }
   // A step's span in ns: its metrics are logged when it ends, so step N runs from the previous mark to its own.
+  // The step that runs now (one after the last mark; a hang's link names it): from the last mark to now.
   stepRange(step) {
     const marks = this.stepMarks || [], i = marks.findIndex(m => m[0] === step);
+    if (i < 0 && this.isRunning(step)) return [marks[marks.length - 1][1], Math.max(Date.now() * 1e6, this.data?.to_ns || 0)];
     if (i < 0) return null;
     return [i > 0 ? marks[i - 1][1] : Math.min(this.data.from_ns ?? marks[i][1], marks[i][1]), marks[i][1]];
   }
@@ -356,10 +358,11 @@ export class Timeline {
     for (const p of state.charts) applyHover(p);
   }
   hideTip() { const tip = $("#tooltip"); if (tip.dataset.owner === "timeline") { tip.hidden = true; tip.dataset.spanId = ""; } }
+  isRunning(step) { const marks = this.stepMarks || []; return marks.length > 0 && step === marks[marks.length - 1][0] + 1; }
   stepOf(ns) {
-    // the step a moment belongs to: the first step whose end mark is at or after it
-    const m = (this.stepMarks || []).find(([, t]) => t >= ns);
-    return m ? m[0] : null;
+    // the step a moment belongs to: the first step whose end mark is at or after it (after the last: the one running)
+    const marks = this.stepMarks || [], m = marks.find(([, t]) => t >= ns);
+    return m ? m[0] : marks.length ? marks[marks.length - 1][0] + 1 : null;
   }
   async detail(id) {
     if (!this.detailCache.has(id)) this.detailCache.set(id, api(`/api/v1/runs/${this.runId}/spans/${id}`).catch(() => null));

@@ -28,7 +28,7 @@ def test_a_silent_lane_holder_comes_first_dead_or_unresponsive() -> None:
     reports = {f"h:{r}": report(r, collective()) for r in range(3)}
     v = judged(reports, [silent(3, beating=False)])
     assert (v["class"], v["culprits"], v["hosts"]) == ("dead_process", ["rank_3"], ["node1"])
-    assert v["sentence"] == "hung: a process died: rank_3 on node1; phase training; after step 4."
+    assert v["sentence"] == "hung: a process died: rank_3 on node1; phase training; in step 5."
     v = judged(reports, [silent(3, beating=True)])
     assert v["class"] == "unresponsive" and "still beats but did not answer" in v["evidence"][0]
 
