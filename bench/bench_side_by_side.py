@@ -54,6 +54,9 @@ def client_round(tree: Path) -> dict[str, float]:
         "trace_state, real server": got["real"]["trace_state"],
         "trace_state, null sink": got["null"]["trace_state"],
         "metric_gauge, real server": got["real"]["metric_gauge"],
+        # (the same run's prometheus_client Gauge.set: the yardstick; a tree whose bench lacks it reports none)
+        **({"prometheus_client Gauge.set": got["real"]["prometheus_client Gauge.set"]}
+           if "prometheus_client Gauge.set" in got["real"] else {}),
     }
 
 
@@ -84,8 +87,17 @@ def main() -> None:
             print(f"round {i + 1} {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in got.items()), flush=True)
     print("\nmedian of rounds      baseline        this   this/baseline")
     for k in results["this"]:
-        b, t = statistics.median(results["baseline"][k]), statistics.median(results["this"][k])
+        t = statistics.median(results["this"][k])
+        if k not in results["baseline"]:
+            print(f"{k:34s} {'–':>12s} {t:12,.2f}")
+            continue
+        b = statistics.median(results["baseline"][k])
         print(f"{k:34s} {b:12,.2f} {t:12,.2f}   {t / b:6.3f}")
+    ref = results["this"].get("prometheus_client Gauge.set")
+    if ref:  # this tree's hot path against the yardstick, the medians of per-round ratios
+        for k in ("metric_gauge, real server", "trace_state, real server"):
+            ratios = [x / r for x, r in zip(results["this"][k], ref)]
+            print(f"this tree, {k} / Gauge.set of the same run: {statistics.median(ratios):.2f}×")
 
 
 if __name__ == "__main__":

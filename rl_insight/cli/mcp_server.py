@@ -26,7 +26,8 @@ MEMBERS_SHOWN = 8
 
 def bounded(answer: Any) -> str:
     """JSON text of `answer`, cut to MAX_ANSWER_CHARS (the cut said, with how much was left out)."""
-    text = json.dumps(answer, indent=1, default=str)
+    text = json.dumps(answer, separators=(",", ":"), default=str, ensure_ascii=False)  # (compact: an agent's
+    # context holds more of the answer; a reader of it needs no indentation)
     if len(text) <= MAX_ANSWER_CHARS:
         return text
     return text[:MAX_ANSWER_CHARS] + f"\n… cut: {len(text) - MAX_ANSWER_CHARS} more characters; ask narrower"
@@ -47,6 +48,58 @@ def _snapshot_brief(snap: dict[str, Any]) -> dict[str, Any]:
             "groups_left_out": max(0, len(snap.get("groups", [])) - GROUPS_SHOWN)}
 
 
+def _element(e: dict[str, Any]) -> dict[str, Any]:
+    """A state on a path in an agent's terms: lane, state, seconds and slack (no epoch nanoseconds)."""
+    return {"lane": e.get("lane"), "state": e.get("name"), "seconds": e.get("seconds"), "slack_s": e.get("slack_s")}
+
+
+def step_case(path: dict[str, Any]) -> dict[str, Any]:
+    """One step's critical path, its conclusion first (the answer may be cut at the end, never at the start)."""
+    chain = " → ".join(f"{e['lane']} {e['name']} {e['seconds']:.2f} s" for e in path.get("elements", [])[:8])
+    more = len(path.get("elements", [])) - 8
+    w = path.get("what_if") or {}
+    fixes = [(w.get("tail_s") or 0, "the long-tail replica finishing with the others"
+              + (f" ({w['tail_lane']})" if w.get("tail_lane") else "")),
+             (w.get("cut_s") or 0, f"not waiting for the slowest {w.get('cut_percent', 10):g} % of generations"),
+             (w.get("bubbles_s") or 0, "removing the idle gaps on the path")]
+    if "stage_s" in w:
+        fixes.append((w["stage_s"], f"{w['stage']} {w['faster_percent']:g} % faster"))
+    best = max(fixes, key=lambda f: f[0])
+    sentence = (f"step {path['step']} took {path['duration_s']:.2f} s; its critical path: {chain}"
+                + (f" and {more} more" if more > 0 else "") + f"; {path.get('bubbles_s', 0):.2f} s idle on it"
+                + (f"; the biggest saving (estimate): {best[1]}, {best[0]:.2f} s" if best[0] > 0 else "") + ".")
+    others = sorted(path.get("others", []), key=lambda e: e.get("slack_s", 0))[:20]  # the nearest first
+    out = {"sentence": sentence, "step": path["step"], "duration_s": path["duration_s"],
+           "bubbles_s": path.get("bubbles_s"), "path": [_element(e) for e in path.get("elements", [])],
+           "gaps_s": [g.get("seconds") for g in path.get("gaps", [])], "by_stage": path.get("by_stage"),
+           "by_lane": path.get("by_lane"), "what_if": w, "nearest_others": [_element(e) for e in others]}
+    if path.get("critical_trajectory"):
+        out["critical_trajectory"] = path["critical_trajectory"]
+    return out
+
+
+def diff_case(d: dict[str, Any], per_step: bool, offset: int, limit: int) -> dict[str, Any]:
+    """Two runs' diff, its conclusion first; the aligned steps only when asked, a page at a time."""
+    out: dict[str, Any] = {"sentence": d.get("sentence"), "names": d.get("names"),
+                           "aligned_steps": d.get("aligned_steps")}
+    for k in ("median_a_s", "median_b_s", "mean_delta_s", "change", "significant", "noise_s", "threshold_s"):
+        if k in d:
+            out[k] = d[k]
+    out["ledger"] = d.get("ledger")
+    out["by_stage"], out["by_class"] = d.get("by_stage"), d.get("by_class")
+    out["lanes"] = (d.get("lanes") or [])[:12]
+    out["savings_b"], out["pending_steps"] = d.get("savings_b"), d.get("pending_steps")
+    rows = d.get("steps") or []
+    if per_step:
+        start, size = max(0, offset), max(1, min(limit, 500))
+        out["steps"] = rows[start:start + size]
+        out["next_offset"] = start + size if start + size < len(rows) else None
+    out["steps_total"] = len(rows)
+    if not per_step:
+        out["steps_note"] = "per-step rows left out: run_diff(per_step=true, offset=0, limit=50) pages them"
+    return out
+
+
 def _said(read: Callable[..., str]) -> Callable[..., str]:
     """A tool whose read failed (no such run, the server away, a refused token) answers the error in words, as the
     CLI says it, instead of an opaque tool failure."""
@@ -65,7 +118,9 @@ def build(server: Server) -> Any:
     """The MCP server and its tools, each a read of `server`."""
     from mcp.server.mcpserver import MCPServer
 
-    app = MCPServer("rl-insight", instructions=(
+    from .._version import __version__
+
+    app = MCPServer("rl-insight", version=__version__, instructions=(
         "Read-only access to an rl-insight monitor of reinforcement-learning training runs: runs and their status, "
         "why a run is stuck (verdict), where its processes are (stack snapshot groups), one step's critical path, "
         "and where one run's time went against another's. Runs are named PROJECT/EXPERIMENT or by id."))
@@ -109,20 +164,25 @@ def build(server: Server) -> Any:
     @app.tool()
     @_said
     def explain_step(run: str, step: Optional[int] = None) -> str:
-        """One step's critical path (the last complete one unless named): the chain of states that set its length,
-        each with its slack, the idle gaps on it, seconds by stage and by lane, and what-if savings."""
+        """One step's critical path (the last complete one unless named), its conclusion first: the sentence, then the
+        chain of states that set its length (lane, state, seconds, slack), the idle gaps on it, seconds by stage and
+        by lane, what-if savings, and the nearest other states."""
         params = {} if step is None else {"step": step}
         path = server.request("GET", f"/api/v1/runs/{resolve_run(server, run)}/critical-path", params=params)
-        path["others"] = sorted(path.get("others", []), key=lambda e: e.get("slack_s", 0))[:20]  # the nearest first
-        return bounded(path)
+        return bounded(step_case(path))
 
     @app.tool()
     @_said
-    def run_diff(a: str, b: str) -> str:
-        """Where run B's time went against run A's, step by step: the change, by stage, by lane class, the lanes that
-        changed most, one sentence, and B's biggest fix."""
-        return bounded(server.request("GET", "/api/v1/runs/diff", params={"a": resolve_run(server, a),
-                                                                          "b": resolve_run(server, b)}))
+    def run_diff(a: str, b: str, steps: Optional[str] = None, per_step: bool = False, offset: int = 0,
+                 limit: int = 50) -> str:
+        """Where run B's time went against run A's: the sentence first, then the change, by stage, by lane class, the
+        lanes that changed most, where B's extra device time went, and B's biggest fix. `steps` (e.g. "10-200")
+        narrows both runs to a step range; `per_step` adds the aligned steps, `limit` at a time from `offset`
+        (`next_offset` says where the next page starts)."""
+        params: dict[str, Any] = {"a": resolve_run(server, a), "b": resolve_run(server, b)}
+        if steps:
+            params["steps"] = steps
+        return bounded(diff_case(server.request("GET", "/api/v1/runs/diff", params=params), per_step, offset, limit))
 
     return app
 

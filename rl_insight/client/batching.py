@@ -60,7 +60,8 @@ _GAUGE, _SPAN_START, _SPAN = 0, 1, 2
 
 LOG_WARNING = 30
 _FLOAT_MAX = 1.7976931348623157e308
-_INF = float("inf")
+_NEG_FLOAT_MAX = -_FLOAT_MAX
+_NAN = float("nan")
 _SELF_METRICS_EVERY_S = 10.0
 STEP_BURST_S = 0.05
 
@@ -110,6 +111,8 @@ class BatchBuilder:
         since_check = 0
         pause = wire.Yielder.for_backlog(len(q))
         step_marks: list[tuple[int, float, Any]] = []  # (index in samples, ts, new step) of step-metric samples
+        start_items: list[tuple] = []  # state starts, encoded after the loop unless their end came too
+        ended: set[int] = set()  # span ids whose end is in this batch
         while budget > 0:
             try:
                 item = q.popleft()
@@ -126,11 +129,12 @@ class BatchBuilder:
                 try:
                     v = float(value)
                 except (TypeError, ValueError, OverflowError):
-                    v = float("nan")
+                    v = _NAN  # not a number at all: dropped below, not counted as a NaN
                 else:
-                    if v != v or v in (_INF, -_INF):  # a NaN loss: counted by name, the server alerts on it
-                        self.d.nonfinite_value(name)
-                if not -_FLOAT_MAX <= v <= _FLOAT_MAX:
+                    if not _NEG_FLOAT_MAX <= v <= _FLOAT_MAX:  # NaN or ±inf (every finite float is inside): only
+                        self.d.nonfinite_value(name)  # they pay for the count; a NaN loss, the server alerts on it
+                        v = _NAN
+                if v != v:
                     self.d.drop("invalid_value")
                     ratelog.log(
                         LOG_WARNING,
@@ -151,8 +155,12 @@ class BatchBuilder:
                 samples.append([table.ref("g", name, lkey, labels, doc), ts, step, v])
             elif tag == _SPAN:
                 spans.append(span_entry(item))
+                ended.add(item[1])
             else:
-                span_starts.append(span_entry(item))
+                start_items.append(item)
+        # a state that began and ended within this batch needs no announcement: its end says all (half the span
+        # events of short states: encoding them held the GIL the training thread waits on)
+        span_starts.extend(span_entry(it) for it in start_items if it[1] not in ended)
 
         self.d._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self.d._last_step_mark_ts)
         # Cumulative series: all of them after a server restart, else only those that changed.

@@ -52,6 +52,8 @@ LOG_ERROR = 40
 LOG_INFO = 20
 
 
+_now = time.time  # (a module global: one look-up less on the hot path)
+MAX_PLAIN_NAMES = 100_000  # names remembered as not the step metric (past it, a name is checked each call)
 MAX_BOOTS_REMEMBERED = 16  # servers' boot ids a process remembers (the servers of a fleet it reached)
 MAX_NONFINITE_NAMES = 64  # metric names whose NaN / inf values are counted by name (others: only dropped)
 
@@ -80,6 +82,7 @@ class Delivery:
         self._maxlen = cfg.queue_size
         self.step: int | float | None = None
         self._step_names: dict[str, bool] = {}
+        self._plain_names: set[str] = set()  # gauge names known not to be the step metric (the hot path's test)
         self._step_sanitized = sanitize_metric_name(cfg.step_metric)
 
         self._drop_lock = threading.Lock()
@@ -169,6 +172,8 @@ class Delivery:
             except ValueError:
                 is_step = False
             self._step_names[name] = is_step
+            if not is_step and len(self._plain_names) < MAX_PLAIN_NAMES:
+                self._plain_names.add(name)
         if is_step:
             try:
                 v = float(value)
@@ -190,13 +195,13 @@ class Delivery:
     def gauge(self, name: str, value: Any, doc: str, labels: dict) -> None:
         if labels and not self._legacy_label_warned:
             self._legacy_identity_label(labels)
-        if self._step_names.get(name) is not False:
+        if name not in self._plain_names:  # (a set look-up for every name but the step metric's, once known)
             if self._note_step(name, value) and self.profiling.hot:
                 self.profiling.boundary()  # a step boundary: a requested profiling window may open or close here
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")
-        q.append((_GAUGE, name, value, labels, doc, time.time(), self.step))
+        q.append((_GAUGE, name, value, labels, doc, _now(), self.step))
 
     def count(self, name: str, amount: Any, doc: str, labels: dict) -> None:
         if labels and not self._legacy_label_warned:
@@ -230,13 +235,19 @@ class Delivery:
     def new_trace_id(self, span_id: int) -> int:
         return self._trace_prefix | span_id
 
+    def new_ids(self) -> tuple[int, int]:
+        """(span id, trace id) of a new top-level state: one call on the hot path instead of two."""
+        sid = self._span_prefix | (next(self._span_seq) & 0xFFFFFFFF)
+        return sid, self._trace_prefix | sid
+
     def span_start(
         self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str
     ) -> None:
-        prof = self.profiling
-        self.process.note_lane(lane)  # this process's lanes: what a request's --lanes selects
-        if prof.hot:
-            prof.boundary(lane, name)  # a lane's first state (of a step): where a process without a step clock starts
+        if lane not in self.process.lanes:  # (a set look-up; the call only for a lane not noted yet)
+            self.process.note_lane(lane)  # this process's lanes: what a request's --lanes selects
+        if self.profiling.hot:
+            self.profiling.boundary(lane, name)  # a lane's first state (of a step): where a process without a step
+            # clock starts
         q = self.queue
         if len(q) >= self._maxlen:
             self.drop("queue_full")

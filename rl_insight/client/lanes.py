@@ -79,8 +79,21 @@ class _Lane:
         self.attrs = attrs
 
 
+_PLAIN_ATTRS: dict[tuple[str, str], dict[str, Any]] = {}  # a state's attributes without labels, made once
+_MAX_PLAIN_ATTRS = 4096
+
+
 def _state_attrs(name: str, lane_id: str, labels: dict) -> dict[str, Any]:
-    # Forced keys last: callers cannot override them (upstream behaviour).
+    # Forced keys last: callers cannot override them (upstream behaviour). Without labels (the usual call) the same
+    # read-only dict for a name and lane each time: nothing downstream changes a span's attributes (batching.py reads
+    # them; protocol 2 even sends one object once per batch).
+    if not labels:
+        attrs = _PLAIN_ATTRS.get((name, lane_id))
+        if attrs is None:
+            attrs = {"monitor.trace_segment": "state_interval", "state_name": name, "state_lane_id": lane_id}
+            if len(_PLAIN_ATTRS) < _MAX_PLAIN_ATTRS:
+                _PLAIN_ATTRS[(name, lane_id)] = attrs
+        return attrs
     attrs = dict(labels)
     attrs["monitor.trace_segment"] = "state_interval"
     attrs["state_name"] = name
@@ -123,12 +136,12 @@ class StateBlock:
 
     def __enter__(self, is_async: bool = False) -> None:  # (one call: this is the hot path)
         now = time_ns()
-        table, name, lane_id = self._table, self._name, self._lane_id
+        table, name, lane_id, exp = self._table, self._name, self._lane_id, self._exp
         with table.lock:
             lane = table.lanes.get(lane_id)
             if lane is None:
-                sid = self._exp.new_span_id()
-                lane = _Lane(name, now, sid, self._exp.new_trace_id(sid), _state_attrs(name, lane_id, self._labels))
+                sid, tid = exp.new_ids()
+                lane = _Lane(name, now, sid, tid, _state_attrs(name, lane_id, self._labels))
                 table.lanes[lane_id] = lane
                 role = _TOP
             elif lane.name == name:
@@ -138,13 +151,16 @@ class StateBlock:
                 role = _CHILD
         self._lane, self._role, self._start, self._rf = lane, role, now, None
         if role == _TOP:
-            self._exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
-        elif role == _CHILD and self._exp.profiling.hot:
-            self._exp.profiling.boundary(lane_id, name)  # a nested state can open a stage profiling window
-        if role != _MERGED and not is_async and self._exp.profiling.hot:
+            exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
+        prof = exp.profiling
+        if not prof.hot:  # (one attribute read when no profile is asked: the usual case)
+            return
+        if role == _CHILD:
+            prof.boundary(lane_id, name)  # a nested state can open a stage profiling window
+        if role != _MERGED and not is_async and prof.hot:
             # inside a profiling window: the state in the trace too (not for `async with`: coroutines interleave on
             # one thread, and their ranges would not nest)
-            self._rf = self._exp.profiling.annotate(name)
+            self._rf = prof.annotate(name)
 
     def __exit__(self, *exc: object) -> Literal[False]:
         now = time_ns()

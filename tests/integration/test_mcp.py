@@ -61,11 +61,38 @@ def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) ->
         assert (answer["verdict"]["class"], answer["verdict"]["culprits"]) == ("unresponsive", ["rank_0"])
         brief = json.loads(text(groups))
         assert brief["id"] == snap["id"] and brief["groups"][0]["answered"] is False
-        assert json.loads(text(path))["elements"]  # the step's critical path
-        assert json.loads(text(diff))["aligned_steps"] >= 3
+        case = json.loads(text(path))  # the step's critical path, its sentence first, seconds not nanoseconds
+        assert next(iter(case)) == "sentence" and case["sentence"].startswith(f"step {case['step']} took ")
+        assert case["path"] and set(case["path"][0]) == {"lane", "state", "seconds", "slack_s"}
+        d = json.loads(text(diff))
+        assert next(iter(d)) == "sentence" and d["aligned_steps"] >= 3 and "steps" not in d and d["steps_total"] >= 3
         assert missing.is_error and "no run q/nothing" in text(missing)
     finally:
         srv.stop()
+
+
+def test_a_long_diff_keeps_its_conclusion_and_pages_its_steps() -> None:
+    """Issue 64: past ~40 steps the per-step array came first and the 16,000-character cut removed the sentence.
+    The conclusion leads; the steps come only when asked, a page at a time."""
+    from rl_insight.cli.mcp_server import diff_case
+
+    steps = [{"step": i, "a_s": 5.0, "b_s": 6.0, "delta_s": 1.0, "stages": {f"stage_{k}": 0.1 for k in range(12)}}
+             for i in range(1, 401)]
+    answer = {"a": 1, "b": 2, "names": ["q/base", "q/slow"], "aligned_steps": 400, "steps": steps,
+              "by_stage": {"generation": 1.0}, "by_class": {"rollout replicas": 1.0}, "lanes": [],
+              "sentence": "B's steps took 1.00 s longer (+20 %): generation; replica_1 the most.",
+              "pending_steps": {}, "savings_b": {}, "ledger": {}}
+    assert "B's steps took" not in bounded(answer)  # (what happened before: the sentence cut off)
+    short = json.loads(bounded(diff_case(answer, per_step=False, offset=0, limit=50)))
+    assert short["sentence"].startswith("B's steps took") and short["steps_total"] == 400 and "steps" not in short
+    pages, offset = [], 0
+    while offset is not None:
+        text = bounded(diff_case(answer, per_step=True, offset=offset, limit=50))
+        assert text.startswith('{"sentence":"B\'s steps took') and "ask narrower" not in text
+        page = json.loads(text)
+        pages += page["steps"]
+        offset = page["next_offset"]
+    assert [s["step"] for s in pages] == list(range(1, 401))
 
 
 def test_an_agent_with_a_project_token_sees_that_project_only(tmp_path: Path) -> None:

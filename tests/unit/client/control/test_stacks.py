@@ -55,8 +55,8 @@ def test_lane_table_records_the_opening_thread() -> None:
         def new_span_id(self) -> int:
             return 1
 
-        def new_trace_id(self, sid: int) -> int:
-            return 2
+        def new_ids(self) -> tuple[int, int]:
+            return 1, 2
 
         def span_start(self, *a: Any) -> None:
             pass
