@@ -96,7 +96,8 @@ def audit(
         typer.echo("No actions logged" + (f" by {who}" if who else "") + ".")
         return 0
     echo_table([[datetime.datetime.fromtimestamp(r["at"]).strftime("%Y-%m-%d %H:%M:%S"), r["who"], r["role"],
-                 r["address"], f"{r['method']} {r['path']}", str(r["status"]),
+                 r["address"], f"{r['method']} {r['path']}",
+                 str(r["status"]) + (" refused" if r.get("refused") else ""),
                  " ".join(f"{k}={v}" for k, v in r["what"].items())] for r in rows],
                ["WHEN", "WHO", "ROLE", "FROM", "ACTION", "STATUS", "WHAT"])
     return 0

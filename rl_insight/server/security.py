@@ -95,16 +95,21 @@ class Auth:
         return self.principal(request) is not None
 
     def _require(self, request: Request, cookie: bool, what: str, hint: str) -> Principal:
+        action = request.method in STATE_CHANGING and (
+            what not in ("send data", "deliver notifications") or request.url.path in AUDITED_DATA_ROUTES)
+        if action:
+            request.state.action = True  # refused, it is logged as a refused attempt (http/audit_trail.py)
         who = self.principal(request, cookie)
         if who is None:
             raise UnauthorizedError("missing or wrong bearer token" + (" or UI session" if cookie else ""), hint=hint)
+        request.state.refused_who = who
         if not self._allows(who, what):
             raise ForbiddenError(f"token {who.name!r} ({who.role}) may not {what}",
                                  hint="ask an admin for a token with that role (`rl-insight server tokens create`)")
         if who.projects is not None:
             self._only_its_runs(request, who)
         request.state.principal = who
-        if request.method in STATE_CHANGING and what not in ("send data", "deliver notifications"):
+        if action:
             request.state.audit = True  # an action, for the audit log (http/audit_trail.py) once it succeeded
         return who
 
@@ -165,6 +170,8 @@ class Auth:
                                                             "credentials`) or an admin token")
 
 
+# sent with a job's (ingest) token, but an action a person takes: in the audit log
+AUDITED_DATA_ROUTES = frozenset({"/api/v1/experiments/archive", "/api/v1/experiments/restore", "/api/v1/targets"})
 RUN_ID_PARAMS = ("run_id", "a", "b", "runs")  # the names a run id (`runs`: a list of them) is given under
 
 

@@ -148,3 +148,34 @@ def test_a_live_process_claims_its_open_state_after_a_restart(tmp_path: Path, mo
         rl_insight.finish(timeout=5)
         server.send_signal(signal.SIGTERM)
         server.wait(15)
+
+
+def test_an_answered_action_is_in_the_audit_log_across_sigkills(tmp_path: Path) -> None:
+    """Issue 64: 2-3 of ~95 acknowledged token creations lost their audit entry across three SIGKILLs (the entry
+    waited in a queue). The answer now waits for its entry: every creation that was answered is in the log."""
+    token = "audit-kill-token"
+    cfg_file, url = _config(tmp_path, token=token)
+    h = {"Authorization": f"Bearer {token}"}
+    server = _start(cfg_file, url)
+    answered: list[str] = []
+    try:
+        for kill in range(3):
+            for i in range(30):
+                name = f"t{kill}-{i}"
+                try:
+                    r = httpx.post(url + "/api/v1/tokens", json={"name": name, "role": "viewer"}, headers=h,
+                                   timeout=10)
+                except httpx.HTTPError:
+                    continue
+                if r.status_code == 201:
+                    answered.append(name)
+            server.send_signal(signal.SIGKILL)  # right after the last answer
+            server.wait(10)
+            server = _start(cfg_file, url)
+        logged = {e["what"].get("name") for e in httpx.get(url + "/api/v1/audit", params={"limit": 5000}, headers=h,
+                                                           timeout=30).json()["entries"]
+                  if e["path"] == "/api/v1/tokens" and e["method"] == "POST"}
+        assert len(answered) == 90 and set(answered) <= logged, sorted(set(answered) - logged)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)

@@ -278,7 +278,10 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
         "run_id": run_id, "duration_s": 7200, "comment": "restarting the rollout nodes", "created_by": "ana@login1"})
     assert r.status_code == 201, r.text
     made = r.json()
-    assert made["matchers"] == {"project": "math", "experiment_name": "grpo"} and made["created_by"] == "ana@login1"
+    # who set it is the token that sent it, not what the body claims (issue 64); the claim stays in the comment
+    assert made["matchers"] == {"project": "math", "experiment_name": "grpo"}
+    assert made["created_by"] == "admin (the server's --token)" and made["comment"] == \
+        "restarting the rollout nodes (sent as ana@login1)"
     listed = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()
     assert [s["comment"] for s in listed["silences"]] == ["restarting the rollout nodes"]
     assert httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": other}, headers=H).json() == {
@@ -299,7 +302,8 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     got = [a["labels"]["experiment_name"] for m in inbox.at("/hook") for a in m["alerts"]]
     assert got == ["ppo"]  # the silenced run told nobody
     back = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()["silences"]
-    assert [(s["comment"], s["created_by"]) for s in back] == [("restarting the rollout nodes", "ana@login1")]
+    assert [(s["comment"], s["created_by"]) for s in back] == [("restarting the rollout nodes (sent as ana@login1)",
+                                                                 "admin (the server's --token)")]
 
     # ended: the run's stall is told at once
     assert httpx.delete(srv.url + f"/api/v1/alerting/silences/{back[0]['id']}", headers=H).status_code == 200

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
+from ..access.principal import ANONYMOUS
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.delivery import MAX_MESSAGE_BYTES
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
@@ -88,7 +89,8 @@ class SilenceCreate(BaseModel):
     alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
     whole_project: bool = Field(False, description="every run of the run's project")
     comment: str = Field("", max_length=1000)
-    created_by: str = Field("", max_length=200, description="who (the CLI sends user@host, the UI 'ui')")
+    created_by: str = Field("", max_length=200, description="where from (the CLI sends user@host, the UI 'ui'): kept "
+                            "in the comment; the silence's creator is the token or person that sent it")
 
 
 RuleName = Path(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="a user rule's name (its alert name)")
@@ -125,6 +127,8 @@ def build_router(st: AppState) -> APIRouter:
     async def add(request: Request, receiver: ReceiverCreate,
                   replace: bool = Query(False, description="replace a receiver of the same name")) -> dict[str, Any]:
         """A token held to projects adds receivers of one of its projects only (and replaces only its own)."""
+        request.state.audit_what = {"name": receiver.name, "kind": receiver.kind,
+                                    **({"project": receiver.project} if receiver.project else {})}  # (audit log)
         if receiver.project is None:
             require_every_project(request, "a receiver of every project's alerts (give project)")
         else:
@@ -138,6 +142,7 @@ def build_router(st: AppState) -> APIRouter:
 
     @change.delete("/receivers/{name}", **typed_answer(ChangeResult, "the receivers now"))
     async def remove(request: Request, name: str = ReceiverName) -> dict[str, Any]:
+        request.state.audit_what = {"name": name}  # (the audit log: the answer lists the receivers left)
         await run_in_threadpool(own_receiver, request, name)
         return own_change(request, await run_in_threadpool(n.remove, name))
 
@@ -172,7 +177,14 @@ def build_router(st: AppState) -> APIRouter:
                                                                          "experiment_name": experiment}
             if body.alertname:
                 matchers["alertname"] = body.alertname
-            return n.silence(matchers, body.duration_s, body.created_by, body.comment)
+            # who set it is the request's principal, never what the body claims (kept in the comment: user@host);
+            # a server without a token knows nobody: the claim, said to be one
+            who = principal_of(request)
+            if who is ANONYMOUS:
+                by = f"{body.created_by or 'someone'} (unverified: the server has no token)"
+                return n.silence(matchers, body.duration_s, by, body.comment)
+            said = f" (sent as {body.created_by})" if body.created_by else ""
+            return n.silence(matchers, body.duration_s, who.name, body.comment[:900] + said)
         return dict(await run_in_threadpool(work))
 
     @change.delete("/silences/{silence_id}", **typed_answer(dict[str, str], "what was done"))
@@ -227,6 +239,7 @@ def build_router(st: AppState) -> APIRouter:
 
     @change.delete("/rules/{name}", **typed_answer(dict[str, str], "what was done"))
     async def remove_rule(request: Request, name: str = RuleName) -> dict[str, Any]:
+        request.state.audit_what = {"name": name}  # (the audit log)
         def work() -> None:
             own_rule(request, name)
             st.user_rules.remove(name)

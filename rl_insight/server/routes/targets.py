@@ -75,6 +75,8 @@ def build_router(st: AppState) -> APIRouter:
             require_every_project(request, "name the project whose targets to remove (project=…)")
         else:
             require_sees(request, project, f"no targets of project {project[:80]!r}")
+        request.state.audit_what = {k: v for k, v in (("name", target), ("job", job), ("project", project),
+                                                      ("experiment_name", experiment_name)) if v}  # (audit log)
         removed = await run_in_threadpool(lambda: st.experiments.remove(target=target, job=job, project=project,
                                                                         experiment_name=experiment_name))
         return {"status": "ok", "removed": removed}

@@ -168,8 +168,9 @@ def test_an_ingest_token_writes_its_projects_only_and_the_rest_of_the_batch_is_k
 
 def test_the_audit_log_names_who_did_each_action_of_a_scripted_session(tmp_path: Path, monkeypatch) -> None:
     """Tokens made and revoked, a profile requested and cancelled by an operator, a stack snapshot asked for: each
-    an entry with who, role, address, action and what its answer named; refused requests and reads are not actions,
-    nor is the data a job sends. Only an admin reads the log, through the API and `rl-insight server audit`."""
+    an entry with who, role, address, action and what its answer named; a refused request is a refused attempt; reads
+    are not actions, nor is the data a job sends. Only an admin reads the log, through the API and `rl-insight server
+    audit`."""
     import rl_insight
 
     srv = start_server(tmp_path, token=ADMIN)
@@ -189,14 +190,18 @@ def test_the_audit_log_names_who_did_each_action_of_a_scripted_session(tmp_path:
                         headers=_h(ops))
         assert prof.status_code == 201, prof.text
         assert api.post("/api/v1/profiles", json={"run_id": run_id, "steps": "51"},
-                        headers=_h(viewer)).status_code == 403  # refused: no action
+                        headers=_h(viewer)).status_code == 403  # refused: logged as a refused attempt
         assert api.delete(f"/api/v1/profiles/{prof.json()['id']}", headers=_h(ops)).status_code == 200
         snap = api.post(f"/api/v1/runs/{run_id}/stacks", json={}, headers=_h(ops))
         assert snap.status_code == 201, snap.text
         api.delete("/api/v1/tokens/v", headers=_h(ADMIN)).raise_for_status()
         rl_insight.finish(10)
         srv.app.state.st.audit.flush(10)
-        entries = api.get("/api/v1/audit", headers=_h(ADMIN)).json()["entries"][::-1]  # oldest first
+        listed = api.get("/api/v1/audit", headers=_h(ADMIN)).json()["entries"][::-1]  # oldest first
+        refused = [e for e in listed if e.get("refused")]
+        assert [(e["who"], e["status"], e["path"], e["what"]["why"]) for e in refused] == \
+            [("v", 403, "/api/v1/profiles", "not allowed")]
+        entries = [e for e in listed if not e.get("refused")]
         got = [(e["who"], e["method"], e["path"].rsplit("/", 1)[0] if e["method"] == "DELETE" else e["path"])
                for e in entries]
         admin = "admin (the server's --token)"
@@ -335,3 +340,63 @@ def test_a_scoped_list_is_filtered_before_its_limit(tmp_path: Path) -> None:
         assert [r["project"] for r in listed] == ["a"]
     finally:
         srv.stop()
+
+
+def test_the_audit_log_holds_every_documented_action_and_refused_attempts_rate_limited(tmp_path: Path) -> None:
+    """Issue 64: experiment archive/restore and target removal (sent with an ingest token, but actions) are logged;
+    a receiver's entry names it; a token's names its projects; refused attempts on action routes (401, 403) and wrong
+    sign-ins are logged, at most REFUSED_PER_MINUTE an address, the rest counted in the next entry."""
+    from rl_insight.server.access.audit import REFUSED_PER_MINUTE
+
+    srv = start_server(tmp_path, token=ADMIN)
+    try:
+        api = httpx.Client(base_url=srv.url, timeout=30, headers=_h(ADMIN))
+        made = api.post("/api/v1/tokens", json={"name": "ci", "role": "ingest", "projects": ["a", "b"]}).json()
+        reg = {"job_name": "vllm", "targets": ["127.0.0.1:9"], "project": "a", "experiment_name": "e"}
+        assert api.post("/api/v1/prometheus/targets", json=reg).status_code == 200  # registration: data, no action
+        for path in ("/api/v1/experiments/archive", "/api/v1/experiments/restore"):
+            r = api.post(path, json={"project": "a", "experiment_name": "e"}, headers=_h(made["token"]))
+            assert r.status_code == 200, r.text
+        assert api.delete("/api/v1/targets", params={"project": "a", "experiment_name": "e"},
+                          headers=_h(made["token"])).status_code == 200
+        for i in range(REFUSED_PER_MINUTE + 5):  # someone trying tokens
+            assert httpx.post(srv.url + "/api/v1/tokens", json={"name": f"x{i}", "role": "admin"},
+                              headers=_h(f"rli_guess{i}"), timeout=30).status_code == 401
+        assert httpx.post(srv.url + "/api/v1/login", json={"token": "rli_wrong"}, timeout=30).status_code == 401
+        srv.app.state.st.audit.flush(10)
+        entries = api.get("/api/v1/audit", params={"limit": 500}).json()["entries"][::-1]
+        actions = [(e["who"], e["method"], e["path"], e.get("what")) for e in entries if not e.get("refused")]
+        assert actions[0][:3] == ("admin (the server's --token)", "POST", "/api/v1/tokens")
+        assert actions[0][3]["projects"] == ["a", "b"] and actions[0][3]["role"] == "ingest"
+        assert [a[1:3] for a in actions[1:]] == [("POST", "/api/v1/experiments/archive"),
+                                                 ("POST", "/api/v1/experiments/restore"),
+                                                 ("DELETE", "/api/v1/targets")], actions
+        assert all(a[0] == "ci" for a in actions[1:]) and actions[3][3]["project"] == "a"
+        refused = [e for e in entries if e.get("refused")]
+        assert len(refused) == REFUSED_PER_MINUTE  # the address's budget; a wrong sign-in from it waits its turn
+        assert all(e["status"] == 401 and e["who"] == "(no or an unknown token)" for e in refused)
+        assert not any("rli_guess" in str(e) for e in entries)  # what was tried is not repeated
+    finally:
+        srv.stop()
+
+
+def test_a_wrong_sign_in_is_logged_and_a_refused_flood_is_counted_in_the_next_entry() -> None:
+    from rl_insight.server.access.audit import REFUSED_PER_MINUTE, AuditLog
+
+    now = [1000.0]
+    kept: list[dict] = []
+
+    class Records:
+        def create(self, rid: str, run: tuple, body: dict) -> None:
+            kept.append(body)
+
+    log = AuditLog(Records(), 30, clock=lambda: now[0])
+    for _ in range(REFUSED_PER_MINUTE + 7):
+        log.refused("(no or an unknown token)", "", "10.0.0.9", "POST", "/api/v1/login", 401, {"why": "wrong sign-in"})
+    now[0] += 61
+    assert log.refused("(no or an unknown token)", "", "10.0.0.9", "POST", "/api/v1/login", 401, {"why": "x"})
+    assert log.refused("v", "viewer", "10.0.0.8", "POST", "/api/v1/profiles", 403, {"why": "not allowed"})
+    log.close()
+    assert len(kept) == REFUSED_PER_MINUTE + 2
+    assert kept[REFUSED_PER_MINUTE]["what"] == {"why": "x", "refused_not_logged": 7}
+    assert all(e["refused"] for e in kept)
