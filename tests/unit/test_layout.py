@@ -17,7 +17,7 @@ SERVER_ROOT_MODULES = {"__init__.py", "__main__.py", "app.py", "state.py", "conf
 SERVER_FOLDERS = {"routes", "intake", "control", "live", "fleet", "outbound", "runstore", "prometheus", "http", "ui",
                   "workers", "access"}
 MAX_ROOT_MODULES = 10
-# upstream RL-Insight's import paths, kept for drop-in users (docs/compat.md): aliases of the client, no code of their own
+# upstream RL-Insight's import paths, kept for drop-in users (docs/compat.md): aliases of the client, no code
 UPSTREAM_PATHS = {"api.py", "utils.py", "agent_loop.py"}
 
 
