@@ -56,6 +56,10 @@ class ShownReceiver(TypedDict):
     password_set: bool
 
 
+_CHANNEL = re.compile(r"^[#@]?[A-Za-z0-9._-]{1,80}$")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9._:-]{1,253}$")  # a DNS name or an IP literal (IPv6 without its brackets)
+
+
 def _text(body: dict[str, Any], key: str, *, required: bool = True) -> Optional[str]:
     v = body.get(key)
     if v is None or v == "":
@@ -76,6 +80,13 @@ def _url(body: dict[str, Any]) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInputError(f"{shown_url(url)!r} is not an http(s)://host/… URL",
                                 hint="a webhook receiver posts JSON to that address")
+    try:  # what Alertmanager accepts but can never deliver to (it would fail every notification, silently)
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or " " in (parts.hostname or "") or not _HOSTNAME.match(parts.hostname or ""):
+        raise InvalidInputError(f"{shown_url(url)!r}: the host or port can never be reached (a port is 1 to 65535)",
+                                hint="check the URL the chat or webhook service gave you")
     return url
 
 
@@ -99,7 +110,13 @@ def validate(body: Any) -> Receiver:
     if kind in ("webhook", "slack"):
         out["url"] = _url(body)
         if kind == "slack":
-            out["channel"] = _text(body, "channel", required=False)
+            channel = _text(body, "channel", required=False)
+            if channel is not None and not _CHANNEL.match(channel):
+                # Alertmanager renders the channel as a template: a stray `{{` passes its check and then fails every
+                # message (the test notification never arrives)
+                raise InvalidInputError(f"Slack channel {channel[:80]!r} must be #name, @user or a channel id "
+                                        "(letters, digits, '.', '_', '-'; at most 80)")
+            out["channel"] = channel
         return out
     for key in ("to", "sender"):
         addr = _text(body, key)
