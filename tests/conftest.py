@@ -121,11 +121,17 @@ IN_PROCESS = {"store_writer": "thread", "insights_worker": "thread"}
 
 
 def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> RunningServer:
-    cfg = ServerConfig(host="127.0.0.1", port=port or free_port(), data_dir=str(tmp_path / "data"),
-                       **{**IN_PROCESS, **overrides})
+    overrides = {"host": "127.0.0.1", **IN_PROCESS, **overrides}
+    cfg = ServerConfig(port=port or free_port(), data_dir=str(tmp_path / "data"), **overrides)
     app = create_app(cfg)
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
+    if ":" in cfg.host:  # an IPv6 host: the socket as `python -m rl_insight.server` binds it (dual-stack on `::`)
+        from rl_insight.server.http.net import bind_socket
+
+        sock = bind_socket(cfg.host, cfg.port)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    else:
+        thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{cfg.port}"
     wait_until(lambda: server.started, what="uvicorn start")

@@ -23,9 +23,17 @@ groups:
 """
 
 
-def _haproxy(tmp_path: Path, server_port: int) -> tuple[subprocess.Popen, str]:
+def _haproxy(tmp_path: Path, server_port: int, adds: bool = False) -> tuple[subprocess.Popen, str]:
+    """`adds`: a proxy configured wrongly, adding its identity header to the one a client sent instead of replacing
+    it."""
     port = free_port()
-    cfg = tmp_path / "haproxy.cfg"
+    cfg = tmp_path / ("haproxy-adds.cfg" if adds else "haproxy.cfg")
+    identity = (f"""    http-request add-header X-Forwarded-User %[req.hdr(X-Test-Login)] if {{ req.hdr(X-Test-Login) -m found }}
+""" if adds else f"""    http-request del-header X-Forwarded-User
+    http-request del-header X-Forwarded-Groups
+    http-request set-header X-Forwarded-User %[req.hdr(X-Test-Login)] if {{ req.hdr(X-Test-Login) -m found }}
+    http-request set-header X-Forwarded-Groups %[req.fhdr(X-Test-Groups)] if {{ req.hdr(X-Test-Groups) -m found }}
+""")
     # what the sign-in proxy does: drop whatever identity a client claims, then name the person it signed in (here
     # the test says who, in X-Test-Login / X-Test-Groups, as an identity provider would have; fhdr: the whole value,
     # commas and all)
@@ -35,13 +43,10 @@ defaults
     timeout connect 2s
     timeout client 30s
     timeout server 30s
+    option forwardfor
 frontend sso
     bind 127.0.0.1:{port}
-    http-request del-header X-Forwarded-User
-    http-request del-header X-Forwarded-Groups
-    http-request set-header X-Forwarded-User %[req.hdr(X-Test-Login)] if {{ req.hdr(X-Test-Login) -m found }}
-    http-request set-header X-Forwarded-Groups %[req.fhdr(X-Test-Groups)] if {{ req.hdr(X-Test-Groups) -m found }}
-    default_backend monitor
+{identity}    default_backend monitor
 backend monitor
     server s 127.0.0.1:{server_port} source 127.0.0.2
 """)
@@ -96,9 +101,41 @@ def test_people_the_proxy_signs_in_get_their_role_and_a_forged_header_gets_nothi
             time.sleep(0.2)
         srv.app.state.st.audit.flush(10)
         who = [e["who"] for e in httpx.get(srv.url + "/api/v1/audit", headers=admin).json()["entries"]
-               if e["path"] == "/api/v1/profiles"]
+               if e["path"] == "/api/v1/profiles" and not e.get("refused")]
         assert sorted(who) == ["alice@corp (sso)", "bob (sso)"]
     finally:
         proxy.terminate()
         proxy.wait(10)
+        srv.stop()
+
+
+def test_utf8_names_an_ipv6_server_duplicate_headers_and_the_limiter_per_person(tmp_path: Path) -> None:
+    """Issue 64, behind the real haproxy: a UTF-8 name matches the access map; a server on `::` believes its IPv4
+    proxy (seen as ::ffff:127.0.0.2); a proxy that adds its header beside a client's is refused, not the first
+    believed; eleven wrong sign-ins by one person through the proxy lock that person out, not everyone behind it."""
+    access = tmp_path / "access.yml"
+    access.write_text("users:\n  zoë@corp: {role: operator, projects: [math]}\n", encoding="utf-8")
+    srv = start_server(tmp_path, host="::", token=ADMIN, trusted_proxy=("127.0.0.2/32",), access_map=str(access))
+    proxy, url = _haproxy(tmp_path, srv.config.port)
+    adding, adding_url = _haproxy(tmp_path, srv.config.port, adds=True)
+    try:
+        zoe = {"X-Test-Login": "zoë@corp".encode()}
+        session = httpx.get(url + "/api/v1/session", headers=zoe).json()
+        assert (session["who"], session["role"]) == ("zoë@corp (sso)", "operator"), session
+        twice = httpx.get(adding_url + "/api/v1/runs", headers={**zoe, "X-Forwarded-User": "zoë@corp".encode()})
+        assert twice.status_code == 403 and "carries 2 x-forwarded-user headers" in twice.text
+        assert httpx.get(adding_url + "/api/v1/runs", headers=zoe).status_code == 200  # one header: fine
+        for _ in range(10):
+            r = httpx.post(url + "/api/v1/login", json={"token": "rli_wrong"}, headers={"X-Test-Login": "mallory"})
+            assert r.status_code == 401, r.text
+        assert httpx.post(url + "/api/v1/login", json={"token": "rli_wrong"},
+                          headers={"X-Test-Login": "mallory"}).status_code == 429
+        # everyone else behind the same proxy still signs in
+        assert httpx.post(url + "/api/v1/login", json={"token": ADMIN}, headers={"X-Test-Login": "sam"}).status_code \
+            == 200
+        assert httpx.post(url + "/api/v1/login", json={"token": ADMIN}).status_code == 200  # no login: its address
+    finally:
+        for p in (proxy, adding):
+            p.terminate()
+            p.wait(10)
         srv.stop()

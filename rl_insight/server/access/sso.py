@@ -155,17 +155,45 @@ class ProxySignOn:
             address = ipaddress.ip_address(peer)
         except ValueError:
             return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # a server on `::` sees an IPv4 proxy as ::ffff:a.b.c.d
         return any(address in n for n in self.networks)
+
+    def _header(self, request: Any, name: str) -> str | None:
+        """One header's value as the proxy sent it: UTF-8 (HTTP hands it over as latin-1); ForbiddenError when it
+        comes twice (which one the proxy meant cannot be known: a proxy that adds instead of replacing)."""
+        values = request.headers.getlist(name)
+        if len(values) > 1:
+            raise ForbiddenError(f"the request carries {len(values)} {name} headers",
+                                 hint="the proxy must replace what a client sends, not add to it (docs/access.md)")
+        if not values:
+            return None
+        try:
+            return str(values[0]).encode("latin-1").decode("utf-8")
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            return str(values[0])
+
+    def limiter_key(self, request: Any) -> str:
+        """Whom wrong sign-ins are counted against: the client's address, or — through a trusted proxy, where every
+        person shares the proxy's address — the person it names, else the client it forwarded for."""
+        peer = request.client.host if request.client else "?"
+        if not self.trusted(peer):
+            return peer
+        user = request.headers.get(self.user_header)
+        forwarded = [x.strip() for x in request.headers.get("x-forwarded-for", "").split(",") if x.strip()]
+        return f"{peer} for " + (f"user {user[:200]}" if user else forwarded[-1][:64] if forwarded else "?")
 
     def principal(self, request: Any) -> Principal | None:
         """The person the proxy names, or None (no header, or not from a trusted proxy: the header is ignored).
-        ForbiddenError for a person the map gives no role."""
-        user = request.headers.get(self.user_header)
-        if not user or not self.trusted(request.client.host if request.client else None):
+        ForbiddenError for a person the map gives no role, or a request with two of the proxy's headers."""
+        if not self.trusted(request.client.host if request.client else None):
+            return None
+        user = self._header(request, self.user_header)
+        if not user:
             return None
         user = user.strip()[:MAX_HEADER_CHARS]
         access = self.current_map()
-        raw_groups = request.headers.get(self.groups_header, "") if self.groups_header else ""
+        raw_groups = (self._header(request, self.groups_header) or "") if self.groups_header else ""
         groups = [g.strip() for g in raw_groups[:MAX_HEADER_CHARS * 8].split(access.separator) if g.strip()]
         grant = access.grant(user, groups)
         if grant is None:

@@ -1,8 +1,9 @@
 """Sign-in for the built-in UI: exchange the token for an HttpOnly, SameSite=Strict session cookie.
 
-Wrong tokens are limited per client address (`FailedAttempts`): past MAX_FAILURES in WINDOW_S the address gets 429
-with `Retry-After` until its oldest failure leaves the window, whatever it sends, so a token cannot be guessed at
-network speed. A right token signs in as before (and an address's successes are not counted)."""
+Wrong tokens are limited per client address (`FailedAttempts`; behind a trusted proxy, per person or forwarded
+client): past MAX_FAILURES in WINDOW_S the address gets 429 with `Retry-After` until its oldest failure leaves the
+window, whatever it sends, so a token cannot be guessed at network speed. A right token signs in as before (and an
+address's successes are not counted)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,9 @@ def build_router(st: AppState) -> APIRouter:
             openapi_extra={"requestBody": {"content": {"application/json": {"schema": inline_schema(LoginBody)}}}})
     async def login(request: Request) -> JSONResponse:
         """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
-        address = request.client.host if request.client else "?"
+        # behind a trusted proxy every person has its address: count each person (or forwarded client) apart
+        address = st.auth.proxy.limiter_key(request) if st.auth.proxy is not None else \
+            (request.client.host if request.client else "?")
         if st.auth.token:
             attempts.check(address)
         raw = await read_body(request, 64 * 1024)

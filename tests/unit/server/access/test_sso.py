@@ -48,9 +48,15 @@ def test_a_bad_map_is_refused_naming_what_is_wrong(doc: dict, says: str) -> None
 
 
 class _Request:
-    def __init__(self, peer: str, headers: dict[str, str]) -> None:
+    """What the server sees: the peer, and headers as bytes on the wire (UTF-8 text read back as latin-1, repeats
+    kept)."""
+
+    def __init__(self, peer: str, headers: dict[str, str] | list[tuple[str, str]]) -> None:
+        from starlette.datastructures import Headers
+
         self.client = type("Client", (), {"host": peer})()
-        self.headers = {k.lower(): v for k, v in headers.items()}
+        pairs = headers.items() if isinstance(headers, dict) else headers
+        self.headers = Headers(raw=[(k.lower().encode("latin-1"), v.encode("utf-8")) for k, v in pairs])
 
 
 def test_the_header_is_believed_from_a_trusted_network_only(tmp_path: Path) -> None:
@@ -68,3 +74,26 @@ def test_the_header_is_believed_from_a_trusted_network_only(tmp_path: Path) -> N
         ProxySignOn(["not-a-network"], "X-Forwarded-User", None, None)
     with pytest.raises(ConfigError, match="does not exist"):
         ProxySignOn(["10.0.0.0/8"], "X-Forwarded-User", None, str(tmp_path / "missing.yml"))
+
+
+def test_two_identity_headers_utf8_names_and_ipv4_mapped_proxies(tmp_path: Path) -> None:
+    """Issue 64: with two user (or groups) headers the first won — refused now; UTF-8 names never matched the map
+    (read as latin-1); a server on `::` saw its IPv4 proxy as ::ffff:a.b.c.d and signed nobody in."""
+    path = tmp_path / "access.yml"
+    path.write_text("users:\n  zoë@corp: {role: operator, projects: [math]}\ngroups:\n  数学: {role: viewer}\n",
+                    encoding="utf-8")
+    sso = ProxySignOn(["127.0.0.2/32"], "X-Forwarded-User", "X-Forwarded-Groups", str(path))
+    who = sso.principal(_Request("127.0.0.2", {"X-Forwarded-User": "zoë@corp"}))
+    assert who is not None and (who.name, who.role) == ("zoë@corp (sso)", "operator")
+    who = sso.principal(_Request("::ffff:127.0.0.2", {"X-Forwarded-User": "li", "X-Forwarded-Groups": "数学"}))
+    assert who is not None and who.role == "viewer"
+    for twice in ([("X-Forwarded-User", "ann"), ("X-Forwarded-User", "zoë@corp")],
+                  [("X-Forwarded-User", "li"), ("X-Forwarded-Groups", "x"), ("X-Forwarded-Groups", "数学")]):
+        with pytest.raises(ForbiddenError, match="carries 2 x-forwarded-"):
+            sso.principal(_Request("127.0.0.2", twice))
+    # wrong sign-ins behind the proxy count per person (or forwarded client), not for everyone behind it
+    assert sso.limiter_key(_Request("127.0.0.2", {"X-Forwarded-User": "ann"})) != \
+        sso.limiter_key(_Request("127.0.0.2", {"X-Forwarded-User": "bob"}))
+    assert sso.limiter_key(_Request("127.0.0.2", {"X-Forwarded-For": "10.9.9.9, 10.0.0.1"})) == \
+        "127.0.0.2 for 10.0.0.1"
+    assert sso.limiter_key(_Request("10.5.5.5", {"X-Forwarded-User": "ann"})) == "10.5.5.5"  # not the proxy
