@@ -28,12 +28,14 @@ def _haproxy(tmp_path: Path, server_port: int, adds: bool = False) -> tuple[subp
     it."""
     port = free_port()
     cfg = tmp_path / ("haproxy-adds.cfg" if adds else "haproxy.cfg")
-    identity = (f"""    http-request add-header X-Forwarded-User %[req.hdr(X-Test-Login)] if {{ req.hdr(X-Test-Login) -m found }}
-""" if adds else f"""    http-request del-header X-Forwarded-User
-    http-request del-header X-Forwarded-Groups
-    http-request set-header X-Forwarded-User %[req.hdr(X-Test-Login)] if {{ req.hdr(X-Test-Login) -m found }}
-    http-request set-header X-Forwarded-Groups %[req.fhdr(X-Test-Groups)] if {{ req.hdr(X-Test-Groups) -m found }}
-""")
+    found = "if { req.hdr(X-Test-Login) -m found }"
+    identity = (f"    http-request add-header X-Forwarded-User %[req.hdr(X-Test-Login)] {found}\n" if adds else
+                "    http-request del-header X-Forwarded-User\n"
+                "    http-request del-header X-Forwarded-Groups\n"
+                f"    http-request set-header X-Forwarded-User %[req.hdr(X-Test-Login)] {found}\n"
+                "    http-request set-header X-Forwarded-Groups %[req.fhdr(X-Test-Groups)] "
+                "if { req.hdr(X-Test-Groups) -m found }\n")
+
     # what the sign-in proxy does: drop whatever identity a client claims, then name the person it signed in (here
     # the test says who, in X-Test-Login / X-Test-Groups, as an identity provider would have; fhdr: the whole value,
     # commas and all)
