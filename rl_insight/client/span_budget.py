@@ -10,7 +10,10 @@ trajectories) and reported with the client's self-metrics.
 
 The step a turn counts against: its `global_steps` attribute; without one, the process's current step (its step
 metric, else the run's step clock from the replies); without any step at all, a window of WINDOW_S seconds. So a
-job that never tags its turns with a step still gets a fresh budget every round.
+job that never tags its turns with a step still gets a fresh budget every round. A trajectory's decision lasts while
+it does: until its session's `agent_session` record, or — with a known step — until the step moves on; a job that
+numbers its samples and trajectories the same way every round (the same lanes) is decided afresh each round, never
+held to its first round's decisions.
 """
 
 from __future__ import annotations
@@ -27,20 +30,25 @@ WINDOW_S = 60.0  # a budget window when no step is known at all
 
 
 class SpanBudget:
-    __slots__ = ("per_step", "step_now", "_kept", "_decided", "turns_out", "trajectories_out")
+    __slots__ = ("per_step", "step_now", "_kept", "_decided", "_sessions", "turns_out", "trajectories_out")
 
     def __init__(self, per_step: int, step_now: Callable[[], Any] | None = None) -> None:
         self.per_step = per_step
         self.step_now = step_now  # the process's current step, or None when it knows none
         self._kept: dict[Any, int] = {}  # step -> turn spans kept in it
-        self._decided: dict[str, bool] = {}  # trajectory lane -> kept
+        self._decided: dict[str, tuple[Any, bool]] = {}  # trajectory lane -> (the step it was decided in, kept)
+        self._sessions: dict[str, set[str]] = {}  # session lane prefix -> its trajectories' lanes decided
         self.turns_out = 0
         self.trajectories_out = 0
 
     def keep(self, attrs: dict) -> bool:
         """Whether this span goes out (anything but turn detail always does). Called on the training thread: a few
         dict operations."""
-        if attrs.get("monitor.trace_source") not in TURN_SOURCES:
+        source = attrs.get("monitor.trace_source")
+        if source not in TURN_SOURCES:
+            if source == "session":  # the session is over: its trajectories' lanes may come again, decided afresh
+                for lane in self._sessions.pop(_session_of(str(attrs.get("state_lane_id", ""))), ()):
+                    self._decided.pop(lane, None)
             return True
         traj = str(attrs.get("state_lane_id", ""))
         step = attrs.get("global_steps")
@@ -48,13 +56,19 @@ class SpanBudget:
             step = self.step_now() if self.step_now is not None else None
             if step is None:
                 step = ("window", int(time.monotonic() // WINDOW_S))
-        decided = self._decided.get(traj)
+        held = self._decided.get(traj)
+        # a decision holds for the trajectory's life: a known step that moved on ends it (a window does not: a
+        # trajectory may cross one; its session's end does)
+        decided = held[1] if held is not None and (held[0] == step or isinstance(step, tuple)) else None
         if decided is None:
             kept = self._kept.get(step, 0)
             decided = kept < self.per_step
             if len(self._decided) >= MAX_DECISIONS:
                 del self._decided[next(iter(self._decided))]
-            self._decided[traj] = decided
+            self._decided[traj] = (step, decided)
+            if len(self._sessions) >= MAX_DECISIONS:
+                del self._sessions[next(iter(self._sessions))]
+            self._sessions.setdefault(_session_of(traj), set()).add(traj)
             if not decided:
                 self.trajectories_out += 1
             if len(self._kept) > 64:  # old steps' counts
@@ -64,6 +78,11 @@ class SpanBudget:
             return True
         self.turns_out += 1
         return False
+
+
+def _session_of(lane: str) -> str:
+    """A trajectory's (or its session record's) lane without the trajectory: `experiment=…/sample=…/session=…`."""
+    return lane.rsplit("/traj=", 1)[0]
 
 
 def budget_from(value: Any, step_now: Callable[[], Any] | None = None) -> SpanBudget | None:

@@ -58,6 +58,34 @@ def test_without_global_steps_the_budget_follows_the_process_step_or_a_time_wind
     assert unknown.keep({**untagged[0], "state_lane_id": "w9"}) is True
 
 
+def test_a_job_that_numbers_every_round_alike_is_decided_afresh_each_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 64: an agent loop with no `global_steps` and no step metric numbers its samples and trajectories the same
+    way every round, so its lanes repeat; each lane's first-round decision held forever (the trajectories left out
+    in round 1 were left out in every later round). A decision now lasts while its trajectory does: until its
+    session's record, or until a known step moves on."""
+    from rl_insight.client import span_budget
+
+    clock = [0.0]
+    monkeypatch.setattr(span_budget.time, "monotonic", lambda: clock[0])
+    b = SpanBudget(2, lambda: None)  # no step known at all: windows
+
+    def untagged(t: int, source: str = "gateway") -> dict:
+        a = {**turn(t), "monitor.trace_source": source}
+        a.pop("global_steps")
+        return a
+
+    for rnd, order in enumerate(([0, 1, 2, 3], [3, 2, 1, 0])):
+        clock[0] = rnd * (span_budget.WINDOW_S + 1)  # the next round in the next window
+        kept = {t: b.keep(untagged(t)) for t in order}
+        assert kept == {order[0]: True, order[1]: True, order[2]: False, order[3]: False}, (rnd, kept)
+        assert b.keep(untagged(0, "session")) is True  # the session ends: its record always goes out
+    step = [7]
+    by_step = SpanBudget(1, lambda: step[0])  # a known step: a new step decides afresh even without a session end
+    assert [by_step.keep(turn(t) | {"global_steps": None}) for t in (0, 1)] == [True, False]
+    step[0] = 8
+    assert [by_step.keep(turn(t) | {"global_steps": None}) for t in (1, 0)] == [True, False]
+
+
 def test_a_run_counts_every_trajectory_and_the_client_says_what_it_left_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     srv = start_server(tmp_path)
