@@ -43,3 +43,11 @@ def strict_run_id(value: Any) -> int:
         raise ValueError(f"a run id is a plain decimal number from 1 to {INT64_MAX} (e.g. 12), found "
                          f"{str(value)[:40]!r}")
     return parsed
+
+
+def json_run_id(value: Any) -> int:
+    """A pydantic `BeforeValidator` for a run id in a JSON body: a JSON integer (`12`, or `12.0`, which JSON Schema
+    counts as one), or the plain decimal text of one. (In a path or query, text is all there is: `strict_run_id`.)"""
+    if isinstance(value, float) and value.is_integer() and 1 <= value <= 2**53:
+        return int(value)
+    return strict_run_id(value)

@@ -72,7 +72,7 @@ class RuleCreate(BaseModel):
     sigma: Optional[float] = Field(None, ge=0.1, le=100, description="change: standard deviations")
     window_steps: Optional[float] = Field(None, ge=1, le=100_000, description="change: the window in steps")
     window_s: Optional[float] = Field(None, ge=0, le=30 * 86400, description="change: or seconds")
-    run_id: Optional[BodyRunId] = Field(None, ge=1, le=JSON_SAFE_INT, description="only this run")
+    run_id: Optional[BodyRunId] = Field(None, description="only this run")
     project: Optional[str] = Field(None, min_length=1, max_length=256, description="every run of this project")
     severity: Literal["info", "warning", "critical"] = "warning"
     what_to_check: str = Field("", max_length=1000)
@@ -84,7 +84,7 @@ SilenceId = Path(pattern=r"^[0-9a-fA-F-]{1,64}$", description="a silence's id (A
 class SilenceCreate(BaseModel):
     """Silence a run's notifications for a while: all of them, or one alert's; or its whole project's."""
 
-    run_id: BodyRunId = Field(ge=1, le=JSON_SAFE_INT)
+    run_id: BodyRunId
     duration_s: float = Field(ge=60, le=MAX_SILENCE_S, description="how long (1 min to 30 days)")
     alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
     whole_project: bool = Field(False, description="every run of the run's project")

@@ -16,10 +16,14 @@ from ..state import AppState
 from .body import decode_body, read_body
 from .models import error_responses, inline_schema, typed_answer
 
+# what `_identity` keeps: no control character (Python's strip() takes \x1c-\x1f as blanks, a schema's \s does not)
+# and something left once stripped, so the schema says exactly what the route accepts
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+
 
 class ExperimentRef(BaseModel):
-    project: str = Field(min_length=1, max_length=2048, pattern=r"\S")
-    experiment_name: str = Field(min_length=1, max_length=2048, pattern=r"\S")
+    project: str = Field(min_length=1, max_length=2048, pattern=NAME_PATTERN)
+    experiment_name: str = Field(min_length=1, max_length=2048, pattern=NAME_PATTERN)
 
 
 def _identity(project: Optional[str], experiment_name: Optional[str]) -> tuple[str, str]:

@@ -187,8 +187,7 @@ class ProfileCreate(SelectorFields):
     )
 
     # at most 2^53: a run id the UI's JavaScript holds exactly (and an integer bound schema tools read exactly)
-    run_id: Optional[BodyRunId] = Field(None, ge=1, le=p.MAX_EXACT_INT,
-                                        description="the run (or project + experiment_name)")
+    run_id: Optional[BodyRunId] = Field(None, description="the run (or project + experiment_name)")
     project: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     experiment_name: str | None = Field(None, min_length=1, max_length=p.MAX_LABEL_VALUE)
     steps: str = Field(description="one step `120`, a range `120-121` (first <= last, at most "

@@ -32,7 +32,8 @@ class TokenCreate(BaseModel):
     name: str = Field(pattern=NAME.pattern, description="1 to 64 letters, digits, '_', '.', '@' or '-'")
     role: Literal["viewer", "operator", "ingest", "admin"]
     projects: Optional[list[ProjectName]] = Field(None, max_length=256,
-                                                  description="the projects it may see or write")
+                                                  description="the projects it may see or write (not for role "
+                                                              "admin: an admin is of every project)")
     expires_s: Optional[float] = Field(None, ge=60, le=10 * 366 * 86400, description="seconds from now")
 
 
