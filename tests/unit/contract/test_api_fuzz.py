@@ -52,8 +52,8 @@ CROSS_FIELD_RULES = {
     "GET /api/v1/runs/{run_id}/ledger": re.compile(r"runs backwards"),
     "POST /api/v1/profiles": re.compile(r"give first <= last|a stage is profiled in one step"),
     "POST /api/v1/profiles/{profile_id}/status": re.compile(r"start_ns <= end_ns"),
-    "POST /api/v1/login": re.compile(r"too many wrong tokens"),
-    "POST /api/v1/tokens": re.compile(r"an admin token is for every project"),  # role admin takes no projects  # (the fuzz's own guesses, limited per address)
+    "POST /api/v1/login": re.compile(r"too many wrong tokens"),  # (the fuzz's own guesses, limited per address)
+    "POST /api/v1/tokens": re.compile(r"an admin token is for every project"),  # role admin takes no projects
     "GET /api/v1/runs": re.compile(r"sort=metric needs metric=NAME|^metric '"),  # a sort by a metric names one
     # the fields a receiver's kind needs, and the forms of its URL, addresses and SMTP server (receivers.py); what
     # amtool then says of the configuration made from it
