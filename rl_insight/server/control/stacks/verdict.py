@@ -67,12 +67,16 @@ def _phase(states: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _held(units: Sequence[Mapping[str, Any]], now_ns: int) -> str:
+    """", holding <state> for N s" — or what is known of it (a lane whose state's name never arrived, how long it has
+    been open; nothing at all): never an empty slot in the sentence."""
     states = [s for u in units for s in u.get("states") or []]
     if not states:
         return ""
     s = states[0]
-    secs = max(0.0, (now_ns - int(s.get("since_ns") or now_ns)) / 1e9)
-    return f"{s.get('state')} for {secs:.0f} s"
+    since = s.get("since_ns")
+    secs = f" for {max(0.0, (now_ns - int(since)) / 1e9):.0f} s" if since else ""
+    state = str(s.get("state") or "").strip()
+    return f", holding {state}{secs}" if state else f", holding its lane {s.get('lane') or ''}{secs} (state unknown)"
 
 
 def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
@@ -102,17 +106,17 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
         names = compact(out["culprits"])
         if gone:
             out["class"] = "dead_process"
-            out["evidence"].append(f"{names} did not answer and stopped beating, holding {_held(us, now_ns)}: the "
-                                   "process is gone, or a thread holds the GIL in native code")
+            out["evidence"].append(f"{names} did not answer and stopped beating{_held(us, now_ns)}: the process is "
+                                   "gone, or a thread holds the GIL in native code")
             out["next"] += [f"is the process of {names} alive on {', '.join(out['hosts'])}? (the OOM killer: dmesg; "
                             "Ray: the dashboard's dead actors); its last log lines",
                             "alive: py-spy dump --native --pid <pid> shows the native frame that holds the GIL",
                             "the other ranks will wait for it until the collective times out"]
         else:
             out["class"] = "unresponsive"
-            out["evidence"].append(f"{names} still beats but did not answer within the wait, holding "
-                                   f"{_held(us, now_ns)}: its sender thread could not capture and post in time (a "
-                                   "host loaded far past its cores, a thread holding the GIL most of the time)")
+            out["evidence"].append(f"{names} still beats but did not answer within the wait{_held(us, now_ns)}: its "
+                                   "sender thread could not capture and post in time (a host loaded far past its "
+                                   "cores, a thread holding the GIL most of the time)")
             out["next"] += [f"py-spy dump --native --pid <pid> on {', '.join(out['hosts'])} shows the native frames",
                             "take the snapshot again with native frames (rl-insight stacks --native)"]
     # 2. the flight recorder's wavefront: desync, late, unfinished
@@ -187,7 +191,7 @@ def decide(snap: Mapping[str, Any], now_ns: int) -> dict[str, Any]:
             culprits(elsewhere)
             out["class"] = "not_collective"
             out["evidence"].append(f"the lane holders are not in a collective: {compact(out['culprits'])} in "
-                                   f"{_where(elsewhere[0])}, holding {_held(elsewhere, now_ns)}")
+                                   f"{_where(elsewhere[0])}{_held(elsewhere, now_ns)}")
             out["next"] += [f"the {out['phase'] or 'stuck'} phase waits on something outside torch.distributed: the "
                             "rollout engine (vLLM/SGLang health), the reward service, a tool call, the TransferQueue"]
     # 4. it moved: slow, not stuck

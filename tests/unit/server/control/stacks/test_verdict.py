@@ -94,3 +94,17 @@ def test_a_run_within_its_usual_times_is_not_stuck_whatever_the_stacks_show() ->
             assert snap["summary"].startswith("Not stuck") and "odd one" not in snap["summary"] and \
                 "likely hang" not in snap["summary"]
             assert "4 of 5 processes answered" in v["evidence"][1]
+
+
+def test_evidence_says_what_is_known_of_a_state_whose_name_never_arrived() -> None:
+    """Issue 64: "holding : the process is gone" for a lane whose state's name was unknown."""
+    reports = {f"h:{r}": report(r, collective()) for r in range(3)}
+    nameless = silent(3, beating=False)
+    nameless["open"] = [{"lane": "rank_3", "state": "", "since_ns": time.time_ns() - 90 * 10**9}]
+    v = judged(reports, [nameless])
+    assert v["class"] == "dead_process" and "holding :" not in v["evidence"][0], v["evidence"]
+    assert "holding its lane rank_3 for 90 s (state unknown): the process is gone" in v["evidence"][0]
+    bare = silent(3, beating=False)
+    bare["open"] = []
+    v = judged(reports, [bare])
+    assert "stopped beating: the process is gone" in v["evidence"][0], v["evidence"]
