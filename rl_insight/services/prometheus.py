@@ -29,6 +29,8 @@ class PrometheusSettings:
     metrics_token_file: Path | None = None  # the bearer token the ingest server's /metrics needs (0600; None: open)
     scrape_interval: str = "10s"
     retention: str = "30d"
+    external_url: str | None = None  # where people reach it (an alert's generatorURL); None: Prometheus' guess, the
+    # host name, which a Prometheus on loopback cannot be reached at
 
     @property
     def url(self) -> str:
@@ -97,4 +99,5 @@ def command(binary: Path, s: PrometheusSettings) -> list[str]:
         f"--web.listen-address={s.host}:{s.port}",
         f"--storage.tsdb.path={s.data_dir}",
         f"--storage.tsdb.retention.time={s.retention}",
+        *([f"--web.external-url={s.external_url}"] if s.external_url else []),
     ]

@@ -216,7 +216,8 @@ class Supervisor:
                 ingest_target=f"{probe_host(srv.host)}:{self.ingest_port}", scrape_interval=s.scrape_interval,
                 retention=s.retention, rules_dir=home.runtime_dir / "rules", remote_write_url=s.remote_write_url,
                 alertmanager_target=alertmanager.target if alertmanager else None,
-                user_rules_file=write_rule_file(self.data_dir), metrics_token_file=self._metrics_token_file(home))
+                user_rules_file=write_rule_file(self.data_dir), metrics_token_file=self._metrics_token_file(home),
+                external_url=self._reached_at(s.prometheus_host, self.prometheus_port))
             self.user_rules_file = prom.user_rules_file
             install_rules(prom.rules_dir)  # type: ignore[arg-type]  # rules_dir is set for a managed Prometheus
             prom.data_dir.mkdir(parents=True, exist_ok=True)
@@ -347,9 +348,15 @@ class Supervisor:
     @property
     def public_url(self) -> str:
         """Where people reach the ingest server (what `server start` prints; the links in notifications)."""
+        return self._reached_at(self.s.server.host, self.ingest_port)
+
+    @staticmethod
+    def _reached_at(host: str, port: int) -> str:
+        """Where people reach a service bound to `host`: this machine's address on a wildcard bind, else the bound
+        address itself (loopback stays loopback)."""
         ip = detect_ip()
-        public_host = ip if self.s.server.host in ("0.0.0.0", "::") and ip else probe_host(self.s.server.host)
-        return f"http://{public_host}:{self.ingest_port}"
+        public_host = ip if host in ("0.0.0.0", "::") and ip else probe_host(host)
+        return f"http://{public_host}:{port}"
 
     # ------------------------------------------------------------------ state file
     def write_state(self, ready: bool) -> None:

@@ -227,6 +227,10 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     lanes = [{"lane": f"rank_{i}", "state": "train_batch", "open_s": 226.0, "usual_p95_s": 1.2} for i in range(1000)]
     st.conditions.on_insights({("math", "grpo"): {"stalled": lanes}})
     assert st.alert_events.tick() == 1  # one alert for the run, not one per lane
+    # the run page lists what was delivered (issue 64: it showed Prometheus' lane alert, never the run's one)
+    shown = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/alerts", headers=H).json()["active"]
+    assert [a["alertname"] for a in shown] == ["RLInsightRunStalled"] and shown[0]["summary"].startswith(
+        "math/grpo is stalled")
     wait_until(lambda: inbox.at("/hook") and inbox.at("/slack") and mail.messages, timeout=30,
                what="the stall delivered to every receiver")
     st.conditions.mark_hung(("math", "grpo"), "a rank never reached the collective: rank_2; all_reduce #3")
@@ -354,6 +358,12 @@ def test_a_user_rule_fires_in_prometheus_with_its_text_literal(stack: Stack) -> 
     assert alert["annotations"]["what_to_check"] == \
         '{{ range query "rl_insight_monitor_reward_mean" }}{{ .Labels }}{{ end }} on math at 0.1'
     assert "secret" not in json.dumps(alert)
+    run_id = next(r["id"] for r in httpx.get(stack.ingest_url + "/api/v1/runs", headers=h).json()["runs"]
+                  if r["project"] == "math")
+    assert alert["annotations"]["url"].endswith(f"/#/run/{run_id}")  # the notification links to the run (issue 64)
+    # an alert's generatorURL: where Prometheus is reached (on loopback, not this host's name)
+    flags = httpx.get(stack.prometheus_url + "/api/v1/status/flags", timeout=10).json()["data"]
+    assert flags["web.external-url"] == stack.prometheus_url
 
     assert cli(stack.home, "alerts", "rules", "remove", "RewardLow", env=env).returncode == 0
     wait_until(lambda: not any(r.get("name") == "RewardLow" for g in _prom(stack, "/api/v1/rules")["groups"]

@@ -98,6 +98,16 @@ class AlertEvents:
             self.posted += len(batch)
             return len(batch)
 
+    def posted_for(self, run_id: int) -> list[dict[str, Any]]:
+        """The alerts this server posted for a run and has not resolved, as a run's alert list shows them (the run
+        page lists what was delivered, beside Prometheus' own)."""
+        with self._lock:
+            mine = [a for (_, rid), a in self._active.items() if rid == run_id]
+        return [{"alertname": a["labels"]["alertname"], "state": "firing", "severity": a["labels"].get("severity", ""),
+                 "labels": dict(a["labels"]), "since": a["startsAt"], "value": None,
+                 "summary": a["annotations"].get("summary", ""), "description": "delivered by this server to "
+                 "Alertmanager", "what_to_check": a["annotations"].get("what_to_check", "")} for a in mine]
+
     # ------------------------------------------------------------------ what holds now
     def current(self, now: float) -> dict[Key, dict[str, Any]]:
         out: dict[Key, dict[str, Any]] = {}

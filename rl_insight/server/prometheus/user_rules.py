@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, cast
 
 import yaml
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...fsutil import atomic_write
@@ -57,6 +57,7 @@ class UserRule(TypedDict):
     severity: Literal["info", "warning", "critical"]
     what_to_check: str
     steps_note: str  # how steps became seconds, when they did
+    url: NotRequired[str]  # the run page (a rule for one run) or the project's runs: the notification's link
 
 
 def rule_files(data_dir: Path) -> tuple[Path, Path]:
@@ -123,7 +124,8 @@ def render(rules: list[UserRule]) -> str:
                 "summary": f"{{{{ $labels.project }}}}/{{{{ $labels.experiment_name }}}}: "
                            f"{_literal(describe(r))}; now {{{{ $value | printf \"%.4g\" }}}}",
                 "what_to_check": user_text(r["what_to_check"]) or "The run page's charts around the step it began "
-                                                                               "in."}}
+                                                                               "in.",
+                **({"url": _literal(r["url"])} if r.get("url") else {})}}
         if r["kind"] == "threshold" and r["for_s"]:
             rule["for"] = _duration(r["for_s"])
         group["rules"].append(rule)
@@ -229,11 +231,14 @@ class UserRules:
             raise InvalidInputError(f"{self.store_path} is not a rules file: {exc}") from None
         return list(doc.get("rules", [])) if isinstance(doc, dict) else []
 
-    def add(self, body: Any, step_s: Optional[float], replace: bool = False) -> UserRule:
+    def add(self, body: Any, step_s: Optional[float], replace: bool = False, url: str | None = None) -> UserRule:
+        """`url`: where its notification links to (the route's: the run page, or the project's runs)."""
         if not self.enabled:
             raise ConflictError("no managed Prometheus evaluates rules on this server",
                                 hint="start the stack with Prometheus (`rl-insight server start`)")
         rule = validate(body, step_s)
+        if url:
+            rule["url"] = url
         with self._lock:
             current = self.rules()
             if any(r["name"] == rule["name"] for r in current) and not replace:

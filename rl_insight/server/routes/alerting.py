@@ -18,6 +18,7 @@ Changes need the token (or the UI's session); a webhook URL or SMTP password sen
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -233,7 +234,10 @@ def build_router(st: AppState) -> APIRouter:
             require_sees(request, body.get("project"), f"no project {str(body.get('project'))[:80]!r}")
             if replace:
                 own_rule(request, rule.name, missing_ok=True)
-            made: UserRule = st.user_rules.add(body, step_s, replace)
+            base = st.public_url.rstrip("/")
+            link = (f"{base}/#/run/{run_id}" if run_id is not None else
+                    f"{base}/#/?{urlencode({'project': body['project']})}" if body.get("project") else f"{base}/#/")
+            made: UserRule = st.user_rules.add(body, step_s, replace, url=link)
             return {**made, "description": describe(made)}
         return await run_in_threadpool(work)
 

@@ -7,14 +7,14 @@ The browser names a catalogue section and a time range; the server builds the Pr
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from ...errors import NotFoundError
 from ...semantics import panels as catalogue
 from ..access.scope import only_visible
-from ..prometheus.answers import AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
+from ..prometheus.answers import Alert, AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import RECENT_ALERTS_S, alerts, availability, run_time_range, section_data
 from ..runstore import queries as q
@@ -97,11 +97,16 @@ def build_router(st: AppState) -> APIRouter:
     async def run_alerts(run_id: RunId) -> AlertList:
         """Firing, pending and recently resolved alerts of this run (labels project/experiment_name)."""
         run = run_of(run_id)
+        # what this server delivered itself (a stall, a hang, a lost run), first: the page shows what people were told
+        delivered = st.alert_events.posted_for(run_id) if st.alert_events is not None else []
         try:
-            return await alerts(api, run["project"], run["experiment_name"], resolution_s=cfg.scrape_interval_s,
-                                rules_api=rules)
+            found = await alerts(api, run["project"], run["experiment_name"], resolution_s=cfg.scrape_interval_s,
+                                 rules_api=rules)
         except PrometheusUnavailable as e:
-            return {"prometheus": _unavailable(api, e), "active": [], "recent": [], "recent_window_s": RECENT_ALERTS_S}
+            return {"prometheus": _unavailable(api, e), "active": cast(list[Alert], delivered), "recent": [],
+                    "recent_window_s": RECENT_ALERTS_S}
+        found["active"] = cast(list[Alert], delivered) + found["active"]
+        return found
 
     @r.get("/alerts", **typed_answer(AlertList, "every alert, active and recent"))
     async def all_alerts(request: Request) -> AlertList:
