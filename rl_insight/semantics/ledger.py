@@ -275,13 +275,28 @@ def totals(per_lane: dict[str, dict[str, float]], devices: dict[str, float] | No
     return out
 
 
+WAITS_SPOKEN = {WAIT_TAIL: "for the long-tail replica", WAIT_TRAINING: "for training", WAIT_ROLLOUT: "for rollout",
+                WAIT_SYNC: "for the weight sync", WAIT_TOOLS: "for tool calls", IDLE: "idle"}  # after "Waiting:"
+USEFUL_WORDS = "training (the policy update)"  # how the useful reason is said everywhere: sentence, waterfall, CLI
+
+
 def sentence(reasons: dict[str, float]) -> str:
-    """Where the time that did not train went, in one sentence (its largest parts first)."""
+    """Where the device time went, in the words every view uses: the share that trained, then the other work and the
+    waiting apart (each its largest parts first), so that generating never reads as a kind of waiting."""
     total = sum(reasons.values())
     if total <= 0:
         return "No device time in this window."
     useful = reasons.get(USEFUL, 0.0)
     rest = sorted(((r, s) for r, s in reasons.items() if r != USEFUL and s > 0), key=lambda x: (-x[1], x[0]))
-    parts = ", ".join(f"{r} {100 * s / total:.0f} %" for r, s in rest[:3])
-    return (f"{100 * useful / total:.0f} % of the device time trained the model"
-            + (f"; the rest went to {parts}." if parts else "."))
+
+    def pct(s: float) -> str:
+        return f"{100 * s / total:.0f} %"
+
+    work = [f"{r} {pct(s)}" for r, s in rest if r in WORK_ORDER and r != LOST][:3]
+    waits = [f"{WAITS_SPOKEN[r]} {pct(s)}" for r, s in rest if r in WAITS][:3]
+    lost = reasons.get(LOST, 0.0)
+    out = f"{pct(useful)} of the device time went to {USEFUL_WORDS}."
+    out += f" Other work: {', '.join(work)}." if work else ""
+    out += f" Waiting: {', '.join(waits)}." if waits else ""
+    out += f" Lost to a crash or restart: {pct(lost)}." if lost > 0 else ""
+    return out

@@ -183,7 +183,7 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     assert "critic/score/mean" in page.inner_text(".chart[data-metric='critic_score_mean'] .title")
     # the goodput ledger (docs/ledger.md): where the device time went, in one sentence and a bar of its reasons
     ledger = page.wait_for_selector("#ledger", timeout=40_000)
-    assert "% of the device time trained the model; the rest went to " in ledger.inner_text()
+    assert "% of the device time went to training (the policy update). Other work: " in ledger.inner_text()
     assert page.eval_on_selector_all("#ledger .ledger-bar span", "s => s.map(x => x.dataset.reason)")[:1] != []
     assert page.evaluate("document.querySelector('#timeline').getBoundingClientRect().top") + 60 <= 800
     card = page.eval_on_selector("#insight-step", "e => e.getBoundingClientRect().width")

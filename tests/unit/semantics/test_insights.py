@@ -121,3 +121,15 @@ def test_rollout_wait_is_the_gap_from_the_last_finished_generation_to_the_first_
     ]
     got = ins.rollout_wait(spans, [(1, 0, 10 * S), (2, 10 * S, 15 * S)], now_ns=20 * S)
     assert [(w["step"], w["wait_s"]) for w in got] == [(1, 2.0), (2, 0.0)]
+
+
+def test_a_lane_stuck_past_its_usual_length_is_not_busy_for_the_excess() -> None:
+    """Issue 64: a hung rank read 88 % utilization. The time past the stuck state's usual length is `stalled_s`."""
+    now = 1000 * S
+    history = [span("train_batch", "rank_0", t, t + 10) for t in (0, 20, 40, 60)]  # 10 s usually
+    hung = span("train_batch", "rank_0", 800, None)  # open 200 s: 190 s past its usual length
+    steady = span("vllm_generate", "replica_0", 800, 1000)
+    out = ins.summarize(history + [hung, steady], 700 * S, now, now)
+    lane = out["lanes"]["rank_0"]
+    assert lane["stalled_s"] == pytest.approx(190.0) and lane["busy_s"] == pytest.approx(10.0)
+    assert lane["utilization"] == pytest.approx(10 / 300) and "stalled_s" not in out["lanes"]["replica_0"]

@@ -29,8 +29,10 @@ def test_a_synchronous_step_by_hand() -> None:
         "rank_1": {L.WAIT_ROLLOUT: 4, L.WAIT_TAIL: 2, L.LOGPROB: 3, L.WAIT_SYNC: 1}}
     total = L.totals(got, {"replica_0": 2, "replica_1": 2})  # tensor parallel 2: each replica is two devices
     assert sum(total.values()) == pytest.approx(10 * 6) and total[L.GENERATING] == 20
-    assert L.sentence(total) == ("5 % of the device time trained the model; the rest went to generating 33 %, "
-                                 "waiting: training 20 %, waiting: long-tail replica 13 %.")
+    # (issue 64: "the rest went to waiting: training 20 %, generating 33 %" read generating as a kind of waiting)
+    assert L.sentence(total) == ("5 % of the device time went to training (the policy update). Other work: "
+                                 "generating 33 %, weight sync 7 %, log-prob recompute 5 %. Waiting: for training "
+                                 "20 %, for the long-tail replica 13 %, for rollout 13 %.")
 
 
 def test_an_asynchronous_step_counts_the_overlap_once_per_lane() -> None:

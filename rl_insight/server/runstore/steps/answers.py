@@ -21,11 +21,13 @@ class Window(TypedDict):
 
 
 class LaneUse(TypedDict):
-    """A lane's busy seconds over the window, and the shares busy and idle."""
+    """A lane's busy seconds over the window, and the shares busy and idle; a state held far past its usual length is
+    not busy for that excess (`stalled_s`)."""
 
     busy_s: Number
     utilization: Number
     bubble_ratio: Number
+    stalled_s: NotRequired[Number]
 
 
 class Overlap(TypedDict):

@@ -315,9 +315,10 @@ def window_insights(conn: StoreConnection, run_id: int, t0: int, t1: int, now_ns
     if stale["count"]:
         staleness = {"mean": stale["sum"] / stale["count"], "max": stale["max"], "samples": int(stale["count"])}
     waits = [{"step": s["step"], "wait_s": s.pop("rollout_wait_s")} for s in steps if "rollout_wait_s" in s]
-    return {"window": {"from_ns": t0, "to_ns": t1, "seconds": (t1 - t0) / NS}, "lanes": lanes, "busy": busy_out,
-            "overlap": overlap, "steps": steps, "long_tail": tails, "rollout_wait": waits,
-            "stalled": insights.stalled(open_unique, now_ns, min_seconds=stalled_min_s, history=history),
+    stuck = insights.stalled(open_unique, now_ns, min_seconds=stalled_min_s, history=history)
+    return {"window": {"from_ns": t0, "to_ns": t1, "seconds": (t1 - t0) / NS},
+            "lanes": insights.without_stalls(lanes, stuck, t0, t1, now_ns), "busy": busy_out,
+            "overlap": overlap, "steps": steps, "long_tail": tails, "rollout_wait": waits, "stalled": stuck,
             "staleness": staleness}
 
 

@@ -230,7 +230,7 @@ async function renderInsights(el, runId, idPrefix = "") {
       : "–", "insight-step", true, lastStep?.step),
     card(`where the device time went · lane utilization${own ? " (step " + sel + ")" : ""}`, h("div", {},
       idPrefix ? null : ledgerLine(await ledgerOf(runId)),
-      lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%`).join(" · ") || "–"), "insight-utilization", true));
+      lanes.map(([l, v]) => `${l} ${(100 * v.utilization).toFixed(0)}%${v.stalled_s ? ` (stalled ${fmtDur(v.stalled_s)})` : ""}`).join(" · ") || "–"), "insight-utilization", true));
 }
 
 // States of one step overlap (separate-async: generation of step N+1 during training of step N; nested states):
