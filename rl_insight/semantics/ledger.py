@@ -280,6 +280,13 @@ WAITS_SPOKEN = {WAIT_TAIL: "for the long-tail replica", WAIT_TRAINING: "for trai
 USEFUL_WORDS = "training (the policy update)"  # how the useful reason is said everywhere: sentence, waterfall, CLI
 
 
+def spoken(reason: str) -> str:
+    """A reason in a sentence: `waiting for the long-tail replica` (the key reads `waiting: long-tail replica`)."""
+    if reason == USEFUL:
+        return USEFUL_WORDS
+    return f"waiting {WAITS_SPOKEN[reason]}" if reason in WAITS and reason != IDLE else reason
+
+
 def sentence(reasons: dict[str, float]) -> str:
     """Where the device time went, in the words every view uses: the share that trained, then the other work and the
     waiting apart (each its largest parts first), so that generating never reads as a kind of waiting."""

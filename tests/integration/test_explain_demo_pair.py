@@ -84,7 +84,7 @@ def test_the_cli_says_it_too(demo_pair: DemoPair, tmp_path: Path) -> None:
     first = r.stdout.splitlines()[0]
     assert first.startswith("rl-insight-demo/slow's steps are") and SLOW in first, r.stdout
     assert "STAGE" in r.stdout and "LANE CLASS" in r.stdout
-    assert "they went to waiting: long-tail replica" in r.stdout and "LEDGER REASON" in r.stdout  # docs/ledger.md
+    assert "they went to waiting for the long-tail replica" in r.stdout and "LEDGER REASON" in r.stdout  # docs/ledger.md
     r = subprocess.run([*cmd, "ledger", "rl-insight-demo/slow", *common], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "% of the device time went to training (the policy update)" in r.stdout, \
         r.stdout + r.stderr

@@ -159,7 +159,7 @@ def ledger_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         words = "No ledger to compare: a run has no complete step."
     elif tb - ta > 0 and more:
         words = (f"B spends {tb - ta:.3g} device-seconds a step more than A; they went to "
-                 + ", ".join(f"{r} (+{v:.3g})" for r, v in more) + ".")
+                 + ", ".join(f"{ledger.spoken(r)} (+{v:.3g})" for r, v in more) + ".")
     else:
         words = f"B spends {ta - tb:.3g} device-seconds a step less than A."
     return {"a_per_step_s": ta, "b_per_step_s": tb, "by_reason": delta, "sentence": words}
