@@ -129,7 +129,7 @@ def test_the_ledger_tiles_every_step_and_the_slow_replicas_cost_lands_in_the_lon
     # the run diff says the same: where B's extra device-hours went, the long tail first
     d = _get(srv, "/api/v1/runs/diff", a=srv.base, b=srv.slow, steps="2-7")["ledger"]
     assert next(iter(d["by_reason"])) == "waiting: long-tail replica" and d["b_per_step_s"] > d["a_per_step_s"]
-    assert d["sentence"].startswith("B spends ") and "they went to waiting: long-tail replica (+" in d["sentence"]
+    assert d["sentence"].startswith("B spends ") and "they went to waiting for the long-tail replica (+" in d["sentence"]
 
 
 def test_the_long_tail_bucket_grows_by_the_wait_the_slow_replica_causes(demo_pair: DemoPair) -> None:
