@@ -127,6 +127,10 @@ def demo(
     prom = state.service("prometheus") if state else None
     if prom is not None:
         typer.echo(f"  Prometheus:       {prom.url}/graph?g0.expr=rl_insight_monitor_critic_score_mean")
+    elif state is not None:  # the stack this demo started, without Prometheus: say so, and what stays empty
+        typer.echo("  Prometheus:       not installed: the run page's engine, hardware and TransferQueue panels stay "
+                   "empty (the timeline, charts and insights do not need it). Get it: apt-get install prometheus, or "
+                   "`rl-insight server install`, then `rl-insight server stop` and run the demo again.")
     typer.echo("Ctrl+C stops the demo." if steps <= 0 else f"Running {steps} steps.")
     os.environ.pop("RL_INSIGHT_TOKEN", None)
     cfg = DemoConfig(server_url=url, token=tok, project=project, experiment_name=experiment, mode=mode,  # type: ignore[arg-type]  # mode and engine: typer checked them against the choices

@@ -277,7 +277,7 @@ def totals(per_lane: dict[str, dict[str, float]], devices: dict[str, float] | No
 
 WAITS_SPOKEN = {WAIT_TAIL: "for the long-tail replica", WAIT_TRAINING: "for training", WAIT_ROLLOUT: "for rollout",
                 WAIT_SYNC: "for the weight sync", WAIT_TOOLS: "for tool calls", IDLE: "idle"}  # after "Waiting:"
-USEFUL_WORDS = "training (the policy update)"  # how the useful reason is said everywhere: sentence, waterfall, CLI
+USEFUL_WORDS = "training"  # how the useful reason is said everywhere: the sentence, the waterfall, the CLI
 
 
 def spoken(reason: str) -> str:
@@ -299,8 +299,8 @@ def sentence(reasons: dict[str, float]) -> str:
     def pct(s: float) -> str:
         return f"{100 * s / total:.0f} %"
 
-    work = [f"{r} {pct(s)}" for r, s in rest if r in WORK_ORDER and r != LOST][:3]
-    waits = [f"{WAITS_SPOKEN[r]} {pct(s)}" for r, s in rest if r in WAITS][:3]
+    work = [f"{r} {pct(s)}" for r, s in rest if r in WORK_ORDER and r != LOST][:2]
+    waits = [f"{WAITS_SPOKEN[r]} {pct(s)}" for r, s in rest if r in WAITS][:2]
     lost = reasons.get(LOST, 0.0)
     out = f"{pct(useful)} of the device time went to {USEFUL_WORDS}."
     out += f" Other work: {', '.join(work)}." if work else ""

@@ -45,7 +45,7 @@ def test_compare_says_where_the_time_went_and_draws_the_critical_path(demo_pair:
     page.wait_for_selector(f"#ledger-waterfall[data-run-id='{slow}'] .lg-useful", timeout=60_000)
     rows = page.eval_on_selector_all("#ledger-waterfall .lg-row", "rs => rs.map(r => [r.dataset.reason, "
                                      "+r.dataset.share])")
-    assert rows[0] == ["all device time", 1.0] and rows[-1][0] == "training (the policy update)"
+    assert rows[0] == ["all device time", 1.0] and rows[-1][0] == "training"
     assert rows[1][0] == "generating" or rows[1][1] >= rows[2][1]  # the largest loss first
     assert abs(sum(share for _, share in rows[1:]) - 1.0) < 0.01, rows  # the losses and the goodput tile the total
     assert "filtered" in page.inner_text("#ledger-tokens")  # --filter-share 0.25: the token ledger reports it

@@ -75,7 +75,7 @@ export function ledgerWaterfall(d, redraw = () => {}) {
     rows.push(row(r, left, v, LEDGER_COLORS[r] || "#cbd5e1", v, "lg-loss"));
   }
   const useful = d.run.reasons[USEFUL] || 0;
-  rows.push(row("training (the policy update)", 0, useful, LEDGER_COLORS[USEFUL], useful, "lg-useful"));
+  rows.push(row("training", 0, useful, LEDGER_COLORS[USEFUL], useful, "lg-useful"));
   const trained = d.run.tokens.trained;
   const costs = price === null ? "" : ` Cost: ${(total * price).toPrecision(3)} in all, ${(total * price / d.steps.length).toPrecision(3)} a step` +
     (trained ? `, ${(total * price * 1000 / trained).toPrecision(3)} per 1,000 trained-on tokens` : "") + ".";

@@ -13,12 +13,15 @@ export class PromSections {
   async load() {
     const d = await api(`/api/v1/runs/${this.runId}/panels`);
     this.el.replaceChildren();
-    if (d.prometheus.state !== "ok") {
+    const promOk = d.prometheus.state === "ok";
+    if (!promOk) {
       this.el.append(h("p", { class: "muted", id: this.prefix ? null : "prom-unavailable" }, `No Prometheus data: ${d.prometheus.message}`));
     }
     for (const sec of d.sections) {
       const grid = h("div", { class: "charts" });
-      const body = sec.available ? grid : h("p", { class: "muted enable-hint" }, "No data for this run. ", sec.enable);
+      // without Prometheus the cause is Prometheus, not the engine's settings: the registered targets are not scraped
+      const body = sec.available ? grid : promOk ? h("p", { class: "muted enable-hint" }, "No data for this run. ", sec.enable)
+        : h("p", { class: "muted enable-hint" }, "No data: no Prometheus scrapes this run's targets (see above); the engine's own settings are not the cause.");
       this.el.append(h("details", { class: "family prom", id: `${this.prefix}sec-${sec.id}`, "data-section": sec.id, "data-available": sec.available ? "1" : "0", open: "" },
         h("summary", {}, sec.title, sec.available ? "" : " (no data)"), body));
       if (!sec.available) continue;
