@@ -250,6 +250,17 @@ def stalled(spans: Sequence[dict[str, Any]], now_ns: int, factor: float = 3.0, m
     return sorted(out, key=lambda d: -d["open_s"])
 
 
+def unjudged(spans: Sequence[dict[str, Any]], history: dict[str, list[float]] | None = None) -> list[str]:
+    """The lanes holding an open state whose usual length is not known yet (fewer than 3 finished ones, here or in
+    `history`): `stalled` waits `no_history_seconds` for those, so nobody can say yet that they are within their
+    usual time (a job that hangs in its first step)."""
+    known = {k: len(v) for k, v in (history or {}).items()}
+    for s in states(spans):
+        if s.get("end_ns") is not None:
+            known[s["name"]] = known.get(s["name"], 0) + 1
+    return sorted({s["lane"] for s in states(spans) if s.get("end_ns") is None and known.get(s["name"], 0) < 3})
+
+
 def staleness(
     spans: Sequence[dict[str, Any]], versions: Sequence[tuple[float, float]], now_ns: int
 ) -> dict[str, Any] | None:
@@ -326,6 +337,7 @@ def summarize(
         "long_tail": long_tail(spans, windows, now_ns),
         "rollout_wait": rollout_wait(spans, windows, now_ns),
         "stalled": stuck,
+        "unjudged": unjudged(spans),
         "staleness": staleness(spans, version_samples, now_ns),
     }
 

@@ -287,7 +287,7 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     assert made["created_by"] == "admin (the server's --token)" and made["comment"] == \
         "restarting the rollout nodes (sent as ana@login1)"
     listed = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()
-    assert [s["comment"] for s in listed["silences"]] == ["restarting the rollout nodes"]
+    assert [s["comment"] for s in listed["silences"]] == ["restarting the rollout nodes (sent as ana@login1)"]
     assert httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": other}, headers=H).json() == {
         "silences": []}
     too_long = httpx.post(srv.url + "/api/v1/alerting/silences", headers=H, json={"run_id": run_id,

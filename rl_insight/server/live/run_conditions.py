@@ -95,11 +95,14 @@ class RunConditions:
                 before = self._stalls.get(run)
                 stalls[run] = Stall(why[0], why[1], before.since if before else now, before.hung if before else None)
             self._stalls = stalls
-            self._seen = set(latest)
+            # judged: every open state of the run has a usual length to be within (a state seen for the first time,
+            # a hang in the first step, has none: the stacks say more than "within its usual time")
+            self._seen = {run for run, summary in latest.items() if not summary.get("unjudged")}
 
     def lanes_usual(self, run: tuple[str, str]) -> bool | None:
         """True when the latest refresh judged the run and found every lane within its usual time and its steps
-        ending; False when it is stalled or hung; None when no refresh judged it (too new, finished or gone)."""
+        ending; False when it is stalled or hung; None when no refresh judged it (too new — a state without a usual
+        length yet —, finished or gone)."""
         with self._lock:
             if run in self._stalls:
                 return False

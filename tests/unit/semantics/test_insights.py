@@ -133,3 +133,10 @@ def test_a_lane_stuck_past_its_usual_length_is_not_busy_for_the_excess() -> None
     lane = out["lanes"]["rank_0"]
     assert lane["stalled_s"] == pytest.approx(190.0) and lane["busy_s"] == pytest.approx(10.0)
     assert lane["utilization"] == pytest.approx(10 / 300) and "stalled_s" not in out["lanes"]["replica_0"]
+
+
+def test_open_states_without_a_usual_length_are_unjudged() -> None:
+    done = [span("train_batch", "rank_0", t, t + 1) for t in (0, 2, 4)]
+    assert ins.unjudged(done + [span("train_batch", "rank_0", 6, None), span("checkpoint", "rank_1", 6, None)]) == \
+        ["rank_1"]
+    assert ins.unjudged([span("checkpoint", "rank_1", 6, None)], history={"checkpoint": [5.0, 6.0, 7.0]}) == []

@@ -115,6 +115,7 @@ class Insights(TypedDict):
     long_tail: list[LongTail]
     rollout_wait: list[RolloutWait]
     stalled: list[StalledLane]
+    unjudged: NotRequired[list[str]]  # lanes holding a state with no usual length known yet
     staleness: Staleness | None
     profiled_steps: list[int]
     stack_snapshot: SnapshotBrief | None  # the latest snapshot the server took by itself (a stall)

@@ -59,3 +59,11 @@ def test_several_stalled_lanes_name_nobody_first() -> None:
     assert lanes == ["rank_0", "rank_1", "rank_2", "rank_3"] and "rank_" not in reason
     one = RunConditions.reason_of({"stalled": stalled[2:3]})
     assert one is not None and one[0] == "rank_2 has been in train_batch for 51 s (usually 5.2 s at most)"
+
+
+def test_a_run_holding_a_state_with_no_usual_length_is_not_judged() -> None:
+    """A state seen for the first time (a job hanging in its first step) has no usual length to be within: the
+    verdict then reads the stacks, never "not stuck" on the stall watch's word."""
+    conditions = RunConditions(StepClock(), 0)
+    conditions.on_insights({RUN: {"stalled": [], "unjudged": ["rank_0"]}, ("p", "ok"): {"stalled": []}})
+    assert conditions.lanes_usual(RUN) is None and conditions.lanes_usual(("p", "ok")) is True
