@@ -90,7 +90,7 @@ class SilenceCreate(BaseModel):
     alertname: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="only this alert")
     whole_project: bool = Field(False, description="every run of the run's project")
     comment: str = Field("", max_length=1000)
-    created_by: str = Field("", max_length=200, description="where from (the CLI sends user@host, the UI 'ui'): kept "
+    created_by: str = Field("", max_length=200, description="where from (the CLI sends user@host): kept "
                             "in the comment; the silence's creator is the token or person that sent it")
 
 

@@ -79,7 +79,7 @@ export class AlertingPanel {
   silence(alertname = null) {
     return this.act("silencing", async () => {
       const s = await api("/api/v1/alerting/silences", { method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ run_id: this.run.id, duration_s: 7200, alertname, created_by: "ui", comment: "silenced from the run page" }) });
+        body: JSON.stringify({ run_id: this.run.id, duration_s: 7200, alertname, comment: "silenced from the run page" }) });
       return `${alertname || "this run"} silenced until ${hhmm(s.ends_at)}`;
     });
   }
