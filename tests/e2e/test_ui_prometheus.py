@@ -260,7 +260,7 @@ def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo
     page.click("#silence-run")
     row = page.wait_for_selector("#alerting .silence", timeout=20_000)
     # who set it: the signed-in token (issue 64: the body's claim was taken), the comment as the page wrote it
-    assert "this run by admin (the server's --token) until" in row.inner_text() and page.is_hidden("#silence-run")
+    assert "this run by admin (the server's token) until" in row.inner_text() and page.is_hidden("#silence-run")
     assert "silenced from the run page" in row.inner_text() and "sent as" not in row.inner_text()
     listed = httpx.get(f"{stack.ingest_url}/api/v1/alerting/silences", params={"run_id": rid}, headers=auth).json()
     assert [s["matchers"]["experiment_name"] for s in listed["silences"]] == [EXPERIMENT]
@@ -284,5 +284,5 @@ def test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page(prom_demo
     page.wait_for_function("document.querySelectorAll('#alerting .silence').length === 2", timeout=20_000)
     page.click("#alerting .silence:has-text('this run') button")
     page.wait_for_function("document.querySelectorAll('#alerting .silence').length === 1", timeout=20_000)
-    assert "critic_score_mean_above by admin (the server's --token) until" in page.inner_text("#alerting .silence")
+    assert "critic_score_mean_above by admin (the server's token) until" in page.inner_text("#alerting .silence")
     assert page.is_visible("#silence-run")

@@ -50,3 +50,39 @@ def test_a_viewer_of_another_project_sees_no_run(demo_pair: DemoPair, page) -> N
     page.goto(f"{demo_pair.url}/#/run/{demo_pair.slow}")
     page.wait_for_selector("#page-error", timeout=30_000)
     assert "no run with id" in page.inner_text("#page-error")
+
+
+def test_the_top_bar_by_scope_and_a_run_of_another_project_leaves_no_name_behind(tmp_path, page) -> None:
+    """Issue 64: the top bar read "Prometheusalice · viewer"; a viewer held to a project was offered Prometheus (which
+    has no project scoping); another project's run left the previous run's name in the breadcrumb."""
+    from tests.conftest import start_server
+    from tests.unit.server.routes.test_read_results import _steps_of_a_run
+
+    admin = "ui-topbar-admin"
+    srv = start_server(tmp_path, token=admin, prometheus_url="http://127.0.0.1:9")
+    try:
+        h = {"Authorization": f"Bearer {admin}"}
+        _steps_of_a_run(srv.url, "mine", "a", headers=h)
+        _steps_of_a_run(srv.url, "theirs", "b", headers=h)
+        srv.app.state.st.writer.flush(10)
+        ids = {r["project"]: r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]}
+        every = httpx.post(srv.url + "/api/v1/tokens", json={"name": "alice", "role": "viewer"}, headers=h).json()
+        scoped = httpx.post(srv.url + "/api/v1/tokens", json={"name": "bob", "role": "viewer", "projects": ["mine"]},
+                            headers=h).json()
+        sign_in(page, srv.url, every["token"])
+        page.wait_for_selector("#who")
+        link = page.eval_on_selector("#link-prometheus", "e => e.getBoundingClientRect().right")
+        who = page.eval_on_selector("#who", "e => e.getBoundingClientRect().left")
+        assert who >= link + 8, (link, who)  # apart, not "Prometheusalice · viewer"
+        page.context.clear_cookies()
+        sign_in(page, srv.url, scoped["token"])
+        page.wait_for_selector("#who")
+        assert page.query_selector("#link-prometheus") is None  # Prometheus shows every project
+        page.goto(f"{srv.url}/#/run/{ids['mine']}")
+        page.wait_for_function("document.querySelector('#crumbs').textContent.includes('mine / a')")
+        page.goto(f"{srv.url}/#/run/{ids['theirs']}")
+        page.wait_for_selector("#page-error", timeout=30_000)
+        assert page.inner_text("#crumbs").strip() == "runs"
+        page.screenshot(path=str(ARTIFACTS / "role-topbar-scoped.png"))
+    finally:
+        srv.stop()

@@ -284,7 +284,7 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     made = r.json()
     # who set it is the token that sent it, not what the body claims (issue 64); the claim stays in the comment
     assert made["matchers"] == {"project": "math", "experiment_name": "grpo"}
-    assert made["created_by"] == "admin (the server's --token)" and made["comment"] == \
+    assert made["created_by"] == "admin (the server's token)" and made["comment"] == \
         "restarting the rollout nodes (sent as ana@login1)"
     listed = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()
     assert [s["comment"] for s in listed["silences"]] == ["restarting the rollout nodes (sent as ana@login1)"]
@@ -307,7 +307,7 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     assert got == ["ppo"]  # the silenced run told nobody
     back = httpx.get(srv.url + "/api/v1/alerting/silences", params={"run_id": run_id}, headers=H).json()["silences"]
     assert [(s["comment"], s["created_by"]) for s in back] == [("restarting the rollout nodes (sent as ana@login1)",
-                                                                 "admin (the server's --token)")]
+                                                                 "admin (the server's token)")]
 
     # ended: the run's stall is told at once
     assert httpx.delete(srv.url + f"/api/v1/alerting/silences/{back[0]['id']}", headers=H).status_code == 200

@@ -47,5 +47,5 @@ class Principal:
         return self.projects is None or project in self.projects
 
 
-ADMIN = Principal("admin (the server's --token)", "admin")  # the single configured token: nothing breaks on upgrade
+ADMIN = Principal("admin (the server's token)", "admin")  # the single configured token: nothing breaks on upgrade
 ANONYMOUS = Principal("anonymous (no token configured)", "admin")  # a server without a token trusts its network

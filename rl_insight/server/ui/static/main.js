@@ -16,8 +16,10 @@ export async function render() {
   $("#page-nav").replaceChildren();  // (a run page fills it with its sections)
   const links = $("#links");
   links.replaceChildren();
-  if (state.session.prometheus_url) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
-  if (state.session.grafana_url) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
+  // Prometheus and Grafana see every project: not offered to a token held to projects (docs/access.md)
+  const everyProject = !state.session.projects;
+  if (state.session.prometheus_url && everyProject) links.append(h("a", { href: state.session.prometheus_url, target: "_blank", id: "link-prometheus" }, "Prometheus"));
+  if (state.session.grafana_url && everyProject) links.append(h("a", { href: state.session.grafana_url, target: "_blank", id: "link-grafana" }, "Grafana"));
   if (state.session.auth_required && !state.session.authenticated) return renderLogin(app);
   if (state.session.auth_required) {  // who is signed in, and what the role allows (docs/access.md)
     const s = state.session;
@@ -26,6 +28,7 @@ export async function render() {
       `${s.who} · ${s.role}` + (s.projects ? ` of ${s.projects.join(", ")}` : "")));
   }
   const m = location.hash.match(/^#\/run\/(\d+)(?:\?(.*))?$/);
+  $("#crumbs").replaceChildren(h("a", { href: "#/" }, "runs"));  // (a page that cannot load keeps no other run's name)
   try {
     if (m) {
       await renderRun(app, +m[1], new URLSearchParams(m[2] || ""));

@@ -36,7 +36,7 @@ def test_each_role_does_what_it_is_for_and_nothing_else(tmp_path: Path) -> None:
             r = api.post("/api/v1/tokens", json={"name": name, "role": role, **scope}, headers=_h(ADMIN))
             assert r.status_code == 201, r.text
             made[role] = r.json()["token"]
-            assert r.json()["info"]["created_by"] == "admin (the server's --token)"
+            assert r.json()["info"]["created_by"] == "admin (the server's token)"
         listed = api.get("/api/v1/tokens", headers=_h(ADMIN)).json()["tokens"]
         assert {t["name"] for t in listed} == {"alice", "ops", "ci", "boss"}
         assert not any(secret in r for r in map(str, listed) for secret in made.values())  # never the secret
@@ -204,7 +204,7 @@ def test_the_audit_log_names_who_did_each_action_of_a_scripted_session(tmp_path:
         entries = [e for e in listed if not e.get("refused")]
         got = [(e["who"], e["method"], e["path"].rsplit("/", 1)[0] if e["method"] == "DELETE" else e["path"])
                for e in entries]
-        admin = "admin (the server's --token)"
+        admin = "admin (the server's token)"
         assert got == [(admin, "POST", "/api/v1/tokens"), (admin, "POST", "/api/v1/tokens"),
                        ("ops", "POST", "/api/v1/profiles"), ("ops", "DELETE", "/api/v1/profiles"),
                        ("ops", "POST", f"/api/v1/runs/{run_id}/stacks"), (admin, "DELETE", "/api/v1/tokens")], got
@@ -366,7 +366,7 @@ def test_the_audit_log_holds_every_documented_action_and_refused_attempts_rate_l
         srv.app.state.st.audit.flush(10)
         entries = api.get("/api/v1/audit", params={"limit": 500}).json()["entries"][::-1]
         actions = [(e["who"], e["method"], e["path"], e.get("what")) for e in entries if not e.get("refused")]
-        assert actions[0][:3] == ("admin (the server's --token)", "POST", "/api/v1/tokens")
+        assert actions[0][:3] == ("admin (the server's token)", "POST", "/api/v1/tokens")
         assert actions[0][3]["projects"] == ["a", "b"] and actions[0][3]["role"] == "ingest"
         assert [a[1:3] for a in actions[1:]] == [("POST", "/api/v1/experiments/archive"),
                                                  ("POST", "/api/v1/experiments/restore"),
