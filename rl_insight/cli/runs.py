@@ -96,7 +96,7 @@ def _cell(v: Any) -> str:
 @runs_app.command("list")
 def runs_list(
     project: Optional[str] = typer.Option(None, "--project", help="Only this project's runs."),
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs that are live, idle, finished or lost."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs that are live, stalled, hung, idle, finished or lost."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Only runs with this tag."),
     search: Optional[str] = typer.Option(None, "--search", "-q", help="Part of PROJECT/EXPERIMENT or of a tag."),
     metric: Optional[str] = typer.Option(None, "--metric", help="A column with this metric's latest value, as "
@@ -130,6 +130,9 @@ def runs_list(
                    + ("" if filters else "; send some with RL_INSIGHT_SERVER_URL, or `rl-insight demo`"))
         return 0
     keys = [k.strip() for k in (config or "").split(",") if k.strip()]
+    if metric and all(r.get("metric") is None for r in runs):  # a typo, or a metric no run logs: say so
+        typer.echo(f"no run listed logs {metric!r}: its column is empty (a run page's charts, or GET "
+                   "/api/v1/runs/ID/metrics, list the metrics a run logs)", err=True)
     header = ["ID", "RUN", "STATUS", "TAGS", "STARTED", "DURATION", "LAST STEP"]
     header += ([metric.upper()] if metric else []) + [k.upper() for k in keys]
     rows = [[str(r["id"]), f"{r['project']}/{r['experiment_name']}", r["status"], ",".join(r["tags"]) or "–",

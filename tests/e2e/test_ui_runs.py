@@ -47,13 +47,30 @@ def test_the_runs_list_filters_sorts_and_shows_a_summary_metric_and_config(tmp_p
         lrs = page.eval_on_selector_all("#runs-table tr[data-run-id] td.num:last-child",
                                         "els => els.map(e => e.textContent)")
         assert lrs == ["3e-6", "1e-6", "2e-6"]
+        # two config columns at 1280 px: no name stacked on five lines, the last column inside the page (issue 64)
+        page.fill("#runs-config", "actor.lr,data.train_batch_size")
+        page.press("#runs-config", "Enter")
+        page.wait_for_function("document.querySelectorAll('#runs-table tr[data-run-id] td.num').length === 9")
+        tall = page.eval_on_selector_all("#runs-table tr[data-run-id] td.run-name", "els => els.map(e => "
+                                         "e.getBoundingClientRect().height)")
+        line = page.eval_on_selector("#runs-table tr[data-run-id] td.run-name", "e => parseFloat(getComputedStyle(e)"
+                                     ".lineHeight) || 20")
+        assert max(tall) <= 3 * line, (tall, line)
+        last = page.eval_on_selector("#runs-table tr[data-run-id] td:last-child", "e => e.getBoundingClientRect().right")
+        scroller = page.eval_on_selector(".runs-scroll", "e => [e.getBoundingClientRect().right, e.scrollWidth, "
+                                         "e.clientWidth]")
+        assert last <= scroller[0] + 1 or scroller[1] > scroller[2], (last, scroller)  # seen, or scrolled to
+        started = page.eval_on_selector("#runs-table tr[data-run-id] td:nth-child(6)", "e => e.textContent")
+        assert not any(x in started for x in ("AM", "PM")), started  # 24-hour, as the run page's times
         page.screenshot(path=str(ARTIFACTS / "runs-list-1280.png"))
+        page.fill("#runs-config", "actor.lr")
+        page.press("#runs-config", "Enter")
+        page.wait_for_function("document.querySelectorAll('#runs-table tr[data-run-id] td.num').length === 6")
         page.select_option("#runs-tag", "baseline")
         page.wait_for_function("document.querySelectorAll('#runs-table tr[data-run-id]').length === 2")
         assert shown() == ["grpo/qwen-7b-a", "dapo/llama-8b"] and "2 of 3 runs" in page.inner_text("#runs-count")
         page.select_option("#runs-tag", "")
-        page.fill("#runs-q", "llama")
-        page.press("#runs-q", "Enter")
+        page.type("#runs-q", "llama")  # filtered as it is typed: no Enter (issue 64)
         page.wait_for_function("document.querySelectorAll('#runs-table tr[data-run-id]').length === 1")
         page.select_option("#runs-status", "finished")  # none finished: said so
         page.wait_for_selector("#runs-table td:has-text('No run matches these filters.')")

@@ -42,8 +42,12 @@ export async function renderRuns(app) {
   const count = h("span", { class: "muted", id: "runs-count" });
   const compareBtn = h("button", { id: "compare", disabled: true, onclick: () => {
     const ids = [...selected]; location.hash = `#/run/${ids[0]}?compare=${ids.slice(1).join(",")}`; } }, "Compare selected");
-  const input = (key, attrs) => h("input", { ...attrs, id: `runs-${key}`, value: f[key], onchange: (ev) => {
-    f[key] = ev.target.value.trim(); writeFilters(f); load(); } });
+  // filters as the person types (a quarter of a second after the last key), and at Enter or leaving the box
+  let typing = null;
+  const apply = (key, value) => { if (f[key] === value.trim()) return; f[key] = value.trim(); writeFilters(f); load(); };
+  const input = (key, attrs) => h("input", { ...attrs, id: `runs-${key}`, value: f[key],
+    oninput: (ev) => { clearTimeout(typing); typing = setTimeout(() => apply(key, ev.target.value), 250); },
+    onchange: (ev) => { clearTimeout(typing); apply(key, ev.target.value); } });
   const choose = (key, label, options) => {
     const el = h("select", { id: `runs-${key}`, title: label, onchange: (ev) => { f[key] = ev.target.value; writeFilters(f); load(); } },
       h("option", { value: "" }, `${label}: all`), ...options.map(o => h("option", { value: o }, o)));
@@ -58,7 +62,7 @@ export async function renderRuns(app) {
     input("metric", { placeholder: "summary metric, e.g. critic/score/mean", "aria-label": "summary metric", size: 30 }),
     input("config", { placeholder: "config columns, e.g. actor.lr", "aria-label": "config columns (comma-separated keys)", size: 24 }),
     compareBtn, count);
-  app.replaceChildren(h("h2", {}, "Runs"), bar, table);
+  app.replaceChildren(h("h2", {}, "Runs"), bar, h("div", { class: "runs-scroll" }, table));
 
   // the project and tag choices: every run's, whatever the filters (cheap: one unfiltered list)
   const fillChoices = (runs) => {
@@ -121,7 +125,7 @@ export async function renderRuns(app) {
         h("td", { class: "tags" }, (r.tags || []).length ? r.tags.map(t => h("span", { class: "tag", onclick: (ev) => {
           ev.stopPropagation(); f.tag = t; writeFilters(f); tagSel.value = t; load(); } }, t)) : h("span", { class: "muted" }, "–")),
         h("td", { class: "alerts-cell" }, alertBadges(firing.get(`${r.project}\u0000${r.experiment_name}`))),
-        h("td", { title: started.toISOString() }, started.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })),
+        h("td", { title: started.toISOString() }, started.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hour12: false })),
         h("td", {}, duration(r.duration_s)),
         h("td", {}, r.last_step ?? "–"),
         h("td", { title: new Date(r.last_seen * 1000).toISOString() }, ago(r.last_seen)),

@@ -86,6 +86,10 @@ def test_the_cli_lists_them_and_the_no_such_run_error_points_there(srv: RunningS
     assert "0.55" in lines[1] and "2e-06" in lines[1] and "8b,baseline" in lines[1]
     as_json = json.loads(_cli("runs", "list", "--server-url", srv.url, "--status", "live", "--json").stdout)
     assert len(as_json) == 3
+    assert "no run listed logs" not in out.stderr
+    typo = _cli("runs", "list", "--server-url", srv.url, "--metric", "critic/scor/mean")  # (issue 64: silent before)
+    assert typo.returncode == 0 and "no run listed logs 'critic/scor/mean'" in typo.stderr
+    assert "stalled, hung" in _cli("runs", "list", "--help").stdout
     empty = _cli("runs", "list", "--server-url", srv.url, "--project", "none")
     assert empty.returncode == 0 and "no runs on" in empty.stdout and "project=none" in empty.stdout
     missing = _cli("stacks", "--run", "grpo/nope", "--server-url", srv.url)
