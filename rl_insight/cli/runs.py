@@ -96,7 +96,8 @@ def _cell(v: Any) -> str:
 @runs_app.command("list")
 def runs_list(
     project: Optional[str] = typer.Option(None, "--project", help="Only this project's runs."),
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs that are live, stalled, hung, idle, finished or lost."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs that are live, stalled, hung, idle, "
+                                                                "finished or lost."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Only runs with this tag."),
     search: Optional[str] = typer.Option(None, "--search", "-q", help="Part of PROJECT/EXPERIMENT or of a tag."),
     metric: Optional[str] = typer.Option(None, "--metric", help="A column with this metric's latest value, as "

@@ -56,7 +56,8 @@ def test_the_runs_list_filters_sorts_and_shows_a_summary_metric_and_config(tmp_p
         line = page.eval_on_selector("#runs-table tr[data-run-id] td.run-name", "e => parseFloat(getComputedStyle(e)"
                                      ".lineHeight) || 20")
         assert max(tall) <= 3 * line, (tall, line)
-        last = page.eval_on_selector("#runs-table tr[data-run-id] td:last-child", "e => e.getBoundingClientRect().right")
+        last = page.eval_on_selector("#runs-table tr[data-run-id] td:last-child",
+                                     "e => e.getBoundingClientRect().right")
         scroller = page.eval_on_selector(".runs-scroll", "e => [e.getBoundingClientRect().right, e.scrollWidth, "
                                          "e.clientWidth]")
         assert last <= scroller[0] + 1 or scroller[1] > scroller[2], (last, scroller)  # seen, or scrolled to
