@@ -343,18 +343,20 @@ def _whole(step: Any) -> Any:
 
 def csv_export(conn: StoreConnection, run_id: int, names: list[str] | None = None,
                extra: Iterable[tuple[str, str, Any, float, float]] = ()) -> Iterator[str]:
-    """One row per sample: name, labels, step (a whole number when it is one), unix time, value; then `extra` rows
-    (the insight metrics per step, export/points.py)."""
+    """One row per sample: name (as stored, what `names` and Prometheus use), labels, step (a whole number when it is
+    one), unix time, value, and `logged_name` (as the job logged it and the UI shows it: `actor/entropy`); then `extra`
+    rows (the insight metrics per step, export/points.py)."""
     get_run(conn, run_id)
-    sql = ("SELECT s.name, s.labels, p.step, p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
-           "WHERE s.run_id = ?")
+    verl = logged_names()
+    sql = ("SELECT s.name, s.labels, p.step, p.ts, p.value, s.logged_name FROM samples p JOIN series s ON "
+           "s.id = p.series_id WHERE s.run_id = ?")
     args: list[Any] = [run_id]
     if names:
         sql += f" AND s.name IN ({','.join('?' * len(names))})"
         args += names
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["name", "labels", "step", "timestamp", "value"])
+    w.writerow(["name", "labels", "step", "timestamp", "value", "logged_name"])
     yield buf.getvalue()
     cur = conn.execute(sql + " ORDER BY s.name, p.ts", args)
     while True:
@@ -363,10 +365,12 @@ def csv_export(conn: StoreConnection, run_id: int, names: list[str] | None = Non
             break
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerows((name, labels, _whole(step), ts, value) for name, labels, step, ts, value in chunk)
+        w.writerows((name, labels, _whole(step), ts, value, logged or verl.get(name, name))
+                    for name, labels, step, ts, value, logged in chunk)
         yield buf.getvalue()
     buf = io.StringIO()
-    csv.writer(buf).writerows((name, labels, _whole(step), ts, value) for name, labels, step, ts, value in extra)
+    csv.writer(buf).writerows((name, labels, _whole(step), ts, value, name)
+                              for name, labels, step, ts, value in extra)
     if buf.getvalue():
         yield buf.getvalue()
 

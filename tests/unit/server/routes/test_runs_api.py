@@ -102,7 +102,9 @@ def test_compare_csv_and_perfetto_export(server, monkeypatch) -> None:
     ).json()
     assert [r["run_id"] for r in cmp["runs"]] == ids
     csv_text = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/export.csv", params={"names": "critic_score_mean"}).text
-    assert csv_text.splitlines()[0] == "name,labels,step,timestamp,value" and len(csv_text.splitlines()) == 6
+    assert csv_text.splitlines()[0] == "name,labels,step,timestamp,value,logged_name" and \
+        len(csv_text.splitlines()) == 6
+    assert csv_text.splitlines()[1].endswith(",critic/score/mean")  # as logged, as the UI shows it
     trace = httpx.get(f"{server.url}/api/v1/runs/{ids[0]}/trace.json")
     assert "attachment" in trace.headers["content-disposition"]
     events = trace.json()["traceEvents"]

@@ -158,12 +158,15 @@ def test_chrome_trace_carries_steps(store) -> None:
 def test_csv_export(store) -> None:
     w, r = store
     w.put_samples([SampleRow("p", "e", "loss", "gauge", '{"role":"actor"}', 1.0, 10.0, 0.5),
-                   SampleRow("p", "e", "acc", "gauge", "{}", 1.0, 10.0, 0.9)])
+                   SampleRow("p", "e", "acc", "gauge", "{}", 1.0, 10.0, 0.9),
+                   SampleRow("p", "e", "actor_entropy", "gauge", "{}", 1.0, 10.0, 0.7, logged="actor/entropy")])
     w.flush(10)
-    text = "".join(q.csv_export(r.conn(), 1, ["loss"], extra=[("rl_insight/insight/step/duration_s", "{}", 1, 11.0,
-                                                                2.5)]))
-    assert text.splitlines() == ["name,labels,step,timestamp,value", 'loss,"{""role"":""actor""}",1,10.0,0.5',
-                                 "rl_insight/insight/step/duration_s,{},1,11.0,2.5"]  # whole steps as integers
+    text = "".join(q.csv_export(r.conn(), 1, ["loss", "actor_entropy"],
+                                extra=[("rl_insight/insight/step/duration_s", "{}", 1, 11.0, 2.5)]))
+    # the name as stored (what `names` and Prometheus use), and as the job logged it (what the UI shows; issue 64)
+    assert text.splitlines() == ["name,labels,step,timestamp,value,logged_name", "actor_entropy,{},1,10.0,0.7,"
+                                 "actor/entropy", 'loss,"{""role"":""actor""}",1,10.0,0.5,loss',
+                                 "rl_insight/insight/step/duration_s,{},1,11.0,2.5,rl_insight/insight/step/duration_s"]
 
 
 def test_data_survives_a_restart(store_at: StoreLocation) -> None:
