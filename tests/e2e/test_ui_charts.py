@@ -106,6 +106,11 @@ def test_a_drag_on_a_chart_zooms_every_chart_and_the_timeline_and_the_address_ke
         raise AssertionError(f"the timeline did not show steps {a}-{b} (end {marks[b]}): {seen}") from None
     assert json.loads(page.get_attribute("#range", "data-range"))["steps"] == [a, b]
     assert page.input_value("#range-from-step") == str(a) and page.input_value("#range-to-step") == str(b)
+    # the insight cards and the ledger's waterfall follow the range too (issue 64: only charts and timeline did)
+    page.wait_for_function("document.querySelector('#insights') && document.querySelector('#insights').dataset.window"
+                           " !== 'last 300 s'", timeout=30_000)
+    page.wait_for_function(f"(document.querySelector('#ledger-waterfall') || {{dataset: {{}}}}).dataset.steps === "
+                           f"'{','.join(str(s) for s in range(a, b + 1))}'", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "range-steps.png"))
     # a reload opens the same range
     page.reload()

@@ -15,12 +15,14 @@ export const LEDGER_COLORS = { "training": "#16a34a", "generating": "#2563eb", "
 const ds = (v) => v >= 100 ? v.toFixed(0) : v.toFixed(1);
 const USEFUL = "training";
 
-let cache = { runId: null, at: 0, value: null, pending: null };
-export async function ledgerOf(runId) {
-  if (cache.runId === runId && cache.pending) return cache.pending;
-  if (cache.runId !== runId || Date.now() - cache.at > 30_000) {
-    const pending = api(`/api/v1/runs/${runId}/ledger`).catch(() => null);
-    cache = { runId, at: Date.now(), value: null, pending };
+let cache = { key: null, at: 0, value: null, pending: null };
+// The run's ledger, or a step range's (`steps`: "a-b", the page's range): cached 30 s per run and range.
+export async function ledgerOf(runId, steps = null) {
+  const key = `${runId}|${steps || ""}`;
+  if (cache.key === key && cache.pending) return cache.pending;
+  if (cache.key !== key || Date.now() - cache.at > 30_000) {
+    const pending = api(`/api/v1/runs/${runId}/ledger${steps ? `?steps=${steps}` : ""}`).catch(() => null);
+    cache = { key, at: Date.now(), value: null, pending };
     cache.value = await pending;
     cache.pending = null;
   }
@@ -79,7 +81,8 @@ export function ledgerWaterfall(d, redraw = () => {}) {
   const trained = d.run.tokens.trained;
   const costs = price === null ? "" : ` Cost: ${(total * price).toPrecision(3)} in all, ${(total * price / d.steps.length).toPrecision(3)} a step` +
     (trained ? `, ${(total * price * 1000 / trained).toPrecision(3)} per 1,000 trained-on tokens` : "") + ".";
-  return h("div", { id: "ledger-waterfall", "data-run-id": d.run_id, "data-goodput": d.goodput ?? "" },
+  return h("div", { id: "ledger-waterfall", "data-run-id": d.run_id, "data-goodput": d.goodput ?? "",
+    "data-steps": d.steps.map(x => x.step).join(",") },
     h("p", {}, d.sentence, " ", h("span", { class: "muted" }, `(${d.devices_note})`), priceInput(d, redraw)), ...rows,
     h("p", { id: "ledger-tokens", "data-token-goodput": d.token_goodput ?? "" }, d.tokens_sentence, costs));
 }

@@ -75,7 +75,7 @@ export async function renderRun(app, runId, params) {
     header, state.alerting ? state.alerting.el : "", rangeEl, alertsEl,
     compared.length ? h("h3", { id: "diff-h" }, "Where the time went ", h("span", { class: "muted" },
       "(each compared run against this one, steps aligned by number; docs/explain.md)")) : "", diffEl,
-    h("h3", { id: "insights-h" }, "Insights ", h("span", { class: "muted" }, "(last 5 minutes of data; a selected step's own numbers)")), insightsBlock,
+    h("h3", { id: "insights-h" }, "Insights ", h("span", { class: "muted" }, "(the page's range, else the last 5 minutes; a selected step's own numbers)")), insightsBlock,
     headlineEl,
     h("h3", { id: "timeline-h" }, "RL state timeline ", h("span", { class: "muted" }, "wheel: zoom · drag: pan · double-click: reset"
       + (compared.length ? " · click a step to show that step in every run" : ""))),
@@ -142,6 +142,8 @@ export async function renderRun(app, runId, params) {
   const steps = state.stepTable = new StepTable(stepsEl, runId, ledgerEl);
   await steps.load().catch(e => stepsEl.replaceChildren(h("p", { class: "error" }, `steps: ${e.message}`)));
   state.onStep.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.draw(); refreshPaths(); });
+  // the page's range moves the insight cards and the waterfall too, as it moves the charts and the timeline
+  state.onRange.push(() => { renderInsights(insightsEl, runId).catch(() => {}); steps.load().catch(() => {}); });
   const refreshPaths = () => Promise.all((state.timelines || []).map((tl, i) =>
     showCriticalPath(i === 0 ? explainEl : null, tl, tl.runId, state.selectedStep))).catch(() => {});
   await refreshPaths();
@@ -188,7 +190,10 @@ export async function renderRun(app, runId, params) {
 }
 
 async function renderInsights(el, runId, idPrefix = "") {
-  const s = await api(`/api/v1/runs/${runId}/insights?window_s=300`);
+  const { secs } = idPrefix ? { secs: null } : currentRange();  // (the page's range; else the last 5 minutes)
+  const s = await api(`/api/v1/runs/${runId}/insights?` + (secs
+    ? `from_ns=${Math.round(Math.max(0, secs[0]) * 1e9)}&to_ns=${Math.round(secs[1] * 1e9)}` : "window_s=300"));
+  el.dataset.window = secs ? `${secs[0]}-${secs[1]}` : "last 300 s";
   const card = (k, v, id, small, step) => h("div", { class: step !== undefined && step !== null ? "card link" : "card", id: idPrefix + id,
     "data-card": id,
     title: step !== undefined && step !== null ? `show step ${step} on the timeline` : null,

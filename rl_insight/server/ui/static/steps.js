@@ -35,6 +35,9 @@ export class StepTable {
     const [s, ledger] = await Promise.all([api(`/api/v1/runs/${this.runId}/insights?window_s=2592000&max_steps=1000`),
       ledgerOf(this.runId)]);
     this.ledger = ledger;
+    // the waterfall follows the page's step range (the table keeps every step, the range's highlighted by the minimap)
+    const range = state.rangeNow?.()?.steps;
+    this.waterfall = range ? await ledgerOf(this.runId, `${range[0]}-${range[1]}`) : ledger;
     const byStep = new Map((ledger?.steps || []).map(x => [x.step, x]));
     const wait = new Map((s.rollout_wait || []).map(w => [w.step, w.wait_s]));
     const tail = new Map((s.long_tail || []).map(t => [t.step, t]));
@@ -64,7 +67,7 @@ export class StepTable {
       onclick: () => showStep(r.step) },
       ...columns.map(([, k]) => h("td", { "data-col": k }, fmt(k, r[k]), k === "step" && r.profiled ? h("span", { class: "muted" }, " (profiled)") : null))));
     const more = rows.length > 200 ? [h("p", { class: "muted" }, `${rows.length - 200} more steps (sort to see them)`)] : [];
-    this.ledgerEl?.replaceChildren(ledgerWaterfall(this.ledger, () => this.draw()));
+    this.ledgerEl?.replaceChildren(ledgerWaterfall(this.waterfall ?? this.ledger, () => this.draw()));
     this.el.replaceChildren(h("table", { class: "grid steps" }, head, ...body), ...more);  // (a null would print)
   }
 }
