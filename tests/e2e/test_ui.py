@@ -193,6 +193,14 @@ def test_runs_list_and_run_page(live_demo: str, page) -> None:
     card = page.eval_on_selector("#insight-step", "e => e.getBoundingClientRect().width")
     other = page.eval_on_selector("#insight-overlap", "e => e.getBoundingClientRect().width")
     assert card > 1.8 * other
+    for width in (1280, 1600):  # the wide cards' row reaches the block's right edge: no blank strip (issue 64)
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(200)
+        edges = page.evaluate("[...['#insights', '#insight-utilization']].map(s => document.querySelector(s)"
+                              ".getBoundingClientRect().right)")
+        assert abs(edges[0] - edges[1]) <= 2, (width, edges)
+        page.screenshot(path=str(ARTIFACTS / f"insight-cards-{width}.png"))
+    page.set_viewport_size({"width": 1400, "height": 1000})  # (the suite's own, for what follows)
     # a headline chart's title opens that metric's full chart below
     page.click(".chart.headline[data-headline='actor_entropy'] .title a")
     page.wait_for_function("(() => { const r = document.querySelector('.chart[data-metric=\"actor_entropy\"]')"
