@@ -77,7 +77,7 @@ def test_steps_before_ray_shutdown_arrive_and_open_states_are_cut_short(tmp_path
 
                 threading.Thread(target=hang, daemon=True).start()
                 started.wait(5)
-                time.sleep(0.5)  # other work after the last completed step: the 0.1 s linger, with room for a loaded host
+                time.sleep(0.5)  # other work after the last step: the 0.1 s linger, with room for a loaded host
                 return steps
 
         workers = [Worker.remote(r) for r in range(2)]
