@@ -364,6 +364,12 @@ def test_a_user_rule_fires_in_prometheus_with_its_text_literal(stack: Stack) -> 
     # an alert's generatorURL: where Prometheus is reached (on loopback, not this host's name)
     flags = httpx.get(stack.prometheus_url + "/api/v1/status/flags", timeout=10).json()["data"]
     assert flags["web.external-url"] == stack.prometheus_url
+    # the run finishes: its last value stays on /metrics, but the rule is for live runs (issue 64: it kept firing)
+    done = {"v": 1, "client": {"id": "trainer", **run}, "series": [], "samples": [], "final": True}
+    assert httpx.post(stack.ingest_url + "/api/v1/ingest", json=done, headers=h).status_code == 200
+    wait_until(lambda: not any(a["labels"]["alertname"] == "RewardLow" for a in
+                               _prom(stack, "/api/v1/alerts")["alerts"]), timeout=90,
+               what="the rule to stop firing on the finished run")
 
     assert cli(stack.home, "alerts", "rules", "remove", "RewardLow", env=env).returncode == 0
     wait_until(lambda: not any(r.get("name") == "RewardLow" for g in _prom(stack, "/api/v1/rules")["groups"]

@@ -78,12 +78,19 @@ def _duration(seconds: float) -> str:
     return f"{max(0, int(round(seconds)))}s"
 
 
+# one series per live run, from the server's insight rounds (live/insights/rounds.py): a rule fires on a live run
+# only — a finished run's last value stays on /metrics, and kept its rules firing (issue 64)
+LIVE_RUNS = "rl_insight_insight_stalled_lanes"
+
+
 def expression(r: UserRule) -> str:
     m = exposed_name(r["metric"]) + _selector(r)
     if r["kind"] == "threshold":
-        return f"{m} {'<' if r['op'] == 'below' else '>'} {r['value']!r}"
-    w = _duration(r["window_s"])
-    return f"abs({m} - avg_over_time({m}[{w}])) > {r['sigma']!r} * stddev_over_time({m}[{w}])"
+        test = f"{m} {'<' if r['op'] == 'below' else '>'} {r['value']!r}"
+    else:
+        w = _duration(r["window_s"])
+        test = f"abs({m} - avg_over_time({m}[{w}])) > {r['sigma']!r} * stddev_over_time({m}[{w}])"
+    return f"({test}) and on(project, experiment_name) {LIVE_RUNS}{_selector(r)}"
 
 
 def describe(r: UserRule) -> str:

@@ -22,13 +22,15 @@ LOW = {"name": "RewardLow", "metric": "reward/mean", "kind": "threshold", "op": 
 def test_steps_become_seconds_from_the_runs_step_time_and_the_rule_says_so() -> None:
     r = validate(LOW, step_s=40.0)
     assert (r["for_s"], r["steps_note"]) == (400.0, "10 steps ≈ 400s at 40 s per step")
-    assert expression(r) == 'rl_insight_monitor_reward_mean{project="math", experiment_name="grpo"} < 0.2'
+    live = ' and on(project, experiment_name) rl_insight_insight_stalled_lanes{project="math", experiment_name="grpo"}'
+    assert expression(r) == '(rl_insight_monitor_reward_mean{project="math", experiment_name="grpo"} < 0.2)' + live
     assert describe(r) == "reward/mean below 0.2 for 400s (math/grpo) — 10 steps ≈ 400s at 40 s per step"
     jump = validate({"name": "LossJump", "metric": "actor/pg_loss", "kind": "change", "sigma": 3, "window_steps": 50,
                      "project": "math"}, step_s=2.0)
-    assert expression(jump) == ('abs(rl_insight_monitor_actor_pg_loss{project="math"} - avg_over_time('
+    assert expression(jump) == ('(abs(rl_insight_monitor_actor_pg_loss{project="math"} - avg_over_time('
                                 'rl_insight_monitor_actor_pg_loss{project="math"}[100s])) > 3.0 * stddev_over_time('
-                                'rl_insight_monitor_actor_pg_loss{project="math"}[100s])')
+                                'rl_insight_monitor_actor_pg_loss{project="math"}[100s])) and on(project, '
+                                'experiment_name) rl_insight_insight_stalled_lanes{project="math"}')
     seconds = validate({**LOW, "for_steps": None, "for_s": 90}, step_s=None)  # no steps needed when seconds given
     assert (seconds["for_s"], seconds["steps_note"]) == (90.0, "")
 
