@@ -425,6 +425,20 @@ def _tail(path: Path, n: int = 20) -> str:
         return "(no log)"
 
 
+def _receivers_kept(h: Home) -> int:
+    """How many alert receivers the started server's data directory holds (0 when it cannot be read)."""
+    import json
+
+    from ..server.outbound.alerting.notifications import config_paths
+    from ..server.outbound.alerting.receivers import ReceiverFile
+
+    try:
+        data_dir = json.loads((h.runtime_dir / "server.json").read_text()).get("data_dir") or h.data_dir
+        return len(ReceiverFile(config_paths(Path(data_dir))[0]).load())
+    except Exception:  # (a word of advice at start: never a reason to fail it)
+        return 0
+
+
 def _print_started(h: Home, state: StackState | None, token: str) -> None:
     if state is None:
         raise ServiceError(f"the server started but its state file {h.state_file} cannot be read")
@@ -447,8 +461,13 @@ def _print_started(h: Home, state: StackState | None, token: str) -> None:
         if m.hint:
             typer.echo(f"  to get it: {m.hint}")
     if state.service("alertmanager") is not None:
-        typer.echo("Notifications: through Alertmanager; say where with `rl-insight alerts receivers add` "
-                   "(docs/alerts.md)")
+        kept = _receivers_kept(h)
+        if kept:  # (a restarted server keeps its receivers: no advice to add one it has)
+            typer.echo(f"Notifications: through Alertmanager to {kept} receiver{'s' if kept > 1 else ''} "
+                       "(`rl-insight alerts receivers list`)")
+        else:
+            typer.echo("Notifications: through Alertmanager; say where with `rl-insight alerts receivers add` "
+                       "(docs/alerts.md)")
     if state.grafana_password_new:
         typer.echo(f"\nGrafana login: admin / {(h.root / 'grafana-admin-password').read_text().strip()}  "
                    "(generated now; `rl-insight server credentials` shows it again)")

@@ -417,3 +417,21 @@ def test_the_demos_nan_and_precision_drift_faults_fire_their_rules(stack: Stack)
     assert "fault injected: nan — actor/pg_loss is NaN from step 2 on" in outs["nan"], outs["nan"][-2000:]
     assert "training/rollout_probs_diff_mean climbs past 0.01" in outs["precision-drift"]
     assert "replica_0's KV cache stays above 95%" in outs["kv-pressure"]
+
+
+def test_a_restarted_server_with_a_receiver_does_not_ask_for_one(tmp_path: Path, stop_home: list) -> None:
+    """Issue 64: `server start` said to add a receiver to a server that kept one."""
+    from tests.integration.conftest import start_stack
+
+    home = tmp_path / "home"
+    stop_home.append(home)
+    stack = start_stack(home, alertmanager=True)
+    env = {"RL_INSIGHT_TOKEN": stack.token}
+    added = cli(home, "alerts", "receivers", "add", "team", "--webhook", "http://127.0.0.1:9/hook", env=env)
+    assert added.returncode == 0, added.stderr
+    assert cli(home, "server", "stop").returncode == 0
+    again = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", stack.ingest_url.rsplit(":", 1)[1],
+                "--no-prometheus", "--token", stack.token, "--alertmanager-port", str(free_port()))
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said
+    assert "through Alertmanager to 1 receiver" in said and "receivers add" not in said, said
