@@ -430,8 +430,9 @@ def test_a_restarted_server_with_a_receiver_does_not_ask_for_one(tmp_path: Path,
     added = cli(home, "alerts", "receivers", "add", "team", "--webhook", "http://127.0.0.1:9/hook", env=env)
     assert added.returncode == 0, added.stderr
     assert cli(home, "server", "stop").returncode == 0
-    again = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", stack.ingest_url.rsplit(":", 1)[1],
-                "--no-prometheus", "--token", stack.token, "--alertmanager-port", str(free_port()))
+    port = stack.ingest_url.rsplit(":", 1)[1]
+    again = cli(home, "server", "start", "--detach", "--host", "127.0.0.1", "--port", port, "--no-prometheus",
+                "--token", stack.token, "--alertmanager-port", str(free_port()))
     said = again.stdout + again.stderr
     assert again.returncode == 0, said
     assert "through Alertmanager to 1 receiver" in said and "receivers add" not in said, said
