@@ -227,6 +227,9 @@ def test_a_healthy_demo_diagnosed_again_and_again_is_never_given_a_culprit(tmp_p
     c = httpx.Client(base_url=srv.url, timeout=10)
     try:
         run_id = wait_until(lambda: c.get("/api/v1/runs").json()["runs"], timeout=90, what="the run")[0]["id"]
+        # a few steps in: every state has a usual length to be within (before, a run is judged on its stacks)
+        wait_until(lambda: (c.get(f"/api/v1/runs/{run_id}").json()["last_step"] or 0) >= 4, timeout=90,
+                   what="four steps")
         wait_until(lambda: srv.app.state.st.conditions.lanes_usual(
             (lambda r: (r["project"], r["experiment_name"]))(c.get(f"/api/v1/runs/{run_id}").json())) is True,
                    timeout=60, what="the stall watch's first look at the run")

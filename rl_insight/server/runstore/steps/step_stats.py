@@ -319,7 +319,10 @@ def window_insights(conn: StoreConnection, run_id: int, t0: int, t1: int, now_ns
     return {"window": {"from_ns": t0, "to_ns": t1, "seconds": (t1 - t0) / NS},
             "lanes": insights.without_stalls(lanes, stuck, t0, t1, now_ns), "busy": busy_out,
             "overlap": overlap, "steps": steps, "long_tail": tails, "rollout_wait": waits, "stalled": stuck,
-            "unjudged": insights.unjudged(open_unique, history), "staleness": staleness}
+            # (the finished states of the window's unsummarized edges count too: a summary that lags behind, on a
+            # busy host, must not make a healthy run's states look new)
+            "unjudged": insights.unjudged(open_unique + [e for e in edge_spans if e.get("end_ns") is not None],
+                                          history), "staleness": staleness}
 
 
 def _steps_and_tails(conn: StoreConnection, run_id: int, in_window: list[tuple[int, int, int]],
