@@ -74,11 +74,6 @@ class AuditLog:
         return {"at": self._clock(), "who": who[:200], "role": role, "address": address[:64], "method": method,
                 "path": path[:500], "status": status, "what": what}
 
-    def record(self, who: str, role: str, address: str, method: str, path: str, status: int,
-               what: dict[str, Any]) -> None:
-        """(a request's thread) Queue one entry; never blocks, never raises."""
-        self._worker.put(self.entry(who, role, address, method, path, status, what))
-
     def write(self, entry: dict[str, Any]) -> None:
         """(a worker thread; the answer waits for it) The entry in the store now; when the store cannot take it, it
         is queued for the background writer (and counted), never lost silently."""

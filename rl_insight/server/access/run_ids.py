@@ -12,7 +12,6 @@ from typing import Any
 
 from ...protocol import INT64_MAX
 
-RUN_ID_PATTERN = r"^[1-9][0-9]{0,18}$"
 _RUN_ID = re.compile(r"[1-9][0-9]{0,18}")
 MAX_RUN_IDS = 20  # run ids in one comparison (`runs=1,2,3`)
 
