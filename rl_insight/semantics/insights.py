@@ -251,14 +251,17 @@ def stalled(spans: Sequence[dict[str, Any]], now_ns: int, factor: float = 3.0, m
 
 
 def unjudged(spans: Sequence[dict[str, Any]], history: dict[str, list[float]] | None = None) -> list[str]:
-    """The lanes holding an open state whose usual length is not known yet (fewer than 3 finished ones, here or in
-    `history`): `stalled` waits `no_history_seconds` for those, so nobody can say yet that they are within their
-    usual time (a job that hangs in its first step)."""
-    known = {k: len(v) for k, v in (history or {}).items()}
+    """The lanes holding an open state whose usual length is not known yet: the state finished fewer than 3 times on
+    that lane (in `spans`), and fewer than 3 summarized steps hold it (`history`: one duration a step). Counted by
+    lane and step, never across lanes: four ranks that each finished one step know one step, not four durations (a
+    job that hangs in its second step is judged on its stacks, not called "within its usual time")."""
+    steps = {k: len(v) for k, v in (history or {}).items()}
+    done: dict[tuple[str, str], int] = {}
     for s in states(spans):
         if s.get("end_ns") is not None:
-            known[s["name"]] = known.get(s["name"], 0) + 1
-    return sorted({s["lane"] for s in states(spans) if s.get("end_ns") is None and known.get(s["name"], 0) < 3})
+            done[(s["lane"], s["name"])] = done.get((s["lane"], s["name"]), 0) + 1
+    return sorted({s["lane"] for s in states(spans) if s.get("end_ns") is None
+                   and done.get((s["lane"], s["name"]), 0) < 3 and steps.get(s["name"], 0) < 3})
 
 
 def staleness(

@@ -140,3 +140,7 @@ def test_open_states_without_a_usual_length_are_unjudged() -> None:
     assert ins.unjudged(done + [span("train_batch", "rank_0", 6, None), span("checkpoint", "rank_1", 6, None)]) == \
         ["rank_1"]
     assert ins.unjudged([span("checkpoint", "rank_1", 6, None)], history={"checkpoint": [5.0, 6.0, 7.0]}) == []
+    # four ranks that each finished one step: one step known, not four durations (the gloo job hanging in step 2)
+    one_step = [span("actor_update", f"rank_{r}", 0, 1) for r in range(4)]
+    assert ins.unjudged(one_step + [span("actor_update", f"rank_{r}", 2, None) for r in range(4)]) == \
+        ["rank_0", "rank_1", "rank_2", "rank_3"]
