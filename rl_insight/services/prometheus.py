@@ -100,4 +100,8 @@ def command(binary: Path, s: PrometheusSettings) -> list[str]:
         f"--storage.tsdb.path={s.data_dir}",
         f"--storage.tsdb.retention.time={s.retention}",
         *([f"--web.external-url={s.external_url}"] if s.external_url else []),
+        # An alert's "since" (activeAt) survives a restart (the server's, which restarts this Prometheus) for every
+        # rule, not only those whose `for` is longer than the 10 min default: Prometheus restores it from its
+        # ALERTS_FOR_STATE series after an outage of up to --rules.alert.for-outage-tolerance (1 h).
+        "--rules.alert.for-grace-period=0s",
     ]

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from rl_insight.server.outbound.alerting import am_config
+from rl_insight.server.outbound.alerting.alertmanager import rfc3339
 from rl_insight.server.outbound.alerting.am_config import Grouping
 from rl_insight.server.outbound.alerting.notifications import write_config
 from rl_insight.services.alertmanager import AlertmanagerSettings, command
@@ -274,6 +275,33 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     assert lost["annotations"]["lanes"] == "rank_0"
 
 
+def test_a_receiver_added_while_a_stall_fires_gets_one_message(rig) -> None:
+    """Issue 64: a receiver added while a stall fired got two messages, the server's run alert and Prometheus' lane
+    alert: Alertmanager, reloaded, flushes groups whose wait is long past at once, before its new inhibitor has read
+    the server's alert. Prometheus' lane alert (posted here as Prometheus posts it, firing for minutes) never goes
+    out through the managed Alertmanager."""
+    srv, inbox, _, am = rig
+    run_id, st = _run(srv), srv.app.state.st
+    st.conditions.on_insights({("math", "grpo"): {"stalled": [
+        {"lane": "rank_0", "state": "train_batch", "open_s": 300.0, "usual_p95_s": 1.2}]}})
+    assert st.alert_events.tick() == 1
+    now = time.time()
+    prometheus_alert = {"labels": {"alertname": "RLInsightLaneStalled", "severity": "critical", "project": "math",
+                                   "experiment_name": "grpo"},
+                        "annotations": {"summary": "math/grpo: 1 lane(s) stalled in one state far past their usual "
+                                                   "time"},
+                        "startsAt": rfc3339(now - 240), "endsAt": rfc3339(now + 240),
+                        "generatorURL": "http://127.0.0.1:9090/graph"}
+    assert httpx.post(am.settings.url + "/api/v2/alerts", json=[prometheus_alert]).status_code == 200
+    time.sleep(1.5)  # both held by Alertmanager, nobody to tell yet
+    assert _add(srv, {"name": "team", "kind": "webhook", "url": inbox.url + "/hook"}).status_code == 201
+    wait_until(lambda: inbox.at("/hook"), timeout=30, what="the stall delivered to the new receiver")
+    time.sleep(3)  # (group_interval 1 s: a second message would be here by now)
+    told = [a["labels"]["alertname"] for body in inbox.at("/hook") for a in body["alerts"]]
+    assert told == ["RLInsightRunStalled"], told
+    assert inbox.at("/hook")[0]["alerts"][0]["labels"]["run_id"] == str(run_id)
+
+
 def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig) -> None:
     srv, inbox, _, am = rig
     assert _add(srv, {"name": "team", "kind": "webhook", "url": inbox.url + "/hook"}).status_code == 201
@@ -436,3 +464,40 @@ def test_a_restarted_server_with_a_receiver_does_not_ask_for_one(tmp_path: Path,
     said = again.stdout + again.stderr
     assert again.returncode == 0, said
     assert "through Alertmanager to 1 receiver" in said and "receivers add" not in said, said
+
+
+def test_a_firing_alerts_since_survives_a_prometheus_restart(tmp_path: Path) -> None:
+    """Issue 64: a user rule's "since" reset when the server (and with it the managed Prometheus) restarted: Prometheus
+    restores an alert's activeAt only for rules whose `for` is longer than its grace period. The managed one is started
+    so that every rule's is restored (rules without `for`, as most user rules are, included)."""
+    from rl_insight.services.prometheus import PrometheusSettings, command as prometheus_command, render_config
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "user_rules.yml").write_text(
+        "groups:\n- name: g\n  interval: 1s\n  rules:\n  - alert: RewardCollapse\n    expr: vector(0.1) < 0.2\n")
+    settings = PrometheusSettings("127.0.0.1", free_port(), tmp_path / "tsdb", tmp_path / "prometheus.yml",
+                                  tmp_path / "targets.json", "127.0.0.1:9", rules_dir=rules)
+    settings.config_file.write_text(render_config(settings))
+    argv = prometheus_command(find_binary("prometheus", tmp_path / "none").path, settings)
+
+    def firing_since() -> str | None:
+        try:
+            alerts = httpx.get(settings.url + "/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+        return next((a["activeAt"] for a in alerts if a["state"] == "firing"), None)
+
+    seen: list[str] = []
+    for _ in range(2):
+        with (tmp_path / "prometheus.log").open("ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: firing_since() is not None, timeout=60, what="the rule firing")
+            time.sleep(2.5)  # a few evaluations: the state is written to the TSDB
+            seen.append(str(firing_since()))
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        time.sleep(1.5)  # (the restart is an outage that "since" must span)
+    assert seen[0][:19] == seen[1][:19], seen  # the same second (restored values are whole seconds)

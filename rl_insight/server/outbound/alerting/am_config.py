@@ -10,8 +10,11 @@ start` and by every receiver change, never edited by hand.
 * **Tests**: an alert labelled `rl_insight_test=<receiver>` (`rl-insight alerts receivers test`) goes to that
   receiver alone, at once, and is not followed by a "resolved" message.
 * **Webhooks through this server** (`Relay`): their URLs carry secrets and Alertmanager logs a failed one's URL.
-* **Inhibition**: a hung run silences its own stall alerts, and the server's run-level stall alert silences
-  Prometheus' lane-level ones of the same run (the same stall is told once).
+* **One stall, one message**: Prometheus' lane-level stall alert (`RLInsightLaneStalled`) goes to `rl-insight-none`:
+  the server's `RLInsightRunStalled` tells the same stall, with the verdict. Not an inhibition alone: Alertmanager,
+  reloaded for a new receiver while both fire, flushes their groups at once (their group_wait is long past), before
+  its new inhibitor has read the server's alert, and sent both (issue 64). The inhibition stays, for Prometheus'
+  trainer-stalled alert, which its rule already holds back while a lane is stalled.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ NONE_RECEIVER = RESERVED_PREFIX + "none"
 TEST_PREFIX = RESERVED_PREFIX + "test-"
 TEST_LABEL = "rl_insight_test"
 GROUP_BY = ["alertname", "project", "experiment_name"]
+TOLD_BY_THE_SERVER = ["RLInsightLaneStalled"]  # Prometheus' alerts that the server's own alert tells, never delivered
 DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")  # Alertmanager's model.Duration
 MAX_ALERTS_PER_MESSAGE = 20  # a webhook message lists at most this many alerts (the rest are counted in it)
 
@@ -109,6 +113,7 @@ def render(receivers: list[Receiver], grouping: Grouping = Grouping(), relay: Re
     routes: list[dict[str, Any]] = [
         {"receiver": TEST_PREFIX + r["name"], "matchers": [_matcher(TEST_LABEL, r["name"])], "group_wait": "0s",
          "group_by": ["..."]} for r in receivers]
+    routes.append({"receiver": NONE_RECEIVER, "matchers": [f"alertname=~{json.dumps('|'.join(TOLD_BY_THE_SERVER))}"]})
     for r in receivers:
         route: dict[str, Any] = {"receiver": r["name"], "continue": True}
         if r.get("project"):
@@ -120,9 +125,6 @@ def render(receivers: list[Receiver], grouping: Grouping = Grouping(), relay: Re
         "receivers": [{"name": NONE_RECEIVER}, *(_receiver(r, r["name"], relay) for r in receivers),
                       *(_receiver(r, TEST_PREFIX + r["name"], relay, resolved=False) for r in receivers)],
         "inhibit_rules": [
-            {"source_matchers": ['alertname="RLInsightRunHung"'],
-             "target_matchers": ['alertname=~"RLInsightRunStalled|RLInsightLaneStalled|RLInsightTrainerStalled"'],
-             "equal": ["project", "experiment_name"]},
             {"source_matchers": ['alertname="RLInsightRunStalled"'],
              "target_matchers": ['alertname=~"RLInsightLaneStalled|RLInsightTrainerStalled"'],
              "equal": ["project", "experiment_name"]},
