@@ -50,6 +50,22 @@ FALLBACK = [
     "#b91c1c",
 ]
 MIXED = "#9ca3af"  # several short events merged below the resolution
+# Profiler operators and kernels (`aten::mm`, `ncclKernel…`): light tints, never a stage's saturated colour, so a
+# timeline that holds both tells them apart at a glance (issue 64: they were drawn from the same list).
+OPERATORS = [
+    "#93c5fd",
+    "#86efac",
+    "#fca5a5",
+    "#c4b5fd",
+    "#fdba74",
+    "#67e8f9",
+    "#fde68a",
+    "#f9a8d4",
+    "#a5b4fc",
+    "#6ee7b7",
+    "#d9f99d",
+    "#e9d5ff",
+]
 
 
 def fnv1a(text: str) -> int:
@@ -61,6 +77,11 @@ def fnv1a(text: str) -> int:
 
 def color_of(name: str) -> str:
     return STAGES.get(name) or FALLBACK[fnv1a(name) % len(FALLBACK)]
+
+
+def operator_color_of(name: str) -> str:
+    """A profiler operator's or kernel's colour (a light tint, by the same stable hash)."""
+    return OPERATORS[fnv1a(name) % len(OPERATORS)]
 
 
 def as_json() -> dict[str, object]:

@@ -18,6 +18,22 @@ from ...semantics.lane_order import lane_sort_key
 from .merge import MIXED, merge_below
 
 FULL_DETAIL_LIMIT = 300_000  # events embedded unmerged at the finest level when there are at most this many
+LEGEND_OPERATORS = 12  # operators and kernels named in the legend (those with the most time); the tables list the rest
+STAGE_CATEGORY = "annotation"  # user ranges (verl's stages, trace_state); every other category is the profiler's
+
+
+def legend_groups(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(stages in name order, operators and kernels by time spent, most first). A name recorded as a stage anywhere is
+    a stage; a table without categories is all stages."""
+    if "category" not in df:
+        return sorted({str(x) for x in df["name"].unique()}), []
+    names = df["name"].astype(str)
+    is_stage = df["category"].astype(str) == STAGE_CATEGORY
+    stages = set(names[is_stage].unique())
+    rest = df[~names.isin(stages)]
+    spent = (rest["end_ns"] - rest["start_ns"]).groupby(rest["name"].astype(str), observed=True).sum()
+    operators = [str(n) for n, _ in sorted(spent.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return sorted(stages), operators
 
 
 def _rows(df: pd.DataFrame, t0: int, lane_index: dict[str, int], name_index: dict[str, int]) -> list[list]:
@@ -54,7 +70,7 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
             break  # nothing merges any more: finer levels would be copies
     levels.sort(key=lambda L: -L["resolution_ms"])
     from ...semantics.palette import MIXED as MIXED_COLOR
-    from ...semantics.palette import color_of
+    from ...semantics.palette import color_of, operator_color_of
     from .report_tables import tables
 
     depth = df.groupby(df["lane"].astype(str), observed=True)["depth"].max()
@@ -67,8 +83,13 @@ def render(df: pd.DataFrame, out: Path, title: str = "RL timeline", width_px: in
             if df["step"].notna().any()
         ]
     )
+    stages, operators = legend_groups(df)
+    colors = [MIXED_COLOR if n == MIXED else color_of(n) if n in stages else operator_color_of(n) for n in names]
     data = {"title": title, "events": int(len(df)), "span_ms": span / 1e6, "t0_ns": t0, "lanes": lanes, "names": names,
-            "colors": [MIXED_COLOR if n == MIXED else color_of(n) for n in names], "levels": levels,
+            "colors": colors, "legend": {"stages": [name_index[n] for n in stages],
+                                         "operators": [name_index[n] for n in operators[:LEGEND_OPERATORS]],
+                                         "more_operators": max(0, len(operators) - LEGEND_OPERATORS)},
+            "levels": levels,
             "lane_depth": [int(min(3, depth.get(lane, 0))) for lane in lanes], "steps": steps,
             "tables": tables(df, result, t0) if result is not None else []}
     template = resources.files("rl_insight.analysis.render").joinpath("timeline.html").read_text()

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import analyze as an
 from .explain_tables import explain_tables
+from .operator_tables import operator_tables
 
 NS_PER_MS = 1e6
 EXPOSED_COMM_SHARE = 0.10  # communication not hidden behind computation above this share of the stage is flagged
@@ -260,5 +261,6 @@ def tables(df: pd.DataFrame, result: dict[str, Any], t0: int) -> list[dict[str, 
             "rows": rows,
         }
     )
+    out += operator_tables(df, result, ms, whole)
     out += explain_tables(result, ms)
     return out

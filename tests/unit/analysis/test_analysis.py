@@ -305,6 +305,44 @@ def test_offline_html_uses_the_shared_stage_palette(tmp_path: Path) -> None:
     assert colors["vllm_generate"] == color_of("vllm_generate") and colors["(mixed)"] == MIXED_COLOR
 
 
+def test_the_report_lists_operators_and_keeps_their_colours_apart_from_the_stages(torch_traces: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 64: the HTML profile report had no operator table, and its legend mixed stages and `aten::*` operators
+    in near-identical colours. Real torch traces: stages (the job's record_function ranges) and operators are two
+    legend groups, no operator shares a colour with any stage, and the operator table is torch's self-time ranking
+    with each row on the operator's longest call."""
+    from rl_insight.semantics.palette import FALLBACK, STAGES
+
+    loaded = load([torch_traces / "flat"], detail=("annotations", "ops", "kernels"))
+    df, result = loaded.events, an.summarize(loaded.events)
+    page = html.render(df, tmp_path / "t.html", result=result).read_text()
+    payload = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    names, colors, legend = payload["names"], payload["colors"], payload["legend"]
+    stages = {names[i] for i in legend["stages"]}
+    operators = [names[i] for i in legend["operators"]]
+    recorded_stages = set(df.loc[df["category"].astype(str) == "annotation", "name"].astype(str))
+    assert stages == recorded_stages and stages, stages
+    assert operators and all(n not in stages for n in operators) and any(n.startswith("aten::") for n in operators)
+    assert len(operators) <= 12 and legend["more_operators"] == max(0, len(set(names) - stages - {"(mixed)"}) - 12)
+    stage_colors = set(STAGES.values()) | set(FALLBACK)
+    by_name = dict(zip(names, colors))
+    assert not {by_name[n] for n in set(names) - stages - {"(mixed)"}} & stage_colors
+    # the most time first, as analyze counts it
+    spent = {n: int((g["end_ns"] - g["start_ns"]).sum()) for n, g in df[~df["name"].astype(str).isin(stages)]
+             .groupby(df["name"].astype(str), observed=True)}
+    assert [spent[n] for n in operators] == sorted(spent.values(), reverse=True)[:len(operators)]
+
+    tables = {t["id"]: t for t in payload["tables"]}
+    ops = tables["operators"]
+    assert ops["rows"] and [r["cells"][0] for r in ops["rows"]] == [o["name"] for o in result["operators"]["operators"]]
+    first = ops["rows"][0]
+    instances = df[(df["name"].astype(str) == first["cells"][0]) & (df["category"].astype(str) == "op")]
+    longest = instances.loc[(instances["end_ns"] - instances["start_ns"]).idxmax()]
+    assert first["lane"] == str(longest["lane"])
+    assert first["to"] - first["from"] == pytest.approx((longest["end_ns"] - longest["start_ns"]) / 1e6, abs=1e-3)
+    assert "kernels" in tables  # (CPU-only traces hold no kernels: the table says none)
+
+
 def test_merging_mixed_short_events_works_on_the_tables_load_builds() -> None:
     """pandas 3 hands out read-only arrays: merging names of a loaded (categorical) table must not write into one."""
     from rl_insight.analysis.render.merge import MIXED, merge_below
