@@ -1,5 +1,6 @@
 """This tree against a baseline tree (a worktree of an earlier commit), interleaved, on the same machine:
-the client's hot path into a real ingest server and into a null sink, and the ingest server's accepted rate.
+the client's hot path into a real ingest server, into a null sink and with the sender held (the training thread's
+own work alone), and the ingest server's accepted rate.
 
     git worktree add /tmp/baseline <commit>
     python bench/bench_side_by_side.py --baseline /tmp/baseline [--rounds 5] [--seconds 5] [--only client|server]
@@ -38,6 +39,44 @@ finally:
 print("RESULT " + json.dumps(out))
 """
 
+# The hot path alone: the sender thread held in its first send (a transport that never answers, a queue that holds
+# every call), so the numbers are the training thread's own work, without the batching and encoding that otherwise
+# take the GIL from it. The same code for both trees: the public API and init's `transport`.
+HELD = r"""
+import gc, json, os, statistics, threading, time
+os.environ["RL_INSIGHT_SERVER_URL"] = "http://127.0.0.1:9"
+os.environ["RL_INSIGHT_QUEUE_SIZE"] = "4000000"
+import rl_insight
+from prometheus_client import CollectorRegistry, Gauge
+held = threading.Event()
+class Held:
+    def post(self, route, body, headers):
+        held.wait()
+    def close(self):
+        pass
+rl_insight.init(project="bench", experiment_name="held", transport=Held)
+ref = Gauge("bench_reference", "", registry=CollectorRegistry())
+def per_call(fn, rounds=40, calls=1000):
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter_ns() - t0) / calls / 1000)
+    return statistics.median(out)
+def gauge():
+    rl_insight.metric_gauge("actor_pg_loss", 0.5)
+def state():
+    with rl_insight.trace_state("actor_update", state_lane_id="rank_0"):
+        pass
+got = {"metric_gauge": [], "trace_state": [], "set": []}
+for _ in range(3):
+    got["metric_gauge"].append(per_call(gauge)); got["trace_state"].append(per_call(state))
+    got["set"].append(per_call(lambda: ref.set(0.5)))
+print("RESULT " + json.dumps({k: statistics.median(v) for k, v in got.items()}))
+os._exit(0)
+"""
+
 
 def run(tree: Path, args: list[str], timeout: float = 600) -> str:
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -57,7 +96,14 @@ def client_round(tree: Path) -> dict[str, float]:
         # (the same run's prometheus_client Gauge.set: the yardstick; a tree whose bench lacks it reports none)
         **({"prometheus_client Gauge.set": got["real"]["prometheus_client Gauge.set"]}
            if "prometheus_client Gauge.set" in got["real"] else {}),
+        **held_round(tree),
     }
+
+
+def held_round(tree: Path) -> dict[str, float]:
+    got = json.loads(run(tree, ["-c", HELD]).split("RESULT ", 1)[1])
+    return {"metric_gauge, sender held": got["metric_gauge"], "trace_state, sender held": got["trace_state"],
+            "Gauge.set, held run": got["set"]}
 
 
 def server_round(tree: Path, seconds: float) -> dict[str, float]:
@@ -98,6 +144,12 @@ def main() -> None:
         for k in ("metric_gauge, real server", "trace_state, real server"):
             ratios = [x / r for x, r in zip(results["this"][k], ref)]
             print(f"this tree, {k} / Gauge.set of the same run: {statistics.median(ratios):.2f}×")
+    for name in ("baseline", "this"):  # the hot path alone against the yardstick, each tree
+        held = results[name].get("Gauge.set, held run")
+        if held:
+            for k in ("metric_gauge, sender held", "trace_state, sender held"):
+                ratios = [x / r for x, r in zip(results[name][k], held)]
+                print(f"{name}, {k} / Gauge.set of the same run: {statistics.median(ratios):.2f}×")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ import os
 import threading
 import time
 import warnings
+from time import time as _now
 from time import time_ns
 
 from .. import env as _env
 from . import lanes as _lanes_mod
+from .batching import _GAUGE
 from .config import ClientConfig, load_config, resolve_identity, resolve_token, resolve_url
 from .delivery import LOG_ERROR, LOG_WARNING, Delivery
 from .lanes import NOOP_BLOCK, DeferredNoop, LaneTable, NoopBlock, StateBlock
@@ -209,7 +211,13 @@ def metric_gauge(name: str, value: float, documentation: str = "", **labels: Any
     if rt is None:
         return
     try:
-        rt.gauge(name, value, documentation, labels)
+        if labels or name not in rt.plain_names:
+            rt.gauge(name, value, documentation, labels)  # labels, or a name not known yet (the step metric?)
+        else:  # the usual call, a known name without labels: queued here, a method call less (Delivery.gauge's end)
+            q = rt.queue
+            if len(q) >= rt.queue_max:
+                rt.drop("queue_full")
+            q.append((_GAUGE, name, value, labels, documentation, _now(), rt.step))
     except Exception as exc:
         _internal_error("metric_gauge", exc)
 
@@ -241,7 +249,7 @@ def trace_state(state_name: str, *, state_lane_id: Any = None, **labels: Any) ->
     rt = _rt
     if rt is None:
         return DeferredNoop((state_name, state_lane_id, labels))  # as a decorator it traces once monitoring is on
-    lane = _pid_lane if state_lane_id is None else str(state_lane_id)
+    lane = _pid_lane if state_lane_id is None else state_lane_id if type(state_lane_id) is str else str(state_lane_id)
     return StateBlock(rt, _lanes, str(state_name), lane, labels)
 
 

@@ -144,7 +144,7 @@ class BatchBuilder:
                         value,
                     )
                     continue
-                lkey = labels_key(labels)
+                lkey = labels_key(labels) if labels else ()
                 gkey = (name, lkey)
                 if gkey not in latest and len(latest) >= max_series:
                     self.d.drop("series_limit")

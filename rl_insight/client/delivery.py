@@ -31,7 +31,7 @@ from .._version import __version__
 from ..protocol import CLIENT_HEARTBEAT_S, ROUTE_INGEST, IngestReply
 from ..semantics.names import sanitize_metric_name
 from .aggregate import Aggregates
-from .batching import _FLOAT_MAX, _GAUGE, _SPAN, _SPAN_START, LOG_WARNING, BatchBuilder
+from .batching import _FLOAT_MAX, _GAUGE, _SPAN, LOG_WARNING, BatchBuilder
 from .config import ClientConfig
 from .control.profiles.controller import FAST_POLL_S, ProfileController
 from .control.stacks.answers import StackAnswers
@@ -79,10 +79,10 @@ class Delivery:
 
         self.host = socket.gethostname()
         self.queue: deque = deque(maxlen=cfg.queue_size)
-        self._maxlen = cfg.queue_size
+        self.queue_max = cfg.queue_size  # (read on the hot path: api.metric_gauge, lanes.StateBlock)
         self.step: int | float | None = None
         self._step_names: dict[str, bool] = {}
-        self._plain_names: set[str] = set()  # gauge names known not to be the step metric (the hot path's test)
+        self.plain_names: set[str] = set()  # gauge names known not to be the step metric (the hot path's test)
         self._step_sanitized = sanitize_metric_name(cfg.step_metric)
 
         self._drop_lock = threading.Lock()
@@ -172,8 +172,8 @@ class Delivery:
             except ValueError:
                 is_step = False
             self._step_names[name] = is_step
-            if not is_step and len(self._plain_names) < MAX_PLAIN_NAMES:
-                self._plain_names.add(name)
+            if not is_step and len(self.plain_names) < MAX_PLAIN_NAMES:
+                self.plain_names.add(name)
         if is_step:
             try:
                 v = float(value)
@@ -195,11 +195,11 @@ class Delivery:
     def gauge(self, name: str, value: Any, doc: str, labels: dict) -> None:
         if labels and not self._legacy_label_warned:
             self._legacy_identity_label(labels)
-        if name not in self._plain_names:  # (a set look-up for every name but the step metric's, once known)
+        if name not in self.plain_names:  # (a set look-up for every name but the step metric's, once known)
             if self._note_step(name, value) and self.profiling.hot:
                 self.profiling.boundary()  # a step boundary: a requested profiling window may open or close here
         q = self.queue
-        if len(q) >= self._maxlen:
+        if len(q) >= self.queue_max:
             self.drop("queue_full")
         q.append((_GAUGE, name, value, labels, doc, _now(), self.step))
 
@@ -240,25 +240,12 @@ class Delivery:
         sid = self._span_prefix | (next(self._span_seq) & 0xFFFFFFFF)
         return sid, self._trace_prefix | sid
 
-    def span_start(
-        self, span_id: int, trace_id: int, name: str, lane: str, start_ns: int, attrs: dict, kind: str
-    ) -> None:
-        if lane not in self.process.lanes:  # (a set look-up; the call only for a lane not noted yet)
-            self.process.note_lane(lane)  # this process's lanes: what a request's --lanes selects
-        if self.profiling.hot:
-            self.profiling.boundary(lane, name)  # a lane's first state (of a step): where a process without a step
-            # clock starts
-        q = self.queue
-        if len(q) >= self._maxlen:
-            self.drop("queue_full")
-        q.append((_SPAN_START, span_id, trace_id, None, name, lane, start_ns, None, attrs, kind))
-
     def span(self, span_id: int, trace_id: int, parent_id: int | None, name: str, lane: str | None,
              start_ns: int, end_ns: int, attrs: dict, kind: str) -> None:
         if self.budget is not None and not self.budget.keep(attrs):
             return  # turn detail past this step's budget (counted by the budget, reported in the self-metrics)
         q = self.queue
-        if len(q) >= self._maxlen:
+        if len(q) >= self.queue_max:
             self.drop("queue_full")
         q.append((_SPAN, span_id, trace_id, parent_id, name, lane, start_ns, end_ns, attrs, kind))
 

@@ -19,7 +19,7 @@ import threading
 from threading import get_ident
 from time import time_ns
 
-from .batching import _SPAN_START
+from .batching import _SPAN, _SPAN_START
 from .delivery import Delivery
 
 TYPE_CHECKING = False
@@ -79,8 +79,11 @@ class _Lane:
         self.attrs = attrs
 
 
-_PLAIN_ATTRS: dict[tuple[str, str], dict[str, Any]] = {}  # a state's attributes without labels, made once
+# a state's attributes without labels, made once: by lane, then name (two look-ups cost less than a tuple key's
+# making and hashing, on every state)
+_PLAIN_ATTRS: dict[str, dict[str, dict[str, Any]]] = {}
 _MAX_PLAIN_ATTRS = 4096
+_plain_attrs_count = 0
 
 
 def _state_attrs(name: str, lane_id: str, labels: dict) -> dict[str, Any]:
@@ -88,11 +91,14 @@ def _state_attrs(name: str, lane_id: str, labels: dict) -> dict[str, Any]:
     # read-only dict for a name and lane each time: nothing downstream changes a span's attributes (batching.py reads
     # them; protocol 2 even sends one object once per batch).
     if not labels:
-        attrs = _PLAIN_ATTRS.get((name, lane_id))
+        by_name = _PLAIN_ATTRS.get(lane_id)
+        attrs = by_name.get(name) if by_name is not None else None
         if attrs is None:
             attrs = {"monitor.trace_segment": "state_interval", "state_name": name, "state_lane_id": lane_id}
-            if len(_PLAIN_ATTRS) < _MAX_PLAIN_ATTRS:
-                _PLAIN_ATTRS[(name, lane_id)] = attrs
+            global _plain_attrs_count
+            if _plain_attrs_count < _MAX_PLAIN_ATTRS:
+                _plain_attrs_count += 1
+                _PLAIN_ATTRS.setdefault(lane_id, {})[name] = attrs
         return attrs
     attrs = dict(labels)
     attrs["monitor.trace_segment"] = "state_interval"
@@ -150,9 +156,17 @@ class StateBlock:
             else:
                 role = _CHILD
         self._lane, self._role, self._start, self._rf = lane, role, now, None
-        if role == _TOP:
-            exp.span_start(lane.span_id, lane.trace_id, name, lane_id, now, lane.attrs, "state")
         prof = exp.profiling
+        if role == _TOP:  # its start event, queued here (the one place that does: a method call less per state)
+            if lane_id not in exp.process.lanes:  # (a set look-up; the call only for a lane not noted yet)
+                exp.process.note_lane(lane_id)  # this process's lanes: what a request's --lanes selects
+            if prof.hot:
+                prof.boundary(lane_id, name)  # a lane's first state (of a step): where a process without a step
+                # clock starts
+            q = exp.queue
+            if len(q) >= exp.queue_max:
+                exp.drop("queue_full")
+            q.append((_SPAN_START, lane.span_id, lane.trace_id, None, name, lane_id, now, None, lane.attrs, "state"))
         if not prof.hot:  # (one attribute read when no profile is asked: the usual case)
             return
         if role == _CHILD:
@@ -181,9 +195,15 @@ class StateBlock:
             if emit:
                 del table.lanes[self._lane_id]
         if emit:
-            exp.span(
-                lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs, "state"
-            )
+            if self._labels:  # (labels could name a turn source: the span budget decides, in Delivery.span)
+                exp.span(lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now, lane.attrs,
+                         "state")
+            else:  # a plain state, which the span budget always keeps: queued here, a method call less per state
+                q = exp.queue
+                if len(q) >= exp.queue_max:
+                    exp.drop("queue_full")
+                q.append((_SPAN, lane.span_id, lane.trace_id, None, lane.name, self._lane_id, lane.start_ns, now,
+                          lane.attrs, "state"))
             if exp.profiling.hot:
                 exp.profiling.stage_end(self._lane_id, lane.name)  # a stage profiling window ends with its state
         return False

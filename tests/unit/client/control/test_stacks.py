@@ -49,17 +49,17 @@ def test_capture_marks_the_thread_that_holds_each_lane() -> None:
 def test_lane_table_records_the_opening_thread() -> None:
     table = LaneTable()
 
-    class Exp:
+    class Exp:  # what a block reads of its delivery (client/delivery.py)
         profiling = type("P", (), {"hot": False})()
+        process = type("Process", (), {"lanes": {"replica_0"}})()
+        queue: list = []
+        queue_max = 100
 
         def new_span_id(self) -> int:
             return 1
 
         def new_ids(self) -> tuple[int, int]:
             return 1, 2
-
-        def span_start(self, *a: Any) -> None:
-            pass
 
         def span(self, *a: Any) -> None:
             pass
@@ -76,6 +76,7 @@ def test_lane_table_records_the_opening_thread() -> None:
     t.start()
     t.join()
     assert [(h[0], h[1], h[3]) for h in seen] == [("replica_0", "generate", t.ident)] and table.holders() == []
+    assert [(item[4], item[5]) for item in Exp.queue] == [("generate", "replica_0")] * 2  # its start, its end
 
 
 def test_native_frames_say_why_when_py_spy_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
