@@ -470,7 +470,8 @@ def test_a_firing_alerts_since_survives_a_prometheus_restart(tmp_path: Path) -> 
     """Issue 64: a user rule's "since" reset when the server (and with it the managed Prometheus) restarted: Prometheus
     restores an alert's activeAt only for rules whose `for` is longer than its grace period. The managed one is started
     so that every rule's is restored (rules without `for`, as most user rules are, included)."""
-    from rl_insight.services.prometheus import PrometheusSettings, command as prometheus_command, render_config
+    from rl_insight.services.prometheus import PrometheusSettings, render_config
+    from rl_insight.services.prometheus import command as prometheus_command
 
     rules = tmp_path / "rules"
     rules.mkdir()
