@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._version import __version__
 from ..errors import RLInsightError, UnauthorizedError
 from ..protocol import ROUTE_INGEST, clean_text
+from .access.declared import publish
 from .config import ServerConfig
 from .http.audit_trail import AuditTrail
 from .http.hot_route import HotRoute
@@ -109,6 +110,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         """Swagger UI from the vendored copy in the wheel (no CDN, no inline script)."""
         return FileResponse(STATIC / "docs.html", headers={"Cache-Control": "no-cache"})
 
+    publish(app.routes)  # every documented route's access declaration into /openapi.json; none may lack one
     _document_errors(app)
     return app
 

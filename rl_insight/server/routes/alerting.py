@@ -20,12 +20,13 @@ from __future__ import annotations
 from typing import Any, Literal, Optional
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
+from ..access.declared import declare
 from ..access.principal import ANONYMOUS
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.delivery import MAX_MESSAGE_BYTES
@@ -102,16 +103,18 @@ ReceiverName = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="a
 
 def build_router(st: AppState) -> APIRouter:
     n = st.notifications
-    read = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_read)], tags=["alerting"],
+    read = APIRouter(prefix="/api/v1/alerting", tags=["alerting"],
                      responses=error_responses(401, 404, 409, 422))
-    change = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_operator)],
+    change = APIRouter(prefix="/api/v1/alerting",
                        tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422))
 
-    @read.get("", **typed_answer(NotificationStatus, "whether notifications are delivered, and where"))
+    @read.get("", **declare(st.auth, "read", "global"),
+              **typed_answer(NotificationStatus, "whether notifications are delivered, and where"))
     async def status() -> dict[str, Any]:
         return dict(await run_in_threadpool(n.status))
 
-    @read.get("/receivers", **typed_answer(dict[str, list[ShownReceiver]], "the receivers (no secrets)"))
+    @read.get("/receivers", **declare(st.auth, "read", "listed"),
+              **typed_answer(dict[str, list[ShownReceiver]], "the receivers (no secrets)"))
     async def receivers(request: Request) -> dict[str, Any]:
         """A token held to projects sees the receivers of its projects (not those of every project)."""
         return {"receivers": only_visible(request, await run_in_threadpool(n.receivers), lambda r: r["project"])}
@@ -124,7 +127,8 @@ def build_router(st: AppState) -> APIRouter:
         require_sees(request, next((r["project"] for r in n.receivers() if r["name"] == name), None),
                      f"no receiver named {name[:80]!r}")
 
-    @change.post("/receivers", status_code=201, **typed_answer(ChangeResult, "the receivers now"))
+    @change.post("/receivers", **declare(st.auth, "operate", "named"),
+                 status_code=201, **typed_answer(ChangeResult, "the receivers now"))
     async def add(request: Request, receiver: ReceiverCreate,
                   replace: bool = Query(False, description="replace a receiver of the same name")) -> dict[str, Any]:
         """A token held to projects adds receivers of one of its projects only (and replaces only its own)."""
@@ -141,13 +145,15 @@ def build_router(st: AppState) -> APIRouter:
                                                             "projects to replace")
         return own_change(request, await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
 
-    @change.delete("/receivers/{name}", **typed_answer(ChangeResult, "the receivers now"))
+    @change.delete("/receivers/{name}", **declare(st.auth, "operate", "named"),
+                   **typed_answer(ChangeResult, "the receivers now"))
     async def remove(request: Request, name: str = ReceiverName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log: the answer lists the receivers left)
         await run_in_threadpool(own_receiver, request, name)
         return own_change(request, await run_in_threadpool(n.remove, name))
 
-    @change.post("/receivers/{name}/test", **typed_answer(dict[str, str], "what was sent"))
+    @change.post("/receivers/{name}/test", **declare(st.auth, "operate", "named"),
+                 **typed_answer(dict[str, str], "what was sent"))
     async def test(request: Request, name: str = ReceiverName) -> dict[str, Any]:
         await run_in_threadpool(own_receiver, request, name)
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
@@ -164,13 +170,15 @@ def build_router(st: AppState) -> APIRouter:
     def own_silences(request: Request, found: list[Silence]) -> list[Silence]:
         return only_visible(request, found, lambda s: s["matchers"].get("project"))
 
-    @read.get("/silences", **typed_answer(dict[str, list[Silence]], "active and pending silences"))
+    @read.get("/silences", **declare(st.auth, "read", "named"),
+              **typed_answer(dict[str, list[Silence]], "active and pending silences"))
     async def silences(request: Request, run_id: OptionalRunIdQuery = None) -> dict[str, Any]:
         def work() -> list[Silence]:
             return own_silences(request, n.silences(run_of(request, run_id) if run_id is not None else None))
         return {"silences": await run_in_threadpool(work)}
 
-    @change.post("/silences", status_code=201, **typed_answer(Silence, "the silence"))
+    @change.post("/silences", **declare(st.auth, "operate", "named"),
+                 status_code=201, **typed_answer(Silence, "the silence"))
     async def silence(request: Request, body: SilenceCreate) -> dict[str, Any]:
         def work() -> Silence:
             project, experiment = run_of(request, body.run_id)
@@ -188,7 +196,8 @@ def build_router(st: AppState) -> APIRouter:
             return n.silence(matchers, body.duration_s, who.name, body.comment[:900] + said)
         return dict(await run_in_threadpool(work))
 
-    @change.delete("/silences/{silence_id}", **typed_answer(dict[str, str], "what was done"))
+    @change.delete("/silences/{silence_id}", **declare(st.auth, "operate", "named"),
+                   **typed_answer(dict[str, str], "what was done"))
     async def unsilence(request: Request, silence_id: str = SilenceId) -> dict[str, Any]:
         def work() -> None:
             if principal_of(request).projects is not None and \
@@ -205,13 +214,15 @@ def build_router(st: AppState) -> APIRouter:
         if found or not missing_ok:
             require_sees(request, found[0].get("project") if found else None, f"no rule named {name!r}")
 
-    @read.get("/rules", **typed_answer(dict[str, list[dict[str, Any]]], "the user rules, each with its words"))
+    @read.get("/rules", **declare(st.auth, "read", "listed"),
+              **typed_answer(dict[str, list[dict[str, Any]]], "the user rules, each with its words"))
     async def rules(request: Request) -> dict[str, Any]:
         """A token held to projects sees the rules of its projects (not those of every project)."""
         found = only_visible(request, await run_in_threadpool(st.user_rules.rules), lambda r: r.get("project"))
         return {"rules": [{**r, "description": describe(r)} for r in found]}
 
-    @change.post("/rules", status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
+    @change.post("/rules", **declare(st.auth, "operate", "named"),
+                 status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
     async def add_rule(request: Request, rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
         """A token held to projects adds rules of its projects' runs only (and replaces only its own)."""
         def work() -> dict[str, Any]:
@@ -241,7 +252,8 @@ def build_router(st: AppState) -> APIRouter:
             return {**made, "description": describe(made)}
         return await run_in_threadpool(work)
 
-    @change.delete("/rules/{name}", **typed_answer(dict[str, str], "what was done"))
+    @change.delete("/rules/{name}", **declare(st.auth, "operate", "named"),
+                   **typed_answer(dict[str, str], "what was done"))
     async def remove_rule(request: Request, name: str = RuleName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log)
         def work() -> None:
@@ -260,10 +272,11 @@ def build_router(st: AppState) -> APIRouter:
 def _delivery_router(st: AppState) -> APIRouter:
     """Where the managed Alertmanager hands webhook receivers' messages (outbound/alerting/delivery.py): with the
     server's own token (a token for every project: an admin)."""
-    deliver = APIRouter(prefix="/api/v1/alerting", dependencies=[Depends(st.auth.require_server)], tags=["alerting"],
+    deliver = APIRouter(prefix="/api/v1/alerting", tags=["alerting"],
                         responses=error_responses(400, 401, 403, 404, 413, 502))
 
-    @deliver.post("/deliver/{name}", **typed_answer(dict[str, str], "delivered"))
+    @deliver.post("/deliver/{name}", **declare(st.auth, "server", "global"),
+                  **typed_answer(dict[str, str], "delivered"))
     async def deliver_message(request: Request, name: str = ReceiverName) -> Any:
         url = await run_in_threadpool(st.webhooks.target, name)
         if url is None:

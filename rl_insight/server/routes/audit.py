@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 from typing_extensions import TypedDict
 
 from ...errors import ConflictError
 from ..access.audit import MAX_LISTED
+from ..access.declared import declare
 from ..state import AppState
 from .models import error_responses, typed_answer
 
@@ -33,10 +34,11 @@ class AuditEntry(TypedDict):
 
 
 def build_router(st: AppState) -> APIRouter:
-    r = APIRouter(prefix="/api/v1/audit", dependencies=[Depends(st.auth.require_admin)], tags=["access"],
+    r = APIRouter(prefix="/api/v1/audit", tags=["access"],
                   responses=error_responses(401, 403, 409, 422))
 
-    @r.get("", **typed_answer(dict[str, list[AuditEntry]], "the newest actions first"))
+    @r.get("", **declare(st.auth, "admin", "global"),
+           **typed_answer(dict[str, list[AuditEntry]], "the newest actions first"))
     async def audit(limit: int = Query(200, ge=1, le=MAX_LISTED),
                     since: Optional[float] = Query(None, ge=0, le=1e11, description="unix time"),
                     who: Optional[str] = Query(None, max_length=200, description="one token's name")

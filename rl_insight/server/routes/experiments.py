@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError
+from ..access.declared import declare
 from ..access.scope import only_visible, require_sees, require_writes
 from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
 from ..runstore import queries as q
@@ -33,16 +34,16 @@ def _identity(project: Optional[str], experiment_name: Optional[str]) -> tuple[s
 
 
 def build_router(st: AppState) -> APIRouter:
-    reads = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], dependencies=[Depends(st.auth.require_read)],
+    reads = APIRouter(prefix="/api/v1/experiments", tags=["experiments"],
                       responses=error_responses(400, 401, 403, 404))
     writes = APIRouter(
         prefix="/api/v1/experiments",
         tags=["experiments"],
-        dependencies=[Depends(st.auth.require_write)],
         responses=error_responses(400, 401, 403, 404, 413, 415),
     )
 
-    @reads.get("", **typed_answer(ExperimentList, "the experiments and their runs' status"))
+    @reads.get("", **declare(st.auth, "read", "listed"),
+               **typed_answer(ExperimentList, "the experiments and their runs' status"))
     def experiments(request: Request, project: Optional[str] = Query(None, max_length=2048)) -> ExperimentList:
         """Every experiment that registered targets: state (active/archived: whether its targets are discovered,
         upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
@@ -56,7 +57,8 @@ def build_router(st: AppState) -> APIRouter:
             listed.append({**e, "run_id": run["id"] if run else None, "run_status": run["status"] if run else None})
         return {"experiments": listed, "count": len(listed)}
 
-    @reads.get("/targets", **typed_answer(ExperimentTargets, "the experiment and its targets"))
+    @reads.get("/targets", **declare(st.auth, "read", "named"),
+               **typed_answer(ExperimentTargets, "the experiment and its targets"))
     def experiment_targets(
         request: Request,
         project: Optional[str] = Query(None, max_length=2048, description="required (400 without, as upstream)"),
@@ -83,13 +85,13 @@ def build_router(st: AppState) -> APIRouter:
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}
     }
 
-    @writes.post("/archive", openapi_extra=extra)
+    @writes.post("/archive", **declare(st.auth, "ingest", "written"), openapi_extra=extra)
     async def archive(request: Request) -> dict[str, Any]:
         """Stop discovery of the experiment's targets (Prometheus keeps what it scraped); idempotent."""
         row = await run_in_threadpool(st.experiments.archive, *await _ref(request))
         return {**row, **await st.prometheus_convergence(row)}
 
-    @writes.post("/restore", openapi_extra=extra)
+    @writes.post("/restore", **declare(st.auth, "ingest", "written"), openapi_extra=extra)
     async def restore(request: Request) -> dict[str, Any]:
         """Put an archived experiment's targets back into discovery; idempotent."""
         row = await run_in_threadpool(st.experiments.restore, *await _ref(request))

@@ -20,13 +20,14 @@ import re
 import time
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import InvalidInputError, NotFoundError
 from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
 from ...semantics import run_diff
+from ..access.declared import declare
 from ..runstore import queries as q
 from ..runstore.results import Run
 from ..runstore.steps import explain, ledger
@@ -56,7 +57,7 @@ def _range(text: Optional[str]) -> tuple[int, int] | None:
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
     reader, cfg = st.reader, st.config
-    r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["explain"],
+    r = APIRouter(prefix="/api/v1/runs", tags=["explain"],
                   responses=error_responses(401, 403, 404, 422))
 
     def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
@@ -67,7 +68,8 @@ def build_router(st: AppState) -> APIRouter:
             ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
         return run, ws
 
-    @r.get("/diff", **typed_answer(RunsDiff, "B's time against A's, step by step, and B's biggest fix"))
+    @r.get("/diff", **declare(st.auth, "read", "named"),
+           **typed_answer(RunsDiff, "B's time against A's, step by step, and B's biggest fix"))
     async def runs_diff(a: RunIdQuery, b: RunIdQuery, steps: Optional[str] = _steps_param(),
                         a_steps: Optional[str] = _steps_param(), b_steps: Optional[str] = _steps_param()
                         ) -> dict[str, Any]:
@@ -88,7 +90,8 @@ def build_router(st: AppState) -> APIRouter:
             return {"a": a, "b": b, **out, "ledger": ledger.ledger_diff(*ledgers)}
         return await run_in_threadpool(work)
 
-    @r.get("/{run_id}/critical-path", **typed_answer(CriticalPath, "the step's critical path and its what-ifs"))
+    @r.get("/{run_id}/critical-path", **declare(st.auth, "read", "named"),
+           **typed_answer(CriticalPath, "the step's critical path and its what-ifs"))
     async def critical_path(run_id: RunId, step: Optional[int] = Query(None, ge=0, le=INT64_MAX),
                             cut_percent: float = Query(10.0, ge=0, le=100),
                             stage: Optional[str] = Query(None, max_length=256),
@@ -108,7 +111,8 @@ def build_router(st: AppState) -> APIRouter:
                                                            faster_percent=faster_percent if stage else None)}
         return await run_in_threadpool(work)
 
-    @r.get("/{run_id}/ledger", **typed_answer(Ledger, "where the device-seconds went, by step and reason"))
+    @r.get("/{run_id}/ledger", **declare(st.auth, "read", "named"),
+           **typed_answer(Ledger, "where the device-seconds went, by step and reason"))
     async def run_ledger(run_id: RunId, steps: Optional[str] = _steps_param()) -> dict[str, Any]:
         """Every device-second of each step accounted to one reason: generating, training, weight sync, waiting for
         the long-tail replica, … (docs/ledger.md); each step's reasons add up to its wall time × devices."""
@@ -118,7 +122,8 @@ def build_router(st: AppState) -> APIRouter:
             return ledger.run_ledger(reader.conn(), run_id, ws, time.time_ns(), config, cfg.gpu_hour_cost)
         return await run_in_threadpool(work)
 
-    @r.get("/{run_id}/explain", **typed_answer(Explanation, "the what-ifs over the window"))
+    @r.get("/{run_id}/explain", **declare(st.auth, "read", "named"),
+           **typed_answer(Explanation, "the what-ifs over the window"))
     async def run_explain(run_id: RunId, steps: Optional[str] = _steps_param(),
                           cut_percent: int = Query(10, json_schema_extra={"enum": list(cp.CUT_PERCENTS)},
                                                    description="the slowest k % of generation items not waited for: "

@@ -14,6 +14,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..._version import __version__
 from ...errors import UnauthorizedError
+from ..access.declared import declare
 from ..fleet.coordinator import FleetHealth
 from ..live.insights.service import InsightHealth
 from ..outbound.alerting.notifications import OFF_HINT
@@ -116,7 +117,8 @@ class Services(TypedDict):
 def build_router(st: AppState) -> APIRouter:
     r = APIRouter(tags=["health"])
 
-    @r.get("/healthz", **typed_answer(Health, "the server, its run store, insight rounds and fleet"))
+    @r.get("/healthz", **declare(st.auth, "open", "open"),
+           **typed_answer(Health, "the server, its run store, insight rounds and fleet"))
     async def healthz() -> Health:
         events = st.alert_events
         body: Health = {"status": "ok", "version": __version__, "boot_id": st.boot_id, "notifications": {
@@ -137,7 +139,8 @@ def build_router(st: AppState) -> APIRouter:
             body["fleet"] = st.fleet.health()
         return body
 
-    @r.get("/api/v1/services", **typed_answer(Services, "the managed services and where they answer"))
+    @r.get("/api/v1/services", **declare(st.auth, "open", "open"),
+           **typed_answer(Services, "the managed services and where they answer"))
     async def services(request: Request) -> Services:
         """Upstream's discovery fields (ports are null when a service does not run) plus each service's URL and
         state."""
@@ -172,7 +175,8 @@ def build_router(st: AppState) -> APIRouter:
             },
         }
 
-    @r.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
+    @r.get("/metrics", **declare(st.auth, "scrape", "global"),
+           response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
     def prometheus_metrics(request: Request) -> Response:
         """Trainer scalars (`rl_insight_monitor_*`), client and server self-metrics, live insight metrics. With
         `--metrics-token` (they name every run) only for that bearer token, or the server's own."""

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from ...errors import PayloadTooLargeError
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
+from ..access.declared import Access, in_schema
 from ..http.hot_route import Endpoint
 from ..runstore.hand_over import Receipt
 from ..state import AppState
@@ -25,6 +26,7 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
     """Ingest's endpoint, for the app's hot path (http/hot_route.py), and its one route, which documents it in
     /openapi.json and serves it wherever the hot path does not (another app, a test)."""
     r = APIRouter(tags=["ingest"])
+    access = Access(st.auth, "ingest", "partial")  # each item's project is checked as the batch is decoded
 
     def ingest_sync(raw: bytes, encoding: str | None, body: Any = None,
                     projects: frozenset[str] | None = None) -> tuple[dict, int, Receipt | None]:
@@ -47,7 +49,7 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
 
     async def ingest(request: Request) -> Response:
         """POST /api/v1/ingest (what it takes and answers: `documented` below, in /openapi.json)."""
-        await st.auth.require_write(request)
+        await access.enforce(request)  # (here, not a dependency: the hot path runs this endpoint without FastAPI)
         projects = request.state.principal.projects  # an ingest token writes its projects only (None: any)
         raw = await read_body(request, st.config.max_body_bytes)
         encoding = request.headers.get("content-encoding")
@@ -76,7 +78,7 @@ def build_router(st: AppState) -> tuple[Endpoint, APIRouter]:
     # of a batch's CPU (bench/RESULTS.md, issue 24). The route is the one registration: its schema in /openapi.json,
     # other methods 405.
     @r.post(ROUTE_INGEST, response_model=IngestAnswer, responses=error_responses(400, 401, 403, 413, 415, 422, 503),
-            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+            openapi_extra={**in_schema(access), "requestBody": {"required": True, "content": {"application/json": {
                 "schema": inline_schema(IngestBody)}}}}, summary="Ingest")
     async def documented(request: Request) -> Response:
         """Metric samples, span starts and finished spans of one client. Invalid items are refused one by one

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
+from ..access.declared import declare
 from ..runstore.moe import moe_summary
 from ..runstore.results import Moe
 from ..state import AppState
@@ -18,10 +19,10 @@ from .params import RunId
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
     reader = st.reader
-    r = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
+    r = APIRouter(prefix="/api/v1/runs", tags=["runs"],
                   responses=error_responses(401, 403, 404, 422))
 
-    @r.get("/{run_id}/moe", **typed_answer(Moe, "expert load by layer and step"))
+    @r.get("/{run_id}/moe", **declare(st.auth, "read", "named"), **typed_answer(Moe, "expert load by layer and step"))
     async def run_moe(run_id: RunId, step: Optional[float] = Query(None, ge=-2**53, le=2**53, description="the step of "
                                                                    "the layers × experts view (default: the last)")
                       ) -> dict[str, Any]:

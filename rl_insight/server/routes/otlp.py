@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from ..access.declared import declare
 from ..access.scope import principal_of
 from ..intake.gate import IntakeGate
 from ..intake.otlp import decode_request
@@ -32,7 +33,7 @@ def _otlp_body(what: str) -> dict[str, Any]:
 
 
 def build_router(st: AppState) -> APIRouter:
-    r = APIRouter(tags=["otlp"], dependencies=[Depends(st.auth.require_write)])
+    r = APIRouter(tags=["otlp"])
     # a parsed request costs a few times its body: hold at most this many bodies' worth at once
     gate = IntakeGate(MAX_IN_FLIGHT, 4 * st.config.max_body_bytes, "OTLP trace intake busy")
 
@@ -54,7 +55,7 @@ def build_router(st: AppState) -> APIRouter:
                                   "application/json": {"schema": {"type": "object"}}}}}
 
     @r.post(
-        ROUTE_OTLP_TRACES,
+        ROUTE_OTLP_TRACES, **declare(st.auth, "ingest", "partial"),
         responses={**otlp_200, **error_responses(400, 401, 403, 413, 415, 503)},
         openapi_extra=_otlp_body("ExportTraceServiceRequest"),
     )
@@ -88,7 +89,7 @@ def build_router(st: AppState) -> APIRouter:
         return st.intake.otlp_metrics(batches, counts, projects)
 
     @r.post(
-        ROUTE_OTLP_METRICS,
+        ROUTE_OTLP_METRICS, **declare(st.auth, "ingest", "partial"),
         responses={200: {"description": "ExportMetricsServiceResponse, in the request's encoding",
                          "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                                      "application/json": {"schema": {"type": "object"}}}},

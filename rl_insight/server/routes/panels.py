@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Optional, cast
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from ...errors import NotFoundError
 from ...semantics import panels as catalogue
+from ..access.declared import declare
 from ..access.scope import only_visible
 from ..prometheus.answers import Alert, AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
@@ -39,13 +40,14 @@ def build_router(st: AppState) -> APIRouter:
     reader, cfg = st.reader, st.config
     api = PrometheusApi(cfg.prometheus_url)  # panels and alert history: the query endpoint
     rules = PrometheusApi(cfg.managed_prometheus_url) if cfg.managed_prometheus_url else api  # where rules run
-    r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["prometheus"],
+    r = APIRouter(prefix="/api/v1", tags=["prometheus"],
                   responses=error_responses(401, 403, 404, 422))
 
     def run_of(run_id: int) -> Run:
         return q.get_run(reader.conn(), run_id, cfg.live_window_s)
 
-    @r.get("/metric-families", **typed_answer(MetricFamilies, "the catalogue's trainer metric families"))
+    @r.get("/metric-families", **declare(st.auth, "read", "global"),
+           **typed_answer(MetricFamilies, "the catalogue's trainer metric families"))
     def metric_families() -> MetricFamilies:
         """The trainer's metric families (panel catalogue): the UI groups a run's metric charts by them, in this
         order; a metric whose first word is no family's id goes to "other". `headline`: the run page's first-screen
@@ -54,7 +56,8 @@ def build_router(st: AppState) -> APIRouter:
                              for f in catalogue.TRAINER_FAMILIES],
                 "headline": [{"title": t, "metrics": list(names)} for t, names in catalogue.HEADLINE_METRICS]}
 
-    @r.get("/runs/{run_id}/panels", **typed_answer(PanelSections, "the sections and which have data"))
+    @r.get("/runs/{run_id}/panels", **declare(st.auth, "read", "named"),
+           **typed_answer(PanelSections, "the sections and which have data"))
     async def sections(run_id: RunId, from_s: Optional[float] = FromS, to_s: Optional[float] = ToS) -> PanelSections:
         """The catalogue's sections for this run: which have data, and what turns the empty ones on."""
         run = run_of(run_id)
@@ -73,7 +76,8 @@ def build_router(st: AppState) -> APIRouter:
              "panels": [{"id": p.id, "title": p.title, "unit": p.unit, "description": p.description}
                         for p in s.panels if p.kind == "timeseries"]} for s in catalogue.SECTIONS]}
 
-    @r.get("/runs/{run_id}/panels/{section_id}", **typed_answer(SectionData, "the section's panels as series"))
+    @r.get("/runs/{run_id}/panels/{section_id}", **declare(st.auth, "read", "named"),
+           **typed_answer(SectionData, "the section's panels as series"))
     async def section(
         run_id: RunId,
         section_id: str,
@@ -93,7 +97,8 @@ def build_router(st: AppState) -> APIRouter:
         return await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
                                   cfg.scrape_interval_s)
 
-    @r.get("/runs/{run_id}/alerts", **typed_answer(AlertList, "the run's alerts, active and recent"))
+    @r.get("/runs/{run_id}/alerts", **declare(st.auth, "read", "named"),
+           **typed_answer(AlertList, "the run's alerts, active and recent"))
     async def run_alerts(run_id: RunId) -> AlertList:
         """Firing, pending and recently resolved alerts of this run (labels project/experiment_name)."""
         run = run_of(run_id)
@@ -108,7 +113,7 @@ def build_router(st: AppState) -> APIRouter:
         found["active"] = cast(list[Alert], delivered) + found["active"]
         return found
 
-    @r.get("/alerts", **typed_answer(AlertList, "every alert, active and recent"))
+    @r.get("/alerts", **declare(st.auth, "read", "listed"), **typed_answer(AlertList, "every alert, active and recent"))
     async def all_alerts(request: Request) -> AlertList:
         """Every firing, pending and recently resolved alert (the runs list groups them by run); of the token's
         projects only."""

@@ -6,12 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
+from ..access.declared import declare
 from ..access.scope import only_visible, principal_of, require_sees, require_writes
 from ..control.profiles.book import FILE_NAME
 from ..control.profiles.records import ProfileList, ProfileView
@@ -31,12 +32,12 @@ ReportName = Path(max_length=200)
 
 
 def build_router(st: AppState) -> APIRouter:
-    write = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_write)], tags=["profiles"],
+    write = APIRouter(prefix=ROUTE_PROFILES, tags=["profiles"],
                       responses=error_responses(401, 403, 404, 409, 422))
-    read = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_read)], tags=["profiles"],
+    read = APIRouter(prefix=ROUTE_PROFILES, tags=["profiles"],
                      responses=error_responses(401, 403, 404))
     # what the UI's buttons do: token or the UI's session cookie (processes' reports and uploads: token only)
-    operate = APIRouter(prefix=ROUTE_PROFILES, dependencies=[Depends(st.auth.require_operator)], tags=["profiles"],
+    operate = APIRouter(prefix=ROUTE_PROFILES, tags=["profiles"],
                         responses=error_responses(400, 401, 403, 404, 409, 422))
     _add_create(operate, st)
     _add_reads(read, st)
@@ -106,7 +107,7 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
                 raise ConflictError(refusal(project, experiment, live, selector),
                                     hint="pick lanes or ranks the run has (the timeline shows its lanes)")
 
-    @operate.post("", status_code=201)
+    @operate.post("", **declare(st.auth, "operate", "named"), status_code=201)
     def create(body: ProfileCreate, request: Request) -> dict[str, Any]:
         """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; refused at once
         for a run that never sent data (unless `wait_for_run`) or selectors no live process matches; over when
@@ -149,7 +150,7 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
     """What the book holds: the requests, one request, its trace files and its reports."""
     book = st.profiles
 
-    @read.get("", **typed_answer(ProfileList, "the requests, newest first"))
+    @read.get("", **declare(st.auth, "read", "listed"), **typed_answer(ProfileList, "the requests, newest first"))
     def list_profiles(
         request: Request,
         run_id: OptionalRunIdQuery = None,
@@ -165,17 +166,18 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
         items = only_visible(request, items, lambda p: p["request"]["project"])
         return {"profiles": items, "count": len(items)}
 
-    @read.get("/{profile_id}", **typed_answer(ProfileView, "the request, its processes, files and analysis"))
+    @read.get("/{profile_id}", **declare(st.auth, "read", "named"),
+              **typed_answer(ProfileView, "the request, its processes, files and analysis"))
     def get(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         _project_check(st, request, profile_id)
         return book.get(profile_id)
 
-    @read.get("/{profile_id}/files/{name}")
+    @read.get("/{profile_id}/files/{name}", **declare(st.auth, "read", "named"))
     def download(request: Request, profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
         _project_check(st, request, profile_id)
         return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
 
-    @read.get("/{profile_id}/report/{name}")
+    @read.get("/{profile_id}/report/{name}", **declare(st.auth, "read", "named"))
     def report(request: Request, profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
@@ -201,14 +203,14 @@ def _add_operations(operate: APIRouter, st: AppState) -> None:
     """What the UI's buttons do to a request: cancel it, analyse its traces again."""
     book = st.profiles
 
-    @operate.delete("/{profile_id}")
+    @operate.delete("/{profile_id}", **declare(st.auth, "operate", "named"))
     def cancel(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step
         boundary."""
         _project_check(st, request, profile_id)
         return book.cancel(profile_id)
 
-    @operate.post("/{profile_id}/analyze", responses=error_responses(404, 409))
+    @operate.post("/{profile_id}/analyze", **declare(st.auth, "operate", "named"), responses=error_responses(404, 409))
     def analyze(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
         operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
@@ -220,7 +222,8 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
     """What the processes send: their status and their trace, in resumable chunks."""
     book = st.profiles
 
-    @write.post("/{profile_id}/status", openapi_extra={"requestBody": {"required": True, "content": {
+    @write.post("/{profile_id}/status", **declare(st.auth, "ingest", "written"),
+                openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(ProfileStatus)}}}})
     async def status(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """What one process did with the request (armed, profiling, uploading, uploaded, failed, unsupported, …)."""
@@ -236,7 +239,8 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
             raise InvalidInputError("status body must be a JSON object")
         return await run_in_threadpool(book.report, profile_id, body)
 
-    @write.post("/{profile_id}/upload/{name}", responses=error_responses(409, 413))
+    @write.post("/{profile_id}/upload/{name}", **declare(st.auth, "ingest", "written"),
+                responses=error_responses(409, 413))
     async def upload(request: Request, profile_id: str = ProfileId, name: str = FileName,
                      offset: int = Query(..., ge=0), total: int = Query(..., ge=1)) -> JSONResponse:
         """One chunk of a gzip'd trace at `offset`. 409 with `size` when the server has a different amount

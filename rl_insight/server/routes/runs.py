@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...errors import InvalidInputError
 from ...protocol import INT64_MAX
+from ..access.declared import declare
 from ..access.run_ids import parse_run_id_list
 from ..access.scope import visible_filter
 from ..outbound.run_points import insight_rows
@@ -41,7 +42,7 @@ DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) s
 def build_router(st: AppState) -> APIRouter:
     """The run store's read API; every route needs the token (or the UI's cookie) when one is set."""
     assert st.reader is not None
-    r = APIRouter(prefix="/api/v1", dependencies=[Depends(st.auth.require_read)], tags=["runs"],
+    r = APIRouter(prefix="/api/v1", tags=["runs"],
                   responses=error_responses(401, 403, 404, 422))
     for add in (_add_run_routes, _add_series_routes, _add_span_routes, _add_insight_and_export_routes):
         add(r, st)
@@ -54,7 +55,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
     assert reader is not None
     live_window_s = st.config.live_window_s
 
-    @r.get("/runs", **typed_answer(RunList, "the runs"))
+    @r.get("/runs", **declare(st.auth, "read", "listed"), **typed_answer(RunList, "the runs"))
     def runs(
         request: Request,
         project: str | None = Query(None, max_length=1024, description="only this project's runs"),
@@ -91,7 +92,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
                 run["why"] = stall.hung or stall.reason
         return run
 
-    @r.get("/runs/{run_id}", **typed_answer(Run, "the run"))
+    @r.get("/runs/{run_id}", **declare(st.auth, "read", "named"), **typed_answer(Run, "the run"))
     def run(
         run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")
     ) -> Run:
@@ -105,14 +106,16 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
     reader = st.reader
     assert reader is not None
 
-    @r.get("/runs/{run_id}/metrics", **typed_answer(MetricList, "the run's series"))
+    @r.get("/runs/{run_id}/metrics", **declare(st.auth, "read", "named"),
+           **typed_answer(MetricList, "the run's series"))
     def metrics(run_id: RunId) -> MetricList:
         """The run's series: `name` as stored and exposed (`actor_entropy`), `logged` as the job logged it
         (`actor/entropy`), kind, labels, how many samples and the last step."""
         items = q.metric_names(reader.conn(), run_id)
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 
-    @r.get("/runs/{run_id}/series", **typed_answer(Series, "the metric, downsampled"))
+    @r.get("/runs/{run_id}/series", **declare(st.auth, "read", "named"),
+           **typed_answer(Series, "the metric, downsampled"))
     def series(
         run_id: RunId,
         name: str = Query(..., max_length=1024),
@@ -125,7 +128,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         """A metric of a run by step or by time, downsampled server-side."""
         return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
-    @r.get("/series", **typed_answer(Comparison, "the metric of each run"))
+    @r.get("/series", **declare(st.auth, "read", "named"), **typed_answer(Comparison, "the metric of each run"))
     def compare(
         name: str = Query(..., max_length=1024),
         runs: str = Query(
@@ -151,13 +154,14 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
     assert reader is not None
     live_window_s = st.config.live_window_s
 
-    @r.get("/runs/{run_id}/lanes", **typed_answer(LaneList, "the run's lanes"))
+    @r.get("/runs/{run_id}/lanes", **declare(st.auth, "read", "named"), **typed_answer(LaneList, "the run's lanes"))
     def lanes(run_id: RunId, counts: bool = False) -> LaneList:
         """Lane names sorted by prefix then number; `counts=true` adds span counts (scans every span)."""
         items = q.lanes(reader.conn(), run_id, counts)
         return {"run_id": run_id, "lanes": items}
 
-    @r.get("/runs/{run_id}/spans", **typed_answer(SpanWindow, "the timeline's window, merged to its resolution"))
+    @r.get("/runs/{run_id}/spans", **declare(st.auth, "read", "named"),
+           **typed_answer(SpanWindow, "the timeline's window, merged to its resolution"))
     def spans(
         run_id: RunId,
         from_ns: FromNs = None,
@@ -204,7 +208,8 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
             body["left_out"] = left_out
         return JSONResponse(body)
 
-    @r.get("/runs/{run_id}/spans/{span_id}", **typed_answer(SpanDetail, "the span"))
+    @r.get("/runs/{run_id}/spans/{span_id}", **declare(st.auth, "read", "named"),
+           **typed_answer(SpanDetail, "the span"))
     def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> SpanDetail:
         return q.span_detail(reader.conn(), run_id, span_id)
 
@@ -218,7 +223,8 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
     step_metric = st.config.step_metric
     version_metric = st.config.version_metric
 
-    @r.get("/runs/{run_id}/insights", **typed_answer(Insights, "the run's insights over the window"))
+    @r.get("/runs/{run_id}/insights", **declare(st.auth, "read", "named"),
+           **typed_answer(Insights, "the run's insights over the window"))
     def run_insight(
         run_id: RunId,
         from_ns: FromNs = None,
@@ -254,7 +260,7 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
             "id", "created_at", "state", "reason", "summary", "answered", "expected_count", "verdict")}
         return out
 
-    @r.get("/runs/{run_id}/export.csv", response_class=CSVResponse)
+    @r.get("/runs/{run_id}/export.csv", **declare(st.auth, "read", "named"), response_class=CSVResponse)
     def export_csv(run_id: RunId, names: str | None = Query(None, max_length=20_000),
                    insights: bool = Query(True, description="add the insight metrics per step (without `names`)")
                    ) -> StreamingResponse:
@@ -266,7 +272,7 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         return StreamingResponse(q.csv_export(conn, run_id, wanted, extra), media_type="text/csv",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
-    @r.get("/runs/{run_id}/trace.json")
+    @r.get("/runs/{run_id}/trace.json", **declare(st.auth, "read", "named"))
     def export_trace(run_id: RunId) -> StreamingResponse:
         """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing),
         streamed one lane at a time."""
@@ -275,7 +281,8 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         return StreamingResponse(q.chrome_trace_stream(conn, run_id, step_metric), media_type="application/json",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
-    @r.get("/runs/{run_id}/targets", **typed_answer(RunTargets, "the run's scrape targets and their health"))
+    @r.get("/runs/{run_id}/targets", **declare(st.auth, "read", "named"),
+           **typed_answer(RunTargets, "the run's scrape targets and their health"))
     async def run_targets(run_id: RunId) -> RunTargets:
         """The run's registered targets (labels project/experiment_name) with health from Prometheus when it runs."""
         run = q.get_run(reader.conn(), run_id)

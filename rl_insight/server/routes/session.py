@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 
 from ..._version import __version__
 from ...errors import InvalidInputError, RateLimitedError, UnauthorizedError
+from ..access.declared import declare
 from ..security import install_cookie
 from ..state import AppState
 from .body import decode_body, read_body
@@ -76,7 +77,7 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", tags=["session"])
     attempts = FailedAttempts()
 
-    @r.post("/login", responses=error_responses(400, 401, 403, 413, 415, 422, 429),
+    @r.post("/login", **declare(st.auth, "open", "open"), responses=error_responses(400, 401, 403, 413, 415, 422, 429),
             openapi_extra={"requestBody": {"content": {"application/json": {"schema": inline_schema(LoginBody)}}}})
     async def login(request: Request) -> JSONResponse:
         """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""
@@ -101,7 +102,8 @@ def build_router(st: AppState) -> APIRouter:
             install_cookie(resp, supplied.strip())
         return resp
 
-    @r.get("/session", **typed_answer(SessionAnswer, "what the UI needs to know of this server"))
+    @r.get("/session", **declare(st.auth, "open", "open"),
+           **typed_answer(SessionAnswer, "what the UI needs to know of this server"))
     async def session(request: Request) -> SessionAnswer:
         who = st.auth.principal(request)
         return {"auth_required": bool(st.auth.token), "authenticated": who is not None,

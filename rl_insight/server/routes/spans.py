@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from typing_extensions import TypedDict
 
+from ..access.declared import declare
 from ..access.scope import visible_filter
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -42,10 +43,10 @@ class RecentSpans(TypedDict):
 
 
 def build_router(st: AppState) -> APIRouter:
-    r = APIRouter(prefix="/api/v1/spans", tags=["spans"], dependencies=[Depends(st.auth.require_read)],
+    r = APIRouter(prefix="/api/v1/spans", tags=["spans"],
                   responses=error_responses(401, 403))
 
-    @r.get("/open", **typed_answer(OpenSpans, "one page of the open states"))
+    @r.get("/open", **declare(st.auth, "read", "listed"), **typed_answer(OpenSpans, "one page of the open states"))
     async def open_spans(
         request: Request, offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(1000, ge=1, le=10_000)
     ) -> dict[str, Any]:
@@ -56,7 +57,8 @@ def build_router(st: AppState) -> APIRouter:
         return {"spans": items, "count": len(items), "total": total, "offset": offset,
                 "next_offset": nxt if nxt < total else None}
 
-    @r.get("/recent", **typed_answer(RecentSpans, "the latest spans, oldest first"))
+    @r.get("/recent", **declare(st.auth, "read", "listed"),
+           **typed_answer(RecentSpans, "the latest spans, oldest first"))
     async def recent_spans(request: Request, limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
         """The most recent spans the server received (finished or started), across runs."""
         items = st.memory_spans.recent(limit, visible_filter(request))

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import ROUTE_STACKS
 from ...protocol.stacks import MAX_STACK_REPORT_BYTES
+from ..access.declared import declare
 from ..access.scope import principal_of, require_writes
 from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
@@ -32,11 +33,11 @@ SnapshotId = Path(pattern=r"^[0-9a-f]{16}$", description="stack snapshot id")
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
     reader, book = st.reader, st.stacks
-    operate = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_operator)], tags=["stacks"],
+    operate = APIRouter(prefix="/api/v1/runs", tags=["stacks"],
                         responses=error_responses(401, 403, 404, 409, 422))
-    read = APIRouter(prefix="/api/v1/runs", dependencies=[Depends(st.auth.require_read)], tags=["stacks"],
+    read = APIRouter(prefix="/api/v1/runs", tags=["stacks"],
                      responses=error_responses(401, 403, 404))
-    write = APIRouter(prefix=ROUTE_STACKS, dependencies=[Depends(st.auth.require_write)], tags=["stacks"],
+    write = APIRouter(prefix=ROUTE_STACKS, tags=["stacks"],
                       responses=error_responses(400, 401, 403, 404, 409, 413, 422))
 
     def run_key(run_id: int, asking: bool = True) -> tuple[str, str]:
@@ -50,7 +51,7 @@ def build_router(st: AppState) -> APIRouter:
                                 hint="give the job a run identity (init(project=..., experiment_name=...))")
         return run["project"], run["experiment_name"]
 
-    @operate.post("/{run_id}/stacks", status_code=201)
+    @operate.post("/{run_id}/stacks", **declare(st.auth, "operate", "named"), status_code=201)
     def create(run_id: RunId, body: StackCreate) -> dict[str, Any]:
         """Ask the run's live processes for every thread's stack. Complete when all answered or at the deadline;
         poll `GET …/stacks/{id}`."""
@@ -58,12 +59,14 @@ def build_router(st: AppState) -> APIRouter:
         return book.create(project, experiment, run_id=run_id, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
                            native=body.native, deadline_s=body.deadline_s)
 
-    @read.get("/{run_id}/stacks", **typed_answer(SnapshotList, "the run's snapshots, newest first"))
+    @read.get("/{run_id}/stacks", **declare(st.auth, "read", "named"),
+              **typed_answer(SnapshotList, "the run's snapshots, newest first"))
     def list_snapshots(run_id: RunId) -> dict[str, Any]:
         items = book.list(*run_key(run_id, asking=False))
         return {"run_id": run_id, "snapshots": items, "count": len(items)}
 
-    @read.get("/{run_id}/verdict", **typed_answer(VerdictAnswer, "the run's status and latest verdict"))
+    @read.get("/{run_id}/verdict", **declare(st.auth, "read", "named"),
+              **typed_answer(VerdictAnswer, "the run's status and latest verdict"))
     def verdict(run_id: RunId) -> dict[str, Any]:
         """Why the run is stuck, from its latest complete stack snapshot (the server takes one by itself when the run
         stalls; `POST …/stacks` or `rl-insight diagnose` takes one now): class, culprits, collective, phase, step,
@@ -82,14 +85,16 @@ def build_router(st: AppState) -> APIRouter:
                 "why": (stall.hung or stall.reason) if stall is not None else None,
                 "verdict": snap.get("verdict") if snap is not None else None, "snapshot": listed}
 
-    @read.get("/{run_id}/stacks/{snapshot_id}", **typed_answer(SnapshotView, "the snapshot, grouped"))
+    @read.get("/{run_id}/stacks/{snapshot_id}", **declare(st.auth, "read", "named"),
+              **typed_answer(SnapshotView, "the snapshot, grouped"))
     def get(run_id: RunId, snapshot_id: str = SnapshotId,
             reports: bool = Query(False, description="include each process's raw answer"),
             exact: bool = Query(False, description="group by line too (two lines of one function: two places)")
             ) -> dict[str, Any]:
         return book.get(snapshot_id, run_key(run_id, asking=False), reports, exact)
 
-    @write.post("/{snapshot_id}/report", openapi_extra={"requestBody": {"required": True, "content": {
+    @write.post("/{snapshot_id}/report", **declare(st.auth, "ingest", "written"),
+                openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})
     async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:
         """One process's stacks (what client/stacks.py sends); an ingest token answers for its projects' runs only."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import BadRequestError, InvalidInputError
 from ...protocol import ROUTE_TARGETS
+from ..access.declared import declare
 from ..access.scope import only_visible, require_every_project, require_sees, require_writes
 from ..prometheus.targets import TargetList, parse_registration, registration_identity
 from ..state import AppState
@@ -17,11 +18,11 @@ from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_
 
 
 def build_router(st: AppState) -> APIRouter:
-    writes = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_write)])
-    reads = APIRouter(tags=["targets"], dependencies=[Depends(st.auth.require_read)])
+    writes = APIRouter(tags=["targets"])
+    reads = APIRouter(tags=["targets"])
 
     @writes.post(
-        ROUTE_TARGETS,
+        ROUTE_TARGETS, **declare(st.auth, "ingest", "written"),
         response_model=TargetRegistered,
         responses=error_responses(400, 401, 403, 409, 413, 415),
         openapi_extra={
@@ -57,12 +58,13 @@ def build_router(st: AppState) -> APIRouter:
                 "config_file": st.config.prometheus_config_file, "project": project, "experiment_name": experiment,
                 "state": state}
 
-    @reads.get("/api/v1/targets", **typed_answer(TargetList, "the registered scrape targets", errors=(401, 403)))
+    @reads.get("/api/v1/targets", **declare(st.auth, "read", "listed"),
+               **typed_answer(TargetList, "the registered scrape targets", errors=(401, 403)))
     async def list_targets(request: Request, job: Optional[str] = Query(None, max_length=200)) -> TargetList:
         found = [t.to_api() for t in only_visible(request, st.targets.list(job), lambda t: t.identity()[0])]
         return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
 
-    @writes.delete("/api/v1/targets", responses=error_responses(401, 403, 422))
+    @writes.delete("/api/v1/targets", **declare(st.auth, "ingest", "named"), responses=error_responses(401, 403, 422))
     async def delete_targets(request: Request,
                              target: Optional[str] = Query(None, max_length=300, pattern=TARGET_PATTERN,
                                                            description="host:port, or [IPv6]:port"),

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from typing_extensions import TypedDict
 
 from ...errors import ConflictError
+from ..access.declared import declare
 from ..access.tokens import NAME, PROJECT
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -55,7 +56,7 @@ class CreatedToken(TypedDict):
 
 
 def build_router(st: AppState) -> APIRouter:
-    r = APIRouter(prefix="/api/v1/tokens", dependencies=[Depends(st.auth.require_admin)], tags=["access"],
+    r = APIRouter(prefix="/api/v1/tokens", tags=["access"],
                   responses=error_responses(401, 403, 404, 409, 422))
 
     def book() -> Any:
@@ -64,7 +65,8 @@ def build_router(st: AppState) -> APIRouter:
                                 hint="start it with its run store (the default) to create named tokens")
         return st.tokens
 
-    @r.post("", status_code=201, **typed_answer(CreatedToken, "the new token's secret (shown once) and record"))
+    @r.post("", **declare(st.auth, "admin", "global"),
+            status_code=201, **typed_answer(CreatedToken, "the new token's secret (shown once) and record"))
     async def create(body: TokenCreate, request: Request) -> dict[str, Any]:
         if not st.auth.token:
             raise ConflictError("this server has no token: every request to it is admin, so a named token would "
@@ -75,11 +77,12 @@ def build_router(st: AppState) -> APIRouter:
                                                who)
         return {"token": secret, "info": info}
 
-    @r.get("", **typed_answer(dict[str, list[TokenInfo]], "every named token (no secrets)"))
+    @r.get("", **declare(st.auth, "admin", "global"),
+           **typed_answer(dict[str, list[TokenInfo]], "every named token (no secrets)"))
     async def list_tokens() -> dict[str, Any]:
         return {"tokens": await run_in_threadpool(book().list)}
 
-    @r.delete("/{name}", **typed_answer(TokenInfo, "the revoked token"))
+    @r.delete("/{name}", **declare(st.auth, "admin", "global"), **typed_answer(TokenInfo, "the revoked token"))
     async def revoke(request: Request, name: str = TokenName) -> dict[str, Any]:
         return dict(await run_in_threadpool(book().revoke, name, request.state.principal.name))
 

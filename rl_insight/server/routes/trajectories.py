@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
 from ...protocol import INT64_MAX
+from ..access.declared import declare
 from ..runstore.results import TrajectoryDetail, TrajectoryPage, TrajectoryStats, TrajectorySteps
 from ..runstore.trajectories import queries as tq
 from ..state import AppState
@@ -21,7 +22,6 @@ def build_router(st: AppState) -> APIRouter:
     reader = st.reader
     r = APIRouter(
         prefix="/api/v1/runs/{run_id}/trajectories",
-        dependencies=[Depends(st.auth.require_read)],
         tags=["trajectories"],
         responses=error_responses(401, 403, 404, 422),
     )
@@ -32,12 +32,13 @@ def build_router(st: AppState) -> APIRouter:
         newest = tq.steps(reader.conn(), run_id)["steps"]
         return newest[0] if newest else None
 
-    @r.get("/steps", **typed_answer(TrajectorySteps, "the steps with trajectories"))
+    @r.get("/steps", **declare(st.auth, "read", "named"),
+           **typed_answer(TrajectorySteps, "the steps with trajectories"))
     def steps(run_id: RunId) -> TrajectorySteps:
         """Steps that have trajectories, newest first; `without_step` when some have none."""
         return tq.steps(reader.conn(), run_id)
 
-    @r.get("", **typed_answer(TrajectoryPage, "a page of the step's trajectories"))
+    @r.get("", **declare(st.auth, "read", "named"), **typed_answer(TrajectoryPage, "a page of the step's trajectories"))
     def page(
         run_id: RunId,
         step: Optional[int] = Step,
@@ -75,12 +76,13 @@ def build_router(st: AppState) -> APIRouter:
             limit=limit,
         )
 
-    @r.get("/stats", **typed_answer(TrajectoryStats, "the step's distributions"))
+    @r.get("/stats", **declare(st.auth, "read", "named"), **typed_answer(TrajectoryStats, "the step's distributions"))
     def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> TrajectoryStats:
         """A step's distributions: duration quantiles, turns, reward, tokens, tool latency p50/p99 by tool, replicas."""
         return tq.stats(reader.conn(), run_id, _step(run_id, step, no_step))
 
-    @r.get("/{traj_id}", **typed_answer(TrajectoryDetail, "the trajectory, its turns and the gaps between them"))
+    @r.get("/{traj_id}", **declare(st.auth, "read", "named"),
+           **typed_answer(TrajectoryDetail, "the trajectory, its turns and the gaps between them"))
     def detail(run_id: RunId, traj_id: int = Path(ge=1, le=INT64_MAX)) -> TrajectoryDetail:
         """One trajectory's turns in time order (generate, tool …) with engine timings and the gaps between them."""
         return tq.detail(reader.conn(), run_id, traj_id)
