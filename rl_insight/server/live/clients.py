@@ -43,7 +43,7 @@ class LiveProcess(TypedDict):
 
     client_id: str
     host: str
-    pid: int
+    pid: int | None  # (a client that did not say: an OTLP exporter, a hand-made batch)
     rank: int | None
     lanes: list[str]
     last_seen_ns: int

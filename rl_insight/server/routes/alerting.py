@@ -35,6 +35,7 @@ from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
 from .body import read_body
+from .change_answers import Message, RuleInWords
 from .models import error_responses, typed_answer
 from .params import BodyRunId, OptionalRunIdQuery
 
@@ -128,7 +129,7 @@ def build_router(st: AppState) -> APIRouter:
                      f"no receiver named {name[:80]!r}")
 
     @change.post("/receivers", **declare(st.auth, "operate", "named"),
-                 status_code=201, **typed_answer(ChangeResult, "the receivers now"))
+                 **typed_answer(ChangeResult, "the receivers now", status=201))
     async def add(request: Request, receiver: ReceiverCreate,
                   replace: bool = Query(False, description="replace a receiver of the same name")) -> dict[str, Any]:
         """A token held to projects adds receivers of one of its projects only (and replaces only its own)."""
@@ -153,7 +154,7 @@ def build_router(st: AppState) -> APIRouter:
         return own_change(request, await run_in_threadpool(n.remove, name))
 
     @change.post("/receivers/{name}/test", **declare(st.auth, "operate", "named"),
-                 **typed_answer(dict[str, str], "what was sent"))
+                 **typed_answer(Message, "what was sent"))
     async def test(request: Request, name: str = ReceiverName) -> dict[str, Any]:
         await run_in_threadpool(own_receiver, request, name)
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
@@ -178,7 +179,7 @@ def build_router(st: AppState) -> APIRouter:
         return {"silences": await run_in_threadpool(work)}
 
     @change.post("/silences", **declare(st.auth, "operate", "named"),
-                 status_code=201, **typed_answer(Silence, "the silence"))
+                 **typed_answer(Silence, "the silence", status=201))
     async def silence(request: Request, body: SilenceCreate) -> dict[str, Any]:
         def work() -> Silence:
             project, experiment = run_of(request, body.run_id)
@@ -197,7 +198,7 @@ def build_router(st: AppState) -> APIRouter:
         return dict(await run_in_threadpool(work))
 
     @change.delete("/silences/{silence_id}", **declare(st.auth, "operate", "named"),
-                   **typed_answer(dict[str, str], "what was done"))
+                   **typed_answer(Message, "what was done"))
     async def unsilence(request: Request, silence_id: str = SilenceId) -> dict[str, Any]:
         def work() -> None:
             if principal_of(request).projects is not None and \
@@ -215,14 +216,14 @@ def build_router(st: AppState) -> APIRouter:
             require_sees(request, found[0].get("project") if found else None, f"no rule named {name!r}")
 
     @read.get("/rules", **declare(st.auth, "read", "listed"),
-              **typed_answer(dict[str, list[dict[str, Any]]], "the user rules, each with its words"))
+              **typed_answer(dict[str, list[RuleInWords]], "the user rules, each with its words"))
     async def rules(request: Request) -> dict[str, Any]:
         """A token held to projects sees the rules of its projects (not those of every project)."""
         found = only_visible(request, await run_in_threadpool(st.user_rules.rules), lambda r: r.get("project"))
         return {"rules": [{**r, "description": describe(r)} for r in found]}
 
     @change.post("/rules", **declare(st.auth, "operate", "named"),
-                 status_code=201, **typed_answer(dict[str, Any], "the rule as stored, in words too"))
+                 **typed_answer(RuleInWords, "the rule as stored, in words too", status=201))
     async def add_rule(request: Request, rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
         """A token held to projects adds rules of its projects' runs only (and replaces only its own)."""
         def work() -> dict[str, Any]:
@@ -253,7 +254,7 @@ def build_router(st: AppState) -> APIRouter:
         return await run_in_threadpool(work)
 
     @change.delete("/rules/{name}", **declare(st.auth, "operate", "named"),
-                   **typed_answer(dict[str, str], "what was done"))
+                   **typed_answer(Message, "what was done"))
     async def remove_rule(request: Request, name: str = RuleName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log)
         def work() -> None:
@@ -276,7 +277,7 @@ def _delivery_router(st: AppState) -> APIRouter:
                         responses=error_responses(400, 401, 403, 404, 413, 502))
 
     @deliver.post("/deliver/{name}", **declare(st.auth, "server", "global"),
-                  **typed_answer(dict[str, str], "delivered"))
+                  **typed_answer(Message, "what the receiver answered"))
     async def deliver_message(request: Request, name: str = ReceiverName) -> Any:
         url = await run_in_threadpool(st.webhooks.target, name)
         if url is None:

@@ -15,6 +15,7 @@ from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTar
 from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
+from .change_answers import ExperimentChanged
 from .models import error_responses, inline_schema, typed_answer
 
 # what `_identity` keeps: no control character (Python's strip() takes \x1c-\x1f as blanks, a schema's \s does not)
@@ -85,13 +86,15 @@ def build_router(st: AppState) -> APIRouter:
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(ExperimentRef)}}}
     }
 
-    @writes.post("/archive", **declare(st.auth, "ingest", "written"), openapi_extra=extra)
+    @writes.post("/archive", **declare(st.auth, "ingest", "written"), openapi_extra=extra,
+                  **typed_answer(ExperimentChanged, "the experiment, archived"))
     async def archive(request: Request) -> dict[str, Any]:
         """Stop discovery of the experiment's targets (Prometheus keeps what it scraped); idempotent."""
         row = await run_in_threadpool(st.experiments.archive, *await _ref(request))
         return {**row, **await st.prometheus_convergence(row)}
 
-    @writes.post("/restore", **declare(st.auth, "ingest", "written"), openapi_extra=extra)
+    @writes.post("/restore", **declare(st.auth, "ingest", "written"), openapi_extra=extra,
+                  **typed_answer(ExperimentChanged, "the experiment, restored"))
     async def restore(request: Request) -> dict[str, Any]:
         """Put an archived experiment's targets back into discovery; idempotent."""
         row = await run_in_threadpool(st.experiments.restore, *await _ref(request))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ... import protocol as p
 from .params import BodyRunId
@@ -35,15 +35,17 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
 
 
-def typed_answer(kind: Any, description: str = "the answer", errors: tuple[int, ...] = ()) -> dict[str, Any]:
+def typed_answer(kind: Any, description: str = "the answer", errors: tuple[int, ...] = (),
+                 status: int = 200) -> dict[str, Any]:
     """A read route's keywords that document its answer as `kind` (server/runstore/results.py) in /openapi.json
     and serialize it as the plain dict it is. Measured side by side (bench/bench_read_answers.py, bench/RESULTS.md):
     FastAPI's validation through the type itself cost 1.47x the time of a 20,000-point series and 1.25x the runs
     list; no response model at all (its Python encoder) 4.4x and 3.1x; this, 1.00x. The query builds exactly that
     shape (mypy checks the keys it writes; tests/unit/server/routes/test_read_results.py the answers). `errors`: the
-    error statuses this route documents besides its router's."""
-    return {"response_model": dict[str, Any],
-            "responses": {**error_responses(*errors), 200: {"model": kind, "description": description}}}
+    error statuses this route documents besides its router's; `status`: the success status (201 for a route that
+    makes something: it answers with it too)."""
+    return {"response_model": dict[str, Any], **({"status_code": status} if status != 200 else {}),
+            "responses": {**error_responses(*errors), status: {"model": kind, "description": description}}}
 
 
 # --------------------------------------------------------------------------- ingest
@@ -129,10 +131,11 @@ class IngestAnswer(BaseModel):
 
 
 # --------------------------------------------------------------------------- profiles
-def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema with its `$defs` written in place, for an `openapi_extra` request body (a route that
-    reads its body itself, bounded, and documents it with the model)."""
-    schema = model.model_json_schema()
+def inline_schema(model: Any) -> dict[str, Any]:
+    """A model's (or a TypedDict's) JSON schema with its `$defs` written in place, for an `openapi_extra` request body
+    (a route that reads its body itself, bounded, and documents it with the model) or an answer documented by hand."""
+    schema = model.model_json_schema() if isinstance(model, type) and issubclass(model, BaseModel) else \
+        TypeAdapter(model).json_schema()
     defs = schema.pop("$defs", {})
 
     def resolve(node: Any) -> Any:

@@ -16,7 +16,8 @@ from ..intake.otlp import decode_request
 from ..intake.pipeline import SpansReceived
 from ..state import AppState
 from .body import gunzip_bounded, read_body
-from .models import error_responses
+from .change_answers import OtlpAnswer
+from .models import error_responses, inline_schema
 
 ROUTE_OTLP_TRACES = "/v1/traces"
 ROUTE_OTLP_METRICS = "/v1/metrics"
@@ -49,10 +50,11 @@ def build_router(st: AppState) -> APIRouter:
         spans, b64 = decode_request(gunzip_bounded(raw, encoding, st.config.max_body_bytes), content_type)
         return st.intake.otlp(spans, b64, projects)
 
+    answer_schema = inline_schema(OtlpAnswer)  # (its JSON form)
     otlp_200: dict[int | str, dict[str, Any]] = {200: {
                       "description": "ExportTraceServiceResponse, in the request's encoding",
                       "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
-                                  "application/json": {"schema": {"type": "object"}}}}}
+                                  "application/json": {"schema": answer_schema}}}}
 
     @r.post(
         ROUTE_OTLP_TRACES, **declare(st.auth, "ingest", "partial"),
@@ -92,7 +94,7 @@ def build_router(st: AppState) -> APIRouter:
         ROUTE_OTLP_METRICS, **declare(st.auth, "ingest", "partial"),
         responses={200: {"description": "ExportMetricsServiceResponse, in the request's encoding",
                          "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
-                                     "application/json": {"schema": {"type": "object"}}}},
+                                     "application/json": {"schema": answer_schema}}},
                    **error_responses(400, 401, 403, 413, 415, 503)},
         openapi_extra=_otlp_body("ExportMetricsServiceRequest"),
     )

@@ -18,6 +18,7 @@ from ..control.profiles.book import FILE_NAME
 from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
 from .body import read_body
+from .change_answers import ChunkStored, ProfileProcessReported
 from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema, typed_answer
 from .params import OptionalRunIdQuery
 
@@ -107,7 +108,8 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
                 raise ConflictError(refusal(project, experiment, live, selector),
                                     hint="pick lanes or ranks the run has (the timeline shows its lanes)")
 
-    @operate.post("", **declare(st.auth, "operate", "named"), status_code=201)
+    @operate.post("", **declare(st.auth, "operate", "named"),
+                   **typed_answer(ProfileView, "the request as kept", status=201))
     def create(body: ProfileCreate, request: Request) -> dict[str, Any]:
         """Profile steps of a run on the matching processes. Delivered on the run's ingest replies; refused at once
         for a run that never sent data (unless `wait_for_run`) or selectors no live process matches; over when
@@ -203,14 +205,16 @@ def _add_operations(operate: APIRouter, st: AppState) -> None:
     """What the UI's buttons do to a request: cancel it, analyse its traces again."""
     book = st.profiles
 
-    @operate.delete("/{profile_id}", **declare(st.auth, "operate", "named"))
+    @operate.delete("/{profile_id}", **declare(st.auth, "operate", "named"),
+                     **typed_answer(ProfileView, "the request, cancelled"))
     def cancel(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step
         boundary."""
         _project_check(st, request, profile_id)
         return book.cancel(profile_id)
 
-    @operate.post("/{profile_id}/analyze", **declare(st.auth, "operate", "named"), responses=error_responses(404, 409))
+    @operate.post("/{profile_id}/analyze", **declare(st.auth, "operate", "named"),
+                   **typed_answer(ProfileView, "the request, its analysis pending again", errors=(404, 409)))
     def analyze(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
         operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
@@ -223,6 +227,7 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
     book = st.profiles
 
     @write.post("/{profile_id}/status", **declare(st.auth, "ingest", "written"),
+                **typed_answer(ProfileProcessReported, "the process's entry and the request's state"),
                 openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(ProfileStatus)}}}})
     async def status(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
@@ -240,7 +245,7 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
         return await run_in_threadpool(book.report, profile_id, body)
 
     @write.post("/{profile_id}/upload/{name}", **declare(st.auth, "ingest", "written"),
-                responses=error_responses(409, 413))
+                **typed_answer(ChunkStored, "what the server holds of the file now", errors=(409, 413)))
     async def upload(request: Request, profile_id: str = ProfileId, name: str = FileName,
                      offset: int = Query(..., ge=0), total: int = Query(..., ge=1)) -> JSONResponse:
         """One chunk of a gzip'd trace at `offset`. 409 with `size` when the server has a different amount

@@ -22,7 +22,8 @@ from ..access.declared import declare
 from ..security import install_cookie
 from ..state import AppState
 from .body import decode_body, read_body
-from .models import LoginBody, error_responses, inline_schema, typed_answer
+from .change_answers import SignedIn
+from .models import LoginBody, inline_schema, typed_answer
 
 MAX_FAILURES = 10  # wrong tokens an address may send in WINDOW_S
 WINDOW_S = 60.0
@@ -77,7 +78,9 @@ def build_router(st: AppState) -> APIRouter:
     r = APIRouter(prefix="/api/v1", tags=["session"])
     attempts = FailedAttempts()
 
-    @r.post("/login", **declare(st.auth, "open", "open"), responses=error_responses(400, 401, 403, 413, 415, 422, 429),
+    @r.post("/login", **declare(st.auth, "open", "open"),
+            **typed_answer(SignedIn, "signed in: the session cookie is set",
+                           errors=(400, 401, 403, 413, 415, 422, 429)),
             openapi_extra={"requestBody": {"content": {"application/json": {"schema": inline_schema(LoginBody)}}}})
     async def login(request: Request) -> JSONResponse:
         """Exchange the token for an HttpOnly session cookie (used by the built-in UI)."""

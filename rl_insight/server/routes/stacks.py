@@ -24,6 +24,7 @@ from ..access.scope import principal_of, require_writes
 from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
 from .body import read_body
+from .change_answers import StackProcessReported
 from .models import StackCreate, StackReport, error_responses, inline_schema, typed_answer
 from .params import RunId
 
@@ -51,7 +52,8 @@ def build_router(st: AppState) -> APIRouter:
                                 hint="give the job a run identity (init(project=..., experiment_name=...))")
         return run["project"], run["experiment_name"]
 
-    @operate.post("/{run_id}/stacks", **declare(st.auth, "operate", "named"), status_code=201)
+    @operate.post("/{run_id}/stacks", **declare(st.auth, "operate", "named"),
+                   **typed_answer(SnapshotView, "the snapshot, asked of the processes", status=201))
     def create(run_id: RunId, body: StackCreate) -> dict[str, Any]:
         """Ask the run's live processes for every thread's stack. Complete when all answered or at the deadline;
         poll `GET …/stacks/{id}`."""
@@ -94,6 +96,7 @@ def build_router(st: AppState) -> APIRouter:
         return book.get(snapshot_id, run_key(run_id, asking=False), reports, exact)
 
     @write.post("/{snapshot_id}/report", **declare(st.auth, "ingest", "written"),
+                **typed_answer(StackProcessReported, "the process's answer, stored"),
                 openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})
     async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from ..access.scope import only_visible, require_every_project, require_sees, re
 from ..prometheus.targets import TargetList, parse_registration, registration_identity
 from ..state import AppState
 from .body import decode_body, read_body
+from .change_answers import TargetsRemoved
 from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema, typed_answer
 
 
@@ -64,7 +65,8 @@ def build_router(st: AppState) -> APIRouter:
         found = [t.to_api() for t in only_visible(request, st.targets.list(job), lambda t: t.identity()[0])]
         return {"targets": found, "count": len(found), "targets_file": str(st.targets.path)}
 
-    @writes.delete("/api/v1/targets", **declare(st.auth, "ingest", "named"), responses=error_responses(401, 403, 422))
+    @writes.delete("/api/v1/targets", **declare(st.auth, "ingest", "named"),
+                   **typed_answer(TargetsRemoved, "how many were removed", errors=(401, 403, 422)))
     async def delete_targets(request: Request,
                              target: Optional[str] = Query(None, max_length=300, pattern=TARGET_PATTERN,
                                                            description="host:port, or [IPv6]:port"),

@@ -66,7 +66,7 @@ def build_router(st: AppState) -> APIRouter:
         return st.tokens
 
     @r.post("", **declare(st.auth, "admin", "global"),
-            status_code=201, **typed_answer(CreatedToken, "the new token's secret (shown once) and record"))
+            **typed_answer(CreatedToken, "the new token's secret (shown once) and record", status=201))
     async def create(body: TokenCreate, request: Request) -> dict[str, Any]:
         if not st.auth.token:
             raise ConflictError("this server has no token: every request to it is admin, so a named token would "
