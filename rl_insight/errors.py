@@ -1,7 +1,7 @@
 """One exception tree for the server, services and CLI.
 
 Each error says what was expected, what was found, where, and the next step. HTTP status codes
-are mapped in one place (`server/errors.py`) and CLI exit codes in one place (`cli/main.py`).
+are mapped in one place (`server/app.py`) and CLI exit codes in one place (`cli/main.py`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rl_insight.semantics import panels
+from rl_insight.semantics import panels, slime_panels
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "dashboards"
@@ -677,7 +677,7 @@ def slime() -> dict[str, Any]:
     b.row("RL state timeline")
     b.add(traceql_state_timeline(), w=24, h=12)
     b.row("training · slime")
-    for title, queries, unit, description in panels.SLIME_PANELS:
+    for title, queries, unit, description in slime_panels.SLIME_PANELS:
         b.add(timeseries(title, [prom(f"{M}{name}{{{S}}}", legend) for name, legend in queries], unit=unit,
                          description=description), w=24 if len(queries) > 1 else 8, h=8)
     catalogue_section(b, panels.SGLANG)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "unit" / "server" / "runstore" / "backend" / "schemas"
-SCHEMA_FILE = "rl_insight/server/runstore/schema.py"
+SCHEMA_FILE = "rl_insight/server/runstore/schema.py"  
 FIRST_POSTGRES_VERSION = 5
 
 # (a release's own way of opening a store: open_backend from schema version 11 on, schema.connect before)

@@ -61,7 +61,7 @@ class LaneTable:
 
     def holders(self) -> list[tuple[str, str, int, int]]:
         """(lane, state, since ns, ident of the thread that opened it) of each open state: a stack snapshot marks
-        which thread holds which lane (client/stacks.py)."""
+        which thread holds which lane (client/control/stacks/answers.py)."""
         with self.lock:
             return [(lane_id, lane.name, lane.start_ns, lane.thread) for lane_id, lane in self.lanes.items()]
 

@@ -138,7 +138,7 @@ def faulty_metrics(fault: str, since: int, metrics: dict[str, float]) -> dict[st
 def verl_keys() -> list[str]:
     """Every key `step_metrics` produces, the MoE keys of `--moe` and slime's of `--framework slime` (used by tests
     and the metric catalog)."""
-    from ..semantics.panels import SLIME_KEYS
+    from ..semantics.slime_panels import SLIME_KEYS
 
     return sorted([*TrainerMetricModel().step_metrics(1, {}, 0.0), *moe_metrics(1, random.Random(0)), *SLIME_KEYS])
 
@@ -190,7 +190,7 @@ def moe_metrics(step: int, rng: random.Random, layers: int = 12, experts: int = 
 
 
 def slime_metrics(verl: dict[str, float]) -> dict[str, float]:
-    """`--framework slime`: the same simulated step under the keys slime logs (semantics/panels.py SLIME_KEYS), as
+    """`--framework slime`: the same simulated step under the keys slime logs (semantics/slime_panels.py SLIME_KEYS), as
     its logger reports them to rl_insight (with role / rank labels)."""
     return {
         "train/loss": verl["actor/pg_loss"],

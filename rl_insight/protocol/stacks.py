@@ -18,7 +18,7 @@ its sender thread (never the training thread), with `ROUTE_STACKS/<id>/report`::
 
 Nothing in a request is executed: it only says which processes answer and whether to ask py-spy. Stacks are read
 by the process itself (`sys._current_frames`); file paths are as the process reports them. Every list and string
-is bounded both when built (client/stacks.py) and when read (`decode_stack_report`, the server).
+is bounded both when built (client/control/stacks/answers.py) and when read (`decode_stack_report`, the server).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class ServerConfig:
     keep_alive_s: float = 20.0
     http_parser: str = "auto"  # uvicorn's HTTP/1.1 parser: "httptools" (C, where installed; "auto"), or "h11"
     event_loop: str = "auto"  # uvicorn's event loop: "uvloop" (where installed; "auto"), or "asyncio"
-    # Stack snapshots taken by the server itself (live/stacks/stall_watch.py): when the stalled-lane insight fires,
+    # Stack snapshots taken by the server itself (control/stacks/stall_watch.py): when the stalled-lane insight fires,
     # or the run's step clock has not moved for stall_step_s (0: off); at most one episode per run per interval
     stall_snapshots: bool = True
     stall_step_s: float = 900.0

@@ -9,9 +9,8 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-import httpx
 from prometheus_client import CollectorRegistry
 
 from ..errors import ConfigError
@@ -35,6 +34,7 @@ from .outbound.alerting.notifications import Notifications, relay_of
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.answers import Experiment
 from .prometheus.experiments import ExperimentBook
+from .prometheus.probe import ServiceProbe
 from .prometheus.targets import TargetRegistry
 from .prometheus.user_rules import UserRules
 from .runstore.backend import Backend, open_backend
@@ -44,71 +44,7 @@ from .runstore.writer import RunStoreWriter
 from .runstore.writer_process import WriterProcess
 from .security import Auth, local_names
 
-if TYPE_CHECKING:
-    from .outbound.exporters import Exporters
-
 log = logging.getLogger("rl_insight.server")
-
-
-class ServiceProbe:
-    """Answers 'is Prometheus up?' for /api/v1/services, cached briefly so the route stays cheap."""
-
-    def __init__(self, url: str | None, ready_path: str) -> None:
-        self.url = url.rstrip("/") if url else None
-        self._path = ready_path
-        self._cached: tuple[float, str] = (0.0, "unknown")
-
-    async def _targets(self) -> list[dict[str, Any]] | None:
-        from .prometheus.api import PrometheusApi, PrometheusUnavailable
-
-        api = PrometheusApi(self.url, timeout_s=2.0)
-        try:
-            async with api.session() as client:
-                return await api.active_targets(client)
-        except PrometheusUnavailable:
-            return None
-
-    async def target_health(self) -> dict[tuple[str, str], str]:
-        """{(job, instance): "up"|"down"|"unknown"} from Prometheus' target API; empty when it does not answer."""
-        active = await self._targets() if self.url is not None else None
-        return {
-            (t["labels"].get("job", ""), t["labels"].get("instance", "")): t.get("health", "unknown")
-            for t in active or []
-        }
-
-    async def active_targets(self) -> list[dict[str, str]] | None:
-        """Label sets of Prometheus' active targets, or None when it does not answer."""
-        active = await self._targets() if self.url is not None else None
-        return None if active is None else [t["labels"] for t in active]
-
-    async def state(self) -> str:
-        if self.url is None:
-            return "not_configured"
-        now = time.monotonic()
-        if now - self._cached[0] < 5.0:
-            return self._cached[1]
-        try:
-            async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
-                r = await client.get(self.url + self._path)
-            state = "running" if r.status_code == 200 else f"not_ready (HTTP {r.status_code})"
-        except httpx.HTTPError:
-            state = "down"
-        self._cached = (now, state)
-        return state
-
-
-def _build_exporters(config: ServerConfig) -> "Exporters":
-    from .outbound.exporters import Exporters, tensorboard_exporter, wandb_exporter
-
-    found = []
-    if config.export_tensorboard:
-        found.append(tensorboard_exporter(Path(config.export_tensorboard).expanduser()))
-    if config.export_wandb:
-        directory = (
-            Path(config.wandb_dir).expanduser() if config.wandb_dir else Path(config.data_dir).expanduser() / "wandb"
-        )
-        found.append(wandb_exporter(config.wandb_project, config.wandb_entity, directory))
-    return Exporters(found)
 
 
 class AppState:
@@ -173,7 +109,9 @@ class AppState:
         if self.forwarder is not None:
             sinks.append(OtlpSpanSink(self.forwarder))
         self.spans = SpanFanout(sinks)
-        self.exporters = _build_exporters(config)
+        from .outbound.exporters import build_exporters  # (its writers' imports only when asked for)
+
+        self.exporters = build_exporters(config)
         if self.insight is not None and self.exporters.all:
             self.insight.on_refresh.append(self.exporters.insights)
         from .control.profiles.book import ProfileBook

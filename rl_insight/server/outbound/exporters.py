@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ...export import Point, run_dir_name
 from ...export.points import config_text, insight_points, is_ledger_point, series_tag
+from ..config import ServerConfig
 from ..workers.batch_worker import BatchWorker
 
 log = logging.getLogger("rl_insight.server.outbound.exporters")
@@ -182,3 +183,16 @@ def wandb_exporter(wandb_project: str | None, entity: str | None, directory: Pat
         return WandbRun(project, experiment, wandb_project=wandb_project, entity=entity, directory=directory)
 
     return LiveExporter("wandb", make)
+
+
+def build_exporters(config: ServerConfig) -> Exporters:
+    """The exporters the server's options ask for (--export-tensorboard, --export-wandb)."""
+    found = []
+    if config.export_tensorboard:
+        found.append(tensorboard_exporter(Path(config.export_tensorboard).expanduser()))
+    if config.export_wandb:
+        directory = (
+            Path(config.wandb_dir).expanduser() if config.wandb_dir else Path(config.data_dir).expanduser() / "wandb"
+        )
+        found.append(wandb_exporter(config.wandb_project, config.wandb_entity, directory))
+    return Exporters(found)

@@ -1,5 +1,5 @@
 """`/api/v1/profiles…`: profile requests (create, list, cancel), what processes report, trace uploads,
-and the analysis of what arrived (see server/live/profiles/book.py)."""
+and the analysis of what arrived (see server/control/profiles/book.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Stack snapshots over HTTP (server/live/stacks/book.py): ask a run's processes where every thread is, read the grouped
-answer; and the route processes answer on.
+"""Stack snapshots over HTTP (server/control/stacks/book.py): ask a run's processes where every thread is, read the
+grouped answer; and the route processes answer on.
 
     POST /api/v1/runs/{run_id}/stacks          ask (the token, or the UI's session: the run page's button)
     GET  /api/v1/runs/{run_id}/stacks          the run's snapshots, newest first (summaries)
@@ -100,7 +100,8 @@ def build_router(st: AppState) -> APIRouter:
                 openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})
     async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:
-        """One process's stacks (what client/stacks.py sends); an ingest token answers for its projects' runs only."""
+        """One process's stacks (what client/control/stacks/answers.py sends); an ingest token answers for its
+        projects' runs only."""
         if principal_of(request).projects is not None:
             require_writes(request, await run_in_threadpool(book.project_of, snapshot_id), "a stack report")
         raw = await read_body(request, MAX_STACK_REPORT_BYTES)

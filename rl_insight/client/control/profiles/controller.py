@@ -1,4 +1,4 @@
-"""Profile on request: the client half of "profile step N on these ranks" (server/live/profiles/book.py).
+"""Profile on request: the client half of "profile step N on these ranks" (server/control/profiles/book.py).
 
 Three threads, three jobs:
 
@@ -58,7 +58,7 @@ FAST_POLL_S = 0.25  # while a request is armed or in flight, replies (cancellati
 
 
 class _Window:
-    """An open profiling window (client/torch_window.py does the torch part)."""
+    """An open profiling window (client/control/profiles/torch_window.py does the torch part)."""
 
     __slots__ = ("req", "engine", "step", "t0", "start_ns", "steps", "lane")
 

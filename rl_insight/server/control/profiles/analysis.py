@@ -1,4 +1,4 @@
-"""Profile traces analysed on arrival: the analysis half of the profile book (server/live/profiles/book.py).
+"""Profile traces analysed on arrival: the analysis half of the profile book (server/control/profiles/book.py).
 
 Every completed trace is analysed by the offline analysis (the same code as `rl-insight analyze`) in a child
 process bounded in time and memory (analysis/isolated.py), one request at a time, on one thread: no upload can

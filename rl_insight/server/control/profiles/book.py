@@ -5,7 +5,7 @@ it to their lanes, role and rank), and collects what each matching process repor
 request lives in its own directory under `<data_dir>/profiles/<id>/` (`request.json` plus the uploaded
 `.json.gz` traces, partial uploads under `.partial/`, the analysis under `report/`), so requests,
 statuses and half-done uploads survive a server restart; the in-memory index is rebuilt from disk.
-Several servers on one store (a fleet) keep the records in the store instead (live/profiles/shared.py) and the
+Several servers on one store (a fleet) keep the records in the store instead (control/profiles/shared.py) and the
 traces in a directory they all mount; each polls the store every second (`refresh`), so a request made through
 one server is armed by processes reporting to another, and its statuses and files are seen from all.
 
@@ -296,7 +296,7 @@ class ProfileBook:
     # ------------------------------------------------------------------ delivery (every ingest reply)
     def open_requests(self, project: str | None, experiment_name: str | None) -> builtins.list[ProfileRequest]:
         """The run's active requests, as every ingest reply of the run carries them (authoritative: a request missing
-        from the list is cancelled or over; live/run_control.py builds the reply's RunControl)."""
+        from the list is cancelled or over; control/run_control.py builds the reply's RunControl)."""
         if not project or not experiment_name:
             return []
         key = (project, experiment_name)

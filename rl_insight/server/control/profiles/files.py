@@ -2,7 +2,7 @@
 atomically, without its processes) and `processes.jsonl`, the journal of what each process reported (one line
 appended per report, O(1) however many processes answer; replayed at start, the last line of a process winning;
 rewritten in one piece once it holds four times more lines than processes). A torn last line, from a crash
-mid-append, is skipped. A fleet keeps the same records in its store instead (live/profiles/shared.py), behind the
+mid-append, is skipped. A fleet keeps the same records in its store instead (control/profiles/shared.py), behind the
 same methods.
 """
 

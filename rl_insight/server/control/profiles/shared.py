@@ -1,5 +1,5 @@
 """Profile requests kept in a fleet's store (server/fleet/shared_book.py), behind the methods of their files on
-disk (live/profiles/files.py): several ingest servers on one store see the same requests, statuses and files.
+disk (control/profiles/files.py): several ingest servers on one store see the same requests, statuses and files.
 
 A request is one record (the request, its origin, cancellation, analysis); each process's report and each
 uploaded file is a part of it, written by the server that heard it. The traces themselves lie in the profiles

@@ -8,7 +8,7 @@ holds a state, has not answered and still beats: on a loaded host the stuck rank
 snapshot without them tells the wrong story. A process that did not answer is listed with its last-seen time and the
 states it had open: the likely hang when it holds one.
 
-On completion the snapshot is summarised (live/stacks/groups.py: groups, the odd ones out in one sentence, who
+On completion the snapshot is summarised (control/stacks/groups.py: groups, the odd ones out in one sentence, who
 moved since the run's previous snapshot) and written to `<data_dir>/stacks/<id>.json`; the stored form is what the
 API serves. A snapshot still pending at a server stop is completed at the next start with what it had, and says so.
 

@@ -1,8 +1,8 @@
 """A stack snapshot summarised: who is where, grouped, with the odd ones out named in one sentence.
 
-Pure functions over stored reports (server/live/stacks/book.py keeps them). The unit is what holds a lane: each thread
-of a process that holds open `trace_state` lanes (a torch.distributed rank's main thread holds `rank_3`; the demo's
-trainer runs one thread per rank; an asyncio engine's loop thread holds its replicas); a process holding none is
+Pure functions over stored reports (server/control/stacks/book.py keeps them). The unit is what holds a lane: each
+thread of a process that holds open `trace_state` lanes (a torch.distributed rank's main thread holds `rank_3`; the
+demo's trainer runs one thread per rank; an asyncio engine's loop thread holds its replicas); a process holding none is
 one unit, its main thread. Processes that did not answer are units too, with their last-seen and open states.
 
 Call paths are compared by file and function, not line (the same function waiting at two lines is one place),

@@ -4,7 +4,7 @@ for every project or one, kept in `<data_dir>/alerting/receivers.json`.
 Invariants: the file is written whole (atomically) and readable by this user only (0600): webhook URLs and SMTP
 passwords are secrets. What leaves this module for people (`shown`) never carries them: a URL is reduced to its
 scheme and host, a password to whether one is set. A receiver is validated here, field by field, before anything
-is written; Alertmanager's own check (outbound/alerting/apply.py) comes after.
+is written; Alertmanager's own check (outbound/alerting/notifications.py) comes after.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The client half of stack snapshots (rl_insight/client/stacks.py): what a process says about its threads, and that
-it answers each request once, only when selected."""
+"""The client half of stack snapshots (rl_insight/client/control/stacks/answers.py): what a process says about its
+threads, and that it answers each request once, only when selected."""
 
 from __future__ import annotations
 

@@ -245,7 +245,8 @@ def test_run_metrics_and_spans_survive_a_server_restart(tmp_path, monkeypatch) -
         summary = wait_until(lambda: (lambda x: x if x["behind"] is False else None)(
             httpx.get(srv.url + "/healthz").json()["store"]["timeline_summary"]), what="the summary caught up")
         assert summary["failures"] == 0
-        # the WAL's checkpoints run beside the commits (runstore/checkpoints.py), reported from the writer's process
+        # the WAL's checkpoints run beside the commits (runstore/backend/checkpoints.py), reported from the writer's
+        # process
         ck = wait_until(lambda: (lambda x: x if x["passes"] else None)(
             httpx.get(srv.url + "/healthz").json()["store"]["checkpoints"]), what="a checkpoint pass")
         assert ck["failures"] == 0 and ck["last_error"] is None

@@ -1,6 +1,6 @@
 """The run store's writer in a process of its own (runstore/writer_process.py): acknowledged only once committed, a
 dead child answered False and replaced, refusals at the start as clear as in-process, the child's log in ours (that
-it ends with the server: tests/unit/test_child_process.py)."""
+it ends with the server: tests/unit/server/workers/test_child_process.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Profile requests shared by the servers of a fleet (live/profiles/shared.py over fleet/records.py): two profile
+"""Profile requests shared by the servers of a fleet (control/profiles/shared.py over fleet/records.py): two profile
 books, as two ingest servers, on one real PostgreSQL store and one shared trace directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The stack snapshot book (stacks/book.py) and the stall watch (live/stacks/stall_watch.py): who is asked,
+"""The stack snapshot book (stacks/book.py) and the stall watch (control/stacks/stall_watch.py): who is asked,
 when a snapshot is complete, what survives a restart, bounds and retention."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Grouping a stack snapshot (server/live/stacks/groups.py): identical call paths together, the odd ones out named,
+"""Grouping a stack snapshot (server/control/stacks/groups.py): identical call paths together, the odd ones out named,
 who moved between two snapshots."""
 
 from __future__ import annotations

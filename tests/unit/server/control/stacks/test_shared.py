@@ -1,5 +1,5 @@
-"""Stack snapshots shared by the servers of a fleet (live/stacks/book.py over fleet/shared_book.py): two books, as two
-ingest servers, on one real PostgreSQL store; each server's processes known to the other through the fleet
+"""Stack snapshots shared by the servers of a fleet (control/stacks/book.py over fleet/shared_book.py): two books, as
+two ingest servers, on one real PostgreSQL store; each server's processes known to the other through the fleet
 registry (`fleet_clients`)."""
 
 from __future__ import annotations

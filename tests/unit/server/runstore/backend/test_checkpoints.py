@@ -1,5 +1,5 @@
-"""WAL checkpoints off the commit path (server/runstore/checkpoints.py): the writer's connection never checkpoints
-inside a commit, the WAL still starts over (its file stays bounded), nothing committed is lost, failures are
+"""WAL checkpoints off the commit path (server/runstore/backend/checkpoints.py): the writer's connection never
+checkpoints inside a commit, the WAL still starts over (its file stays bounded), nothing committed is lost, failures are
 counted, and PostgreSQL has none."""
 
 from __future__ import annotations
