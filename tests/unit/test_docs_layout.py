@@ -73,3 +73,18 @@ def test_no_module_is_over_500_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "rl_insight").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 500}
     assert long == {}, long
+
+
+def test_the_bench_results_open_with_todays_numbers() -> None:
+    """bench/RESULTS.md opens with one table of every headline number — what, the command, the value, the date, the
+    machine — and keeps the history below it (issue 65: a 1,700-line diary)."""
+    text = (ROOT / "bench" / "RESULTS.md").read_text()
+    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert sections[:2] == ["Today's numbers", "History"], sections[:2]
+    today = text.split("## Today's numbers", 1)[1].split("## History", 1)[0]
+    rows = [r for r in today.splitlines() if r.startswith("| ") and not r.startswith("| what")]
+    assert len(rows) >= 10
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 5 and all(cells) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[3]), row
+        assert cells[1] == "same" or "bench/" in cells[1], row  # how to measure it again
