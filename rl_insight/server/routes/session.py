@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 from ..._version import __version__
 from ...errors import InvalidInputError, RateLimitedError, UnauthorizedError
 from ..access.declared import declare
+from ..control.stacks import verdict_classes
 from ..security import install_cookie
 from ..state import AppState
 from .body import decode_body, read_body
@@ -72,6 +73,7 @@ class SessionAnswer(TypedDict):
     prometheus_url: str | None
     grafana_url: str | None
     version: str
+    verdict_classes: dict[str, dict[str, Any]]  # the hang verdict's classes (server/control/stacks/verdict_classes.py)
 
 
 def build_router(st: AppState) -> APIRouter:
@@ -112,6 +114,7 @@ def build_router(st: AppState) -> APIRouter:
         return {"auth_required": bool(st.auth.token), "authenticated": who is not None,
                 "who": who.name if who is not None else None, "role": who.role if who is not None else None,
                 "projects": sorted(who.projects) if who is not None and who.projects is not None else None,
-                "prometheus_url": st.prometheus.url, "grafana_url": st.config.grafana_url, "version": __version__}
+                "prometheus_url": st.prometheus.url, "grafana_url": st.config.grafana_url, "version": __version__,
+                "verdict_classes": verdict_classes.as_json()}
 
     return r

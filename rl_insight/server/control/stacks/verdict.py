@@ -2,7 +2,8 @@
 stacks (where each thread is) and flight-recorder entries (which collective each rank entered and finished) fused
 into a class, the culprits, the collective, the phase, the evidence and what to check next.
 
-Classes, in the order they are decided (the first that the evidence supports wins):
+Classes (described once, with their words and whether they are a hang: verdict_classes.py), in the order they
+are decided (the first that the evidence supports wins):
 
 * `dead_process` / `unresponsive` — a process that holds a state did not answer: it stopped beating (dead, or a thread
   holds the GIL in native code, which stops its sender thread too: the server cannot tell the two apart), or it still
@@ -34,10 +35,11 @@ from typing import Any, Mapping, Sequence
 from ....semantics import insights
 from ....semantics.collectives import wavefront
 from ..processes import compact
+from . import verdict_classes
 
-# what makes a stalled run hung at once; `in_collective` alone can be a long collective still at work: hung only once a
-# second snapshot finds nobody moved
-HANG_CLASSES = ("dead_process", "unresponsive", "desync", "late_rank", "unfinished")
+# what makes a stalled run hung at once (verdict_classes.py); `in_collective` alone can be a long collective still at
+# work: hung only once a second snapshot finds nobody moved
+HANG_CLASSES = verdict_classes.HANG_CLASSES
 _COLLECTIVE_FILES = ("torch/distributed/", "torch/_C/_distributed", "deepspeed/comm", "vllm/distributed")
 # what a collective is called wherever it is written (torch.distributed's names; a framework's own wrappers)
 COLLECTIVE_FUNCS = frozenset({
@@ -253,18 +255,12 @@ def _step(units: Sequence[Mapping[str, Any]]) -> int | None:
     return max(steps) + 1 if steps else None
 
 
-_WORDS = {"dead_process": "hung: a process died", "unresponsive": "hung: a process cannot answer",
-          "desync": "hung: ranks desynchronized", "late_rank": "hung: a rank never reached the collective",
-          "unfinished": "hung: a rank never finished the collective", "in_collective": "hung in a collective",
-          "not_collective": "stuck outside the collectives", "slow_healthy": "slow, not stuck",
-          "not_stuck": "not stuck: every lane is within its usual time", "unknown": "no verdict"}
-
-
 def sentence(v: Mapping[str, Any]) -> str:
     """The verdict in one sentence: class, culprits, collective, phase and step."""
     if v["class"] == "not_stuck":
-        return _WORDS["not_stuck"] + (f" (step {v['step']} is running)." if v.get("step") is not None else ".")
-    parts = [_WORDS[v["class"]]]
+        running = f" (step {v['step']} is running)" if v.get("step") is not None else ""
+        return f"{verdict_classes.BY_NAME['not_stuck'].words}{running}."
+    parts = [verdict_classes.BY_NAME[v["class"]].words]
     if v["culprits"]:
         parts.append(f"{compact(v['culprits'])}" + (f" on {', '.join(v['hosts'][:3])}" if v["hosts"] else ""))
     c = v.get("collective")

@@ -9,7 +9,7 @@ import { ago, fmtDur, fmtNum, isLive } from "./format.js";
 import { compareLanes } from "./lanes.js";
 import { PromSections } from "./panels.js";
 import { Profiles } from "./profiles.js";
-import { StackSnapshots, verdictBox } from "./stacks.js";
+import { StackSnapshots, verdictBox, verdictClass } from "./stacks.js";
 import { StepTable } from "./steps.js";
 import { renderDiffs, showCriticalPath } from "./explain.js";
 import { keyboard } from "./keys.js";
@@ -262,7 +262,7 @@ function stalledStacks(s) {
 // takes the place, stacks.js): the link in a notification opens the hung step with the culprit lane marked.
 function markCulprits(snap) {
   const t = state.timeline, v = snap?.verdict;
-  if (!t || !v || !v.culprits?.length || ["not_stuck", "slow_healthy"].includes(v.class)) return;
+  if (!t || !v || !v.culprits?.length || !verdictClass(v).names_culprits) return;
   if (t.snapshot && t.snapshot.id !== snap.id) return;
   t.snapshot = { id: snap.id, t_ns: snap.created_at * 1e9, odd: v.culprits, verdict: true };
   if (t.view && t.data) t.draw();

@@ -1,7 +1,7 @@
 /* rl-insight UI, stacks.js: stack snapshots of the run: take one (a button, or the stalled-lane card), read the
    groups with the odd ones out named, and see where each lane was at that moment on the timeline.
    A native ES module: no build step, loaded under the CSP's script-src 'self'. */
-import { api, canOperate, setUrlParams } from "./api.js";
+import { api, canOperate, setUrlParams, state } from "./api.js";
 import { setRange } from "./range.js";
 import { h } from "./dom.js";
 
@@ -95,11 +95,11 @@ export class StackSnapshots {
   }
 }
 
-// A snapshot's verdict (server/control/stacks/verdict.py): its sentence, marked as a hang when it is one, and (opened)
-// the evidence and what to check next.
-const HUNG = new Set(["dead_process", "unresponsive", "desync", "late_rank", "unfinished"]);
+// A snapshot's verdict (server/control/stacks/verdict.py): its sentence, marked as a hang when its class is one (the
+// classes come from the server: GET /api/v1/session's verdict_classes), and (opened) the evidence and what to check next.
+export const verdictClass = (v) => state.session?.verdict_classes?.[v?.class] || {};
 export function verdictBox(v, detail, id) {
-  const box = h("div", { class: `verdict${HUNG.has(v.class) ? " hung" : ""}`, id, "data-class": v.class },
+  const box = h("div", { class: `verdict${verdictClass(v).hang ? " hung" : ""}`, id, "data-class": v.class },
     h("b", {}, v.sentence));
   if (detail === "full") {
     if (v.evidence.length) box.append(h("div", { class: "muted" }, "evidence"), h("ul", {}, ...v.evidence.map(e => h("li", {}, e))));

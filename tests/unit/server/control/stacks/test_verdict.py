@@ -4,10 +4,11 @@ class on the evidence that makes it, culprits named, and never an innocent proce
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rl_insight.server.control.stacks import groups as sg
-from rl_insight.server.control.stacks.verdict import decide
+from rl_insight.server.control.stacks.verdict import decide, sentence
 from tests.unit.semantics.test_collectives import rank as fr
 from tests.unit.server.control.stacks.test_groups import collective, frame, report, sleeping, snapshot
 
@@ -108,3 +109,34 @@ def test_evidence_says_what_is_known_of_a_state_whose_name_never_arrived() -> No
     bare["open"] = []
     v = judged(reports, [bare])
     assert "stopped beating: the process is gone" in v["evidence"][0], v["evidence"]
+
+
+def test_the_classes_are_described_once_and_the_ui_reads_them_from_the_server(tmp_path: Path) -> None:
+    """Issue 65: the classes lived in a Literal, a words table, HANG_CLASSES and a hand copy in the UI's JS. Now one
+    table (verdict_classes.py): the Literal names the same classes, every class has its sentence, the UI's scripts
+    name none of them, and the session answer carries the table they read."""
+    from typing import get_args
+
+    from fastapi.testclient import TestClient
+
+    from rl_insight.server.app import create_app
+    from rl_insight.server.config import ServerConfig
+    from rl_insight.server.control.stacks import verdict_classes
+    from rl_insight.server.control.stacks.records import VerdictClass
+    from rl_insight.server.ui import STATIC
+    from tests.conftest import IN_PROCESS
+
+    names = [k.name for k in verdict_classes.CLASSES]
+    assert set(get_args(VerdictClass)) == set(names) and len(names) == len(set(names))
+    for name in names:
+        v = {"class": name, "culprits": ["rank_2"], "hosts": ["h"], "collective": None, "phase": None, "step": 4}
+        assert sentence(v).startswith(verdict_classes.BY_NAME[name].words)
+    for script in STATIC.glob("*.js"):
+        said = [n for n in names if n != "unknown" and f'"{n}"' in script.read_text()]  # ("unknown": any state's)
+        assert said == [], f"{script.name} names verdict classes {said}: read them from the session answer"
+    app = create_app(ServerConfig(port=1, host="127.0.0.1", data_dir=str(tmp_path), **IN_PROCESS))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        table = client.get("/api/v1/session").json()["verdict_classes"]
+    assert list(table) == names and table["late_rank"] == {"words": "hung: a rank never reached the collective",
+                                                           "hang": True, "names_culprits": True}
+    assert [n for n in names if table[n]["hang"]] == list(verdict_classes.HANG_CLASSES)
