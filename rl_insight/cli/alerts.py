@@ -18,6 +18,8 @@ the command line, which every user of the host sees in `ps`.
 
 from __future__ import annotations
 
+import inspect
+import keyword
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -36,7 +38,6 @@ rules_app = typer.Typer(help="Alert rules on any trainer metric, evaluated by th
                         no_args_is_help=True)
 alerts_app.add_typer(receivers_app, name="receivers")
 alerts_app.add_typer(rules_app, name="rules")
-SMTP_PASSWORD_ENV = "RL_INSIGHT_SMTP_PASSWORD"
 
 
 def _secret(value: Optional[str], file: Optional[Path], what: str) -> Optional[str]:
@@ -59,49 +60,86 @@ def status(server_url: Optional[str] = ServerUrlOpt, token: Optional[str] = Toke
     return 0 if answer["enabled"] else 1
 
 
-@receivers_app.command("add")
-def add(
-    name: str = typer.Argument(..., help="The receiver's name (letters, digits, . _ -)."),
-    webhook: Optional[str] = typer.Option(None, "--webhook", metavar="URL", help="POST each notification as JSON "
-                                                                                 "(Alertmanager's webhook format)."),
-    webhook_file: Optional[Path] = typer.Option(None, "--webhook-file", help="--webhook's URL, read from a file."),
-    slack_url: Optional[str] = typer.Option(None, "--slack-url", metavar="URL",
-                                            help="A Slack (or Mattermost, Rocket.Chat) incoming-webhook URL."),
-    slack_url_file: Optional[Path] = typer.Option(None, "--slack-url-file", help="--slack-url, read from a file."),
-    channel: Optional[str] = typer.Option(None, "--channel", help="Slack: post to this channel instead."),
-    email: Optional[str] = typer.Option(None, "--email", metavar="TO", help="Send email to this address."),
-    smtp: Optional[str] = typer.Option(None, "--smtp", metavar="HOST:PORT", help="Email: the SMTP server."),
-    sender: Optional[str] = typer.Option(None, "--from", metavar="ADDRESS", help="Email: the From address."),
-    smtp_user: Optional[str] = typer.Option(None, "--smtp-user", help="Email: SMTP login."),
-    smtp_password_file: Optional[Path] = typer.Option(
-        None, "--smtp-password-file", help=f"Email: the SMTP password, read from a file (or ${SMTP_PASSWORD_ENV})."),
-    no_tls: bool = typer.Option(False, "--no-tls", help="Email: do not require STARTTLS (a relay on localhost)."),
-    project: Optional[str] = typer.Option(None, "--project", help="Only this project's alerts (default: all)."),
-    replace: bool = typer.Option(False, "--replace", help="Replace a receiver of the same name."),
-    server_url: Optional[str] = ServerUrlOpt,
-    token: Optional[str] = TokenOpt,
-    home: Optional[Path] = HomeOpt,
-) -> int:
+def _flag_param(flag: str) -> str:
+    name = flag.lstrip("-").replace("-", "_")
+    return name + "_" if keyword.iskeyword(name) else name  # (--from)
+
+
+def _add_parameters() -> list[inspect.Parameter]:
+    """`receivers add`'s options, made from the receiver kinds (server/outbound/alerting/kinds/): each field's flag,
+    a secret's `-file` twin, a bool given as its negation."""
+    def option(name: str, default: Any, kind: Any, *flags: str, **kw: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
+                                 default=typer.Option(default, *flags, **kw))
+
+    params = [inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                default=typer.Argument(..., help="The receiver's name (letters, digits, . _ -)."))]
+    for f in kind_fields_by_flag().values():
+        assert f.flag is not None
+        if f.boolean:
+            params.append(option(_flag_param(f.flag), False, bool, f.flag, help=f.cli_help))
+            continue
+        secret_help = f" (or ${f.env})" if f.env else ""
+        if f.from_file and f.env:  # a secret taken from a file or the environment only, never the command line
+            params.append(option(_flag_param(f.flag) + "_file", None, Optional[Path], f.flag + "-file",
+                                 help=f"{f.cli_help}, read from a file{secret_help}."))
+            continue
+        params.append(option(_flag_param(f.flag), None, Optional[str], f.flag, metavar=f.metavar, help=f.cli_help))
+        if f.from_file:
+            params.append(option(_flag_param(f.flag) + "_file", None, Optional[Path], f.flag + "-file",
+                                 help=f"{f.flag}'s value, read from a file."))
+    params += [option("project", None, Optional[str], "--project", help="Only this project's alerts (default: all)."),
+               option("replace", False, bool, "--replace", help="Replace a receiver of the same name."),
+               inspect.Parameter("server_url", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                 default=ServerUrlOpt),
+               inspect.Parameter("token", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=TokenOpt),
+               inspect.Parameter("home", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=HomeOpt)]
+    return params
+
+
+def kind_fields_by_flag() -> dict[str, Any]:
+    """Every kind's fields that have a command-line flag, by flag (in the kinds' order)."""
+    from ..server.outbound.alerting.kinds import KINDS
+
+    return {f.flag: f for kind in KINDS.values() for f in kind.fields if f.flag}
+
+
+def _field_value(f: Any, given: dict[str, Any]) -> Any:
+    param = _flag_param(f.flag)
+    if f.boolean:
+        return not given[param] if f.negated else given[param]
+    value = given.get(param)
+    file = given.get(param + "_file")
+    found = _secret(value, file, f.flag) if f.from_file else value
+    return found if found is not None or not f.env else os.environ.get(f.env)
+
+
+def add(**given: Any) -> int:
     """Add a receiver: checked by Alertmanager and loaded at once, or refused with its reason (nothing changed)."""
-    kinds = [k for k, given in (("webhook", webhook or webhook_file), ("slack", slack_url or slack_url_file),
-                                ("email", email)) if given]
-    if len(kinds) != 1:
-        raise InvalidInputError("give exactly one of --webhook, --slack-url or --email")
-    body: dict[str, Any] = {"name": name, "kind": kinds[0], "project": project}
-    if kinds[0] == "webhook":
-        body["url"] = _secret(webhook, webhook_file, "--webhook")
-    elif kinds[0] == "slack":
-        body["url"] = _secret(slack_url, slack_url_file, "--slack-url")
-        body["channel"] = channel
-    else:
-        password = _secret(None, smtp_password_file, "--smtp-password") or os.environ.get(SMTP_PASSWORD_ENV)
-        body.update({"to": email, "sender": sender, "smarthost": smtp, "username": smtp_user, "password": password,
-                     "require_tls": not no_tls})
-    server = require_server(home, server_url, token, None)
-    answer = server.request("POST", "/api/v1/alerting/receivers", params={"replace": str(replace).lower()},
+    from ..server.outbound.alerting.kinds import KINDS
+
+    def selects(kind: Any) -> bool:  # the kind's first flagged field was given
+        first = next(f for f in kind.fields if f.flag)
+        param = _flag_param(first.flag)
+        return given.get(param) is not None or given.get(param + "_file") is not None
+
+    chosen = [k for k in KINDS.values() if selects(k)]
+    if len(chosen) != 1:
+        flags = [str(next(f for f in k.fields if f.flag).flag) for k in KINDS.values()]
+        raise InvalidInputError(f"give exactly one of {', '.join(flags[:-1])} or {flags[-1]}")
+    kind = chosen[0]
+    body: dict[str, Any] = {"name": given["name"], "kind": kind.name, "project": given["project"]}
+    for f in kind.fields:
+        body[f.key] = _field_value(f, given) if f.flag else None
+    server = require_server(given["home"], given["server_url"], given["token"], None)
+    answer = server.request("POST", "/api/v1/alerting/receivers", params={"replace": str(given["replace"]).lower()},
                             json=body)
-    typer.echo(f"receiver {name!r} added: {answer['message']}")
+    typer.echo(f"receiver {given['name']!r} added: {answer['message']}")
     return 0
+
+
+add.__signature__ = inspect.Signature(_add_parameters(), return_annotation=int)  # type: ignore[attr-defined]
+receivers_app.command("add")(add)
 
 
 @receivers_app.command("list")

@@ -17,12 +17,12 @@ Changes need the token (or the UI's session); a webhook URL or SMTP password sen
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
@@ -30,6 +30,8 @@ from ..access.declared import declare
 from ..access.principal import ANONYMOUS
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.delivery import MAX_MESSAGE_BYTES
+from ..outbound.alerting.kinds import KINDS
+from ..outbound.alerting.kinds import fields as kind_fields
 from ..outbound.alerting.notifications import MAX_SILENCE_S, ChangeResult, NotificationStatus, Silence
 from ..outbound.alerting.receivers import ShownReceiver
 from ..prometheus.user_rules import UserRule, describe
@@ -43,22 +45,28 @@ from .params import BodyRunId, OptionalRunIdQuery
 # it may arrive as a float that rounds up past int64); run ids are far below it
 JSON_SAFE_INT = 2**53 - 1
 
-class ReceiverCreate(BaseModel):
-    """A receiver (outbound/alerting/receivers.py checks what OpenAPI cannot: the fields a kind needs, URL and address
-    forms)."""
+def _receiver_body() -> Any:
+    """The body of `POST /receivers`, made from the receiver kinds (outbound/alerting/kinds/): their fields, each
+    optional here (receivers.validate checks what OpenAPI cannot: the fields a kind needs, URL and address forms)."""
+    spec: dict[str, Any] = {
+        "name": (str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")),
+        "kind": (Literal.__getitem__(tuple(KINDS)), ...),
+        "project": (Optional[str], Field(None, max_length=2048, description="only this project's alerts"))}
+    for f in kind_fields():
+        spec[f.key] = (bool, f.negated) if f.boolean else \
+            (Optional[str], Field(None, max_length=2048, description=f.description))
+    return create_model("ReceiverCreate", __config__=ConfigDict(extra="forbid"), __doc__="A receiver "
+                        "(outbound/alerting/receivers.py checks what OpenAPI cannot: the fields a kind needs, URL and "
+                        "address forms).", **spec)
 
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    kind: Literal["webhook", "slack", "email"]
-    project: Optional[str] = Field(None, max_length=2048, description="only this project's alerts")
-    url: Optional[str] = Field(None, max_length=2048, description="webhook, slack: where to post (a secret)")
-    channel: Optional[str] = Field(None, max_length=2048, description="slack: another channel")
-    to: Optional[str] = Field(None, max_length=2048, description="email: to")
-    sender: Optional[str] = Field(None, max_length=2048, description="email: from")
-    smarthost: Optional[str] = Field(None, max_length=2048, description="email: host:port of the SMTP server")
-    username: Optional[str] = Field(None, max_length=2048)
-    password: Optional[str] = Field(None, max_length=2048, description="(a secret, never answered back)")
-    require_tls: bool = True
+
+if TYPE_CHECKING:
+    class ReceiverCreate(BaseModel):  # (what mypy sees of the model made from the kinds)
+        name: str
+        kind: str
+        project: Optional[str]
+else:
+    ReceiverCreate = _receiver_body()
 
 
 class RuleCreate(BaseModel):

@@ -27,7 +27,8 @@ from typing import Any
 import yaml
 
 from ....errors import ConfigError
-from .receivers import RESERVED_PREFIX, Receiver
+from .kinds import KINDS, Receiver
+from .receivers import RESERVED_PREFIX
 
 NONE_RECEIVER = RESERVED_PREFIX + "none"
 TEST_PREFIX = RESERVED_PREFIX + "test-"
@@ -35,17 +36,6 @@ TEST_LABEL = "rl_insight_test"
 GROUP_BY = ["alertname", "project", "experiment_name"]
 TOLD_BY_THE_SERVER = ["RLInsightLaneStalled"]  # Prometheus' alerts that the server's own alert tells, never delivered
 DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")  # Alertmanager's model.Duration
-MAX_ALERTS_PER_MESSAGE = 20  # a webhook message lists at most this many alerts (the rest are counted in it)
-
-SLACK_TITLE = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}: {{ .CommonLabels.project }}/" \
-              "{{ .CommonLabels.experiment_name }}"
-SLACK_TEXT = ("{{ range .Alerts }}{{ .Annotations.summary }}\n"
-              "{{ if .Annotations.what_to_check }}What to check: {{ .Annotations.what_to_check }}\n{{ end }}"
-              "{{ if .Annotations.url }}{{ .Annotations.url }}\n{{ end }}{{ end }}")
-EMAIL_SUBJECT = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}: {{ .CommonLabels.project }}/" \
-                "{{ .CommonLabels.experiment_name }}"
-
-
 @dataclass(frozen=True)
 class Grouping:
     """How Alertmanager batches notifications (the server's alert_group_wait / _interval / alert_repeat_interval)."""
@@ -85,26 +75,9 @@ def _matcher(label: str, value: str) -> str:
 
 
 def _receiver(r: Receiver, name: str, relay: Relay | None, resolved: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name}
-    if r["kind"] == "webhook":
-        target = relay.webhook(r["name"]) if relay is not None else {"url": r["url"]}
-        out["webhook_configs"] = [{**target, "send_resolved": resolved, "max_alerts": MAX_ALERTS_PER_MESSAGE}]
-    elif r["kind"] == "slack":
-        cfg: dict[str, Any] = {"api_url": r["url"], "send_resolved": resolved, "title": SLACK_TITLE,
-                               "text": SLACK_TEXT}
-        if r.get("channel"):
-            cfg["channel"] = r["channel"]
-        out["slack_configs"] = [cfg]
-    else:
-        email: dict[str, Any] = {"to": r["to"], "from": r["sender"], "smarthost": r["smarthost"],
-                                 "require_tls": r.get("require_tls", True), "send_resolved": resolved,
-                                 "headers": {"Subject": EMAIL_SUBJECT}}
-        if r.get("username"):
-            email["auth_username"] = r["username"]
-        if r.get("password"):
-            email["auth_password"] = r["password"]
-        out["email_configs"] = [email]
-    return out
+    kind = KINDS[r["kind"]]  # (its entry: kinds/<kind>.py)
+    return {"name": name, **kind.configs(r, relay.webhook(r["name"]) if relay is not None and kind.relayed else None,
+                                         resolved)}
 
 
 def render(receivers: list[Receiver], grouping: Grouping = Grouping(), relay: Relay | None = None) -> str:

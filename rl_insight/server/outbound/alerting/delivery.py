@@ -18,7 +18,7 @@ from typing import Callable
 
 import httpx
 
-from .receivers import Receiver
+from .kinds import KINDS, Receiver
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 10.0
@@ -36,7 +36,7 @@ class WebhookDelivery:
     def target(self, name: str) -> str | None:
         """The URL of a webhook receiver of that name, or None."""
         r = self._receiver_of(name)
-        return r.get("url") if r is not None and r.get("kind") == "webhook" else None
+        return r.get("url") if r is not None and KINDS[r["kind"]].relayed else None
 
     async def deliver(self, name: str, url: str, message: bytes) -> tuple[int, str]:
         """(the status to answer Alertmanager with, what happened in words: no URL in them)."""

@@ -98,3 +98,41 @@ def test_the_configuration_routes_groups_tests_and_inhibits_as_documented() -> N
 def test_a_grouping_duration_alertmanager_cannot_read_is_refused(bad: str) -> None:
     with pytest.raises(ConfigError, match="is not a duration"):
         am_config.Grouping(wait=bad)
+
+
+PAGERDUTY = '''
+"""A throwaway kind for the test: PagerDuty's Events API v2, by its routing key."""
+from .base import Field, ReceiverKind, required_text
+
+KIND = ReceiverKind(
+    "pagerduty", 40, (Field("routing_key", lambda body, key: required_text(body, key), "pagerduty: the routing key",
+                            flag="--pagerduty-key", from_file=True, cli_help="PagerDuty's routing key."),),
+    lambda r, relay, resolved: {"pagerduty_configs": [{"routing_key": r["routing_key"], "send_resolved": resolved}]},
+    lambda r: "PagerDuty")
+'''
+
+
+def test_a_receiver_kind_is_one_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 65: receiver kinds were written three times (a Literal, the API's model, the CLI's branches). A module
+    in kinds/ is a kind: found there, checked, rendered for Alertmanager, shown and offered by the CLI."""
+    import sys
+
+    from rl_insight.cli import alerts as cli_alerts
+    from rl_insight.server.outbound.alerting import kinds
+
+    (tmp_path / "pagerduty.py").write_text(PAGERDUTY)
+    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, f"{kinds.__name__}.pagerduty", raising=False)
+    found = kinds._found()
+    assert list(found) == ["webhook", "slack", "email", "pagerduty"]
+    monkeypatch.setitem(kinds.KINDS, "pagerduty", found["pagerduty"])
+
+    r = validate({"name": "pager", "kind": "pagerduty", "routing_key": "R0UT1NG"})
+    assert r == {"name": "pager", "kind": "pagerduty", "project": None, "routing_key": "R0UT1NG"}
+    with pytest.raises(InvalidInputError, match="needs 'routing_key'"):
+        validate({"name": "pager", "kind": "pagerduty"})
+    doc = yaml.safe_load(am_config.render([r]))
+    assert {x["name"]: x for x in doc["receivers"]}["pager"]["pagerduty_configs"] == [
+        {"routing_key": "R0UT1NG", "send_resolved": True}]
+    assert shown(r)["target"] == "PagerDuty"
+    assert "pagerduty_key_file" in [p.name for p in cli_alerts._add_parameters()]
