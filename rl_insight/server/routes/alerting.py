@@ -111,11 +111,99 @@ ReceiverName = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="a
 
 
 def build_router(st: AppState) -> APIRouter:
-    n = st.notifications
     read = APIRouter(prefix="/api/v1/alerting", tags=["alerting"],
                      responses=error_responses(401, 404, 409, 422))
     change = APIRouter(prefix="/api/v1/alerting",
                        tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422))
+    for add in (_add_receiver_routes, _add_silence_routes, _add_rule_routes):  # (in /openapi.json's order)
+        add(read, change, st)
+    out = APIRouter()
+    out.include_router(read)
+    out.include_router(change)
+    out.include_router(_delivery_router(st))
+    return out
+
+
+def _run_of(st: AppState, request: Request, run_id: int) -> tuple[str, str]:
+    """A run's (project, experiment_name): 404 for a run that does not exist or that the principal does not see."""
+    from ..runstore import queries as q
+
+    if st.reader is None:
+        raise ConflictError("this server keeps no run store: there is no run to silence")
+    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+    require_sees(request, run["project"], f"no run with id {run_id}", "GET /api/v1/runs lists the runs")
+    return run["project"], run["experiment_name"]
+
+
+def _own_change(request: Request, done: ChangeResult) -> dict[str, Any]:
+    """A change's answer lists the receivers now: those the token sees."""
+    return {**done, "receivers": only_visible(request, done["receivers"], lambda r: r["project"])}
+
+
+def _own_receiver(n: Any, request: Request, name: str) -> None:
+    """A receiver of another project (or of every project) is, to a token held to projects, one that does not exist."""
+    require_sees(request, next((r["project"] for r in n.receivers() if r["name"] == name), None),
+                 f"no receiver named {name[:80]!r}")
+
+
+def _may_add(request: Request, name: str, project: str | None, existing: list[ShownReceiver]) -> None:
+    """A token held to projects adds receivers of one of its projects only, and replaces only its own (`existing`:
+    the receivers now, when it asks to replace)."""
+    if project is None:
+        require_every_project(request, "a receiver of every project's alerts (give project)")
+    else:
+        require_sees(request, project, f"no project {project[:80]!r}")
+    names = {r["name"]: r["project"] for r in existing}
+    if name in names:
+        require_sees(request, names[name], f"no receiver named {name!r} of this token's projects to replace")
+
+
+def _silence_matchers(run: tuple[str, str], body: SilenceCreate) -> dict[str, str]:
+    project, experiment = run
+    matchers = {"project": project} if body.whole_project else {"project": project, "experiment_name": experiment}
+    if body.alertname:
+        matchers["alertname"] = body.alertname
+    return matchers
+
+
+def _silenced_by(request: Request, body: SilenceCreate) -> tuple[str, str]:
+    """(who set it, its comment): the request's principal, never what the body claims (kept in the comment:
+    user@host); a server without a token knows nobody: the claim, said to be one."""
+    who = principal_of(request)
+    if who is ANONYMOUS:
+        return f"{body.created_by or 'someone'} (unverified: the server has no token)", body.comment
+    said = f" (sent as {body.created_by})" if body.created_by else ""
+    return who.name, body.comment[:900] + said
+
+
+def _rule_scope(st: AppState, request: Request, body: dict[str, Any], run_id: int | None) -> float | None:
+    """A rule for one run takes the run's project and experiment; its steps' median time (or the project's latest
+    run's) turns a number of steps into seconds (None: no steps to measure)."""
+    from ..runstore import queries as q
+    from ..runstore.steps.run_insights import median_step_s
+
+    if st.reader is not None and run_id is not None:
+        body["project"], body["experiment_name"] = _run_of(st, request, run_id)
+        return median_step_s(st.reader.conn(), run_id, st.config.step_metric)
+    if st.reader is not None and isinstance(body.get("project"), str):
+        runs = q.list_runs(st.reader.conn(), st.config.live_window_s, body["project"])
+        if runs:
+            latest = max(runs, key=lambda r: r["last_seen"])
+            return median_step_s(st.reader.conn(), latest["id"], st.config.step_metric)
+    return None
+
+
+def _rule_link(st: AppState, body: dict[str, Any], run_id: int | None) -> str:
+    """A notification's link: the run's page, the project's runs, or the runs list."""
+    base = st.public_url.rstrip("/")
+    if run_id is not None:
+        return f"{base}/#/run/{run_id}"
+    return f"{base}/#/?{urlencode({'project': body['project']})}" if body.get("project") else f"{base}/#/"
+
+
+def _add_receiver_routes(read: APIRouter, change: APIRouter, st: AppState) -> None:
+    """Whether notifications are on, and the receivers: listed, added, removed, tested."""
+    n = st.notifications
 
     @read.get("", **declare(st.auth, "read", "global"),
               **typed_answer(NotificationStatus, "whether notifications are delivered, and where"))
@@ -128,14 +216,6 @@ def build_router(st: AppState) -> APIRouter:
         """A token held to projects sees the receivers of its projects (not those of every project)."""
         return {"receivers": only_visible(request, await run_in_threadpool(n.receivers), lambda r: r["project"])}
 
-    def own_change(request: Request, done: ChangeResult) -> dict[str, Any]:
-        """A change's answer lists the receivers now: those the token sees."""
-        return {**done, "receivers": only_visible(request, done["receivers"], lambda r: r["project"])}
-
-    def own_receiver(request: Request, name: str) -> None:
-        require_sees(request, next((r["project"] for r in n.receivers() if r["name"] == name), None),
-                     f"no receiver named {name[:80]!r}")
-
     @change.post("/receivers", **declare(st.auth, "operate", "named"),
                  **typed_answer(ChangeResult, "the receivers now", status=201))
     async def add(request: Request, receiver: ReceiverCreate,
@@ -143,38 +223,26 @@ def build_router(st: AppState) -> APIRouter:
         """A token held to projects adds receivers of one of its projects only (and replaces only its own)."""
         request.state.audit_what = {"name": receiver.name, "kind": receiver.kind,
                                     **({"project": receiver.project} if receiver.project else {})}  # (audit log)
-        if receiver.project is None:
-            require_every_project(request, "a receiver of every project's alerts (give project)")
-        else:
-            require_sees(request, receiver.project, f"no project {receiver.project[:80]!r}")
-        if replace:
-            names = {r["name"]: r["project"] for r in await run_in_threadpool(n.receivers)}
-            if receiver.name in names:
-                require_sees(request, names[receiver.name], f"no receiver named {receiver.name!r} of this token's "
-                                                            "projects to replace")
-        return own_change(request, await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
+        _may_add(request, receiver.name, receiver.project, await run_in_threadpool(n.receivers) if replace else [])
+        return _own_change(request, await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
 
     @change.delete("/receivers/{name}", **declare(st.auth, "operate", "named"),
                    **typed_answer(ChangeResult, "the receivers now"))
     async def remove(request: Request, name: str = ReceiverName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log: the answer lists the receivers left)
-        await run_in_threadpool(own_receiver, request, name)
-        return own_change(request, await run_in_threadpool(n.remove, name))
+        await run_in_threadpool(_own_receiver, n, request, name)
+        return _own_change(request, await run_in_threadpool(n.remove, name))
 
     @change.post("/receivers/{name}/test", **declare(st.auth, "operate", "named"),
                  **typed_answer(Message, "what was sent"))
     async def test(request: Request, name: str = ReceiverName) -> dict[str, Any]:
-        await run_in_threadpool(own_receiver, request, name)
+        await run_in_threadpool(_own_receiver, n, request, name)
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
 
-    def run_of(request: Request, run_id: int) -> tuple[str, str]:
-        from ..runstore import queries as q
 
-        if st.reader is None:
-            raise ConflictError("this server keeps no run store: there is no run to silence")
-        run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
-        require_sees(request, run["project"], f"no run with id {run_id}", "GET /api/v1/runs lists the runs")
-        return run["project"], run["experiment_name"]
+def _add_silence_routes(read: APIRouter, change: APIRouter, st: AppState) -> None:
+    """Silences of a run (or its whole project) through the managed Alertmanager."""
+    n = st.notifications
 
     def own_silences(request: Request, found: list[Silence]) -> list[Silence]:
         return only_visible(request, found, lambda s: s["matchers"].get("project"))
@@ -183,26 +251,15 @@ def build_router(st: AppState) -> APIRouter:
               **typed_answer(dict[str, list[Silence]], "active and pending silences"))
     async def silences(request: Request, run_id: OptionalRunIdQuery = None) -> dict[str, Any]:
         def work() -> list[Silence]:
-            return own_silences(request, n.silences(run_of(request, run_id) if run_id is not None else None))
+            return own_silences(request, n.silences(_run_of(st, request, run_id) if run_id is not None else None))
         return {"silences": await run_in_threadpool(work)}
 
     @change.post("/silences", **declare(st.auth, "operate", "named"),
                  **typed_answer(Silence, "the silence", status=201))
     async def silence(request: Request, body: SilenceCreate) -> dict[str, Any]:
         def work() -> Silence:
-            project, experiment = run_of(request, body.run_id)
-            matchers = {"project": project} if body.whole_project else {"project": project,
-                                                                         "experiment_name": experiment}
-            if body.alertname:
-                matchers["alertname"] = body.alertname
-            # who set it is the request's principal, never what the body claims (kept in the comment: user@host);
-            # a server without a token knows nobody: the claim, said to be one
-            who = principal_of(request)
-            if who is ANONYMOUS:
-                by = f"{body.created_by or 'someone'} (unverified: the server has no token)"
-                return n.silence(matchers, body.duration_s, by, body.comment)
-            said = f" (sent as {body.created_by})" if body.created_by else ""
-            return n.silence(matchers, body.duration_s, who.name, body.comment[:900] + said)
+            by, comment = _silenced_by(request, body)
+            return n.silence(_silence_matchers(_run_of(st, request, body.run_id), body), body.duration_s, by, comment)
         return dict(await run_in_threadpool(work))
 
     @change.delete("/silences/{silence_id}", **declare(st.auth, "operate", "named"),
@@ -215,6 +272,10 @@ def build_router(st: AppState) -> APIRouter:
             n.unsilence(silence_id)
         await run_in_threadpool(work)
         return {"message": f"silence {silence_id} ended"}
+
+
+def _add_rule_routes(read: APIRouter, change: APIRouter, st: AppState) -> None:
+    """The rules users add on trainer metrics (prometheus/user_rules.py)."""
 
     def own_rule(request: Request, name: str, missing_ok: bool = False) -> None:
         """A rule of another project (or of every project) is, to a token held to projects, one that does not
@@ -235,29 +296,14 @@ def build_router(st: AppState) -> APIRouter:
     async def add_rule(request: Request, rule: RuleCreate, replace: bool = Query(False)) -> dict[str, Any]:
         """A token held to projects adds rules of its projects' runs only (and replaces only its own)."""
         def work() -> dict[str, Any]:
-            from ..runstore import queries as q
-            from ..runstore.steps.run_insights import median_step_s
-
             body = rule.model_dump(exclude_none=True, exclude={"run_id"})
-            run_id = rule.run_id
-            step_s = None
-            if st.reader is not None and run_id is not None:
-                body["project"], body["experiment_name"] = run_of(request, run_id)
-                step_s = median_step_s(st.reader.conn(), run_id, st.config.step_metric)
-            elif st.reader is not None and isinstance(body.get("project"), str):  # the project's latest run's steps
-                runs = q.list_runs(st.reader.conn(), st.config.live_window_s, body["project"])
-                if runs:
-                    latest = max(runs, key=lambda r: r["last_seen"])
-                    step_s = median_step_s(st.reader.conn(), latest["id"], st.config.step_metric)
+            step_s = _rule_scope(st, request, body, rule.run_id)
             if body.get("project") is None:
                 require_every_project(request, "a rule of every project's runs (give project or run_id)")
             require_sees(request, body.get("project"), f"no project {str(body.get('project'))[:80]!r}")
             if replace:
                 own_rule(request, rule.name, missing_ok=True)
-            base = st.public_url.rstrip("/")
-            link = (f"{base}/#/run/{run_id}" if run_id is not None else
-                    f"{base}/#/?{urlencode({'project': body['project']})}" if body.get("project") else f"{base}/#/")
-            made: UserRule = st.user_rules.add(body, step_s, replace, url=link)
+            made: UserRule = st.user_rules.add(body, step_s, replace, url=_rule_link(st, body, rule.run_id))
             return {**made, "description": describe(made)}
         return await run_in_threadpool(work)
 
@@ -270,12 +316,6 @@ def build_router(st: AppState) -> APIRouter:
             st.user_rules.remove(name)
         await run_in_threadpool(work)
         return {"message": f"rule {name} removed; Prometheus drops it at its reload (within a second)"}
-
-    out = APIRouter()
-    out.include_router(read)
-    out.include_router(change)
-    out.include_router(_delivery_router(st))
-    return out
 
 
 def _delivery_router(st: AppState) -> APIRouter:
