@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ...errors import InvalidInputError
+from ...errors import InvalidInputError, NotFoundError
 from ...protocol import INT64_MAX
 from ..access.declared import declare
 from ..access.run_ids import parse_run_id_list
@@ -144,6 +144,9 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         """The same metric of several runs side by side."""
         ids = parse_run_id_list(runs)  # as the access check read them
         if ids is None:
+            past = next((i for i in runs.split(",") if i.isdigit() and int(i) > INT64_MAX), None)
+            if past is not None:  # (the documented pattern cannot bound a number: such an id is no run's)
+                raise NotFoundError(f"no run with id {past[:40]}", hint="GET /api/v1/runs lists the runs")
             raise InvalidInputError(f"runs must be 1 to 20 comma-separated run ids, got {runs[:80]!r}")
         return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
 
