@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Literal, Optional, cast
+from typing import Any, Callable, Literal, Optional, cast
 
 import yaml
 from typing_extensions import NotRequired, TypedDict
@@ -153,6 +153,16 @@ def validate(body: Any, step_s: Optional[float]) -> UserRule:
     time; None when it has no steps yet: then seconds must be given)."""
     if not isinstance(body, dict):
         raise InvalidInputError("a rule must be a JSON object")
+    rule = _common(body)
+    steps = _Steps(body, step_s)
+    KINDS[rule["kind"]](body, rule, steps)
+    rule["steps_note"] = steps.note
+    return rule
+
+
+def _common(body: dict[str, Any]) -> UserRule:
+    """What every rule has — its name, metric, kind, severity, scope and what to check — with its kind's fields at
+    their neutral values."""
     name = body.get("name")
     if not isinstance(name, str) or not RULE_NAME.match(name):
         raise InvalidInputError(f"rule name {str(name)[:80]!r} must be a Prometheus alert name: a letter or _, then "
@@ -164,54 +174,72 @@ def validate(body: Any, step_s: Optional[float]) -> UserRule:
     if not isinstance(metric, str) or not 0 < len(metric) <= 256:
         raise InvalidInputError("a rule needs the metric it watches (as logged, e.g. reward/mean)")
     kind = body.get("kind")
-    if kind not in ("threshold", "change"):
+    if not isinstance(kind, str) or kind not in KINDS:
         raise InvalidInputError("kind must be threshold (below/above a value) or change (k σ from the mean)")
     severity = body.get("severity") or "warning"
     if severity not in ("info", "warning", "critical"):
         raise InvalidInputError("severity must be info, warning or critical")
-    severity = cast(Literal["info", "warning", "critical"], severity)
-    scope = {k: body.get(k) for k in ("project", "experiment_name")}
-    for k, v in scope.items():
-        if v is not None and (not isinstance(v, str) or not 0 < len(v) <= 256):
-            raise InvalidInputError(f"{k} must be a non-empty string of at most 256 characters")
-    if scope["experiment_name"] and not scope["project"]:
-        raise InvalidInputError("a rule for one run needs its project too")
+    scope = _scope(body)
     check = body.get("what_to_check") or ""
     if not isinstance(check, str) or len(check) > 1000:
         raise InvalidInputError("what_to_check must be text of at most 1000 characters")
     for k, v in (("metric", metric), ("what_to_check", check), *scope.items()):
         if isinstance(v, str) and not _encodable(v):
             raise InvalidInputError(f"{k} holds a character that is not Unicode text (a lone surrogate)")
-    note = ""
+    return {"name": name, "metric": metric, "kind": kind, "op": "below", "value": 0.0, "sigma": 0.0, "for_s": 0.0,
+            "window_s": 0.0, "project": scope["project"], "experiment_name": scope["experiment_name"],
+            "severity": cast(Literal["info", "warning", "critical"], severity), "what_to_check": check,
+            "steps_note": ""}
 
-    def seconds(steps_key: str, seconds_key: str, default_steps: float) -> float:
-        nonlocal note
-        if body.get(seconds_key) is not None:
-            return _number(body, seconds_key, MIN_FOR_S, MAX_WINDOW_S)
-        steps = _number(body, steps_key, 1, 100_000) if body.get(steps_key) is not None else default_steps
-        if step_s is None:
+
+def _scope(body: dict[str, Any]) -> dict[str, Optional[str]]:
+    scope = {k: body.get(k) for k in ("project", "experiment_name")}
+    for k, v in scope.items():
+        if v is not None and (not isinstance(v, str) or not 0 < len(v) <= 256):
+            raise InvalidInputError(f"{k} must be a non-empty string of at most 256 characters")
+    if scope["experiment_name"] and not scope["project"]:
+        raise InvalidInputError("a rule for one run needs its project too")
+    return scope
+
+
+class _Steps:
+    """Durations given in seconds or in steps; steps become seconds at the run's step time, and the rule says how
+    (`note`)."""
+
+    def __init__(self, body: dict[str, Any], step_s: Optional[float]) -> None:
+        self.body, self.step_s, self.note = body, step_s, ""
+
+    def given(self, steps_key: str, seconds_key: str) -> bool:
+        return self.body.get(steps_key) is not None or self.body.get(seconds_key) is not None
+
+    def seconds(self, steps_key: str, seconds_key: str, default_steps: float) -> float:
+        if self.body.get(seconds_key) is not None:
+            return _number(self.body, seconds_key, MIN_FOR_S, MAX_WINDOW_S)
+        steps = _number(self.body, steps_key, 1, 100_000) if self.body.get(steps_key) is not None else default_steps
+        if self.step_s is None:
             raise InvalidInputError(f"{steps_key} needs a run with steps to measure a step's time; give "
                                     f"{seconds_key} instead")
-        note = f"{steps:g} steps ≈ {_duration(steps * step_s)} at {step_s:.3g} s per step"
-        return min(MAX_WINDOW_S, steps * step_s)
+        self.note = f"{steps:g} steps ≈ {_duration(steps * self.step_s)} at {self.step_s:.3g} s per step"
+        return min(MAX_WINDOW_S, steps * self.step_s)
 
-    rule: UserRule = {"name": name, "metric": metric, "kind": kind, "op": "below", "value": 0.0, "sigma": 0.0,
-                      "for_s": 0.0, "window_s": 0.0, "project": scope["project"],
-                      "experiment_name": scope["experiment_name"], "severity": severity, "what_to_check": check,
-                      "steps_note": ""}
-    if kind == "threshold":
-        op = body.get("op")
-        if op not in ("below", "above"):
-            raise InvalidInputError("a threshold rule needs op: below or above")
-        rule["op"] = op
-        rule["value"] = _number(body, "value", -1.7976931348623157e308, 1.7976931348623157e308)
-        rule["for_s"] = seconds("for_steps", "for_s", 1) if (body.get("for_steps") is not None or
-                                                             body.get("for_s") is not None) else 0.0
-    else:
-        rule["sigma"] = _number(body, "sigma", 0.1, 100)
-        rule["window_s"] = max(60.0, seconds("window_steps", "window_s", 50))
-    rule["steps_note"] = note
-    return rule
+
+def _threshold(body: dict[str, Any], rule: UserRule, steps: _Steps) -> None:
+    """Below (or above) a value, for a while."""
+    op = body.get("op")
+    if op not in ("below", "above"):
+        raise InvalidInputError("a threshold rule needs op: below or above")
+    rule["op"] = op
+    rule["value"] = _number(body, "value", -1.7976931348623157e308, 1.7976931348623157e308)
+    rule["for_s"] = steps.seconds("for_steps", "for_s", 1) if steps.given("for_steps", "for_s") else 0.0
+
+
+def _change(body: dict[str, Any], rule: UserRule, steps: _Steps) -> None:
+    """More than k standard deviations from the mean over a window (at least a minute)."""
+    rule["sigma"] = _number(body, "sigma", 0.1, 100)
+    rule["window_s"] = max(60.0, steps.seconds("window_steps", "window_s", 50))
+
+
+KINDS: dict[str, Callable[[dict[str, Any], UserRule, _Steps], None]] = {"threshold": _threshold, "change": _change}
 
 
 def _encodable(text: str) -> bool:
