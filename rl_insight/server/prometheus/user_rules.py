@@ -186,8 +186,9 @@ def _common(body: dict[str, Any]) -> UserRule:
     for k, v in (("metric", metric), ("what_to_check", check), *scope.items()):
         if isinstance(v, str) and not _encodable(v):
             raise InvalidInputError(f"{k} holds a character that is not Unicode text (a lone surrogate)")
-    return {"name": name, "metric": metric, "kind": kind, "op": "below", "value": 0.0, "sigma": 0.0, "for_s": 0.0,
-            "window_s": 0.0, "project": scope["project"], "experiment_name": scope["experiment_name"],
+    return {"name": name, "metric": metric, "kind": cast(Literal["threshold", "change"], kind), "op": "below",
+            "value": 0.0, "sigma": 0.0, "for_s": 0.0, "window_s": 0.0, "project": scope["project"],
+            "experiment_name": scope["experiment_name"],
             "severity": cast(Literal["info", "warning", "critical"], severity), "what_to_check": check,
             "steps_note": ""}
 
