@@ -33,7 +33,7 @@ SnapshotId = Path(pattern=r"^[0-9a-f]{16}$", description="stack snapshot id")
 
 def build_router(st: AppState) -> APIRouter:
     assert st.reader is not None
-    reader, book = st.reader, st.stacks
+    book = st.stacks
     operate = APIRouter(prefix="/api/v1/runs", tags=["stacks"],
                         responses=error_responses(401, 403, 404, 409, 422))
     read = APIRouter(prefix="/api/v1/runs", tags=["stacks"],
@@ -42,15 +42,7 @@ def build_router(st: AppState) -> APIRouter:
                       responses=error_responses(400, 401, 403, 404, 409, 413, 422))
 
     def run_key(run_id: int, asking: bool = True) -> tuple[str, str]:
-        from ..runstore import queries as q
-
-        run = q.get_run(reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
-        if not run["project"] or not run["experiment_name"]:
-            if not asking:
-                return "", ""  # no snapshot can exist: an empty list, a 404 for one
-            raise ConflictError(f"run {run_id} has no project and experiment_name: its processes cannot be asked",
-                                hint="give the job a run identity (init(project=..., experiment_name=...))")
-        return run["project"], run["experiment_name"]
+        return _run_key(st, run_id, asking)
 
     @operate.post("/{run_id}/stacks", **declare(st.auth, "operate", "named"),
                    **typed_answer(SnapshotView, "the snapshot, asked of the processes", status=201))
@@ -73,19 +65,7 @@ def build_router(st: AppState) -> APIRouter:
         """Why the run is stuck, from its latest complete stack snapshot (the server takes one by itself when the run
         stalls; `POST …/stacks` or `rl-insight diagnose` takes one now): class, culprits, collective, phase, step,
         evidence and what to check next."""
-        from ..runstore import queries as q
-
-        run = q.get_run(reader.conn(), run_id, st.config.live_window_s, conditions=st.conditions.all())
-        key = (run["project"], run["experiment_name"])
-        stall = st.conditions.stall(key)
-        snap = book.latest_complete(*key) if all(key) else None
-        listed = None
-        if snap is not None:
-            listed = {k: v for k, v in book.describe(snap).items() if k not in ("units", "groups", "expected",
-                                                                                 "missing", "verdict")}
-        return {"run_id": run_id, "status": run["status"],
-                "why": (stall.hung or stall.reason) if stall is not None else None,
-                "verdict": snap.get("verdict") if snap is not None else None, "snapshot": listed}
+        return _verdict_answer(st, run_id)
 
     @read.get("/{run_id}/stacks/{snapshot_id}", **declare(st.auth, "read", "named"),
               **typed_answer(SnapshotView, "the snapshot, grouped"))
@@ -104,11 +84,7 @@ def build_router(st: AppState) -> APIRouter:
         projects' runs only."""
         if principal_of(request).projects is not None:
             require_writes(request, await run_in_threadpool(book.project_of, snapshot_id), "a stack report")
-        raw = await read_body(request, MAX_STACK_REPORT_BYTES)
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise InvalidInputError("a stack report must be JSON (an object, not deeply nested)") from None
+        body = _json(await read_body(request, MAX_STACK_REPORT_BYTES))
         return await run_in_threadpool(book.report, snapshot_id, body)
 
     parent = APIRouter()
@@ -116,3 +92,43 @@ def build_router(st: AppState) -> APIRouter:
     parent.include_router(read)
     parent.include_router(write)
     return parent
+
+
+def _run_key(st: AppState, run_id: int, asking: bool = True) -> tuple[str, str]:
+    """A run's (project, experiment_name): 404 for a run that does not exist; one without them cannot be asked (409),
+    and has no snapshot to read (`asking` False: an empty key)."""
+    from ..runstore import queries as q
+
+    assert st.reader is not None
+    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+    if not run["project"] or not run["experiment_name"]:
+        if not asking:
+            return "", ""  # no snapshot can exist: an empty list, a 404 for one
+        raise ConflictError(f"run {run_id} has no project and experiment_name: its processes cannot be asked",
+                            hint="give the job a run identity (init(project=..., experiment_name=...))")
+    return run["project"], run["experiment_name"]
+
+
+def _verdict_answer(st: AppState, run_id: int) -> dict[str, Any]:
+    from ..runstore import queries as q
+
+    assert st.reader is not None
+    book = st.stacks
+    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, conditions=st.conditions.all())
+    key = (run["project"], run["experiment_name"])
+    stall = st.conditions.stall(key)
+    snap = book.latest_complete(*key) if all(key) else None
+    listed = None
+    if snap is not None:
+        listed = {k: v for k, v in book.describe(snap).items() if k not in ("units", "groups", "expected", "missing",
+                                                                             "verdict")}
+    return {"run_id": run_id, "status": run["status"],
+            "why": (stall.hung or stall.reason) if stall is not None else None,
+            "verdict": snap.get("verdict") if snap is not None else None, "snapshot": listed}
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidInputError("a stack report must be JSON (an object, not deeply nested)") from None
