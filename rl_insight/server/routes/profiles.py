@@ -82,31 +82,54 @@ def _run_key(st: AppState, body_run_id: int | None, project: str | None, experim
     return project, experiment
 
 
+def _check_run(st: AppState, project: str, experiment: str, body: ProfileCreate) -> None:
+    """Refuse at once what would sit pending forever: a run the store never saw (unless the request says it
+    waits for the job to start), and selectors that match none of the run's live processes."""
+    if body.origin == "upload":
+        return
+    if st.reader is not None and not body.wait_for_run:
+        from ..runstore import queries as q
+
+        if q.find_run_id(st.reader.conn(), project, experiment) is None:
+            raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
+                                hint="check the name (`rl-insight runs list`), or ask before the "
+                                     "job starts with wait_for_run (`profile request --before-start`)")
+    live = st.run_processes(project, experiment)
+    if live and not body.roles:  # roles can come from a process's environment, which the server does not see
+        from ...protocol.control import Selector
+        from ..control.processes import picked, refusal
+
+        selector = Selector(tuple(body.lanes), (), tuple(body.ranks))
+        if not any(picked(selector, p) for p in live):
+            raise ConflictError(refusal(project, experiment, live, selector),
+                                hint="pick lanes or ranks the run has (the timeline shows its lanes)")
+
+
+def _steps_asked(st: AppState, project: str, experiment: str, body: ProfileCreate) -> tuple[int, int]:
+    """The steps a request names: `next` — the first step that begins after every process of the run has heard of
+    the request (an idle process hears at its next batch, at the latest its heartbeat): exact, and never refused as
+    already begun — or a range."""
+    if body.steps.strip().lower() != "next":
+        try:
+            return parse_steps(body.steps)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+    first = st.profiles.clock.first_step_starting_after(project, experiment, time.time() + HEAR_WITHIN_S)
+    if first is None and st.reader is not None:  # no step metric since this server started: the store's last step
+        from ..runstore import queries as q
+
+        run_id = body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
+        if run_id is not None:
+            last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get(
+                "last_step")
+            first = int(last_step) + 2 if last_step is not None else None
+    first = first if first is not None else 2
+    return first, first
+
+
 def _add_create(operate: APIRouter, st: AppState) -> None:
     """Asking for a profile: the run and its live processes checked before the request is kept."""
     book = st.profiles
-
-    def check_run(project: str, experiment: str, body: ProfileCreate) -> None:
-        """Refuse at once what would sit pending forever: a run the store never saw (unless the request says it
-        waits for the job to start), and selectors that match none of the run's live processes."""
-        if body.origin == "upload":
-            return
-        if st.reader is not None and not body.wait_for_run:
-            from ..runstore import queries as q
-
-            if q.find_run_id(st.reader.conn(), project, experiment) is None:
-                raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
-                                    hint="check the name (`rl-insight runs list`), or ask before the "
-                                         "job starts with wait_for_run (`profile request --before-start`)")
-        live = st.run_processes(project, experiment)
-        if live and not body.roles:  # roles can come from a process's environment, which the server does not see
-            from ...protocol.control import Selector
-            from ..control.processes import picked, refusal
-
-            selector = Selector(tuple(body.lanes), (), tuple(body.ranks))
-            if not any(picked(selector, p) for p in live):
-                raise ConflictError(refusal(project, experiment, live, selector),
-                                    hint="pick lanes or ranks the run has (the timeline shows its lanes)")
 
     @operate.post("", **declare(st.auth, "operate", "named"),
                    **typed_answer(ProfileView, "the request as kept", status=201))
@@ -117,30 +140,8 @@ def _add_create(operate: APIRouter, st: AppState) -> None:
         project, experiment = _run_key(st, body.run_id, body.project, body.experiment_name)
         require_sees(request, project, f"no run with id {body.run_id}" if body.run_id is not None else
                      f"no run {project}/{experiment}", "GET /api/v1/runs lists the runs")
-        check_run(project, experiment, body)
-        if body.steps.strip().lower() == "next":
-            # the first step that begins after every process of the run has heard of the request (an idle process
-            # hears at its next batch, at the latest its heartbeat): exact, and never refused as already begun
-            first = book.clock.first_step_starting_after(project, experiment, time.time() + HEAR_WITHIN_S)
-            if (
-                first is None and st.reader is not None
-            ):  # no step metric since this server started: the store's last step
-                from ..runstore import queries as q
-
-                run_id = (
-                    body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
-                )
-                if run_id is not None:
-                    last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get(
-                        "last_step"
-                    )
-                    first = int(last_step) + 2 if last_step is not None else None
-            first = last = first if first is not None else 2
-        else:
-            try:
-                first, last = parse_steps(body.steps)
-            except ValueError as exc:
-                raise InvalidInputError(str(exc)) from None
+        _check_run(st, project, experiment, body)
+        first, last = _steps_asked(st, project, experiment, body)
         origin = body.origin if body.origin == "upload" else \
             ("ui" if request.cookies and not request.headers.get("authorization") else "api")
         return book.create(project, experiment, first, last, lanes=body.lanes, roles=body.roles, ranks=body.ranks,
