@@ -36,12 +36,20 @@ def _unavailable(api: PrometheusApi, e: Exception | None = None) -> PrometheusSt
 
 
 def build_router(st: AppState) -> APIRouter:
-    assert st.reader is not None
-    reader, cfg = st.reader, st.config
+    cfg = st.config
     api = PrometheusApi(cfg.prometheus_url)  # panels and alert history: the query endpoint
     rules = PrometheusApi(cfg.managed_prometheus_url) if cfg.managed_prometheus_url else api  # where rules run
     r = APIRouter(prefix="/api/v1", tags=["prometheus"],
                   responses=error_responses(401, 403, 404, 422))
+    _add_panel_routes(r, st, api)
+    _add_alert_routes(r, st, api, rules)
+    return r
+
+
+def _add_panel_routes(r: APIRouter, st: AppState, api: PrometheusApi) -> None:
+    """The catalogue's families and sections, and a section's panels as series (the Grafana dashboards' queries)."""
+    assert st.reader is not None
+    reader, cfg = st.reader, st.config
 
     def run_of(run_id: int) -> Run:
         return q.get_run(reader.conn(), run_id, cfg.live_window_s)
@@ -97,6 +105,17 @@ def build_router(st: AppState) -> APIRouter:
         return await section_data(api, sec, run["project"], run["experiment_name"], start, end, points,
                                   cfg.scrape_interval_s)
 
+
+
+def _add_alert_routes(r: APIRouter, st: AppState, api: PrometheusApi, rules: PrometheusApi) -> None:
+    """A run's alerts and every alert: Prometheus' (from `rules`, where they are evaluated) and what this server
+    delivered itself."""
+    assert st.reader is not None
+    reader, cfg = st.reader, st.config
+
+    def run_of(run_id: int) -> Run:
+        return q.get_run(reader.conn(), run_id, cfg.live_window_s)
+
     @r.get("/runs/{run_id}/alerts", **declare(st.auth, "read", "named"),
            **typed_answer(AlertList, "the run's alerts, active and recent"))
     async def run_alerts(run_id: RunId) -> AlertList:
@@ -124,5 +143,3 @@ def build_router(st: AppState) -> APIRouter:
         found["active"] = only_visible(request, found["active"], lambda a: a["labels"].get("project"))
         found["recent"] = only_visible(request, found["recent"], lambda a: a["labels"].get("project"))
         return found
-
-    return r
