@@ -61,12 +61,7 @@ def build_router(st: AppState) -> APIRouter:
                   responses=error_responses(401, 403, 404, 422))
 
     def windows(run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
-        conn = reader.conn()
-        run = q.get_run(conn, run_id, cfg.live_window_s)  # 404 for an unknown run
-        ws = run_step_windows(conn, run_id, cfg.step_metric)
-        if steps is not None:
-            ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
-        return run, ws
+        return _windows(st, run_id, steps)
 
     @r.get("/diff", **declare(st.auth, "read", "named"),
            **typed_answer(RunsDiff, "B's time against A's, step by step, and B's biggest fix"))
@@ -78,10 +73,7 @@ def build_router(st: AppState) -> APIRouter:
             run_a, wa = windows(a, _range(a_steps or steps))
             run_b, wb = windows(b, _range(b_steps or steps))
             by_position = bool(a_steps and b_steps)  # two windows (of one run, or two): aligned by their order
-            name_a = f"{run_a['project']}/{run_a['experiment_name']}" + (f" steps {a_steps}" if a_steps else "")
-            name_b = f"{run_b['project']}/{run_b['experiment_name']}" + (f" steps {b_steps}" if b_steps else "")
-            if name_a == name_b:
-                name_a, name_b = f"A ({name_a})", f"B ({name_b})"
+            name_a, name_b = _names(run_a, a_steps, run_b, b_steps)
             now = time.time_ns()
             out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), now, by_position)
             ledgers = [ledger.run_ledger(reader.conn(), rid, ws, now, q.get_run(reader.conn(), rid, cfg.live_window_s,
@@ -99,13 +91,7 @@ def build_router(st: AppState) -> APIRouter:
         """One step's critical path: its chain of states with each one's slack, the idle gaps on it, every other
         state's slack, and the what-if savings (estimates; docs/explain.md)."""
         def work() -> dict[str, Any]:
-            _, ws = windows(run_id, None)
-            if not ws:
-                raise NotFoundError(f"run {run_id} has no complete step yet",
-                                    hint=f"its steps come from the step metric ({cfg.step_metric})")
-            w = ws[-1] if step is None else next((x for x in ws if x[0] == step), None)
-            if w is None:
-                raise NotFoundError(f"run {run_id} has no step {step}", hint=f"its steps are {ws[0][0]}–{ws[-1][0]}")
+            w = _step_window(st, run_id, step)
             return {"run_id": run_id, **explain.step_path(reader.conn(), run_id, w, time.time_ns(),
                                                            cut_percent=cut_percent, stage=stage,
                                                            faster_percent=faster_percent if stage else None)}
@@ -135,13 +121,48 @@ def build_router(st: AppState) -> APIRouter:
         if cut_percent not in cp.CUT_PERCENTS:
             raise InvalidInputError(f"cut_percent must be one of {list(cp.CUT_PERCENTS)} over a window",
                                     hint="any value for one step: GET …/critical-path?step=N&cut_percent=")
-        def work() -> dict[str, Any]:
-            _, ws = windows(run_id, _range(steps))
-            facts, pending = explain.step_facts(reader.conn(), run_id, ws, time.time_ns(), per_lane=False)
-            out = run_diff.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
-            biggest = out["biggest"]
-            return {"run_id": run_id, **out, "pending_steps": len(pending),
-                    "biggest_text": run_diff.describe(biggest) if biggest else None}
-        return await run_in_threadpool(work)
+        return await run_in_threadpool(_what_ifs, st, run_id, _range(steps), cut_percent, stage, faster_percent)
 
     return r
+
+
+def _windows(st: AppState, run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
+    """A run (404 for an unknown one) and its steps' windows, those in `steps` when given."""
+    assert st.reader is not None
+    conn = st.reader.conn()
+    run = q.get_run(conn, run_id, st.config.live_window_s)
+    ws = run_step_windows(conn, run_id, st.config.step_metric)
+    if steps is not None:
+        ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
+    return run, ws
+
+
+def _step_window(st: AppState, run_id: int, step: int | None) -> tuple[int, int, int]:
+    """One step's window (the last complete one by default); 404 naming the steps there are."""
+    _, ws = _windows(st, run_id, None)
+    if not ws:
+        raise NotFoundError(f"run {run_id} has no complete step yet",
+                            hint=f"its steps come from the step metric ({st.config.step_metric})")
+    w = ws[-1] if step is None else next((x for x in ws if x[0] == step), None)
+    if w is None:
+        raise NotFoundError(f"run {run_id} has no step {step}", hint=f"its steps are {ws[0][0]}–{ws[-1][0]}")
+    return w
+
+
+def _names(run_a: Run, a_steps: str | None, run_b: Run, b_steps: str | None) -> tuple[str, str]:
+    """What a diff calls its two sides: each run and its steps, A and B when that is all the same."""
+    name_a = f"{run_a['project']}/{run_a['experiment_name']}" + (f" steps {a_steps}" if a_steps else "")
+    name_b = f"{run_b['project']}/{run_b['experiment_name']}" + (f" steps {b_steps}" if b_steps else "")
+    return (f"A ({name_a})", f"B ({name_b})") if name_a == name_b else (name_a, name_b)
+
+
+def _what_ifs(st: AppState, run_id: int, steps: tuple[int, int] | None, cut_percent: int, stage: str | None,
+              faster_percent: float) -> dict[str, Any]:
+    """Each what-if's saving over a window of steps, and the biggest single fix."""
+    assert st.reader is not None
+    _, ws = _windows(st, run_id, steps)
+    facts, pending = explain.step_facts(st.reader.conn(), run_id, ws, time.time_ns(), per_lane=False)
+    out = run_diff.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
+    biggest = out["biggest"]
+    return {"run_id": run_id, **out, "pending_steps": len(pending),
+            "biggest_text": run_diff.describe(biggest) if biggest else None}
