@@ -18,7 +18,7 @@ class ServiceProbe:
         self._cached: tuple[float, str] = (0.0, "unknown")
 
     async def _targets(self) -> list[dict[str, Any]] | None:
-        from .prometheus.api import PrometheusApi, PrometheusUnavailable
+        from .api import PrometheusApi, PrometheusUnavailable
 
         api = PrometheusApi(self.url, timeout_s=2.0)
         try:
