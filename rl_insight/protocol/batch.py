@@ -132,7 +132,28 @@ def decode_batch(obj: Any) -> Batch:
         raise BatchError(f"unsupported ingest protocol version {short_repr(version)}; this server speaks "
                          f"{', '.join(map(str, PROTOCOL_VERSIONS))}")
     strings = TextCleaner()
-    client = obj.get("client")
+    batch = Batch(_client_info(obj.get("client"), strings))
+    sections = _sections(obj)
+    batch.final = obj.get("final") is True
+    for entry in sections["series"]:
+        try:
+            batch.series.append(_series_of(entry, strings))
+        except ItemError as err:
+            batch.series.append(err)
+    n_series = len(batch.series)
+    for i, raw in enumerate(sections["samples"]):
+        try:
+            batch.samples.append((i, _sample(raw, batch.series, n_series)))
+        except ItemError as err:
+            batch.reject("samples", i, err)
+    _decode_spans(batch, sections, version, strings)
+    batch.replaced = strings.replaced
+    return batch
+
+
+def _client_info(client: Any, strings: TextCleaner) -> ClientInfo:
+    """Who sent the batch: its id (required: it makes cumulative counters idempotent), pid, host, run, rank, and the
+    run's description."""
     if not isinstance(client, dict):
         raise BatchError("ingest body needs 'client': {'id': <non-empty string>}: the id makes cumulative counters "
                          "idempotent")
@@ -155,6 +176,10 @@ def decode_batch(obj: Any) -> Batch:
         info.rank = rank
     if isinstance(client.get("run"), dict):
         info.run_config, info.run_tags = _run_info(client["run"], strings)
+    return info
+
+
+def _sections(obj: dict[str, Any]) -> dict[str, list[Any]]:
     sections = {}
     for sec in ("series", "samples", "span_starts", "spans", "span_attrs"):
         val = obj.get(sec)
@@ -163,19 +188,12 @@ def decode_batch(obj: Any) -> Batch:
         if not isinstance(val, list):
             raise BatchError(f"'{sec}' must be a list, found {type(val).__name__}")
         sections[sec] = val
-    batch = Batch(info)
-    batch.final = obj.get("final") is True
-    for entry in sections["series"]:
-        try:
-            batch.series.append(_series_of(entry, strings))
-        except ItemError as err:
-            batch.series.append(err)
-    n_series = len(batch.series)
-    for i, raw in enumerate(sections["samples"]):
-        try:
-            batch.samples.append((i, _sample(raw, batch.series, n_series)))
-        except ItemError as err:
-            batch.reject("samples", i, err)
+    return sections
+
+
+def _decode_spans(batch: Batch, sections: dict[str, list[Any]], version: int, strings: TextCleaner) -> None:
+    """Span starts and finished spans, one by one (protocol 2: compact lists whose attributes index the batch's
+    table)."""
     table: list[tuple[dict[str, Any], int] | ItemError] = []
     if version == 2:
         for raw in sections["span_attrs"]:
@@ -192,8 +210,6 @@ def decode_batch(obj: Any) -> Batch:
                 out.append(span_item(raw, finished, strings))
             except ItemError as err:
                 batch.reject(sec, i, err)
-    batch.replaced = strings.replaced
-    return batch
 
 
 MAX_RUN_CONFIG_KEYS = 2000
