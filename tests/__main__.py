@@ -11,9 +11,9 @@ Why not one pass on the workers: a browser test waits for a page that draws unde
 and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
 time), while alone they hold. Why not one serial pass: it took ~19 minutes on two cores, over the project's limit.
 
-`--fast` runs one pass instead: the tests that need nothing outside this process (no PostgreSQL, Prometheus,
-Chromium, haproxy, torch or subprocess; marker `external`, set by tests/conftest.py, leaves the rest out) on four
-workers, as their time is mostly waiting: under two minutes on two cores, for the edit-and-test loop.
+`--fast` runs one pass instead: the tests that need no outside service (no PostgreSQL, Prometheus,
+Chromium, haproxy or torch; marker `external`, set by tests/conftest.py, leaves the rest out) on four
+workers, as their time is mostly waiting: about four minutes on two cores, for the edit-and-test loop.
 
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", type=int, default=SUITE_WORKERS,
                     help="pytest-xdist workers for the first pass (0: none)")
     ap.add_argument("--fast", action="store_true",
-                    help="one pass of the in-process tests only (no outside binaries or processes): under two minutes")
+                    help="one pass of the tests that need no outside service (no Prometheus, PostgreSQL, Chromium, "
+                         "haproxy, torch): about four minutes")
     ap.add_argument("--docs-images", action="store_true",
                     help="the browser pass only, writing the screenshots docs/ shows into docs/img/")
     known, passthrough = ap.parse_known_args(argv)
