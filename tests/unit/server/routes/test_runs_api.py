@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 import rl_insight
+from rl_insight.server.control.stacks import verdict_classes
 from tests.conftest import RunningServer, start_server, wait_until
 
 
@@ -179,6 +180,7 @@ def test_token_protects_run_data_and_the_ui_session_cookie_works(token_server, m
         "prometheus_url": None,
         "grafana_url": None,
         "version": rl_insight.__version__,
+        "verdict_classes": verdict_classes.as_json(),  # (open: the UI reads them before signing in; issue 65)
     }
     assert httpx.post(url + "/api/v1/login", json={"token": "wrong"}).status_code == 401
     with httpx.Client(base_url=url) as c:
