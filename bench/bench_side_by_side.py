@@ -43,7 +43,7 @@ print("RESULT " + json.dumps(out))
 # every call), so the numbers are the training thread's own work, without the batching and encoding that otherwise
 # take the GIL from it. The same code for both trees: the public API and init's `transport`.
 HELD = r"""
-import gc, json, os, statistics, threading, time
+import json, os, statistics, sys, threading
 os.environ["RL_INSIGHT_SERVER_URL"] = "http://127.0.0.1:9"
 os.environ["RL_INSIGHT_QUEUE_SIZE"] = "4000000"
 import rl_insight
@@ -56,14 +56,10 @@ class Held:
         pass
 rl_insight.init(project="bench", experiment_name="held", transport=Held)
 ref = Gauge("bench_reference", "", registry=CollectorRegistry())
-def per_call(fn, rounds=40, calls=1000):
-    out = []
-    for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter_ns() - t0) / calls / 1000)
-    return statistics.median(out)
+sys.path.insert(0, "bench")
+from bench_client import per_call_us  # (each tree's own: both have it)
+def per_call(fn):
+    return per_call_us(fn, rounds=40, calls=1000)
 def gauge():
     rl_insight.metric_gauge("actor_pg_loss", 0.5)
 def state():

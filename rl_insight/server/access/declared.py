@@ -49,7 +49,10 @@ Reach = Literal["named", "listed", "global", "written", "partial", "open"]
 WHO: tuple[str, ...] = get_args(Who)
 REACH: tuple[str, ...] = get_args(Reach)
 SCHEMA_KEY = "x-rl-insight-access"
-NO_TOKEN: frozenset[str] = frozenset({"open", "scrape"})  # (scrape: the route checks --metrics-token itself)
+# who -> the token rule's requirement (security.Auth); open and scrape have none (scrape: the route checks
+# --metrics-token itself)
+REQUIREMENT = {"read": "require_read", "operate": "require_operator", "ingest": "require_write",
+               "admin": "require_admin", "server": "require_server"}
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,9 @@ class Access:
         """Refuses the request unless its principal may call the route (401, 403), and answers 404 for a run id of a
         project it does not see (security.Auth). A coroutine: FastAPI would run a plain function in its thread pool,
         a trip there and back on every request."""
-        requirement = {"read": self.auth.require_read, "operate": self.auth.require_operator,
-                       "ingest": self.auth.require_write, "admin": self.auth.require_admin,
-                       "server": self.auth.require_server}.get(self.who)
-        if requirement is not None:
-            await requirement(request)
+        name = REQUIREMENT.get(self.who)
+        if name is not None:
+            await getattr(self.auth, name)(request)
 
     def schema(self) -> dict[str, str]:
         return {"who": self.who, "reach": self.reach}
