@@ -6,6 +6,8 @@ Errors become HTTP answers in one place (`_install_error_handlers`), always as `
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import logging
 from contextlib import asynccontextmanager
@@ -43,6 +45,8 @@ from .routes import (
     tokens,
     trajectories,
 )
+from .routes.joined import mount
+from .routes.models import ErrorBody, answer_schemas
 from .security import SECURITY_HEADERS, GuardMiddleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -85,24 +89,24 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_middleware(GuardMiddleware, auth=st.auth, names=st.host_names,
                        wildcard_bind=config.host in ("0.0.0.0", "::", ""))
 
-    app.include_router(health.build_router(st))
-    app.include_router(documented)
-    app.include_router(otlp.build_router(st))
-    app.include_router(targets.build_router(st))
-    app.include_router(experiments.build_router(st))
-    app.include_router(spans.build_router(st))
-    app.include_router(session.build_router(st))
-    app.include_router(profiles.build_router(st))
-    app.include_router(alerting.build_router(st))
-    app.include_router(tokens.build_router(st))
-    app.include_router(audit.build_router(st))
+    mount(app, health.build_router(st))
+    mount(app, documented)
+    mount(app, otlp.build_router(st))
+    mount(app, targets.build_router(st))
+    mount(app, experiments.build_router(st))
+    mount(app, spans.build_router(st))
+    mount(app, session.build_router(st))
+    mount(app, profiles.build_router(st))
+    mount(app, alerting.build_router(st))
+    mount(app, tokens.build_router(st))
+    mount(app, audit.build_router(st))
     if st.reader is not None:
-        app.include_router(explain.build_router(st))  # before runs: /runs/diff is not a run id
-        app.include_router(runs.build_router(st))
-        app.include_router(moe.build_router(st))
-        app.include_router(trajectories.build_router(st))
-        app.include_router(panels.build_router(st))
-        app.include_router(stacks.build_router(st))
+        mount(app, explain.build_router(st))  # before runs: /runs/diff is not a run id
+        mount(app, runs.build_router(st))
+        mount(app, moe.build_router(st))
+        mount(app, trajectories.build_router(st))
+        mount(app, panels.build_router(st))
+        mount(app, stacks.build_router(st))
     mount_ui(app, st.auth.require_read)
 
     @app.get("/docs", include_in_schema=False)
@@ -226,6 +230,25 @@ def _install_metrics_middleware(app: FastAPI, st: AppState) -> None:
     app.add_middleware(RequestCounter, st=st)
 
 
+def _schema_refs(node: Any) -> set[str]:
+    """The component names `node` refers to (`{"$ref": "#/components/schemas/NAME"}`), at any depth."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        found = {ref.rsplit("/", 1)[-1]} if isinstance(ref, str) and ref.startswith("#/components/schemas/") else set()
+        return found.union(*(_schema_refs(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_schema_refs(v) for v in node))
+    return set()
+
+
+@functools.lru_cache(maxsize=1)
+def _error_body_schema() -> dict[str, Any]:
+    """ErrorBody's schema as FastAPI writes a response model's (its own generator, once a process)."""
+    probe = FastAPI(**_framework_telemetry_off())
+    probe.get("/", responses={400: {"model": ErrorBody}})(lambda: None)
+    return copy.deepcopy(probe.openapi()["components"]["schemas"]["ErrorBody"])
+
+
 def _document_errors(app: FastAPI) -> None:
     """Make /openapi.json describe the error body we really send (ErrorBody, also for 422)."""
     original = app.openapi
@@ -240,9 +263,13 @@ def _document_errors(app: FastAPI) -> None:
                 for code, resp in op.get("responses", {}).items():
                     if code[:1] in ("4", "5"):  # always JSON, whatever the route's own media type
                         resp["content"] = dict(error_body)
-        comps = schema.get("components", {}).get("schemas", {})
+        comps = schema.setdefault("components", {}).setdefault("schemas", {})
         comps.pop("HTTPValidationError", None)
         comps.pop("ValidationError", None)
+        comps["ErrorBody"] = _error_body_schema()
+        for name, answer in answer_schemas(_schema_refs(schema.get("paths", {})) - set(comps)).items():
+            comps.setdefault(name, answer)
+        schema["components"]["schemas"] = dict(sorted(comps.items()))  # (FastAPI's order: by name)
         app.openapi_schema = schema
         return schema
 

@@ -38,6 +38,7 @@ from ..prometheus.user_rules import UserRule, describe
 from ..state import AppState
 from .body import read_body
 from .change_answers import Message, RuleInWords
+from .joined import joined
 from .models import error_responses, typed_answer
 from .params import BodyRunId, OptionalRunIdQuery
 
@@ -117,11 +118,7 @@ def build_router(st: AppState) -> APIRouter:
                        tags=["alerting"], responses=error_responses(401, 403, 404, 409, 422))
     for add in (_add_receiver_routes, _add_silence_routes, _add_rule_routes):  # (in /openapi.json's order)
         add(read, change, st)
-    out = APIRouter()
-    out.include_router(read)
-    out.include_router(change)
-    out.include_router(_delivery_router(st))
-    return out
+    return joined(read, change, _delivery_router(st))
 
 
 def _run_of(st: AppState, request: Request, run_id: int) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
 from .change_answers import ExperimentChanged
+from .joined import joined
 from .models import error_responses, inline_schema, typed_answer
 
 # what `_identity` keeps: no control character (Python's strip() takes \x1c-\x1f as blanks, a schema's \s does not)
@@ -100,7 +101,4 @@ def build_router(st: AppState) -> APIRouter:
         row = await run_in_threadpool(st.experiments.restore, *await _ref(request))
         return {**row, **await st.prometheus_convergence(row)}
 
-    router = APIRouter()
-    router.include_router(reads)
-    router.include_router(writes)
-    return router
+    return joined(reads, writes)

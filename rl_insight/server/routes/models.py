@@ -7,8 +7,11 @@ they describe the same shape for the schema and for clients generated from it.
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Annotated, Any, Literal, Optional, Union, cast
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ... import protocol as p
@@ -32,7 +35,9 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
             415: "unsupported Content-Type (state-changing routes take application/json)",
             422: "well-formed but invalid input", 429: "too many attempts: retry after Retry-After seconds",
             503: "the run store is disabled or unavailable"}
-    return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
+    # (no "model": app.py's `_document_errors` points every 4xx/5xx at the one ErrorBody schema; a model here made
+    # FastAPI build a pydantic field per route and status, about a third of making an app)
+    return {c: {"description": text.get(c, "error")} for c in codes}
 
 
 def typed_answer(kind: Any, description: str = "the answer", errors: tuple[int, ...] = (),
@@ -45,7 +50,37 @@ def typed_answer(kind: Any, description: str = "the answer", errors: tuple[int, 
     error statuses this route documents besides its router's; `status`: the success status (201 for a route that
     makes something: it answers with it too)."""
     return {"response_model": dict[str, Any], **({"status_code": status} if status != 200 else {}),
-            "responses": {**error_responses(*errors), status: {"model": kind, "description": description}}}
+            "responses": {**error_responses(*errors), status: _answer_document(kind, description)}}
+
+
+# A named answer type, by the name /openapi.json gives it. Its schema is made once a process (`answer_schemas`), not
+# per route and app: a "model" in a route's responses made FastAPI build a pydantic field for each route of each
+# app, most of what remained of making an app after error_responses. One name is one type (a second type under a
+# name already taken goes the "model" way, where FastAPI tells them apart).
+_ANSWER_KINDS: dict[str, Any] = {}
+
+
+def _answer_document(kind: Any, description: str) -> dict[str, Any]:
+    name = getattr(kind, "__name__", None)
+    if (not isinstance(kind, type) or name is None or kind.__module__ == "builtins"
+            or _ANSWER_KINDS.setdefault(name, kind) is not kind):
+        return {"model": kind, "description": description}
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
+
+
+@functools.lru_cache(maxsize=8)
+def _schemas_of(names: frozenset[str]) -> dict[str, Any]:
+    probe = FastAPI()
+    for name in sorted(names):
+        probe.get(f"/{name}", responses={200: {"model": _ANSWER_KINDS[name]}})(lambda: None)
+    return dict(probe.openapi().get("components", {}).get("schemas", {}))
+
+
+def answer_schemas(names: set[str]) -> dict[str, Any]:
+    """The component schemas (with the ones they refer to) of the named answer types among `names`, as FastAPI
+    writes them; the other names are left out."""
+    return copy.deepcopy(_schemas_of(frozenset(n for n in names if n in _ANSWER_KINDS)))
 
 
 # --------------------------------------------------------------------------- ingest

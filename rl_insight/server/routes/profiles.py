@@ -19,6 +19,7 @@ from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
 from .body import read_body
 from .change_answers import ChunkStored, ProfileProcessReported
+from .joined import joined
 from .models import ProfileCreate, ProfileStatus, error_responses, inline_schema, typed_answer
 from .params import OptionalRunIdQuery
 
@@ -44,11 +45,7 @@ def build_router(st: AppState) -> APIRouter:
     _add_reads(read, st)
     _add_operations(operate, st)
     _add_process_reports(write, st)
-    parent = APIRouter()
-    parent.include_router(operate)
-    parent.include_router(write)
-    parent.include_router(read)
-    return parent
+    return joined(operate, write, read)
 
 
 def _project_check(st: AppState, request: Request, profile_id: str, write: bool = False) -> None:

@@ -25,6 +25,7 @@ from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
 from .body import read_body
 from .change_answers import StackProcessReported
+from .joined import joined
 from .models import StackCreate, StackReport, error_responses, inline_schema, typed_answer
 from .params import RunId
 
@@ -87,11 +88,7 @@ def build_router(st: AppState) -> APIRouter:
         body = _json(await read_body(request, MAX_STACK_REPORT_BYTES))
         return await run_in_threadpool(book.report, snapshot_id, body)
 
-    parent = APIRouter()
-    parent.include_router(operate)
-    parent.include_router(read)
-    parent.include_router(write)
-    return parent
+    return joined(operate, read, write)
 
 
 def _run_key(st: AppState, run_id: int, asking: bool = True) -> tuple[str, str]:

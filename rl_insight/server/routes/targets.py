@@ -15,6 +15,7 @@ from ..prometheus.targets import TargetList, parse_registration, registration_id
 from ..state import AppState
 from .body import decode_body, read_body
 from .change_answers import TargetsRemoved
+from .joined import joined
 from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema, typed_answer
 
 
@@ -85,7 +86,4 @@ def build_router(st: AppState) -> APIRouter:
                                                                         experiment_name=experiment_name))
         return {"status": "ok", "removed": removed}
 
-    router = APIRouter()
-    router.include_router(writes)
-    router.include_router(reads)
-    return router
+    return joined(writes, reads)
