@@ -11,9 +11,10 @@ Why not one pass on the workers: a browser test waits for a page that draws unde
 and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
 time), while alone they hold. Why not one serial pass: it took ~19 minutes on two cores, over the project's limit.
 
-`--fast` runs one pass instead: the tests that need no outside service (no PostgreSQL, Prometheus,
-Chromium, haproxy or torch; marker `external`, set by tests/conftest.py, leaves the rest out) on four
-workers, as their time is mostly waiting: about four minutes on two cores, for the edit-and-test loop.
+`--fast` runs one pass instead: the in-process lane (tests/lanes.py: no socket, no process, no outside service;
+markers `socket` and `external` leave the rest out; a guard fails a test that opens a socket or starts a process;
+hypothesis draws seeded and fewer) on two workers, as its tests now compute rather than wait (four took longer):
+about a minute on two cores, for the edit-and-test loop.
 
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
@@ -30,14 +31,18 @@ import os
 import subprocess
 import sys
 
+from tests.lanes import IN_PROCESS_LANE, LANE_ENV
+
 NO_TESTS_COLLECTED = 5  # pytest's exit status for a selection that matched nothing
-FAST_WORKERS = 4  # the fast lane's tests mostly wait (a server's answer, a timer): more workers than cores overlap it
+FAST_WORKERS = 2  # in process, the fast lane's tests compute: one worker per core (four: 1.5x the wall time)
 SUITE_WORKERS = 2  # the first pass: one per core of the CI machine (see 1. above)
 
 
-def run(args: list[str]) -> int:
+def run(args: list[str], lane: str | None = None) -> int:
+    """pytest with `args`; `lane`: the lane its workers guard (tests/lanes.py)."""
     print("\n$ python -m pytest " + " ".join(args), flush=True)
-    return subprocess.call([sys.executable, "-m", "pytest", *args])
+    env = {**os.environ, LANE_ENV: lane} if lane else None
+    return subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
 
 
 def main(argv: list[str]) -> int:
@@ -46,7 +51,7 @@ def main(argv: list[str]) -> int:
                     help="pytest-xdist workers for the first pass (0: none)")
     ap.add_argument("--fast", action="store_true",
                     help="one pass of the tests that need no outside service (no Prometheus, PostgreSQL, Chromium, "
-                         "haproxy, torch): about four minutes")
+                         "haproxy, torch; no socket, no process): about a minute")
     ap.add_argument("--docs-images", action="store_true",
                     help="the browser pass only, writing the screenshots docs/ shows into docs/img/")
     known, passthrough = ap.parse_known_args(argv)
@@ -54,7 +59,8 @@ def main(argv: list[str]) -> int:
         os.environ["RL_INSIGHT_DOCS_IMAGES"] = "1"  # (tests/e2e/test_ui.py: doc_image)
         return run(["-q", "-m", "e2e", *passthrough])
     if known.fast:
-        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not external", *passthrough])
+        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not socket", *passthrough],
+                   lane=IN_PROCESS_LANE)
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
     results = [run(["-q", *spread, "-m", "not e2e and not alone", *passthrough]),
                run(["-q", "-m", "e2e or alone", *passthrough])]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import functools
 import gzip
 import json
 import os
@@ -24,6 +22,8 @@ import uvicorn
 import rl_insight
 from rl_insight.server.app import create_app
 from rl_insight.server.config import ServerConfig
+from tests.in_process import InProcessApp
+from tests.lanes import _in_process_only, classify, guard_active, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
 
 
 def _port_slice() -> range:
@@ -69,6 +69,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_unbound = [40_000]
+
+
+def _unbound_port() -> int:
+    """A port number for an in-process server's URL (nothing binds it), never the same twice in a process."""
+    with _port_lock:
+        _unbound[0] += 1
+        return 20_000 + _unbound[0] % 40_000
+
+
 def answers(url: str) -> bool:
     """Whether `url` answers 200 now (a server's /healthz, Prometheus' /-/ready): what a test waits for."""
     try:
@@ -100,16 +110,24 @@ def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05, wh
 
 @dataclass
 class RunningServer:
+    """A test's server: in process by default (tests/in_process.py: no socket, `server` and `thread` None), or
+    under uvicorn on a loopback port."""
+
     url: str
     config: ServerConfig
     app: Any
-    server: uvicorn.Server
-    thread: threading.Thread
+    server: uvicorn.Server | None
+    thread: threading.Thread | None
+    in_process: InProcessApp | None = None
 
     def stop(self) -> None:
         """Until the server has shut down (its exporters closed, its store's writer drained): a test goes on to read
         what shutdown writes. The join used to give up after 10 s and go on silently (the likely cause of a W&B file
         read without its run record in one CI run); a server still running after 60 s now fails the test."""
+        if self.in_process is not None:
+            self.in_process.stop()
+            return
+        assert self.server is not None and self.thread is not None
         self.server.should_exit = True
         self.thread.join(60)
         assert not self.thread.is_alive(), f"the server at {self.url} was still shutting down 60 s after stop()"
@@ -120,10 +138,16 @@ class RunningServer:
 IN_PROCESS = {"store_writer": "thread", "insights_worker": "thread"}
 
 
-def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> RunningServer:
+def start_server(tmp_path: Path, port: int | None = None, *, in_process: bool = False,
+                 **overrides: Any) -> RunningServer:
+    """A server on `tmp_path`'s data; `in_process`: its app answers its URL in this process, with no socket
+    (tests/in_process.py), else uvicorn serves it on the loopback."""
     overrides = {"host": "127.0.0.1", **IN_PROCESS, **overrides}
-    cfg = ServerConfig(port=port or free_port(), data_dir=str(tmp_path / "data"), **overrides)
+    cfg = ServerConfig(port=port or (_unbound_port() if in_process else free_port()), data_dir=str(tmp_path / "data"),
+                       **overrides)
     app = create_app(cfg)
+    if in_process:
+        return RunningServer(f"http://127.0.0.1:{cfg.port}", cfg, app, None, None, InProcessApp(app, cfg.port))
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False))
     if ":" in cfg.host:  # an IPv6 host: the socket as `python -m rl_insight.server` binds it (dual-stack on `::`)
         from rl_insight.server.http.net import bind_socket
@@ -140,6 +164,15 @@ def start_server(tmp_path: Path, port: int | None = None, **overrides: Any) -> R
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
+    """A server in this process (no socket): for what speaks to it through httpx."""
+    srv = start_server(tmp_path, in_process=True)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def socket_server(tmp_path: Path) -> Iterator[RunningServer]:
+    """A server under uvicorn on a loopback port: for the `rl_insight` client library, a browser, a child process."""
     srv = start_server(tmp_path)
     yield srv
     srv.stop()
@@ -185,6 +218,14 @@ def demo_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoPair]:
 
 @pytest.fixture
 def token_server(tmp_path: Path) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path, token="s3cret-token", in_process=True)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def socket_token_server(tmp_path: Path) -> Iterator[RunningServer]:
+    """`token_server` under uvicorn on a loopback port (see `socket_server`)."""
     srv = start_server(tmp_path, token="s3cret-token")
     yield srv
     srv.stop()
@@ -303,45 +344,13 @@ def postgres_url(postgres_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(postgres_cluster.url(postgres_cluster.create_database()))
 
 
-# ------------------------------------------------------------------ lanes
-# What the fast lane (`python -m tests --fast`) leaves out: a test that needs an outside binary or process (PostgreSQL,
-# Prometheus, Chromium, haproxy, torch, a subprocess of rl-insight). Marked here, from where it lives and what it
-# asks for, so that a new test is classified by the same rules.
-EXTERNAL_FOLDERS = ("integration", "e2e")
-EXTERNAL_FIXTURES = {"postgres_cluster", "postgres_url", "demo_pair", "torch_traces"}
-
-
-# a function that names one of these starts a real process or an outside binary (or imports torch)
-PROCESS_NAMES = {"subprocess", "Popen", "executable", "prometheus_binary", "debian_binary", "PostgresCluster",
-                 "WriterProcess", "InsightProcess", "PipeChild", "torch"}
-
-
-@functools.lru_cache(maxsize=None)
-def _process_starters(path: str) -> frozenset[str]:
-    """The functions of a test module that start a real process, directly or through another function of the
-    module (a helper, a nested `cli()`), by name."""
-    tree = ast.parse(Path(path).read_text())
-    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    refs = {f.name: {x.id for x in ast.walk(f) if isinstance(x, ast.Name)}
-            | {x.attr for x in ast.walk(f) if isinstance(x, ast.Attribute)} for f in funcs}
-    starters = {name for name, r in refs.items() if r & PROCESS_NAMES}
-    while True:
-        more = {name for name, r in refs.items() if r & starters} - starters
-        if not more:
-            return frozenset(starters)
-        starters |= more
+# ------------------------------------------------------------------ lanes (tests/lanes.py)
+def pytest_configure(config: pytest.Config) -> None:
+    if guard_active():
+        seed_the_draws()
+    if guard_active() and (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)):
+        install_guard()  # (in the processes that run tests; pytest-xdist's controller starts them)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        path = str(item.fspath)
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params if callspec is not None else {}
-        fixtures = set(getattr(item, "fixturenames", ()))
-        starters = _process_starters(path) if path.endswith(".py") else frozenset()
-        test_name = getattr(getattr(item, "function", None), "__name__", "")
-        if (any(f in Path(path).parts for f in EXTERNAL_FOLDERS) or EXTERNAL_FIXTURES & fixtures
-                or any(isinstance(v, str) and v == "postgresql" for v in params.values())
-                or item.get_closest_marker("integration") or item.get_closest_marker("e2e")
-                or test_name in starters or starters & fixtures):
-            item.add_marker(pytest.mark.external)
+    classify(items)

@@ -10,6 +10,8 @@ import pytest
 from rl_insight.demo.engines import Request
 from rl_insight.demo.workers import ENGINES
 
+pytestmark = pytest.mark.socket  # (the stand-in engines listen on ports)
+
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_stand_in_engine_full_cycle(engine: str) -> None:

@@ -23,7 +23,8 @@ def test_a_docs_screenshot_goes_to_the_artifacts_unless_refreshing_on_purpose(mo
 def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DOCS_IMAGES_ENV, raising=False)
     calls: list[tuple[list[str], str | None]] = []
-    monkeypatch.setattr(runner, "run", lambda args: calls.append((args, os.environ.get(DOCS_IMAGES_ENV))) or 0)
+    monkeypatch.setattr(runner, "run",
+                        lambda args, lane=None: calls.append((args, os.environ.get(DOCS_IMAGES_ENV))) or 0)
     assert runner.main(["--docs-images", "-k", "stacks"]) == 0
     assert calls == [(["-q", "-m", "e2e", "-k", "stacks"], "1")]
     monkeypatch.delenv(DOCS_IMAGES_ENV)
@@ -35,14 +36,15 @@ def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch:
 
 def test_fast_runs_one_pass_without_the_external_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
-    monkeypatch.setattr(runner, "run", lambda args: calls.append(args) or 0)
+    monkeypatch.setattr(runner, "run", lambda args, lane=None: calls.append([*args, lane]) or 0)
     assert runner.main(["--fast", "-x"]) == 0
-    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not external", "-x"]]
+    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not socket", "-x",
+                      runner.IN_PROCESS_LANE]]
 
 
 def test_the_lanes_split_by_what_a_test_starts() -> None:
     """tests/conftest.py marks a test `external` from where it lives and what it names; spot checks both ways."""
-    from tests.conftest import _process_starters
+    from tests.lanes import process_starters as _process_starters
 
     export_tests = _process_starters(str(ROOT / "tests" / "unit" / "test_export.py"))
     assert "test_export_cli_for_runs_already_in_the_store" in export_tests  # (a nested cli() runs a subprocess)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rl_insight.analysis.load import load
 from rl_insight.analysis.parsers import torch_trace as tt
 from rl_insight.analysis.parsers.torch_select import category_pattern, select
+from tests.lanes import examples
 
 KEPT = tt.ANNOTATION_CATS | tt.KERNEL_CATS | {"cpu_instant_event"}
 PATTERN = category_pattern(KEPT)
@@ -81,7 +82,7 @@ _event = st.fixed_dictionaries(
               "args": st.dictionaries(_text, _args, max_size=3)})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(_event, max_size=12), style=st.sampled_from(["dumps", "indent", "compact"]),
        args_first=st.booleans())
 def test_on_any_json_the_fast_path_is_exact_or_declines(events: list[dict], style: str, args_first: bool) -> None:

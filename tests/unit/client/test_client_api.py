@@ -16,7 +16,18 @@ import httpx
 import pytest
 
 import rl_insight
-from tests.conftest import free_port, wait_until
+from tests.conftest import RunningServer, free_port, wait_until
+
+
+@pytest.fixture
+def server(socket_server: RunningServer) -> RunningServer:
+    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
+    return socket_server
+
+
+@pytest.fixture
+def token_server(socket_token_server: RunningServer) -> RunningServer:
+    return socket_token_server
 
 
 def spans_of(server, **match):

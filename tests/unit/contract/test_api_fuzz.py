@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies
 
 from tests.conftest import start_server
+from tests.lanes import examples
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.checks import not_a_server_error  # noqa: E402 - after importorskip, which may skip the module
@@ -164,7 +165,7 @@ def test_no_operation_answers_5xx_or_breaks_its_schema(live) -> None:
 @given(text=strategies.text(alphabet=strategies.characters(max_codepoint=0x3000), max_size=12))
 @example(text="\x1c")  # the probe's: blank to strip(), not to a schema's \s
 @example(text=" \x1f\x85 ")
-@settings(max_examples=400, derandomize=True, deadline=None)
+@settings(max_examples=examples(400), derandomize=True, deadline=None)
 def test_the_experiment_schema_accepts_exactly_what_the_route_keeps(text: str) -> None:
     """Issue 64: the schema allowed a project that strips to blank (`\x1c`: Python's strip() takes it, a schema's \\s
     does not), which the route then refused. Whatever the text, what the schema accepts the route keeps."""

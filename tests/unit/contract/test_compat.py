@@ -12,7 +12,13 @@ import httpx
 import pytest
 
 import rl_insight
-from tests.conftest import start_server, wait_until
+from tests.conftest import RunningServer, start_server, wait_until
+
+
+@pytest.fixture
+def server(socket_server: RunningServer) -> RunningServer:
+    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
+    return socket_server
 
 
 def test_version_satisfies_verls_requirement() -> None:
@@ -84,6 +90,7 @@ def test_server_namespace_is_the_metric_prefix_and_service_name(server, monkeypa
     assert span.resource.attributes["service.name"] == "my_team"
 
 
+@pytest.mark.socket  # (connects to a port nobody listens on)
 def test_finish_returns_at_once_when_the_server_is_down(monkeypatch, caplog) -> None:
     from rl_insight.client.ratelog import ratelog
 

@@ -105,6 +105,7 @@ def _server_process(tmp_path: Path, **config: object) -> tuple[str, subprocess.P
 
 
 # ---------------------------------------------------------------------------------------------------- case 2
+@pytest.mark.socket  # (the analysis runs in a child process)
 def test_r2_02_a_gzip_bomb_is_inflated_only_up_to_its_bound_and_fails_with_the_reason(tmp_path: Path) -> None:
     bomb = gzip.compress(b" " * (64 * 2**20))  # 64 MiB of nothing in ~64 kB
     path = tmp_path / "bomb.json.gz"
@@ -354,6 +355,7 @@ def test_r2_08_rewards_at_both_ends_of_the_float_range_still_bin() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- case 9, 19, 21
+@pytest.mark.socket  # (the analysis runs in a child process)
 def test_r2_09_a_failing_analysis_ends_failed_and_a_huge_rank_is_not_a_rank(tmp_path: Path) -> None:
     book = _book(tmp_path)
     rid = book.create("p", "e", 1, 1)["id"]
@@ -370,6 +372,7 @@ def test_r2_09_a_failing_analysis_ends_failed_and_a_huge_rank_is_not_a_rank(tmp_
     assert b["state"] == "failed" and str(tmp_path) not in json.dumps(b)  # case 21: no server paths in messages
 
 
+@pytest.mark.socket  # (the analysis runs in a child process)
 def test_r2_19_a_memory_snapshot_uploaded_alone_is_analysed(tmp_path: Path) -> None:
     from tests.unit.analysis.test_memory_analysis import _snapshot
 

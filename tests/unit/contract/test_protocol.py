@@ -18,6 +18,7 @@ from rl_insight.server.intake.ingest import apply_batch
 from rl_insight.server.live.metric_store import MetricStore, StoreCollector
 from rl_insight.server.outbound.otlp import OtlpForwarder
 from rl_insight.server.runstore.writer import RunStoreWriter
+from tests.lanes import examples
 
 
 def _mostly(valid: st.SearchStrategy, hostile: st.SearchStrategy) -> st.SearchStrategy:
@@ -93,7 +94,7 @@ BATCH = st.fixed_dictionaries({"v": st.just(1), "client": st.fixed_dictionaries(
     "samples": st.lists(SAMPLE, max_size=8),
     "span_starts": st.lists(SPAN, max_size=3), "spans": st.lists(SPAN, max_size=4)})
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+FUZZ = settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 @FUZZ

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl_insight.semantics.critical_path import critical_path, cut_saving, generation_items, step_whatif_rows, what_if
+from tests.lanes import examples
 
 S = 10**9
 NOW = 1000 * S
@@ -120,7 +121,7 @@ spans_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(spans_strategy, st.integers(0, 40), st.integers(1, 80))
 def test_the_path_tiles_the_step_and_no_slack_is_negative(raw: list, a: int, length: int) -> None:
     spans = [{"lane": lane, "name": name, "start_ns": s * S // 10, "end_ns": None if is_open else (s + d) * S // 10,

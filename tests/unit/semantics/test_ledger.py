@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl_insight.semantics import ledger as L
+from tests.lanes import examples
 
 S = 10**9
 
@@ -144,7 +145,7 @@ def reference_ledger(spans: list[dict], a: int, b: int, now_ns: int, lanes: list
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(LANES + ["agent_0"]), st.sampled_from(NAMES + ["tool_call"]),
                           st.integers(-5, 25), st.integers(0, 30) | st.none(),
                           st.sampled_from([False] * 5 + [True])), max_size=30),
@@ -160,7 +161,7 @@ def test_the_sweep_agrees_with_the_definition(raw: list, a: int, width: int) -> 
             {k: want[lane].get(k, 0.0) for k in keys}, (lane, got[lane], want[lane])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(LANES), st.sampled_from(NAMES), st.integers(-5, 25),
                           st.integers(0, 30) | st.none()), max_size=30),
        st.integers(0, 10), st.integers(1, 20))

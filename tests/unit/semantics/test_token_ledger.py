@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rl_insight.demo.token_batch import batch_metrics
 from rl_insight.semantics import token_ledger as T
+from tests.lanes import examples
 
 
 def test_trained_and_truncated_from_verls_own_metrics_by_hand() -> None:
@@ -46,7 +47,7 @@ def test_nonsense_is_not_reported_rather_than_guessed() -> None:
         assert T.step_tokens(m)[T.TRAINED] is None, m
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**31), st.floats(20, 900), st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75]),
        st.integers(1, 16), st.integers(1, 8))
 def test_a_simulated_batch_adds_up_exactly(seed: int, mean: float, share: float, groups: int, n: int) -> None:

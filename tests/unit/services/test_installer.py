@@ -181,6 +181,7 @@ def test_bundle_round_trip_and_tampering(official, tmp_path: Path) -> None:
     assert "f" * 64 in r.stderr
 
 
+@pytest.mark.socket  # (a download from a local HTTP server)
 def test_clear_errors_for_bad_sources(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="does not exist"):
         Installer(tmp_path / "s", platform=PLAT, local_archive=tmp_path / "nope")

@@ -86,6 +86,7 @@ def test_native_frames_say_why_when_py_spy_is_missing(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.skipif(cs._py_spy() is None, reason="py-spy is not installed (it is in the dev extra)")
+@pytest.mark.socket  # (py-spy is a process)
 def test_native_frames_from_py_spy() -> None:
     state, message, frames = cs.native_stacks(os.getpid())
     if state == "refused":  # a kernel that forbids ptrace of the parent: the message says so

@@ -162,6 +162,7 @@ def test_grpc_without_its_extra_is_a_clear_error(monkeypatch) -> None:
         OtlpForwarder("http://127.0.0.1:4317", "grpc")
 
 
+@pytest.mark.socket  # (forwards to an OTLP receiver's address)
 def test_forwarding_queue_is_bounded_by_bytes_too() -> None:
     from rl_insight.protocol import SpanRecord
     from rl_insight.server.outbound.otlp import OtlpForwarder

@@ -60,6 +60,7 @@ def test_steps_without_a_step_time_ask_for_seconds() -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) is not installed")
+@pytest.mark.socket  # (promtool is a process)
 def test_promtool_refuses_a_rule_that_does_not_compile_and_the_last_good_file_stays(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = UserRules(tmp_path)
@@ -99,6 +100,7 @@ def test_what_to_check_is_literal_text_but_for_value_and_label_references() -> N
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) is not installed")
+@pytest.mark.socket  # (promtool is a process)
 def test_a_project_outside_the_bmp_is_written_as_promql_reads_it(tmp_path: Path) -> None:
     rules = UserRules(tmp_path)
     rule = rules.add({**LOW, "project": "rocket-\U0001f680", "experiment_name": 'q"\\x'}, step_s=1.0)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rl_insight.errors import MalformedBodyError, PayloadTooLargeError
 from rl_insight.server.routes.body import decode_body
+from tests.lanes import examples
 
 LIMIT = 1 << 20
 
@@ -68,14 +69,14 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(JSON, st.booleans())
 def test_any_json_text_reads_as_json_loads_reads_it(value: Any, ascii_only: bool) -> None:
     raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     assert same(ours(raw), stdlib(raw))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=64))
 def test_any_bytes_are_read_or_refused_as_json_loads_does(raw: bytes) -> None:
     assert same(ours(raw), stdlib(raw))

@@ -16,6 +16,17 @@ from rl_insight.server.control.stacks import verdict_classes
 from tests.conftest import RunningServer, start_server, wait_until
 
 
+@pytest.fixture
+def server(socket_server: RunningServer) -> RunningServer:
+    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
+    return socket_server
+
+
+@pytest.fixture
+def token_server(socket_token_server: RunningServer) -> RunningServer:
+    return socket_token_server
+
+
 def emit_run(
     url: str, steps: int = 5, project: str = "proj", experiment: str = "exp", monkeypatch=None, token: str = ""
 ) -> None:

@@ -26,6 +26,8 @@ from rl_insight.server.state import AppState
 from tests.unit.server.runstore.conftest import store_at  # noqa: F401  (the fixture: SQLite and PostgreSQL)
 from tests.unit.server.runstore.steps.test_step_stats import S, _build
 
+pytestmark = pytest.mark.socket  # (the insight rounds' child process)
+
 STEPS = 30  # 2 s steps, ending 10 s ago: inside the 300 s window, the run live
 OPTIONS: dict[str, Any] = {"window_s": 300.0, "live_window_s": 3600.0, "step_metric": "training/global_step",
                            "version_metric": "current_param_version"}

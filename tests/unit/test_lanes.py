@@ -1,0 +1,64 @@
+"""The in-process lane (tests/lanes.py, tests/in_process.py): its guard refuses network sockets and processes and
+names what was tried; an in-process server answers its URL through httpx with no socket, and is gone once stopped;
+the rules mark a test by what it names."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import lanes
+from tests.conftest import start_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def guarded() -> Iterator[list[str]]:
+    undo = lanes.install_guard() if not lanes.guard_active() else (lambda: None)
+    lanes._tried.clear()
+    try:
+        yield lanes._tried
+    finally:
+        undo()
+        lanes._tried.clear()  # (what this test tried on purpose does not fail it)
+
+
+def test_the_guard_refuses_network_sockets_and_processes_and_says_what(guarded: list[str]) -> None:
+    with socket.socket() as s, pytest.raises(PermissionError, match="opens no socket"):
+        s.connect(("127.0.0.1", 9))
+    with socket.socket() as s, pytest.raises(PermissionError):
+        s.bind(("127.0.0.1", 0))
+    with pytest.raises(PermissionError, match="starts no process"):
+        subprocess.Popen([sys.executable, "-c", "pass"])
+    a, b = socket.socketpair()  # (a local pipe, as every event loop makes, is no network socket)
+    a.close(), b.close()
+    assert len(guarded) == 3 and "connect to ('127.0.0.1', 9)" in guarded[0]
+
+
+def test_an_in_process_server_answers_its_url_without_a_socket(tmp_path: Path, guarded: list[str]) -> None:
+    srv = start_server(tmp_path, in_process=True)
+    try:
+        assert httpx.get(srv.url + "/healthz").json()["status"] == "ok"
+        with httpx.Client(base_url=srv.url) as client:
+            assert client.get("/api/v1/runs").status_code == 200
+    finally:
+        srv.stop()
+    assert guarded == []  # (nothing was opened)
+    with pytest.raises((httpx.ConnectError, PermissionError)):
+        httpx.get(srv.url + "/healthz")  # (stopped: gone from the table, and nothing listens)
+
+
+def test_the_rules_mark_what_a_test_names() -> None:
+    client_api = lanes.socket_openers(str(ROOT / "tests" / "unit" / "client" / "test_client_api.py"))
+    assert "server" in client_api  # (its module's fixture hands out a socket server)
+    read_results = lanes.socket_openers(str(ROOT / "tests" / "unit" / "server" / "routes" / "test_runs_api.py"))
+    assert "test_bad_parameters_are_4xx_with_a_message" in read_results
+    this = lanes.socket_openers(__file__)
+    assert "test_an_in_process_server_answers_its_url_without_a_socket" not in this  # (in_process=True)
