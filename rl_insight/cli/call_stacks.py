@@ -50,6 +50,34 @@ def _ago(ns: int | None, now_ns: int) -> str:
     return f"{max(0.0, (now_ns - ns) / 1e9):.0f} s" if ns else "?"
 
 
+def _member(m: dict[str, Any], answered: bool, now_ns: int) -> list[str]:
+    """A group member's line: its lanes' states, when it was last seen (no answer), its step and resources."""
+    states = ", ".join(f"{'' if s['lane'] == m['label'] else s['lane'] + ' '}in {s['state']} for "
+                       f"{_ago(s.get('since_ns'), now_ns)}" for s in m.get("states") or [])
+    seen = f"last seen {_ago(m.get('last_seen_ns'), now_ns)} ago" if not answered else ""
+    res = (f"step {m['step']}, " if m.get("step") is not None else "") + \
+        (f"RSS {_size(m['rss_bytes'])}, CPU {m['cpu_s']:.0f} s" if m.get("rss_bytes") and
+         m.get("cpu_s") is not None else "")
+    extra = "; ".join(x for x in (states, seen, res.rstrip(", ")) if x)
+    return [f"    {m['label']}: {extra}"] if extra else []
+
+
+def _frames(g: dict[str, Any], frames_shown: int) -> list[str]:
+    """A group's stack, innermost last, and the C frames under the Python ones."""
+    out = []
+    frames = g.get("frames") or []
+    for f in frames[-frames_shown:]:
+        code = f"    {f['code']}" if f.get("code") else ""
+        out.append(f"      {f['file']}:{f['line']} {f['func']}{code}")
+    if len(frames) > frames_shown:
+        out.append(f"      ({len(frames) - frames_shown} outer frames not shown; --json has them)")
+    c_frames = [f for f in g.get("native") or [] if f["line"] == 0][-4:]
+    if c_frames:
+        out.append("    native (py-spy): " + " ← ".join(f"{f['func']} ({f['file'].rsplit('/', 1)[-1]})"
+                                                        for f in reversed(c_frames)))
+    return out
+
+
 def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str]:
     """A completed snapshot as text: the sentence, then each group with its members' states and its stack."""
     now_ns = int(snap.get("completed_at", time.time()) * 1e9)
@@ -65,28 +93,10 @@ def describe(snap: dict[str, Any], frames_shown: int = FRAMES_SHOWN) -> list[str
         out.append(f"group {i} — {g['size']}: {g['labels']}{tag}")
         if g["answered"]:
             out.append(f"  in {g['where']['text']}")
-        for m in g["members"][:8]:
-            states = ", ".join(f"{'' if s['lane'] == m['label'] else s['lane'] + ' '}in {s['state']} for "
-                               f"{_ago(s.get('since_ns'), now_ns)}" for s in m.get("states") or [])
-            seen = f"last seen {_ago(m.get('last_seen_ns'), now_ns)} ago" if not g["answered"] else ""
-            res = (f"step {m['step']}, " if m.get("step") is not None else "") + \
-                (f"RSS {_size(m['rss_bytes'])}, CPU {m['cpu_s']:.0f} s" if m.get("rss_bytes") and
-                 m.get("cpu_s") is not None else "")
-            extra = "; ".join(x for x in (states, seen, res.rstrip(", ")) if x)
-            if extra:
-                out.append(f"    {m['label']}: {extra}")
+        out += [line for m in g["members"][:8] for line in _member(m, g["answered"], now_ns)]
         if len(g["members"]) > 8:
             out.append(f"    … {len(g['members']) - 8} more")
-        frames = g.get("frames") or []
-        for f in frames[-frames_shown:]:
-            code = f"    {f['code']}" if f.get("code") else ""
-            out.append(f"      {f['file']}:{f['line']} {f['func']}{code}")
-        if len(frames) > frames_shown:
-            out.append(f"      ({len(frames) - frames_shown} outer frames not shown; --json has them)")
-        c_frames = [f for f in g.get("native") or [] if f["line"] == 0][-4:]  # the C frames under the Python ones
-        if c_frames:
-            out.append("    native (py-spy): " + " ← ".join(f"{f['func']} ({f['file'].rsplit('/', 1)[-1]})"
-                                                            for f in reversed(c_frames)))
+        out += _frames(g, frames_shown)
         out.append("")
     native = {r.get("native_state") for r in (snap.get("reports") or {}).values()}
     if native - {"ok", "not_asked", None}:

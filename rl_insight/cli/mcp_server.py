@@ -114,6 +114,11 @@ def _said(read: Callable[..., str]) -> Callable[..., str]:
     return tool
 
 
+def _latest_snapshot(server: Server, run_id: int) -> str | None:
+    listed = server.request("GET", f"/api/v1/runs/{run_id}/stacks")["snapshots"]
+    return listed[0]["id"] if listed else None
+
+
 def build(server: Server) -> Any:
     """The MCP server and its tools, each a read of `server`."""
     from mcp.server.mcpserver import MCPServer
@@ -130,11 +135,8 @@ def build(server: Server) -> Any:
     def runs(project: Optional[str] = None, status: Optional[str] = None, limit: int = 50) -> str:
         """The runs, newest activity first: id, project, experiment, status (live, stalled, hung, idle, finished,
         lost), why (stalled or hung), last step. Filter by project or status."""
-        params: dict[str, Any] = {"limit": max(1, min(limit, 500))}
-        if project:
-            params["project"] = project
-        if status:
-            params["status"] = status
+        params = {"limit": max(1, min(limit, 500)), **({"project": project} if project else {}),
+                  **({"status": status} if status else {})}
         listed = server.request("GET", "/api/v1/runs", params=params)["runs"]
         return bounded([{k: r.get(k) for k in ("id", "project", "experiment_name", "status", "why", "last_step",
                                                 "last_seen")} for r in listed])
@@ -152,13 +154,11 @@ def build(server: Server) -> Any:
         """Where every process of a run was at its latest stack snapshot (or the one named): the sentence, the verdict,
         and the groups of identical call paths with the odd ones out."""
         run_id = resolve_run(server, run)
+        snapshot = snapshot or _latest_snapshot(server, run_id)
         if snapshot is None:
-            listed = server.request("GET", f"/api/v1/runs/{run_id}/stacks")["snapshots"]
-            if not listed:
-                return bounded({"snapshot": None, "note": "this run has no stack snapshot yet (the server takes one "
-                                                          "by itself when the run stalls; `rl-insight diagnose` "
-                                                          "takes one now)"})
-            snapshot = listed[0]["id"]
+            return bounded({"snapshot": None, "note": "this run has no stack snapshot yet (the server takes one "
+                                                      "by itself when the run stalls; `rl-insight diagnose` "
+                                                      "takes one now)"})
         return bounded(_snapshot_brief(server.request("GET", f"/api/v1/runs/{run_id}/stacks/{snapshot}")))
 
     @app.tool()

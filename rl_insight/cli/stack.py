@@ -248,6 +248,15 @@ def stack_settings(h: Home, params: dict[str, Any], server: ServerConfig) -> Sta
     return StackSettings(home=h, server=server, data_dir=Path(data_dir) if data_dir else None, **given)
 
 
+def _refuse_bad_urls(p: dict[str, Any]) -> None:
+    for url_flag in ("prometheus_url", "public_url"):
+        if p.get(url_flag):
+            url = urlsplit(p[url_flag])
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise typer.BadParameter(f"{p[url_flag]!r} is not an http(s)://host[:port][/path] URL",
+                                         param_hint="--" + url_flag.replace("_", "-"))
+
+
 def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
     """Name a missing extra, a bad directory or a bad value before anything starts."""
     if p.get("store"):  # (read as the server will: its config's location; a backend that needs an extra says so)
@@ -266,12 +275,7 @@ def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
         from ..services.grafana import extra_dashboards
 
         extra_dashboards(Path(p["extra_dashboard_dir"]))
-    for url_flag in ("prometheus_url", "public_url"):
-        if p.get(url_flag):
-            url = urlsplit(p[url_flag])
-            if url.scheme not in ("http", "https") or not url.hostname:
-                raise typer.BadParameter(f"{p[url_flag]!r} is not an http(s)://host[:port][/path] URL",
-                                         param_hint="--" + url_flag.replace("_", "-"))
+    _refuse_bad_urls(p)
     from ..errors import ConfigError
     from ..server.outbound.alerting.am_config import Grouping
 

@@ -185,14 +185,20 @@ def logs(service: Optional[str] = typer.Argument(None, help=f"One of {', '.join(
     while follow:
         time.sleep(0.5)
         for name in wanted:
-            size = files[name].stat().st_size if files[name].exists() else 0
-            if size < positions[name]:
-                positions[name] = 0  # rotated
-            if size > positions[name]:
-                with open(files[name], "rb") as f:
-                    f.seek(positions[name])
-                    chunk = f.read().decode(errors="replace")
-                positions[name] = size
-                for line in chunk.splitlines():
-                    typer.echo(f"[{name}] {line}" if prefix else line)
+            for line in _new_lines(files[name], positions, name):
+                typer.echo(f"[{name}] {line}" if prefix else line)
     return 0
+
+
+def _new_lines(path: Path, positions: dict[str, int], name: str) -> list[str]:
+    """The lines `path` gained since `positions[name]` (from its start again when it was rotated)."""
+    size = path.stat().st_size if path.exists() else 0
+    if size < positions[name]:
+        positions[name] = 0  # rotated
+    if size <= positions[name]:
+        return []
+    with open(path, "rb") as f:
+        f.seek(positions[name])
+        chunk = f.read().decode(errors="replace")
+    positions[name] = size
+    return chunk.splitlines()

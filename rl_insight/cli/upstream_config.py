@@ -114,6 +114,24 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# options that name a path: read relative to the YAML's directory, as upstream does
+PATH_OPTIONS = ("data_dir", "install_dir", "extra_dashboard_dir", "prometheus_bin", "tempo_bin", "grafana_bin",
+                "export_tensorboard")
+
+
+def _mapped(path: Path, key: str, raw: Any) -> tuple[str, Any]:
+    """Upstream's `key` as our option and its value (a path made absolute from the YAML's directory)."""
+    option, conv = MAPPING[key]
+    try:
+        value = conv(raw)
+    except ValueError as exc:
+        raise ConfigError(f"--config {path}: {key} {exc}, found {raw!r}") from None
+    if option in PATH_OPTIONS:
+        given = Path(value).expanduser()
+        value = str(given) if given.is_absolute() else str((path.parent / given).resolve())
+    return option, value
+
+
 def load(path: Path) -> UpstreamConfig:
     import yaml
 
@@ -139,22 +157,7 @@ def load(path: Path) -> UpstreamConfig:
             except ValueError as exc:
                 raise ConfigError(f"--config {path}: server.enable {exc}, found {raw!r}") from None
         elif key in MAPPING:
-            option, conv = MAPPING[key]
-            try:
-                value = conv(raw)
-            except ValueError as exc:
-                raise ConfigError(f"--config {path}: {key} {exc}, found {raw!r}") from None
-            if option in (
-                "data_dir",
-                "install_dir",
-                "extra_dashboard_dir",
-                "prometheus_bin",
-                "tempo_bin",
-                "grafana_bin",
-                "export_tensorboard",
-            ):
-                value = str((base / Path(value).expanduser()).resolve()) if not Path(value).expanduser().is_absolute() \
-                    else str(Path(value).expanduser())
+            option, value = _mapped(path, key, raw)
             cfg.values[option] = value
         elif key in IGNORED:
             cfg.ignored.append(key)

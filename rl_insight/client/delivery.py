@@ -443,49 +443,53 @@ class Delivery:
         self._last_sent = time.monotonic()
         if final:
             self._final_sent = True
+        if resp.status >= 400:
+            self._refused(resp, where, n)
+        else:
+            self._accepted(IngestReply.from_wire(resp.body, n), where, n)
+        return True
+
+    def _refused(self, resp: Any, where: str, n: int) -> None:
+        """A batch refused for good (4xx): its items counted as dropped, the reason logged (rate-limited)."""
         if resp.status in (401, 403):
             self.drop("unauthorized", n)
-            ratelog.log(
-                LOG_ERROR,
-                "auth",
-                "[rl-insight] %s refused our token (HTTP %s): %.200s; set RL_INSIGHT_TOKEN to the "
-                "token printed by `rl-insight server start`",
-                where,
-                resp.status,
-                resp.body.get("detail") or resp.body,
-            )
-        elif resp.status >= 400:
-            self.drop("rejected", n)
-            ratelog.log(LOG_ERROR, "rejected", "[rl-insight] %s rejected a batch (HTTP %s): %.300s", where, resp.status,
+            ratelog.log(LOG_ERROR, "auth", "[rl-insight] %s refused our token (HTTP %s): %.200s; set RL_INSIGHT_TOKEN "
+                        "to the token printed by `rl-insight server start`", where, resp.status,
                         resp.body.get("detail") or resp.body)
-        else:
-            reply = IngestReply.from_wire(resp.body, n)
-            if reply.rejected:
-                self.drop("rejected", reply.rejected)
-                ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where,
-                            reply.rejected, reply.errors[0] if reply.errors else None)
-            self.sent_items += max(0, n - reply.rejected)
-            self.sent_batches += 1
-            boot = reply.boot_id
-            if self._run_info_in_flight:
-                self._run_info_due = self._run_info_in_flight = False
-            if boot and self._server_boot and boot != self._server_boot and boot not in self._boots_seen:
-                # A server that never had this process's state (it restarted, or a fleet member reached for the first
-                # time): resend every series' latest value.
-                self._resend_all = True
-                self._run_info_due = self.run_info is not None
-                self._wake.set()
-            if boot is not None:
-                self._server_boot = boot
-                self._boots_seen.pop(boot, None)
-                self._boots_seen[boot] = None
-                if len(self._boots_seen) > MAX_BOOTS_REMEMBERED:
-                    del self._boots_seen[next(iter(self._boots_seen))]
-            self._protocol = 2 if 2 in reply.protocols else 1
-            self.process.hear(reply.control)
-            self.profiling.offer(reply.control)
-            self.stacks.offer(reply.control)
-        return True
+            return
+        self.drop("rejected", n)
+        ratelog.log(LOG_ERROR, "rejected", "[rl-insight] %s rejected a batch (HTTP %s): %.300s", where, resp.status,
+                    resp.body.get("detail") or resp.body)
+
+    def _accepted(self, reply: IngestReply, where: str, n: int) -> None:
+        """A batch the server took (some items may be refused): counts, the server's boot, what it asks of us."""
+        if reply.rejected:
+            self.drop("rejected", reply.rejected)
+            ratelog.log(LOG_WARNING, "item-rejected", "[rl-insight] %s rejected %d item(s), first: %.300s", where,
+                        reply.rejected, reply.errors[0] if reply.errors else None)
+        self.sent_items += max(0, n - reply.rejected)
+        self.sent_batches += 1
+        if self._run_info_in_flight:
+            self._run_info_due = self._run_info_in_flight = False
+        self._heard_boot(reply.boot_id)
+        self._protocol = 2 if 2 in reply.protocols else 1
+        self.process.hear(reply.control)
+        self.profiling.offer(reply.control)
+        self.stacks.offer(reply.control)
+
+    def _heard_boot(self, boot: Any) -> None:
+        if boot and self._server_boot and boot != self._server_boot and boot not in self._boots_seen:
+            # A server that never had this process's state (it restarted, or a fleet member reached for the first
+            # time): resend every series' latest value.
+            self._resend_all = True
+            self._run_info_due = self.run_info is not None
+            self._wake.set()
+        if boot is not None:
+            self._server_boot = boot
+            self._boots_seen.pop(boot, None)
+            self._boots_seen[boot] = None
+            if len(self._boots_seen) > MAX_BOOTS_REMEMBERED:
+                del self._boots_seen[next(iter(self._boots_seen))]
 
     def _retry_later(self, why: str) -> bool:
         self._failures += 1

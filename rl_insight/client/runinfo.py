@@ -62,43 +62,52 @@ def _items(node: Any) -> list[tuple[Any, Any]] | None:
     return None
 
 
-def flatten(config: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _inline_list(items: list) -> Any:
+    """A short list of plain values as one value (reads better inline); a command line's secret flags' values go."""
+    values = [str(_scalar(v)) for _, v in items]
+    if any(v.startswith("-") for v in values):
+        values = redact_args(values)
+    return _scalar("[" + ", ".join(values) + "]")
 
-    def walk(node: Any, prefix: str, depth: int) -> None:
+
+def _walk(out: dict[str, Any], node: Any, prefix: str, depth: int) -> None:
+    """`node`'s leaves into `out` under dotted keys, bounded in keys and depth; secrets masked."""
+    if len(out) >= MAX_KEYS:
+        return
+    try:
+        items = _items(node)
+    except Exception:  # a broken __len__ or keys()
+        out[(prefix or "config")[:MAX_KEY]] = "<unreadable>"
+        return
+    if items and depth >= MAX_DEPTH:
+        out[(prefix or "config")[:MAX_KEY]] = TOO_DEEP
+        return
+    if items is None or not items:
+        if prefix:
+            out[prefix[:MAX_KEY]] = _scalar(node) if items is None else ("{}" if hasattr(node, "items") else "[]")
+        return
+    if all(not isinstance(k, str) for k, _ in items) and all(_items(v) is None for _, v in items):
+        out[prefix[:MAX_KEY]] = _inline_list(items)
+        return
+    for k, v in items:
+        _child(out, v, f"{prefix}.{k}" if prefix else str(k), depth)
         if len(out) >= MAX_KEYS:
             return
-        try:
-            items = _items(node)
-        except Exception:  # a broken __len__ or keys()
-            out[(prefix or "config")[:MAX_KEY]] = "<unreadable>"
-            return
-        if items and depth >= MAX_DEPTH:
-            out[(prefix or "config")[:MAX_KEY]] = TOO_DEEP
-            return
-        if items is None or not items:
-            if prefix:
-                out[prefix[:MAX_KEY]] = _scalar(node) if items is None else ("{}" if hasattr(node, "items") else "[]")
-            return
-        if all(not isinstance(k, str) for k, _ in items) and all(_items(v) is None for _, v in items):
-            values = [str(_scalar(v)) for _, v in items]
-            if any(v.startswith("-") for v in values):  # a command line: the values of its secret flags go
-                values = redact_args(values)
-            out[prefix[:MAX_KEY]] = _scalar("[" + ", ".join(values) + "]")  # short lists read better inline
-            return
-        for k, v in items:
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if secret_key(key):
-                out[key[:MAX_KEY]] = MASK
-                continue
-            try:
-                walk(v, key, depth + 1)
-            except Exception:
-                out[key[:MAX_KEY]] = "<unreadable>"
-            if len(out) >= MAX_KEYS:
-                return
 
-    walk(config, "", 0)
+
+def _child(out: dict[str, Any], v: Any, key: str, depth: int) -> None:
+    if secret_key(key):
+        out[key[:MAX_KEY]] = MASK
+        return
+    try:
+        _walk(out, v, key, depth + 1)
+    except Exception:
+        out[key[:MAX_KEY]] = "<unreadable>"
+
+
+def flatten(config: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    _walk(out, config, "", 0)
     return redact_flat(out)[0]  # credentials inside values; values of secret names in name/value lists
 
 

@@ -51,33 +51,41 @@ class SpanBudget:
                     self._decided.pop(lane, None)
             return True
         traj = str(attrs.get("state_lane_id", ""))
-        step = attrs.get("global_steps")
-        if step is None:
-            step = self.step_now() if self.step_now is not None else None
-            if step is None:
-                step = ("window", int(time.monotonic() // WINDOW_S))
+        step = self._step_of(attrs)
         held = self._decided.get(traj)
         # a decision holds for the trajectory's life: a known step that moved on ends it (a window does not: a
         # trajectory may cross one; its session's end does)
         decided = held[1] if held is not None and (held[0] == step or isinstance(step, tuple)) else None
         if decided is None:
-            kept = self._kept.get(step, 0)
-            decided = kept < self.per_step
-            if len(self._decided) >= MAX_DECISIONS:
-                del self._decided[next(iter(self._decided))]
-            self._decided[traj] = (step, decided)
-            if len(self._sessions) >= MAX_DECISIONS:
-                del self._sessions[next(iter(self._sessions))]
-            self._sessions.setdefault(_session_of(traj), set()).add(traj)
-            if not decided:
-                self.trajectories_out += 1
-            if len(self._kept) > 64:  # old steps' counts
-                del self._kept[next(iter(self._kept))]
+            decided = self._decide(traj, step)
         if decided:
             self._kept[step] = self._kept.get(step, 0) + 1
             return True
         self.turns_out += 1
         return False
+
+
+    def _step_of(self, attrs: dict) -> Any:
+        """The span's step: its own, else the process's, else the time window it falls in."""
+        step = attrs.get("global_steps")
+        if step is None:
+            step = self.step_now() if self.step_now is not None else None
+        return step if step is not None else ("window", int(time.monotonic() // WINDOW_S))
+
+    def _decide(self, traj: str, step: Any) -> bool:
+        """Whether a trajectory first heard at `step` goes out (while the step's budget lasts), remembered bounded."""
+        decided = self._kept.get(step, 0) < self.per_step
+        if len(self._decided) >= MAX_DECISIONS:
+            del self._decided[next(iter(self._decided))]
+        self._decided[traj] = (step, decided)
+        if len(self._sessions) >= MAX_DECISIONS:
+            del self._sessions[next(iter(self._sessions))]
+        self._sessions.setdefault(_session_of(traj), set()).add(traj)
+        if not decided:
+            self.trajectories_out += 1
+        if len(self._kept) > 64:  # old steps' counts
+            del self._kept[next(iter(self._kept))]
+        return decided
 
 
 def _session_of(lane: str) -> str:

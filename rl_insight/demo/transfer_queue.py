@@ -80,26 +80,9 @@ class TransferQueueStandIn:
 
     def step(self, step: int, batch: int) -> None:
         """One training step's traffic: produce `batch` samples, consume them, clear them."""
-        for op, n in (("NOTIFY_DATA_UPDATE", batch), ("GET_META", batch), ("GET_PRODUCTION", 4), ("GET_CONSUMPTION", 4),
-                      ("CLEAR_META", batch), ("GET_PARTITION_META", 2)):
-            calls = max(1, n // 64)
-            self.requests.labels(op).inc(calls)
-            if op in SAMPLE_OPS:
-                self.samples.labels(op).inc(n)
-            for _ in range(min(calls, 20)):
-                self.duration.labels(op).observe(random.lognormvariate(-5.5, 0.6))
+        self._requests(batch)
         partition = f"train_{step}"
-        old = f"train_{step - 2}"  # a partition is cleared (and its series removed) once both tasks consumed it
-        for gauge in (self.production, self.consumption):
-            for task in ("actor_update", "compute_log_prob"):
-                try:
-                    gauge.remove(old, task)
-                except KeyError:
-                    pass
-        try:
-            self.partition_samples.remove(old)
-        except KeyError:
-            pass
+        self._clear(f"train_{step - 2}")  # a partition is cleared (and its series removed) once both tasks consumed it
         self.partitions.set(2)
         self.partition_samples.labels(partition).set(batch)
         for task in ("actor_update", "compute_log_prob"):
@@ -110,6 +93,31 @@ class TransferQueueStandIn:
         self.index_reusable.set(batch)
         self.uptime.set(time.time() - self._started)
         self.rss.set(850e6 + random.uniform(-5e6, 5e6))
+        self._storage(batch)
+
+    def _requests(self, batch: int) -> None:
+        for op, n in (("NOTIFY_DATA_UPDATE", batch), ("GET_META", batch), ("GET_PRODUCTION", 4), ("GET_CONSUMPTION", 4),
+                      ("CLEAR_META", batch), ("GET_PARTITION_META", 2)):
+            calls = max(1, n // 64)
+            self.requests.labels(op).inc(calls)
+            if op in SAMPLE_OPS:
+                self.samples.labels(op).inc(n)
+            for _ in range(min(calls, 20)):
+                self.duration.labels(op).observe(random.lognormvariate(-5.5, 0.6))
+
+    def _clear(self, old: str) -> None:
+        for gauge in (self.production, self.consumption):
+            for task in ("actor_update", "compute_log_prob"):
+                try:
+                    gauge.remove(old, task)
+                except KeyError:
+                    pass
+        try:
+            self.partition_samples.remove(old)
+        except KeyError:
+            pass
+
+    def _storage(self, batch: int) -> None:
         for u in self._units:
             keys = self._live // len(self._units)
             self.active_keys.labels(u).set(keys)

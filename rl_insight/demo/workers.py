@@ -109,6 +109,20 @@ async def _generate(replicas: list[_Replica], requests: int, budget_s: float, ta
     return {"gen": time.monotonic() - t0, "per_replica": per_replica}
 
 
+def _update_weights(reps: list[_Replica], seconds: float) -> float:
+    """Every replica in `update_weights` for `seconds`, its engine asleep meanwhile (as verl does); the time taken."""
+    t0 = time.monotonic()
+    blocks = [rl_insight.trace_state("update_weights", state_lane_id=r.lane) for r in reps]
+    for r, b in zip(reps, blocks):
+        b.__enter__()
+        getattr(r.engine, "sleep", lambda: None)()
+    time.sleep(seconds)
+    for r, b in zip(reps, blocks):
+        getattr(r.engine, "wake", lambda: None)()
+        b.__exit__(None, None, None)
+    return time.monotonic() - t0
+
+
 def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, max_concurrency: int, seed: int,
                    agent: bool = False) -> None:
     _quiet_sigint()
@@ -143,16 +157,7 @@ def rollout_worker(conn: Connection, engine: str, replicas: int, requests: int, 
                                                            slow_replica))
                 conn.send(("generated", step, result))
             elif msg[0] == "update_weights":
-                t0 = time.monotonic()
-                blocks = [rl_insight.trace_state("update_weights", state_lane_id=r.lane) for r in reps]
-                for r, b in zip(reps, blocks):
-                    b.__enter__()
-                    getattr(r.engine, "sleep", lambda: None)()  # sleep/wake around the weight sync, as verl does
-                time.sleep(msg[1])
-                for r, b in zip(reps, blocks):
-                    getattr(r.engine, "wake", lambda: None)()
-                    b.__exit__(None, None, None)
-                conn.send(("weights_updated", time.monotonic() - t0))
+                conn.send(("weights_updated", _update_weights(reps, msg[1])))
             elif msg[0] == "fault":  # `--fault kv-pressure`: replica_0's KV cache stays above 95 %
                 reps[0].kv_pressure = True
                 reps[0]._load()
@@ -258,6 +263,17 @@ def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | Non
     return time.monotonic() - t0
 
 
+def _fault(kind: str, dcgm: DcgmStandIn, npu: NpuStandIn, ranks: int, hang_rank: int | None) -> int | None:
+    """The demo's --fault: GPU 0 / NPU 0 goes bad (an alert fires), or a rank hangs (the rank returned)."""
+    if kind == "xid":
+        dcgm.inject_xid(0)
+    elif kind == "hang":
+        return ranks // 2
+    else:
+        npu.inject_unhealthy(0)
+    return hang_rank
+
+
 def trainer_worker(conn: Connection, ranks: int) -> None:
     _quiet_sigint()
     rl_insight.init()
@@ -279,13 +295,8 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     try:
         while True:
             msg = conn.recv()
-            if msg[0] == "fault":  # the demo's --fault: GPU 0 / NPU 0 goes bad (an alert fires), or a rank hangs
-                if msg[1] == "xid":
-                    dcgm.inject_xid(0)
-                elif msg[1] == "hang":
-                    hang_rank = ranks // 2
-                else:
-                    npu.inject_unhealthy(0)
+            if msg[0] == "fault":
+                hang_rank = _fault(msg[1], dcgm, npu, ranks, hang_rank)
                 continue
             if msg[0] != "train":
                 break

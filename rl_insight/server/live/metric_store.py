@@ -149,19 +149,7 @@ class MetricStore:
         """`resolve` for one batch's series definitions: names and labels worked out outside the lock, then all of
         them under one acquisition of it (see apply_many). Refusals stay in place, item by item."""
         known = self._known
-        prepared: list[SeriesRef | tuple | ItemError] = []
-        for d in defs:
-            if isinstance(d, ItemError):
-                prepared.append(d)
-                continue
-            ref = known.get((d, namespace))
-            if ref is not None:
-                prepared.append(ref)
-                continue
-            try:
-                prepared.append(prepare_series(d, namespace))
-            except ItemError as err:
-                prepared.append(err)
+        prepared = self._prepared(defs, namespace)
         out: list[SeriesRef | ItemError] = []
         with self._lock:
             for d, p in zip(defs, prepared):
@@ -184,6 +172,25 @@ class MetricStore:
                 known[(d, namespace)] = ref
                 out.append(ref)
         return out
+
+    def _prepared(self, defs: list[SeriesDef | ItemError], namespace: str | None
+                  ) -> list[SeriesRef | tuple | ItemError]:
+        """Each definition's reference when it is known, else its names and labels worked out (without the lock)."""
+        known = self._known
+        prepared: list[SeriesRef | tuple | ItemError] = []
+        for d in defs:
+            if isinstance(d, ItemError):
+                prepared.append(d)
+                continue
+            ref = known.get((d, namespace))
+            if ref is not None:
+                prepared.append(ref)
+                continue
+            try:
+                prepared.append(prepare_series(d, namespace))
+            except ItemError as err:
+                prepared.append(err)
+        return prepared
 
     def _resolve_locked(self, d: SeriesDef, client_id: str, kind: Kind, base: str, name: str,
                         labels: dict[str, str], key: tuple) -> SeriesRef:

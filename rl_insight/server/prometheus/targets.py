@@ -36,6 +36,36 @@ _HOSTNAME = re.compile(
 )
 
 
+def _ipv6_host_port(t: str) -> tuple[str, str]:
+    """`[addr]:port` -> (`[addr]`, port text), the address checked."""
+    end = t.find("]")
+    if end < 0 or t[end + 1: end + 2] != ":":
+        raise InvalidInputError(f"target {t!r}: an IPv6 target must look like '[::1]:8000'")
+    host, port_s = t[1:end], t[end + 2:]
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise InvalidInputError(f"target {t!r}: {host!r} is not a valid IPv6 address") from None
+    return f"[{host}]", port_s
+
+
+def _host_port(t: str) -> tuple[str, str]:
+    """`host:port` -> (host, port text), the host a hostname or a valid IPv4 address."""
+    host, sep, port_s = t.rpartition(":")
+    if not sep or not host:
+        raise InvalidInputError(f"target {t!r} must be 'host:port' (the port is missing)")
+    if ":" in host:
+        raise InvalidInputError(f"target {t!r}: write IPv6 addresses in brackets, e.g. '[{host}]:{port_s}'")
+    if not _HOSTNAME.match(host):
+        raise InvalidInputError(f"target {t!r}: {host!r} is not a valid hostname or IPv4 address")
+    if host.replace(".", "").isdigit():
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise InvalidInputError(f"target {t!r}: {host!r} is not a valid IPv4 address") from None
+    return host, port_s
+
+
 def validate_target(value: Any) -> str:
     """Return a normalized `host:port`; raise InvalidInputError naming what is wrong."""
     if not isinstance(value, str) or not value.strip() or len(value) > 300:
@@ -46,29 +76,7 @@ def validate_target(value: Any) -> str:
     t = value.strip()
     if "://" in t or "/" in t:
         raise InvalidInputError(f"target {t!r} must be 'host:port' without scheme or path (e.g. '10.0.0.5:8000')")
-    if t.startswith("["):
-        end = t.find("]")
-        if end < 0 or t[end + 1: end + 2] != ":":
-            raise InvalidInputError(f"target {t!r}: an IPv6 target must look like '[::1]:8000'")
-        host, port_s = t[1:end], t[end + 2:]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise InvalidInputError(f"target {t!r}: {host!r} is not a valid IPv6 address") from None
-        host = f"[{host}]"
-    else:
-        host, sep, port_s = t.rpartition(":")
-        if not sep or not host:
-            raise InvalidInputError(f"target {t!r} must be 'host:port' (the port is missing)")
-        if ":" in host:
-            raise InvalidInputError(f"target {t!r}: write IPv6 addresses in brackets, e.g. '[{host}]:{port_s}'")
-        if not _HOSTNAME.match(host):
-            raise InvalidInputError(f"target {t!r}: {host!r} is not a valid hostname or IPv4 address")
-        if host.replace(".", "").isdigit():
-            try:
-                ipaddress.IPv4Address(host)
-            except ValueError:
-                raise InvalidInputError(f"target {t!r}: {host!r} is not a valid IPv4 address") from None
+    host, port_s = _ipv6_host_port(t) if t.startswith("[") else _host_port(t)
     if not port_s.isdigit() or not 1 <= int(port_s) <= 65535:
         raise InvalidInputError(f"target {t!r}: port must be a number from 1 to 65535, found {port_s!r}")
     return f"{host}:{int(port_s)}"
@@ -175,34 +183,39 @@ def parse_registration(payload: Any) -> tuple[str, list[tuple[str, dict[str, str
     common = validate_labels(payload.get("labels"), "labels")
     identity = registration_identity(payload)
     if identity is not None:
-        for where, labels in [("labels", common)] + [(f"targets[{i}].labels", t.get("labels") or {})
-                                                      for i, t in enumerate(payload.get("targets") or [])
-                                                      if isinstance(t, dict) and isinstance(t.get("labels"), dict)]:
-            for key, value in zip(("project", "experiment_name"), identity):
-                if key in labels and str(labels[key]) != value:
-                    raise InvalidInputError(
-                        f"{where}: label {key!r}={str(labels[key])[:100]!r} contradicts the registration's "
-                        f"{key} {value!r}; the identity labels are set from the top-level fields"
-                    )
+        _refuse_contradicting_labels(payload, common, identity)
         common["project"], common["experiment_name"] = identity
     items = payload.get("targets")
     if isinstance(items, list) and len(items) > MAX_TARGETS_PER_REQUEST:
         raise InvalidInputError(f"at most {MAX_TARGETS_PER_REQUEST} targets per registration, found {len(items)}")
     if not isinstance(items, list) or not items:
         raise InvalidInputError("targets must be a non-empty list of 'host:port' strings or {target, labels} objects")
-    out: list[tuple[str, dict[str, str]]] = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            out.append((validate_target(item), dict(common)))
-        elif isinstance(item, dict):
-            if "target" not in item:
-                raise InvalidInputError(f"targets[{i}] is an object without 'target'")
-            own = validate_labels(item.get("labels"), f"targets[{i}].labels")
-            out.append((validate_target(item["target"]), {**common, **own}))
-        else:
-            raise InvalidInputError(f"targets[{i}] must be a 'host:port' string or a {{target, labels}} object, "
-                                    f"found {type(item).__name__}")
-    return job, out
+    return job, [_registered_target(i, item, common) for i, item in enumerate(items)]
+
+
+def _refuse_contradicting_labels(payload: dict, common: dict[str, str], identity: tuple[str, str]) -> None:
+    """A label that names another project or experiment than the registration's top-level fields is refused."""
+    for where, labels in [("labels", common)] + [(f"targets[{i}].labels", t.get("labels") or {})
+                                                  for i, t in enumerate(payload.get("targets") or [])
+                                                  if isinstance(t, dict) and isinstance(t.get("labels"), dict)]:
+        for key, value in zip(("project", "experiment_name"), identity):
+            if key in labels and str(labels[key]) != value:
+                raise InvalidInputError(
+                    f"{where}: label {key!r}={str(labels[key])[:100]!r} contradicts the registration's "
+                    f"{key} {value!r}; the identity labels are set from the top-level fields"
+                )
+
+
+def _registered_target(i: int, item: Any, common: dict[str, str]) -> tuple[str, dict[str, str]]:
+    if isinstance(item, str):
+        return validate_target(item), dict(common)
+    if isinstance(item, dict):
+        if "target" not in item:
+            raise InvalidInputError(f"targets[{i}] is an object without 'target'")
+        own = validate_labels(item.get("labels"), f"targets[{i}].labels")
+        return validate_target(item["target"]), {**common, **own}
+    raise InvalidInputError(f"targets[{i}] must be a 'host:port' string or a {{target, labels}} object, "
+                            f"found {type(item).__name__}")
 
 
 class TargetRegistry:

@@ -362,6 +362,17 @@ class RunStoreWriter(HandOver):
         c.execute("COMMIT")
         self.stats.batches += 1
 
+    def _write_sample(self, item: Any, rows: TransactionRows) -> None:
+        c = self._conn
+        row = rows.sample(item)
+        if item.client:  # a counter: stored as its series' total across processes
+            total = series_parts.summed(c, [(row[0], item.client, item.ts, item.value)])[0]
+            if total is None:
+                return  # older than what its process already said
+            row = (*row[:3], total)
+        series_totals.record(c, [row], c.execute(INSERT_SAMPLE, row).rowcount)
+        self.stats.samples += 1
+
     def _write_item(self, what: str, item: Any, rows: TransactionRows) -> None:
         c, now = self._conn, rows.now
         if what == "finished":
@@ -378,14 +389,7 @@ class RunStoreWriter(HandOver):
         elif what == "step_backfill":
             self._step_backfill(item, now)
         elif what == "sample":
-            row = rows.sample(item)
-            if item.client:  # a counter: stored as its series' total across processes
-                total = series_parts.summed(c, [(row[0], item.client, item.ts, item.value)])[0]
-                if total is None:
-                    return  # older than what its process already said
-                row = (*row[:3], total)
-            series_totals.record(c, [row], c.execute(INSERT_SAMPLE, row).rowcount)
-            self.stats.samples += 1
+            self._write_sample(item, rows)
         else:
             stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
             row = rows.span(item)

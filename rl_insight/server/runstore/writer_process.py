@@ -216,6 +216,12 @@ class WriterProcess(HandOver):
             return replaced
         return None
 
+    def _lead_now(self, last: bool | None) -> bool:
+        try:
+            return bool(self.lead())
+        except Exception:  # a lease that cannot say keeps the last answer
+            return bool(last)
+
     def _send_loop(self) -> None:
         lead: bool | None = None
         told: PipeChild | None = None  # the child `lead` was sent to (a new one starts as the lead)
@@ -232,10 +238,7 @@ class WriterProcess(HandOver):
                 asked = self._asked > self._sent
             if child is not told:
                 lead, told = None, child
-            try:
-                now_lead = bool(self.lead())
-            except Exception:  # a lease that cannot say keeps the last answer
-                now_lead = bool(lead)
+            now_lead = self._lead_now(lead)
             try:
                 if now_lead != lead:
                     child.send(("lead", now_lead))

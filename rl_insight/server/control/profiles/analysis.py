@@ -70,21 +70,30 @@ class ProfileAnalysis:
                 return
             rid = got
             self.queued.discard(rid)
-            while not self._work.empty():  # several files arrived meanwhile: analyse the request once
-                nxt = self._work.get()
-                if nxt is None:
-                    return
-                if nxt != rid:
-                    self._work.put(nxt)
-                    break
-            try:
-                self.run_one(rid)
-            except Exception as exc:  # the thread survives, and the request never stays "running"
-                log.warning("analysis of profile request %s failed: %r", rid, exc)
-                failed = self.book._records.get(rid)
-                if failed is not None:
-                    self.set_result(failed, {**failed.get("analysis", {}), "state": "failed",
-                                                "message": f"the analysis could not run: {type(exc).__name__}"})
+            if not self._skip_repeats(rid):
+                return
+            self._run_guarded(rid)
+
+    def _skip_repeats(self, rid: str) -> bool:
+        """Several files of `rid` arrived meanwhile: the request is analysed once. False: stop was asked."""
+        while not self._work.empty():
+            nxt = self._work.get()
+            if nxt is None:
+                return False
+            if nxt != rid:
+                self._work.put(nxt)
+                break
+        return True
+
+    def _run_guarded(self, rid: str) -> None:
+        try:
+            self.run_one(rid)
+        except Exception as exc:  # the thread survives, and the request never stays "running"
+            log.warning("analysis of profile request %s failed: %r", rid, exc)
+            failed = self.book._records.get(rid)
+            if failed is not None:
+                self.set_result(failed, {**failed.get("analysis", {}), "state": "failed",
+                                            "message": f"the analysis could not run: {type(exc).__name__}"})
 
     def run_one(self, rid: str) -> None:
         """The request's complete traces analysed in a bounded child process (analysis/isolated.py)."""

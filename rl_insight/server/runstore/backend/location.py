@@ -58,6 +58,17 @@ def existing_store(value: str | None, data_dir: Path) -> StoreLocation:
     return where
 
 
+def _refuse_bad_parameters(query: str) -> None:
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    if "password" in params:
+        raise ConfigError("the store URL carries a password parameter", hint=WHERE_PASSWORDS_GO)
+    unknown = sorted(set(params) - ALLOWED_PARAMS)
+    if unknown:
+        named = [k[:40] for k in unknown if k.replace("_", "").isalnum()]  # (a key, never a value, and only a name)
+        raise ConfigError(f"the store URL has unknown parameters {named or '(unreadable)'}",
+                          hint=f"allowed: {', '.join(sorted(ALLOWED_PARAMS))}")
+
+
 def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
     """`value` (a URL, a `sqlite:///FILE` URL, or empty for the default file under `data_dir`) as a location;
     ConfigError naming the problem otherwise."""
@@ -85,14 +96,7 @@ def parse_store(value: str | None, data_dir: Path) -> StoreLocation:
     if parts.password is not None:
         raise ConfigError("the store URL carries a password, which would show on command lines and in state files",
                           hint=WHERE_PASSWORDS_GO)
-    params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    if "password" in params:
-        raise ConfigError("the store URL carries a password parameter", hint=WHERE_PASSWORDS_GO)
-    unknown = sorted(set(params) - ALLOWED_PARAMS)
-    if unknown:
-        named = [k[:40] for k in unknown if k.replace("_", "").isalnum()]  # (a key, never a value, and only a name)
-        raise ConfigError(f"the store URL has unknown parameters {named or '(unreadable)'}",
-                          hint=f"allowed: {', '.join(sorted(ALLOWED_PARAMS))}")
+    _refuse_bad_parameters(parts.query)
     if not parts.hostname:
         raise ConfigError("the store URL names no host", hint="postgresql://user@host:port/database")
     database = parts.path.lstrip("/")

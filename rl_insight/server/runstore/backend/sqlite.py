@@ -38,6 +38,23 @@ class SqliteConnection(sqlite3.Connection):
         return [self.execute(sql + " RETURNING 1", row).fetchone() is not None for row in rows]
 
 
+def _refuse_foreign_newer_or_damaged(conn: SqliteConnection, path: Path, check: bool, app_id: int | None,
+                                     version: int, names: set[str], damaged_hint: str) -> None:
+    """StoreError when an existing file (`app_id` read from it) is not ours, is newer than this release, or (`check`:
+    a small one opened for writing) fails SQLite's quick check."""
+    if app_id is not None and app_id != APPLICATION_ID:
+        what = f"application_id {app_id:#x}" if app_id else f"tables {sorted(names)[:5]}"
+        raise StoreError(f"{path} is not an rl-insight run store ({what})",
+                         hint="point --data-dir elsewhere or move the file aside; it was not modified")
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"run store {path} has schema version {version}; this rl-insight understands "
+                         f"{SCHEMA_VERSION}", hint="upgrade rl-insight, or use another data directory")
+    if check and path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
+        result = quick_check(conn)
+        if result != "ok":
+            raise StoreError(f"run store {path} is damaged: {result}", hint=damaged_hint)
+
+
 class SqliteBackend:
     """The run store in a SQLite file (`location.path`)."""
 
@@ -74,20 +91,12 @@ class SqliteBackend:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"run store {path} is not a readable SQLite database ({exc})", hint=damaged_hint) from None
-        if existed and app_id != APPLICATION_ID:
+        try:
+            _refuse_foreign_newer_or_damaged(conn, path, existed and not readonly, app_id if existed else None,
+                                             version, names, damaged_hint)
+        except StoreError:
             conn.close()
-            what = f"application_id {app_id:#x}" if app_id else f"tables {sorted(names)[:5]}"
-            raise StoreError(f"{path} is not an rl-insight run store ({what})",
-                             hint="point --data-dir elsewhere or move the file aside; it was not modified")
-        if version > SCHEMA_VERSION:
-            conn.close()
-            raise StoreError(f"run store {path} has schema version {version}; this rl-insight understands "
-                             f"{SCHEMA_VERSION}", hint="upgrade rl-insight, or use another data directory")
-        if existed and not readonly and path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
-            result = quick_check(conn)
-            if result != "ok":
-                conn.close()
-                raise StoreError(f"run store {path} is damaged: {result}", hint=damaged_hint)
+            raise
         try:
             if not readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
