@@ -262,10 +262,10 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     assert httpx.get(srv.url + "/healthz").json()["notifications"]["alerts_posted"] == 3
 
     # its processes went silent without finish(): lost, told once, with why and the lanes they held
-    st._mark_finished("math", "grpo", {"reason": "no server heard from its processes for 30 s", "lanes": ["rank_0"],
+    st.mark_finished("math", "grpo", {"reason": "no server heard from its processes for 30 s", "lanes": ["rank_0"],
                                        "at": time.time()})
     _run(srv, experiment="done")  # a run that finishes cleanly: nobody is told (alert_on_finish is off)
-    st._mark_finished("math", "done")
+    st.mark_finished("math", "done")
     st.writer.flush(10)
     assert st.alert_events.tick() == 1
     wait_until(lambda: len(inbox.at("/hook")) == 3, timeout=30, what="the lost run's notification")

@@ -201,3 +201,16 @@ class ProxySignOn:
                                  hint="an admin adds them, or one of their groups, to the access map "
                                       "(--access-map, docs/access.md)")
         return Principal(f"{user} (sso)", grant.role, grant.projects)
+
+
+def proxy_sign_on(networks: tuple[str, ...] | list[str], token: str | None, user_header: str,
+                  groups_header: str | None, map_path: str | None) -> ProxySignOn | None:
+    """People a trusted proxy signs in, when `networks` names the proxy's; refused without a server token (every
+    request would be trusted and the proxy's header would mean nothing)."""
+    if not networks:
+        return None
+    if not token:
+        raise ConfigError("--trusted-proxy needs the server to have a token: without one every request is "
+                          "trusted and the proxy's header would mean nothing",
+                          hint="start with --token (or let `rl-insight server start` generate one)")
+    return ProxySignOn(networks, user_header, groups_header, map_path)

@@ -62,3 +62,13 @@ def detect_ip() -> str | None:
         return None if ip.startswith("127.") else ip
     except OSError:
         return None
+
+
+def public_url(configured: str | None, host: str, port: int) -> str:
+    """Where people reach a server: `configured` (--public-url), else this host's address and port (what `server
+    start` prints)."""
+    if configured:
+        return configured
+    if host in ("0.0.0.0", "::", ""):
+        host = detect_ip() or "127.0.0.1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"

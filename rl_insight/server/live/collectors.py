@@ -74,3 +74,15 @@ class ExportCollector:
             for reason, n in dict(e.dropped).items():
                 dropped.add_metric([e.name, reason], n)
         return [written, dropped]
+
+
+def register_collectors(registry: Any, exporters: Any, forwarder: OtlpForwarder | None,
+                        writer: HandOver | None) -> None:
+    """The pipelines' health on /metrics: exports, the OTLP forwarder, the run store's writer (the insight families
+    are not here: /metrics appends their text as rendered, InsightService.exposition)."""
+    if exporters.all:
+        registry.register(ExportCollector(exporters))
+    if forwarder is not None:
+        registry.register(OtlpCollector(forwarder))
+    if writer is not None:
+        registry.register(RunStoreHealthCollector(writer))

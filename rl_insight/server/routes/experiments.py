@@ -12,6 +12,7 @@ from ...errors import BadRequestError
 from ..access.declared import declare
 from ..access.scope import only_visible, require_sees, require_writes
 from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
+from ..prometheus.convergence import prometheus_convergence
 from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
@@ -92,13 +93,13 @@ def build_router(st: AppState) -> APIRouter:
     async def archive(request: Request) -> dict[str, Any]:
         """Stop discovery of the experiment's targets (Prometheus keeps what it scraped); idempotent."""
         row = await run_in_threadpool(st.experiments.archive, *await _ref(request))
-        return {**row, **await st.prometheus_convergence(row)}
+        return {**row, **await prometheus_convergence(st.prometheus, row)}
 
     @writes.post("/restore", **declare(st.auth, "ingest", "written"), openapi_extra=extra,
                   **typed_answer(ExperimentChanged, "the experiment, restored"))
     async def restore(request: Request) -> dict[str, Any]:
         """Put an archived experiment's targets back into discovery; idempotent."""
         row = await run_in_threadpool(st.experiments.restore, *await _ref(request))
-        return {**row, **await st.prometheus_convergence(row)}
+        return {**row, **await prometheus_convergence(st.prometheus, row)}
 
     return joined(reads, writes)

@@ -8,12 +8,15 @@ directory every server of the fleet mounts (`--shared-dir`, docs/scale.md).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from ....protocol import PROCESS_TERMINAL
 from ...fleet.records import SharedRecords
 from ...fleet.shared_book import SharedBook
 from .records import ProfileRecord
+
+log = logging.getLogger("rl_insight.server")
 
 KIND = "profile"
 
@@ -39,3 +42,14 @@ class SharedRequests(SharedBook[ProfileRecord]):
 
     def put_file(self, rec: ProfileRecord, name: str) -> None:
         self.put_part(rec, "files", name)
+
+
+def shared_requests(records: SharedRecords | None, shared_dir: str | None, profiles_dir: Any) -> SharedRequests | None:
+    """Profile requests in the store (`records`: on a store a fleet shares), every server of the fleet seeing them;
+    None: files under data_dir, one server."""
+    if records is None:
+        return None
+    if not shared_dir:
+        log.warning("profile traces are kept under %s on this server only: with several servers on one store, "
+                    "give them all one --shared-dir (docs/scale.md)", profiles_dir)
+    return SharedRequests(records)
