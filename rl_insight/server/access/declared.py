@@ -19,16 +19,21 @@ route cannot be added without saying who may call it. The enforcement is
 `Access.enforce` alone: the role (security.Auth), then every run id the request names in its path or query, parsed
 with the one reader the routes' parameters use (access/run_ids.py), so the id checked is the id the route reads. What
 a route names besides a run — a profile, a snapshot, a receiver, a rule, a project in a body — its handler resolves
-to a project and checks with access/scope.py (`require_sees`, `require_writes`), as the declared reach says.
+to a project: a thing its *path* names (a profile request, a snapshot, a receiver, a rule) through the declaration's
+`Named` (its owner's `project_of`, checked here, before the handler runs); a project in a body or a listing, in the
+handler with access/scope.py (`require_writes`, `only_visible`), as the declared reach says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Callable, Literal, Protocol, get_args
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+from .scope import principal_of, require_sees, require_writes
 
 
 class Auth(Protocol):
@@ -56,12 +61,37 @@ REQUIREMENT = {"read": "require_read", "operate": "require_operator", "ingest": 
 
 
 @dataclass(frozen=True)
+class Named:
+    """A thing the route's path parameter `param` names, and how its project is found (`project_of(value)`: None for a
+    thing of every project; it raises NotFoundError for none at all). To a principal held to projects, another
+    project's thing is `missing` (404, as if it did not exist; `{}` is the value), or on a `written` route, data it
+    may not write (403, `writes`). A principal of every project is not looked up at all."""
+
+    param: str
+    project_of: Callable[[str], str | None]
+    missing: Callable[[str], str] = "no {}".format
+    hint: str = ""
+    writes: Callable[[str], str] = "a report on {}".format
+
+    async def check(self, request: Request, reach: Reach) -> None:
+        if principal_of(request).projects is None:
+            return
+        value = str(request.path_params.get(self.param, ""))
+        project = await run_in_threadpool(self.project_of, value)
+        if reach == "written":
+            require_writes(request, project, self.writes(value))
+        else:
+            require_sees(request, project, self.missing(value), self.hint)
+
+
+@dataclass(frozen=True)
 class Access:
     """One route's declaration and its enforcement."""
 
     auth: Auth
     who: Who
     reach: Reach
+    named: Named | None = None
 
     def __post_init__(self) -> None:
         if self.who not in WHO or self.reach not in REACH:
@@ -78,15 +108,19 @@ class Access:
         name = REQUIREMENT.get(self.who)
         if name is not None:
             await getattr(self.auth, name)(request)
+        if self.named is not None:
+            await self.named.check(request, self.reach)
 
     def schema(self) -> dict[str, str]:
-        return {"who": self.who, "reach": self.reach}
+        return {"who": self.who, "reach": self.reach, **({"names": self.named.param} if self.named else {})}
 
 
-def declare(auth: Auth, who: Who, reach: Reach) -> dict[str, Any]:
+def declare(auth: Auth, who: Who, reach: Reach, named: Named | None = None) -> dict[str, Any]:
     """A route decorator's keywords: its declaration, as the dependency that enforces it (`create_app` publishes it in
-    the route's schema, `publish`)."""
-    return {"dependencies": [Depends(Access(auth, who, reach).enforce)]}
+    the route's schema, `publish`); `named`: the thing of a project its path names."""
+    if named is not None and reach not in ("named", "written"):
+        raise ValueError(f"a route whose path names a thing of a project reaches it as named or written, not {reach!r}")
+    return {"dependencies": [Depends(Access(auth, who, reach, named).enforce)]}
 
 
 def declared(route: APIRoute) -> dict[str, str] | None:

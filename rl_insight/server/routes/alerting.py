@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, NotFoundError
-from ..access.declared import declare
+from ..access.declared import Named, declare
 from ..access.principal import ANONYMOUS
 from ..access.scope import only_visible, principal_of, require_every_project, require_sees
 from ..outbound.alerting.delivery import MAX_MESSAGE_BYTES
@@ -137,10 +137,11 @@ def _own_change(request: Request, done: ChangeResult) -> dict[str, Any]:
     return {**done, "receivers": only_visible(request, done["receivers"], lambda r: r["project"])}
 
 
-def _own_receiver(n: Any, request: Request, name: str) -> None:
-    """A receiver of another project (or of every project) is, to a token held to projects, one that does not exist."""
-    require_sees(request, next((r["project"] for r in n.receivers() if r["name"] == name), None),
-                 f"no receiver named {name[:80]!r}")
+def _receiver(n: Any) -> Named:
+    """A receiver the path names: of another project (or of every project), to a token held to projects, one that does
+    not exist."""
+    return Named("name", lambda name: next((r["project"] for r in n.receivers() if r["name"] == name), None),
+                 missing=lambda name: f"no receiver named {name[:80]!r}")
 
 
 def _may_add(request: Request, name: str, project: str | None, existing: list[ShownReceiver]) -> None:
@@ -223,17 +224,15 @@ def _add_receiver_routes(read: APIRouter, change: APIRouter, st: AppState) -> No
         _may_add(request, receiver.name, receiver.project, await run_in_threadpool(n.receivers) if replace else [])
         return _own_change(request, await run_in_threadpool(n.add, receiver.model_dump(exclude_none=True), replace))
 
-    @change.delete("/receivers/{name}", **declare(st.auth, "operate", "named"),
+    @change.delete("/receivers/{name}", **declare(st.auth, "operate", "named", _receiver(n)),
                    **typed_answer(ChangeResult, "the receivers now"))
     async def remove(request: Request, name: str = ReceiverName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log: the answer lists the receivers left)
-        await run_in_threadpool(_own_receiver, n, request, name)
         return _own_change(request, await run_in_threadpool(n.remove, name))
 
-    @change.post("/receivers/{name}/test", **declare(st.auth, "operate", "named"),
+    @change.post("/receivers/{name}/test", **declare(st.auth, "operate", "named", _receiver(n)),
                  **typed_answer(Message, "what was sent"))
     async def test(request: Request, name: str = ReceiverName) -> dict[str, Any]:
-        await run_in_threadpool(_own_receiver, n, request, name)
         return {"message": await run_in_threadpool(n.test, name, st.public_url)}
 
 
@@ -274,12 +273,15 @@ def _add_silence_routes(read: APIRouter, change: APIRouter, st: AppState) -> Non
 def _add_rule_routes(read: APIRouter, change: APIRouter, st: AppState) -> None:
     """The rules users add on trainer metrics (prometheus/user_rules.py)."""
 
-    def own_rule(request: Request, name: str, missing_ok: bool = False) -> None:
-        """A rule of another project (or of every project) is, to a token held to projects, one that does not
-        exist."""
+    def rule_project(name: str) -> str | None:
+        return next((r.get("project") for r in st.user_rules.rules() if r["name"] == name), None)
+
+    def own_rule(request: Request, name: str) -> None:
+        """A rule of another project (or of every project) is, to a token held to projects, one that does not exist
+        (one that does not exist yet may be added)."""
         found = [r for r in st.user_rules.rules() if r["name"] == name]
-        if found or not missing_ok:
-            require_sees(request, found[0].get("project") if found else None, f"no rule named {name!r}")
+        if found:
+            require_sees(request, found[0].get("project"), f"no rule named {name!r}")
 
     @read.get("/rules", **declare(st.auth, "read", "listed"),
               **typed_answer(dict[str, list[RuleInWords]], "the user rules, each with its words"))
@@ -299,19 +301,17 @@ def _add_rule_routes(read: APIRouter, change: APIRouter, st: AppState) -> None:
                 require_every_project(request, "a rule of every project's runs (give project or run_id)")
             require_sees(request, body.get("project"), f"no project {str(body.get('project'))[:80]!r}")
             if replace:
-                own_rule(request, rule.name, missing_ok=True)
+                own_rule(request, rule.name)
             made: UserRule = st.user_rules.add(body, step_s, replace, url=_rule_link(st, body, rule.run_id))
             return {**made, "description": describe(made)}
         return await run_in_threadpool(work)
 
-    @change.delete("/rules/{name}", **declare(st.auth, "operate", "named"),
+    @change.delete("/rules/{name}", **declare(st.auth, "operate", "named", Named("name", rule_project,
+                                                                                missing="no rule named {!r}".format)),
                    **typed_answer(Message, "what was done"))
     async def remove_rule(request: Request, name: str = RuleName) -> dict[str, Any]:
         request.state.audit_what = {"name": name}  # (the audit log)
-        def work() -> None:
-            own_rule(request, name)
-            st.user_rules.remove(name)
-        await run_in_threadpool(work)
+        await run_in_threadpool(st.user_rules.remove, name)
         return {"message": f"rule {name} removed; Prometheus drops it at its reload (within a second)"}
 
 

@@ -12,8 +12,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from ...protocol import CLIENT_HEARTBEAT_S, MAX_PROFILE_CHUNK_BYTES, ROUTE_PROFILES, parse_steps
-from ..access.declared import declare
-from ..access.scope import only_visible, principal_of, require_sees, require_writes
+from ..access.declared import Named, declare
+from ..access.scope import only_visible, require_sees
 from ..control.profiles.book import FILE_NAME
 from ..control.profiles.records import ProfileList, ProfileView
 from ..state import AppState
@@ -48,17 +48,12 @@ def build_router(st: AppState) -> APIRouter:
     return joined(operate, write, read)
 
 
-def _project_check(st: AppState, request: Request, profile_id: str, write: bool = False) -> None:
-    """A token held to projects touches only their requests: another project's is 404 to a reader or an operator (as
-    one that does not exist), 403 to an ingest token's process report (its own request names it). The request is
-    read for this only for such a token."""
-    if principal_of(request).projects is None:
-        return
-    project = st.profiles.get(profile_id)["request"]["project"]
-    if write:
-        require_writes(request, project, f"a report on profile request {profile_id}")
-    else:
-        require_sees(request, project, f"no profile request {profile_id}", "GET /api/v1/profiles lists them")
+def _named(st: AppState) -> Named:
+    """A profile request its path names: a token held to projects touches only their requests (another project's is
+    404 to a reader or an operator, as one that does not exist; 403 to an ingest token's process report)."""
+    return Named("profile_id", lambda pid: st.profiles.get(pid)["request"]["project"],
+                 missing="no profile request {}".format, hint="GET /api/v1/profiles lists them",
+                 writes="a report on profile request {}".format)
 
 
 def _run_key(st: AppState, body_run_id: int | None, project: str | None, experiment: str | None) -> tuple[str, str]:
@@ -166,22 +161,19 @@ def _add_reads(read: APIRouter, st: AppState) -> None:
         items = only_visible(request, items, lambda p: p["request"]["project"])
         return {"profiles": items, "count": len(items)}
 
-    @read.get("/{profile_id}", **declare(st.auth, "read", "named"),
+    @read.get("/{profile_id}", **declare(st.auth, "read", "named", _named(st)),
               **typed_answer(ProfileView, "the request, its processes, files and analysis"))
     def get(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
-        _project_check(st, request, profile_id)
         return book.get(profile_id)
 
-    @read.get("/{profile_id}/files/{name}", **declare(st.auth, "read", "named"))
+    @read.get("/{profile_id}/files/{name}", **declare(st.auth, "read", "named", _named(st)))
     def download(request: Request, profile_id: str = ProfileId, name: str = FileName) -> FileResponse:
-        _project_check(st, request, profile_id)
         return FileResponse(book.file(profile_id, name), media_type="application/gzip", filename=name)
 
-    @read.get("/{profile_id}/report/{name}", **declare(st.auth, "read", "named"))
+    @read.get("/{profile_id}/report/{name}", **declare(st.auth, "read", "named", _named(st)))
     def report(request: Request, profile_id: str = ProfileId, name: str = ReportName) -> FileResponse:
         """The analysis of the uploaded traces: timeline.html (the offline report), trace.perfetto.json,
         summary.json, summary.md."""
-        _project_check(st, request, profile_id)
         path = book.report_file(profile_id, name)
         media = {"html": "text/html", "json": "application/json", "md": "text/markdown", "csv": "text/csv"}[
             name.rsplit(".", 1)[-1]
@@ -203,20 +195,18 @@ def _add_operations(operate: APIRouter, st: AppState) -> None:
     """What the UI's buttons do to a request: cancel it, analyse its traces again."""
     book = st.profiles
 
-    @operate.delete("/{profile_id}", **declare(st.auth, "operate", "named"),
+    @operate.delete("/{profile_id}", **declare(st.auth, "operate", "named", _named(st)),
                      **typed_answer(ProfileView, "the request, cancelled"))
     def cancel(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Cancel: processes that armed it disarm; one that is profiling stops and discards at its next step
         boundary."""
-        _project_check(st, request, profile_id)
         return book.cancel(profile_id)
 
-    @operate.post("/{profile_id}/analyze", **declare(st.auth, "operate", "named"),
+    @operate.post("/{profile_id}/analyze", **declare(st.auth, "operate", "named", _named(st)),
                    **typed_answer(ProfileView, "the request, its analysis pending again", errors=(404, 409)))
     def analyze(request: Request, profile_id: str = ProfileId) -> dict[str, Any]:
         """Analyse the request's stored traces again (a profile taken before, read by this version's analysis: top
         operators and kernels, memory by operator); the analysis goes back to pending and runs in the background."""
-        _project_check(st, request, profile_id)
         return book.describe(book.reanalyse(profile_id))
 
 
@@ -224,7 +214,7 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
     """What the processes send: their status and their trace, in resumable chunks."""
     book = st.profiles
 
-    @write.post("/{profile_id}/status", **declare(st.auth, "ingest", "written"),
+    @write.post("/{profile_id}/status", **declare(st.auth, "ingest", "written", _named(st)),
                 **typed_answer(ProfileProcessReported, "the process's entry and the request's state"),
                 openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(ProfileStatus)}}}})
@@ -232,7 +222,6 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
         """What one process did with the request (armed, profiling, uploading, uploaded, failed, unsupported, …)."""
         import json
 
-        await run_in_threadpool(_project_check, st, request, profile_id, True)
         raw = await read_body(request, 64 * 1024)
         try:
             body = json.loads(raw)
@@ -242,13 +231,12 @@ def _add_process_reports(write: APIRouter, st: AppState) -> None:
             raise InvalidInputError("status body must be a JSON object")
         return await run_in_threadpool(book.report, profile_id, body)
 
-    @write.post("/{profile_id}/upload/{name}", **declare(st.auth, "ingest", "written"),
+    @write.post("/{profile_id}/upload/{name}", **declare(st.auth, "ingest", "written", _named(st)),
                 **typed_answer(ChunkStored, "what the server holds of the file now", errors=(409, 413)))
     async def upload(request: Request, profile_id: str = ProfileId, name: str = FileName,
                      offset: int = Query(..., ge=0), total: int = Query(..., ge=1)) -> JSONResponse:
         """One chunk of a gzip'd trace at `offset`. 409 with `size` when the server has a different amount
         (resume from there: after a restart, a lost connection)."""
-        await run_in_threadpool(_project_check, st, request, profile_id, True)
         data = await read_body(request, MAX_PROFILE_CHUNK_BYTES)
         try:
             out = await run_in_threadpool(book.upload, profile_id, name, offset, total, data)

@@ -19,8 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ...errors import ConflictError, InvalidInputError
 from ...protocol import ROUTE_STACKS
 from ...protocol.stacks import MAX_STACK_REPORT_BYTES
-from ..access.declared import declare
-from ..access.scope import principal_of, require_writes
+from ..access.declared import Named, declare
 from ..control.stacks.records import SnapshotList, SnapshotView, VerdictAnswer
 from ..state import AppState
 from .body import read_body
@@ -76,15 +75,15 @@ def build_router(st: AppState) -> APIRouter:
             ) -> dict[str, Any]:
         return book.get(snapshot_id, run_key(run_id, asking=False), reports, exact)
 
-    @write.post("/{snapshot_id}/report", **declare(st.auth, "ingest", "written"),
+    reported = Named("snapshot_id", book.project_of, writes="a stack report".format)
+
+    @write.post("/{snapshot_id}/report", **declare(st.auth, "ingest", "written", reported),
                 **typed_answer(StackProcessReported, "the process's answer, stored"),
                 openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": inline_schema(StackReport)}}}})
     async def report(request: Request, snapshot_id: str = SnapshotId) -> dict[str, Any]:
         """One process's stacks (what client/control/stacks/answers.py sends); an ingest token answers for its
         projects' runs only."""
-        if principal_of(request).projects is not None:
-            require_writes(request, await run_in_threadpool(book.project_of, snapshot_id), "a stack report")
         body = _json(await read_body(request, MAX_STACK_REPORT_BYTES))
         return await run_in_threadpool(book.report, snapshot_id, body)
 

@@ -39,6 +39,7 @@ class Rule:
     who: str  # open, scrape, read, operate, ingest, admin, server (server/access/declared.py)
     scope: str  # the declared reach: named, listed, global, written, partial, open
     fake: bool = False  # names something that does not exist even for the admin (the 404 proves nothing)
+    names: str | None = None  # the path parameter naming a thing of a project the declaration resolves
 
 
 READ, OPERATE, INGEST = "read", "operate", "ingest"
@@ -67,7 +68,7 @@ def _spec() -> dict[str, Any]:
 def _rules() -> dict[tuple[str, str], Rule]:
     """Every route's declaration, as /openapi.json publishes it (`x-rl-insight-access`)."""
     return {(m.upper(), path): Rule(op["x-rl-insight-access"]["who"], op["x-rl-insight-access"]["reach"],
-                                    fake=(m.upper(), path) in FAKE)
+                                    fake=(m.upper(), path) in FAKE, names=op["x-rl-insight-access"].get("names"))
             for path, ops in _spec()["paths"].items() for m, op in ops.items()}
 
 
@@ -103,7 +104,22 @@ def test_every_route_declares_who_may_call_it_and_how_a_project_reaches_it() -> 
             assert rule.who == "admin", (method, path, rule)
         if "{run_id}" in path:
             assert rule.scope == "named", (method, path, rule)
+        # a thing of a project its path names besides a run is resolved by the declaration, before the handler
+        if "{profile_id}" in path:
+            assert rule.names == "profile_id", (method, path, rule)
+        if path.startswith("/api/v1/stacks/{snapshot_id}"):
+            assert rule.names == "snapshot_id", (method, path, rule)
+        if path.startswith(("/api/v1/alerting/receivers/{name}", "/api/v1/alerting/rules/{name}")) and method != "GET":
+            assert rule.names == "name", (method, path, rule)
     assert set(FAKE) <= set(RULES), "fake entries of routes that no longer exist"
+    from rl_insight.server.access.declared import Named, declare
+
+    try:  # a listing names no thing of a project in its path
+        declare(None, "read", "listed", Named("profile_id", lambda _: None))  # type: ignore[arg-type]
+    except ValueError as exc:
+        assert "named or written" in str(exc)
+    else:
+        raise AssertionError("a listing was given a named thing")
 
 
 @dataclass

@@ -13,7 +13,8 @@ from tests.conftest import wait_until
 from tests.unit.server.routes.test_runs_api import emit_run, wait_for_run
 
 
-def test_an_experiment_row_carries_its_runs_status(server, monkeypatch, tmp_path) -> None:
+def test_an_experiment_row_carries_its_runs_status(socket_server, monkeypatch, tmp_path) -> None:
+    server = socket_server  # (the job's client and the CLI's child process speak to a real port)
     emit_run(server.url, project="proj", experiment="exp", monkeypatch=monkeypatch)
     run = wait_for_run(server.url)
     for target, experiment in (("10.0.0.9:9400", "exp"), ("10.0.0.9:9401", "no-run")):
