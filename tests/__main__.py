@@ -30,6 +30,7 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.lanes import IN_PROCESS_LANE, LANE_ENV
 
@@ -41,8 +42,17 @@ SUITE_WORKERS = 2  # the first pass: one per core of the CI machine (see 1. abov
 def run(args: list[str], lane: str | None = None) -> int:
     """pytest with `args`; `lane`: the lane its workers guard (tests/lanes.py)."""
     print("\n$ python -m pytest " + " ".join(args), flush=True)
-    env = {**os.environ, LANE_ENV: lane} if lane else None
-    return subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
+    env = {**os.environ, **({LANE_ENV: lane} if lane else {})}
+    return subprocess.call([sys.executable, "-m", "pytest", *args], env=bytecode_kept(env))
+
+
+def bytecode_kept(env: dict[str, str]) -> dict[str, str]:
+    """Compiled modules kept between processes, outside the tree: with PYTHONDONTWRITEBYTECODE set (as on this
+    project's machines) every worker, and every `python -m rl_insight` a test starts, compiled the package and
+    pytest rewrote every test module from source again (a third of collecting the fast lane)."""
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path.home() / ".cache" / "rl-insight" / "pycache"))
+    return env
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +69,9 @@ def main(argv: list[str]) -> int:
         os.environ["RL_INSIGHT_DOCS_IMAGES"] = "1"  # (tests/e2e/test_ui.py: doc_image)
         return run(["-q", "-m", "e2e", *passthrough])
     if known.fast:
-        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not socket", *passthrough],
+        where = [] if any(not a.startswith("-") for a in passthrough) else ["tests/unit"]  # (the other folders hold
+        # only external tests: not even imported)
+        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not socket", *where, *passthrough],
                    lane=IN_PROCESS_LANE)
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
     results = [run(["-q", *spread, "-m", "not e2e and not alone", *passthrough]),

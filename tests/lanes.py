@@ -40,9 +40,13 @@ SOCKET_NAMES = {"free_port", "uvicorn", "ThreadingHTTPServer", "HTTPServer", "so
 
 
 def _references(func: ast.AST) -> set[str]:
-    return ({x.id for x in ast.walk(func) if isinstance(x, ast.Name)}
-            | {x.attr for x in ast.walk(func) if isinstance(x, ast.Attribute)}
-            | {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)})
+    """The names, attributes and parameters `func` mentions (one walk: collection reads every test module)."""
+    found: set[str] = set()
+    for x in ast.walk(func):
+        name = getattr(x, "id", None) or getattr(x, "attr", None) or (x.arg if isinstance(x, ast.arg) else None)
+        if isinstance(name, str):
+            found.add(name)
+    return found
 
 
 def _starts_a_real_server(func: ast.AST) -> bool:

@@ -38,8 +38,11 @@ def test_fast_runs_one_pass_without_the_external_tests(monkeypatch: pytest.Monke
     calls: list[list[str]] = []
     monkeypatch.setattr(runner, "run", lambda args, lane=None: calls.append([*args, lane]) or 0)
     assert runner.main(["--fast", "-x"]) == 0
-    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not socket", "-x",
+    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not socket", "tests/unit", "-x",
                       runner.IN_PROCESS_LANE]]
+    calls.clear()
+    assert runner.main(["--fast", "tests/unit/cli"]) == 0  # (a path given: that path only)
+    assert calls[0][-2:] == ["tests/unit/cli", runner.IN_PROCESS_LANE]
 
 
 def test_the_lanes_split_by_what_a_test_starts() -> None:
@@ -58,3 +61,10 @@ def test_no_test_writes_into_docs_img_but_through_doc_image() -> None:
                if p.name not in ("test_ui.py", "test_suite_runner.py")
                and ('"docs" / "img"' in p.read_text() or '"docs/img' in p.read_text())]
     assert writers == []
+
+
+def test_compiled_modules_are_kept_outside_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = runner.bytecode_kept({"PYTHONDONTWRITEBYTECODE": "1", "HOME_ISH": "x"})
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["HOME_ISH"] == "x"
+    assert not Path(env["PYTHONPYCACHEPREFIX"]).is_relative_to(ROOT)
+    assert runner.bytecode_kept({"PYTHONPYCACHEPREFIX": "/elsewhere"})["PYTHONPYCACHEPREFIX"] == "/elsewhere"

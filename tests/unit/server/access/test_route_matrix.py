@@ -17,6 +17,7 @@ scoped role has tried everything, the other project's things are as they were.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ def _spec() -> dict[str, Any]:
         return create_app(ServerConfig(port=1, data_dir=d, token="x", **IN_PROCESS)).openapi()
 
 
+@functools.lru_cache(maxsize=1)
 def _rules() -> dict[tuple[str, str], Rule]:
     """Every route's declaration, as /openapi.json publishes it (`x-rl-insight-access`)."""
     return {(m.upper(), path): Rule(op["x-rl-insight-access"]["who"], op["x-rl-insight-access"]["reach"],
@@ -72,7 +74,6 @@ def _rules() -> dict[tuple[str, str], Rule]:
             for path, ops in _spec()["paths"].items() for m, op in ops.items()}
 
 
-RULES = _rules()
 
 
 def test_every_route_declares_who_may_call_it_and_how_a_project_reaches_it() -> None:
@@ -97,7 +98,7 @@ def test_every_route_declares_who_may_call_it_and_how_a_project_reaches_it() -> 
         assert "GET /api/v1/undeclared" in str(exc)
     else:
         raise AssertionError("a route without a declaration was published")
-    for (method, path), rule in RULES.items():
+    for (method, path), rule in _rules().items():
         if method != "GET" and (method, path) != ("POST", "/api/v1/login"):
             assert rule.who in ("operate", "ingest", "admin", "server"), (method, path, rule)
         if path.startswith(("/api/v1/tokens", "/api/v1/audit")):
@@ -111,7 +112,7 @@ def test_every_route_declares_who_may_call_it_and_how_a_project_reaches_it() -> 
             assert rule.names == "snapshot_id", (method, path, rule)
         if path.startswith(("/api/v1/alerting/receivers/{name}", "/api/v1/alerting/rules/{name}")) and method != "GET":
             assert rule.names == "name", (method, path, rule)
-    assert set(FAKE) <= set(RULES), "fake entries of routes that no longer exist"
+    assert set(FAKE) <= set(_rules()), "fake entries of routes that no longer exist"
     from rl_insight.server.access.declared import Named, declare
 
     try:  # a listing names no thing of a project in its path
@@ -286,7 +287,7 @@ def test_each_route_each_role_own_and_other_project(tmp_path: Path) -> None:
                 problems.append(what())
 
         for role in ("viewer", "operator", "ingest"):  # the scoped roles first: the admin's writes come last
-            for key, rule in sorted(RULES.items()):
+            for key, rule in sorted(_rules().items()):
                 sides = (OWN, OTHER) if rule.scope in ("named", "written", "partial") else (OWN,)
                 for side in sides:
                     r = call(role, key, side)
@@ -309,7 +310,7 @@ def test_each_route_each_role_own_and_other_project(tmp_path: Path) -> None:
         # another project's run id however it is spelled (issue 64), every route and spelling (a few at a time)
         from concurrent.futures import ThreadPoolExecutor
 
-        asks = [(key, spelling) for key in sorted(RULES) for spelling in _spellings(world.run[OTHER])]
+        asks = [(key, spelling) for key in sorted(_rules()) for spelling in _spellings(world.run[OTHER])]
         with ThreadPoolExecutor(6) as pool:
             answers = list(pool.map(lambda ks: _spelled(srv.url, ks[0], world, ks[1], tokens["operator"]), asks))
         for (key, spelling), r in zip(asks, answers):
@@ -317,7 +318,7 @@ def test_each_route_each_role_own_and_other_project(tmp_path: Path) -> None:
                 check(r.status_code in (404, 422) and OTHER not in r.text and EXP[OTHER] not in r.text,
                       lambda: f"operator {key} spelled {spelling!r}: {r.status_code} {r.text[:300]}")
         _other_untouched(admin, world)
-        for key, rule in sorted(RULES.items()):  # the admin: allowed everything, sees the other project's things
+        for key, rule in sorted(_rules().items()):  # the admin: allowed everything, sees the other project's things
             r = call("admin", key, OTHER if rule.scope == "named" else OWN)
             check(r.status_code not in (401, 403), lambda: f"admin {key}: {r.status_code} {r.text[:300]}")
             if rule.scope == "named" and not rule.fake:
