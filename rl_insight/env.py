@@ -1,7 +1,7 @@
 """Every `RL_INSIGHT_*` environment variable, named once (stdlib only: the training client imports it).
 
 The client reads them in `client/config.py`, the server side in `services/home.py` and the CLI's
-option declarations; nothing else looks at the environment by these names.
+option declarations (cli/start_flags.py); nothing else looks at the environment by these names.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ STORE_PASSWORD = "RL_INSIGHT_STORE_PASSWORD"  # server side: the store's passwor
 HOME = "RL_INSIGHT_HOME"  # server side: ~/.rl-insight by default
 DOWNLOAD_MIRROR = "RL_INSIGHT_DOWNLOAD_MIRROR"
 LOG_LEVEL = "RL_INSIGHT_LOG_LEVEL"  # the CLI's --log-level
+SERVER_OPTION_PREFIX = "RL_INSIGHT_SERVER_"  # + an option's field name, upper case: every `server start` option
 
 
 def get(name: str) -> str:

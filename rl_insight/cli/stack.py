@@ -7,6 +7,7 @@ fields built the same way. A new option is a field plus a flag; no table maps on
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import time
@@ -26,75 +27,7 @@ from ..services.settings import StackSettings
 from ..services.state import StackState
 from .options import ConfigOpt, HomeOpt, apply_config_file, echo_table
 from .stack_control import follow_logs, print_status, print_training_side
-from .start_flags import (
-    AccessMapFlag,
-    AlertGroupIntervalFlag,
-    AlertGroupWaitFlag,
-    AlertmanagerBinFlag,
-    AlertmanagerFlag,
-    AlertmanagerHostFlag,
-    AlertmanagerPortFlag,
-    AlertOnFinishFlag,
-    AlertRepeatIntervalFlag,
-    AllowedHostsFlag,
-    AttachLogsFlag,
-    AutoPortFlag,
-    AutoProfileOnStallFlag,
-    DataDirFlag,
-    DetachFlag,
-    ExportTensorboardFlag,
-    ExportWandbFlag,
-    ExtraDashboardDirFlag,
-    GpuHourCostFlag,
-    GrafanaBinFlag,
-    GrafanaFlag,
-    GrafanaHostFlag,
-    GrafanaPortFlag,
-    GroupsHeaderFlag,
-    HostFlag,
-    InsightsWorkerFlag,
-    KeepAliveSFlag,
-    LogDirFlag,
-    MaxConnectionsFlag,
-    MetricsTokenFlag,
-    NoTokenFlag,
-    OtlpEndpointFlag,
-    OtlpGrpcPortFlag,
-    OtlpHostFlag,
-    OtlpHttpPortFlag,
-    OtlpIntakeGrpcPortFlag,
-    OtlpProtocolFlag,
-    PortFlag,
-    PrometheusBinFlag,
-    PrometheusFlag,
-    PrometheusHostFlag,
-    PrometheusPortFlag,
-    PrometheusUrlFlag,
-    PublicUrlFlag,
-    ReadyTimeoutFlag,
-    RemoteWriteUrlFlag,
-    RetentionFlag,
-    ScrapeIntervalFlag,
-    SharedDirFlag,
-    StallConfirmSFlag,
-    StallSnapshotIntervalSFlag,
-    StallSnapshotsFlag,
-    StallStepSFlag,
-    StoreFlag,
-    StoreMaxGbFlag,
-    StoreRetentionDaysFlag,
-    StoreWriterFlag,
-    TempoBinFlag,
-    TempoFlag,
-    TempoHostFlag,
-    TempoPortFlag,
-    TempoRetentionFlag,
-    TokenFlag,
-    TrustedProxyFlag,
-    UserHeaderFlag,
-    WandbEntityFlag,
-    WandbProjectFlag,
-)
+from .start_flags import AttachLogsFlag, DataDirFlag, DetachFlag, NoTokenFlag, config_parameters
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVER = ServerConfig()  # the ingest server's defaults, read by the flags below
@@ -104,80 +37,10 @@ NOT_CONFIG = {"ctx", "config", "detach", "attach_logs", "no_token", "home", "dat
 SECRET_OPTIONS = ("metrics_token",)  # compared with the running server's, never printed
 
 
-def start(
-    ctx: typer.Context,
-    config: Optional[Path] = ConfigOpt,
-    detach: DetachFlag = False,
-    attach_logs: AttachLogsFlag = False,
-    data_dir: DataDirFlag = None,
-    extra_dashboard_dir: ExtraDashboardDirFlag = None,
-    export_tensorboard: ExportTensorboardFlag = None,
-    export_wandb: ExportWandbFlag = SERVER.export_wandb,
-    wandb_project: WandbProjectFlag = SERVER.wandb_project,
-    wandb_entity: WandbEntityFlag = SERVER.wandb_entity,
-    host: HostFlag = SERVER.host,
-    port: PortFlag = SERVER.port,
-    log_dir: LogDirFlag = None,
-    prometheus: PrometheusFlag = STACK.prometheus,
-    prometheus_bin: PrometheusBinFlag = None,
-    prometheus_url: PrometheusUrlFlag = SERVER.prometheus_url,
-    prometheus_host: PrometheusHostFlag = STACK.prometheus_host,
-    prometheus_port: PrometheusPortFlag = STACK.prometheus_port,
-    scrape_interval: ScrapeIntervalFlag = STACK.scrape_interval,
-    retention: RetentionFlag = STACK.retention,
-    store: StoreFlag = SERVER.store,
-    shared_dir: SharedDirFlag = SERVER.shared_dir,
-    store_retention_days: StoreRetentionDaysFlag = SERVER.store_retention_days,
-    store_max_gb: StoreMaxGbFlag = SERVER.store_max_gb,
-    auto_port: AutoPortFlag = STACK.auto_port,
-    token: TokenFlag = None,
-    no_token: NoTokenFlag = False,
-    allowed_hosts: AllowedHostsFlag = list(SERVER.allowed_hosts),
-    metrics_token: MetricsTokenFlag = SERVER.metrics_token,
-    trusted_proxy: TrustedProxyFlag = list(SERVER.trusted_proxy),
-    user_header: UserHeaderFlag = SERVER.user_header,
-    groups_header: GroupsHeaderFlag = SERVER.groups_header,
-    access_map: AccessMapFlag = SERVER.access_map,
-    max_connections: MaxConnectionsFlag = SERVER.max_connections,
-    keep_alive_s: KeepAliveSFlag = SERVER.keep_alive_s,
-    store_writer: StoreWriterFlag = SERVER.store_writer,
-    insights_worker: InsightsWorkerFlag = SERVER.insights_worker,
-    ready_timeout: ReadyTimeoutFlag = STACK.ready_timeout,
-    remote_write_url: RemoteWriteUrlFlag = None,
-    alertmanager: AlertmanagerFlag = STACK.alertmanager,
-    alertmanager_bin: AlertmanagerBinFlag = None,
-    alertmanager_host: AlertmanagerHostFlag = STACK.alertmanager_host,
-    alertmanager_port: AlertmanagerPortFlag = STACK.alertmanager_port,
-    public_url: PublicUrlFlag = SERVER.public_url,
-    alert_on_finish: AlertOnFinishFlag = SERVER.alert_on_finish,
-    alert_group_wait: AlertGroupWaitFlag = SERVER.alert_group_wait,
-    alert_group_interval: AlertGroupIntervalFlag = SERVER.alert_group_interval,
-    alert_repeat_interval: AlertRepeatIntervalFlag = SERVER.alert_repeat_interval,
-    gpu_hour_cost: GpuHourCostFlag = SERVER.gpu_hour_cost,
-    tempo: TempoFlag = STACK.tempo,
-    tempo_bin: TempoBinFlag = None,
-    tempo_host: TempoHostFlag = STACK.tempo_host,
-    tempo_port: TempoPortFlag = STACK.tempo_port,
-    tempo_retention: TempoRetentionFlag = STACK.tempo_retention,
-    otlp_host: OtlpHostFlag = STACK.otlp_host,
-    otlp_grpc_port: OtlpGrpcPortFlag = STACK.otlp_grpc_port,
-    otlp_http_port: OtlpHttpPortFlag = STACK.otlp_http_port,
-    otlp_endpoint: OtlpEndpointFlag = SERVER.otlp_endpoint,
-    otlp_protocol: OtlpProtocolFlag = SERVER.otlp_protocol,
-    otlp_intake_grpc_port: OtlpIntakeGrpcPortFlag = SERVER.otlp_intake_grpc_port,
-    stall_snapshots: StallSnapshotsFlag = SERVER.stall_snapshots,
-    stall_step_s: StallStepSFlag = SERVER.stall_step_s,
-    stall_snapshot_interval_s: StallSnapshotIntervalSFlag = SERVER.stall_snapshot_interval_s,
-    stall_confirm_s: StallConfirmSFlag = SERVER.stall_confirm_s,
-    auto_profile_on_stall: AutoProfileOnStallFlag = SERVER.auto_profile_on_stall,
-    grafana: GrafanaFlag = STACK.grafana,
-    grafana_bin: GrafanaBinFlag = None,
-    grafana_host: GrafanaHostFlag = STACK.grafana_host,
-    grafana_port: GrafanaPortFlag = STACK.grafana_port,
-    home: Optional[Path] = HomeOpt,
-) -> int:
+def start(ctx: typer.Context, **given: Any) -> int:
     """Start the ingest server (and Prometheus when available) and supervise them."""
-    # (every flag is declared in cli/start_flags.py; they are read below by name, from ctx.params)
+    # (every option is a config field, server/config.py `option`; they are read below by name, from ctx.params)
+    config, home = given.get("config"), given.get("home")
     if config is not None and not apply_config_file(ctx, config).enabled:
         typer.echo("RL-Insight server management is disabled by config.")
         return 0
@@ -204,6 +67,19 @@ def start(
         return _start_detached(h, _rerun_args(ctx, h), p["ready_timeout"], env_vars, tok, p["no_token"])
 
     return _run_in_foreground(h, p, tok)
+
+
+def _param(name: str, kind: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+
+
+# `start`'s parameters: how it runs, then every configuration field declared as an option (cli/start_flags.py)
+start.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+     _param("config", Optional[Path], ConfigOpt), _param("detach", DetachFlag, False),
+     _param("attach_logs", AttachLogsFlag, False), _param("data_dir", DataDirFlag, None),
+     _param("no_token", NoTokenFlag, False), *config_parameters(), _param("home", Optional[Path], HomeOpt)],
+    return_annotation=int)
 
 
 def _run_in_foreground(h: Home, p: dict[str, Any], tok: str) -> int:

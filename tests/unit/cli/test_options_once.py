@@ -96,3 +96,30 @@ def test_a_worker_kind_that_does_not_exist_is_refused_before_anything_starts(tmp
     result = CliRunner().invoke(app, ["server", "start", flag, "fork", "--home", str(tmp_path)])
     assert result.exit_code == 2 and "'fork' is not one of process, thread" in result.output
     assert not any(tmp_path.iterdir())  # nothing was started or written
+
+
+def test_an_option_is_declared_once_and_its_flag_help_and_env_var_are_made_from_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 65: a field declared with `option(...)` is a `server start` flag with the field's help, default and an
+    environment variable (RL_INSIGHT_SERVER_<NAME>, or the field's established name); no other place names it."""
+    from rl_insight.cli import start_flags
+    from rl_insight.server.config import flag_of
+
+    declared = {f.name: flag_of(f) for f in fields(ServerConfig) + fields(StackSettings) if flag_of(f) is not None}
+    params = _start_params()
+    assert set(declared) <= set(params) and len(declared) > 50
+    flags_source = Path(start_flags.__file__).read_text()
+    assert not [n for n in declared if f'"--{n.replace("_", "-")}"' in flags_source or f"'--{n.replace('_', '-')}'"
+                in flags_source]  # (no flag of a field is written in the CLI's module)
+    command = typer.main.get_command(app).commands["server"].commands["start"]
+    by_name = {p.name: p for p in command.params}
+    for name, spec in declared.items():
+        assert by_name[name].help == spec.help, name
+        assert by_name[name].envvar == (spec.env or f"RL_INSIGHT_SERVER_{name.upper()}"), name
+    monkeypatch.setenv("RL_INSIGHT_SERVER_STORE_MAX_GB", "3.5")
+    monkeypatch.setenv("RL_INSIGHT_SERVER_PROMETHEUS", "false")
+    ctx = command.make_context("start", ["--port", "18183"])
+    assert (ctx.params["store_max_gb"], ctx.params["prometheus"], ctx.params["port"]) == (3.5, False, 18183)
+    monkeypatch.setenv("RL_INSIGHT_SERVER_STORE_WRITER", "elsewhere")
+    with pytest.raises(Exception, match="not one of process, thread"):
+        command.make_context("start", [])
