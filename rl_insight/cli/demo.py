@@ -45,6 +45,25 @@ def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
     return state.ingest_url, token, state
 
 
+def _checked_choices(ctx: typer.Context, mode: str, engine: str, framework: str, fault: str | None) -> str:
+    """A bad --mode, --engine, --framework or --fault refused by name; the engine the job rolls out with."""
+    if mode not in ("sync", "async"):
+        raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
+    if engine not in ("vllm", "sglang", "vllm-omni"):
+        raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
+    if framework not in ("verl", "slime"):
+        raise typer.BadParameter("framework must be verl or slime", param_hint="--framework")
+    if fault not in (None, *FAULTS):
+        raise typer.BadParameter(f"fault must be {', '.join(FAULTS[:-1])} or {FAULTS[-1]}", param_hint="--fault")
+    if framework != "slime":
+        return engine
+    source = ctx.get_parameter_source("engine")
+    if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP") and engine != "sglang":
+        raise typer.BadParameter("slime rolls out with SGLang: leave --engine out or pass --engine sglang",
+                                 param_hint="--engine")
+    return "sglang"
+
+
 def demo(
     ctx: typer.Context,
     mode: str = typer.Option(
@@ -97,20 +116,7 @@ def demo(
     """Run a simulated verl job: trainer metrics, RL state lanes, stand-in engines and exporters."""
     from ..demo.run import Demo, DemoConfig
 
-    if mode not in ("sync", "async"):
-        raise typer.BadParameter("mode must be sync or async", param_hint="--mode")
-    if engine not in ("vllm", "sglang", "vllm-omni"):
-        raise typer.BadParameter("engine must be vllm, sglang or vllm-omni", param_hint="--engine")
-    if framework not in ("verl", "slime"):
-        raise typer.BadParameter("framework must be verl or slime", param_hint="--framework")
-    if framework == "slime":
-        source = ctx.get_parameter_source("engine")
-        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP") and engine != "sglang":
-            raise typer.BadParameter("slime rolls out with SGLang: leave --engine out or pass --engine sglang",
-                                     param_hint="--engine")
-        engine = "sglang"
-    if fault not in (None, *FAULTS):
-        raise typer.BadParameter(f"fault must be {', '.join(FAULTS[:-1])} or {FAULTS[-1]}", param_hint="--fault")
+    engine = _checked_choices(ctx, mode, engine, framework, fault)
     h = Home.resolve(home)
     state: StackState | None = None
     if server_url:

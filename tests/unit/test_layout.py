@@ -98,3 +98,12 @@ def test_every_import_of_our_own_modules_names_one_that_exists() -> None:
                 if not found:
                     missing.append(f"{path.relative_to(root)}:{node.lineno} {name}")
     assert missing == []
+
+
+def test_routes_hold_no_raw_connection_of_the_run_store() -> None:
+    """Issue 65: a route reads through a kind's reader (`st.reader.runs.get(...)`, `reader.samples.series(...)`),
+    never a connection of its own: a store of another engine for one kind is then one package behind that kind."""
+    routes = Path(__file__).resolve().parents[2] / "rl_insight" / "server" / "routes"
+    holding = [f"{p.name}:{n}" for p in sorted(routes.glob("*.py"))
+               for n, line in enumerate(p.read_text().splitlines(), 1) if ".conn()" in line]
+    assert holding == []

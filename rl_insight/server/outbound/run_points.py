@@ -38,3 +38,9 @@ def insight_rows(conn: StoreConnection, run: Mapping[str, Any], step_metric: str
     """The insight metrics per step as CSV rows (name, labels, step, unix time, value)."""
     points = run_insight_points(conn, run, step_metric, version_metric)
     return [(p.tag, "{}", p.step, p.wall_time, p.value) for p in points]
+
+
+def reader_insight_rows(reader: Any, run: Mapping[str, Any], step_metric: str,
+                        version_metric: str) -> list[tuple[str, str, int, float, float]]:
+    """`insight_rows` read through the run store's reader (this thread's connection)."""
+    return insight_rows(reader.conn(), run, step_metric, version_metric)

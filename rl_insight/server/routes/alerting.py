@@ -123,11 +123,10 @@ def build_router(st: AppState) -> APIRouter:
 
 def _run_of(st: AppState, request: Request, run_id: int) -> tuple[str, str]:
     """A run's (project, experiment_name): 404 for a run that does not exist or that the principal does not see."""
-    from ..runstore import queries as q
 
     if st.reader is None:
         raise ConflictError("this server keeps no run store: there is no run to silence")
-    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+    run = st.reader.runs.get(run_id, st.config.live_window_s)  # 404 for a run that does not exist
     require_sees(request, run["project"], f"no run with id {run_id}", "GET /api/v1/runs lists the runs")
     return run["project"], run["experiment_name"]
 
@@ -177,17 +176,15 @@ def _silenced_by(request: Request, body: SilenceCreate) -> tuple[str, str]:
 def _rule_scope(st: AppState, request: Request, body: dict[str, Any], run_id: int | None) -> float | None:
     """A rule for one run takes the run's project and experiment; its steps' median time (or the project's latest
     run's) turns a number of steps into seconds (None: no steps to measure)."""
-    from ..runstore import queries as q
-    from ..runstore.steps.run_insights import median_step_s
 
     if st.reader is not None and run_id is not None:
         body["project"], body["experiment_name"] = _run_of(st, request, run_id)
-        return median_step_s(st.reader.conn(), run_id, st.config.step_metric)
+        return st.reader.steps.median_s(run_id, st.config.step_metric)
     if st.reader is not None and isinstance(body.get("project"), str):
-        runs = q.list_runs(st.reader.conn(), st.config.live_window_s, body["project"])
+        runs = st.reader.runs.of_project(st.config.live_window_s, body["project"])
         if runs:
             latest = max(runs, key=lambda r: r["last_seen"])
-            return median_step_s(st.reader.conn(), latest["id"], st.config.step_metric)
+            return st.reader.steps.median_s(latest["id"], st.config.step_metric)
     return None
 
 

@@ -13,7 +13,6 @@ from ..access.declared import declare
 from ..access.scope import only_visible, require_sees, require_writes
 from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
 from ..prometheus.convergence import prometheus_convergence
-from ..runstore import queries as q
 from ..state import AppState
 from .body import decode_body, read_body
 from .change_answers import ExperimentChanged
@@ -52,8 +51,8 @@ def build_router(st: AppState) -> APIRouter:
         upstream's meaning), target count, timestamps, and its run's own status (live / idle / finished / lost;
         null without a run store or a run): `active` says nothing about whether the job still runs."""
         items = only_visible(request, st.experiments.list(project), lambda e: e["project"])
-        runs = {(r["project"], r["experiment_name"]): r for r in q.list_runs(
-            st.reader.conn(), st.config.live_window_s, project, st.conditions.all())} if st.reader is not None else {}
+        runs = {(r["project"], r["experiment_name"]): r for r in st.reader.runs.of_project(
+            st.config.live_window_s, project, st.conditions.all())} if st.reader is not None else {}
         listed: list[ExperimentListed] = []
         for e in items:
             run = runs.get((e["project"], e["experiment_name"]))

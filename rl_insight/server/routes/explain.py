@@ -28,11 +28,9 @@ from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
 from ...semantics import run_diff
 from ..access.declared import declare
-from ..runstore import queries as q
 from ..runstore.results import Run
-from ..runstore.steps import explain, ledger
+from ..runstore.steps import ledger
 from ..runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
-from ..runstore.steps.run_insights import run_step_windows
 from ..state import AppState
 from .models import error_responses, typed_answer
 from .params import RunId, RunIdQuery
@@ -75,8 +73,8 @@ def build_router(st: AppState) -> APIRouter:
             by_position = bool(a_steps and b_steps)  # two windows (of one run, or two): aligned by their order
             name_a, name_b = _names(run_a, a_steps, run_b, b_steps)
             now = time.time_ns()
-            out = explain.runs_diff(reader.conn(), (a, wa, name_a), (b, wb, name_b), now, by_position)
-            ledgers = [ledger.run_ledger(reader.conn(), rid, ws, now, q.get_run(reader.conn(), rid, cfg.live_window_s,
+            out = reader.steps.diff((a, wa, name_a), (b, wb, name_b), now, by_position)
+            ledgers = [reader.steps.ledger(rid, ws, now, reader.runs.get(rid, cfg.live_window_s,
                                                                                  include_config=True).get("config"))
                        for rid, ws in ((a, wa), (b, wb))]
             return {"a": a, "b": b, **out, "ledger": ledger.ledger_diff(*ledgers)}
@@ -92,7 +90,7 @@ def build_router(st: AppState) -> APIRouter:
         state's slack, and the what-if savings (estimates; docs/explain.md)."""
         def work() -> dict[str, Any]:
             w = _step_window(st, run_id, step)
-            return {"run_id": run_id, **explain.step_path(reader.conn(), run_id, w, time.time_ns(),
+            return {"run_id": run_id, **reader.steps.path(run_id, w, time.time_ns(),
                                                            cut_percent=cut_percent, stage=stage,
                                                            faster_percent=faster_percent if stage else None)}
         return await run_in_threadpool(work)
@@ -104,8 +102,8 @@ def build_router(st: AppState) -> APIRouter:
         the long-tail replica, … (docs/ledger.md); each step's reasons add up to its wall time × devices."""
         def work() -> dict[str, Any]:
             _, ws = windows(run_id, _range(steps))
-            config = q.get_run(reader.conn(), run_id, cfg.live_window_s, include_config=True).get("config")
-            return ledger.run_ledger(reader.conn(), run_id, ws, time.time_ns(), config, cfg.gpu_hour_cost)
+            config = reader.runs.get(run_id, cfg.live_window_s, include_config=True).get("config")
+            return reader.steps.ledger(run_id, ws, time.time_ns(), config, cfg.gpu_hour_cost)
         return await run_in_threadpool(work)
 
     @r.get("/{run_id}/explain", **declare(st.auth, "read", "named"),
@@ -129,9 +127,8 @@ def build_router(st: AppState) -> APIRouter:
 def _windows(st: AppState, run_id: int, steps: tuple[int, int] | None) -> tuple[Run, list[tuple[int, int, int]]]:
     """A run (404 for an unknown one) and its steps' windows, those in `steps` when given."""
     assert st.reader is not None
-    conn = st.reader.conn()
-    run = q.get_run(conn, run_id, st.config.live_window_s)
-    ws = run_step_windows(conn, run_id, st.config.step_metric)
+    run = st.reader.runs.get(run_id, st.config.live_window_s)
+    ws = st.reader.steps.windows(run_id, st.config.step_metric)
     if steps is not None:
         ws = [w for w in ws if steps[0] <= w[0] <= steps[1]]
     return run, ws
@@ -161,7 +158,7 @@ def _what_ifs(st: AppState, run_id: int, steps: tuple[int, int] | None, cut_perc
     """Each what-if's saving over a window of steps, and the biggest single fix."""
     assert st.reader is not None
     _, ws = _windows(st, run_id, steps)
-    facts, pending = explain.step_facts(st.reader.conn(), run_id, ws, time.time_ns(), per_lane=False)
+    facts, pending = st.reader.steps.facts(run_id, ws, time.time_ns(), per_lane=False)
     out = run_diff.savings(facts, cut_percent=cut_percent, stage=stage, faster_percent=faster_percent)
     biggest = out["biggest"]
     return {"run_id": run_id, **out, "pending_steps": len(pending),

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from ..access.declared import declare
-from ..runstore.moe import moe_summary
 from ..runstore.results import Moe
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -29,6 +28,6 @@ def build_router(st: AppState) -> APIRouter:
         """MoE expert load (verl's rollout/moe/*, semantics/moe.py): each layer's max violation of uniform load
         by step, the most imbalanced layer, and, when the job logs each expert's share, layers x experts with the
         hottest expert named."""
-        return await run_in_threadpool(moe_summary, reader.conn(), run_id, step)
+        return await run_in_threadpool(reader.moe, run_id, step)
 
     return r

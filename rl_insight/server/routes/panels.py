@@ -18,7 +18,6 @@ from ..access.scope import only_visible
 from ..prometheus.answers import Alert, AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import RECENT_ALERTS_S, alerts, availability, run_time_range, section_data
-from ..runstore import queries as q
 from ..runstore.results import Run
 from ..state import AppState
 from .models import error_responses, typed_answer
@@ -52,7 +51,7 @@ def _add_panel_routes(r: APIRouter, st: AppState, api: PrometheusApi) -> None:
     reader, cfg = st.reader, st.config
 
     def run_of(run_id: int) -> Run:
-        return q.get_run(reader.conn(), run_id, cfg.live_window_s)
+        return reader.runs.get(run_id, cfg.live_window_s)
 
     @r.get("/metric-families", **declare(st.auth, "read", "global"),
            **typed_answer(MetricFamilies, "the catalogue's trainer metric families"))
@@ -114,7 +113,7 @@ def _add_alert_routes(r: APIRouter, st: AppState, api: PrometheusApi, rules: Pro
     reader, cfg = st.reader, st.config
 
     def run_of(run_id: int) -> Run:
-        return q.get_run(reader.conn(), run_id, cfg.live_window_s)
+        return reader.runs.get(run_id, cfg.live_window_s)
 
     @r.get("/runs/{run_id}/alerts", **declare(st.auth, "read", "named"),
            **typed_answer(AlertList, "the run's alerts, active and recent"))

@@ -61,9 +61,8 @@ def _run_key(st: AppState, body_run_id: int | None, project: str | None, experim
     if body_run_id is not None:
         if st.reader is None:
             raise InvalidInputError("run ids need the run store; give project and experiment_name")
-        from ..runstore import queries as q
 
-        run = q.get_run(st.reader.conn(), body_run_id, st.config.live_window_s, include_config=False)
+        run = st.reader.runs.get(body_run_id, st.config.live_window_s, include_config=False)
         if not run["project"] or not run["experiment_name"]:  # data sent without a run identity
             raise ConflictError(f"run {body_run_id} has no project and experiment_name: its processes cannot be "
                                 "told a profile request", hint="give the job a run identity (init(project=..., "
@@ -80,9 +79,8 @@ def _check_run(st: AppState, project: str, experiment: str, body: ProfileCreate)
     if body.origin == "upload":
         return
     if st.reader is not None and not body.wait_for_run:
-        from ..runstore import queries as q
 
-        if q.find_run_id(st.reader.conn(), project, experiment) is None:
+        if st.reader.runs.find_id(project, experiment) is None:
             raise NotFoundError(f"no run {project}/{experiment}: it has not sent any data to this server",
                                 hint="check the name (`rl-insight runs list`), or ask before the "
                                      "job starts with wait_for_run (`profile request --before-start`)")
@@ -108,11 +106,10 @@ def _steps_asked(st: AppState, project: str, experiment: str, body: ProfileCreat
             raise InvalidInputError(str(exc)) from None
     first = st.profiles.clock.first_step_starting_after(project, experiment, time.time() + HEAR_WITHIN_S)
     if first is None and st.reader is not None:  # no step metric since this server started: the store's last step
-        from ..runstore import queries as q
 
-        run_id = body.run_id if body.run_id is not None else q.find_run_id(st.reader.conn(), project, experiment)
+        run_id = body.run_id if body.run_id is not None else st.reader.runs.find_id(project, experiment)
         if run_id is not None:
-            last_step = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, include_config=False).get(
+            last_step = st.reader.runs.get(run_id, st.config.live_window_s, include_config=False).get(
                 "last_step")
             first = int(last_step) + 2 if last_step is not None else None
     first = first if first is not None else 2

@@ -13,30 +13,13 @@ from ...protocol import INT64_MAX
 from ..access.declared import declare
 from ..access.run_ids import parse_run_id_list
 from ..access.scope import visible_filter
-from ..outbound.run_points import insight_rows
+from ..outbound.run_points import reader_insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
-from ..runstore import queries as q
-from ..runstore import run_list
-from ..runstore.results import (
-    Comparison,
-    LaneList,
-    LeftOut,
-    MetricList,
-    Run,
-    RunList,
-    RunStatus,
-    Series,
-    SpanDetail,
-    SpanWindow,
-)
-from ..runstore.spans import timeline
+from ..runstore.results import Comparison, LaneList, MetricList, Run, RunList, RunStatus, Series, SpanDetail, SpanWindow
 from ..runstore.steps.answers import Insights
-from ..runstore.steps.run_insights import run_insights
 from ..state import AppState
 from .models import error_responses, typed_answer
 from .params import FromNs, RunId, ToNs
-
-DEFAULT_WINDOW_SLACK_S = 3600.0  # spans this far before the run's (plausible) start still open its default window
 
 
 def build_router(st: AppState) -> APIRouter:
@@ -75,7 +58,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         """The runs, newest activity first unless `sort` says otherwise; filtered, searched, with a summary metric
         and config columns when asked (runstore/run_list.py)."""
         keys = [k.strip() for k in (config or "").split(",") if k.strip()]
-        items = run_list.list_runs(reader.conn(), live_window_s, project=project, status=status, tag=tag, search=q_,
+        items = reader.runs.listed(live_window_s, project=project, status=status, tag=tag, search=q_,
                                    metric=metric, config_keys=keys, sort=sort, descending=order == "desc", limit=limit,
                                    conditions=st.conditions.all(), visible=visible_filter(request))
         archived = st.experiments.archived_keys()
@@ -97,7 +80,7 @@ def _add_run_routes(r: APIRouter, st: AppState) -> None:
         run_id: RunId, config: bool = Query(True, description="include the run config (false for cheap polling)")
     ) -> Run:
         """A run: identity, status, last step, duration, tags and the config init(config=...) described."""
-        return _say_why(q.get_run(reader.conn(), run_id, live_window_s, include_config=config,
+        return _say_why(reader.runs.get(run_id, live_window_s, include_config=config,
                                   conditions=st.conditions.all()))
 
 
@@ -111,7 +94,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
     def metrics(run_id: RunId) -> MetricList:
         """The run's series: `name` as stored and exposed (`actor_entropy`), `logged` as the job logged it
         (`actor/entropy`), kind, labels, how many samples and the last step."""
-        items = q.metric_names(reader.conn(), run_id)
+        items = reader.samples.names(run_id)
         return {"run_id": run_id, "metrics": items, "count": len(items)}
 
     @r.get("/runs/{run_id}/series", **declare(st.auth, "read", "named"),
@@ -126,7 +109,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
         x_to: float | None = Query(None, alias="to", ge=-1e300, le=1e300),
     ) -> Series:
         """A metric of a run by step or by time, downsampled server-side."""
-        return q.series(reader.conn(), run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
+        return reader.samples.series(run_id, name, x=x, points=points, agg=agg, x_from=x_from, x_to=x_to)
 
     @r.get("/series", **declare(st.auth, "read", "named"), **typed_answer(Comparison, "the metric of each run"))
     def compare(
@@ -148,7 +131,7 @@ def _add_series_routes(r: APIRouter, st: AppState) -> None:
             if past is not None:  # (the documented pattern cannot bound a number: such an id is no run's)
                 raise NotFoundError(f"no run with id {past[:40]}", hint="GET /api/v1/runs lists the runs")
             raise InvalidInputError(f"runs must be 1 to 20 comma-separated run ids, got {runs[:80]!r}")
-        return {"name": name, "runs": q.compare(reader.conn(), ids, name, x=x, points=points, agg=agg)}
+        return {"name": name, "runs": reader.samples.compare(ids, name, x=x, points=points, agg=agg)}
 
 
 def _add_span_routes(r: APIRouter, st: AppState) -> None:
@@ -160,7 +143,7 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
     @r.get("/runs/{run_id}/lanes", **declare(st.auth, "read", "named"), **typed_answer(LaneList, "the run's lanes"))
     def lanes(run_id: RunId, counts: bool = False) -> LaneList:
         """Lane names sorted by prefix then number; `counts=true` adds span counts (scans every span)."""
-        items = q.lanes(reader.conn(), run_id, counts)
+        items = reader.spans.lanes(run_id, counts)
         return {"run_id": run_id, "lanes": items}
 
     @r.get("/runs/{run_id}/spans", **declare(st.auth, "read", "named"),
@@ -177,44 +160,15 @@ def _add_span_routes(r: APIRouter, st: AppState) -> None:
         limit: int = Query(200_000, ge=1, le=1_000_000),
     ) -> JSONResponse:
         """Spans in a time window; same-name spans shorter than `resolution_ns` are merged (with a count)."""
-        conn = reader.conn()
-        left_out: LeftOut | None = None
-        if from_ns is None or to_ns is None:
-            # the run's own bounds (kept up to date by the writer) instead of a scan over every span; spans whose
-            # clocks say they began long before the run did (a node at 1970) are left out of the default window,
-            # and the answer says how many
-            run = q.get_run(conn, run_id, live_window_s)
-            floor = int((run["first_seen"] - DEFAULT_WINDOW_SLACK_S) * 1e9)
-            first, last = q.span_bounds(conn, run_id, floor)
-            if first is None:  # nothing after the floor (spans imported from the past): the data's own start
-                first, last = q.span_bounds(conn, run_id)
-            elif from_ns is None:
-                early = q.spans_before(conn, run_id, floor)
-                if early:
-                    left_out = {
-                        "spans": early,
-                        "before_ns": floor,
-                        "why": f"{early}{'+' if early >= 100_000 else ''} spans start more than "
-                        f"{DEFAULT_WINDOW_SLACK_S / 3600:.0f} h before the run began (a client clock far "
-                        "behind); ask for them with from_ns",
-                    }
-            now = time.time_ns()
-            end = max(int(run["last_seen"] * 1e9), last or 0, now if _has_open(conn, run_id) else 0) + 1
-            from_ns = from_ns if from_ns is not None else min(int(run["first_seen"] * 1e9), first or end - 1)
-            to_ns = to_ns if to_ns is not None else end
         lane_list = [x for x in (lanes or "").split(",") if x] or None
-        if px and not resolution_ns:
-            resolution_ns = max(0, (to_ns - from_ns) // px)
-        body = timeline.spans_window(conn, run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns,
-                              lane_names=lane_list, limit=limit)
-        if left_out is not None:
-            body["left_out"] = left_out
+        body = reader.spans.window(run_id, from_ns=from_ns, to_ns=to_ns, resolution_ns=resolution_ns, px=px,
+                                   lane_names=lane_list, limit=limit, live_window_s=live_window_s)
         return JSONResponse(body)
 
     @r.get("/runs/{run_id}/spans/{span_id}", **declare(st.auth, "read", "named"),
            **typed_answer(SpanDetail, "the span"))
     def span(run_id: RunId, span_id: str = Path(..., max_length=64)) -> SpanDetail:
-        return q.span_detail(reader.conn(), run_id, span_id)
+        return reader.spans.detail(run_id, span_id)
 
 
 def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
@@ -238,8 +192,7 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         ),
     ) -> dict[str, Any]:
         """Utilization, bubbles, step breakdown, overlap, long tail, stalled lanes, staleness (docs/insights.md)."""
-        conn = reader.conn()
-        run = q.get_run(conn, run_id, live_window_s)
+        run = reader.runs.get(run_id, live_window_s)
         to = to_ns if to_ns is not None else time.time_ns()
         frm = from_ns if from_ns is not None else to - int(window_s * 1e9)
         if to <= frm:
@@ -249,8 +202,8 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
                 to = int(run["last_seen"] * 1e9) + 1
                 frm = to - int(window_s * 1e9)
             frm = max(frm, int(run["first_seen"] * 1e9))  # never count time before the run existed as idle
-        out = {"run_id": run_id, **run_insights(conn, run_id, frm, to, step_metric, version_metric, max_steps,
-                                                      cfg.stalled_lane_min_s)}
+        out = {"run_id": run_id, **reader.steps.insights(run_id, frm, to, step_metric, version_metric, max_steps,
+                                                         cfg.stalled_lane_min_s)}
         # steps a profiling window covered: disturbed by the profiler, not the run's usual pace
         profiled: set[int] = set(st.profiles.profiled_steps(run["project"], run["experiment_name"])) if run["project"] \
             else set()
@@ -268,27 +221,25 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
                    insights: bool = Query(True, description="add the insight metrics per step (without `names`)")
                    ) -> StreamingResponse:
         """Every sample (name, labels, step, unix time, value), then the run's insight metrics per step."""
-        conn = reader.conn()
-        run = q.get_run(conn, run_id)  # 404 before streaming starts
+        run = reader.runs.get(run_id)  # 404 before streaming starts
         wanted = [n for n in (names or "").split(",") if n] or None
-        extra = insight_rows(conn, run, step_metric, version_metric) if insights and wanted is None else []
-        return StreamingResponse(q.csv_export(conn, run_id, wanted, extra), media_type="text/csv",
+        extra = reader_insight_rows(reader, run, step_metric, version_metric) if insights and wanted is None else []
+        return StreamingResponse(reader.samples.csv(run_id, wanted, extra), media_type="text/csv",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
     @r.get("/runs/{run_id}/trace.json", **declare(st.auth, "read", "named"))
     def export_trace(run_id: RunId) -> StreamingResponse:
         """Chrome trace / Perfetto JSON of the run's spans (open in ui.perfetto.dev or chrome://tracing),
         streamed one lane at a time."""
-        conn = reader.conn()
-        q.get_run(conn, run_id)  # 404 before streaming starts
-        return StreamingResponse(q.chrome_trace_stream(conn, run_id, step_metric), media_type="application/json",
+        reader.runs.get(run_id)  # 404 before streaming starts
+        return StreamingResponse(reader.spans.chrome_trace(run_id, step_metric), media_type="application/json",
                                  headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trace.json"'})
 
     @r.get("/runs/{run_id}/targets", **declare(st.auth, "read", "named"),
            **typed_answer(RunTargets, "the run's scrape targets and their health"))
     async def run_targets(run_id: RunId) -> RunTargets:
         """The run's registered targets (labels project/experiment_name) with health from Prometheus when it runs."""
-        run = q.get_run(reader.conn(), run_id)
+        run = reader.runs.get(run_id)
         mine = [t.to_api() for t in st.targets.list()]
         mine = [t for t in mine if t["labels"].get("project") == run["project"]
                 and t["labels"].get("experiment_name") == run["experiment_name"]]
@@ -301,6 +252,3 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
 class CSVResponse(StreamingResponse):
     media_type = "text/csv"
 
-
-def _has_open(conn: Any, run_id: RunId) -> bool:
-    return q.has_open_spans(conn, run_id)

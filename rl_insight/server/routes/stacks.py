@@ -93,10 +93,9 @@ def build_router(st: AppState) -> APIRouter:
 def _run_key(st: AppState, run_id: int, asking: bool = True) -> tuple[str, str]:
     """A run's (project, experiment_name): 404 for a run that does not exist; one without them cannot be asked (409),
     and has no snapshot to read (`asking` False: an empty key)."""
-    from ..runstore import queries as q
 
     assert st.reader is not None
-    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s)  # 404 for a run that does not exist
+    run = st.reader.runs.get(run_id, st.config.live_window_s)  # 404 for a run that does not exist
     if not run["project"] or not run["experiment_name"]:
         if not asking:
             return "", ""  # no snapshot can exist: an empty list, a 404 for one
@@ -106,11 +105,10 @@ def _run_key(st: AppState, run_id: int, asking: bool = True) -> tuple[str, str]:
 
 
 def _verdict_answer(st: AppState, run_id: int) -> dict[str, Any]:
-    from ..runstore import queries as q
 
     assert st.reader is not None
     book = st.stacks
-    run = q.get_run(st.reader.conn(), run_id, st.config.live_window_s, conditions=st.conditions.all())
+    run = st.reader.runs.get(run_id, st.config.live_window_s, conditions=st.conditions.all())
     key = (run["project"], run["experiment_name"])
     stall = st.conditions.stall(key)
     snap = book.latest_complete(*key) if all(key) else None

@@ -29,14 +29,14 @@ def build_router(st: AppState) -> APIRouter:
     def _step(run_id: int, step: Optional[int], no_step: bool) -> Optional[int]:
         if step is not None or no_step:
             return step
-        newest = tq.steps(reader.conn(), run_id)["steps"]
+        newest = reader.trajectories.steps(run_id)["steps"]
         return newest[0] if newest else None
 
     @r.get("/steps", **declare(st.auth, "read", "named"),
            **typed_answer(TrajectorySteps, "the steps with trajectories"))
     def steps(run_id: RunId) -> TrajectorySteps:
         """Steps that have trajectories, newest first; `without_step` when some have none."""
-        return tq.steps(reader.conn(), run_id)
+        return reader.trajectories.steps(run_id)
 
     @r.get("", **declare(st.auth, "read", "named"), **typed_answer(TrajectoryPage, "a page of the step's trajectories"))
     def page(
@@ -59,8 +59,7 @@ def build_router(st: AppState) -> APIRouter:
     ) -> TrajectoryPage:
         """One page of a step's trajectories, sorted and filtered (slowest, most turns, failed, by reward, tool,
         replica)."""
-        return tq.page(
-            reader.conn(),
+        return reader.trajectories.page(
             run_id,
             _step(run_id, step, no_step),
             sort=sort,
@@ -79,12 +78,12 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/stats", **declare(st.auth, "read", "named"), **typed_answer(TrajectoryStats, "the step's distributions"))
     def stats(run_id: RunId, step: Optional[int] = Step, no_step: bool = False) -> TrajectoryStats:
         """A step's distributions: duration quantiles, turns, reward, tokens, tool latency p50/p99 by tool, replicas."""
-        return tq.stats(reader.conn(), run_id, _step(run_id, step, no_step))
+        return reader.trajectories.stats(run_id, _step(run_id, step, no_step))
 
     @r.get("/{traj_id}", **declare(st.auth, "read", "named"),
            **typed_answer(TrajectoryDetail, "the trajectory, its turns and the gaps between them"))
     def detail(run_id: RunId, traj_id: int = Path(ge=1, le=INT64_MAX)) -> TrajectoryDetail:
         """One trajectory's turns in time order (generate, tool …) with engine timings and the gaps between them."""
-        return tq.detail(reader.conn(), run_id, traj_id)
+        return reader.trajectories.detail(run_id, traj_id)
 
     return r

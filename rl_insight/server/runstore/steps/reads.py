@@ -1,0 +1,18 @@
+"""The steps: their windows, a run's insights over a time window, one step's critical path and facts, two runs'
+difference, the goodput ledger, the usual step length."""
+
+from __future__ import annotations
+
+from ..bound import Bound, StoreKind
+from . import explain, ledger
+from .run_insights import median_step_s, run_insights, run_step_windows
+
+
+class StepReads(StoreKind):
+    windows = Bound(run_step_windows)
+    insights = Bound(run_insights)
+    path = Bound(explain.step_path)
+    facts = Bound(explain.step_facts)
+    diff = Bound(explain.runs_diff)
+    ledger = Bound(ledger.run_ledger)
+    median_s = Bound(median_step_s)
