@@ -12,9 +12,9 @@ and Chromium; with another worker's servers beside them, those waits failed one 
 time), while alone they hold. Why not one serial pass: it took ~19 minutes on two cores, over the project's limit.
 
 `--fast` runs one pass instead: the in-process lane (tests/lanes.py: no socket, no process, no outside service;
-markers `socket` and `external` leave the rest out; a guard fails a test that opens a socket or starts a process;
-hypothesis draws seeded and fewer) on two workers, as its tests now compute rather than wait (four took longer):
-about a minute on two cores, for the edit-and-test loop.
+markers `socket`, `external` and `slow` (a test over 2 s) leave the rest out; a guard fails a test that opens a
+socket or starts a process; hypothesis draws seeded and fewer) on two workers, as its tests now compute rather than
+wait (four took longer): about a minute on two cores, for the edit-and-test loop.
 
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     if known.fast:
         where = [] if any(not a.startswith("-") for a in passthrough) else ["tests/unit"]  # (the other folders hold
         # only external tests: not even imported)
-        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not socket", *where, *passthrough],
+        return run(["-q", "-n", str(FAST_WORKERS), "--dist", "load", "-m", "not socket and not slow", *where,
+                    *passthrough],
                    lane=IN_PROCESS_LANE)
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
     results = [run(["-q", *spread, "-m", "not e2e and not alone", *passthrough]),

@@ -65,6 +65,7 @@ def test_all_sql_of_the_run_store_is_in_runstore() -> None:
     assert not outside, outside
 
 
+@pytest.mark.slow  # (over 2 s: the full suite runs it)
 def test_every_import_of_our_own_modules_names_one_that_exists() -> None:
     """Every `import`/`from … import` of an rl_insight module, deferred ones inside functions included, names a module
     that exists (mypy is told to ignore missing imports, for the optional extras, so a moved module's stale relative

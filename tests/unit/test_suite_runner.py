@@ -38,8 +38,8 @@ def test_fast_runs_one_pass_without_the_external_tests(monkeypatch: pytest.Monke
     calls: list[list[str]] = []
     monkeypatch.setattr(runner, "run", lambda args, lane=None: calls.append([*args, lane]) or 0)
     assert runner.main(["--fast", "-x"]) == 0
-    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not socket", "tests/unit", "-x",
-                      runner.IN_PROCESS_LANE]]
+    assert calls == [["-q", "-n", str(runner.FAST_WORKERS), "--dist", "load", "-m", "not socket and not slow",
+                      "tests/unit", "-x", runner.IN_PROCESS_LANE]]
     calls.clear()
     assert runner.main(["--fast", "tests/unit/cli"]) == 0  # (a path given: that path only)
     assert calls[0][-2:] == ["tests/unit/cli", runner.IN_PROCESS_LANE]

@@ -46,6 +46,7 @@ def _req(first: int, last: int, **kw: Any) -> dict[str, Any]:
     ).to_wire()
 
 
+@pytest.mark.slow  # (over 2 s: the full suite runs it)
 def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
     pytest.importorskip("torch")
     exp = _Exp()

@@ -49,6 +49,7 @@ def _fastapis_own_way(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.slow  # (over 2 s a configuration: the full suite runs it)
 def test_the_schema_is_fastapis_own(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = json.dumps(_openapi(tmp_path / "fast", **CONFIGS[name]))
     with monkeypatch.context() as m:

@@ -255,6 +255,7 @@ def _amplifier(host: str, pid: int) -> dict[str, Any]:
                          "lanes": [{"lane": f"l{j}", "state": "s"} for j in range(64)]} for i in range(256)]}
 
 
+@pytest.mark.slow  # (over 2 s: the full suite runs it)
 def test_answers_come_only_from_the_processes_asked(tmp_path: Path) -> None:
     book = book_of(tmp_path)
     snap = book.create(*RUN)
