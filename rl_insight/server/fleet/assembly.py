@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..runstore import queries as q
 from ..runstore.backend import Backend
 from ..runstore.hand_over import HandOver
 from ..runstore.reader import RunStoreReader
-from ..runstore.steps.run_insights import metric_samples
 from .coordinator import FleetCoordinator
 from .lease import FleetLease
 from .records import SharedDocument, SharedRecords
@@ -39,8 +37,8 @@ def build_fleet(backend: Backend | None, writer: HandOver | None, reader: RunSto
         insight.lead = lambda: lease.held
 
     def seed(project: str, experiment_name: str) -> list[tuple[float, float]]:
-        run_id = q.find_run_id(reader.conn(), project, experiment_name)
-        return [] if run_id is None else metric_samples(reader.conn(), run_id, step_metric)
+        run_id = reader.runs.find_id(project, experiment_name)
+        return [] if run_id is None else reader.steps.samples(run_id, step_metric)
 
     step_clock.seed = seed
     return fleet

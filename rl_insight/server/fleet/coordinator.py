@@ -24,7 +24,6 @@ from typing import Any, Callable
 from typing_extensions import TypedDict
 
 from ...protocol import SpanRecord
-from ..runstore import queries as q
 from ..workers.batch_worker import Periodic
 from .lease import FleetLease
 from .registry import FleetRegistry
@@ -106,11 +105,10 @@ class FleetCoordinator:
         """(the lease holder) Close what runs gone from the whole fleet left open, and finish those runs."""
         now = time.time() if now is None else now
         alive = self.registry.live_runs(now - self.silence_s)
-        conn = self._reader.conn()
         closing: list[SpanRecord] = []
         runs: dict[tuple[str, str], tuple[float, bool]] = {}  # run -> (last sign of life, finished by its processes)
         for project, experiment, last_seen, finished, (sid, trace, parent, name, lane, start, attrs) in \
-                q.open_states(conn, 100_000):
+                self._reader.runs.open_states(100_000):
             run = (project, experiment)
             if run in alive or last_seen > now - self.silence_s:
                 continue  # a client of the run reports somewhere (or did just now): its states are its own

@@ -29,7 +29,6 @@ import time
 from typing import Any, Callable, Mapping
 
 from ..outbound.alerting.alertmanager import Alertmanager, AlertmanagerError, rfc3339
-from ..runstore import queries as q
 from ..workers.batch_worker import Periodic
 from .run_conditions import RunConditions
 from .step_clock import StepClock
@@ -111,14 +110,13 @@ class AlertEvents:
     # ------------------------------------------------------------------ what holds now
     def current(self, now: float) -> dict[Key, dict[str, Any]]:
         out: dict[Key, dict[str, Any]] = {}
-        conn = self.reader.conn()
         for run in self.conditions.all():
             stall = self.conditions.stall(run)
-            run_id = q.find_run_id(conn, *run)
+            run_id = self.reader.runs.find_id(*run)
             if stall is None or run_id is None:
                 continue
             out[("RLInsightRunStalled", run_id)] = self._stalled(run, run_id, stall, now)
-        for r in q.list_runs(conn, self.live_window_s, seen_since=now - LOST_FOR_S):  # (the recent ones only)
+        for r in self.reader.runs.of_project(self.live_window_s, seen_since=now - LOST_FOR_S):  # (the recent ones only)
             ended_at = float((r.get("lost") or {}).get("at") or r["last_seen"])
             if r["status"] == "lost" and now - ended_at < LOST_FOR_S:
                 out[("RLInsightRunLost", r["id"])] = self._alert(

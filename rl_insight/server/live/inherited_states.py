@@ -7,7 +7,6 @@ import json
 import logging
 
 from ...protocol import SpanRecord
-from ..runstore import queries as q
 from ..runstore.reader import RunStoreReader
 from .clients import ClientTracker
 
@@ -17,7 +16,7 @@ log = logging.getLogger("rl_insight.server")
 def inherit_open_states(reader: RunStoreReader, clients: ClientTracker, silence_s: float, limit: int = 100_000) -> None:
     found = []
     for project, experiment, last_seen, _finished, (sid, trace, parent, name, lane, start, attrs) in \
-            q.open_states(reader.conn(), limit):
+            reader.runs.open_states(limit):
         try:
             a = json.loads(attrs)
         except ValueError:
