@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from ...protocol import RunControl
+from ...protocol.reply import CONTROL_KINDS
 from ..live.step_clock import StepClock
 
 
@@ -20,7 +21,12 @@ class ControlSource(Protocol):
 
 class RunControlBuilder:
     def __init__(self, clock: StepClock, sources: Mapping[str, ControlSource]) -> None:
-        """`sources`: each kind's book by its key in the reply (`profile`, `stacks`)."""
+        """`sources`: each kind's book by its key in the reply (`profile`, `stacks`); a key no kind of
+        protocol.reply.CONTROL_KINDS has is refused (its requests would reach no client)."""
+        unknown = set(sources) - {kind.key for kind in CONTROL_KINDS}
+        if unknown:
+            raise ValueError(f"control sources of no kind of request: {sorted(unknown)} (protocol/reply.py "
+                             "CONTROL_KINDS)")
         self.clock = clock
         self.sources = dict(sources)
 
