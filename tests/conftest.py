@@ -162,18 +162,16 @@ def start_server(tmp_path: Path, port: int | None = None, *, in_process: bool = 
     return RunningServer(url, cfg, app, server, thread)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RunningServer]:
-    """A server in this process (no socket): for what speaks to it through httpx."""
-    srv = start_server(tmp_path, in_process=True)
-    yield srv
-    srv.stop()
+def _on_a_port(request: pytest.FixtureRequest) -> bool:
+    """A test marked `socket` (tests/lanes.py: by hand, or from what it names) gets its server under uvicorn on a
+    loopback port — for the `rl_insight` client library (the stdlib, not httpx), a browser, a child process; any
+    other, in this process (tests/in_process.py)."""
+    return request.node.get_closest_marker("socket") is not None
 
 
 @pytest.fixture
-def socket_server(tmp_path: Path) -> Iterator[RunningServer]:
-    """A server under uvicorn on a loopback port: for the `rl_insight` client library, a browser, a child process."""
-    srv = start_server(tmp_path)
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path, in_process=not _on_a_port(request))
     yield srv
     srv.stop()
 
@@ -217,16 +215,8 @@ def demo_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoPair]:
 
 
 @pytest.fixture
-def token_server(tmp_path: Path) -> Iterator[RunningServer]:
-    srv = start_server(tmp_path, token="s3cret-token", in_process=True)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def socket_token_server(tmp_path: Path) -> Iterator[RunningServer]:
-    """`token_server` under uvicorn on a loopback port (see `socket_server`)."""
-    srv = start_server(tmp_path, token="s3cret-token")
+def token_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path, token="s3cret-token", in_process=not _on_a_port(request))
     yield srv
     srv.stop()
 

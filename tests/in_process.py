@@ -5,7 +5,7 @@ CLI's HTTP calls. While the server is up, httpx's transport hands each request f
 the TestClient's transport (the request parsed and answered by the same ASGI app, middleware and lifespan as under
 uvicorn; the peer address is the loopback, as a local client's is). Nothing listens on the port, so what does not
 speak through httpx (the stdlib client of `rl_insight`, a browser, uvicorn's own protocol guards) needs a real
-server: `start_server(..., in_process=False)`, or the `socket_server` fixture.
+server: `start_server(..., in_process=False)`, or the `server` fixture of a test marked `socket`.
 
 Invariant: a request reaches an in-process server only through this table; a stopped server's address is gone
 from it (a request then fails to connect, as it would to a stopped server).

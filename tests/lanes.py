@@ -5,7 +5,8 @@ A test is marked, from where it lives and what it names (so a new test is classi
 - `external`: it needs an outside binary or process (PostgreSQL, Prometheus, Chromium, haproxy, torch, a
   subprocess of rl-insight);
 - `socket`: it opens a network socket or starts a process of its own (a server under uvicorn on a port, a
-  capturing HTTP peer, a child process).
+  capturing HTTP peer, a child process); its `server` fixture then listens on a port (tests/conftest.py), as does
+  that of a test in a module that says why in `SERVER_ON_A_PORT` (the stdlib client library speaks no httpx).
 The fast lane runs the rest: in process only. While it runs (RL_INSIGHT_TEST_LANE=in-process), the guard refuses
 every TCP/UDP connect and bind and every process start, and fails the test that tried, naming what it did: a test
 the rules above classify wrongly fails there, visibly, instead of slowing the lane down.
@@ -34,9 +35,11 @@ EXTERNAL_FIXTURES = {"postgres_cluster", "postgres_url", "demo_pair", "torch_tra
 PROCESS_NAMES = {"subprocess", "Popen", "executable", "prometheus_binary", "debian_binary", "PostgresCluster",
                  "WriterProcess", "InsightProcess", "PipeChild", "torch"}
 # a function that names one of these opens a socket (a real server, a peer, a port) or starts a process
-SOCKET_NAMES = {"free_port", "uvicorn", "ThreadingHTTPServer", "HTTPServer", "socket", "socket_server",
-                "socket_token_server", "capture", "create_connection", "Process", "mp_context", "get_context",
-                "fork", "spawn"}
+# a module that says why in `SERVER_ON_A_PORT` has its tests' servers (these fixtures) served on a port
+SERVER_ON_A_PORT = "SERVER_ON_A_PORT"
+SERVER_FIXTURES = {"server", "token_server"}
+SOCKET_NAMES = {"free_port", "uvicorn", "ThreadingHTTPServer", "HTTPServer", "socket", "capture", "create_connection",
+                "Process", "mp_context", "get_context", "fork", "spawn"}
 
 
 def _references(func: ast.AST) -> set[str]:
@@ -108,7 +111,8 @@ def classify(items: list[pytest.Item]) -> None:
                 or item.get_closest_marker("integration") or item.get_closest_marker("e2e")
                 or test_name in starters or starters & fixtures):
             item.add_marker(pytest.mark.external)
-        if item.get_closest_marker("external") or test_name in openers or (openers | SOCKET_NAMES) & fixtures:
+        if (item.get_closest_marker("external") or test_name in openers or (openers | SOCKET_NAMES) & fixtures
+                or (getattr(getattr(item, "module", None), SERVER_ON_A_PORT, None) and SERVER_FIXTURES & fixtures)):
             item.add_marker(pytest.mark.socket)
 
 
@@ -191,5 +195,5 @@ def _in_process_only() -> Iterator[None]:
         what = "; ".join(dict.fromkeys(_tried))
         _tried.clear()
         pytest.fail(f"this test opened a socket or started a process on the in-process lane ({what}): give it "
-                    f"a real server or child by a name tests/lanes.py knows (socket_server, start_server without "
+                    f"a real server or child by a name tests/lanes.py knows (the mark `socket`, start_server without "
                     f"in_process=True, free_port, ...), or keep it in process")

@@ -56,9 +56,7 @@ def test_an_in_process_server_answers_its_url_without_a_socket(tmp_path: Path, g
 
 
 def test_the_rules_mark_what_a_test_names() -> None:
-    client_api = lanes.socket_openers(str(ROOT / "tests" / "unit" / "client" / "test_client_api.py"))
-    assert "server" in client_api  # (its module's fixture hands out a socket server)
-    read_results = lanes.socket_openers(str(ROOT / "tests" / "unit" / "server" / "routes" / "test_runs_api.py"))
-    assert "test_bad_parameters_are_4xx_with_a_message" in read_results
+    export = lanes.socket_openers(str(ROOT / "tests" / "unit" / "test_export.py"))
+    assert "test_export_cli_for_runs_already_in_the_store" in export  # (start_server: on a port)
     this = lanes.socket_openers(__file__)
     assert "test_an_in_process_server_answers_its_url_without_a_socket" not in this  # (in_process=True)

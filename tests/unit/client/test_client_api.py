@@ -16,18 +16,10 @@ import httpx
 import pytest
 
 import rl_insight
-from tests.conftest import RunningServer, free_port, wait_until
+from tests.conftest import free_port, wait_until
 
+SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)
 
-@pytest.fixture
-def server(socket_server: RunningServer) -> RunningServer:
-    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
-    return socket_server
-
-
-@pytest.fixture
-def token_server(socket_token_server: RunningServer) -> RunningServer:
-    return socket_token_server
 
 
 def spans_of(server, **match):

@@ -12,13 +12,9 @@ import httpx
 import pytest
 
 import rl_insight
-from tests.conftest import RunningServer, start_server, wait_until
+from tests.conftest import start_server, wait_until
 
-
-@pytest.fixture
-def server(socket_server: RunningServer) -> RunningServer:
-    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
-    return socket_server
+SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)
 
 
 def test_version_satisfies_verls_requirement() -> None:

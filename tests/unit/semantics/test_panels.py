@@ -12,13 +12,8 @@ import pytest
 from rl_insight.semantics import panels
 from rl_insight.semantics.catalog import REMOVED_FALLBACKS, exporter_metric_names
 from rl_insight.server.prometheus.panels import query_step_s, rate_window_s, scope_selector
-from tests.conftest import RunningServer
 
-
-@pytest.fixture
-def server(socket_server: RunningServer) -> RunningServer:
-    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
-    return socket_server
+SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)
 
 ROOT = Path(__file__).resolve().parents[3]
 GRAFANA_SCOPE = 'project=~"$project", experiment_name=~"$experiment_name"'

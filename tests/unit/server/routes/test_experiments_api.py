@@ -7,14 +7,15 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 import rl_insight
 from tests.conftest import wait_until
 from tests.unit.server.routes.test_runs_api import emit_run, wait_for_run
 
 
-def test_an_experiment_row_carries_its_runs_status(socket_server, monkeypatch, tmp_path) -> None:
-    server = socket_server  # (the job's client and the CLI's child process speak to a real port)
+@pytest.mark.socket  # (the job's client and the CLI's child process speak to a real port)
+def test_an_experiment_row_carries_its_runs_status(server, monkeypatch, tmp_path) -> None:
     emit_run(server.url, project="proj", experiment="exp", monkeypatch=monkeypatch)
     run = wait_for_run(server.url)
     for target, experiment in (("10.0.0.9:9400", "exp"), ("10.0.0.9:9401", "no-run")):

@@ -15,16 +15,8 @@ import rl_insight
 from rl_insight.server.control.stacks import verdict_classes
 from tests.conftest import RunningServer, start_server, wait_until
 
+SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)
 
-@pytest.fixture
-def server(socket_server: RunningServer) -> RunningServer:
-    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
-    return socket_server
-
-
-@pytest.fixture
-def token_server(socket_token_server: RunningServer) -> RunningServer:
-    return socket_token_server
 
 
 def emit_run(

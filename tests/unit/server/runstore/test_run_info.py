@@ -15,13 +15,9 @@ from rl_insight.server.runstore import queries as q
 from rl_insight.server.runstore.reader import RunStoreReader
 from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.writer import RunStoreWriter
-from tests.conftest import RunningServer, wait_until
+from tests.conftest import wait_until
 
-
-@pytest.fixture
-def server(socket_server: RunningServer) -> RunningServer:
-    """This module's server listens on a loopback port: the rl_insight client sends through the stdlib, not httpx."""
-    return socket_server
+SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)
 
 
 class DictConfigLike:
