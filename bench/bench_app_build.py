@@ -1,6 +1,6 @@
 """What making a server's app costs (each test of the in-process lane makes one, every server start makes one): the
-app as built (routes taken as built, answer and error types documented by reference: server/routes/joined.py,
-routes/models.py) against FastAPI's own way (routers included with `include_router`, every answer and error type a
+app as built (routes taken as built, answer and error types documented by reference: server/routing/joined.py,
+routing/models.py) against FastAPI's own way (routers included with `include_router`, every answer and error type a
 route's "model"), interleaved in one process, with both apps' /openapi.json checked equal.
 
     python bench/bench_app_build.py --rounds 7
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._util import machine  # noqa: E402
 from rl_insight.server import app as app_module  # noqa: E402
 from rl_insight.server.config import ServerConfig  # noqa: E402
-from rl_insight.server.routes import models  # noqa: E402
+from rl_insight.server.routing import models  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -120,7 +120,7 @@ def otlp() -> None:
 
 
 def reports() -> None:
-    from rl_insight.server.control.profiles.book import ProfileBook
+    from rl_insight.server.rooms.profiles.book import ProfileBook
 
     book = ProfileBook(Path(tempfile.mkdtemp()) / "profiles", analyze=False)
     rid = book.create("p", "e", 1, 1)["id"]

@@ -3,7 +3,7 @@
     python bench/bench_stacks.py [--reports 1000] [--processes 64]
 
 1. Grouping: `--reports` process answers (the real protocol: each decoded by `decode_stack_report`) of realistic
-   depth (40 frames on the lane-holding thread, 6 other threads) grouped and summarised (control/stacks/groups.py).
+   depth (40 frames on the lane-holding thread, 6 other threads) grouped and summarised (rooms/stacks/groups.py).
    Target: 1,000 reports < 1 s.
 2. A hung job: `--processes` real Python processes (the training client, each holding a lane in a state that never
    ends, idle otherwise: they hear only at their 10 s heartbeat) and a real ingest server; the time from the POST to
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _util import IngestServer, machine
 
 from rl_insight.protocol import CLIENT_HEARTBEAT_S, decode_stack_report
-from rl_insight.server.control.stacks import groups as stack_groups
+from rl_insight.server.rooms.stacks import groups as stack_groups
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 

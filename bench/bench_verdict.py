@@ -1,5 +1,5 @@
 """A fault corpus with a score: seeded faults in synthetic evidence of 1,000-4,096 ranks, judged by the server's own
-code (control/stacks/groups.summarise, then control/stacks/verdict.decide), scored against the fault injected.
+code (rooms/stacks/groups.summarise, then rooms/stacks/verdict.decide), scored against the fault injected.
 
     python bench/bench_verdict.py [--ranks 1024,4096] [--cases 40] [--seed 1]
 
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
 
 from rl_insight.semantics import insights  # noqa: E402
-from rl_insight.server.control.stacks import groups  # noqa: E402
-from rl_insight.server.control.stacks.verdict import HANG_CLASSES, decide  # noqa: E402
+from rl_insight.server.rooms.stacks import groups  # noqa: E402
+from rl_insight.server.rooms.stacks.verdict import HANG_CLASSES, decide  # noqa: E402
 
 SITE = "/venv/lib/python3.11/site-packages"
 NOW_NS = 2_000_000_000 * 10**9

@@ -1,4 +1,4 @@
-"""`rl-insight alerts`: where notifications go (server/outbound/alerting/), through the running server's API.
+"""`rl-insight alerts`: where notifications go (server/rooms/alerting/), through the running server's API.
 
     rl-insight alerts status
     rl-insight alerts receivers add team --webhook https://ci.example.com/hooks/rl
@@ -66,7 +66,7 @@ def _flag_param(flag: str) -> str:
 
 
 def _add_parameters() -> list[inspect.Parameter]:
-    """`receivers add`'s options, made from the receiver kinds (server/outbound/alerting/kinds/): each field's flag,
+    """`receivers add`'s options, made from the receiver kinds (server/rooms/alerting/kinds/): each field's flag,
     a secret's `-file` twin, a bool given as its negation."""
     def option(name: str, default: Any, kind: Any, *flags: str, **kw: Any) -> inspect.Parameter:
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
@@ -99,7 +99,7 @@ def _add_parameters() -> list[inspect.Parameter]:
 
 def kind_fields_by_flag() -> dict[str, Any]:
     """Every kind's fields that have a command-line flag, by flag (in the kinds' order)."""
-    from ..server.outbound.alerting.kinds import KINDS
+    from ..server.rooms.alerting.kinds import KINDS
 
     return {f.flag: f for kind in KINDS.values() for f in kind.fields if f.flag}
 
@@ -116,7 +116,7 @@ def _field_value(f: Any, given: dict[str, Any]) -> Any:
 
 def add(**given: Any) -> int:
     """Add a receiver: checked by Alertmanager and loaded at once, or refused with its reason (nothing changed)."""
-    from ..server.outbound.alerting.kinds import KINDS
+    from ..server.rooms.alerting.kinds import KINDS
 
     def selects(kind: Any) -> bool:  # the kind's first flagged field was given
         first = next(f for f in kind.fields if f.flag)

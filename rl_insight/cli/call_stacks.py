@@ -1,5 +1,5 @@
 """`rl-insight stacks`: where is every process of a running job now? The stacks of every thread of the run's
-processes (or those chosen), grouped, with the odd ones out named (server/control/stacks/book.py does the work).
+processes (or those chosen), grouped, with the odd ones out named (server/rooms/stacks/book.py does the work).
 
     rl-insight stacks --run demo/hang                ask, wait, print the sentence and the groups
     rl-insight stacks --run 3 --ranks 0-7 --native   only ranks 0-7, with py-spy's native frames

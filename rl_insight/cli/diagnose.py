@@ -1,5 +1,5 @@
 """`rl-insight diagnose`: why is this job stuck? The verdict of a stack snapshot — its class, the culprit ranks and
-hosts, the collective, the RL phase and step, the evidence and what to check next (server/control/stacks/verdict.py).
+hosts, the collective, the RL phase and step, the evidence and what to check next (server/rooms/stacks/verdict.py).
 
     rl-insight diagnose --run demo/hang            take a snapshot now, print the verdict
     rl-insight diagnose --run 3 --latest --json    the verdict of the latest snapshot (the server's own, after a stall)

@@ -153,7 +153,7 @@ def _refuse_what_cannot_run(p: dict[str, Any]) -> None:
         extra_dashboards(Path(p["extra_dashboard_dir"]))
     _refuse_bad_urls(p)
     from ..errors import ConfigError
-    from ..server.outbound.alerting.am_config import Grouping
+    from ..server.rooms.alerting.am_config import Grouping
 
     try:
         Grouping(p["alert_group_wait"], p["alert_group_interval"], p["alert_repeat_interval"])
@@ -309,8 +309,8 @@ def _receivers_kept(h: Home) -> int:
     """How many alert receivers the started server's data directory holds (0 when it cannot be read)."""
     import json
 
-    from ..server.outbound.alerting.notifications import config_paths
-    from ..server.outbound.alerting.receivers import ReceiverFile
+    from ..server.rooms.alerting.notifications import config_paths
+    from ..server.rooms.alerting.receivers import ReceiverFile
 
     try:
         data_dir = json.loads((h.runtime_dir / "server.json").read_text()).get("data_dir") or h.data_dir

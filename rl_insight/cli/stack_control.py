@@ -127,7 +127,7 @@ def print_status(h: Home, state: StackState, as_json: bool = False) -> int:
         rows += [[m.name, "-", "-", "missing", "-", m.hint or ""] for m in state.missing]
         echo_table(rows, ["SERVICE", "PID", "PORT", "READY", "VERSION", "URL"])
         if state.service("alertmanager") is None:
-            from ..server.outbound.alerting.notifications import OFF_HINT
+            from ..server.rooms.alerting.notifications import OFF_HINT
 
             typer.echo("Notifications " + OFF_HINT)
         if not state.supervisor_alive():

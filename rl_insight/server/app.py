@@ -26,8 +26,8 @@ from .access.declared import publish
 from .config import ServerConfig
 from .http.audit_trail import AuditTrail
 from .http.hot_route import HotRoute
+from .rooms.house import discover, furnish, routers
 from .routes import (
-    alerting,
     audit,
     experiments,
     explain,
@@ -36,17 +36,15 @@ from .routes import (
     moe,
     otlp,
     panels,
-    profiles,
     runs,
     session,
     spans,
-    stacks,
     targets,
     tokens,
     trajectories,
 )
-from .routes.joined import mount
-from .routes.models import ErrorBody, answer_schemas
+from .routing.joined import mount
+from .routing.models import ErrorBody, answer_schemas
 from .security import SECURITY_HEADERS, GuardMiddleware
 from .state import AppState
 from .ui import STATIC, mount_ui
@@ -57,6 +55,8 @@ log = logging.getLogger("rl_insight.server")
 def create_app(config: ServerConfig) -> FastAPI:
     disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
     st = AppState(config)
+    rooms = discover()  # (server/rooms/: each feature's folder, found, not listed here)
+    furnish(st, rooms)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -96,8 +96,6 @@ def create_app(config: ServerConfig) -> FastAPI:
     mount(app, experiments.build_router(st))
     mount(app, spans.build_router(st))
     mount(app, session.build_router(st))
-    mount(app, profiles.build_router(st))
-    mount(app, alerting.build_router(st))
     mount(app, tokens.build_router(st))
     mount(app, audit.build_router(st))
     if st.reader is not None:
@@ -106,7 +104,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         mount(app, moe.build_router(st))
         mount(app, trajectories.build_router(st))
         mount(app, panels.build_router(st))
-        mount(app, stacks.build_router(st))
+    for router in routers(st, rooms):
+        mount(app, router)
     mount_ui(app, st.auth.require_read)
 
     @app.get("/docs", include_in_schema=False)

@@ -185,7 +185,7 @@ class ServerConfig:
         "heartbeat keeps idle ones open).", min=1)
     http_parser: str = "auto"  # uvicorn's HTTP/1.1 parser: "httptools" (C, where installed; "auto"), or "h11"
     event_loop: str = "auto"  # uvicorn's event loop: "uvloop" (where installed; "auto"), or "asyncio"
-    # Stack snapshots taken by the server itself (control/stacks/stall_watch.py): when the stalled-lane insight fires,
+    # Stack snapshots taken by the server itself (rooms/stacks/stall_watch.py): when the stalled-lane insight fires,
     # or the run's step clock has not moved for stall_step_s (0: off); at most one episode per run per interval
     stall_snapshots: bool = option(
         True, "Take a stack snapshot of a run by itself when one of its lanes stalls or its step clock stops (see "
@@ -197,7 +197,7 @@ class ServerConfig:
         30.0, "A stall episode's second snapshot this long after the first: nobody moved, the run is hung.", min=1)
     auto_profile_on_stall: bool = option(
         False, "When a stalled run's stacks still move (slow, not stuck), profile its next step on the stalled lanes.")
-    # Notifications (outbound/alerting/, live/alert_events.py): the managed Alertmanager (None: notifications off),
+    # Notifications (rooms/alerting/): the managed Alertmanager (None: notifications off),
     # the address the links in them use (None: the one `server start` prints), and how Alertmanager groups them
     alertmanager_url: str | None = None
     amtool: str | None = None  # amtool beside the managed Alertmanager (None: from PATH), to check receiver changes

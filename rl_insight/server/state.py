@@ -20,20 +20,15 @@ from ..fsutil import private_dir
 from ..protocol import SpanRecord
 from .access.sso import proxy_sign_on
 from .config import ServerConfig
-from .control.profiles.book import ProfileBook
-from .control.profiles.shared import shared_requests
 from .control.run_control import RunControlBuilder
-from .control.stacks.book import StackBook
-from .control.stacks.stall_watch import StallWatch
 from .fleet.assembly import build_fleet, processes_elsewhere
-from .fleet.sharing import audit_log, shared_records, shared_snapshots, shared_targets, token_book
+from .fleet.sharing import audit_log, shared_targets, token_book
 from .http.net import public_url
 from .http.slow_peers import PeerGuardCounters
 from .intake.ingest import StoredWaiters
 from .intake.otlp_grpc import GrpcTraceIntake
 from .intake.otlp_metrics import OtlpMetrics
 from .intake.pipeline import IntakePipeline
-from .live.alert_assembly import build_notifications
 from .live.clients import ClientTracker, LiveProcess
 from .live.collectors import register_collectors
 from .live.inherited_states import inherit_open_states
@@ -43,7 +38,6 @@ from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .live.step_clock import StepClock
-from .outbound.alerting.delivery import WebhookDelivery
 from .outbound.exporters import build_exporters
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
@@ -103,13 +97,6 @@ class AppState:
         self.experiments = ExperimentBook(self.targets, shared=shared_targets(backend))
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
-        self.profiles = ProfileBook(cfg.profiles_dir, clock=self.step_clock,
-                                    analysis_timeout_s=cfg.profile_analysis_timeout_s,
-                                    analysis_max_memory_bytes=cfg.profile_analysis_max_memory_bytes,
-                                    run_exists=self.runs.exists if self.reader is not None else None,
-                                    shared=shared_requests(shared_records(backend, "profile"), cfg.shared_dir,
-                                                           cfg.profiles_dir))
-        life.add("profiles", stop=self.profiles.close)
         self.exporters = build_exporters(cfg)
         life.add("exports", stop=self.exporters.close)
         self.forwarder = (OtlpForwarder(cfg.otlp_endpoint, cfg.otlp_protocol, max_queue=cfg.otlp_queue)
@@ -135,7 +122,6 @@ class AppState:
                                                                                   cfg.client_silence_s))
 
         self.clients = ClientTracker(cfg.client_silence_s, self._close_cut_short, self.mark_finished)
-        self.clients.on_silent.append(self.profiles.process_silent)  # a process killed mid-window: say so
         # stalled and hung runs (the status "live" hides), from each insight refresh
         self.conditions = RunConditions(self.step_clock, cfg.stall_step_s)
         self.fleet = build_fleet(backend, self.writer, self.reader, self.boot_id, clients=self.clients,
@@ -146,36 +132,17 @@ class AppState:
         if self.fleet is not None:
             life.add("fleet", self.fleet.start, self.fleet.stop)
         life.add("client tracker", self.clients.start, self.clients.stop)
-        # stack snapshots of a run's live processes, asked on the same replies as profiles
-        self.stacks = StackBook(Path(cfg.data_dir).expanduser() / "stacks", self.run_processes,
-                                shared=shared_snapshots(backend), gone=self.clients.gone,
-                                lanes_usual=lambda p, e: self.conditions.lanes_usual((p, e)))
-        life.add("stack snapshots", self.stacks.start, self.stacks.stop)
-        if self.writer is not None:  # a run removed by retention takes its traces, snapshots and clock with it
-            for forget in (lambda keys: self.profiles.forget_runs(drop=keys), self.step_clock.forget,
-                           self.runs.forget, lambda keys: self.stacks.forget_runs(drop=keys)):
+        if self.writer is not None:  # a run removed by retention takes its clock with it (and each room its records)
+            for forget in (self.step_clock.forget, self.runs.forget):
                 self.writer.on_runs_deleted.append(forget)
             self.step_clock.on_first_move.append(self.writer.put_step_backfill)
-        # every ingest reply's RunControl: the run's open requests of every kind, and its step clock
-        self.control = RunControlBuilder(self.step_clock, {"profile": self.profiles, "stacks": self.stacks})
-        self.stall_watch: StallWatch | None = None
+        # every ingest reply's RunControl: the run's open requests of every kind (each room adds its kind's book)
+        # and its step clock
+        self.control = RunControlBuilder(self.step_clock)
         if self.insight is not None:
             self.insight.on_refresh.append(self.conditions.on_insights)
-            if cfg.stall_snapshots:  # a stalled run's stacks, taken by the server
-                self.stall_watch = StallWatch(self.stacks, self.step_clock, self.conditions,
-                                              interval_s=cfg.stall_snapshot_interval_s, profiles=self.profiles,
-                                              auto_profile=cfg.auto_profile_on_stall,
-                                              confirm_after_s=cfg.stall_confirm_s)
-                self.insight.on_refresh.append(self.stall_watch.on_insights)
-
-        insight = self.insight
-        self.notifications, self.alert_events = build_notifications(
-            cfg, self.reader, self.conditions, self.step_clock, verdict_of=self._latest_verdict,
-            public_url=lambda: self.public_url, lead=lambda: insight.lead() if insight is not None else True)
-        life.add("notifications", stop=self.notifications.close)
-        if self.alert_events is not None:
-            life.add("alert events", self.alert_events.start, self.alert_events.stop)
-        self.webhooks = WebhookDelivery(self.notifications.receiver)
+        # each room's parts (server/rooms/: alerting, profiles, stacks), by room name, made by the app (house.furnish)
+        self.rooms: dict[str, Any] = {}
         # alert rules users add, evaluated by the managed Prometheus (prometheus/user_rules.py)
         self.user_rules = UserRules(Path(cfg.data_dir).expanduser(), cfg.promtool,
                                     enabled=cfg.managed_prometheus_url is not None)
@@ -217,10 +184,6 @@ class AppState:
     def mark_finished(self, project: str, experiment_name: str, lost: dict[str, Any] | None = None) -> None:
         if self.writer is not None:
             self.writer.mark_finished(project, experiment_name, lost)
-
-    def _latest_verdict(self, project: str, experiment_name: str) -> Any:
-        snap = self.stacks.latest_complete(project, experiment_name)
-        return snap.get("verdict") if snap is not None else None
 
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")

@@ -1,5 +1,5 @@
 """Alertmanager: where it listens, where it keeps its state (silences and what it already sent, kept across restarts),
-and its command line. Its configuration is the server's (server/outbound/alerting/notifications.write_config): the
+and its command line. Its configuration is the server's (server/rooms/alerting/notifications.write_config): the
 supervisor writes it from the stored receivers before Alertmanager starts, the server on every receiver change."""
 
 from __future__ import annotations

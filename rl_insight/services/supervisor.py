@@ -24,10 +24,10 @@ from ..errors import BinaryNotFoundError, PortInUseError, ServiceError
 from ..fsutil import atomic_write
 from ..server.config import reach_host
 from ..server.http.net import detect_ip, free_port, port_is_free
-from ..server.outbound.alerting.am_config import Grouping
-from ..server.outbound.alerting.notifications import config_paths, relay_of
-from ..server.outbound.alerting.notifications import write_config as write_alertmanager_config
 from ..server.prometheus.user_rules import write_rule_file
+from ..server.rooms.alerting.am_config import Grouping
+from ..server.rooms.alerting.notifications import config_paths, relay_of
+from ..server.rooms.alerting.notifications import write_config as write_alertmanager_config
 from . import process
 from .alertmanager import AlertmanagerSettings, tool_beside
 from .alertmanager import command as alertmanager_command

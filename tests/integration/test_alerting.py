@@ -20,10 +20,11 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from rl_insight.server.outbound.alerting import am_config
-from rl_insight.server.outbound.alerting.alertmanager import rfc3339
-from rl_insight.server.outbound.alerting.am_config import Grouping
-from rl_insight.server.outbound.alerting.notifications import write_config
+from rl_insight.server.rooms.alerting import am_config
+from rl_insight.server.rooms.alerting.alertmanager import rfc3339
+from rl_insight.server.rooms.alerting.am_config import Grouping
+from rl_insight.server.rooms.alerting.notifications import write_config
+from rl_insight.server.rooms.alerting.parts import alerting_of
 from rl_insight.services.alertmanager import AlertmanagerSettings, command
 from rl_insight.services.binaries import find_binary
 from tests.conftest import RunningServer, free_port, start_server, wait_until
@@ -173,7 +174,8 @@ def test_receivers_added_refused_tested_and_removed_without_a_restart(rig, monke
     monkeypatch.setattr(am_config, "render", broken)
     refused = _add(srv, {"name": "new", "kind": "webhook", "url": inbox.url + "/new"})
     assert refused.status_code == 422 and 'undefined receiver "nobody"' in refused.json()["detail"]
-    monkeypatch.setattr(srv.app.state.st.notifications, "amtool", None)  # no amtool: Alertmanager's reload decides
+    # no amtool: Alertmanager's reload decides
+    monkeypatch.setattr(alerting_of(srv.app.state.st).notifications, "amtool", None)
     refused = _add(srv, {"name": "new", "kind": "webhook", "url": inbox.url + "/new"})
     assert refused.status_code == 422 and "Alertmanager refused POST /-/reload" in refused.json()["detail"]
     assert 'undefined receiver "nobody"' in refused.json()["detail"]
@@ -205,7 +207,8 @@ def test_a_failed_webhook_delivery_logs_no_url(rig, caplog: pytest.LogCaptureFix
     for name in ("gone", "alive"):
         assert httpx.post(srv.url + f"/api/v1/alerting/receivers/{name}/test", headers=H).status_code == 200
     wait_until(lambda: inbox.at("/alive-s3cr3t"), timeout=20, what="the working receiver's notification")
-    wait_until(lambda: srv.app.state.st.webhooks.failures["gone"] >= 1, timeout=20, what="the failed delivery")
+    webhooks = alerting_of(srv.app.state.st).webhooks
+    wait_until(lambda: webhooks.failures["gone"] >= 1, timeout=20, what="the failed delivery")
     wait_until(lambda: "Notify attempt failed" in am.log.read_text(), timeout=20, what="Alertmanager's retry")
     said = am.log.read_text() + caplog.text
     assert "s3cr3t" not in said and "gone" in caplog.text
@@ -227,7 +230,7 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
 
     lanes = [{"lane": f"rank_{i}", "state": "train_batch", "open_s": 226.0, "usual_p95_s": 1.2} for i in range(1000)]
     st.conditions.on_insights({("math", "grpo"): {"stalled": lanes}})
-    assert st.alert_events.tick() == 1  # one alert for the run, not one per lane
+    assert _events(st).tick() == 1  # one alert for the run, not one per lane
     # the run page lists what was delivered (issue 64: it showed Prometheus' lane alert, never the run's one)
     shown = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/alerts", headers=H).json()["active"]
     assert [a["alertname"] for a in shown] == ["RLInsightRunStalled"] and shown[0]["summary"].startswith(
@@ -235,7 +238,7 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     wait_until(lambda: inbox.at("/hook") and inbox.at("/slack") and mail.messages, timeout=30,
                what="the stall delivered to every receiver")
     st.conditions.mark_hung(("math", "grpo"), "a rank never reached the collective: rank_2; all_reduce #3")
-    st.alert_events.tick()
+    _events(st).tick()
     time.sleep(3)  # (group_interval 1 s: an extra message would be here by now)
     hook = inbox.at("/hook")
     assert len(hook) == 1 and len(hook[0]["alerts"]) == 1
@@ -253,12 +256,12 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     assert mail.messages[0]["Subject"] == "[FIRING] RLInsightRunStalled: math/grpo"
 
     st.conditions.on_insights({("math", "grpo"): {"stalled": []}})  # it moves again
-    assert st.alert_events.tick() == 1  # the resolve
+    assert _events(st).tick() == 1  # the resolve
     wait_until(lambda: len(inbox.at("/hook")) == 2, timeout=30, what="the resolved message")
     resolved = inbox.at("/hook")[1]
     assert resolved["status"] == "resolved" and resolved["alerts"][0]["annotations"]["summary"].startswith(
         "math/grpo is hung: a rank never reached the collective: rank_2")
-    assert st.alert_events.tick() == 0  # nothing holds: nothing posted
+    assert _events(st).tick() == 0  # nothing holds: nothing posted
     assert httpx.get(srv.url + "/healthz").json()["notifications"]["alerts_posted"] == 3
 
     # its processes went silent without finish(): lost, told once, with why and the lanes they held
@@ -267,7 +270,7 @@ def test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved(rig) 
     _run(srv, experiment="done")  # a run that finishes cleanly: nobody is told (alert_on_finish is off)
     st.mark_finished("math", "done")
     st.writer.flush(10)
-    assert st.alert_events.tick() == 1
+    assert _events(st).tick() == 1
     wait_until(lambda: len(inbox.at("/hook")) == 3, timeout=30, what="the lost run's notification")
     lost = inbox.at("/hook")[2]["alerts"][0]
     assert lost["labels"]["alertname"] == "RLInsightRunLost" and lost["labels"]["run_id"] == str(run_id)
@@ -284,7 +287,7 @@ def test_a_receiver_added_while_a_stall_fires_gets_one_message(rig) -> None:
     run_id, st = _run(srv), srv.app.state.st
     st.conditions.on_insights({("math", "grpo"): {"stalled": [
         {"lane": "rank_0", "state": "train_batch", "open_s": 300.0, "usual_p95_s": 1.2}]}})
-    assert st.alert_events.tick() == 1
+    assert _events(st).tick() == 1
     now = time.time()
     prometheus_alert = {"labels": {"alertname": "RLInsightLaneStalled", "severity": "critical", "project": "math",
                                    "experiment_name": "grpo"},
@@ -328,7 +331,7 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     am.start()
     stalled = {"stalled": [{"lane": "rank_0", "state": "train_batch", "open_s": 99.0, "usual_p95_s": 1.0}]}
     st.conditions.on_insights({("math", "grpo"): stalled, ("math", "ppo"): stalled})
-    assert st.alert_events.tick() == 2
+    assert _events(st).tick() == 2
     wait_until(lambda: inbox.at("/hook"), timeout=20, what="the other run's notification")
     time.sleep(2)
     got = [a["labels"]["experiment_name"] for m in inbox.at("/hook") for a in m["alerts"]]
@@ -341,7 +344,7 @@ def test_a_silence_holds_a_run_back_survives_a_killed_alertmanager_and_ends(rig)
     assert httpx.delete(srv.url + f"/api/v1/alerting/silences/{back[0]['id']}", headers=H).status_code == 200
     unknown = httpx.delete(srv.url + "/api/v1/alerting/silences/0000aaaa-0000-0000-0000-000000000000", headers=H)
     assert unknown.status_code == 404, unknown.text
-    st.alert_events.tick()
+    _events(st).tick()
     wait_until(lambda: any(a["labels"]["experiment_name"] == "grpo" for m in inbox.at("/hook") for a in m["alerts"]),
                timeout=20, what="the run's notification once its silence ended")
 
@@ -502,3 +505,9 @@ def test_a_firing_alerts_since_survives_a_prometheus_restart(tmp_path: Path) -> 
             proc.wait(20)
         time.sleep(1.5)  # (the restart is an outage that "since" must span)
     assert seen[0][:19] == seen[1][:19], seen  # the same second (restored values are whole seconds)
+
+
+def _events(st: Any) -> Any:
+    events = alerting_of(st).events
+    assert events is not None
+    return events

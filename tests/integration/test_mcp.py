@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from rl_insight.cli.mcp_server import MAX_ANSWER_CHARS, bounded
+from rl_insight.server.rooms.stacks.feature import stacks_of
 from tests.conftest import start_server
 from tests.unit.server.routes.test_read_results import _steps_of_a_run
 
@@ -47,7 +48,7 @@ def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) ->
         srv.app.state.st.writer.flush(10)
         ids = {r["experiment_name"]: r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]}
         snap = httpx.post(f"{srv.url}/api/v1/runs/{ids['slow']}/stacks", json={"deadline_s": 1}, headers=h).json()
-        srv.app.state.st.stacks.tick(time.time() + 5)  # nobody answers: complete at its deadline, with a verdict
+        stacks_of(srv.app.state.st).tick(time.time() + 5)  # nobody answers: complete at its deadline, with a verdict
         tools, (runs, verdict, groups, path, diff, missing) = asyncio.run(_ask(srv.url, [
             ("runs", {"project": "q"}), ("verdict", {"run": "q/slow"}), ("stack_groups", {"run": str(ids["slow"])}),
             ("explain_step", {"run": "q/slow"}), ("run_diff", {"a": "q/base", "b": "q/slow"}),

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rl_insight"
 SERVER = PACKAGE / "server"
 SERVER_ROOT_MODULES = {"__init__.py", "__main__.py", "app.py", "state.py", "config.py", "security.py"}
-SERVER_FOLDERS = {"routes", "intake", "control", "live", "fleet", "outbound", "runstore", "prometheus", "http", "ui",
-                  "workers", "access"}
+SERVER_FOLDERS = {"routes", "rooms", "routing", "intake", "control", "live", "fleet", "outbound", "runstore",
+                  "prometheus", "http", "ui", "workers", "access"}
 MAX_ROOT_MODULES = 10
 # upstream RL-Insight's import paths, kept for drop-in users (docs/compat.md): aliases of the client, no code
 UPSTREAM_PATHS = {"api.py", "utils.py", "agent_loop.py"}
@@ -104,7 +104,24 @@ def test_every_import_of_our_own_modules_names_one_that_exists() -> None:
 def test_routes_hold_no_raw_connection_of_the_run_store() -> None:
     """Issue 65: a route reads through a kind's reader (`st.reader.runs.get(...)`, `reader.samples.series(...)`),
     never a connection of its own: a store of another engine for one kind is then one package behind that kind."""
-    routes = Path(__file__).resolve().parents[2] / "rl_insight" / "server" / "routes"
-    holding = [f"{p.name}:{n}" for p in sorted(routes.glob("*.py"))
+    server = Path(__file__).resolve().parents[2] / "rl_insight" / "server"
+    modules = sorted([*(server / "routes").glob("*.py"), *(server / "rooms").glob("*/routes.py")])
+    holding = [f"{p.name}:{n}" for p in modules
                for n, line in enumerate(p.read_text().splitlines(), 1) if ".conn()" in line]
     assert holding == []
+
+
+def test_every_room_is_in_the_rooms_contract_and_imports_another_only_where_it_comes_after_it() -> None:
+    """The import contract that keeps rooms apart names every folder of server/rooms/ (a new room is in it), and each
+    import it lets through goes from a room to one its Room's `after` names."""
+    import tomllib
+
+    from rl_insight.server.rooms.house import discover
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (rooms,) = [c for c in contracts if c["type"] == "independence" and any(".rooms." in m for m in c["modules"])]
+    found = {room.name: room for room in discover()}
+    assert sorted(rooms["modules"]) == sorted(f"rl_insight.server.rooms.{name}" for name in found)
+    for allowed in rooms.get("ignore_imports", []):
+        source, target = (side.strip().split(".")[3] for side in allowed.split("->"))
+        assert target in found[source].after, allowed

@@ -1,6 +1,6 @@
 """The one spelling of a run id: plain ASCII decimal, no sign, no leading zero, no separator, no padding, 1 to int64.
 
-Invariant: the access check (security.Auth) and every route parameter that takes a run id (routes/params.py) read a
+Invariant: the access check (security.Auth) and every route parameter that takes a run id (routing/params.py) read a
 run id with `parse_run_id` alone, so the value a project check looked at is the value the route uses. Anything else
 (`+2`, `2.0`, `%2B2`, `2_0`, ` 2`, `02`, `0x2`, `２`) is not a run id: 422, never another spelling of a run.
 """

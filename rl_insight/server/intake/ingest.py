@@ -1,6 +1,6 @@
 """Ingest: applying a decoded batch to the live store (the records the other sinks take), and answering only
 once the run store has what was handed over (`StoredWaiters.until_stored`; `wait_stored` on a thread). Body
-decoding is the routes' (routes/body.py).
+decoding is the routes' (routing/body.py).
 
 Validation lives in `rl_insight.protocol` (the one check at the boundary); this module only maps
 the validated records onto the live metric store, the run store and the span fan-out.

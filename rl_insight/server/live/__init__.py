@@ -1,1 +1,2 @@
-"""The live state of the server: the /metrics cache, clients, profiles, stack snapshots and the insight rounds."""
+"""The live state of the server: the /metrics cache, clients, the step clock, the run conditions and the insight
+rounds."""

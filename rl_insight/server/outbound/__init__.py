@@ -1,1 +1,1 @@
-"""What leaves the server: the OTLP forwarder, the TensorBoard / W&B exporters, and alerts to Alertmanager."""
+"""What leaves the server: the OTLP forwarder and the TensorBoard / W&B exporters (alerts: the alerting room)."""

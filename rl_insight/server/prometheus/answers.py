@@ -1,6 +1,6 @@
 """What the Prometheus-backed reads answer: a run's panel sections and their series, alerts, the metric families of
 the panel catalogue, and the experiments that registered scrape targets. Typed dicts the routes declare as their
-answers (routes/models.typed_answer), so `/openapi.json` documents every field.
+answers (routing/models.typed_answer), so `/openapi.json` documents every field.
 
 Invariants: every answer that depends on Prometheus says whether it could ask (`prometheus.state`): an empty
 answer with `not_configured` or `unreachable` is not "no data"; sample values are finite numbers or None (JSON has no

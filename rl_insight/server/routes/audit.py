@@ -15,8 +15,8 @@ from typing_extensions import TypedDict
 from ...errors import ConflictError
 from ..access.audit import MAX_LISTED
 from ..access.declared import declare
+from ..routing.models import error_responses, typed_answer
 from ..state import AppState
-from .models import error_responses, typed_answer
 
 
 class AuditEntry(TypedDict):

@@ -13,11 +13,11 @@ from ..access.declared import declare
 from ..access.scope import only_visible, require_sees, require_writes
 from ..prometheus.answers import ExperimentList, ExperimentListed, ExperimentTargets
 from ..prometheus.convergence import prometheus_convergence
+from ..routing.body import decode_body, read_body
+from ..routing.change_answers import ExperimentChanged
+from ..routing.joined import joined
+from ..routing.models import error_responses, inline_schema, typed_answer
 from ..state import AppState
-from .body import decode_body, read_body
-from .change_answers import ExperimentChanged
-from .joined import joined
-from .models import error_responses, inline_schema, typed_answer
 
 # what `_identity` keeps: no control character (Python's strip() takes \x1c-\x1f as blanks, a schema's \s does not)
 # and something left once stripped, so the schema says exactly what the route accepts

@@ -28,12 +28,12 @@ from ...protocol import INT64_MAX
 from ...semantics import critical_path as cp
 from ...semantics import run_diff
 from ..access.declared import declare
+from ..routing.models import error_responses, typed_answer
+from ..routing.params import RunId, RunIdQuery
 from ..runstore.results import Run
 from ..runstore.steps import ledger
 from ..runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
 from ..state import AppState
-from .models import error_responses, typed_answer
-from .params import RunId, RunIdQuery
 
 
 # (a fresh Query per parameter: one shared instance would give every parameter the first one's name)

@@ -17,12 +17,13 @@ from ...errors import UnauthorizedError
 from ..access.declared import declare
 from ..fleet.coordinator import FleetHealth
 from ..live.insights.service import InsightHealth
-from ..outbound.alerting.notifications import OFF_HINT
+from ..rooms.alerting.notifications import OFF_HINT
+from ..rooms.alerting.parts import alerting_of
+from ..routing.models import typed_answer
 from ..runstore.backend import SCHEMA_VERSION
 from ..runstore.backend.checkpoints import CheckpointHealth
 from ..runstore.spans.span_lod import SummaryHealth
 from ..state import AppState
-from .models import typed_answer
 
 
 class StoreHealth(TypedDict):
@@ -120,11 +121,12 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/healthz", **declare(st.auth, "open", "open"),
            **typed_answer(Health, "the server, its run store, insight rounds and fleet"))
     async def healthz() -> Health:
-        events = st.alert_events
+        alerting = alerting_of(st)
+        events, notifications = alerting.events, alerting.notifications
         body: Health = {"status": "ok", "version": __version__, "boot_id": st.boot_id, "notifications": {
-            "enabled": st.notifications.am is not None, "alertmanager_url": st.config.alertmanager_url,
+            "enabled": notifications.am is not None, "alertmanager_url": st.config.alertmanager_url,
             "alerts_posted": events.posted if events else 0, "failed_posts": events.failed if events else 0,
-            "message": "on" if st.notifications.am is not None else OFF_HINT}}
+            "message": "on" if notifications.am is not None else OFF_HINT}}
         if st.writer is not None:
             ws = st.writer.stats
             body["store"] = {"backend": st.writer.backend.dialect.name, "path": st.writer.location.display,

@@ -13,10 +13,10 @@ from ...errors import PayloadTooLargeError
 from ...protocol import PROTOCOL_VERSIONS, ROUTE_INGEST, IngestReply
 from ..access.declared import Access, in_schema
 from ..http.hot_route import Endpoint
+from ..routing.body import decode_body, read_body
+from ..routing.models import IngestAnswer, IngestBody, error_responses, inline_schema
 from ..runstore.hand_over import Receipt
 from ..state import AppState
-from .body import decode_body, read_body
-from .models import IngestAnswer, IngestBody, error_responses, inline_schema
 
 INLINE_BYTES = 16 * 1024  # request bodies up to this size as sent (gzip) are handled on the event loop ...
 INLINE_DECODED_BYTES = 256 * 1024  # ... when they stay this small once decompressed

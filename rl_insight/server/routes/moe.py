@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from ..access.declared import declare
+from ..routing.models import error_responses, typed_answer
+from ..routing.params import RunId
 from ..runstore.results import Moe
 from ..state import AppState
-from .models import error_responses, typed_answer
-from .params import RunId
 
 
 def build_router(st: AppState) -> APIRouter:

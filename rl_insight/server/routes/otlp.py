@@ -14,10 +14,10 @@ from ..access.scope import principal_of
 from ..intake.gate import IntakeGate
 from ..intake.otlp import decode_request
 from ..intake.pipeline import SpansReceived
+from ..routing.body import gunzip_bounded, read_body
+from ..routing.change_answers import OtlpAnswer
+from ..routing.models import error_responses, inline_schema
 from ..state import AppState
-from .body import gunzip_bounded, read_body
-from .change_answers import OtlpAnswer
-from .models import error_responses, inline_schema
 
 ROUTE_OTLP_TRACES = "/v1/traces"
 ROUTE_OTLP_METRICS = "/v1/metrics"

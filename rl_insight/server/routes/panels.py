@@ -18,10 +18,11 @@ from ..access.scope import only_visible
 from ..prometheus.answers import Alert, AlertList, MetricFamilies, PanelSections, PrometheusState, SectionData
 from ..prometheus.api import PrometheusApi, PrometheusUnavailable
 from ..prometheus.panels import RECENT_ALERTS_S, alerts, availability, run_time_range, section_data
+from ..rooms.alerting.parts import alerting_of
+from ..routing.models import error_responses, typed_answer
+from ..routing.params import RunId
 from ..runstore.results import Run
 from ..state import AppState
-from .models import error_responses, typed_answer
-from .params import RunId
 
 FromS = Query(None, ge=0, le=1e11, description="window start, epoch seconds (default: the run's last 30 minutes)")
 ToS = Query(None, ge=0, le=1e11, description="window end, epoch seconds")
@@ -121,7 +122,8 @@ def _add_alert_routes(r: APIRouter, st: AppState, api: PrometheusApi, rules: Pro
         """Firing, pending and recently resolved alerts of this run (labels project/experiment_name)."""
         run = run_of(run_id)
         # what this server delivered itself (a stall, a hang, a lost run), first: the page shows what people were told
-        delivered = st.alert_events.posted_for(run_id) if st.alert_events is not None else []
+        events = alerting_of(st).events
+        delivered = events.posted_for(run_id) if events is not None else []
         try:
             found = await alerts(api, run["project"], run["experiment_name"], resolution_s=cfg.scrape_interval_s,
                                  rules_api=rules)

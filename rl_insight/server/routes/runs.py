@@ -15,11 +15,13 @@ from ..access.run_ids import parse_run_id_list
 from ..access.scope import visible_filter
 from ..outbound.run_points import reader_insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
+from ..rooms.profiles.feature import profiles_of
+from ..rooms.stacks.feature import stacks_of
+from ..routing.models import error_responses, typed_answer
+from ..routing.params import FromNs, RunId, ToNs
 from ..runstore.results import Comparison, LaneList, MetricList, Run, RunList, RunStatus, Series, SpanDetail, SpanWindow
 from ..runstore.steps.answers import Insights
 from ..state import AppState
-from .models import error_responses, typed_answer
-from .params import FromNs, RunId, ToNs
 
 
 def build_router(st: AppState) -> APIRouter:
@@ -205,13 +207,13 @@ def _add_insight_and_export_routes(r: APIRouter, st: AppState) -> None:
         out = {"run_id": run_id, **reader.steps.insights(run_id, frm, to, step_metric, version_metric, max_steps,
                                                          cfg.stalled_lane_min_s)}
         # steps a profiling window covered: disturbed by the profiler, not the run's usual pace
-        profiled: set[int] = set(st.profiles.profiled_steps(run["project"], run["experiment_name"])) if run["project"] \
-            else set()
+        profiled: set[int] = set(profiles_of(st).profiled_steps(run["project"], run["experiment_name"])) \
+            if run["project"] else set()
         out["profiled_steps"] = sorted(profiled)
         for s in out["steps"]:
             s["profiled"] = s["step"] in profiled
         # the latest stack snapshot the server took by itself (a stall), for the stalled-lane card
-        snap = st.stacks.latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
+        snap = stacks_of(st).latest(run["project"], run["experiment_name"], origin="auto") if run["project"] else None
         out["stack_snapshot"] = None if snap is None else {k: snap.get(k) for k in (
             "id", "created_at", "state", "reason", "summary", "answered", "expected_count", "verdict")}
         return out

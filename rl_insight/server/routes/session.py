@@ -19,12 +19,12 @@ from typing_extensions import TypedDict
 from ..._version import __version__
 from ...errors import InvalidInputError, RateLimitedError, UnauthorizedError
 from ..access.declared import declare
-from ..control.stacks import verdict_classes
+from ..rooms.stacks import verdict_classes
+from ..routing.body import decode_body, read_body
+from ..routing.change_answers import SignedIn
+from ..routing.models import LoginBody, inline_schema, typed_answer
 from ..security import install_cookie
 from ..state import AppState
-from .body import decode_body, read_body
-from .change_answers import SignedIn
-from .models import LoginBody, inline_schema, typed_answer
 
 MAX_FAILURES = 10  # wrong tokens an address may send in WINDOW_S
 WINDOW_S = 60.0
@@ -73,7 +73,7 @@ class SessionAnswer(TypedDict):
     prometheus_url: str | None
     grafana_url: str | None
     version: str
-    verdict_classes: dict[str, dict[str, Any]]  # the hang verdict's classes (server/control/stacks/verdict_classes.py)
+    verdict_classes: dict[str, dict[str, Any]]  # the hang verdict's classes (server/rooms/stacks/verdict_classes.py)
 
 
 def build_router(st: AppState) -> APIRouter:

@@ -9,8 +9,8 @@ from typing_extensions import TypedDict
 
 from ..access.declared import declare
 from ..access.scope import visible_filter
+from ..routing.models import error_responses, typed_answer
 from ..state import AppState
-from .models import error_responses, typed_answer
 
 
 class LiveSpan(TypedDict):

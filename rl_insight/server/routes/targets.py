@@ -12,11 +12,18 @@ from ...protocol import ROUTE_TARGETS
 from ..access.declared import declare
 from ..access.scope import only_visible, require_every_project, require_sees, require_writes
 from ..prometheus.targets import TargetList, parse_registration, registration_identity
+from ..routing.body import decode_body, read_body
+from ..routing.change_answers import TargetsRemoved
+from ..routing.joined import joined
+from ..routing.models import (
+    TARGET_PATTERN,
+    TargetRegistered,
+    TargetRegistration,
+    error_responses,
+    inline_schema,
+    typed_answer,
+)
 from ..state import AppState
-from .body import decode_body, read_body
-from .change_answers import TargetsRemoved
-from .joined import joined
-from .models import TARGET_PATTERN, TargetRegistered, TargetRegistration, error_responses, inline_schema, typed_answer
 
 
 def build_router(st: AppState) -> APIRouter:

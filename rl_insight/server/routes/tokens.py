@@ -19,8 +19,8 @@ from typing_extensions import TypedDict
 from ...errors import ConflictError
 from ..access.declared import declare
 from ..access.tokens import NAME, PROJECT
+from ..routing.models import error_responses, typed_answer
 from ..state import AppState
-from .models import error_responses, typed_answer
 
 TokenName = Path(pattern=NAME.pattern, description="a token's name")
 ProjectName = Annotated[str, Field(pattern=PROJECT.pattern, min_length=1, max_length=256)]

@@ -1,5 +1,5 @@
 """What the run store's reads of runs, metrics, series, lanes and spans return: typed dicts the query modules build
-(mypy checks every key they write) and the read routes declare as their answers (routes/models.typed_answer), so
+(mypy checks every key they write) and the read routes declare as their answers (routing/models.typed_answer), so
 `/openapi.json` documents every field.
 
 Invariants: each dict lists every key its query writes (tests/unit/server/routes/test_read_results.py compares

@@ -8,8 +8,8 @@ import pytest
 
 from rl_insight.cli.call_stacks import describe, resolve_run
 from rl_insight.errors import InvalidInputError, NotFoundError
-from rl_insight.server.control.stacks import groups as stack_groups
-from tests.unit.server.control.stacks.test_groups import collective, report, sleeping
+from rl_insight.server.rooms.stacks import groups as stack_groups
+from tests.unit.server.rooms.stacks.test_groups import collective, report, sleeping
 
 
 def _snapshot() -> dict:

@@ -1,4 +1,4 @@
-"""`rl-insight alerts receivers add`, made from the receiver kinds (server/outbound/alerting/kinds/): each kind's flags
+"""`rl-insight alerts receivers add`, made from the receiver kinds (server/rooms/alerting/kinds/): each kind's flags
 build the body the API takes — secrets from a file or the environment, a negated bool — and a choice of kinds that is
 not exactly one is refused before anything is sent. In process (Typer's runner; the server is a recorder)."""
 

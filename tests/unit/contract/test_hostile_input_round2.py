@@ -24,8 +24,8 @@ import rl_insight
 from rl_insight.analysis.parsers import torch_trace
 from rl_insight.analysis.table import Report
 from rl_insight.errors import BusyError, ConflictError, InvalidInputError, PayloadTooLargeError
-from rl_insight.server.control.profiles.book import ProfileBook
-from rl_insight.server.control.profiles.files import JOURNAL
+from rl_insight.server.rooms.profiles.book import ProfileBook
+from rl_insight.server.rooms.profiles.files import JOURNAL
 from tests.conftest import answers_healthz, free_port, start_server, wait_until
 
 TOKEN = "round-two-token"
@@ -511,14 +511,14 @@ def test_r2_15_disk_per_request_expired_requests_and_unknown_runs_are_bounded(tm
         book.upload(rid, "f16.json.gz", 0, 1000, b"x")  # ...and the request is full
     short = book.create("p", "e", 2, 2, ttl_s=1)["id"]
     real = time.time
-    monkeypatch.setattr("rl_insight.server.control.profiles.book._now", lambda: real() + 5)
+    monkeypatch.setattr("rl_insight.server.rooms.profiles.book._now", lambda: real() + 5)
     with pytest.raises(ConflictError, match="expired"):
         book.upload(short, NAME, 0, 10, b"x")
-    monkeypatch.setattr("rl_insight.server.control.profiles.book._now", real)
+    monkeypatch.setattr("rl_insight.server.rooms.profiles.book._now", real)
     ghosts = [book.create("nobody", f"e{i}", 1, 1, ttl_s=1)["id"] for i in range(64)]
     with pytest.raises(ConflictError, match="have not sent data yet"):
         book.create("nobody", "e64", 1, 1)
-    monkeypatch.setattr("rl_insight.server.control.profiles.book._now", lambda: real() + 2 * 86400)
+    monkeypatch.setattr("rl_insight.server.rooms.profiles.book._now", lambda: real() + 2 * 86400)
     assert book.sweep() == len(ghosts)  # ended, a day past expiry, and their runs never came: deleted
     assert not any((tmp_path / "profiles" / g).exists() for g in ghosts) and book.get(rid)["id"] == rid
 

@@ -1,4 +1,4 @@
-"""Profile on request: the client half of "profile step N on these ranks" (server/control/profiles/book.py).
+"""Profile on request: the client half of "profile step N on these ranks" (server/rooms/profiles/book.py).
 
 Three threads, three jobs:
 

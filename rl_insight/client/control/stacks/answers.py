@@ -1,4 +1,4 @@
-"""Stack snapshots, the client half (server/control/stacks/book.py is the other): a process answers "where is every
+"""Stack snapshots, the client half (server/rooms/stacks/book.py is the other): a process answers "where is every
 thread now?" from its sender thread, never the training thread.
 
 * `offer` (sender thread, every reply) takes each listed `StackRequest` that matches this process (lanes, roles,

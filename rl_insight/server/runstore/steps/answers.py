@@ -1,6 +1,6 @@
 """What a run's step analyses answer: the insights over a window, one step's critical path, the what-ifs over a
 window of steps, and the diff of two runs (or two windows). Typed dicts the routes declare as their answers
-(routes/models.typed_answer), so `/openapi.json` documents every field.
+(routing/models.typed_answer), so `/openapi.json` documents every field.
 
 Invariants: each dict lists every key its builder writes (tests/unit/server/routes/test_read_results.py compares real
 answers with these types); maps keyed by a lane or a state name are `dict[str, …]` (the names are the job's own);
@@ -91,7 +91,7 @@ class Staleness(TypedDict):
 
 
 class SnapshotBrief(TypedDict):
-    """A stack snapshot in a word (server/control/stacks/records.py holds the whole record)."""
+    """A stack snapshot in a word (server/rooms/stacks/records.py holds the whole record)."""
 
     id: str
     created_at: float
@@ -100,7 +100,7 @@ class SnapshotBrief(TypedDict):
     summary: str | None  # None while it is collected
     answered: int
     expected_count: int
-    verdict: dict[str, Any] | None  # its verdict (control/stacks/records.Verdict), once complete
+    verdict: dict[str, Any] | None  # its verdict (rooms/stacks/records.Verdict), once complete
 
 
 class Insights(TypedDict):

@@ -95,7 +95,7 @@ export class StackSnapshots {
   }
 }
 
-// A snapshot's verdict (server/control/stacks/verdict.py): its sentence, marked as a hang when its class is one (the
+// A snapshot's verdict (server/rooms/stacks/verdict.py): its sentence, marked as a hang when its class is one (the
 // classes come from the server: GET /api/v1/session's verdict_classes), and (opened) the evidence and what to check next.
 export const verdictClass = (v) => state.session?.verdict_classes?.[v?.class] || {};
 export function verdictBox(v, detail, id) {

@@ -10,7 +10,7 @@ import pytest
 
 from rl_insight.client.control.stacks import flight_recorder
 from rl_insight.protocol.stacks import MAX_FR_ENTRIES, decode_stack_report
-from tests.unit.server.control.stacks.test_groups import collective, report
+from tests.unit.server.rooms.stacks.test_groups import collective, report
 
 
 def test_without_torch_nothing_is_imported_and_the_answer_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

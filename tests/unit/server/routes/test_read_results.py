@@ -14,11 +14,12 @@ import pytest
 from typing_extensions import is_typeddict
 
 from rl_insight.semantics import panels as catalogue
-from rl_insight.server.control.profiles import records as profiles
-from rl_insight.server.control.stacks import records as stacks
-from rl_insight.server.outbound.alerting import notifications
 from rl_insight.server.prometheus import answers as prometheus
 from rl_insight.server.prometheus import targets as scrape
+from rl_insight.server.rooms.alerting import notifications
+from rl_insight.server.rooms.profiles import records as profiles
+from rl_insight.server.rooms.stacks import records as stacks
+from rl_insight.server.rooms.stacks.feature import stacks_of
 from rl_insight.server.routes import health, spans
 from rl_insight.server.routes.session import SessionAnswer
 from rl_insight.server.runstore import results
@@ -138,7 +139,7 @@ def test_the_control_books_answer_what_their_records_say(run: Any) -> None:
     _fits(httpx.get(run.url + f"/api/v1/profiles/{asked.json()['id']}").json(), profiles.ProfileView)
     snap = httpx.post(run.url + "/api/v1/runs/1/stacks", json={"deadline_s": 1})
     assert snap.status_code == 201, snap.text
-    run.app.state.st.stacks.tick(time.time() + 5)  # past its deadline: completed with who answered (nobody)
+    stacks_of(run.app.state.st).tick(time.time() + 5)  # past its deadline: completed with who answered (nobody)
     snapshots = httpx.get(run.url + "/api/v1/runs/1/stacks").json()
     _fits(snapshots, stacks.SnapshotList)
     _fits(snapshots["snapshots"][0], stacks.SnapshotListed)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import rl_insight
-from rl_insight.server.control.stacks import verdict_classes
+from rl_insight.server.rooms.stacks import verdict_classes
 from tests.conftest import RunningServer, start_server, wait_until
 
 SERVER_ON_A_PORT = "the rl_insight client sends through the stdlib, not httpx"  # (tests/lanes.py)

@@ -1,6 +1,6 @@
 """The server's parts start in the order they were added and stop in the reverse order, once; a part whose start
 never ran is not stopped; one failing stop is logged and the others still stop (server/workers/lifecycle.py); and
-AppState adds its parts so that the run store's writer closes last."""
+AppState adds its parts so that the run store's writer closes last (the rooms' parts: tests/unit/server/rooms/)."""
 
 from __future__ import annotations
 
@@ -49,15 +49,3 @@ def test_the_servers_writer_closes_last_after_the_final_export_and_the_insight_r
     assert names.index("exports") < names.index("final insight export")  # (closed after the final export)
     st.start()
     st.stop()
-
-
-def test_the_server_answers_every_kind_of_control_request_and_no_other(tmp_path: Path) -> None:
-    """Each kind of protocol.reply.CONTROL_KINDS has its book in the server's RunControlBuilder (a kind without one
-    would never reach a client); a book of no kind is refused."""
-    from rl_insight.protocol.reply import CONTROL_KINDS
-    from rl_insight.server.control.run_control import RunControlBuilder
-
-    st = AppState(ServerConfig(port=1, host="127.0.0.1", data_dir=str(tmp_path), **IN_PROCESS))
-    assert set(st.control.sources) == {kind.key for kind in CONTROL_KINDS}
-    with pytest.raises(ValueError, match="no kind of request"):
-        RunControlBuilder(st.step_clock, {"profile": st.profiles, "flamegraph": st.profiles})
