@@ -1,5 +1,7 @@
 """Batching writer: ingest hands over validated items and returns at once; one batch worker
-(rl_insight/server/workers/batch_worker.py) writes them.
+(rl_insight/server/workers/batch_worker.py) writes them, a batch a transaction, each kind of data by its own
+writer (`sample_writes.py`, `spans/writes.py`, `run_writes.py`, `steps/step_stats.store`, `trajectories/index.py`);
+this module owns the transaction, its retries and its upkeep.
 
 Hand-over never waits on disk. The hand-over queue is bounded (items); past the bound a batch is
 dropped and counted (`dropped`), as is a batch that fails to write (disk full, I/O error), which
@@ -16,7 +18,6 @@ loss, and writes are idempotent (samples are unique per series and time, spans p
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -28,17 +29,18 @@ from typing import Any, Callable
 
 from ...protocol import SpanRecord
 from ..workers.batch_worker import BatchWorker
-from . import retention
+from . import retention, run_writes, sample_writes
 from .backend import Backend, StoreLocation, open_backend
 from .backend.checkpoints import CheckpointHealth
 from .backend.transfer import refuse_unfinished
 from .hand_over import SINGLE_ITEM_KINDS as _SINGLE_ITEM_KINDS
 from .hand_over import HandOver, weight
 from .identities import Identities
-from .metrics import series_parts, series_totals
 from .retention import DEFAULT_RETENTION_DAYS, DEFAULT_STORE_MAX_BYTES
-from .rows import CLOSE_CUT_SHORT, INSERT_SAMPLE, INSERT_START, UPSERT_END, WriterStats
+from .rows import WriterStats
 from .spans import span_lod
+from .spans import writes as span_writes
+from .spans.writes import cut_short
 from .steps import step_stats
 from .trajectories.index import TrajectoryStore
 from .transaction_rows import TransactionRows
@@ -56,10 +58,6 @@ COMMIT_SPACING_S = 0.01
 
 def _weight(item: tuple[str, Any, int]) -> int:
     return weight(item[0], item[1])
-
-
-def _cut_short(s: SpanRecord) -> bool:
-    return s.attributes.get("cut_short") is True
 
 
 class RunStoreWriter(HandOver):
@@ -304,37 +302,19 @@ class RunStoreWriter(HandOver):
         self._write_batch(work)
 
     def _write_batch(self, work: list[tuple[str, Any]]) -> None:
+        """The whole batch in one transaction, each kind by its writer (samples, spans, runs, steps)."""
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         now = time.time()
         self.ids.create_in_order(c, work, now)
-        sample_rows: list[tuple] = []
-        span_starts: list[tuple] = []
-        span_ends: list[tuple] = []
-        span_cut: list[tuple] = []
         rows = TransactionRows(c, self.ids, now)
         for kind, payload in work:
             if kind in _SINGLE_ITEM_KINDS:
                 self._write_item(kind, payload, rows)
-            elif kind == "samples":
-                for r in payload:
-                    sample_rows.append(rows.sample(r))
-            else:
-                starts, ends = payload
-                span_starts.extend(rows.span(s) for s in starts)
-                for s in ends:
-                    (span_cut if _cut_short(s) else span_ends).append(rows.span(s))
-        if sample_rows:
-            series_parts.as_totals(c, [r for k, p in work if k == "samples" for r in p], sample_rows)
-            series_totals.record(c, sample_rows, c.insert_rows(INSERT_SAMPLE, sample_rows))
-        if span_starts:
-            c.insert_rows(INSERT_START, span_starts)
-        if span_ends:
-            span_lod.upsert_ends(c, span_ends)
-        if span_cut:
-            c.insert_rows(CLOSE_CUT_SHORT, span_cut)
-        span_lod.mark(c, [(r[0], r[5], r[7]) for r in span_ends + span_cut])
-        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
+        sample_writes.write_batch(c, [r for k, p in work if k == "samples" for r in p], rows)
+        span_writes.write_batch(c, [s for k, p in work if k == "spans" for s in p[0]],
+                                [s for k, p in work if k == "spans" for s in p[1]], rows)
+        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not cut_short(s)], now)
         rows.update_runs()
         c.execute("COMMIT")
 
@@ -357,47 +337,29 @@ class RunStoreWriter(HandOver):
                     self._count_drop("invalid_item", 1)
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"
                     log.warning("run store dropped one %s it cannot store: %s: %s", what, type(exc).__name__, exc)
-        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not _cut_short(s)], now)
+        self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not cut_short(s)], now)
         rows.update_runs(existing_only=True)
         c.execute("COMMIT")
         self.stats.batches += 1
 
-    def _write_sample(self, item: Any, rows: TransactionRows) -> None:
-        c = self._conn
-        row = rows.sample(item)
-        if item.client:  # a counter: stored as its series' total across processes
-            total = series_parts.summed(c, [(row[0], item.client, item.ts, item.value)])[0]
-            if total is None:
-                return  # older than what its process already said
-            row = (*row[:3], total)
-        series_totals.record(c, [row], c.execute(INSERT_SAMPLE, row).rowcount)
-        self.stats.samples += 1
-
     def _write_item(self, what: str, item: Any, rows: TransactionRows) -> None:
-        c, now = self._conn, rows.now
+        """One item by its kind's writer: a hand-over of one item, or one of a batch written item by item."""
+        c = self._conn
         if what == "finished":
-            run_id = self.ids.run_id(self._conn, item[0], item[1], now)
-            rows.touch(run_id, final=True)
-            c.execute("UPDATE runs SET end_state = ? WHERE id = ?",
-                      (json.dumps({"state": "lost", **item[2]}) if item[2] else None, run_id))
+            run_writes.finished(c, self.ids, item, rows)
         elif what == "heard":
-            rows.touch(self.ids.run_id(self._conn, item[0], item[1], now))
+            run_writes.heard(c, self.ids, item, rows)
         elif what == "run_info":
-            self._run_info(item, now)
+            run_writes.run_info(c, self.ids, item, rows)
         elif what == "step_stats":
             step_stats.store(c, *item)
         elif what == "step_backfill":
-            self._step_backfill(item, now)
+            self._step_backfill(item, rows.now)
         elif what == "sample":
-            self._write_sample(item, rows)
+            if sample_writes.write_one(c, item, rows):
+                self.stats.samples += 1
         else:
-            stmt = INSERT_START if what == "start" else CLOSE_CUT_SHORT if _cut_short(item) else UPSERT_END
-            row = rows.span(item)
-            if stmt is UPSERT_END:
-                span_lod.mark_moved(c, [(row[0], row[1], row[7])])
-            c.execute(stmt, row)
-            if what == "end":
-                span_lod.mark(c, [(row[0], row[5], row[7])])
+            span_writes.write_one(c, item, what == "end", rows)
             self.stats.spans += 1
 
     def _on_savepoint(self, work: Callable[[], object]) -> BaseException | None:
@@ -437,12 +399,6 @@ class RunStoreWriter(HandOver):
         project, experiment, step, before_ns = payload
         run_id = self.ids.run_id(self._conn, project, experiment, now)
         self.trajectories.backfill_steps(self._conn, run_id, step, before_ns)
-
-    def _run_info(self, payload: tuple[str, str, dict[str, Any], list[str]], now: float) -> None:
-        project, experiment, config, tags = payload
-        run_id = self.ids.run_id(self._conn, project, experiment, now)
-        self._conn.execute("UPDATE runs SET config = ?, tags = ? WHERE id = ?",
-                           (json.dumps(config, allow_nan=False), json.dumps(tags), run_id))
 
     # ------------------------------------------------------------------ retention
     def used_bytes(self) -> int:
