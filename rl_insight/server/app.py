@@ -41,7 +41,6 @@ from .routes import (
     spans,
     targets,
     tokens,
-    trajectories,
 )
 from .routing.joined import mount
 from .routing.models import ErrorBody, answer_schemas
@@ -102,7 +101,6 @@ def create_app(config: ServerConfig) -> FastAPI:
         mount(app, explain.build_router(st))  # before runs: /runs/diff is not a run id
         mount(app, runs.build_router(st))
         mount(app, moe.build_router(st))
-        mount(app, trajectories.build_router(st))
         mount(app, panels.build_router(st))
     for router in routers(st, rooms):
         mount(app, router)

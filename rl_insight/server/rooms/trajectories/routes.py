@@ -6,13 +6,13 @@ from typing import Optional
 
 from fastapi import APIRouter, Path, Query
 
-from ...protocol import INT64_MAX
-from ..access.declared import declare
-from ..routing.models import error_responses, typed_answer
-from ..routing.params import RunId
-from ..runstore.results import TrajectoryDetail, TrajectoryPage, TrajectoryStats, TrajectorySteps
-from ..runstore.trajectories import queries as tq
-from ..state import AppState
+from ....protocol import INT64_MAX
+from ...access.declared import declare
+from ...routing.models import error_responses, typed_answer
+from ...routing.params import RunId
+from ...runstore.results import TrajectoryDetail, TrajectoryPage, TrajectoryStats, TrajectorySteps
+from ...runstore.trajectories import queries as tq
+from ...state import AppState
 
 Step = Query(None, ge=-INT64_MAX, le=INT64_MAX, description="the step (default: the newest with trajectories)")
 
