@@ -17,10 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 import rl_insight
-from rl_insight.server.app import create_app
 from rl_insight.server.config import ServerConfig
 from tests.in_process import InProcessApp
 from tests.lanes import _in_process_only, classify, guard_active, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
@@ -116,7 +114,7 @@ class RunningServer:
     url: str
     config: ServerConfig
     app: Any
-    server: uvicorn.Server | None
+    server: Any | None  # (uvicorn.Server when on a port)
     thread: threading.Thread | None
     in_process: InProcessApp | None = None
 
@@ -145,6 +143,10 @@ def start_server(tmp_path: Path, port: int | None = None, *, in_process: bool = 
     overrides = {"host": "127.0.0.1", **IN_PROCESS, **overrides}
     cfg = ServerConfig(port=port or (_unbound_port() if in_process else free_port()), data_dir=str(tmp_path / "data"),
                        **overrides)
+    import uvicorn  # (here: pytest-xdist's controller and tests without a server never load the server)
+
+    from rl_insight.server.app import create_app
+
     app = create_app(cfg)
     if in_process:
         return RunningServer(f"http://127.0.0.1:{cfg.port}", cfg, app, None, None, InProcessApp(app, cfg.port))
