@@ -27,21 +27,7 @@ from .config import ServerConfig
 from .http.audit_trail import AuditTrail
 from .http.hot_route import HotRoute
 from .rooms.house import discover, furnish, routers
-from .routes import (
-    audit,
-    experiments,
-    explain,
-    health,
-    ingest,
-    moe,
-    otlp,
-    panels,
-    runs,
-    session,
-    spans,
-    targets,
-    tokens,
-)
+from .routes import audit, experiments, health, ingest, moe, otlp, panels, runs, session, spans, targets, tokens
 from .routing.joined import mount
 from .routing.models import ErrorBody, answer_schemas
 from .security import SECURITY_HEADERS, GuardMiddleware
@@ -97,13 +83,12 @@ def create_app(config: ServerConfig) -> FastAPI:
     mount(app, session.build_router(st))
     mount(app, tokens.build_router(st))
     mount(app, audit.build_router(st))
+    for router in routers(st, rooms):  # (before the runs' routes: a room's /runs/diff is not a run id)
+        mount(app, router)
     if st.reader is not None:
-        mount(app, explain.build_router(st))  # before runs: /runs/diff is not a run id
         mount(app, runs.build_router(st))
         mount(app, moe.build_router(st))
         mount(app, panels.build_router(st))
-    for router in routers(st, rooms):
-        mount(app, router)
     mount_ui(app, st.auth.require_read)
 
     @app.get("/docs", include_in_schema=False)

@@ -10,8 +10,8 @@
         two runs (or two windows of one run, a = b) aligned by step: the difference by stage, lane class and lane,
         and the sentence
 
-Windows come from stored per-step rows; only one step's path reads spans. Registered before the runs router:
-`/runs/diff` is not a run id.
+Windows come from stored per-step rows; only one step's path reads spans. The rooms' routes are mounted before the
+runs router: `/runs/diff` is not a run id.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ from typing import Any, Optional
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import InvalidInputError, NotFoundError
-from ...protocol import INT64_MAX
-from ...semantics import critical_path as cp
-from ...semantics import run_diff
-from ..access.declared import declare
-from ..routing.models import error_responses, typed_answer
-from ..routing.params import RunId, RunIdQuery
-from ..runstore.results import Run
-from ..runstore.steps import ledger
-from ..runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
-from ..state import AppState
+from ....errors import InvalidInputError, NotFoundError
+from ....protocol import INT64_MAX
+from ....semantics import critical_path as cp
+from ....semantics import run_diff
+from ...access.declared import declare
+from ...routing.models import error_responses, typed_answer
+from ...routing.params import RunId, RunIdQuery
+from ...runstore.results import Run
+from ...runstore.steps import ledger
+from ...runstore.steps.answers import CriticalPath, Explanation, Ledger, RunsDiff
+from ...state import AppState
 
 
 # (a fresh Query per parameter: one shared instance would give every parameter the first one's name)
