@@ -97,7 +97,7 @@ def export(
 
 def _insight_rows(conn: Any, run: Mapping[str, Any]) -> list[tuple[str, str, int, float, float]]:
     from ..server.config import ServerConfig
-    from ..server.outbound.run_points import insight_rows
+    from ..server.rooms.exports.run_points import insight_rows
 
     cfg = ServerConfig()
     return insight_rows(conn, run, cfg.step_metric, cfg.version_metric)
@@ -108,7 +108,7 @@ def _export_scalars(conn: Any, run: Mapping[str, Any], to: str, out: Path, wandb
     from ..export import run_dir_name
     from ..export.points import config_text
     from ..server.config import ServerConfig
-    from ..server.outbound.run_points import run_insight_points, store_points
+    from ..server.rooms.exports.run_points import run_insight_points, store_points
 
     cfg = ServerConfig()
     insights = run_insight_points(conn, run, cfg.step_metric, cfg.version_metric)

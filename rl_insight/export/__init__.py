@@ -1,5 +1,5 @@
-"""Sending what the monitor knows to TensorBoard and W&B (and files): writers shared by the live
-server exporters (`server/outbound/exporters.py`), `rl-insight export` and `rl-insight analyze --format tensorboard`.
+"""Sending what the monitor knows to TensorBoard and W&B (and files): writers shared by the live server exporters
+(`server/rooms/exports/exporters.py`), `rl-insight export` and `rl-insight analyze --format tensorboard`.
 
 Each writer takes scalar points `(tag, step, wall_time, value)` and text for one run. The libraries
 are optional extras, imported only when a writer is created: a missing one is an error that names

@@ -38,7 +38,6 @@ from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
 from .live.step_clock import StepClock
-from .outbound.exporters import build_exporters
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.probe import ServiceProbe
@@ -97,8 +96,6 @@ class AppState:
         self.experiments = ExperimentBook(self.targets, shared=shared_targets(backend))
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
-        self.exporters = build_exporters(cfg)
-        life.add("exports", stop=self.exporters.close)
         self.forwarder = (OtlpForwarder(cfg.otlp_endpoint, cfg.otlp_protocol, max_queue=cfg.otlp_queue)
                           if cfg.otlp_endpoint or endpoint_from_env() else None)
         life.add("OTLP forwarder", stop=self.forwarder.shutdown if self.forwarder is not None else None)
@@ -111,11 +108,8 @@ class AppState:
                                        writer=self.writer, interval_s=cfg.insights_interval_s,
                                        stalled_min_s=cfg.stalled_lane_min_s, worker=cfg.insights_worker)
                         if self.reader is not None else None)
-        life.add("final insight export", stop=self._export_final_insights)
         if self.insight is not None:
             life.add("insights", self.insight.start, self.insight.stop)
-            if self.exporters.all:
-                self.insight.on_refresh.append(self.exporters.insights)
         reader = self.reader
         if reader is not None and not (backend is not None and backend.shared):  # (a fleet's lease holder tidies)
             life.add("open states of the last boot", lambda: inherit_open_states(reader, self.clients,
@@ -153,7 +147,7 @@ class AppState:
 
         # every intake (JSON ingest, OTLP over HTTP and gRPC) hands its records to this one fan-out
         self.intake = IntakePipeline(store=self.store, writer=self.writer, spans=self.spans, clients=self.clients,
-                                     clock=self.step_clock, exporters=self.exporters, metrics=self.metrics)
+                                     clock=self.step_clock, metrics=self.metrics)
         self.otlp_metrics = OtlpMetrics(cfg.step_metric, self.step_clock)  # OTLP delta points' running totals
         # requests waiting for the run store's commit, woken once per commit; how long each waited is on /metrics
         self.acks = StoredWaiters(self.writer, self.metrics.ack_wait.observe)
@@ -163,7 +157,7 @@ class AppState:
                             if cfg.otlp_intake_grpc_port else None)
         if self.grpc_intake is not None:
             life.add("OTLP/gRPC intake", self.grpc_intake.start, self.grpc_intake.stop)
-        register_collectors(self.registry, self.exporters, self.forwarder, self.writer)
+        register_collectors(self.registry, self.forwarder, self.writer)
 
     def start(self) -> None:
         self.life.start()
@@ -187,12 +181,6 @@ class AppState:
 
     def _close_cut_short(self, spans: list[SpanRecord]) -> None:
         self.spans.put([], spans, "")
-
-    def _export_final_insights(self) -> None:
-        """At stop, after the insight rounds ended and before the exports close: each run's last insights."""
-        if self.exporters.all and self.reader is not None and self.writer is not None:
-            self.writer.flush(10)
-            self.exporters.final_insights(self.reader, self.config.step_metric, self.config.version_metric)
 
 
 def _both(first: Any, second: Any) -> Any:

@@ -55,7 +55,7 @@ def test_live_tensorboard_export_has_trainer_and_insight_scalars_at_their_step(t
         st.insight.refresh()  # a second refresh exports nothing twice
         st.writer.flush(10)  # the steps the rounds summarized are stored: their ledger goes out at the next round
         st.insight.refresh()
-        assert all(e.flush(10) for e in st.exporters.all)
+        assert all(e.flush(10) for e in st.rooms["exports"].all)
         rl_insight.finish(5)
     finally:
         srv.stop()  # closes the writers
@@ -130,7 +130,7 @@ def test_a_failing_exporter_never_affects_ingest(tmp_path: Path, monkeypatch) ->
         rl_insight.metric_gauge("x", 1.0)
         assert rl_insight.flush(5)  # accepted, nothing refused
         st = srv.app.state.st
-        wait_until(lambda: st.exporters.all[0].dropped.get("writer_unavailable"), what="counted drop")
+        wait_until(lambda: st.rooms["exports"].all[0].dropped.get("writer_unavailable"), what="counted drop")
         text = httpx.get(srv.url + "/metrics").text
         assert (
             'rl_insight_server_export_points_dropped_total{exporter="tensorboard",reason="writer_unavailable"}' in text

@@ -1,9 +1,10 @@
 """One intake pipeline: every decoded record goes from here to each place that takes it, for our JSON ingest
 and both OTLP intakes alike.
 
-The places: the live metric store (`/metrics`), the run store, the span sinks (memory view, run store, Tempo),
-the client tracker (liveness, open states), the run's step clock, the live exporters, and the server's own
-counters. Routes decode, call one method, and answer; nothing else wires sinks together.
+The places: the live metric store (`/metrics`), the run store, the span sinks (memory view, run store, Tempo), the
+client tracker (liveness, open states), the run's step clock, whatever a room adds (`on_samples`: the live
+exporters), and the server's own counters. Routes decode, call one method, and answer; nothing else wires sinks
+together.
 
 Invariant: what a caller acknowledges is in the run store. Each method returns the `Receipt` of what it handed
 the run store (None when there is nothing to store, or no store), and the caller answers only once the store
@@ -15,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ...protocol import Batch
 from ...redact import redact_flat
@@ -24,8 +25,8 @@ from ..live.metric_store import MetricStore
 from ..live.server_metrics import ServerMetrics
 from ..live.spans import SpanFanout
 from ..live.step_clock import StepClock
-from ..outbound.exporters import Exporters
 from ..runstore.hand_over import HandOver, Receipt
+from ..runstore.rows import SampleRow
 from .ingest import IngestResult, apply_batch
 from .otlp import MAX_SPANS_PER_REQUEST, SpanPairs, to_batches
 
@@ -58,9 +59,11 @@ MAX_HEARD_RUNS = 10_000
 
 class IntakePipeline:
     def __init__(self, *, store: MetricStore, writer: HandOver | None, spans: SpanFanout, clients: ClientTracker,
-                 clock: StepClock, exporters: Exporters, metrics: ServerMetrics) -> None:
+                 clock: StepClock, metrics: ServerMetrics) -> None:
         self.store, self.writer, self.spans, self.clients = store, writer, spans, clients
-        self.clock, self.exporters, self.metrics = clock, exporters, metrics
+        self.clock, self.metrics = clock, metrics
+        # each batch's samples, for whoever sends them on (the exports room: TensorBoard, W&B); never raises into ingest
+        self.on_samples: list[Callable[[list[SampleRow]], None]] = []
         self._heard_at: dict[tuple[str, str], float] = {}  # run -> when a heartbeat of it was last handed over
 
     def batch(self, obj: Any, projects: frozenset[str] | None = None) -> Ingested:
@@ -77,7 +80,8 @@ class IntakePipeline:
                 config, _ = redact_flat(c.run_config)  # again here: a client of another version may not have
                 self.writer.put_run_info(c.project, c.experiment_name, config, c.run_tags or [])
                 run_info = True
-        self.exporters.samples(result.samples)
+        for send in self.on_samples:
+            send(result.samples)
         self.spans.put(result.span_starts, result.spans, c.host, c.namespace)
         stepped = [(r.step, r.ts) for r in result.samples if r.step is not None]
         self.clients.seen(c, result.span_starts, result.spans, batch.final, logs_steps=bool(stepped))
@@ -150,7 +154,8 @@ class IntakePipeline:
             batch, result = apply_batch(obj, self.store, projects)
             if self.writer is not None:
                 self.writer.put_samples(result.samples)
-            self.exporters.samples(result.samples)
+            for send in self.on_samples:
+                send(result.samples)
             self.clients.seen(batch.client, [], [], False, logs_steps=False)
             accepted += result.accepted
             rejected += result.rejected

@@ -76,12 +76,10 @@ class ExportCollector:
         return [written, dropped]
 
 
-def register_collectors(registry: Any, exporters: Any, forwarder: OtlpForwarder | None,
-                        writer: HandOver | None) -> None:
-    """The pipelines' health on /metrics: exports, the OTLP forwarder, the run store's writer (the insight families
-    are not here: /metrics appends their text as rendered, InsightService.exposition)."""
-    if exporters.all:
-        registry.register(ExportCollector(exporters))
+def register_collectors(registry: Any, forwarder: OtlpForwarder | None, writer: HandOver | None) -> None:
+    """The pipelines' health on /metrics: the OTLP forwarder, the run store's writer (the exports room registers its
+    own ExportCollector; the insight families are not here: /metrics appends their text as rendered,
+    InsightService.exposition)."""
     if forwarder is not None:
         registry.register(OtlpCollector(forwarder))
     if writer is not None:

@@ -1,1 +1,1 @@
-"""What leaves the server: the OTLP forwarder and the TensorBoard / W&B exporters (alerts: the alerting room)."""
+"""What leaves the server by itself: the OTLP forwarder to Tempo (exports and alerts are rooms: server/rooms/)."""

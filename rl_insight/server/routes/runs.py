@@ -13,8 +13,8 @@ from ...protocol import INT64_MAX
 from ..access.declared import declare
 from ..access.run_ids import parse_run_id_list
 from ..access.scope import visible_filter
-from ..outbound.run_points import reader_insight_rows
 from ..prometheus.targets import RunTargets, TargetHealth
+from ..rooms.exports.run_points import reader_insight_rows
 from ..rooms.profiles.feature import profiles_of
 from ..rooms.stacks.feature import stacks_of
 from ..routing.models import error_responses, typed_answer

@@ -1,8 +1,8 @@
 """The server's parts that run (threads, loops, a child process) or hold something to close, started in the order
 they were added and stopped in the reverse order.
 
-Invariant: the order is written once, where AppState adds its parts; a part is stopped only if its start ran (or it
-has no start); one part failing to stop is logged and the others still stop.
+Invariant: the order is written once, where AppState and the rooms add their parts; a part is stopped only if its
+start ran (or it has no start); one part failing to stop is logged and the others still stop.
 """
 
 from __future__ import annotations
@@ -26,8 +26,18 @@ class Lifecycle:
         self.parts: list[Part] = []
         self._started: list[Part] = []
 
-    def add(self, name: str, start: Callable[[], Any] | None = None, stop: Callable[[], Any] | None = None) -> None:
-        self.parts.append(Part(name, start, stop))
+    def add(self, name: str, start: Callable[[], Any] | None = None, stop: Callable[[], Any] | None = None, *,
+            before: str | None = None) -> None:
+        """`before`: the part this one goes ahead of (so it stops after that one: a room's final work after a kernel
+        part's last round); a name no part has is refused."""
+        part = Part(name, start, stop)
+        if before is None:
+            self.parts.append(part)
+            return
+        at = next((i for i, p in enumerate(self.parts) if p.name == before), None)
+        if at is None:
+            raise ValueError(f"no part {before!r} to add {name!r} before")
+        self.parts.insert(at, part)
 
     def start(self) -> None:
         for part in self.parts:

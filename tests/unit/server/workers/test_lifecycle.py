@@ -41,11 +41,31 @@ def test_a_part_whose_start_failed_is_not_stopped() -> None:
     assert said == ["start a", "stop a"]
 
 
-def test_the_servers_writer_closes_last_after_the_final_export_and_the_insight_rounds(tmp_path: Path) -> None:
+def test_a_part_added_ahead_of_another_stops_after_it_and_an_unknown_one_is_refused() -> None:
+    said: list[str] = []
+    life = Lifecycle()
+    life.add("rounds", stop=lambda: said.append("rounds"))
+    life.add("final", stop=lambda: said.append("final"), before="rounds")
+    with pytest.raises(ValueError, match="no part 'nowhere' to add 'x' before"):
+        life.add("x", before="nowhere")
+    life.start()
+    life.stop()
+    assert said == ["rounds", "final"]
+
+
+def test_the_servers_writer_closes_last_after_the_final_export_and_the_insight_rounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rl_insight.server.rooms import house
+    from rl_insight.server.rooms.exports import feature as exports
+    from rl_insight.server.rooms.exports.exporters import Exporters, LiveExporter
+
+    monkeypatch.setattr(exports, "build_exporters", lambda cfg: Exporters([LiveExporter("stub", lambda p, e: None)]))
     st = AppState(ServerConfig(port=1, host="127.0.0.1", data_dir=str(tmp_path), **IN_PROCESS))
+    house.furnish(st, house.discover())
     names = [p.name for p in st.life.parts]
     assert names[0] == "run store writer"  # (stopped last)
     assert names.index("final insight export") < names.index("insights")  # (exported after the rounds stop)
     assert names.index("exports") < names.index("final insight export")  # (closed after the final export)
+    assert st.intake.on_samples  # (each batch's samples reach the exporters)
     st.start()
     st.stop()

@@ -7,12 +7,12 @@ import math
 import time
 from typing import Any, Iterator, Mapping
 
-from ...export import Point
-from ...export.points import insight_points, series_tag
-from ..runstore.backend import StoreConnection
-from ..runstore.queries import get_run, stepped_samples
-from ..runstore.steps.ledger import run_ledger
-from ..runstore.steps.run_insights import run_insights
+from ....export import Point
+from ....export.points import insight_points, series_tag
+from ...runstore.backend import StoreConnection
+from ...runstore.queries import get_run, stepped_samples
+from ...runstore.steps.ledger import run_ledger
+from ...runstore.steps.run_insights import run_insights
 
 
 def store_points(conn: StoreConnection, run_id: int) -> Iterator[Point]:

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ...export import Point, run_dir_name
-from ...export.points import config_text, insight_points, is_ledger_point, series_tag
-from ..config import ServerConfig
-from ..workers.batch_worker import BatchWorker
+from ....export import Point, run_dir_name
+from ....export.points import config_text, insight_points, is_ledger_point, series_tag
+from ...config import ServerConfig
+from ...workers.batch_worker import BatchWorker
 
-log = logging.getLogger("rl_insight.server.outbound.exporters")
+log = logging.getLogger("rl_insight.server.rooms.exports.exporters")
 RunKey = tuple[str, str]
 
 
@@ -133,7 +133,7 @@ class Exporters:
     def final_insights(self, reader: Any, step_metric: str, version_metric: str) -> None:
         """At shutdown: the insights of every exported run's steps not exported yet (the last steps of a run
         that finished between two refreshes), computed over the run's whole history."""
-        from ..runstore import queries as q
+        from ...runstore import queries as q
         from .run_points import run_insight_points
 
         conn = reader.conn()
@@ -162,7 +162,7 @@ def _by_kind(points: Iterable[Point]) -> dict[bool, list[Point]]:
 
 
 def tensorboard_exporter(root: Path) -> LiveExporter:
-    from ...export.tensorboard_writer import TensorBoardRun, _import
+    from ....export.tensorboard_writer import TensorBoardRun, _import
 
     _import()  # a missing extra is an error at start, not a silent no-op
 
@@ -175,7 +175,7 @@ def tensorboard_exporter(root: Path) -> LiveExporter:
 
 
 def wandb_exporter(wandb_project: str | None, entity: str | None, directory: Path) -> LiveExporter:
-    from ...export.wandb_writer import WandbRun, _import
+    from ....export.wandb_writer import WandbRun, _import
 
     _import()
 
