@@ -49,7 +49,15 @@ def _references(func: ast.AST) -> set[str]:
         name = getattr(x, "id", None) or getattr(x, "attr", None) or (x.arg if isinstance(x, ast.arg) else None)
         if isinstance(name, str):
             found.add(name)
+        elif _imports_by_name(x):  # pytest.importorskip("torch"): the module it imports, by its top name
+            found.add(str(x.args[0].value).split(".")[0])  # type: ignore[attr-defined]
     return found
+
+
+def _imports_by_name(x: ast.AST) -> bool:
+    return (isinstance(x, ast.Call) and getattr(x.func, "attr", getattr(x.func, "id", None)) in
+            ("importorskip", "import_module") and bool(x.args) and isinstance(x.args[0], ast.Constant)
+            and isinstance(x.args[0].value, str))
 
 
 def _starts_a_real_server(func: ast.AST) -> bool:

@@ -69,6 +69,7 @@ def test_a_process_without_a_step_metric_follows_the_runs_clock() -> None:
 def test_a_request_that_no_longer_matches_the_reply_is_cancelled_before_its_window() -> None:
     ctl = _controller(_Exp())
     ctl._torch = True
+    ctl._warmed.set()  # (torch.profiler's warm-up is not what this is about: no torch here)
     _offer(ctl, RunControl.from_wire({"profile": [_req(5, 5)], "run_step": 1}))
     _offer(ctl, RunControl.from_wire({"profile": [], "run_step": 1}))
     assert not ctl.hot and ctl.uploads.outbox[-1][1]["state"] == "cancelled"
@@ -124,13 +125,29 @@ def test_a_trace_over_the_cap_is_reported_not_sent(tmp_path: Path) -> None:
     assert state == "failed" and "over the request's cap" in message
 
 
-def test_a_request_that_expires_before_its_window_says_so() -> None:
+class _Later:
+    """The time module as the controller reads it, `ahead_s` later (a fake clock: no test sleeps for it)."""
+
+    def __init__(self, ahead_s: float) -> None:
+        self.ahead_s = ahead_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+
+def test_a_request_that_expires_before_its_window_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rl_insight.client.control.profiles import controller
+
     exp = _Exp()
     ctl = _controller(exp)
     ctl._torch = True
-    _offer(ctl, RunControl.from_wire({"profile": [{**_req(9, 9), "expires_at": time.time() + 0.2}], "run_step": 1}))
+    ctl._warmed.set()
+    _offer(ctl, RunControl.from_wire({"profile": [{**_req(9, 9), "expires_at": time.time() + 60}], "run_step": 1}))
     assert ctl.hot
-    time.sleep(0.3)
+    monkeypatch.setattr(controller, "time", _Later(61))  # a minute on: past the request's expiry
     ctl.boundary("rank_0")
     assert not ctl.hot and ctl._armed is None
     last = ctl.uploads.outbox[-1][1]
