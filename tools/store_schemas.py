@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "unit" / "server" / "runstore" / "backend" / "schemas"
-SCHEMA_FILE = "rl_insight/server/runstore/schema.py"  
+# where the schema's version was written, newest first (it moved into backend/ at version 11)
+SCHEMA_FILES = ("rl_insight/server/runstore/backend/schema.py", "rl_insight/server/runstore/schema.py")
 FIRST_POSTGRES_VERSION = 5
 
 # (a release's own way of opening a store: open_backend from schema version 11 on, schema.connect before)
@@ -54,19 +55,21 @@ connect(parse_store(sys.argv[1], Path("."))).close()
 
 def release_commits() -> dict[int, str]:
     """Version -> the commit before the one that moved to the next version (the newest version: HEAD)."""
-    log = subprocess.run(["git", "log", "--format=%H", "--", SCHEMA_FILE], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.split()
+    log = subprocess.run(["git", "log", "--format=%H", "--", *SCHEMA_FILES], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
     first: dict[int, str] = {}  # version -> the oldest commit that says it
     for commit in log:  # (newest first)
-        text = subprocess.run(["git", "show", f"{commit}:{SCHEMA_FILE}"], cwd=ROOT, capture_output=True,
-                              text=True).stdout
-        version = _version_in(text)
+        version = next((v for v in map(_version_in, (_show(commit, f) for f in SCHEMA_FILES)) if v is not None), None)
         if version is not None:
             first[version] = commit
     newest = max(first)
     found = {v: f"{first[v + 1]}^" for v in first if v + 1 in first}
     found[newest] = "HEAD"
     return found
+
+
+def _show(commit: str, path: str) -> str:
+    return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True).stdout
 
 
 def _version_in(text: str) -> int | None:

@@ -80,7 +80,8 @@ class AppState:
         # the run store's engine, chosen once from the location; the writer, the readers and the fleet share it
         self.backend: Backend | None = open_backend(cfg.store_location) if cfg.store_enabled else None
         backend = self.backend
-        self.writer = (open_writer(cfg.store_writer, backend, cfg.store_retention_days, cfg.store_max_bytes)
+        self.writer = (open_writer(cfg.store_writer, backend, cfg.store_retention_days, cfg.store_max_bytes,
+                                   cfg.step_metric)
                        if backend is not None else None)
         life.add("run store writer", stop=self.writer.close if self.writer is not None else None)
         self.reader = RunStoreReader(backend) if backend is not None else None

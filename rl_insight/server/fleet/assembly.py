@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ...semantics.names import sanitize_metric_name
 from ..runstore.backend import Backend
 from ..runstore.hand_over import HandOver
 from ..runstore.reader import RunStoreReader
@@ -38,7 +39,7 @@ def build_fleet(backend: Backend | None, writer: HandOver | None, reader: RunSto
 
     def seed(project: str, experiment_name: str) -> list[tuple[float, float]]:
         run_id = reader.runs.find_id(project, experiment_name)
-        return [] if run_id is None else reader.steps.samples(run_id, step_metric)
+        return [] if run_id is None else list(reader.steps.marks(run_id, sanitize_metric_name(step_metric)))
 
     step_clock.seed = seed
     return fleet

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import sqlite3
 import time
 from typing import Any, Iterable, Iterator, Literal, Mapping, cast
@@ -17,6 +16,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, cast
 from ...errors import InvalidInputError, NotFoundError
 from ...semantics.lane_order import lane_sort_key
 from ...semantics.panels import logged_names
+from . import step_marks
 from .backend import StoreConnection
 from .metrics.downsample import lttb, minmax
 from .results import Lane, Metric, Number, Run, RunStatus, Series, SeriesPoints, SpanDetail
@@ -110,26 +110,6 @@ def metric_values(conn: StoreConnection, run_id: int, name: str) -> list[tuple[f
     rows = conn.execute("SELECT p.ts, p.value FROM samples p JOIN series s ON s.id = p.series_id "
                         "WHERE s.run_id = ? AND s.name = ? ORDER BY p.ts", (run_id, name)).fetchall()
     return [(r[0], r[1]) for r in rows if r[1] is not None]
-
-
-def step_windows_of(conn: StoreConnection, run_id: int, name: str) -> list[tuple[int, int, int]]:
-    """(step, start_ns, end_ns) of every step of the run from its step metric `name` (as stored: sanitized): each step
-    ends at its first sample (a job logs a step when it ends), the next begins there, and the first begins with the
-    run (its first batch or state, whichever came first), so step 1 exists too (issue 51 item 7)."""
-    from ...semantics.insights import step_windows
-
-    marks = metric_values(conn, run_id, name)
-    windows = step_windows(marks)
-    first = min(((ts, v) for ts, v in marks if math.isfinite(v) and math.isfinite(ts)), default=None)
-    if first is None:  # (a stored inf or NaN step is no step)
-        return windows
-    began = conn.execute("SELECT min(start_ns) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0]
-    seen = conn.execute("SELECT first_seen FROM runs WHERE id = ?", (run_id,)).fetchone()
-    start = min(int(seen[0] * 1e9) if seen else 2**63, began if began is not None else 2**63)
-    end = int(first[0] * 1e9)
-    if start < end and not any(n == int(first[1]) for n, _, _ in windows):
-        windows.insert(0, (int(first[1]), start, end))
-    return windows
 
 
 def stepped_samples(conn: StoreConnection, run_id: int) -> Iterator[tuple[str, str, float, float, float]]:
@@ -393,7 +373,7 @@ def chrome_trace_stream(conn: StoreConnection, run_id: int,
 
     run = get_run(conn, run_id)
     now_ns = time.time_ns()
-    windows = step_windows_of(conn, run_id, sanitize_metric_name(step_metric))
+    windows = step_marks.windows(conn, run_id, sanitize_metric_name(step_metric))
     starts = [a for _, a, _ in windows]
 
     def step_of(t: int) -> int | None:

@@ -35,7 +35,8 @@ def delete_runs(conn: StoreConnection, run_ids: list[int]) -> set[tuple[str, str
         conn.execute(f"DELETE FROM series_parts WHERE series_id IN (SELECT id FROM series WHERE run_id IN ({marks}))",
                      run_ids)
         conn.execute(f"DELETE FROM series WHERE run_id IN ({marks})", run_ids)
-        for table in ("spans", "span_lod", "span_lod_dirty", "step_stats", "step_blocks", "step_summaries"):
+        for table in ("spans", "span_lod", "span_lod_dirty", "step_marks", "step_stats", "step_blocks",
+                      "step_summaries"):
             conn.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", run_ids)
         conn.execute(f"DELETE FROM turns WHERE traj IN (SELECT id FROM trajectories WHERE run_id IN ({marks}))",
                      run_ids)

@@ -38,6 +38,10 @@ class TransactionRows:
         if earliest is not None and earliest >= self.now - PLAUSIBLE_PAST_S:
             t[3] = min(t[3], earliest)
 
+    def run_of(self, r: SampleRow) -> int:
+        """The id of `r`'s run (looked up or created once a transaction)."""
+        return self.ids.run_id(self.conn, r.project, r.experiment_name, self.now)
+
     def sample(self, r: SampleRow) -> tuple:
         """The `samples` row (series id, step, time, value) of `r`."""
         run_id = self.ids.run_id(self.conn, r.project, r.experiment_name, self.now)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...protocol import SpanRecord
+from ...semantics.names import sanitize_metric_name
 from ..workers.batch_worker import BatchWorker
 from . import retention, run_writes, sample_writes
 from .backend import Backend, StoreLocation, open_backend
@@ -67,8 +68,9 @@ class RunStoreWriter(HandOver):
     def __init__(self, where: Backend | StoreLocation | Path, *, max_queue_items: int = 2_000_000,
                  flush_interval_s: float = 0.2,
                  retention_days: float = DEFAULT_RETENTION_DAYS, max_bytes: int = DEFAULT_STORE_MAX_BYTES,
-                 prune_every_s: float = 60.0) -> None:
+                 prune_every_s: float = 60.0, step_metric: str = "training/global_step") -> None:
         self.backend = open_backend(where)
+        self.step_names = frozenset({sanitize_metric_name(step_metric)})  # whose samples mark steps (step_marks.py)
         self.location = self.backend.location
         self.path = self.location.display  # what logs may name (never a password)
         # raises StoreError for a foreign or damaged store before the server starts
@@ -311,7 +313,7 @@ class RunStoreWriter(HandOver):
         for kind, payload in work:
             if kind in _SINGLE_ITEM_KINDS:
                 self._write_item(kind, payload, rows)
-        sample_writes.write_batch(c, [r for k, p in work if k == "samples" for r in p], rows)
+        sample_writes.write_batch(c, [r for k, p in work if k == "samples" for r in p], rows, self.step_names)
         span_writes.write_batch(c, [s for k, p in work if k == "spans" for s in p[0]],
                                 [s for k, p in work if k == "spans" for s in p[1]], rows)
         self._index_trajectories([s for k, p in work if k == "spans" for s in p[1] if not cut_short(s)], now)
@@ -356,7 +358,7 @@ class RunStoreWriter(HandOver):
         elif what == "step_backfill":
             self._step_backfill(item, rows.now)
         elif what == "sample":
-            if sample_writes.write_one(c, item, rows):
+            if sample_writes.write_one(c, item, rows, self.step_names):
                 self.stats.samples += 1
         else:
             span_writes.write_one(c, item, what == "end", rows)

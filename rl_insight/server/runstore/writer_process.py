@@ -72,7 +72,8 @@ def _start_error(kind: str, message: str, hint: str | None) -> Exception:
 class WriterProcess(HandOver):
     def __init__(self, where: Backend | StoreLocation | Path, *, max_queue_items: int = 2_000_000,
                  flush_interval_s: float = 0.2, retention_days: float = DEFAULT_RETENTION_DAYS,
-                 max_bytes: int = DEFAULT_STORE_MAX_BYTES, prune_every_s: float = 60.0) -> None:
+                 max_bytes: int = DEFAULT_STORE_MAX_BYTES, prune_every_s: float = 60.0,
+                 step_metric: str = "training/global_step") -> None:
         """Starts the child and returns once it opened the store; StoreError (as RunStoreWriter raises it) when it
         cannot (a foreign or damaged file, a refused connection), before the server starts."""
         self.backend = open_backend(where)
@@ -82,7 +83,8 @@ class WriterProcess(HandOver):
         self.on_settled: list[Callable[[], None]] = []
         self.lead: Callable[[], bool] = lambda: True
         self._options = {"max_queue_items": max_queue_items, "flush_interval_s": flush_interval_s,
-                         "retention_days": retention_days, "max_bytes": max_bytes, "prune_every_s": prune_every_s}
+                         "retention_days": retention_days, "max_bytes": max_bytes, "prune_every_s": prune_every_s,
+                         "step_metric": step_metric}
         self._max_queue, self._interval = max_queue_items, flush_interval_s
         self._lock = threading.Lock()
         self._seq = 0  # hand-overs so far

@@ -12,7 +12,9 @@ from .writer_process import WriterProcess
 WRITER_KINDS = {"process": WriterProcess, "thread": RunStoreWriter}
 
 
-def open_writer(kind: str, backend: Backend, retention_days: float, max_bytes: int) -> HandOver:
+def open_writer(kind: str, backend: Backend, retention_days: float, max_bytes: int,
+                step_metric: str = "training/global_step") -> HandOver:
     if kind not in WRITER_KINDS:
         raise ConfigError(f"store_writer {kind!r} is not one of {', '.join(WRITER_KINDS)}")
-    return WRITER_KINDS[kind](backend, retention_days=retention_days, max_bytes=max_bytes)
+    return WRITER_KINDS[kind](backend, retention_days=retention_days, max_bytes=max_bytes,
+                              step_metric=step_metric)

@@ -19,7 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal, Union
 
-from .schema import LOD_BACKFILL, SAMPLES_ONCE, SCHEMA_VERSION, SERIES_PARTS_RECOUNT, SERIES_TOTALS_RECOUNT
+from .schema import (
+    LOD_BACKFILL,
+    SAMPLES_ONCE,
+    SCHEMA_VERSION,
+    SERIES_PARTS_RECOUNT,
+    SERIES_TOTALS_RECOUNT,
+    STEP_MARKS_BACKFILL,
+)
 
 Engine = Literal["sqlite", "postgresql"]
 FIRST_POSTGRES_VERSION = 5  # the first release with the PostgreSQL store
@@ -90,6 +97,8 @@ STEPS: tuple[Step, ...] = (
          (AddColumn("series", "total", "REAL"), Run(SERIES_PARTS_RECOUNT))),
     Step(11, "series.logged_name (the name as the job logged it, where it differs from the stored one)",
          (AddColumn("series", "logged_name", "TEXT"),)),
+    Step(12, "step_marks (the step as one stored fact), marked from the stored samples of training/global_step",
+         (Run(*STEP_MARKS_BACKFILL),)),
 )
 assert STEPS[-1].version == SCHEMA_VERSION and [s.version for s in STEPS] == list(range(2, SCHEMA_VERSION + 1))
 

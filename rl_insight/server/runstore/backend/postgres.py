@@ -359,6 +359,7 @@ _RUN_ROWS = {
                     "%(run)s)",
     "samples": "SELECT count(*) FROM samples WHERE series_id IN (SELECT id FROM series WHERE run_id = %(run)s)",
     "spans": "SELECT count(*) FROM spans WHERE run_id = %(run)s",
+    "step_marks": "SELECT count(*) FROM step_marks WHERE run_id = %(run)s",
     "step_stats": "SELECT count(*) FROM step_stats WHERE run_id = %(run)s",
     "step_blocks": "SELECT count(*) FROM step_blocks WHERE run_id = %(run)s",
     "step_summaries": "SELECT count(*) FROM step_summaries WHERE run_id = %(run)s",

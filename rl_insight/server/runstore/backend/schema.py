@@ -9,7 +9,7 @@ version added from it); an index over a column that a migration adds is created 
 from __future__ import annotations
 
 APPLICATION_ID = 0x524C4953  # "RLIS": marks the file as an rl-insight run store
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # 2: runs.config/tags (init(config=...)), runs.max_span_ns, step_stats, covering timeline index; 3: trajectories;
 # 4: a sample is unique per (series, time), so a resend is stored once; 5: runs.end_state (how a run ended: a clean
 # finish, or lost: the process logging its steps stopped reporting); 6: fleet_clients (several ingest servers on one
@@ -19,7 +19,8 @@ SCHEMA_VERSION = 11
 # 8: span_lod (the timeline's level-of-detail summary, spans/span_lod.py), older spans' buckets marked to build;
 # 9: series.n_samples and series.last_step (kept by the writer, read by the metrics list: metrics/series_totals.py);
 # 10: series_parts and series.total (a counter's value per sending process, summed: runstore/metrics/series_parts.py);
-# 11: series.logged_name (the name as the job logged it, `actor/entropy`, where it differs from the stored one)
+# 11: series.logged_name (the name as the job logged it, `actor/entropy`, where it differs from the stored one);
+# 12: step_marks (the step as one stored fact: when each step ended, by the run's step metric; step_marks.py)
 
 FLEET_DDL = """
 CREATE TABLE IF NOT EXISTS fleet_clients (
@@ -136,6 +137,13 @@ CREATE TABLE IF NOT EXISTS spans (
     attributes TEXT NOT NULL,
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS step_marks (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS step_stats (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     step INTEGER NOT NULL,
@@ -243,6 +251,16 @@ SERIES_TOTALS_RECOUNT = ("UPDATE series SET n_samples = (SELECT count(*) FROM sa
 # each counter's sum across its processes (version 10), from their parts (series_parts.py keeps it)
 SERIES_PARTS_RECOUNT = ("UPDATE series SET total = (SELECT sum(value) FROM series_parts WHERE series_id = "
                         "series.id)")
+# the step as one stored fact (version 12, step_marks.py's rule `mark_of` in SQL: a finite value within ±MAX_STEP,
+# towards zero; each step at its earliest time): every stored run's steps of the default step metric from its samples
+MAX_STEP = 2**53  # the largest integer a float holds exactly
+_MARKS_FROM = ("FROM samples p JOIN series s ON s.id = p.series_id WHERE s.name = 'training_global_step' AND "
+               f"p.value IS NOT NULL AND p.value BETWEEN -{MAX_STEP} AND {MAX_STEP} AND p.ts BETWEEN -1e300 AND 1e300")
+STEP_MARKS_BACKFILL = (
+    "INSERT INTO step_marks (run_id, name, step, ts) SELECT s.run_id, s.name, CAST(p.value AS INTEGER), min(p.ts) "
+    f"{_MARKS_FROM} GROUP BY s.run_id, s.name, CAST(p.value AS INTEGER)",
+    "INSERT INTO step_marks (run_id, name, step, ts) SELECT s.run_id, s.name, CAST(trunc(p.value) AS BIGINT), "
+    f"min(p.ts) {_MARKS_FROM} GROUP BY s.run_id, s.name, CAST(trunc(p.value) AS BIGINT)")
 # a store written before the timeline's summary (version 8): every level-0 bucket holding finished spans is marked to
 # build (one scan, once); the writer's rebuilds catch up, and until then readers take those buckets from the spans
 LOD_BACKFILL = (f"INSERT INTO span_lod_dirty (run_id, lane, level, bucket_ns, generation) SELECT DISTINCT run_id, "

@@ -19,7 +19,7 @@ from ....errors import ConflictError, StoreError
 from . import Backend, open_backend
 from .dialect import StoreConnection
 from .location import StoreLocation
-from .schema import SERIES_PARTS_RECOUNT, SERIES_TOTALS_RECOUNT
+from .schema import SERIES_PARTS_RECOUNT, SERIES_TOTALS_RECOUNT, STEP_MARKS_BACKFILL
 
 # (table, its key columns in order, its columns); parents before the rows that refer to them
 TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
@@ -30,6 +30,7 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("series_parts", ("series_id", "client"), ("series_id", "client", "value", "ts")),  # (a source of schema 10+)
     ("spans", ("run_id", "id"), ("run_id", "id", "trace_id", "parent_id", "name", "lane", "kind", "start_ns", "end_ns",
                                  "attributes")),
+    ("step_marks", ("run_id", "name", "step"), ("run_id", "name", "step", "ts")),  # (a source of schema 12+)
     ("step_stats", ("run_id", "step", "lane", "name"), ("run_id", "step", "start_ns", "end_ns", "lane", "name",
                                                         "value")),
     ("step_blocks", ("run_id", "first_step", "lane", "name"), ("run_id", "first_step", "start_ns", "end_ns", "lane",
@@ -132,6 +133,8 @@ def _move(source_backend: Backend, src: StoreConnection, dst: Any, source: Store
     # each series' totals from the samples moved (a source of any version may lack them)
     dst.execute(SERIES_TOTALS_RECOUNT)
     dst.execute(SERIES_PARTS_RECOUNT)  # each counter's sum across its processes, from the parts moved
+    if not source_backend.has_table(src, "step_marks"):  # a source before version 12: its steps marked as it would
+        dst.execute(STEP_MARKS_BACKFILL[1])  # have been by its migration
     for table in IDENTITY_TABLES:  # new rows written after the move get ids above the copied ones
         dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce((SELECT max(id) FROM {table}), "
                     "0) + 1, false)")

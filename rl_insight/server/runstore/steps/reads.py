@@ -3,9 +3,10 @@ difference, the goodput ledger, the usual step length."""
 
 from __future__ import annotations
 
+from .. import step_marks
 from ..bound import Bound, StoreKind
 from . import explain, ledger
-from .run_insights import median_step_s, metric_samples, run_insights, run_step_windows
+from .run_insights import median_step_s, run_insights, run_step_windows
 
 
 class StepReads(StoreKind):
@@ -16,4 +17,4 @@ class StepReads(StoreKind):
     diff = Bound(explain.runs_diff)
     ledger = Bound(ledger.run_ledger)
     median_s = Bound(median_step_s)
-    samples = Bound(metric_samples)  # a metric's (time, value) samples: the step clock's seed in a fleet
+    marks = Bound(step_marks.marks)  # (time, step) the run's step metric ended each step at: the step clock's seed

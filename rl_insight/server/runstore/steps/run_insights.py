@@ -9,6 +9,7 @@ from typing import Any
 
 from ....semantics.names import sanitize_metric_name
 from .. import queries as q
+from .. import step_marks as marks
 from ..backend import StoreConnection
 from . import step_stats
 
@@ -19,15 +20,15 @@ def metric_samples(conn: StoreConnection, run_id: int, metric: str) -> list[tupl
 
 
 def run_step_windows(conn: StoreConnection, run_id: int, step_metric: str) -> list[tuple[int, int, int]]:
-    """(step, start_ns, end_ns) of every step of the run, step 1 included (queries.step_windows_of)."""
-    return q.step_windows_of(conn, run_id, sanitize_metric_name(step_metric))
+    """(step, start_ns, end_ns) of every step of the run, step 1 included (marks.windows)."""
+    return marks.windows(conn, run_id, sanitize_metric_name(step_metric))
 
 
 def median_step_s(conn: StoreConnection, run_id: int, step_metric: str, last: int = 50) -> float | None:
-    """The run's median step time over its last `last` steps (seconds between step-metric samples whose value grew);
-    None with fewer than two steps."""
-    samples = sorted(metric_samples(conn, run_id, step_metric))
-    times = [t for i, (t, v) in enumerate(samples) if i == 0 or v > samples[i - 1][1]][-(last + 1):]
+    """The run's median step time over its last `last` steps (seconds between the step clock's moves:
+    marks.clock_moves); None with fewer than two steps."""
+    times = [t for t, _ in marks.clock_moves(marks.marks(conn, run_id, sanitize_metric_name(step_metric)))]
+    times = times[-(last + 1):]
     gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
     return gaps[len(gaps) // 2] if gaps else None
 

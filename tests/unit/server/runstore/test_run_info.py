@@ -119,7 +119,7 @@ def test_old_store_is_migrated_without_losing_data(tmp_path: Path) -> None:
     w.close()
     from rl_insight.server.runstore.backend import SCHEMA_VERSION
 
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     assert "process" in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(fleet_clients)")}
     assert sqlite3.connect(path).execute("SELECT count(*) FROM fleet_records").fetchone()[0] == 0
     assert sqlite3.connect(path).execute("SELECT count(*) FROM span_lod").fetchone()[0] == 0

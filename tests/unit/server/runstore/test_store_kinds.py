@@ -127,3 +127,34 @@ def test_steps_are_read_from_the_step_metric_each_ending_at_its_sample(kinds) ->
     windows = r.steps.windows(run_id, "training/global_step")
     assert windows == [(1, 995 * S, 1_010 * S), (2, 1_010 * S, 1_020 * S), (3, 1_020 * S, 1_030 * S)]
     assert r.steps.median_s(run_id, "training/global_step") == 10.0
+
+
+def test_the_step_is_stored_once_each_at_its_earliest_mark_and_never_moved_by_a_resend_or_a_restart(kinds) -> None:
+    w, r = kinds
+    step = lambda ts, v: SampleRow("p", "e", "training_global_step", "gauge", "{}", None, ts, v)  # noqa: E731
+    w.put_samples([step(1_020.0, 2.0), step(1_010.0, 1.0), step(1_030.0, 3.0)])  # (out of order)
+    w.put_spans([], [SpanRecord("s1", "t1", None, "generate", "rollout_0", "state", 995 * S, 999 * S,
+                                {"project": "p", "experiment_name": "e"})])  # the run began before step 1 ended
+    _flushed(w)
+    w.put_samples([step(1_020.0, 2.0), step(1_025.0, 2.0),  # a resend; another process saying step 2 later
+                   step(1_031.0, float("inf")), step(1_032.0, 2.0**60),  # no step: not finite; past 2**53
+                   step(1_040.0, 1.0), step(1_050.0, 4.5)])  # a restart logging step 1 again; a fraction: step 4
+    _flushed(w)
+    w.put_samples([step(1_030.0, 9.0)])  # a copy of a stored sample's time with another value: not stored
+    _flushed(w)
+    run_id = _run_id(r)
+    assert r.steps.marks(run_id, "training_global_step") == [(1_010.0, 1), (1_020.0, 2), (1_030.0, 3), (1_050.0, 4)]
+    assert [w_[0] for w_ in r.steps.windows(run_id, "training/global_step")] == [1, 2, 3, 4]
+    assert r.steps.median_s(run_id, "training/global_step") == 10.0  # the clock's moves (the restart moves none)
+
+
+def test_a_metric_the_writer_does_not_mark_is_read_from_its_samples_by_the_same_rule(kinds) -> None:
+    w, r = kinds
+    w.put_samples([SampleRow("p", "e", "my_step", "gauge", "{}", None, 1_000.0 + 10 * i, float(i)) for i in (1, 2, 3)])
+    w.put_spans([], [SpanRecord("s1", "t1", None, "generate", "rollout_0", "state", 995 * S, 999 * S,
+                                {"project": "p", "experiment_name": "e"})])
+    _flushed(w)
+    run_id = _run_id(r)
+    assert r.steps.marks(run_id, "training_global_step") == []
+    assert r.steps.marks(run_id, "my_step") == [(1_010.0, 1), (1_020.0, 2), (1_030.0, 3)]
+    assert [x[0] for x in r.steps.windows(run_id, "my_step")] == [1, 2, 3]

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from rl_insight.server.runstore import queries as q
+from rl_insight.server.runstore import step_marks
 from rl_insight.server.runstore.backend import SCHEMA_VERSION, migrations, open_backend
 from rl_insight.server.runstore.backend.location import parse_store
 from rl_insight.server.runstore.backend.schema import APPLICATION_ID
@@ -51,15 +52,29 @@ def _old_rows(conn: Any, version: int, placeholder: str) -> None:
         conn.execute(f"INSERT INTO samples (series_id, step, ts, value) VALUES ({mark(4)})", row)
     if version >= 9:  # (its writer kept each series' totals)
         conn.execute("UPDATE series SET n_samples = 3, last_step = 2.0")
+    # the step metric, as a job logs it (a value with a fraction, a step logged again after a restart, one past
+    # what a float holds exactly): version 12 marks its steps from these by step_marks.mark_of's rule
+    conn.execute(f"INSERT INTO series (id, run_id, name, kind, labels) VALUES ({mark(5)})",
+                 (2, 1, "training_global_step", "gauge", "{}"))
+    for row in STEP_SAMPLES:
+        conn.execute(f"INSERT INTO samples (series_id, step, ts, value) VALUES ({mark(4)})", (2, None, *row))
     conn.execute(f"INSERT INTO spans (run_id, id, trace_id, parent_id, name, lane, kind, start_ns, end_ns, attributes) "
                  f"VALUES ({mark(10)})", (1, "s1", "t", None, "step", "trainer/0", "state", SPAN_START,
                                           SPAN_START + 5, '{"project": "p", "experiment_name": "e"}'))
 
 
+STEP_SAMPLES = [(100.5, 1.0), (101.5, 2.7), (101.0, 2.0), (102.0, 3.0), (105.0, 2.0), (106.0, 2.0**60),
+                (107.0, -4.5)]
+
+
 def _check_upgraded(reader_conn: Any, version: int) -> None:
     listed = q.metric_names(reader_conn, 1)  # version 9's totals, counted from the samples (copies gone)
-    assert [(m["name"], m["samples"], m["last_step"]) for m in listed] == [("reward", 3, 2.0)]
-    assert reader_conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
+    assert [(m["name"], m["samples"], m["last_step"]) for m in listed if m["name"] == "reward"] == [("reward", 3, 2.0)]
+    assert reader_conn.execute("SELECT count(*) FROM samples WHERE series_id = 1").fetchone()[0] == 3
+    if version < 12:  # version 12's backfill (SQL) marked what the writer's rule (step_marks.mark_of) marks
+        stored = reader_conn.execute("SELECT ts, step FROM step_marks ORDER BY ts").fetchall()
+        assert [(ts, step) for ts, step in stored] == step_marks.from_samples(STEP_SAMPLES) == \
+            [(100.5, 1), (101.0, 2), (102.0, 3), (107.0, -4)]
     assert reader_conn.execute("SELECT project, experiment_name FROM runs").fetchall() == [("p", "e")]
     if version < 2:  # runs.max_span_ns backfilled from the spans
         assert reader_conn.execute("SELECT max_span_ns FROM runs").fetchone()[0] == 5
@@ -114,7 +129,7 @@ def test_a_sqlite_store_of_each_released_version_becomes_todays(tmp_path: Path, 
     assert _sqlite_shape(old) == _sqlite_shape(fresh)
     _check_upgraded(RunStoreReader(old).conn(), version)
     _write_after(old)
-    assert q.metric_names(RunStoreReader(old).conn(), 1)[0]["samples"] == 4
+    assert {m["name"]: m["samples"] for m in q.metric_names(RunStoreReader(old).conn(), 1)}["reward"] == 4
 
 
 def test_a_sqlite_upgrade_that_fails_leaves_the_store_at_its_version(tmp_path: Path,
@@ -126,14 +141,14 @@ def test_a_sqlite_upgrade_that_fails_leaves_the_store_at_its_version(tmp_path: P
     c.execute(f"PRAGMA application_id={APPLICATION_ID}")
     c.execute("PRAGMA user_version=8")
     c.close()
-    broken = migrations.Step(11, "fails", (migrations.Run("UPDATE no_such_table SET x = 1"),))
+    broken = migrations.Step(SCHEMA_VERSION, "fails", (migrations.Run("UPDATE no_such_table SET x = 1"),))
     monkeypatch.setattr(migrations, "STEPS", (*migrations.STEPS[:-1], broken))
     with pytest.raises(Exception, match="no_such_table"):
         open_backend(old).connect()
     c = sqlite3.connect(old)
     assert c.execute("PRAGMA user_version").fetchone()[0] == 8  # one transaction: no step of it stayed
     assert "n_samples" not in {r[1] for r in c.execute("PRAGMA table_info(series)")}
-    assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 3
+    assert c.execute("SELECT count(*) FROM samples WHERE series_id = 1").fetchone()[0] == 3
     monkeypatch.undo()
     open_backend(old).connect().close()  # and the real chain then goes through
     _check_upgraded(RunStoreReader(old).conn(), 8)
@@ -173,4 +188,4 @@ def test_a_postgres_store_of_each_released_version_becomes_todays(postgres_clust
     assert _postgres_shape(postgres_url) == _postgres_shape(fresh_url)
     _check_upgraded(RunStoreReader(where).conn(), version)
     _write_after(where)
-    assert q.metric_names(RunStoreReader(where).conn(), 1)[0]["samples"] == 4
+    assert {m["name"]: m["samples"] for m in q.metric_names(RunStoreReader(where).conn(), 1)}["reward"] == 4
