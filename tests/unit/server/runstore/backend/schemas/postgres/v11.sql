@@ -1,4 +1,4 @@
--- run store schema version 11, as rl-insight 307083861f created it
+-- run store schema version 11, as rl-insight 85edbfbe40 created it
 CREATE TABLE public.fleet_clients (
     client_id text NOT NULL,
     server text NOT NULL,

@@ -1,4 +1,4 @@
--- run store schema version 11, as rl-insight 307083861f created it
+-- run store schema version 11, as rl-insight 85edbfbe40 created it
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
     project TEXT NOT NULL,
@@ -31,7 +31,6 @@ CREATE TABLE samples (
     ts REAL NOT NULL,
     value REAL
 );
-CREATE INDEX samples_by_step ON samples (series_id, step);
 CREATE TABLE spans (
     run_id INTEGER NOT NULL,
     id TEXT NOT NULL,
@@ -55,7 +54,6 @@ CREATE TABLE step_stats (
     value REAL NOT NULL,
     PRIMARY KEY (run_id, step, lane, name)
 ) WITHOUT ROWID;
-CREATE INDEX step_stats_by_time ON step_stats (run_id, start_ns);
 CREATE TABLE step_blocks (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     first_step INTEGER NOT NULL,
@@ -105,7 +103,6 @@ CREATE TABLE trajectories (
     tools TEXT,
     UNIQUE (run_id, key)
 );
-CREATE INDEX trajectories_by_step ON trajectories (run_id, step, duration_s);
 CREATE TABLE turns (
     traj INTEGER NOT NULL,
     start_ns INTEGER NOT NULL,
@@ -122,7 +119,6 @@ CREATE TABLE turns (
     detail TEXT,
     PRIMARY KEY (traj, start_ns, span_id)
 ) WITHOUT ROWID;
-CREATE INDEX turns_by_request ON turns (request_id) WHERE request_id IS NOT NULL;
 CREATE TABLE llm_requests (
     run_id INTEGER NOT NULL,
     request_id TEXT NOT NULL,
@@ -139,10 +135,6 @@ CREATE TABLE llm_requests (
     decode_s REAL,
     PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
-CREATE INDEX llm_requests_by_parent ON llm_requests (run_id, parent_id) WHERE parent_id IS NOT NULL;
-CREATE INDEX spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
-CREATE INDEX spans_by_start ON spans (run_id, start_ns);
-CREATE INDEX spans_open ON spans (run_id) WHERE end_ns IS NULL;
 CREATE TABLE fleet_clients (
     client_id TEXT PRIMARY KEY,
     server TEXT NOT NULL,
@@ -151,7 +143,6 @@ CREATE TABLE fleet_clients (
     last_seen REAL NOT NULL,
     process TEXT
 );
-CREATE INDEX fleet_clients_by_run ON fleet_clients (project, experiment_name, last_seen);
 CREATE TABLE fleet_records (
     kind TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -163,7 +154,6 @@ CREATE TABLE fleet_records (
     changed_at REAL NOT NULL,
     PRIMARY KEY (kind, id, part)
 );
-CREATE INDEX fleet_records_changed ON fleet_records (kind, changed_at);
 CREATE TABLE span_lod (
     run_id INTEGER NOT NULL,
     lane TEXT NOT NULL,
@@ -195,3 +185,13 @@ CREATE TABLE series_parts (
     PRIMARY KEY (series_id, client)
 );
 CREATE UNIQUE INDEX samples_once ON samples (series_id, ts);
+CREATE INDEX samples_by_step ON samples (series_id, step);
+CREATE INDEX step_stats_by_time ON step_stats (run_id, start_ns);
+CREATE INDEX trajectories_by_step ON trajectories (run_id, step, duration_s);
+CREATE INDEX turns_by_request ON turns (request_id) WHERE request_id IS NOT NULL;
+CREATE INDEX llm_requests_by_parent ON llm_requests (run_id, parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX spans_by_lane_cover ON spans (run_id, lane, start_ns, end_ns, kind, name);
+CREATE INDEX spans_by_start ON spans (run_id, start_ns);
+CREATE INDEX spans_open ON spans (run_id) WHERE end_ns IS NULL;
+CREATE INDEX fleet_clients_by_run ON fleet_clients (project, experiment_name, last_seen);
+CREATE INDEX fleet_records_changed ON fleet_records (kind, changed_at);
