@@ -88,12 +88,7 @@ class IntakePipeline:
         self._count(result.accepted_by_section, result.reasons)
         if result.replaced_strings:
             self.metrics.replaced.inc(result.replaced_strings)
-        if stepped:
-            # the clock moves when the client logged the step (its timestamp, never in the server's future), not when
-            # the batch arrived: spans timed by the same cluster's clocks are then put in the right step
-            top = max(step for step, _ in stepped)
-            at = min(min(ts for step, ts in stepped if step == top), time.time())
-            self.clock.note(c.project, c.experiment_name, top, at)
+        self.clock.note_steps(c.project, c.experiment_name, stepped)
         self.metrics.latency.observe(time.perf_counter() - started)
         stores = result.samples or result.spans or result.span_starts or run_info or batch.final
         if not stores and c.project and c.experiment_name:
@@ -162,10 +157,7 @@ class IntakePipeline:
             if result.errors and not error:
                 error = f"{result.errors[0]['reason']}: {result.errors[0]['detail']}"
             reasons.update(result.reasons)
-            if steps and batch.client.project:
-                top = max(s for s, _ in steps)
-                self.clock.note(batch.client.project, batch.client.experiment_name, int(top),
-                                min(min(ts for s, ts in steps if s == top), time.time()))
+            self.clock.note_steps(batch.client.project, batch.client.experiment_name, steps)
         rejected -= counts.get("capped", 0) + counts.get("unassigned", 0)  # kept: capped or in the unassigned run
         self._count({"otlp_metric_points": accepted}, reasons)
         for what in ("capped", "unassigned"):

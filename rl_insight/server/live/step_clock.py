@@ -4,6 +4,9 @@ short history, so that "which step was running at time t" can be answered for da
 
 verl logs `training/global_step` N at the end of step N, so the clock reads the last *completed* step;
 the step in progress at time t is one more than the clock's value at t.
+
+The clock is the live view; the stored fact is the run store's step marks (runstore/step_marks.py), from which a
+server of a fleet seeds a run it has not seen yet (`seed`), moving forward by the same rule (never back).
 """
 
 from __future__ import annotations
@@ -60,6 +63,16 @@ class StepClock:
                     listener(project, experiment_name, value, at)
                 except Exception:  # a listener never stops the clock
                     pass
+
+    def note_steps(self, project: str | None, experiment_name: str | None,
+                   stepped: list[tuple[float, float]]) -> None:
+        """A batch's (step, client time) pairs: the clock moves to the largest step, at the earliest time a sample of
+        it was logged (never in the server's future), so spans timed by the same cluster's clocks fall in the right
+        step. Every batch (the client's, OTLP metrics) moves the clock here, by this one rule."""
+        if not stepped:
+            return
+        top = max(step for step, _ in stepped)
+        self.note(project, experiment_name, top, min(min(ts for step, ts in stepped if step == top), time.time()))
 
     def _seed(self, key: tuple[str, str]) -> list[tuple[float, float]]:
         try:

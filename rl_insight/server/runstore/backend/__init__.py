@@ -1,5 +1,5 @@
-"""The run store's engine behind one interface: a SQLite file (the embedded default) or a PostgreSQL database,
-chosen once from the store's location.
+"""The run store's engine behind one interface: a SQLite file (the embedded default), a PostgreSQL database, or
+SQLite on memory (memory.py: tests, a server that keeps nothing), chosen once from the store's location.
 
 `open_backend(location)` returns the backend; `AppState` opens it once and hands it to the writer, the readers and
 the fleet; a child process (the writer's, the insight rounds') opens its own from the location it is sent. Outside
@@ -104,6 +104,10 @@ def open_backend(where: Backend | StoreLocation | Path | str) -> Backend:
         from .postgres import PostgresBackend
 
         return PostgresBackend(location)
+    if location.kind == "memory":
+        from .memory import MemoryBackend
+
+        return MemoryBackend(location)
     from .sqlite import SqliteBackend
 
     return SqliteBackend(location)

@@ -29,9 +29,9 @@ WHERE_PASSWORDS_GO = (f"put it in {PASSWORD_ENV} (or libpq's PGPASSWORD), in ~/.
 
 @dataclass(frozen=True)
 class StoreLocation:
-    kind: str  # "sqlite" or "postgresql"
+    kind: str  # "sqlite", "postgresql" or "memory" (backend/memory.py)
     path: Path | None = None  # the SQLite file
-    url: str | None = None  # the PostgreSQL URL, without a password
+    url: str | None = None  # the PostgreSQL URL, without a password; memory://NAME
 
     @property
     def display(self) -> str:

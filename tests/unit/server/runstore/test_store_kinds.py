@@ -1,18 +1,21 @@
 """The run store's contract, kind by kind: what a writer is handed, each kind's reader (`reader.runs`, `.samples`,
-`.spans`, `.steps`) gives back — on every engine (`store_at`: a SQLite file and a real PostgreSQL database). A store
-of one kind on another engine (a ClickHouse span store, docs/architecture.md) is one package plus its kind's test
-here passing against it."""
+`.spans`, `.steps`) gives back — on every implementation (`kinds`: a SQLite file, a real PostgreSQL database, and
+the in-memory store, backend/memory.py). A store of one kind on another engine (a ClickHouse span store,
+docs/architecture.md) is one package plus its kind's test here passing against it."""
 
 from __future__ import annotations
 
 import json
+import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from rl_insight.errors import NotFoundError
 from rl_insight.protocol import SpanRecord
-from rl_insight.server.runstore.backend.location import StoreLocation
+from rl_insight.server.runstore.backend.location import parse_store, sqlite_location
+from rl_insight.server.runstore.backend.memory import forget_memory_store, memory_location
 from rl_insight.server.runstore.reader import RunStoreReader
 from rl_insight.server.runstore.rows import SampleRow
 from rl_insight.server.runstore.writer import RunStoreWriter
@@ -20,11 +23,17 @@ from rl_insight.server.runstore.writer import RunStoreWriter
 S = 10**9
 
 
-@pytest.fixture
-def kinds(store_at: StoreLocation) -> Iterator[tuple[RunStoreWriter, RunStoreReader]]:
-    w = RunStoreWriter(store_at, flush_interval_s=0.02)
-    yield w, RunStoreReader(store_at)
+@pytest.fixture(params=["sqlite", "postgresql", "memory"])
+def kinds(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStoreWriter, RunStoreReader]]:
+    """A writer and a reader on each implementation: a SQLite file, a real PostgreSQL database, and in memory."""
+    name = f"kinds-{uuid.uuid4().hex}"
+    where = {"sqlite": lambda: sqlite_location(tmp_path / "rs.sqlite"),
+             "postgresql": lambda: parse_store(request.getfixturevalue("postgres_url"), tmp_path),
+             "memory": lambda: memory_location(name)}[request.param]()
+    w = RunStoreWriter(where, flush_interval_s=0.02)
+    yield w, RunStoreReader(where)
     w.close()
+    forget_memory_store(name)
 
 
 def _flushed(w: RunStoreWriter) -> None:
