@@ -172,9 +172,12 @@ export function makePlot(box, { xs, lines, xKind, fmt = fmtTick, log = false, on
   legend.updateStats();
   box.append(legend.table);
   // (captured on the root: uPlot's drag handling may stop a click's propagation at its overlay)
+  let downX = null;  // where the button went down: a click that ends elsewhere ends a drag, however long its zoom took
+  plot.root.addEventListener("mousedown", (e) => { downX = e.clientX; }, true);
   if (onClick) plot.root.addEventListener("click", (e) => {
     if (!plot.over.contains(e.target)) return;
-    if (Date.now() - +(box.dataset.dragged || 0) < 300) return;  // the end of a drag, not a click
+    if (downX !== null && Math.abs(e.clientX - downX) > 3) return;  // the end of a drag, not a click
+    if (Date.now() - +(box.dataset.dragged || 0) < 300) return;
     const i = plot.cursor.idx;
     if (i !== null && i !== undefined) onClick(plot.data[0][i]);
   }, true);
