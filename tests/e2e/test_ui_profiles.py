@@ -76,10 +76,17 @@ def test_choose_a_lane_profile_the_next_step_and_read_its_analysis(demo: str, pa
     assert {"train_batch", "actor_compute_log_prob"} & stages, stages  # the demo's stages, recorded on rank_1's thread
     ops = prof["analysis"]["operators"]["operators"]  # the demo's workers run torch ops in their stages
     assert ops, prof["analysis"]["operators"]
+    ops_el = f"document.querySelector(\"#profile-list tr[data-profile='{rid}'] details.profile-ops\")"
+    page.evaluate("state.profiles.opened = null; state.profiles.load()")  # (the button above opened it for us)
+    page.wait_for_function(f"{ops_el} && !{ops_el}.open")
     page.click(f"#profile-list tr[data-profile='{rid}'] details.profile-ops summary")
     first = page.get_attribute(f"#profile-list tr[data-profile='{rid}'] table.ops tr[data-op]", "data-op")
     assert first == ops[0]["name"]  # the largest self time first, as the API says
-    page.locator(f"#profile-list tr[data-profile='{rid}'] details.profile-ops").scroll_into_view_if_needed()
+    # the list redraws as the run goes on: what the user opened stays open (it closed at each redraw, and once the
+    # element this test held was gone)
+    page.evaluate("state.profiles.load()")
+    assert page.evaluate(f"{ops_el}.open")
+    page.evaluate(f"{ops_el}.scrollIntoView({{block: 'nearest'}})")
     page.screenshot(path=str(ARTIFACTS / "profile-operators.png"), full_page=False)
     report = httpx.get(f"{demo}/api/v1/profiles/{rid}/report/timeline.html", headers=AUTH)
     assert report.status_code == 200 and "default-src 'none'" in report.headers["content-security-policy"]

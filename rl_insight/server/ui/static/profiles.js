@@ -8,6 +8,7 @@ import { showStep } from "./timeline.js";
 export class Profiles {
   constructor(el, run, timeline) {
     this.el = el; this.run = run; this.timeline = timeline; this.lanes = [];
+    this.opsOpen = new Set();  // profiles whose operator tables the user opened: they stay open when the list redraws
     timeline.onSelect = (lanes) => { this.lanes = lanes; this.lanesInput.value = lanes.join(","); };
     // the step after the one running now (profiled whole): the server resolves "next" by the run's freshest clock
     const nextStep = async () => "next";
@@ -84,7 +85,8 @@ export class Profiles {
       if ((p.state === "pending" || p.state === "running") && canOperate()) links.push(h("button", { onclick: () => this.cancel(p.id), "data-link": "cancel" }, "cancel"));
       const stages = a.state === "done" && a.stages?.length ? h("div", { class: "muted" }, "top stages: " +
         a.stages.slice(0, 4).map(s => `${s.name} ${fmtDur(s.total_s)}`).join(" · ")) : null;
-      const opsTables = a.state === "done" ? operatorTables(a.operators || {}, p.id === this.opened) : null;
+      const opsTables = a.state === "done" ? operatorTables(a.operators || {}, p.id === this.opened || this.opsOpen.has(p.id),
+        (open) => { open ? this.opsOpen.add(p.id) : this.opsOpen.delete(p.id); }) : null;
       return h("tr", { "data-profile": p.id, "data-state": p.state, class: p.id === this.opened ? "selected" : "" }, h("td", {}, h("code", {}, p.id)), h("td", {}, h("span", { class: `badge ${p.state}` }, p.state)),
         h("td", {}, `${req.steps[0]}${req.steps[1] !== req.steps[0] ? "–" + req.steps[1] : ""}`), h("td", {}, sel),
         h("td", {}, procs.length ? procs : h("span", { class: "muted" }, p.passed ? p.passed.message : "no process has taken it yet")), h("td", {}, ...links, stages, opsTables));
@@ -95,7 +97,7 @@ export class Profiles {
 
 // The profile's operators and kernels (analysis/operators.py): what torch's key_averages() and HTA's kernel breakdown
 // say, beside the stage numbers: self time, calls, communication or compute, memory where the trace has it.
-function operatorTables(o, open) {
+function operatorTables(o, open, onToggle) {
   const ops = o.operators || [], kernels = o.kernels || [];
   if (!ops.length && !kernels.length) return null;
   const mib = (b) => (b === null || b === undefined ? "–" : `${(b / 2 ** 20).toFixed(1)} MiB`);
@@ -103,8 +105,9 @@ function operatorTables(o, open) {
   const table = (heads, rows) => h("table", { class: "grid ops" }, h("tr", {}, ...heads.map(t => h("th", {}, t))), ...rows);
   const totals = o.totals || {};
   const split = (t) => t ? ` — communication ${fmtDur(t.comm_s)}, compute ${fmtDur(t.compute_s)}` : "";
+  // (the user's click, not the toggle event: that also fires for a table drawn open)
   return h("details", { class: "profile-ops", ...(open ? { open: "" } : {}) },
-    h("summary", {}, `operators and kernels (${ops.length} operators, ${kernels.length} kernels)`),
+    h("summary", { onclick: (e) => onToggle(!e.currentTarget.parentElement.open) }, `operators and kernels (${ops.length} operators, ${kernels.length} kernels)`),
     ops.length ? h("div", {}, h("h4", {}, `CPU operators by self time${split(totals.operators)}`),
       table(["operator", "calls", "self", "total", "% of self", "", "peak allocated"], ops.slice(0, 15).map(r => h("tr", { "data-op": r.name },
         h("td", {}, h("code", { title: r.name }, r.name.length > 60 ? r.name.slice(0, 59) + "…" : r.name)), h("td", { class: "num" }, r.calls),
