@@ -37,7 +37,7 @@ from .live.metric_store import MetricStore, StoreCollector
 from .live.run_conditions import RunConditions
 from .live.server_metrics import ServerMetrics
 from .live.spans import MemorySpanSink, OtlpSpanSink, RunStoreSpanSink, SpanFanout
-from .live.step_clock import StepClock
+from .live.step_clock import StepClock, stored_steps
 from .outbound.otlp import OtlpForwarder, endpoint_from_env
 from .prometheus.experiments import ExperimentBook
 from .prometheus.probe import ServiceProbe
@@ -97,6 +97,8 @@ class AppState:
         self.experiments = ExperimentBook(self.targets, shared=shared_targets(backend))
 
         self.step_clock = StepClock()  # each run's step clock: profile requests ("next"), OTLP spans without a step
+        if self.reader is not None:  # a run first heard after a restart (or by another server): from its stored steps
+            self.step_clock.seed = stored_steps(self.reader, cfg.step_metric)
         self.forwarder = (OtlpForwarder(cfg.otlp_endpoint, cfg.otlp_protocol, max_queue=cfg.otlp_queue)
                           if cfg.otlp_endpoint or endpoint_from_env() else None)
         life.add("OTLP forwarder", stop=self.forwarder.shutdown if self.forwarder is not None else None)
@@ -121,9 +123,9 @@ class AppState:
         self.conditions = RunConditions(self.step_clock, cfg.stall_step_s)
         self.fleet = build_fleet(backend, self.writer, self.reader, self.boot_id, clients=self.clients,
                                  metric_store=self.store, conditions=self.conditions, insight=self.insight,
-                                 step_clock=self.step_clock, refresh_targets=self.experiments.refresh,
+                                 refresh_targets=self.experiments.refresh,
                                  close_spans=self._close_cut_short, mark_finished=self.mark_finished,
-                                 silence_s=cfg.client_silence_s, step_metric=cfg.step_metric)
+                                 silence_s=cfg.client_silence_s)
         if self.fleet is not None:
             life.add("fleet", self.fleet.start, self.fleet.stop)
         life.add("client tracker", self.clients.start, self.clients.stop)

@@ -1,16 +1,15 @@
 """The fleet loop put together (several servers on one PostgreSQL store; None on SQLite, one server): background work
 on the lease holder only, clients that move between servers counted once, the scrape targets and the stalled/hung
-runs shared, a run's step clock seeded from the store.
+runs shared.
 
 The parts it joins live above this layer (the client tracker, the metric store, the run conditions, the insight
-service, the step clock); they come in as arguments, so this module names none of them.
+service); they come in as arguments, so this module names none of them.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ...semantics.names import sanitize_metric_name
 from ..runstore.backend import Backend
 from ..runstore.hand_over import HandOver
 from ..runstore.reader import RunStoreReader
@@ -21,9 +20,9 @@ from .registry import FleetRegistry
 
 
 def build_fleet(backend: Backend | None, writer: HandOver | None, reader: RunStoreReader | None, boot_id: str, *,
-                clients: Any, metric_store: Any, conditions: Any, insight: Any, step_clock: Any,
+                clients: Any, metric_store: Any, conditions: Any, insight: Any,
                 refresh_targets: Callable[[], None], close_spans: Callable[..., None],
-                mark_finished: Callable[..., None], silence_s: float, step_metric: str) -> FleetCoordinator | None:
+                mark_finished: Callable[..., None], silence_s: float) -> FleetCoordinator | None:
     if backend is None or writer is None or reader is None or not backend.shared:
         return None
     lease = FleetLease(backend, boot_id)
@@ -37,11 +36,6 @@ def build_fleet(backend: Backend | None, writer: HandOver | None, reader: RunSto
     if insight is not None:
         insight.lead = lambda: lease.held
 
-    def seed(project: str, experiment_name: str) -> list[tuple[float, float]]:
-        run_id = reader.runs.find_id(project, experiment_name)
-        return [] if run_id is None else list(reader.steps.marks(run_id, sanitize_metric_name(step_metric)))
-
-    step_clock.seed = seed
     return fleet
 
 

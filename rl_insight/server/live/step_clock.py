@@ -6,7 +6,8 @@ verl logs `training/global_step` N at the end of step N, so the clock reads the 
 the step in progress at time t is one more than the clock's value at t.
 
 The clock is the live view; the stored fact is the run store's step marks (runstore/step_marks.py), from which a
-server of a fleet seeds a run it has not seen yet (`seed`), moving forward by the same rule (never back).
+run this server has not seen yet — after a restart, or one another server of a fleet heard first — is seeded
+(`seed`, `stored_steps`), moving forward by the same rule (never back).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import bisect
 import threading
 import time
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
+
+from ...semantics.names import sanitize_metric_name
 
 MAX_RUNS = 10_000
 HISTORY = 4096  # clock moves kept per run (at one step a minute, almost three days)
@@ -25,11 +28,13 @@ class StepClock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], deque[tuple[float, int]]] = {}
-        # called with (project, experiment_name, step, at) when a run's clock moves for the first time, so data that
-        # arrived before it (and could not be given a step) can be given one (the run store's trajectories)
+        self._moved: set[tuple[str, str]] = set()  # runs whose clock moved on this server (one per run in _runs)
+        # called with (project, experiment_name, step, at) when a run's clock first moves on this server (from its
+        # seed or from nothing), so data that arrived before it (and could not be given a step) can be given one (the
+        # run store's trajectories)
         self.on_first_move: list[Callable[[str, str, int, float], None]] = []
-        # several servers on one store: a run first seen here may have a history another server recorded
-        # ((client time, step) in time order, from the run store); None: a run starts with what arrives here
+        # a run first seen here may have a history in the run store (this server's before a restart, or another's of
+        # a fleet): (client time, step) in time order (`stored_steps`); None: a run starts with what arrives here
         self.seed: Callable[[str, str], list[tuple[float, float]]] | None = None
 
     def note(
@@ -53,7 +58,9 @@ class StepClock:
                         hist.append((max(at_s, hist[-1][0]) if hist else at_s, int(v)))
             if not hist or value > hist[-1][1]:
                 at = time.time() if now is None else now
-                first = not hist
+                # (its first move here, seeded or not: what arrived here before it could not be given a step)
+                first = key not in self._moved
+                self._moved.add(key)
                 hist.append(
                     (max(at, hist[-1][0]) if hist else at, value)
                 )  # kept in time order (clients' clocks differ)
@@ -151,3 +158,15 @@ class StepClock:
         with self._lock:
             for k in keys:
                 self._runs.pop(k, None)
+                self._moved.discard(k)
+
+
+def stored_steps(reader: Any, step_metric: str) -> Callable[[str, str], list[tuple[float, float]]]:
+    """A clock's `seed`: a run's stored step marks (time, step) through the run store's reader."""
+    name = sanitize_metric_name(step_metric)
+
+    def seed(project: str, experiment_name: str) -> list[tuple[float, float]]:
+        run_id = reader.runs.find_id(project, experiment_name)
+        return [] if run_id is None else [(ts, float(step)) for ts, step in reader.steps.marks(run_id, name)]
+
+    return seed
