@@ -67,11 +67,12 @@ class Aggregates:
             s[4] = step
             self._dirty_hists.add(key)
 
-    def take(self, everything: bool) -> tuple[list, list]:
+    def take(self, everything: bool) -> tuple[list, list, int]:
         """Copies of the series changed since the last call (all of them when `everything`):
         counters as (name, labels_key, total, ts, step, doc, labels); histograms as
-        (name, labels_key, sum, count, cumulative, ts, step, doc, labels, bounds)."""
+        (name, labels_key, sum, count, cumulative, ts, step, doc, labels, bounds); and how many of them changed."""
         with self._lock:
+            changed = len(self._dirty_counters) + len(self._dirty_hists)
             dirty_c = set(self._counters) if everything else self._dirty_counters
             dirty_h = set(self._hists) if everything else self._dirty_hists
             self._dirty_counters, self._dirty_hists = set(), set()
@@ -79,4 +80,4 @@ class Aggregates:
             hists = [(k, [self._hists[k][0][:]] + self._hists[k][1:]) for k in dirty_h if k in self._hists]
         out_c = [(k[0], k[1], c[0], c[1], c[2], c[3], c[4]) for k, c in counters]
         out_h = [(k[0], k[1], h[1], h[2], list(accumulate(h[0])), h[3], h[4], h[5], h[6], h[7]) for k, h in hists]
-        return out_c, out_h
+        return out_c, out_h, changed

@@ -163,10 +163,13 @@ class BatchBuilder:
         span_starts.extend(span_entry(it) for it in start_items if it[1] not in ended)
 
         self.d._last_step_mark_ts = _assign_burst_steps(samples, step_marks, self.d._last_step_mark_ts)
-        # Cumulative series: all of them after a server restart, else only those that changed.
-        resend = self.d._resend_all
+        # Cumulative series: all of them after a server restart, else only those that changed; and all of them in
+        # the process's last batch: in a fleet, the server that hears it shows the process (server/fleet/coordinator)
+        resend = self.d._resend_all or (self.d._final and not q)
         self.d._resend_all = False
-        counters, hists = self.d.agg.take(resend)
+        fresh = len(samples) + len(span_starts)  # new events; the copies a resend adds below are none
+        counters, hists, changed = self.d.agg.take(resend)
+        fresh += changed
         for name, lkey, total, ts, step, doc, labels in counters:
             samples.append([table.ref("c", name, lkey, labels, doc), ts, step, total])
         for name, lkey, total, count, cumulative, ts, step, doc, labels, bounds in hists:
@@ -178,8 +181,9 @@ class BatchBuilder:
                 # (a state that started in this very batch is in it already; both wire forms lead with the hex id)
                 announced = {e[0] if isinstance(e, list) else e["id"] for e in span_starts}
                 span_starts.extend(span_entry(it) for it in self.d.open_states() if f"{it[1]:016x}" not in announced)
-        n_user = len(samples) + len(span_starts) + len(spans)
-        if n_user or force:  # a flush or heartbeat also reports the latest delivery counters
+        has_items = bool(samples or span_starts or spans)
+        n_user = fresh + len(spans)
+        if has_items or force:  # a flush or heartbeat also reports the latest delivery counters
             self._add_self_metrics(table, samples, force=force)
         client = {"id": self.d.client_id, "pid": self.d.pid, "host": self.d.host, **self.d.base_labels}
         rank = self.d.process.rank()
@@ -193,7 +197,7 @@ class BatchBuilder:
         span_attrs = None if attrs_table is None else [a for _, a in sorted(attrs_table.values(), key=lambda e: e[0])]
         body = wire.encode_batch(client, table.entries, samples, span_starts, spans, self.d._final, span_attrs, pause)
         body, headers = wire.compress(body)
-        return body, headers, n_user, bool(n_user)
+        return body, headers, n_user, has_items
 
     def _add_self_metrics(self, table: Any, samples: list, force: bool = False) -> None:
         now = time.time()

@@ -385,8 +385,13 @@ def test_behind_round_robin_a_process_is_counted_once_and_resends_once_per_serve
         return sum(sum(series(u, name).values()) for u in (fleet["a_url"], fleet["b_url"]))
 
     # (a fleet round is 2 s; on a loaded CI machine, with another worker's jobs beside it, a few rounds can take 15 s)
-    wait_until(lambda: total("rl_insight_monitor_tokens_total") == 40 * 30, timeout=40,
-               what="the process counted once over both servers")
+    try:
+        wait_until(lambda: total("rl_insight_monitor_tokens_total") == 40 * 30, timeout=40,
+                   what="the process counted once over both servers")
+    except AssertionError as exc:  # say what each server shows, and what each says of the fleet
+        shown = {u: series(u, "rl_insight_monitor_tokens_total") for u in (fleet["a_url"], fleet["b_url"])}
+        said = {u: httpx.get(u + "/healthz", headers=H).json().get("fleet") for u in (fleet["a_url"], fleet["b_url"])}
+        raise AssertionError(f"{exc}; shown {shown}; fleet {said}") from None
     time.sleep(5)  # and it stays so after the process finished (fleet rounds go on)
     assert total("rl_insight_monitor_tokens_total") == 40 * 30
     shown_on = [u for u in (fleet["a_url"], fleet["b_url"]) if series(u, "rl_insight_monitor_tokens_total")]

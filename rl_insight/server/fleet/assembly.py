@@ -32,6 +32,7 @@ def build_fleet(backend: Backend | None, writer: HandOver | None, reader: RunSto
     shared_conditions = SharedDocument(SharedRecords(backend, "conditions"), "fleet")  # the leader's stalled/hung
     fleet.on_tick.append(lambda: conditions.share(shared_conditions, lease.held))
     metric_store.own_clients()  # /metrics shows the processes this server owns (FleetCoordinator.tick)
+    clients.keeps_finals = True  # a process's final batch claims it for the server that heard it
     writer.lead = lambda: lease.held
     if insight is not None:
         insight.lead = lambda: lease.held

@@ -1,10 +1,14 @@
 """The fleet loop of one ingest server (several servers, one PostgreSQL store), every `interval_s`:
 
 1. publish this server's live clients to the registry, and read again what else the fleet shares (scrape targets);
-2. clients another server owns (it heard them first and still does, or this one stopped hearing them): stop
-   tracking them (nothing of theirs is cut short or finished here) and never show them on this server's /metrics;
-   the clients this server owns are shown (`MetricStore.set_owned`), a new client only once a round confirmed it,
-   so that Prometheus, which scrapes every server, counts each process once even behind a balancer that alternates;
+2. clients another server owns (it heard them first and still does, this one stopped hearing them, or it heard
+   their final batch): stop tracking them (nothing of theirs is cut short or finished here) and never show them on
+   this server's /metrics; the clients this server owns are shown (`MetricStore.set_owned`), a new client only
+   once a round confirmed it, so that Prometheus, which scrapes every server, counts each process once even behind
+   a balancer that alternates. Every client a round asks about was published by it first (live, final, or only
+   heard), so the registry's row is the one verdict both servers read: a process that finished between two rounds
+   of both servers is never claimed by each (before, neither published it and both showed it). A process's final
+   batch carries all its totals (client/batching.py), so the server that heard it last shows them complete;
 3. take or keep the lease; its holder tidies after what is gone from the whole fleet: states left open in the
    store by runs whose clients no server has seen for the silence timeout are closed as cut short at the run's
    last sign of life, and such runs, unless their processes finished them, are marked finished (lost) — a
@@ -30,6 +34,7 @@ from .registry import FleetRegistry
 
 log = logging.getLogger("rl_insight.server.fleet")
 REGISTRY_KEEP_S = 86400.0  # registry rows of clients not seen for a day are deleted
+FINAL_WATCH_S = 30.0  # a process claimed by its final batch is asked about this long (another final may follow)
 
 
 
@@ -55,6 +60,7 @@ class FleetCoordinator:
         self.ended = 0  # runs the janitor marked finished
         self.errors = 0
         self.on_tick: list[Callable[[], None]] = []  # other shared state read again each round (scrape targets)
+        self._finals_watched: dict[str, float] = {}  # claimed by a final batch here -> asked about until (monotonic)
         self._loop = Periodic("fleet", interval_s, self.tick)
 
     @property
@@ -71,14 +77,13 @@ class FleetCoordinator:
 
     def tick(self) -> None:
         try:
-            mine = self.tracker.snapshot()
-            self.registry.publish(mine)
-            tracked = {c[0] for c in mine}
-            asked = tracked | self.metric_store.undecided_clients()  # (one that finished already too)
+            asked = self._publish()
             elsewhere = self.registry.moved(sorted(asked))
             moved = self.metric_store.set_owned(asked - elsewhere, elsewhere)  # owned here before, another's now
-            if tracked & elsewhere:  # another server's: nothing of theirs is cut short or finished here
-                self.tracker.forget(tracked & elsewhere)
+            if elsewhere:  # another server's: nothing of theirs is cut short or finished here
+                self.tracker.forget(elsewhere)
+                for cid in elsewhere:
+                    self._finals_watched.pop(cid, None)  # decided: a later round asks no more
             if moved:
                 self.moved_away += len(moved)
                 dropped = sum(self.metric_store.forget_client(cid) for cid in moved)
@@ -100,6 +105,22 @@ class FleetCoordinator:
             except Exception as exc:
                 self.errors += 1
                 log.warning("fleet tidying failed: %s: %s", type(exc).__name__, exc)
+
+    def _publish(self) -> set[str]:
+        """This server's sightings into the registry: its live clients, the processes whose final batch it heard
+        (claimed), and any other client heard since the last round. Returns every client the round decides on."""
+        heard = self.metric_store.undecided_clients()  # (before the publish: each one asked is published)
+        live = self.tracker.snapshot()
+        finals = self.tracker.take_finals()
+        now, wall = time.monotonic(), time.time()
+        known = {c[0] for c in live} | {c[0] for c in finals}
+        self.registry.publish(live + [(cid, None, None, wall) for cid in sorted(heard - known)])
+        self.registry.publish(finals, final=True)
+        for cid, *_ in finals:
+            if len(self._finals_watched) < 100_000:
+                self._finals_watched[cid] = now + FINAL_WATCH_S
+        self._finals_watched = {c: t for c, t in self._finals_watched.items() if t > now}
+        return known | heard | set(self._finals_watched)
 
     def tidy(self, now: float | None = None) -> None:
         """(the lease holder) Close what runs gone from the whole fleet left open, and finish those runs."""

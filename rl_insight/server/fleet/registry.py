@@ -29,11 +29,11 @@ class FleetRegistry:
             self._conn = self.backend.connect()
         return self._conn
 
-    def publish(self, clients: Sequence[Sequence[Any]]) -> None:
+    def publish(self, clients: Sequence[Sequence[Any]], final: bool = False) -> None:
         """(client id, project, experiment_name, last seen in unix seconds[, the process's description]) of this
-        server's live clients."""
+        server's clients; `final`: those whose final batch this server heard (it claims them)."""
         with self._lock:
-            table.publish(self._c(), self.server_id, clients)
+            table.publish(self._c(), self.server_id, clients, final)
 
     def moved(self, client_ids: list[str]) -> set[str]:
         """Of these clients, the ones another server has seen since."""

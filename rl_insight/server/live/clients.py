@@ -82,6 +82,9 @@ class ClientTracker:
         self._lost: dict[tuple[str, str], dict[str, Any]] = {}  # runs whose step logger went silent: how they end
         # processes that went silent without a goodbye, by run: as they were last seen, with when they were dropped
         self._gone: dict[tuple[str, str], list[tuple[float, LiveProcess]]] = {}
+        # a fleet's server: the processes whose final batch came here since its last round (id, run, unix s)
+        self.keeps_finals = False
+        self._finals: dict[str, tuple[str, str | None, str | None, float]] = {}
         self.cut_short = 0  # spans closed because their client went silent or finished with them open
         self.untracked = 0  # open spans or clients beyond the bounds (not closed automatically)
         self._reaper = Periodic("liveness", max(0.2, min(5.0, self.silence_s / 4)), self.reap)
@@ -146,6 +149,9 @@ class ClientTracker:
                 c.final = True
                 finished_run = self._run_done(c)
                 del self._clients[client.id]
+                if self.keeps_finals and len(self._finals) < MAX_CLIENTS:
+                    self._finals[client.id] = (client.id, c.run[0] if c.run else None, c.run[1] if c.run else None,
+                                               now_ns / 1e9)
         if closed:
             self._close_spans(closed)
         if finished_run is not None:
@@ -258,6 +264,13 @@ class ClientTracker:
         with self._lock:
             return [(cid, c.run[0] if c.run else None, c.run[1] if c.run else None, c.last_seen_ns / 1e9,
                      self._describe(cid, c, now_mono, now_ns)) for cid, c in self._clients.items()]
+
+    def take_finals(self) -> list[tuple[str, str | None, str | None, float]]:
+        """(client id, project, experiment_name, unix seconds) of the processes whose final batch this server heard
+        since the last call (a fleet round claims them: this server holds their final totals)."""
+        with self._lock:
+            out, self._finals = list(self._finals.values()), {}
+            return out
 
     def forget(self, client_ids: set[str]) -> int:
         """Clients that moved to another server: no longer tracked here, and nothing of theirs is closed or finished

@@ -242,6 +242,25 @@ def test_server_restart_resends_totals(capture, monkeypatch) -> None:
     assert resent["done"] == 4.0 and resent["g"] == 7.0
 
 
+def test_the_last_batch_carries_every_total_and_counts_no_copy_as_an_event(capture, monkeypatch) -> None:
+    """Behind a balancer that alternates, the server that hears a process's final batch claims it (server/fleet/
+    coordinator.py): that batch carries every counter's total and latest gauge, even those unchanged since an earlier
+    batch; the copies are not counted as events sent."""
+    monkeypatch.setenv("RL_INSIGHT_SERVER_URL", capture.url)
+    rl_insight.init(project="p", experiment_name="last-batch")
+    rl_insight.metric_count("tokens", 30)
+    rl_insight.metric_gauge("loss", 0.5)
+    assert rl_insight.flush(5)
+    rl_insight.metric_gauge("lr", 1e-4)  # the only new event
+    runtime = rl_insight.client.api._rt
+    rl_insight.finish(timeout=5)
+    last = capture.batches()[-1]
+    assert last.get("final") is True
+    sent = {last["series"][s[0]]["n"]: s[3] for s in last["samples"] if "ns" not in last["series"][s[0]]}
+    assert sent == {"tokens": 30.0, "loss": 0.5, "lr": 1e-4}
+    assert runtime is not None and runtime.sent_items == 3  # the counter and loss, then lr: no copy counted
+
+
 def test_alternating_between_two_servers_of_a_fleet_resends_once_per_server(capture, monkeypatch) -> None:
     """Issue 49 item 5: behind a round-robin balancer the boot id alternates; each server is fed everything once (the
     first time it is reached), never on every batch. Every request names its process for a balancer to hash on."""

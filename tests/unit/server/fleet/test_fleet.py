@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from rl_insight.protocol.batch import SeriesDef
+from rl_insight.protocol.batch import ClientInfo, SeriesDef
+from rl_insight.server.fleet.coordinator import FleetCoordinator
 from rl_insight.server.fleet.lease import FleetLease
 from rl_insight.server.fleet.registry import FleetRegistry
+from rl_insight.server.live.clients import ClientTracker
 from rl_insight.server.live.metric_store import MetricStore, StoreCollector
 from rl_insight.server.runstore.backend.location import parse_store
 from rl_insight.server.runstore.writer import RunStoreWriter
@@ -86,3 +90,53 @@ def test_in_a_fleet_only_the_clients_this_server_owns_are_shown() -> None:
     assert "rl_insight_monitor_tokens_total 10.0" in text and "rl_insight_monitor_loss" not in text
     store.apply_many([(shared, 2.0, 6.0)], "theirs")  # still another's: not undecided again, not shown
     assert store.undecided_clients() == set() and "rl_insight_monitor_tokens_total 10.0" in _exposed(store)
+
+
+class _NoOpenStates:
+    class runs:  # noqa: N801 - the reader's shape: reader.runs.open_states
+        @staticmethod
+        def open_states(limit: int) -> list:
+            return []
+
+
+def _server(loc: object, name: str) -> tuple[Any, MetricStore, ClientTracker]:
+    store, tracker = MetricStore(), ClientTracker(60.0, lambda spans: None, lambda *a, **k: None)
+    store.own_clients()
+    tracker.keeps_finals = True
+    fleet = FleetCoordinator(FleetRegistry(loc, name), FleetLease(loc, name), tracker, store, _NoOpenStates(),
+                             lambda spans: None, lambda *a, **k: None, silence_s=60.0)
+    return fleet, store, tracker
+
+
+def _batch(store: MetricStore, tracker: ClientTracker, tokens: float, final: bool = False) -> None:
+    ref = store.resolve(SeriesDef("counter", "tokens", {"project": "p"}, "", None, None), "proc")
+    store.apply_many([(ref, time.time(), tokens)], "proc")
+    tracker.seen(ClientInfo("proc", 1, "h", "p", "e"), [], [], final)
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_a_process_that_finished_between_rounds_is_shown_once_with_its_final_totals(postgres_url: str,
+                                                                                    first: str) -> None:
+    """Behind a balancer that alternates, a short process sent its last counter batch to a and its final batch (which
+    carries every total: client/batching.py) to b, all before either server's round (CI, issue 65: both servers
+    claimed it, /metrics said 1,200 + 1,170 for 1,200). Whichever round comes first, one server shows it, at 1,200."""
+    loc = parse_store(postgres_url, Path("."))
+    RunStoreWriter(loc).close()
+    servers = {"a": _server(loc, "a"), "b": _server(loc, "b")}
+    (_, a_store, a_tracker), (_, b_store, b_tracker) = servers["a"], servers["b"]
+    _batch(b_store, b_tracker, 1170.0)
+    _batch(a_store, a_tracker, 1200.0)
+    _batch(b_store, b_tracker, 1200.0, final=True)
+    order = [first, "b" if first == "a" else "a"]
+    try:
+        for _ in range(2):  # (a claim a later round overturns is let go by the next)
+            for name in order:
+                servers[name][0].tick()
+        shown = {name: _exposed(s[1]) for name, s in servers.items()}
+        owners = [name for name, text in shown.items() if "rl_insight_monitor_tokens_total" in text]
+        assert owners == ["b"], shown  # the server that heard its final batch
+        assert 'rl_insight_monitor_tokens_total{project="p"} 1200.0' in shown["b"]
+        assert a_tracker.snapshot() == []  # and a stops tracking it (no silence verdict on another server's process)
+    finally:
+        for fleet, _, _ in servers.values():
+            fleet.stop()
