@@ -154,13 +154,13 @@ def test_trajectory_table_distributions_waterfall_and_long_tail_link(agent_demo:
     )
 
     # the long-tail card: "trajectories ›" shows the trajectories that ran on its replica at its step, slowest first
+    # (shown only for a step the trajectories' menu has; read and clicked at once: the card redraws as the run goes)
     page.wait_for_selector("#long-tail-trajectories", timeout=60_000)
-    lane, step = (
-        page.get_attribute("#long-tail-trajectories", "data-lane"),
-        page.get_attribute("#long-tail-trajectories", "data-step"),
-    )
-    assert lane in page.inner_text("#insight-long-tail")
-    page.click("#long-tail-trajectories")
+    lane, step, card = page.evaluate(
+        "(() => { const b = document.querySelector('#long-tail-trajectories'); const seen = [b.dataset.lane, "
+        "b.dataset.step, document.querySelector('#insight-long-tail').innerText]; b.click(); return seen; })()")
+    assert lane and lane in card
+    assert step in page.eval_on_selector_all("#traj-step option", "els => els.map(e => e.value)")
     page.wait_for_function(f"document.querySelector('#traj-step').value === '{step}'", timeout=10_000)
     page.wait_for_function(f"document.querySelector('#traj-replica').value === '{lane}'", timeout=10_000)
     page.wait_for_selector("#traj-table tr[data-traj-id]")

@@ -10,6 +10,7 @@ dropped and counted by reason, as are writes that fail; neither ever slows or fa
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -89,11 +90,19 @@ class LiveExporter:
                 log.warning("%s exporter failed to write %d points of %s/%s: %s", self.name, len(points), *run, exc)
 
 
+MAX_LAST_POINTS = 200_000  # series whose last exported point is remembered (past it, the memory starts again)
+
+
 class Exporters:
-    """The enabled live exporters, fed by ingest and by the insight refresh."""
+    """The enabled live exporters, fed by ingest and by the insight refresh.
+
+    Invariant: a sample equal to the last one exported of its series (tag, step, time and value) is a copy — what a
+    process resends after a server restart or in its last batch (client/batching.py) — and is not exported again."""
 
     def __init__(self, exporters: Iterable[LiveExporter]) -> None:
         self.all = list(exporters)
+        self._last: dict[tuple[RunKey, str], Point] = {}  # the last point exported of each run's series
+        self._last_lock = threading.Lock()  # (ingest threads hand batches at once)
         # newest step whose insights were exported, per run and kind (a step's ledger comes once it is summarized,
         # a round or two after its other insights)
         self._insight_step: dict[tuple[RunKey, bool], int] = {}
@@ -103,12 +112,17 @@ class Exporters:
         if not self.all:
             return
         by_run: dict[RunKey, list[Point]] = {}
-        for r in rows:
-            if r.step is None:
-                continue
-            by_run.setdefault((r.project, r.experiment_name), []).append(
-                Point(series_tag(r.name, r.labels), int(r.step), r.ts, float(r.value))
-            )
+        points = [((r.project, r.experiment_name),
+                   Point(series_tag(r.name, r.labels), int(r.step), r.ts, float(r.value)))
+                  for r in rows if r.step is not None]
+        with self._last_lock:
+            for run, point in points:
+                if self._last.get((run, point.tag)) == point:
+                    continue
+                if len(self._last) >= MAX_LAST_POINTS:
+                    self._last.clear()
+                self._last[(run, point.tag)] = point
+                by_run.setdefault(run, []).append(point)
         for run, points in by_run.items():
             for e in self.all:
                 e.put(run, points)

@@ -217,7 +217,7 @@ async function renderInsights(el, runId, idPrefix = "") {
   el.replaceChildren(
     card(`rollout–training overlap${own ? " (step " + sel + ")" : ""}`, `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
     card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
-      !idPrefix && state.trajectories?.steps?.length ? h("button", { class: "mini link", id: "long-tail-trajectories", "data-lane": tail.slowest_lane, "data-step": tail.step,
+      !idPrefix && state.trajectories?.steps?.includes(tail.step) ? h("button", { class: "mini link", id: "long-tail-trajectories", "data-lane": tail.slowest_lane, "data-step": tail.step,
         title: `the trajectories that kept ${tail.slowest_lane} busy at step ${tail.step}`,
         onclick: (e) => { e.stopPropagation(); state.trajectories.focus({ step: tail.step, replica: tail.slowest_lane }); } }, "trajectories ›") : null) : "–",
       "insight-long-tail", false, tail?.step),
