@@ -112,11 +112,11 @@ class Exporters:
         if not self.all:
             return
         by_run: dict[RunKey, list[Point]] = {}
-        points = [((r.project, r.experiment_name),
-                   Point(series_tag(r.name, r.labels), int(r.step), r.ts, float(r.value)))
-                  for r in rows if r.step is not None]
+        stepped = [((r.project, r.experiment_name),
+                    Point(series_tag(r.name, r.labels), int(r.step), r.ts, float(r.value)))
+                   for r in rows if r.step is not None]
         with self._last_lock:
-            for run, point in points:
+            for run, point in stepped:
                 if self._last.get((run, point.tag)) == point:
                     continue
                 if len(self._last) >= MAX_LAST_POINTS:
