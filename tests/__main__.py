@@ -1,11 +1,12 @@
 """The whole suite as the README and CI run it (`python -m tests [pytest options]`), in two passes:
 
-1. everything but the browser tests on pytest-xdist workers (two by default, one per core of the CI machine; modules
-   kept whole on a worker, so a module's servers start once). Three were tried (2026-12-06): the pass took 441 s
-   instead of 554 s, but two runs of four each failed a different timing-sensitive test under the extra load (each
-   a test's own race, since fixed) — two stay the default until a series of runs with three is green;
+1. everything but the browser tests on three pytest-xdist workers (modules kept whole on a worker, so a module's
+   servers start once; the longest modules first, tests/lanes.py `heaviest_first`). Its tests wait on servers and
+   processes more than they compute: on two cores, three workers took 831 s at 152 % CPU where two took 1,000 s
+   (2026-12-07); four are not worth it, as the pass's CPU time alone (~1,270 CPU-s) is over ten minutes of both cores;
 2. the browser tests (marker `e2e`) and the few timing-sensitive ones (marker `alone`) in one process, alone on the
-   machine.
+   machine (on two workers the browser tests took 403 s instead of 520 s, green once; on three, 411 s with four
+   failures, the `alone` ones among them: they stay in one process).
 
 Why not one pass on the workers: a browser test waits for a page that draws under the load of its own server, demo
 and Chromium; with another worker's servers beside them, those waits failed one run in two (a different one each
@@ -36,7 +37,7 @@ from tests.lanes import IN_PROCESS_LANE, LANE_ENV
 
 NO_TESTS_COLLECTED = 5  # pytest's exit status for a selection that matched nothing
 FAST_WORKERS = 2  # in process, the fast lane's tests compute: one worker per core (four: 1.5x the wall time)
-SUITE_WORKERS = 2  # the first pass: one per core of the CI machine (see 1. above)
+SUITE_WORKERS = 3  # the first pass: its tests wait more than they compute (see 1. above)
 
 
 def run(args: list[str], lane: str | None = None) -> int:

@@ -21,7 +21,7 @@ import pytest
 import rl_insight
 from rl_insight.server.config import ServerConfig
 from tests.in_process import InProcessApp
-from tests.lanes import _in_process_only, classify, guard_active, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
+from tests.lanes import _in_process_only, classify, guard_active, heaviest_first, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
 
 
 def _port_slice() -> range:
@@ -346,3 +346,4 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     classify(items)
+    heaviest_first(items)

@@ -205,3 +205,40 @@ def _in_process_only() -> Iterator[None]:
         pytest.fail(f"this test opened a socket or started a process on the in-process lane ({what}): give it "
                     f"a real server or child by a name tests/lanes.py knows (the mark `socket`, start_server without "
                     f"in_process=True, free_port, ...), or keep it in process")
+
+
+# The modules that took longest in each pass of the suite (seconds on the 2-core CI machine, from `python -m tests
+# --durations=120`, 2026-12-07): started first. A module missing here only starts later.
+LONGEST_MODULES = (
+    "tests/integration/test_container_image.py",  # 133 s
+    "tests/integration/test_stack_snapshots.py",  # 126 s
+    "tests/unit/contract/test_api_fuzz.py",  # 120 s
+    "tests/integration/test_alerting.py",  # 98 s
+    "tests/integration/test_profile_on_demand.py",  # 93 s
+    "tests/integration/test_fleet.py",  # 90 s
+    "tests/integration/test_full_stack.py",  # 46 s
+    "tests/integration/test_dashboards_on_demo.py",  # 45 s
+    "tests/unit/server/access/test_route_matrix.py",  # 44 s
+    "tests/integration/test_demo_cli.py",  # 43 s
+    "tests/integration/test_analysis_fanout.py",  # 43 s
+    # the browser pass (`-m "e2e or alone"`)
+    "tests/e2e/test_ui.py",  # 107 s
+    "tests/e2e/test_ui_charts.py",  # 82 s
+    "tests/e2e/test_ui_stacks.py",  # 68 s
+    "tests/e2e/test_ui_profiles.py",  # 63 s
+    "tests/e2e/test_ui_trajectories.py",  # 45 s
+    "tests/e2e/test_ui_prometheus.py",  # 45 s
+)
+
+
+def heaviest_first(items: list[Any]) -> None:
+    """The longest modules first (LONGEST_MODULES), then those whose tests need outside binaries, then those that open
+    sockets, then the in-process ones (a stable sort: a module's own order stays): pytest-xdist's workers start the
+    long modules first and the short ones fill the end (in path order the container image and the schema fuzz began
+    late and ran on alone for minutes)."""
+    rank: dict[str, tuple[int, int]] = {m: (0, i) for i, m in enumerate(LONGEST_MODULES)}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        kind = 1 if item.get_closest_marker("external") else 2 if item.get_closest_marker("socket") else 3
+        rank[module] = min(rank.get(module, (kind, 0)), (kind, 0))
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])

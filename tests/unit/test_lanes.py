@@ -60,3 +60,23 @@ def test_the_rules_mark_what_a_test_names() -> None:
     assert "test_export_cli_for_runs_already_in_the_store" in export  # (start_server: on a port)
     this = lanes.socket_openers(__file__)
     assert "test_an_in_process_server_answers_its_url_without_a_socket" not in this  # (in_process=True)
+
+
+class _Item:
+    def __init__(self, nodeid: str, marks: tuple[str, ...] = ()) -> None:
+        self.nodeid, self._marks = nodeid, marks
+
+    def get_closest_marker(self, name: str) -> object:
+        return name if name in self._marks else None
+
+
+def test_the_longest_modules_start_first_and_each_module_stays_whole_in_its_order() -> None:
+    longest = lanes.LONGEST_MODULES[1]
+    items = [_Item("tests/unit/a.py::t1"), _Item("tests/unit/a.py::t2", ("socket",)),
+             _Item("tests/unit/b.py::t1"), _Item("tests/integration/c.py::t1", ("external", "socket")),
+             _Item(f"{longest}::t1"), _Item(f"{longest}::t2"), _Item("tests/unit/d.py::t1", ("socket",))]
+    lanes.heaviest_first(items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == [f"{longest}::t1", f"{longest}::t2", "tests/integration/c.py::t1",
+                                         "tests/unit/a.py::t1", "tests/unit/a.py::t2", "tests/unit/d.py::t1",
+                                         "tests/unit/b.py::t1"]
+    assert all((ROOT / m).is_file() for m in lanes.LONGEST_MODULES)
