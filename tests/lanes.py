@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import json
 import multiprocessing.process
 import os
 import socket
@@ -88,20 +90,52 @@ def _functions(path: str) -> tuple[dict[str, set[str]], list[ast.AST]]:
     return {f.name: _references(f) for f in funcs}, funcs  # type: ignore[attr-defined]
 
 
-@functools.lru_cache(maxsize=None)
-def process_starters(path: str) -> frozenset[str]:
-    """The functions of a test module that start a real process or outside binary, directly or through another."""
+def _process_starters(path: str) -> frozenset[str]:
     refs, _ = _functions(path)
     return _closure(refs, {name for name, r in refs.items() if r & PROCESS_NAMES})
 
 
-@functools.lru_cache(maxsize=None)
-def socket_openers(path: str) -> frozenset[str]:
-    """The functions of a test module that open a socket or start a process, directly or through another."""
+def _socket_openers(path: str) -> frozenset[str]:
     refs, funcs = _functions(path)
     seeds = {name for name, r in refs.items() if r & SOCKET_NAMES}
     seeds |= {f.name for f in funcs if _starts_a_real_server(f)}  # type: ignore[attr-defined]
-    return _closure(refs, seeds) | process_starters(path)
+    return _closure(refs, seeds) | _process_starters(path)
+
+
+CLASSIFIED = Path.home() / ".cache" / "rl-insight" / "lanes"  # a module's verdicts by its text and these rules
+_RULES = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def _classified(path: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(process starters, socket openers) of a test module, kept on disk by the module's text and this file's: each
+    pytest process (each xdist worker, each pass) read the modules' syntax trees again, 7 s of a 20 s collection."""
+    key = hashlib.sha1(Path(path).read_bytes()).hexdigest()
+    kept = CLASSIFIED / f"{_RULES}-{key}.json"
+    try:
+        starters, openers = json.loads(kept.read_text())
+        return frozenset(starters), frozenset(openers)
+    except (OSError, ValueError, TypeError):
+        pass
+    found = _process_starters(path), _socket_openers(path)
+    try:
+        CLASSIFIED.mkdir(parents=True, exist_ok=True)
+        part = kept.with_suffix(f".{os.getpid()}.part")
+        part.write_text(json.dumps([sorted(found[0]), sorted(found[1])]))
+        part.replace(kept)  # (atomic: workers classify at once)
+    except OSError:
+        pass  # an unwritable home: computed again next time
+    return found
+
+
+def process_starters(path: str) -> frozenset[str]:
+    """The functions of a test module that start a real process or outside binary, directly or through another."""
+    return _classified(path)[0]
+
+
+def socket_openers(path: str) -> frozenset[str]:
+    """The functions of a test module that open a socket or start a process, directly or through another."""
+    return _classified(path)[1]
 
 
 def classify(items: list[pytest.Item]) -> None:

@@ -4,11 +4,13 @@ TensorBoard's EventAccumulator, and W&B's offline run files (what `wandb sync` u
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,14 +18,21 @@ import pytest
 import rl_insight
 from tests.conftest import start_server, wait_until
 
-tb_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-wandb = pytest.importorskip("wandb")
+# (checked, not imported: each pytest process paid 2 s at collection for importing them; the tests import them)
+pytestmark = pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("tensorboard", "wandb")),
+                                reason="the export extras (tensorboard, wandb) are not installed")
+
+
+def _accumulator(log_dir: Path, **kwargs: Any) -> Any:
+    from tensorboard.backend.event_processing import event_accumulator
+
+    return event_accumulator.EventAccumulator(str(log_dir), **kwargs)
 
 STEPS = 5
 
 
 def _scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    ea = tb_accumulator.EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "tensors": 0})
+    ea = _accumulator(log_dir, size_guidance={"scalars": 0, "tensors": 0})
     ea.Reload()
     return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()["scalars"]}
 
@@ -76,7 +85,7 @@ def test_live_tensorboard_export_has_trainer_and_insight_scalars_at_their_step(t
         assert sum(by_reason.values()) == pytest.approx(2 * duration, rel=0.01)
         assert dict(scalars["rl_insight/goodput"])[step] == pytest.approx(
             by_reason["rl_insight/ledger_seconds/training"] / sum(by_reason.values()))
-    ea = tb_accumulator.EventAccumulator(str(tmp_path / "tb" / "proj" / "live-tb"))
+    ea = _accumulator(tmp_path / "tb" / "proj" / "live-tb")
     ea.Reload()
     assert "rl_insight/run" in ea.Tags()["tensors"]  # the run's identity as text
 

@@ -72,11 +72,12 @@ class _Item:
 
 def test_the_longest_modules_start_first_and_each_module_stays_whole_in_its_order() -> None:
     longest = lanes.LONGEST_MODULES[1]
-    items = [_Item("tests/unit/a.py::t1"), _Item("tests/unit/a.py::t2", ("socket",)),
-             _Item("tests/unit/b.py::t1"), _Item("tests/integration/c.py::t1", ("external", "socket")),
-             _Item(f"{longest}::t1"), _Item(f"{longest}::t2"), _Item("tests/unit/d.py::t1", ("socket",))]
+    a, b, c, d = (f"{folder}/{name}.py" for folder, name in
+                  (("tests/unit", "a"), ("tests/unit", "b"), ("tests/integration", "c"), ("tests/unit", "d")))
+    items = [_Item(f"{a}::t1"), _Item(f"{a}::t2", ("socket",)), _Item(f"{b}::t1"),
+             _Item(f"{c}::t1", ("external", "socket")), _Item(f"{longest}::t1"), _Item(f"{longest}::t2"),
+             _Item(f"{d}::t1", ("socket",))]
     lanes.heaviest_first(items)  # type: ignore[arg-type]
-    assert [i.nodeid for i in items] == [f"{longest}::t1", f"{longest}::t2", "tests/integration/c.py::t1",
-                                         "tests/unit/a.py::t1", "tests/unit/a.py::t2", "tests/unit/d.py::t1",
-                                         "tests/unit/b.py::t1"]
+    assert [i.nodeid for i in items] == [f"{longest}::t1", f"{longest}::t2", f"{c}::t1", f"{a}::t1", f"{a}::t2",
+                                         f"{d}::t1", f"{b}::t1"]
     assert all((ROOT / m).is_file() for m in lanes.LONGEST_MODULES)

@@ -5,15 +5,21 @@ has it, communication told from compute."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
 pytest.importorskip("pandas")
 
-from rl_insight.analysis.analyze import summarize  # noqa: E402 - after the importorskips
+from rl_insight.analysis.analyze import summarize  # noqa: E402 - after the importorskip
 from rl_insight.analysis.load import load  # noqa: E402
 from rl_insight.analysis.operators import _self_times, is_comm  # noqa: E402
+
+
+@pytest.fixture
+def torch() -> Any:
+    """torch, imported by the tests that use it (at collection, every pytest process paid 4 s for it)."""
+    return pytest.importorskip("torch")
 
 
 def test_self_time_is_the_span_minus_direct_children() -> None:
@@ -24,7 +30,7 @@ def test_self_time_is_the_span_minus_direct_children() -> None:
     assert _self_times([0, 5, 10], [100, 95, 20], ["aten::mean", "aten::mean", "aten::sum"]) == [90, None, 10]
 
 
-def test_operator_tables_agree_with_torch_key_averages(tmp_path: Path) -> None:
+def test_operator_tables_agree_with_torch_key_averages(tmp_path: Path, torch: Any) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
