@@ -20,8 +20,11 @@ import pytest
 
 import rl_insight
 from rl_insight.server.config import ServerConfig
+from tests import process_caches
 from tests.in_process import InProcessApp
 from tests.lanes import _in_process_only, classify, guard_active, heaviest_first, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
+
+process_caches.install()  # (before any app or client is built: tests/process_caches.py)
 
 
 def _port_slice() -> range:

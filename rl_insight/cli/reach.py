@@ -17,6 +17,7 @@ from .. import env
 from ..errors import ConflictError, InvalidInputError, NotFoundError, ServiceError, UnauthorizedError
 from ..services.home import Home
 from ..services.state import StackState
+from ..tls import verified
 from .options import config_url
 
 REQUEST_TIMEOUT_S = 10.0
@@ -36,7 +37,7 @@ class Server:
         url = self.url + path
         try:
             r = httpx.request(method, url, headers={**self.headers, **(headers or {})}, timeout=REQUEST_TIMEOUT_S,
-                              trust_env=False, **kw)
+                              trust_env=False, verify=verified(), **kw)
         except httpx.HTTPError as exc:
             raise ServiceError(f"cannot reach the rl-insight server at {url}: {exc}",
                                hint="check `rl-insight server status` or pass --server-url") from None

@@ -98,8 +98,10 @@ def wait_ready(url: str, timeout: float, proc: subprocess.Popen | None = None) -
     """Poll `url` until it answers 200; False on timeout or when `proc` exits first."""
     import httpx  # lazily: the CLI imports this module for every command
 
+    from ..tls import verified
+
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
+    with httpx.Client(timeout=1.0, trust_env=False, verify=verified()) as client:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 return False

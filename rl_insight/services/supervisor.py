@@ -28,6 +28,7 @@ from ..server.prometheus.user_rules import write_rule_file
 from ..server.rooms.alerting.am_config import Grouping
 from ..server.rooms.alerting.notifications import config_paths, relay_of
 from ..server.rooms.alerting.notifications import write_config as write_alertmanager_config
+from ..tls import verified
 from . import process
 from .alertmanager import AlertmanagerSettings, tool_beside
 from .alertmanager import command as alertmanager_command
@@ -397,7 +398,7 @@ def service_status(svc: ServiceRecord) -> dict[str, Any]:
     ready = False
     if alive:
         try:
-            ready = httpx.get(svc.ready_url, timeout=2.0, trust_env=False).status_code == 200
+            ready = httpx.get(svc.ready_url, timeout=2.0, trust_env=False, verify=verified()).status_code == 200
         except httpx.HTTPError:
             ready = False
     return {**asdict(svc), "alive": alive, "ready": ready}

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from ...tls import verified
+
 
 class PrometheusUnavailable(Exception):
     """Prometheus is not configured, does not answer, or refused the query."""
@@ -37,7 +39,7 @@ class PrometheusApi:
 
     def session(self) -> httpx.AsyncClient:
         """One connection pool per request handler (several queries run concurrently on it)."""
-        return httpx.AsyncClient(timeout=self.timeout_s, trust_env=False)
+        return httpx.AsyncClient(timeout=self.timeout_s, trust_env=False, verify=verified())
 
     async def _get(self, client: httpx.AsyncClient, path: str, params: dict[str, Any]) -> Any:
         if self.url is None:

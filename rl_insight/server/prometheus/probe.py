@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from ...tls import verified
+
 
 class ServiceProbe:
     """Answers 'is Prometheus up?' for /api/v1/services, cached briefly so the route stays cheap."""
@@ -47,7 +49,7 @@ class ServiceProbe:
         if now - self._cached[0] < 5.0:
             return self._cached[1]
         try:
-            async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
+            async with httpx.AsyncClient(timeout=1.0, trust_env=False, verify=verified()) as client:
                 r = await client.get(self.url + self._path)
             state = "running" if r.status_code == 200 else f"not_ready (HTTP {r.status_code})"
         except httpx.HTTPError:

@@ -168,7 +168,13 @@ class IngestAnswer(BaseModel):
 # --------------------------------------------------------------------------- profiles
 def inline_schema(model: Any) -> dict[str, Any]:
     """A model's (or a TypedDict's) JSON schema with its `$defs` written in place, for an `openapi_extra` request body
-    (a route that reads its body itself, bounded, and documents it with the model) or an answer documented by hand."""
+    (a route that reads its body itself, bounded, and documents it with the model) or an answer documented by hand.
+    Each call gets its own copy (FastAPI merges into it); the schema is made once per model."""
+    return copy.deepcopy(_inline_schema(model))
+
+
+@functools.cache
+def _inline_schema(model: Any) -> dict[str, Any]:
     schema = model.model_json_schema() if isinstance(model, type) and issubclass(model, BaseModel) else \
         TypeAdapter(model).json_schema()
     defs = schema.pop("$defs", {})

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from ....errors import NotFoundError, RLInsightError
+from ....tls import verified
 
 TIMEOUT_S = 5.0
 
@@ -38,7 +39,7 @@ class AlertmanagerDown(AlertmanagerError):
 class Alertmanager:
     def __init__(self, url: str, timeout_s: float = TIMEOUT_S) -> None:
         self.url = url.rstrip("/")
-        self._client = httpx.Client(timeout=timeout_s, trust_env=False)
+        self._client = httpx.Client(timeout=timeout_s, trust_env=False, verify=verified())
 
     def close(self) -> None:
         self._client.close()

@@ -18,6 +18,7 @@ from typing import Callable
 
 import httpx
 
+from ....tls import verified
 from .kinds import KINDS, Receiver
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ class WebhookDelivery:
     async def deliver(self, name: str, url: str, message: bytes) -> tuple[int, str]:
         """(the status to answer Alertmanager with, what happened in words: no URL in them)."""
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_s, trust_env=False, follow_redirects=False) as client:
+            async with httpx.AsyncClient(timeout=self.timeout_s, trust_env=False, follow_redirects=False,
+                                         verify=verified()) as client:
                 answer = await client.post(url, content=message, headers={"Content-Type": "application/json",
                                                                           "User-Agent": "rl-insight-alerts"})
         except httpx.HTTPError as exc:
