@@ -17,6 +17,10 @@ markers `socket`, `external` and `slow` (a test over 2 s) leave the rest out; a 
 socket or starts a process; hypothesis draws seeded and fewer) on two workers, as its tests now compute rather than
 wait (four took longer): about a minute on two cores, for the edit-and-test loop.
 
+The standard run leaves out the full lane (tests/full_lane.py: the costliest tests, each with a cheaper test of the
+same real part in the standard run), so that it fits the project's 12 minutes on two cores; `--full` runs everything
+(before a release, after a change to what those tests cover, on a schedule).
+
 Options after `python -m tests` go to both passes (`-x`, `-k name`, a path); `--workers N` sets the first pass's
 workers (`--workers 0`: no xdist). Plain `python -m pytest` still runs everything, serially. Exits non-zero when
 either pass failed; a pass that selects no test (a path holding only one kind) is not a failure.
@@ -63,6 +67,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--fast", action="store_true",
                     help="one pass of the tests that need no outside service (no Prometheus, PostgreSQL, Chromium, "
                          "haproxy, torch; no socket, no process): about a minute")
+    ap.add_argument("--full", action="store_true",
+                    help="the full lane too: the costliest tests, left out of the standard run (tests/full_lane.py)")
     ap.add_argument("--docs-images", action="store_true",
                     help="the browser pass only, writing the screenshots docs/ shows into docs/img/")
     known, passthrough = ap.parse_known_args(argv)
@@ -76,8 +82,9 @@ def main(argv: list[str]) -> int:
                     *passthrough],
                    lane=IN_PROCESS_LANE)
     spread = ["-n", str(known.workers), "--dist", "loadscope"] if known.workers > 0 else []
-    results = [run(["-q", *spread, "-m", "not e2e and not alone", *passthrough]),
-               run(["-q", "-m", "e2e or alone", *passthrough])]
+    lane = "" if known.full else " and not full"  # (tests/full_lane.py)
+    results = [run(["-q", *spread, "-m", f"not e2e and not alone{lane}", *passthrough]),
+               run(["-q", "-m", f"(e2e or alone){lane}", *passthrough])]
     if all(r == NO_TESTS_COLLECTED for r in results):
         return NO_TESTS_COLLECTED
     return max((r for r in results if r != NO_TESTS_COLLECTED), default=0)

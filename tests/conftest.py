@@ -21,6 +21,7 @@ import pytest
 import rl_insight
 from rl_insight.server.config import ServerConfig
 from tests import process_caches
+from tests.full_lane import in_full_lane
 from tests.in_process import InProcessApp
 from tests.lanes import _in_process_only, classify, guard_active, heaviest_first, install_guard, seed_the_draws  # noqa: F401 - a fixture for all
 
@@ -349,4 +350,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     classify(items)
+    for item in items:
+        if in_full_lane(item.nodeid):
+            item.add_marker(pytest.mark.full)
     heaviest_first(items)

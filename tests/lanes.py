@@ -241,20 +241,25 @@ def _in_process_only() -> Iterator[None]:
                     f"in_process=True, free_port, ...), or keep it in process")
 
 
-# The modules that took longest in each pass of the suite (seconds on the 2-core CI machine, from `python -m tests
-# --durations=120`, 2026-12-07): started first. A module missing here only starts later.
+# The modules that take longest in each pass of the standard run (test seconds on two cores, from `python -m tests
+# --full --durations=0`, 2026-12-08, less the full lane's tests), then the full lane's longest: started first. A
+# module missing here only starts later.
 LONGEST_MODULES = (
-    "tests/integration/test_container_image.py",  # 133 s
-    "tests/integration/test_stack_snapshots.py",  # 126 s
-    "tests/unit/contract/test_api_fuzz.py",  # 120 s
-    "tests/integration/test_alerting.py",  # 98 s
-    "tests/integration/test_profile_on_demand.py",  # 93 s
-    "tests/integration/test_fleet.py",  # 90 s
-    "tests/integration/test_full_stack.py",  # 46 s
-    "tests/integration/test_dashboards_on_demo.py",  # 45 s
-    "tests/unit/server/access/test_route_matrix.py",  # 44 s
-    "tests/integration/test_demo_cli.py",  # 43 s
-    "tests/integration/test_analysis_fanout.py",  # 43 s
+    "tests/integration/test_profile_on_demand.py",  # 70 s
+    "tests/unit/contract/test_compat.py",  # 47 s
+    "tests/integration/test_demo_cli.py",  # 39 s
+    "tests/unit/analysis/test_analysis.py",  # 38 s
+    "tests/integration/test_services_cli.py",  # 38 s
+    "tests/unit/contract/test_api_fuzz.py",  # 37 s (152 s with the full lane's)
+    "tests/integration/test_stack.py",  # 35 s
+    "tests/integration/test_alerting.py",  # 34 s (118 s)
+    "tests/unit/server/routes/test_runs_api.py",  # 30 s
+    "tests/integration/test_full_stack.py",  # 29 s (60 s)
+    "tests/integration/test_flight_recorder_agreement.py",  # 28 s
+    # the full lane's
+    "tests/integration/test_container_image.py",  # 136 s
+    "tests/integration/test_stack_snapshots.py",  # 138 s
+    "tests/integration/test_fleet.py",  # 106 s
     # the browser pass (`-m "e2e or alone"`)
     "tests/e2e/test_ui.py",  # 107 s
     "tests/e2e/test_ui_charts.py",  # 82 s

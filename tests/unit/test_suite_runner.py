@@ -30,8 +30,31 @@ def test_docs_images_runs_the_browser_pass_alone_with_the_switch_on(monkeypatch:
     monkeypatch.delenv(DOCS_IMAGES_ENV)
     calls.clear()
     assert runner.main(["-x"]) == 0  # the usual run: both passes, the switch off
-    assert [args[-2:] for args, _ in calls] == [["not e2e and not alone", "-x"], ["e2e or alone", "-x"]]
+    assert [args[-2:] for args, _ in calls] == [["not e2e and not alone and not full", "-x"],
+                                                ["(e2e or alone) and not full", "-x"]]
     assert {env for _, env in calls} == {None}
+    calls.clear()
+    assert runner.main(["--full"]) == 0  # everything: the full lane's tests too
+    assert [args[-1] for args, _ in calls] == ["not e2e and not alone", "(e2e or alone)"]
+
+
+def test_every_full_lane_entry_names_a_test_that_exists_and_says_what_covers_its_part() -> None:
+    """tests/full_lane.py: a renamed or deleted test would otherwise leave a dead entry (and a renamed one would slip
+    back into the standard run unseen)."""
+    import ast
+
+    from tests.full_lane import FULL_ONLY, in_full_lane
+
+    for entry, why in FULL_ONLY.items():
+        module, _, name = entry.partition("::")
+        path = ROOT / module
+        assert path.is_file(), f"{entry}: no such module"
+        if name:
+            tests = {f.name for f in ast.walk(ast.parse(path.read_text())) if isinstance(f, ast.FunctionDef)}
+            assert name.split("[", 1)[0] in tests, f"{entry}: no such test in {module}"
+        assert "test_" in why or "tests/" in why, f"{entry}: say which standard-lane test covers its part"
+        assert in_full_lane(entry if "[" in name else f"{entry}[param]" if name else f"{entry}::test_x")
+    assert not in_full_lane("tests/unit/test_suite_runner.py::test_compiled_modules_are_kept_outside_the_tree")
 
 
 def test_fast_runs_one_pass_without_the_external_tests(monkeypatch: pytest.MonkeyPatch) -> None:
