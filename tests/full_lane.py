@@ -29,10 +29,10 @@ FULL_ONLY: dict[str, str] = {
         "tests",
     "tests/integration/test_profile_on_demand.py::test_the_cli_requests_waits_fetches_and_uploads":  # 69 s
         "a real profile of a real process end to end: test_one_step_on_one_rank_yields_exactly_that_trace",
-    "tests/integration/test_dashboards_on_demo.py::test_every_dashboard_query_returns_data_for_the_run_and_none_for_another":
-        # 50 s
+    "tests/integration/test_dashboards_on_demo.py":  # 70 s: four demos and Prometheus (its tests share them)
         "Grafana's queries on the real Prometheus: tests/e2e/test_ui_prometheus.py "
-        "test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus",
+        "test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus; every board's queries parsed: "
+        "tests/unit/test_dashboards.py",
     "tests/integration/test_stack_snapshots.py::test_the_late_rank_is_named_and_nobody_moves":  # 47 s
         "a real gloo job with the flight recorder: tests/integration/test_flight_recorder_agreement.py; the "
         "verdict's rules: tests/unit/server/rooms/stacks/test_verdict.py",
