@@ -21,6 +21,7 @@ from .call_stacks import stacks
 from .demo import demo
 from .diagnose import diagnose
 from .export import export
+from .findings import findings
 from .mcp_server import mcp
 from .profile import profile_app
 from .runs import runs_app
@@ -39,6 +40,7 @@ app.command("analyze")(analyze)
 app.command("export")(export)
 app.command("stacks")(stacks)
 app.command("diagnose")(diagnose)
+app.command("findings")(findings)
 app.command("mcp")(mcp)
 
 

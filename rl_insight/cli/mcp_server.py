@@ -1,8 +1,8 @@
 """`rl-insight mcp`: the case file of a stuck or slow run for an AI agent — the same evidence a person sees, as
 read-only tools of a Model Context Protocol server on stdio (the `mcp` package from PyPI).
 
-Tools: the runs (with their status and why), a run's verdict, its latest stack snapshot's groups, one step's
-critical path explained, and the diff of two runs. Each tool is one GET of the server's API with the same token a
+Tools: the runs (with their status and why), a run's verdict and findings, its latest stack snapshot's groups, one
+step's critical path explained, and the diff of two runs. Each tool is one GET of the server's API with the same token a
 person's CLI uses, so the agent sees what that token may see and changes nothing. Answers are JSON, cut to
 MAX_ANSWER_CHARS with a note when longer (an agent's context is not a place for 4,096 ranks' stacks).
 """
@@ -147,6 +147,14 @@ def build(server: Server) -> Any:
         """Why a run is stuck: the verdict of its latest stack snapshot — class, culprit lanes and hosts, the collective
         (op, sequence number), the RL phase and step, the evidence and what to check next."""
         return bounded(server.request("GET", f"/api/v1/runs/{resolve_run(server, run)}/verdict"))
+
+    @app.tool()
+    @_said
+    def findings(run: str, kind: Optional[str] = None) -> str:
+        """What the detectors found in a run, one shape for every kind: a hung job, a rank or replica that makes
+        every step slower (kind `straggler`) — subject, cause, steps, what it costs a step, evidence, what next."""
+        params = {"kind": kind} if kind else None
+        return bounded(server.request("GET", f"/api/v1/runs/{resolve_run(server, run)}/findings", params=params))
 
     @app.tool()
     @_said

@@ -49,11 +49,11 @@ def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) ->
         ids = {r["experiment_name"]: r["id"] for r in httpx.get(srv.url + "/api/v1/runs", headers=h).json()["runs"]}
         snap = httpx.post(f"{srv.url}/api/v1/runs/{ids['slow']}/stacks", json={"deadline_s": 1}, headers=h).json()
         stacks_of(srv.app.state.st).tick(time.time() + 5)  # nobody answers: complete at its deadline, with a verdict
-        tools, (runs, verdict, groups, path, diff, missing) = asyncio.run(_ask(srv.url, [
+        tools, (runs, verdict, groups, path, diff, missing, found) = asyncio.run(_ask(srv.url, [
             ("runs", {"project": "q"}), ("verdict", {"run": "q/slow"}), ("stack_groups", {"run": str(ids["slow"])}),
             ("explain_step", {"run": "q/slow"}), ("run_diff", {"a": "q/base", "b": "q/slow"}),
-            ("verdict", {"run": "q/nothing"})]))
-        assert sorted(tools) == ["explain_step", "run_diff", "runs", "stack_groups", "verdict"]
+            ("verdict", {"run": "q/nothing"}), ("findings", {"run": "q/slow", "kind": "hang"})]))
+        assert sorted(tools) == ["explain_step", "findings", "run_diff", "runs", "stack_groups", "verdict"]
         text = lambda r: r.content[0].text  # noqa: E731
         assert {r["experiment_name"] for r in json.loads(text(runs))} == {"base", "slow"}
         answer = json.loads(text(verdict))
@@ -68,6 +68,8 @@ def test_the_agent_reads_runs_verdicts_stacks_paths_and_diffs(tmp_path: Path) ->
         d = json.loads(text(diff))
         assert next(iter(d)) == "sentence" and d["aligned_steps"] >= 3 and "steps" not in d and d["steps_total"] >= 3
         assert missing.is_error and "no run q/nothing" in text(missing)
+        hang = json.loads(text(found))["findings"]  # the verdict, as a finding of kind hang
+        assert [(f["kind"], f["subject"], f["cause"]) for f in hang] == [("hang", "rank_0", "unresponsive")]
     finally:
         srv.stop()
 

@@ -1,7 +1,7 @@
-"""The server's rooms: one folder per feature (`alerting/`, `explain/`, `exports/`, `profiles/`, `stacks/`,
-`trajectories/`), holding its services, its records, its routes (each declaring its access where it is registered)
-and a `feature.py` that says what the room is as one `Room` (house.py): its name, how it assembles its parts on the
-kernel (`AppState`), its routes, the rooms it uses and its CLI commands. The app finds the rooms here
+"""The server's rooms: one folder per feature (`alerting/`, `explain/`, `exports/`, `findings/`, `profiles/`,
+`stacks/`, `trajectories/`), holding its services, its records, its routes (each declaring its access where it is
+registered) and a `feature.py` that says what the room is as one `Room` (house.py): its name, how it assembles its
+parts on the kernel (`AppState`), its routes, the rooms it uses and its CLI commands. The app finds the rooms here
 (`house.discover`), assembles them on the kernel (`house.furnish`) and mounts their routes; no list of them is
 written anywhere.
 

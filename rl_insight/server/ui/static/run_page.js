@@ -12,6 +12,7 @@ import { Profiles } from "./profiles.js";
 import { StackSnapshots, verdictBox, verdictClass } from "./stacks.js";
 import { StepTable } from "./steps.js";
 import { renderDiffs, showCriticalPath } from "./explain.js";
+import { findingsCard } from "./findings.js";
 import { keyboard } from "./keys.js";
 import { ledgerLine, ledgerOf } from "./ledger.js";
 import { renderMoe } from "./moe.js";
@@ -214,7 +215,9 @@ async function renderInsights(el, runId, idPrefix = "") {
   const own = span ? await api(`/api/v1/runs/${runId}/insights?from_ns=${span[0]}&to_ns=${span[1]}&max_steps=1`).catch(() => null) : null;
   if (own) { s.lanes = own.lanes; s.overlap = own.overlap; }
   const lanes = Object.entries(s.lanes).sort((a, b) => compareLanes(a[0], b[0]));
+  const findings = idPrefix ? null : await findingsCard(runId, card);
   el.replaceChildren(
+    ...(findings ? [findings] : []),
     card(`rollout–training overlap${own ? " (step " + sel + ")" : ""}`, `${(100 * s.overlap.overlap_ratio).toFixed(0)} %`, "insight-overlap"),
     card(`rollout long tail (${tail ? "step " + tail.step : "last step"})`, tail ? h("span", {}, `${tail.ratio.toFixed(2)}× · ${tail.slowest_lane}`,
       !idPrefix && state.trajectories?.steps?.includes(tail.step) ? h("button", { class: "mini link", id: "long-tail-trajectories", "data-lane": tail.slowest_lane, "data-step": tail.step,

@@ -254,7 +254,20 @@ export class Timeline {
     }
     this.drawWindows(ctx, xOf, W, H);
     this.drawSnapshot(ctx, xOf, W, H);
+    this.drawFinding(ctx, xOf, W);
     this.drawCritical(ctx, xOf, W);
+  }
+  drawFinding(ctx, xOf, W) {
+    // a finding (findings.js): its lane banded in amber over the steps it concerns
+    const f = this.finding;
+    this.el.dataset.finding = f ? JSON.stringify({ lane: f.lane, kind: f.kind }) : "";
+    const i = f ? this.data.lanes.indexOf(f.lane) : -1, y = i >= 0 ? this.rowOf.get(i) : undefined;
+    if (!f || y === undefined || f.from_ns === undefined) return;
+    const x0 = Math.max(this.gutter, xOf(f.from_ns)), x1 = Math.min(W, xOf(f.to_ns));
+    if (x1 < this.gutter || x0 > W) return;
+    ctx.save(); ctx.fillStyle = "rgba(245, 158, 11, 0.25)"; ctx.strokeStyle = "#d97706"; ctx.lineWidth = 2;
+    ctx.fillRect(x0, y, Math.max(2, x1 - x0), this.rowH); ctx.strokeRect(x0, y + 1, Math.max(2, x1 - x0), this.rowH - 2);
+    ctx.restore();
   }
   drawSnapshot(ctx, xOf, W, H) {
     // a stack snapshot: a red line at its moment, the lanes of its odd ones out (and silent processes) outlined
