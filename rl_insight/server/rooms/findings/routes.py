@@ -85,8 +85,8 @@ def build_router(st: AppState) -> APIRouter:
     @r.get("/{run_id}/findings", **declare(st.auth, "read", "named"),
            **typed_answer(FindingsAnswer, "what the detectors found in the run"))
     async def run_findings(run_id: RunId, kind: Optional[str] = Query(
-            None, max_length=64, description="only findings of this kind: " + ", ".join(kinds.BY_NAME))
-            ) -> dict[str, Any]:
+            None, max_length=64, json_schema_extra={"enum": list(kinds.BY_NAME)},
+            description="only findings of this kind: " + ", ".join(kinds.BY_NAME))) -> dict[str, Any]:
         """What every detector found in the run, in one shape: a hung job (its latest stack snapshot's verdict) and
         the lanes that make every step slower (the fail-slow radar, over the run's last steps), each with its
         cause, the steps, what it costs, the evidence and what to check next. Open findings first."""
