@@ -17,7 +17,7 @@ from ..errors import ServiceError
 from ..services.home import Home
 from ..services.state import StackState
 
-FAULTS = ("xid", "npu", "hang", "slow-replica", "nan", "precision-drift", "kv-pressure")
+FAULTS = ("xid", "npu", "hang", "slow-replica", "nan", "precision-drift", "kv-pressure", "straggler")
 
 
 def _stack_url(home: Home) -> tuple[str, str, StackState | None]:
@@ -88,7 +88,9 @@ def demo(
         "`rl-insight stacks`); slow-replica (the last replica generates 3x slower from step 2: compare with a run "
         "without it, `rl-insight runs diff`); nan (actor/pg_loss turns NaN from step 2); precision-drift "
         "(training/rollout_probs_diff_mean climbs past 0.01 from step 2); kv-pressure (replica_0's KV cache stays "
-        "above 95% from step 2). Each fires its alert (docs/alerts.md).",
+        "above 95% from step 2); straggler (the last trainer rank does 50% more work in every phase from step 2: a "
+        "finding names it, `rl-insight findings`, docs/findings.md). Each of the others fires its alert "
+        "(docs/alerts.md).",
     ),
     fault_step: int = typer.Option(0, "--fault-step", min=0, help="Inject the fault at this step instead (0: the "
                                                                    "fault's default)."),

@@ -219,6 +219,10 @@ class Demo:
                         self.report(f"fault injected: hang — rank_{self.cfg.ranks // 2} will never reach step {step}'s "
                                     f"collective; see where everyone is: rl-insight stacks --run "
                                     f"{self.cfg.project}/{self.cfg.experiment_name}")
+                    elif self.cfg.fault == "straggler":
+                        self.report(f"fault injected: straggler — rank_{self.cfg.ranks - 1} does 50% more work from "
+                                    f"step {step} on; see it named: rl-insight findings --run "
+                                    f"{self.cfg.project}/{self.cfg.experiment_name}")
                     else:
                         self.report(f"fault injected: {self.cfg.fault}")
                 gen, trained, staleness = self._step(step, plan)

@@ -229,12 +229,12 @@ def _stop_listener(conn: Connection, stop: threading.Event, phase_done: threadin
 
 
 def _phase(name: str, ranks: int, seconds: float, busy: _Busy, nested: str | None = None,
-           hang_rank: int | None = None, stop: threading.Event | None = None) -> float:
+           hang_rank: int | None = None, stop: threading.Event | None = None, slow_rank: int | None = None) -> float:
     t0 = time.monotonic()
     barrier = threading.Barrier(ranks) if hang_rank is not None else None
 
     def rank_work(r: int) -> None:
-        jitter = random.uniform(0.9, 1.1) * (1.15 if r == ranks - 1 else 1.0)  # the last rank is a little slower
+        jitter = random.uniform(0.9, 1.1) * (1.5 if r == slow_rank else 1.0)  # --fault straggler: 50 % more work
         with rl_insight.trace_state(name, state_lane_id=f"rank_{r}"):
             if nested:
                 _work(name, seconds * 0.05)
@@ -283,6 +283,7 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     busy = _Busy()
     stop = threading.Event()
     hang_rank: int | None = None
+    slow_rank: int | None = None
 
     def hardware_loop() -> None:
         while not stop.wait(1.0):
@@ -295,6 +296,9 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
     try:
         while True:
             msg = conn.recv()
+            if msg[0] == "fault" and msg[1] == "straggler":
+                slow_rank = ranks - 1  # (the fail-slow radar names it: docs/findings.md)
+                continue
             if msg[0] == "fault":
                 hang_rank = _fault(msg[1], dcgm, npu, ranks, hang_rank)
                 continue
@@ -302,13 +306,14 @@ def trainer_worker(conn: Connection, ranks: int) -> None:
                 break
             _, step, plan = msg
             took = {
-                "old_log_prob": _phase("actor_compute_log_prob", ranks, plan["old_log_prob"], busy),
-                "ref": _phase("ref_compute_log_prob", ranks, plan["ref"], busy),
+                "old_log_prob": _phase("actor_compute_log_prob", ranks, plan["old_log_prob"], busy,
+                                       slow_rank=slow_rank),
+                "ref": _phase("ref_compute_log_prob", ranks, plan["ref"], busy, slow_rank=slow_rank),
             }
             phase_done = threading.Event()
             listener = _stop_listener(conn, stop, phase_done) if hang_rank is not None else None
             took["update_actor"] = _phase("train_batch", ranks, plan["update_actor"], busy, nested="actor_update",
-                                          hang_rank=hang_rank, stop=stop)
+                                          hang_rank=hang_rank, stop=stop, slow_rank=slow_rank)
             phase_done.set()
             if listener is not None:
                 listener.join()

@@ -22,8 +22,8 @@ Definitions (docs/findings.md states them for users):
 * A step is *clean* (`clean`) unless it holds a checkpoint, validation, evaluation or profiling state on any lane;
   the run's first `WARMUP_STEPS` are not looked at. Only clean steps enter a window.
 * The radar (`Radar`) opens a finding at a class's first candidate; it grows while the same lane stays the
-  candidate and ends after `CLEAR` clean steps without it; *chronic* once named in `CHRONIC` clean steps, a
-  *one-off* when it ended before.
+  candidate or stands out in the step alone, and ends after `CLEAR` clean steps with neither; *chronic* once named
+  in `CHRONIC` clean steps, a *one-off* when it ended before.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ CAUSES = ("compute", "communication", "input", "host_cpu", "rollout_generation",
           "unknown")
 _COLLECTIVE = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|barrier|nccl|gloo|hccl|"
                          r"send|recv|collective)", re.I)
-_INPUT = re.compile(r"(data|load|fetch|batch|input|prefetch|collate|tokeni[sz]e)", re.I)
+_INPUT = re.compile(r"(data|load|fetch|get_batch|next_batch|input|prefetch|collate|tokeni[sz]e)", re.I)  # (not verl's
+# train_batch: that is compute)
 _TQ = re.compile(r"(transfer_?queue|^tq[_:]|_tq$)", re.I)
 _HOST = re.compile(r"(host|cpu|preprocess|postprocess)", re.I)
 _UNCLEAN = re.compile(r"(checkpoint|save_model|validat|evaluat|^eval|profil|testing)", re.I)
@@ -204,6 +205,11 @@ def _named(v: StepView, lane: str, cause: str | None) -> bool:
     return share >= MIN_EXCESS and share >= Z_STEP * v.spread.get(cause, FLOOR)
 
 
+def _still_slow(v: StepView, lane: str) -> bool:
+    """Whether an open finding's lane stands out in the step `v` alone, in any cause or in its whole own time."""
+    return any(_named(v, lane, cause) for cause in [*v.cause_median, None])
+
+
 def _standout(window: Sequence[StepView], cause: str | None) -> Candidate | None:
     latest = window[-1]
     mean = {lane: sum(_share(v, lane, cause) for v in window) / len(window) for lane in latest.total}
@@ -312,8 +318,13 @@ class Radar:
                 c = candidate(window)
             current = self._open.get(cls)
             if current is not None:
+                window = self._windows.get(cls)
                 if c is not None and c.lane == current.subject:
                     self._add(current, step, c)
+                    self._quiet[cls] = 0
+                elif len(peers) >= MIN_PEERS and window and _still_slow(window[-1], current.subject):
+                    current.steps.append(step)  # (slow in this step alone: the incident goes on)
+                    current.last_step = step
                     self._quiet[cls] = 0
                 else:
                     self._quiet[cls] = self._quiet.get(cls, 0) + 1

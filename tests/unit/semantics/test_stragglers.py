@@ -48,6 +48,7 @@ def test_the_waiters_wait_is_discounted_and_the_late_ranks_compute_stands_out() 
     ("update_weights", "weight_sync"), ("sync_weights", "weight_sync"), ("all_reduce", "communication"),
     ("nccl:all_gather", "communication"), ("get_batch", "input"), ("dataloader_next", "input"),
     ("tq_put", "transfer_queue"), ("transfer_queue_get", "transfer_queue"), ("update_actor", "compute"),
+    ("train_batch", "compute"),
     ("compute_log_prob", "compute"),
 ])
 def test_each_state_name_has_its_cause(name: str, cause: str) -> None:

@@ -1,4 +1,4 @@
-// The run's findings (GET /api/v1/runs/{id}/findings; docs/findings.md): a card on the first screen naming what the
+// The run's findings (GET /api/v1/runs/{id}/findings; docs/findings.md): a card on the first screen, when there are any, naming what the
 // detectors found — a hung job, a lane that makes every step slower — open ones first; a click shows the finding's
 // last step on the timeline with its lane banded over the steps concerned (timeline.js drawFinding).
 import { api, state } from "./api.js";
@@ -16,8 +16,9 @@ export async function findingsCard(runId, card) {
     f.excess_s ? ` · +${fmtDur(f.excess_s)} a step` : "",
     f.first_step !== null && f.first_step !== undefined ? ` · steps ${f.first_step}–${f.last_step}` : "",
     f.open ? "" : h("span", { class: "muted" }, " (ended)"));
-  return card("findings", found.length ? h("ol", { class: "findings" }, ...found.slice(0, 5).map(line))
-    : h("span", { class: "muted" }, "none: no hang, no lane slower than its peers"), "insight-findings", true);
+  // (none: no card, so a healthy run's first screen is as it was)
+  return found.length ? card("findings", h("ol", { class: "findings" }, ...found.slice(0, 5).map(line)), "insight-findings", true)
+    : null;
 }
 
 // The finding on the timeline: its last step shown, its lane banded from its first step's start to its last's end.
