@@ -318,11 +318,11 @@ class Radar:
                 c = candidate(window)
             current = self._open.get(cls)
             if current is not None:
-                window = self._windows.get(cls)
+                recent = self._windows.get(cls)
                 if c is not None and c.lane == current.subject:
                     self._add(current, step, c)
                     self._quiet[cls] = 0
-                elif len(peers) >= MIN_PEERS and window and _still_slow(window[-1], current.subject):
+                elif len(peers) >= MIN_PEERS and recent and _still_slow(recent[-1], current.subject):
                     current.steps.append(step)  # (slow in this step alone: the incident goes on)
                     current.last_step = step
                     self._quiet[cls] = 0
