@@ -29,6 +29,22 @@ FULL_ONLY: dict[str, str] = {
         "tests",
     "tests/integration/test_profile_on_demand.py::test_the_cli_requests_waits_fetches_and_uploads":  # 69 s
         "a real profile of a real process end to end: test_one_step_on_one_rank_yields_exactly_that_trace",
+    # the other scenarios of a profile on demand (10 s each, one after another on one worker: the first pass's
+    # longest chain); the book's rules for each: tests/unit/server/rooms/profiles/test_book.py
+    "tests/integration/test_profile_on_demand.py::test_cancel_mid_window_discards_the_trace_and_says_so":
+        "a cancel's rule: tests/unit/server/rooms/profiles/test_book.py",
+    "tests/integration/test_profile_on_demand.py::test_a_second_request_for_a_busy_process_is_refused_visibly":
+        "a busy process's rule: tests/unit/server/rooms/profiles/test_book.py",
+    "tests/integration/test_profile_on_demand.py::test_an_export_that_fails_is_reported_with_its_reason":
+        "a failed export's rule: tests/unit/server/rooms/profiles/test_book.py",
+    "tests/integration/test_profile_on_demand.py::test_a_stage_of_one_step_is_profiled_alone":
+        "a real profile of a real process: test_one_step_on_one_rank_yields_exactly_that_trace",
+    "tests/integration/test_profile_on_demand.py::test_an_upload_interrupted_by_a_server_restart_resumes_where_the_"
+    "server_is":
+        "resumable uploads: tests/unit/server/rooms/profiles/test_book.py",
+    "tests/integration/test_demo_cli.py::test_demo_exits_non_zero_when_nothing_was_stored":  # 13 s
+        "the demo's own run: tests/integration/test_demo_cli.py test_the_slime_shape_reports_slimes_keys_with_role_and_"
+        "rank",
     "tests/integration/test_dashboards_on_demo.py":  # 70 s: four demos and Prometheus (its tests share them)
         "Grafana's queries on the real Prometheus: tests/e2e/test_ui_prometheus.py "
         "test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus; every board's queries parsed: "
@@ -102,6 +118,12 @@ FULL_ONLY: dict[str, str] = {
         "a lost run and a stopped server: tests/unit/server/live/test_liveness.py",
     "tests/e2e/test_ui_moe.py":  # 20 s
         "the heatmap's numbers: tests/unit/semantics/test_moe.py",
+    "tests/e2e/test_ui_prometheus.py::test_panels_and_a_firing_alert_in_the_browser":  # 17 s
+        "Prometheus in the browser: test_ui_numbers_equal_grafanas_queries_on_the_same_prometheus; a firing alert: "
+        "tests/integration/test_alerting.py test_a_thousand_lane_stall_is_one_notification_then_hung_then_resolved",
+    "tests/e2e/test_ui_prometheus.py::test_who_is_told_silences_and_a_rule_in_two_clicks_on_the_run_page":  # 14 s
+        "receivers, silences and rules over HTTP: tests/unit/server/access/test_route_matrix.py; the alerting "
+        "panel in the browser: tests/e2e/test_ui_roles.py",
     "tests/e2e/test_ui_steps.py":  # 16 s
         "the selected step on every chart: tests/e2e/test_ui_charts.py test_hover_values_a_shared_crosshair_and_"
         "the_selected_step_on_every_chart",
