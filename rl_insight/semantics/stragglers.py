@@ -43,8 +43,6 @@ Z_STEP = 5.0  # ... and in CONFIRM of the window's steps alone, 5 of that step's
 WARMUP_STEPS = 2
 WINDOW, CONFIRM, CLEAR, CHRONIC = 3, 2, 3, 5
 
-CAUSES = ("compute", "communication", "input", "host_cpu", "rollout_generation", "weight_sync", "transfer_queue",
-          "unknown")
 _COLLECTIVE = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|barrier|nccl|gloo|hccl|"
                          r"send|recv|collective)", re.I)
 _INPUT = re.compile(r"(data|load|fetch|get_batch|next_batch|input|prefetch|collate|tokeni[sz]e)", re.I)  # (not verl's
